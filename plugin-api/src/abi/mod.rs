@@ -1,0 +1,34 @@
+//! The stable-ABI layer: everything that actually crosses the library boundary.
+//!
+//! Plugin authors never name anything here; the [`export_plugin!`](crate::export_plugin)
+//! macro and the adapters wire their plain-Rust types to it. The host uses it
+//! directly.
+//!
+//! # Evolution rules (contract 1.x)
+//! - Prefix types ([`PluginRoot`]) and `#[sabi_trait]` traits may gain fields or
+//!   methods only after their `#[sabi(last_prefix_field)]`, which never moves.
+//! - Exhaustive enums ([`Value`](crate::Value), [`ComponentBox`]) are frozen.
+//!   Open sets use `u8` newtypes with constants ([`ComponentKind`],
+//!   [`ErrorKind`](crate::ErrorKind), [`WaitSituation`](crate::WaitSituation)).
+//! - Field names are ABI: renaming one breaks every built plugin.
+
+mod component;
+mod dyn_bolt;
+mod dyn_spout;
+mod dyn_wait;
+mod guard;
+mod output;
+mod root;
+
+pub use component::{Catalogue, CatalogueBuilder, ComponentBox, ComponentDescriptor, ComponentKind};
+pub use dyn_bolt::{BoltBox, DynBolt, DynBolt_TO};
+pub use dyn_spout::{DynSpout, DynSpout_TO, SpoutBox};
+pub use dyn_wait::{DynWaitStrategy, DynWaitStrategy_TO, WaitStrategyBox};
+pub use guard::{guard, PResult};
+pub use output::{Output, OutputMut, Output_TO};
+pub use root::{lib_header, PluginRoot, PluginRoot_Ref, PluginSource, CONTRACT_VERSION, ROOT_SYMBOL};
+
+#[doc(hidden)]
+pub mod __private {
+    pub use abi_stable::library::LibHeader;
+}

@@ -1,0 +1,83 @@
+//! The root module: the one symbol a plugin library exports.
+
+use abi_stable::{
+    declare_root_module_statics,
+    library::{CheckTypeLayout, LibHeader, RootModule, RootModuleResult},
+    package_version_strings,
+    prefix_type::PrefixTypeTrait,
+    sabi_types::VersionStrings,
+    StableAbi,
+};
+
+use super::{guard, Catalogue, PResult};
+
+/// The contract version this crate implements (its package version).
+pub const CONTRACT_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The name of the symbol holding a library's header (abi_stable 0.11's
+/// mangling of its root-module loader name). [`export_plugin!`](crate::export_plugin)
+/// exports a static under exactly this name.
+pub const ROOT_SYMBOL: &str = "_1as_0lib_1header_0root_bmodule_bloader";
+
+/// The root module of a plugin library: a prefix type, so later contract
+/// versions can add fields at the end.
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = PluginRoot_Ref)))]
+#[sabi(missing_field(panic))]
+pub struct PluginRoot {
+    /// Lists the library's components.
+    // Evolution rule: this is the last field of contract 1.0's prefix. Never
+    // move it; fields added later go after it and are read as `Option`s.
+    #[sabi(last_prefix_field)]
+    pub catalogue: extern "C" fn() -> PResult<Catalogue>,
+}
+
+impl std::fmt::Debug for PluginRoot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PluginRoot")
+    }
+}
+
+impl RootModule for PluginRoot_Ref {
+    // Required by the trait. The host never uses this per-type cache: it loads
+    // every library through `lib_header_from_path(..)?.init_root_module()`.
+    declare_root_module_statics! {PluginRoot_Ref}
+    const BASE_NAME: &'static str = "squall_plugin";
+    const NAME: &'static str = "squall_plugin";
+    const VERSION_STRINGS: VersionStrings = package_version_strings!();
+}
+
+/// A library's catalogue, implemented by the type [`export_plugin!`](crate::export_plugin) generates.
+pub trait PluginSource {
+    /// Builds the catalogue.
+    fn catalogue() -> Catalogue;
+}
+
+extern "C" fn catalogue_of<P: PluginSource>() -> PResult<Catalogue> {
+    guard(|| Ok(P::catalogue()))
+}
+
+fn root_of<P: PluginSource>() -> PluginRoot_Ref {
+    PluginRoot { catalogue: catalogue_of::<P> }.leak_into_prefix()
+}
+
+extern "C" fn load_root<P: PluginSource>() -> RootModuleResult {
+    abi_stable::library::__call_root_module_loader(root_of::<P>)
+}
+
+/// The header a plugin library exports under [`ROOT_SYMBOL`].
+pub const fn lib_header<P: PluginSource>() -> LibHeader {
+    // SAFETY: `load_root::<P>` returns the `PrefixRef` of a `PluginRoot_Ref`
+    // (erased by `__call_root_module_loader`), which is what `from_constructor`
+    // requires for `M = PluginRoot_Ref`.
+    unsafe { LibHeader::from_constructor::<PluginRoot_Ref>(load_root::<P>, CheckTypeLayout::Yes) }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn root_symbol_matches_abi_stable_mangling() {
+        assert_eq!(super::ROOT_SYMBOL, abi_stable::library::ROOT_MODULE_LOADER_NAME);
+    }
+}

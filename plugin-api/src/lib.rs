@@ -1,0 +1,136 @@
+//! The contract between the squall host and its plugins.
+//!
+//! A plugin is an ordinary Rust crate built as a `cdylib`. It implements plain
+//! Rust traits — [`Spout`], [`Bolt`] (acks by itself), [`BasicBolt`] (acked
+//! for it) and [`WaitStrategy`] — and calls [`export_plugin!`] once. This is
+//! the only crate it depends on.
+//!
+//! # Overview
+//! - [`Value`] is one tuple field; short strings are stored inline, so the
+//!   common emit allocates nothing. [`Tuple`] is an input as a bolt sees it.
+//! - [`SpoutCollector`], [`BoltCollector`] and [`BasicCollector`] emit, anchor,
+//!   ack, fail and reset timeouts.
+//! - [`ComponentConfig`] carries the component's TOML `config` table; read it
+//!   with serde.
+//! - [`abi`] is the stable-ABI layer (abi_stable `#[sabi_trait]` objects and a
+//!   prefix-type root module). A host refuses a library built against an
+//!   incompatible contract at load time, before calling any of its code. Every
+//!   entry point is wrapped in a panic guard, so a panic in plugin code becomes
+//!   an error and never takes the host down.
+//!
+//! # Example
+//! A complete plugin: a spout that emits sentences reliably, and a basic bolt
+//! that splits them into words.
+//!
+//! ```
+//! use serde::Deserialize;
+//! use squall_plugin_api::prelude::*;
+//!
+//! #[derive(Deserialize)]
+//! #[serde(deny_unknown_fields)]
+//! struct SentenceConfig {
+//!     #[serde(default = "default_count")]
+//!     count: u64,
+//! }
+//! fn default_count() -> u64 { 3 }
+//!
+//! /// Emits `count` sentences, each tracked by its index.
+//! pub struct Sentences { next: u64, count: u64 }
+//!
+//! impl Spout for Sentences {
+//!     const NAME: &'static str = "Sentences";
+//!     const DESCRIPTION: &'static str = "emits a fixed number of sentences";
+//!
+//!     fn declare_outputs(outputs: &mut OutputDeclarer) {
+//!         outputs.declare(&["sentence"]);
+//!     }
+//!
+//!     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
+//!         let config: SentenceConfig = config.parse()?;
+//!         Ok(Sentences { next: 0, count: config.count })
+//!     }
+//!
+//!     fn next_tuple(&mut self, collector: &mut SpoutCollector<'_>) -> Result<()> {
+//!         if self.next < self.count {
+//!             collector.emit_with_id(&[Value::from("the cow jumped")], self.next);
+//!             self.next += 1;
+//!         }
+//!         Ok(())
+//!     }
+//!
+//!     fn fail(&mut self, id: MessageId) {
+//!         eprintln!("message {} failed", id.0);
+//!     }
+//! }
+//!
+//! /// Splits each sentence into words.
+//! pub struct Split;
+//!
+//! impl BasicBolt for Split {
+//!     const NAME: &'static str = "Split";
+//!
+//!     fn declare_outputs(outputs: &mut OutputDeclarer) {
+//!         outputs.declare(&["word"]);
+//!     }
+//!
+//!     fn new(_config: &ComponentConfig<'_>) -> Result<Self> {
+//!         Ok(Split)
+//!     }
+//!
+//!     fn execute(&mut self, input: &Tuple<'_>, collector: &mut BasicCollector<'_>) -> Result<()> {
+//!         let sentence = input.get(0).and_then(Value::as_str).ok_or("expected a string")?;
+//!         for word in sentence.split_whitespace() {
+//!             collector.emit(&[Value::from(word)]);
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! squall_plugin_api::export_plugin! {
+//!     spouts: [Sentences],
+//!     basic_bolts: [Split],
+//! }
+//! # fn main() {
+//! #     use squall_plugin_api::abi::PluginSource;
+//! #     let catalogue = __SquallPlugin::catalogue();
+//! #     assert_eq!(catalogue.components.len(), 2);
+//! #     assert_eq!(catalogue.components[0].name.as_str(), "Sentences");
+//! # }
+//! ```
+//!
+//! Build it with `crate-type = ["cdylib"]` and name it in a topology's
+//! `[plugins]` table; see `docs/plugins.md`.
+
+#![deny(missing_docs)]
+#![allow(non_local_definitions, non_camel_case_types)] // abi_stable naming (`PluginRoot_Ref`, `DynSpout_TO`) and derive noise on recent rustc
+
+pub mod abi;
+mod bolt;
+mod collector;
+mod config;
+mod context;
+mod error;
+mod export;
+mod spout;
+mod tuple;
+mod value;
+mod wait;
+
+pub use bolt::{BasicBolt, Bolt};
+pub use collector::{BasicCollector, BoltCollector, SpoutCollector};
+pub use config::ComponentConfig;
+pub use context::{ComponentTasks, OutputDeclarer, StreamDecl, TaskContext};
+pub use error::{Error, ErrorKind, PluginError, Result};
+pub use spout::Spout;
+pub use tuple::{Anchor, MessageId, StreamId, Tuple, DEFAULT_STREAM, SYSTEM_COMPONENT, TICK_STREAM};
+pub use value::{SmallStr, Value};
+pub use wait::{WaitSituation, WaitStrategy};
+
+/// Everything a plugin author needs, in one `use`.
+pub mod prelude {
+    pub use crate::{
+        Anchor, BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, Error, MessageId,
+        OutputDeclarer, Result, Spout, SpoutCollector, StreamId, TaskContext, Tuple, Value, WaitSituation,
+        WaitStrategy,
+    };
+}

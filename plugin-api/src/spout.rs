@@ -1,0 +1,53 @@
+//! The [`Spout`] trait: a source of tuples.
+
+use crate::{ComponentConfig, MessageId, OutputDeclarer, Result, SpoutCollector, TaskContext};
+
+/// A source of tuples, like Storm's `IRichSpout`.
+///
+/// The host calls every method from the spout task's own thread. Panics are
+/// caught: the host fails what was in flight and rebuilds the instance.
+pub trait Spout: Send + Sized + 'static {
+    /// The name a topology uses after `alias::`.
+    const NAME: &'static str;
+    /// A one-line description for `squall inspect`.
+    const DESCRIPTION: &'static str = "";
+
+    /// Declares the output streams and their fields.
+    fn declare_outputs(outputs: &mut OutputDeclarer);
+
+    /// Builds an instance from the component's `config` table.
+    ///
+    /// # Errors
+    /// When the config is invalid; the message reaches the user.
+    fn new(config: &ComponentConfig<'_>) -> Result<Self>;
+
+    /// Called once on the task's thread before anything else.
+    ///
+    /// # Errors
+    /// When the spout cannot start; the topology does not run.
+    fn open(&mut self, _context: &TaskContext) -> Result<()> {
+        Ok(())
+    }
+
+    /// The topology was activated: `next_tuple` calls follow.
+    fn activate(&mut self) {}
+
+    /// The topology was deactivated: no `next_tuple` calls until the next `activate`.
+    fn deactivate(&mut self) {}
+
+    /// Emits zero or more tuples. Must not block: when there is nothing to emit,
+    /// return, and the host's spout wait strategy takes over.
+    ///
+    /// # Errors
+    /// An error is reported and counted; the spout keeps running.
+    fn next_tuple(&mut self, collector: &mut SpoutCollector<'_>) -> Result<()>;
+
+    /// The tuple tree of `message_id` was fully processed.
+    fn ack(&mut self, _message_id: MessageId) {}
+
+    /// The tuple tree of `message_id` failed or timed out; replay it if you need to.
+    fn fail(&mut self, _message_id: MessageId) {}
+
+    /// Called once at shutdown, after in-flight tuples were acked or failed.
+    fn close(&mut self) {}
+}

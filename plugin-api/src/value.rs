@@ -1,0 +1,334 @@
+//! [`Value`]: the type of one tuple field.
+//!
+//! The variant set is part of the ABI and frozen for contract 1.x (adding a
+//! variant to an exhaustive `#[repr(u8)]` enum breaks every built plugin), so it
+//! was chosen up front with the hot path in mind:
+//! - scalars are stored inline;
+//! - strings of up to [`SmallStr::CAPACITY`] bytes are stored inline too
+//!   ([`Value::SmallStr`]), so a word or a key never allocates;
+//! - [`Value::SharedStr`] and [`Value::SharedBytes`] share one immutable buffer
+//!   between every copy, for large values emitted again and again.
+//!
+//! Equality and hashing look at the content only: `Value::from("a")` (inline),
+//! a heap `Str` and a `SharedStr` holding `"a"` are equal and hash the same, so
+//! a fields grouping routes them to the same task.
+
+use std::hash::{Hash, Hasher};
+
+use abi_stable::{
+    std_types::{RArc, RString, RVec},
+    StableAbi,
+};
+
+/// One field of a tuple.
+#[repr(u8)]
+#[derive(StableAbi, Debug, Clone)]
+pub enum Value {
+    /// No value.
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// A signed integer.
+    I64(i64),
+    /// An unsigned integer.
+    U64(u64),
+    /// A float.
+    F64(f64),
+    /// A string of at most [`SmallStr::CAPACITY`] bytes, stored inline.
+    SmallStr(SmallStr),
+    /// A heap string.
+    Str(RString),
+    /// A string shared by reference count between copies.
+    SharedStr(RArc<RString>),
+    /// A byte buffer.
+    Bytes(RVec<u8>),
+    /// A byte buffer shared by reference count between copies.
+    SharedBytes(RArc<RVec<u8>>),
+    /// A list of values.
+    List(RVec<Value>),
+}
+
+/// A string stored inline in a [`Value`], without allocation.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy)]
+pub struct SmallStr {
+    len: u8,
+    bytes: [u8; SmallStr::CAPACITY],
+}
+
+impl SmallStr {
+    /// The longest string, in bytes, that fits inline.
+    pub const CAPACITY: usize = 31;
+
+    /// Stores `s` inline, or returns `None` when it is longer than [`Self::CAPACITY`].
+    pub fn new(s: &str) -> Option<Self> {
+        let len = s.len();
+        if len > Self::CAPACITY {
+            return None;
+        }
+        let mut bytes = [0u8; Self::CAPACITY];
+        bytes[..len].copy_from_slice(s.as_bytes());
+        Some(Self { len: len as u8, bytes })
+    }
+
+    /// The string.
+    pub fn as_str(&self) -> &str {
+        let bytes = &self.bytes[..usize::from(self.len)];
+        // `new` only ever copies a whole `&str`, so the bytes are UTF-8; fall back
+        // to "" rather than trusting memory written by a foreign plugin.
+        std::str::from_utf8(bytes).unwrap_or("")
+    }
+}
+
+impl std::fmt::Debug for SmallStr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl Value {
+    /// A string value: inline when short, on the heap otherwise.
+    pub fn str(s: &str) -> Self {
+        match SmallStr::new(s) {
+            Some(small) => Value::SmallStr(small),
+            None => Value::Str(RString::from(s)),
+        }
+    }
+
+    /// A string value whose buffer is shared between all copies.
+    pub fn shared_str(s: &str) -> Self {
+        Value::SharedStr(RArc::new(RString::from(s)))
+    }
+
+    /// The string, for any of the string variants.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::SmallStr(s) => Some(s.as_str()),
+            Value::Str(s) => Some(s.as_str()),
+            Value::SharedStr(s) => Some(s.as_str()),
+            _ => None,
+        }
+    }
+
+    /// The bytes, for either byte variant.
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Value::Bytes(b) => Some(b.as_slice()),
+            Value::SharedBytes(b) => Some(b.as_slice()),
+            _ => None,
+        }
+    }
+
+    /// The value as an `i64`, converting from `U64` when it fits.
+    pub fn as_i64(&self) -> Option<i64> {
+        match *self {
+            Value::I64(v) => Some(v),
+            Value::U64(v) => i64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    /// The value as a `u64`, converting from a non-negative `I64`.
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Value::U64(v) => Some(v),
+            Value::I64(v) => u64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    /// The value as an `f64`.
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Value::F64(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The value as a `bool`.
+    pub fn as_bool(&self) -> Option<bool> {
+        match *self {
+            Value::Bool(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The list's items.
+    pub fn as_list(&self) -> Option<&[Value]> {
+        match self {
+            Value::List(items) => Some(items.as_slice()),
+            _ => None,
+        }
+    }
+
+    /// The size of the value's encoding in bytes: what a byte-rate throttle counts.
+    ///
+    /// Scalars count 8 bytes (a bool 1, null 0); strings and byte buffers count
+    /// their length; a list counts the sum of its items.
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            Value::Null => 0,
+            Value::Bool(_) => 1,
+            Value::I64(_) | Value::U64(_) | Value::F64(_) => 8,
+            Value::List(items) => items.iter().map(Value::encoded_len).sum(),
+            other => other.as_str().map(str::len).or_else(|| other.as_bytes().map(<[u8]>::len)).unwrap_or(0),
+        }
+    }
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Value::Null, Value::Null) => true,
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::I64(a), Value::I64(b)) => a == b,
+            (Value::U64(a), Value::U64(b)) => a == b,
+            (Value::F64(a), Value::F64(b)) => a.to_bits() == b.to_bits(),
+            (Value::List(a), Value::List(b)) => a == b,
+            (a, b) => match (a.as_str(), b.as_str()) {
+                (Some(x), Some(y)) => x == y,
+                _ => matches!((a.as_bytes(), b.as_bytes()), (Some(x), Some(y)) if x == y),
+            },
+        }
+    }
+}
+
+impl Eq for Value {}
+
+impl Hash for Value {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        match self {
+            Value::Null => state.write_u8(0),
+            Value::Bool(v) => state.write_u8(2 + u8::from(*v)),
+            Value::I64(v) => state.write_i64(*v),
+            Value::U64(v) => state.write_u64(*v),
+            Value::F64(v) => state.write_u64(v.to_bits()),
+            Value::List(items) => items.iter().for_each(|v| v.hash(state)),
+            other => {
+                if let Some(s) = other.as_str() {
+                    state.write(s.as_bytes());
+                    state.write_u8(0xff);
+                } else if let Some(b) = other.as_bytes() {
+                    state.write(b);
+                    state.write_u8(0xfe);
+                }
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Null => f.write_str("null"),
+            Value::Bool(v) => write!(f, "{v}"),
+            Value::I64(v) => write!(f, "{v}"),
+            Value::U64(v) => write!(f, "{v}"),
+            Value::F64(v) => write!(f, "{v}"),
+            Value::List(items) => {
+                f.write_str("[")?;
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{item}")?;
+                }
+                f.write_str("]")
+            }
+            other => match (other.as_str(), other.as_bytes()) {
+                (Some(s), _) => f.write_str(s),
+                (_, Some(b)) => write!(f, "<{} bytes>", b.len()),
+                _ => Ok(()),
+            },
+        }
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value::str(s)
+    }
+}
+
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        match SmallStr::new(&s) {
+            Some(small) => Value::SmallStr(small),
+            None => Value::Str(RString::from(s)),
+        }
+    }
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::I64(v)
+    }
+}
+
+impl From<u64> for Value {
+    fn from(v: u64) -> Self {
+        Value::U64(v)
+    }
+}
+
+impl From<f64> for Value {
+    fn from(v: f64) -> Self {
+        Value::F64(v)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(v: bool) -> Self {
+        Value::Bool(v)
+    }
+}
+
+impl From<Vec<u8>> for Value {
+    fn from(v: Vec<u8>) -> Self {
+        Value::Bytes(RVec::from(v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::hash_map::DefaultHasher;
+
+    fn hash_of(v: &Value) -> u64 {
+        let mut h = DefaultHasher::new();
+        v.hash(&mut h);
+        h.finish()
+    }
+
+    #[test]
+    fn short_strings_are_stored_inline() {
+        assert!(matches!(Value::from("hello"), Value::SmallStr(_)));
+        let long = "x".repeat(SmallStr::CAPACITY + 1);
+        assert!(matches!(Value::from(long.as_str()), Value::Str(_)));
+        assert_eq!(Value::from("hello").as_str(), Some("hello"));
+    }
+
+    #[test]
+    fn string_variants_with_equal_content_are_equal_and_hash_alike() {
+        let inline = Value::from("word");
+        let heap = Value::Str(RString::from("word"));
+        let shared = Value::shared_str("word");
+        assert_eq!(inline, heap);
+        assert_eq!(heap, shared);
+        assert_eq!(hash_of(&inline), hash_of(&heap));
+        assert_eq!(hash_of(&heap), hash_of(&shared));
+        assert_ne!(Value::from("word"), Value::from("other"));
+    }
+
+    #[test]
+    fn encoded_len_counts_content_bytes() {
+        assert_eq!(Value::from("abc").encoded_len(), 3);
+        assert_eq!(Value::I64(1).encoded_len(), 8);
+        assert_eq!(Value::List(vec![Value::from("ab"), Value::Bool(true)].into()).encoded_len(), 3);
+    }
+
+    #[test]
+    fn value_stays_forty_bytes() {
+        assert_eq!(std::mem::size_of::<Value>(), 40);
+    }
+}

@@ -1,6 +1,8 @@
 //! The [`Bolt`] and [`BasicBolt`] traits: processing steps.
 
-use crate::{BasicCollector, BoltCollector, ComponentConfig, OutputDeclarer, Result, TaskContext, Tuple};
+use crate::{
+    BasicCollector, BoltCollector, ComponentConfig, OutputDeclarer, Result, TaskContext, Tuple,
+};
 
 /// A processing step that anchors and acks by itself, like Storm's `IRichBolt`.
 ///

@@ -33,12 +33,30 @@ impl<'a> SpoutCollector<'a> {
 
     /// Emits on a declared stream, tracked when `message_id` is set.
     pub fn emit_to(&mut self, stream: StreamId, values: &[Value], message_id: Option<MessageId>) {
-        self.output.emit(stream.0, values.into(), (&[][..]).into(), message_id.into(), ROption::RNone);
+        self.output.emit(
+            stream.0,
+            values.into(),
+            (&[][..]).into(),
+            message_id.into(),
+            ROption::RNone,
+        );
     }
 
     /// Emits on a direct stream to one task of a subscribing component.
-    pub fn emit_direct(&mut self, task: u32, stream: StreamId, values: &[Value], message_id: Option<MessageId>) {
-        self.output.emit(stream.0, values.into(), (&[][..]).into(), message_id.into(), ROption::RSome(task));
+    pub fn emit_direct(
+        &mut self,
+        task: u32,
+        stream: StreamId,
+        values: &[Value],
+        message_id: Option<MessageId>,
+    ) {
+        self.output.emit(
+            stream.0,
+            values.into(),
+            (&[][..]).into(),
+            message_id.into(),
+            ROption::RSome(task),
+        );
     }
 }
 
@@ -70,8 +88,20 @@ impl<'a> BoltCollector<'a> {
     }
 
     /// Emits on a direct stream to one task, anchored to `anchors`.
-    pub fn emit_direct(&mut self, task: u32, stream: StreamId, anchors: &[Anchor], values: &[Value]) {
-        self.output.emit(stream.0, values.into(), anchors.into(), ROption::RNone, ROption::RSome(task));
+    pub fn emit_direct(
+        &mut self,
+        task: u32,
+        stream: StreamId,
+        anchors: &[Anchor],
+        values: &[Value],
+    ) {
+        self.output.emit(
+            stream.0,
+            values.into(),
+            anchors.into(),
+            ROption::RNone,
+            ROption::RSome(task),
+        );
     }
 
     /// Acks an input (now or later): its part of the tree is done.
@@ -121,7 +151,13 @@ impl<'a> BasicCollector<'a> {
 
     /// Emits on a direct stream to one task.
     pub fn emit_direct(&mut self, task: u32, stream: StreamId, values: &[Value]) {
-        self.output.emit(stream.0, values.into(), (&[][..]).into(), ROption::RNone, ROption::RSome(task));
+        self.output.emit(
+            stream.0,
+            values.into(),
+            (&[][..]).into(),
+            ROption::RNone,
+            ROption::RSome(task),
+        );
     }
 
     /// Restarts the message timeout of the input's tree.

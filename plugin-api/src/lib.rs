@@ -122,7 +122,9 @@ pub use config::ComponentConfig;
 pub use context::{ComponentTasks, OutputDeclarer, StreamDecl, TaskContext};
 pub use error::{Error, ErrorKind, PluginError, Result};
 pub use spout::Spout;
-pub use tuple::{Anchor, MessageId, StreamId, Tuple, DEFAULT_STREAM, SYSTEM_COMPONENT, TICK_STREAM};
+pub use tuple::{
+    Anchor, MessageId, StreamId, Tuple, DEFAULT_STREAM, SYSTEM_COMPONENT, TICK_STREAM,
+};
 pub use value::{SmallStr, Value};
 pub use wait::{WaitSituation, WaitStrategy};
 
@@ -130,7 +132,7 @@ pub use wait::{WaitSituation, WaitStrategy};
 pub mod prelude {
     pub use crate::{
         Anchor, BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, Error, MessageId,
-        OutputDeclarer, Result, Spout, SpoutCollector, StreamId, TaskContext, Tuple, Value, WaitSituation,
-        WaitStrategy,
+        OutputDeclarer, Result, Spout, SpoutCollector, StreamId, TaskContext, Tuple, Value,
+        WaitSituation, WaitStrategy,
     };
 }

@@ -171,7 +171,11 @@ impl Value {
             Value::Bool(_) => 1,
             Value::I64(_) | Value::U64(_) | Value::F64(_) => 8,
             Value::List(items) => items.iter().map(Value::encoded_len).sum(),
-            other => other.as_str().map(str::len).or_else(|| other.as_bytes().map(<[u8]>::len)).unwrap_or(0),
+            other => other
+                .as_str()
+                .map(str::len)
+                .or_else(|| other.as_bytes().map(<[u8]>::len))
+                .unwrap_or(0),
         }
     }
 }

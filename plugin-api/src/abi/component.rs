@@ -10,7 +10,9 @@ use super::dyn_bolt::{BasicBoltAdapter, BoltAdapter};
 use super::dyn_spout::SpoutAdapter;
 use super::dyn_wait::WaitAdapter;
 use super::guard::to_plugin_error;
-use super::{guard, BoltBox, DynBolt_TO, DynSpout_TO, DynWaitStrategy_TO, PResult, SpoutBox, WaitStrategyBox};
+use super::{
+    guard, BoltBox, DynBolt_TO, DynSpout_TO, DynWaitStrategy_TO, PResult, SpoutBox, WaitStrategyBox,
+};
 use crate::{
     BasicBolt, Bolt, ComponentConfig, ErrorKind, OutputDeclarer, Spout, StreamDecl, WaitStrategy,
 };
@@ -137,7 +139,14 @@ impl CatalogueBuilder {
     /// Adds a wait strategy.
     pub fn wait_strategy<W: WaitStrategy>(&mut self) -> &mut Self {
         let outputs = OutputDeclarer::default();
-        self.push(ComponentKind::WAIT_STRATEGY, W::NAME, W::DESCRIPTION, outputs, false, new_wait::<W>)
+        self.push(
+            ComponentKind::WAIT_STRATEGY,
+            W::NAME,
+            W::DESCRIPTION,
+            outputs,
+            false,
+            new_wait::<W>,
+        )
     }
 
     fn push(
@@ -168,28 +177,32 @@ impl CatalogueBuilder {
 
 extern "C" fn new_spout<S: Spout>(config: RStr<'_>) -> PResult<ComponentBox> {
     guard(|| {
-        let spout = S::new(&ComponentConfig::new(config.as_str())).map_err(to_plugin_error(ErrorKind::CONFIG))?;
+        let spout = S::new(&ComponentConfig::new(config.as_str()))
+            .map_err(to_plugin_error(ErrorKind::CONFIG))?;
         Ok(ComponentBox::Spout(DynSpout_TO::from_value(SpoutAdapter(spout), TD_Opaque)))
     })
 }
 
 extern "C" fn new_bolt<B: Bolt>(config: RStr<'_>) -> PResult<ComponentBox> {
     guard(|| {
-        let bolt = B::new(&ComponentConfig::new(config.as_str())).map_err(to_plugin_error(ErrorKind::CONFIG))?;
+        let bolt = B::new(&ComponentConfig::new(config.as_str()))
+            .map_err(to_plugin_error(ErrorKind::CONFIG))?;
         Ok(ComponentBox::Bolt(DynBolt_TO::from_value(BoltAdapter(bolt), TD_Opaque)))
     })
 }
 
 extern "C" fn new_basic_bolt<B: BasicBolt>(config: RStr<'_>) -> PResult<ComponentBox> {
     guard(|| {
-        let bolt = B::new(&ComponentConfig::new(config.as_str())).map_err(to_plugin_error(ErrorKind::CONFIG))?;
+        let bolt = B::new(&ComponentConfig::new(config.as_str()))
+            .map_err(to_plugin_error(ErrorKind::CONFIG))?;
         Ok(ComponentBox::Bolt(DynBolt_TO::from_value(BasicBoltAdapter(bolt), TD_Opaque)))
     })
 }
 
 extern "C" fn new_wait<W: WaitStrategy>(config: RStr<'_>) -> PResult<ComponentBox> {
     guard(|| {
-        let wait = W::new(&ComponentConfig::new(config.as_str())).map_err(to_plugin_error(ErrorKind::CONFIG))?;
+        let wait = W::new(&ComponentConfig::new(config.as_str()))
+            .map_err(to_plugin_error(ErrorKind::CONFIG))?;
         Ok(ComponentBox::WaitStrategy(DynWaitStrategy_TO::from_value(WaitAdapter(wait), TD_Opaque)))
     })
 }

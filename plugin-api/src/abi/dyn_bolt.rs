@@ -3,7 +3,7 @@
 
 use abi_stable::{sabi_trait, std_types::RBox};
 
-use super::{guard::to_plugin_error, guard, OutputMut, PResult};
+use super::{guard, guard::to_plugin_error, OutputMut, PResult};
 use crate::{BasicBolt, BasicCollector, Bolt, BoltCollector, ErrorKind, TaskContext, Tuple};
 
 /// A bolt instance, as the host drives it.
@@ -38,7 +38,10 @@ impl<B: Bolt> DynBolt for BoltAdapter<B> {
     }
 
     fn cleanup(&mut self) -> PResult<()> {
-        guard(|| Ok(self.0.cleanup()))
+        guard(|| {
+            self.0.cleanup();
+            Ok(())
+        })
     }
 }
 
@@ -59,6 +62,9 @@ impl<B: BasicBolt> DynBolt for BasicBoltAdapter<B> {
     }
 
     fn cleanup(&mut self) -> PResult<()> {
-        guard(|| Ok(self.0.cleanup()))
+        guard(|| {
+            self.0.cleanup();
+            Ok(())
+        })
     }
 }

@@ -1,11 +1,8 @@
 //! The spout object that crosses the boundary, and its adapter from [`Spout`].
 
-use abi_stable::{
-    sabi_trait,
-    std_types::RBox,
-};
+use abi_stable::{sabi_trait, std_types::RBox};
 
-use super::{guard::to_plugin_error, guard, OutputMut, PResult};
+use super::{guard, guard::to_plugin_error, OutputMut, PResult};
 use crate::{ErrorKind, MessageId, Spout, SpoutCollector, TaskContext};
 
 /// A spout instance, as the host drives it.
@@ -41,11 +38,17 @@ impl<S: Spout> DynSpout for SpoutAdapter<S> {
     }
 
     fn activate(&mut self) -> PResult<()> {
-        guard(|| Ok(self.0.activate()))
+        guard(|| {
+            self.0.activate();
+            Ok(())
+        })
     }
 
     fn deactivate(&mut self) -> PResult<()> {
-        guard(|| Ok(self.0.deactivate()))
+        guard(|| {
+            self.0.deactivate();
+            Ok(())
+        })
     }
 
     fn next_tuple(&mut self, output: OutputMut<'_>) -> PResult<()> {
@@ -56,15 +59,23 @@ impl<S: Spout> DynSpout for SpoutAdapter<S> {
     }
 
     fn ack(&mut self, message_id: MessageId) -> PResult<()> {
-        guard(|| Ok(self.0.ack(message_id)))
+        guard(|| {
+            self.0.ack(message_id);
+            Ok(())
+        })
     }
 
     fn fail(&mut self, message_id: MessageId) -> PResult<()> {
-        guard(|| Ok(self.0.fail(message_id)))
+        guard(|| {
+            self.0.fail(message_id);
+            Ok(())
+        })
     }
 
     fn close(&mut self) -> PResult<()> {
-        guard(|| Ok(self.0.close()))
+        guard(|| {
+            self.0.close();
+            Ok(())
+        })
     }
 }
-

@@ -2,7 +2,7 @@
 
 use abi_stable::{sabi_trait, std_types::RBox};
 
-use super::{guard::to_plugin_error, guard, PResult};
+use super::{guard, guard::to_plugin_error, PResult};
 use crate::{ErrorKind, WaitSituation, WaitStrategy};
 
 /// A wait strategy instance, as the host drives it.

@@ -20,13 +20,17 @@ mod guard;
 mod output;
 mod root;
 
-pub use component::{Catalogue, CatalogueBuilder, ComponentBox, ComponentDescriptor, ComponentKind};
+pub use component::{
+    Catalogue, CatalogueBuilder, ComponentBox, ComponentDescriptor, ComponentKind,
+};
 pub use dyn_bolt::{BoltBox, DynBolt, DynBolt_TO};
 pub use dyn_spout::{DynSpout, DynSpout_TO, SpoutBox};
 pub use dyn_wait::{DynWaitStrategy, DynWaitStrategy_TO, WaitStrategyBox};
 pub use guard::{guard, PResult};
 pub use output::{Output, OutputMut, Output_TO};
-pub use root::{lib_header, PluginRoot, PluginRoot_Ref, PluginSource, CONTRACT_VERSION, ROOT_SYMBOL};
+pub use root::{
+    lib_header, PluginRoot, PluginRoot_Ref, PluginSource, CONTRACT_VERSION, ROOT_SYMBOL,
+};
 
 #[doc(hidden)]
 pub mod __private {

@@ -1,0 +1,91 @@
+//! The acker task: a thin loop around an [`AckLedger`].
+//!
+//! # State machine
+//! Block on the acker's channel (an idle acker costs no CPU), then for each
+//! message batch apply every message to the ledger, collect completions per
+//! spout task, and send each spout its replies in one control message. A
+//! `Tick` rotates the ledger; expired roots are dropped silently, as in
+//! Storm: the spout times them out by itself. The loop ends when the run
+//! state is `Stopping`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use super::ledger::{AckLedger, Outcome};
+use crate::executor::batch::{AckerInput, AckerMsg, Control, Reply, ReplyKind};
+use crate::executor::{RunControl, RunState};
+use crate::ids::{EdgeId, TaskId};
+
+/// An acker task.
+#[derive(Debug)]
+pub struct AckerTask {
+    /// The pending trees.
+    pub ledger: AckLedger,
+    /// Incoming messages.
+    pub input: Receiver<AckerInput>,
+    /// Control queues of every task, indexed by task id.
+    pub spouts: Vec<Sender<Control>>,
+    /// Run state.
+    pub run: Arc<RunControl>,
+}
+
+impl AckerTask {
+    /// Runs until the topology stops.
+    pub fn run(mut self) {
+        let mut replies: Vec<Vec<Reply>> = self.spouts.iter().map(|_| Vec::new()).collect();
+        loop {
+            match self.input.recv_timeout(Duration::from_millis(50)) {
+                Ok(AckerInput::Msgs(msgs)) => {
+                    for msg in msgs {
+                        self.apply(msg, &mut replies);
+                    }
+                    self.send(&mut replies);
+                }
+                Ok(AckerInput::Tick) => {
+                    let dropped = self.ledger.rotate();
+                    if dropped > 0 {
+                        tracing::debug!(dropped, "acker dropped expired trees");
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if self.run.state() == RunState::Stopping && self.input.is_empty() {
+                return;
+            }
+        }
+    }
+
+    fn apply(&mut self, msg: AckerMsg, replies: &mut [Vec<Reply>]) {
+        let completion = match msg {
+            AckerMsg::Init { root, val, spout_task } => {
+                self.ledger.init(root, EdgeId(val), TaskId(spout_task))
+            }
+            AckerMsg::Ack { root, val } => self.ledger.ack(root, EdgeId(val)),
+            AckerMsg::Fail { root } => self.ledger.fail(root),
+            AckerMsg::Reset { root } => {
+                if let Some(task) = self.ledger.reset_timeout(root) {
+                    replies[task.0 as usize].push(Reply { root, kind: ReplyKind::Reset });
+                }
+                None
+            }
+        };
+        if let Some(c) = completion {
+            let kind = match c.outcome {
+                Outcome::Acked => ReplyKind::Acked,
+                Outcome::Failed => ReplyKind::Failed,
+            };
+            replies[c.spout_task.0 as usize].push(Reply { root: c.root, kind });
+        }
+    }
+
+    fn send(&self, replies: &mut [Vec<Reply>]) {
+        for (task, batch) in replies.iter_mut().enumerate() {
+            if !batch.is_empty() {
+                let _ = self.spouts[task].send(Control::Replies(std::mem::take(batch)));
+            }
+        }
+    }
+}

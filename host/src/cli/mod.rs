@@ -1,0 +1,56 @@
+//! The `squall` command line: `run`, `validate`, `inspect`.
+//!
+//! Exit codes: 0 success; 1 the topology failed while running; 2 usage
+//! error (clap); 69 (`EX_UNAVAILABLE`) a plugin library could not be loaded
+//! or a component could not be built; 78 (`EX_CONFIG`) the topology file is
+//! invalid; 130 a second Ctrl-C ended the process at once.
+
+mod args;
+mod inspect;
+mod run;
+mod validate;
+
+use std::process::ExitCode;
+
+pub use args::{Args, Command};
+
+use crate::config::Diagnostics;
+use crate::topology::{BindError, Topology};
+
+/// `EX_CONFIG` from sysexits.h.
+pub const EXIT_CONFIG: u8 = 78;
+/// `EX_UNAVAILABLE` from sysexits.h.
+pub const EXIT_UNAVAILABLE: u8 = 69;
+
+/// Runs a parsed command line.
+///
+/// # Errors
+/// Unexpected failures (IO on the JSON summary, ...); expected failures are
+/// printed and mapped to an exit code here.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        Command::Run(a) => run::run(a),
+        Command::Validate { topology } => validate::validate(&topology),
+        Command::Inspect { plugin } => inspect::inspect(&plugin),
+    }
+}
+
+/// Loads, validates and binds a topology file, printing errors.
+fn load(path: &std::path::Path) -> Result<Topology, ExitCode> {
+    let config = crate::config::load(path).map_err(|d| print_config_errors(&d))?;
+    crate::topology::bind(&config).map_err(|e| match e {
+        BindError::Config(d) => print_config_errors(&d),
+        BindError::Load(errors) => {
+            for e in errors {
+                eprintln!("error: {e}");
+            }
+            ExitCode::from(EXIT_UNAVAILABLE)
+        }
+    })
+}
+
+fn print_config_errors(d: &Diagnostics) -> ExitCode {
+    eprintln!("{d}");
+    eprintln!("{} error{} in the topology", d.len(), if d.len() == 1 { "" } else { "s" });
+    ExitCode::from(EXIT_CONFIG)
+}

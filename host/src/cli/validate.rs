@@ -1,0 +1,39 @@
+//! `squall validate`.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use super::{load, EXIT_UNAVAILABLE};
+
+/// Loads the plugins, checks the topology, and builds every instance
+/// (constructors check their config) without starting anything.
+pub fn validate(path: &Path) -> anyhow::Result<ExitCode> {
+    let topology = match load(path) {
+        Ok(t) => t,
+        Err(code) => return Ok(code),
+    };
+    if let Err(e) = crate::runtime::instantiate(&topology) {
+        eprintln!("error: {e}");
+        return Ok(ExitCode::from(EXIT_UNAVAILABLE));
+    }
+    let tasks: u32 = topology.components.iter().map(|c| c.parallelism()).sum();
+    println!(
+        "{}: topology \"{}\" is valid ({} components, {} tasks, {} acker executors)",
+        path.display(),
+        topology.name,
+        topology.components.len(),
+        tasks,
+        topology.settings.acker_executors
+    );
+    for c in &topology.components {
+        for s in &c.outputs {
+            for sub in &s.subscribers {
+                println!(
+                    "  {} --{}:{:?}--> {}",
+                    c.name, s.decl.name, sub.grouping, topology.components[sub.component].name
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,350 @@
+//! Readers for `[spouts.NAME]` and `[bolts.NAME]`: component references, config
+//! tables, inputs with their groupings, and throttles.
+//!
+//! A spout or bolt whose table is broken is still returned (with defaults), so
+//! that inputs naming it do not produce a second, misleading "unknown component"
+//! error. A broken component reference becomes a placeholder with an empty alias;
+//! the error has already been reported, and a config with any error is never
+//! handed out.
+
+use toml::de::DeValue;
+use toml::Spanned;
+
+use super::defaults::{self, keys};
+use super::diagnostic::Loc;
+use super::model::{
+    BoltDecl, ComponentRef, GroupingSpec, InputDecl, SpoutDecl, ThrottleMode, ThrottleRate,
+    ThrottleSpec, WaitOverrides,
+};
+use super::suggest::did_you_mean;
+use super::wait::{read_wait_overrides, Situation};
+use super::walk::{entries, quoted_list, Key, Section, Value, Walker};
+
+/// Parses `"alias::Component"` (already interpolated) and checks that the alias
+/// is declared in `[plugins]`. `context` names where it is written.
+pub(crate) fn component_ref(
+    w: &mut Walker<'_>,
+    text: Spanned<String>,
+    context: &str,
+) -> Option<ComponentRef> {
+    let span = text.span();
+    let Some((alias, component)) =
+        text.get_ref().split_once("::").filter(|(a, c)| !a.is_empty() && !c.is_empty())
+    else {
+        let message = format!("invalid component reference \"{}\" in {context}", text.get_ref());
+        let help = "write it as \"alias::Component\", with the alias declared in [plugins]";
+        w.error(&span, message, Some(help.to_string()));
+        return None;
+    };
+    if !w.aliases.iter().any(|a| a == alias) {
+        let help = did_you_mean(alias, w.aliases.iter().map(String::as_str))
+            .unwrap_or_else(|| format!("declare it in [plugins]: {alias} = \"path/to/lib.so\""));
+        w.error(&span, format!("unknown plugin alias \"{alias}\" in {context}"), Some(help));
+        return None;
+    }
+    Some(ComponentRef {
+        alias: alias.to_string(),
+        component: component.to_string(),
+        loc: w.loc(&span),
+    })
+}
+
+/// Reads every `[spouts.NAME]`, in file order.
+pub(crate) fn read_spouts(w: &mut Walker<'_>, value: Option<&Value<'_>>) -> Vec<SpoutDecl> {
+    let Some(table) = value.and_then(|v| w.table(v, "\"spouts\"")) else { return Vec::new() };
+    entries(table).into_iter().map(|(key, value)| read_spout(w, key, value)).collect()
+}
+
+fn read_spout(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> SpoutDecl {
+    let owner = format!("spout \"{}\"", key.get_ref());
+    let loc = w.loc(&key.span());
+    check_name(w, key, "spout");
+    let mut spout = SpoutDecl {
+        name: key.get_ref().to_string(),
+        loc,
+        component: placeholder(loc),
+        parallelism: defaults::PARALLELISM,
+        config: String::new(),
+        throttle: None,
+        wait: WaitOverrides::default(),
+        max_spout_pending: None,
+    };
+    let Some(table) = w.table(value, &owner) else { return spout };
+    let s = Section::new(table, key.span(), owner);
+    s.check_keys(w, keys::SPOUT);
+    (spout.component, spout.parallelism, spout.config) = read_common(w, &s);
+    spout.throttle = s.get("throttle").and_then(|v| read_throttle(w, v, &s.context));
+    spout.max_spout_pending = s.opt_u32(w, "max_spout_pending", 0);
+    if let Some(v) = s.get("wait") {
+        spout.wait = read_wait_overrides(w, v, &s.context, Situation::SPOUT);
+    }
+    spout
+}
+
+/// Reads every `[bolts.NAME]`, in file order.
+pub(crate) fn read_bolts(w: &mut Walker<'_>, value: Option<&Value<'_>>) -> Vec<BoltDecl> {
+    let Some(table) = value.and_then(|v| w.table(v, "\"bolts\"")) else { return Vec::new() };
+    entries(table).into_iter().map(|(key, value)| read_bolt(w, key, value)).collect()
+}
+
+fn read_bolt(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> BoltDecl {
+    let owner = format!("bolt \"{}\"", key.get_ref());
+    let loc = w.loc(&key.span());
+    check_name(w, key, "bolt");
+    let mut bolt = BoltDecl {
+        name: key.get_ref().to_string(),
+        loc,
+        component: placeholder(loc),
+        parallelism: defaults::PARALLELISM,
+        config: String::new(),
+        inputs: Vec::new(),
+        tick_tuple_freq_secs: None,
+        wait: WaitOverrides::default(),
+    };
+    let Some(table) = w.table(value, &owner) else { return bolt };
+    let s = Section::new(table, key.span(), owner);
+    s.check_keys(w, keys::BOLT);
+    (bolt.component, bolt.parallelism, bolt.config) = read_common(w, &s);
+    match s.get("inputs") {
+        Some(v) => bolt.inputs = read_inputs(w, v, &s.context),
+        None => {
+            let help = "subscribe to a spout or bolt: inputs = [{ from = \"NAME\" }]";
+            s.missing(w, "inputs", Some(help.to_string()));
+        }
+    }
+    bolt.tick_tuple_freq_secs = s.uint(w, "tick_tuple_freq_secs", 1, u64::MAX);
+    if let Some(v) = s.get("wait") {
+        bolt.wait = read_wait_overrides(w, v, &s.context, Situation::BOLT);
+    }
+    bolt
+}
+
+/// Stands in for a component reference that could not be read.
+fn placeholder(loc: Loc) -> ComponentRef {
+    ComponentRef { alias: String::new(), component: String::new(), loc }
+}
+
+/// Names are free-form, but `__` is Storm's prefix for system components
+/// (`__system`, `__acker`), and a tick tuple comes from `__system`.
+fn check_name(w: &mut Walker<'_>, key: &Key<'_>, kind: &str) {
+    let name: &str = key.get_ref();
+    if name.is_empty() {
+        w.error(&key.span(), format!("{kind} name is empty"), None);
+    } else if name.starts_with("__") {
+        let help = "names starting with \"__\" are reserved for system components";
+        w.error(&key.span(), format!("{kind} name \"{name}\" is reserved"), Some(help.to_string()));
+    }
+}
+
+/// The keys spouts and bolts share: `component`, `parallelism`, `config`.
+fn read_common(w: &mut Walker<'_>, s: &Section<'_, '_>) -> (ComponentRef, u32, String) {
+    let component = match s.string(w, "component") {
+        Some(text) => component_ref(w, text, &s.context),
+        None => {
+            if s.get("component").is_none() {
+                let help = "name its implementation: component = \"alias::Component\"";
+                s.missing(w, "component", Some(help.to_string()));
+            }
+            None
+        }
+    };
+    let component = component.unwrap_or_else(|| placeholder(w.loc(&s.span)));
+    let parallelism = s.u32_or(w, "parallelism", defaults::PARALLELISM, 1);
+    (component, parallelism, read_config(w, s))
+}
+
+/// The `config` table as the TOML document the component's constructor reads.
+fn read_config(w: &mut Walker<'_>, s: &Section<'_, '_>) -> String {
+    let Some(value) = s.get("config") else { return String::new() };
+    let Some(table) = w.table(value, &s.what("config")) else { return String::new() };
+    let context = format!("config of {}", s.context);
+    let table = w.user_table(entries(table), "", &context);
+    w.document(&table, &value.span(), &context)
+}
+
+fn read_inputs(w: &mut Walker<'_>, value: &Value<'_>, owner: &str) -> Vec<InputDecl> {
+    let DeValue::Array(items) = value.get_ref() else {
+        w.wrong_type(value, &format!("\"inputs\" in {owner}"), "an array of tables");
+        return Vec::new();
+    };
+    if items.is_empty() {
+        let help = "subscribe to a spout or bolt: inputs = [{ from = \"NAME\" }]";
+        w.error(&value.span(), format!("\"inputs\" in {owner} is empty"), Some(help.to_string()));
+    }
+    let context = |i: usize| format!("input {} of {owner}", i + 1);
+    items.iter().enumerate().filter_map(|(i, item)| read_input(w, item, context(i))).collect()
+}
+
+/// One input table; `None` when `from` is missing or unreadable (reported).
+fn read_input(w: &mut Walker<'_>, item: &Value<'_>, context: String) -> Option<InputDecl> {
+    let table = w.table(item, &context)?;
+    let loc = w.loc(&item.span());
+    let s = Section::new(table, item.span(), context);
+    s.check_keys(w, keys::INPUT);
+    let from = s.string(w, "from");
+    if s.get("from").is_none() {
+        s.missing(w, "from", Some("name the spout or bolt to subscribe to".to_string()));
+    }
+    let (stream, stream_loc) = match s.string(w, "stream") {
+        Some(stream) if stream.get_ref().is_empty() => {
+            w.error(&stream.span(), format!("{} is empty", s.what("stream")), None);
+            (defaults::DEFAULT_STREAM.to_string(), loc)
+        }
+        Some(stream) => (stream.get_ref().clone(), w.loc(&stream.span())),
+        None => (defaults::DEFAULT_STREAM.to_string(), loc),
+    };
+    let (grouping, grouping_loc) = match s.get("grouping") {
+        Some(v) => {
+            (read_grouping(w, v, &s.context).unwrap_or(GroupingSpec::Shuffle), w.loc(&v.span()))
+        }
+        None => (GroupingSpec::Shuffle, loc),
+    };
+    let throttle = s.get("throttle").and_then(|v| read_throttle(w, v, &s.context));
+    let from = from?;
+    let from_loc = w.loc(&from.span());
+    Some(InputDecl {
+        from: from.into_inner(),
+        from_loc,
+        stream,
+        stream_loc,
+        grouping,
+        grouping_loc,
+        throttle,
+        loc,
+    })
+}
+
+/// A grouping: one of the names in [`keys::GROUPINGS`], or `{ fields = [...] }`.
+fn read_grouping(w: &mut Walker<'_>, value: &Value<'_>, owner: &str) -> Option<GroupingSpec> {
+    let what = format!("\"grouping\" in {owner}");
+    match value.get_ref() {
+        DeValue::String(_) => {
+            let name = w.string(value, &what)?;
+            let grouping = match name.as_str() {
+                "shuffle" => GroupingSpec::Shuffle,
+                "all" => GroupingSpec::All,
+                "global" => GroupingSpec::Global,
+                "direct" => GroupingSpec::Direct,
+                "local_or_shuffle" => GroupingSpec::LocalOrShuffle,
+                "none" => GroupingSpec::None,
+                "fields" => {
+                    let help = "write grouping = { fields = [\"FIELD\", ...] }";
+                    let message = format!("grouping \"fields\" in {owner} needs the field names");
+                    w.error(&value.span(), message, Some(help.to_string()));
+                    return None;
+                }
+                other => {
+                    let help = did_you_mean(other, keys::GROUPINGS.iter().copied())
+                        .unwrap_or_else(|| format!("expected {}", quoted_list(keys::GROUPINGS)));
+                    w.error(
+                        &value.span(),
+                        format!("unknown grouping \"{other}\" in {owner}"),
+                        Some(help),
+                    );
+                    return None;
+                }
+            };
+            Some(grouping)
+        }
+        DeValue::Table(table) => {
+            let s = Section::new(table, value.span(), format!("grouping of {owner}"));
+            s.check_keys(w, keys::GROUPING_TABLE);
+            read_fields(w, &s).map(GroupingSpec::Fields)
+        }
+        _ => {
+            w.wrong_type(value, &what, "a string or a table { fields = [...] }");
+            None
+        }
+    }
+}
+
+/// `fields = ["a", "b"]`: not empty, no field twice.
+fn read_fields(w: &mut Walker<'_>, s: &Section<'_, '_>) -> Option<Vec<(String, Loc)>> {
+    let Some(value) = s.get("fields") else {
+        s.missing(w, "fields", Some("write { fields = [\"FIELD\", ...] }".to_string()));
+        return None;
+    };
+    let what = s.what("fields");
+    let DeValue::Array(items) = value.get_ref() else {
+        w.wrong_type(value, &what, "an array of field names");
+        return None;
+    };
+    if items.is_empty() {
+        w.error(
+            &value.span(),
+            format!("{what} is empty"),
+            Some("name at least one field".to_string()),
+        );
+        return None;
+    }
+    let mut fields: Vec<(String, Loc)> = Vec::new();
+    let mut ok = true;
+    for item in items.iter() {
+        let Some(name) = w.string(item, &format!("field in {}", s.context)) else {
+            ok = false;
+            continue;
+        };
+        let loc = w.loc(&item.span());
+        if name.is_empty() {
+            w.error(&item.span(), format!("empty field name in {}", s.context), None);
+            ok = false;
+        } else if fields.iter().any(|(f, _)| *f == name) {
+            w.error(&item.span(), format!("field \"{name}\" appears twice in {}", s.context), None);
+            ok = false;
+        } else {
+            fields.push((name, loc));
+        }
+    }
+    ok.then_some(fields)
+}
+
+/// A throttle table under a spout or an input; `owner` names that.
+fn read_throttle(w: &mut Walker<'_>, value: &Value<'_>, owner: &str) -> Option<ThrottleSpec> {
+    let table = w.table(value, &format!("\"throttle\" in {owner}"))?;
+    let s = Section::new(table, value.span(), format!("throttle of {owner}"));
+    s.check_keys(w, keys::THROTTLE);
+    let mode = read_throttle_mode(w, &s);
+    let period_millis = s.u64_or(w, "period_millis", defaults::THROTTLE_PERIOD_MILLIS, 1);
+    let tuples = s.uint(w, "tuples_per_sec", 1, u64::MAX);
+    let bytes = s.uint(w, "bytes_per_sec", 1, u64::MAX);
+    let rate =
+        match (s.table.get_key_value("tuples_per_sec"), s.table.get_key_value("bytes_per_sec")) {
+            (Some(_), Some((key, _))) => {
+                let message =
+                    format!("{} sets both \"tuples_per_sec\" and \"bytes_per_sec\"", s.context);
+                w.error(&key.span(), message, Some("keep one of them".to_string()));
+                return None;
+            }
+            (None, None) => {
+                let message =
+                    format!("{} needs \"tuples_per_sec\" or \"bytes_per_sec\"", s.context);
+                w.error(
+                    &s.span,
+                    message,
+                    Some("for example: { tuples_per_sec = 1000 }".to_string()),
+                );
+                return None;
+            }
+            (Some(_), None) => ThrottleRate::TuplesPerSec(tuples?),
+            (None, Some(_)) => ThrottleRate::BytesPerSec(bytes?),
+        };
+    Some(ThrottleSpec { mode, rate, period_millis, loc: w.loc(&value.span()) })
+}
+
+fn read_throttle_mode(w: &mut Walker<'_>, s: &Section<'_, '_>) -> ThrottleMode {
+    let Some(mode) = s.string(w, "mode") else { return ThrottleMode::Period };
+    match mode.get_ref().as_str() {
+        "period" => ThrottleMode::Period,
+        "smooth" => ThrottleMode::Smooth,
+        other => {
+            let help = did_you_mean(other, keys::THROTTLE_MODES.iter().copied())
+                .unwrap_or_else(|| format!("expected {}", quoted_list(keys::THROTTLE_MODES)));
+            w.error(
+                &mode.span(),
+                format!("unknown throttle mode \"{other}\" in {}", s.context),
+                Some(help),
+            );
+            ThrottleMode::Period
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! Every default of the topology file, with where it comes from, and the reference
+//! of every accepted key. `docs/topology.md` is written from this page.
+//!
+//! # File structure
+//!
+//! Top-level keys: `topology`, `plugins`, `wait`, `spouts`, `bolts`. Any other key,
+//! at any level listed below, is an error (with a "did you mean" when one is close).
+//! Every string value may use environment interpolation (`${VAR}`,
+//! `${VAR:-default}`, `${VAR:?message}`, `$$`; see `config::interpolate`), including
+//! strings inside component `config` tables.
+//!
+//! ## `[topology]`
+//!
+//! | key | type | default | rule | Storm name |
+//! | --- | --- | --- | --- | --- |
+//! | `name` | string | file stem | not empty | `topology.name` |
+//! | `message_timeout_secs` | integer | 30 | ≥ 1 | `topology.message.timeout.secs` |
+//! | `enable_message_timeouts` | bool | true | | `topology.enable.message.timeouts` |
+//! | `max_spout_pending` | integer | unlimited | 0 = unlimited | `topology.max.spout.pending` |
+//! | `acker_executors` | integer | 1 | 0 = no tracking, acked on emit | `topology.acker.executors` |
+//! | `spout_recvq_skips` | integer | 3 | ≥ 1 | `topology.spout.recvq.skips` |
+//! | `receive_buffer_size` | integer | 32768 | ≥ 2 | `topology.executor.receive.buffer.size` |
+//! | `producer_batch_size` | integer | 1 | ≥ 1; used as `max(1, min(v, receive_buffer_size / 2))` | `topology.producer.batch.size` |
+//! | `batch_flush_interval_millis` | integer | 1 | 0 = flush only when idle | `topology.batch.flush.interval.millis` |
+//! | `timeout_buckets` | integer | 2 | ≥ 2; buckets of the spout pending RotatingMap | (Storm hard-codes 2) |
+//! | `shutdown_timeout_secs` | integer | 10 | | — |
+//! | `max_restarts` | integer | 3 | restarts of a panicking instance allowed … | — |
+//! | `restart_window_secs` | integer | 60 | … within this window, else the topology stops | — |
+//!
+//! ## `[plugins]`
+//!
+//! `alias = "path"` or `alias = { path = "path", sha256 = "hex" }`. The path is
+//! interpolated, then resolved against the TOML file's directory when relative.
+//! `sha256` is optional, 64 hex digits (either case). An alias is letters, digits,
+//! `_` and `-`. Components are then named `"alias::Component"`.
+//!
+//! ## `[wait.spout]`, `[wait.bolt]`, `[wait.backpressure]`
+//!
+//! Each optional. `strategy` (default `"progressive"`) is one of:
+//! - `"progressive"`: keys `level1_count`, `level2_count`, `level3_sleep_millis`
+//!   override that situation's defaults (spout 0/0/1, bolt 1/1000/1,
+//!   backpressure 1/1000/1 — Storm's `topology.*.wait.progressive.*`).
+//! - `"park"`: key `park_micros` (default 100, 0 = busy spin; Storm's
+//!   `topology.*.wait.park.microsec`).
+//! - `"alias::Component"`: a plugin strategy; every other key of the table is
+//!   passed to the plugin as its TOML config.
+//!
+//! ## `[spouts.NAME]`
+//!
+//! | key | type | default | rule |
+//! | --- | --- | --- | --- |
+//! | `component` | string | required | `"alias::Component"` with a declared alias |
+//! | `parallelism` | integer | 1 | ≥ 1 |
+//! | `config` | table | empty | any TOML; handed to the constructor as a TOML document |
+//! | `throttle` | table | none | see *Throttle* |
+//! | `max_spout_pending` | integer | topology's | 0 = unlimited for this spout |
+//! | `wait.spout`, `wait.backpressure` | table | topology's | same keys as `[wait.*]` |
+//!
+//! ## `[bolts.NAME]`
+//!
+//! | key | type | default | rule |
+//! | --- | --- | --- | --- |
+//! | `component` | string | required | `"alias::Component"` with a declared alias |
+//! | `parallelism` | integer | 1 | ≥ 1 |
+//! | `config` | table | empty | as for spouts |
+//! | `inputs` | array of tables | required | not empty; see *Inputs* |
+//! | `tick_tuple_freq_secs` | integer | none | ≥ 1; Storm `topology.tick.tuple.freq.secs` |
+//! | `wait.bolt`, `wait.backpressure` | table | topology's | same keys as `[wait.*]` |
+//!
+//! Component names are unique across spouts and bolts and may not start with `__`
+//! (reserved, as in Storm, for `__system`, `__acker`, …).
+//!
+//! ## Inputs
+//!
+//! | key | type | default | rule |
+//! | --- | --- | --- | --- |
+//! | `from` | string | required | a declared spout or bolt; bolts may not form a cycle |
+//! | `stream` | string | `"default"` | not empty |
+//! | `grouping` | string or table | `"shuffle"` | `"shuffle"`, `"all"`, `"global"`, `"direct"`, `"local_or_shuffle"`, `"none"`, or `{ fields = ["f", …] }` (not empty, no repeats) |
+//! | `throttle` | table | none | see *Throttle* |
+//!
+//! A bolt may subscribe to one `(from, stream)` pair only once.
+//!
+//! ## Throttle
+//!
+//! | key | type | default | rule |
+//! | --- | --- | --- | --- |
+//! | `tuples_per_sec` | integer | — | > 0; exactly one of this and `bytes_per_sec` |
+//! | `bytes_per_sec` | integer | — | > 0 |
+//! | `mode` | string | `"period"` | `"period"` (HDFS `DataTransferThrottler`) or `"smooth"` |
+//! | `period_millis` | integer | 500 | > 0 |
+
+use super::model::WaitSpec;
+
+/// Storm `topology.message.timeout.secs` (seed 003).
+pub const MESSAGE_TIMEOUT_SECS: u64 = 30;
+/// Storm `topology.enable.message.timeouts` (seed 003).
+pub const ENABLE_MESSAGE_TIMEOUTS: bool = true;
+/// Storm `topology.acker.executors` (seed 004); Storm defaults to one per worker.
+pub const ACKER_EXECUTORS: u32 = 1;
+/// Storm `topology.spout.recvq.skips` (seed 000, `conf/defaults.yaml`).
+pub const SPOUT_RECVQ_SKIPS: u32 = 3;
+/// Storm 2.x `topology.executor.receive.buffer.size`.
+pub const RECEIVE_BUFFER_SIZE: usize = 32768;
+/// Storm `topology.producer.batch.size`.
+pub const PRODUCER_BATCH_SIZE: usize = 1;
+/// Storm `topology.batch.flush.interval.millis`.
+pub const BATCH_FLUSH_INTERVAL_MILLIS: u64 = 1;
+/// Buckets of the spout pending RotatingMap; Storm hard-codes 2, so a tuple times
+/// out between T and 2T (seed 003).
+pub const TIMEOUT_BUCKETS: u32 = 2;
+/// How long a graceful shutdown may drain before the host gives up (ours).
+pub const SHUTDOWN_TIMEOUT_SECS: u64 = 10;
+/// Restarts of a panicking instance allowed per window (ours).
+pub const MAX_RESTARTS: u32 = 3;
+/// Window over which restarts are counted (ours).
+pub const RESTART_WINDOW_SECS: u64 = 60;
+
+/// Default `parallelism` of a spout or bolt.
+pub const PARALLELISM: u32 = 1;
+/// Default `park_micros` of the park strategy: Storm's `topology.*.wait.park.microsec`.
+pub const PARK_MICROS: u64 = 100;
+/// Default throttle accounting period: HDFS `DataTransferThrottler`'s 500 ms (seed 002).
+pub const THROTTLE_PERIOD_MILLIS: u64 = 500;
+/// The stream an input subscribes to when it names none.
+pub const DEFAULT_STREAM: &str = "default";
+
+/// Storm's spout wait levels `(level1_count, level2_count, level3_sleep_millis)`:
+/// `topology.spout.wait.progressive.level1.count = 0`, `level2.count = 0`,
+/// `level3.sleep.millis = 1` (seed 000). An idle spout sleeps 1 ms at once.
+pub const SPOUT_WAIT_LEVELS: (u32, u32, u64) = (0, 0, 1);
+/// Storm's bolt wait levels: 1 / 1000 / 1 ms (seed 000).
+pub const BOLT_WAIT_LEVELS: (u32, u32, u64) = (1, 1000, 1);
+/// Storm's backpressure wait levels: 1 / 1000 / 1 ms (seed 000).
+pub const BACKPRESSURE_WAIT_LEVELS: (u32, u32, u64) = (1, 1000, 1);
+
+/// The progressive strategy with `levels` as
+/// `(level1_count, level2_count, level3_sleep_millis)`.
+pub fn progressive((level1_count, level2_count, level3_sleep_millis): (u32, u32, u64)) -> WaitSpec {
+    WaitSpec::Progressive { level1_count, level2_count, level3_sleep_millis }
+}
+
+/// Storm's spout wait: progressive 0 / 0 / 1 ms.
+pub fn spout_wait() -> WaitSpec {
+    progressive(SPOUT_WAIT_LEVELS)
+}
+
+/// Storm's bolt wait: progressive 1 / 1000 / 1 ms.
+pub fn bolt_wait() -> WaitSpec {
+    progressive(BOLT_WAIT_LEVELS)
+}
+
+/// Storm's backpressure wait: progressive 1 / 1000 / 1 ms.
+pub fn backpressure_wait() -> WaitSpec {
+    progressive(BACKPRESSURE_WAIT_LEVELS)
+}
+
+/// The keys each table accepts; unknown keys are checked against these lists, and
+/// "did you mean" picks from them in this order.
+pub(crate) mod keys {
+    pub(crate) const TOP: &[&str] = &["topology", "plugins", "wait", "spouts", "bolts"];
+    pub(crate) const TOPOLOGY: &[&str] = &[
+        "name",
+        "message_timeout_secs",
+        "enable_message_timeouts",
+        "max_spout_pending",
+        "acker_executors",
+        "spout_recvq_skips",
+        "receive_buffer_size",
+        "producer_batch_size",
+        "batch_flush_interval_millis",
+        "timeout_buckets",
+        "shutdown_timeout_secs",
+        "max_restarts",
+        "restart_window_secs",
+    ];
+    pub(crate) const PLUGIN: &[&str] = &["path", "sha256"];
+    pub(crate) const WAIT_SITUATIONS: &[&str] = &["spout", "bolt", "backpressure"];
+    pub(crate) const PROGRESSIVE: &[&str] =
+        &["strategy", "level1_count", "level2_count", "level3_sleep_millis"];
+    pub(crate) const PARK: &[&str] = &["strategy", "park_micros"];
+    pub(crate) const STRATEGIES: &[&str] = &["progressive", "park"];
+    pub(crate) const SPOUT: &[&str] =
+        &["component", "parallelism", "config", "throttle", "max_spout_pending", "wait"];
+    pub(crate) const BOLT: &[&str] =
+        &["component", "parallelism", "config", "inputs", "tick_tuple_freq_secs", "wait"];
+    pub(crate) const INPUT: &[&str] = &["from", "stream", "grouping", "throttle"];
+    pub(crate) const GROUPING_TABLE: &[&str] = &["fields"];
+    pub(crate) const GROUPINGS: &[&str] =
+        &["shuffle", "fields", "all", "global", "direct", "local_or_shuffle", "none"];
+    pub(crate) const THROTTLE: &[&str] =
+        &["tuples_per_sec", "bytes_per_sec", "mode", "period_millis"];
+    pub(crate) const THROTTLE_MODES: &[&str] = &["period", "smooth"];
+}

@@ -1,0 +1,265 @@
+//! Typed configuration errors: [`Diagnostic`], the [`Diagnostics`] collection every
+//! check pushes into, and the byte-offset → line:column conversion.
+//!
+//! Rendering is one line per error, in the shape compilers use so that editors can
+//! jump to it:
+//!
+//! ```text
+//! topologies/wc.toml:12:1: error: unknown key "paralelism" in bolt "split" (help: did you mean "parallelism"?)
+//! ```
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+/// A position in a topology file. Both fields are 1-based; `col` counts characters,
+/// not bytes, so it matches what an editor shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Loc {
+    /// Line number, starting at 1.
+    pub line: u32,
+    /// Column in characters, starting at 1.
+    pub col: u32,
+}
+
+impl Loc {
+    /// The start of the file, used for errors that belong to no particular value.
+    pub const START: Loc = Loc { line: 1, col: 1 };
+
+    /// A location from a 1-based line and column.
+    pub fn new(line: u32, col: u32) -> Self {
+        Loc { line, col }
+    }
+}
+
+impl fmt::Display for Loc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.col)
+    }
+}
+
+/// One error in a topology file: where it is, what is wrong and, when we can tell,
+/// how to fix it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The file the error is in, as the user named it.
+    pub file: PathBuf,
+    /// Where in the file.
+    pub loc: Loc,
+    /// Lowercase, no trailing period, naming what the user wrote.
+    pub message: String,
+    /// A suggested fix, such as `did you mean "parallelism"?`.
+    pub help: Option<String>,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: error: {}", self.file.display(), self.loc, self.message)?;
+        if let Some(help) = &self.help {
+            write!(f, " (help: {help})")?;
+        }
+        Ok(())
+    }
+}
+
+/// Every error found in a topology file. Checks push into it and carry on, so the
+/// user sees all problems in one run.
+///
+/// `Display` renders one line per diagnostic (see the module doc).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Diagnostics {
+    /// The errors, in the order they were found (sorted by position once a whole
+    /// file has been checked).
+    pub items: Vec<Diagnostic>,
+}
+
+impl Diagnostics {
+    /// An empty collection.
+    pub fn new() -> Self {
+        Diagnostics { items: Vec::new() }
+    }
+
+    /// Records one error.
+    pub fn push(
+        &mut self,
+        file: &Path,
+        loc: Loc,
+        message: impl Into<String>,
+        help: Option<String>,
+    ) {
+        self.items.push(Diagnostic {
+            file: file.to_path_buf(),
+            loc,
+            message: message.into(),
+            help,
+        });
+    }
+
+    /// `true` when no error was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Number of errors recorded.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// `Ok(value)` when no error was recorded, otherwise `Err(self)`.
+    ///
+    /// # Errors
+    ///
+    /// Returns `self` when it holds at least one diagnostic.
+    pub fn into_result<T>(self, value: T) -> Result<T, Diagnostics> {
+        if self.is_empty() {
+            Ok(value)
+        } else {
+            Err(self)
+        }
+    }
+
+    /// Sorts by file, then position. The sort is stable, so errors at the same
+    /// place keep the order in which they were found.
+    pub fn sort(&mut self) {
+        self.items.sort_by(|a, b| (&a.file, a.loc).cmp(&(&b.file, b.loc)));
+    }
+}
+
+impl fmt::Display for Diagnostics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, item) in self.items.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{item}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Diagnostics {}
+
+impl From<Diagnostic> for Diagnostics {
+    fn from(item: Diagnostic) -> Self {
+        Diagnostics { items: vec![item] }
+    }
+}
+
+/// Converts byte offsets (what the TOML parser reports) into [`Loc`]s.
+#[derive(Debug)]
+pub(crate) struct LineIndex<'t> {
+    text: &'t str,
+    /// Byte offset at which each line starts; `line_starts[0] == 0`.
+    line_starts: Vec<usize>,
+}
+
+impl<'t> LineIndex<'t> {
+    pub(crate) fn new(text: &'t str) -> Self {
+        let newlines = text.match_indices('\n').map(|(i, _)| i + 1);
+        LineIndex { text, line_starts: std::iter::once(0).chain(newlines).collect() }
+    }
+
+    /// The location of byte `offset`. Offsets past the end map to just after the
+    /// last character; offsets inside a multi-byte character map to that character.
+    pub(crate) fn loc(&self, offset: usize) -> Loc {
+        let offset = offset.min(self.text.len());
+        // `line_starts[0] == 0 <= offset`, so the partition point is at least 1.
+        let line = self.line_starts.partition_point(|&start| start <= offset) - 1;
+        let mut start = self.line_starts[line];
+        // A byte-order mark is not a column an editor shows.
+        if start == 0 && self.text.starts_with('\u{feff}') && offset >= 3 {
+            start = 3;
+        }
+        let col = self.text[start..]
+            .char_indices()
+            .take_while(|&(i, c)| start + i + c.len_utf8() <= offset)
+            .count();
+        Loc { line: saturating_u32(line + 1), col: saturating_u32(col + 1) }
+    }
+
+    /// The location where `span` starts.
+    pub(crate) fn span_loc(&self, span: &Range<usize>) -> Loc {
+        self.loc(span.start)
+    }
+}
+
+fn saturating_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_index_counts_lines_and_characters_from_one() {
+        let index = LineIndex::new("ab\nc\u{e9}d\n\nx");
+        assert_eq!(index.loc(0), Loc::new(1, 1));
+        assert_eq!(index.loc(1), Loc::new(1, 2));
+        assert_eq!(index.loc(3), Loc::new(2, 1));
+        // 'é' is two bytes; 'd' is the third character of line 2.
+        assert_eq!(index.loc(6), Loc::new(2, 3));
+        assert_eq!(index.loc(8), Loc::new(3, 1));
+        assert_eq!(index.loc(9), Loc::new(4, 1));
+    }
+
+    #[test]
+    fn line_index_clamps_offsets_past_the_end() {
+        let index = LineIndex::new("ab\ncd");
+        assert_eq!(index.loc(100), Loc::new(2, 3));
+        assert_eq!(LineIndex::new("").loc(5), Loc::new(1, 1));
+    }
+
+    #[test]
+    fn line_index_maps_the_middle_of_a_character_to_that_character() {
+        let index = LineIndex::new("\u{e9}x");
+        assert_eq!(index.loc(1), Loc::new(1, 1));
+        assert_eq!(index.loc(2), Loc::new(1, 2));
+    }
+
+    #[test]
+    fn a_byte_order_mark_does_not_shift_columns() {
+        let index = LineIndex::new("\u{feff}ab\ncd");
+        assert_eq!(index.loc(3), Loc::new(1, 1));
+        assert_eq!(index.loc(4), Loc::new(1, 2));
+        assert_eq!(index.loc(0), Loc::new(1, 1));
+    }
+
+    #[test]
+    fn diagnostic_renders_file_line_col_message_and_help() {
+        let mut diags = Diagnostics::new();
+        diags.push(
+            Path::new("topo.toml"),
+            Loc::new(3, 7),
+            "unknown key \"paralelism\" in bolt \"split\"",
+            Some("did you mean \"parallelism\"?".to_string()),
+        );
+        diags.push(Path::new("topo.toml"), Loc::new(9, 1), "topology has no spouts", None);
+        assert_eq!(
+            diags.to_string(),
+            "topo.toml:3:7: error: unknown key \"paralelism\" in bolt \"split\" \
+             (help: did you mean \"parallelism\"?)\n\
+             topo.toml:9:1: error: topology has no spouts"
+        );
+    }
+
+    #[test]
+    fn into_result_is_ok_only_without_diagnostics() {
+        assert_eq!(Diagnostics::new().into_result(5), Ok(5));
+        let mut diags = Diagnostics::new();
+        diags.push(Path::new("t.toml"), Loc::START, "bad", None);
+        assert_eq!(diags.clone().into_result(5), Err(diags));
+    }
+
+    #[test]
+    fn sort_orders_by_position_and_keeps_ties_in_order() {
+        let mut diags = Diagnostics::new();
+        let file = Path::new("t.toml");
+        diags.push(file, Loc::new(5, 1), "b", None);
+        diags.push(file, Loc::new(2, 4), "a", None);
+        diags.push(file, Loc::new(5, 1), "c", None);
+        diags.sort();
+        let messages: Vec<_> = diags.items.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(messages, ["a", "b", "c"]);
+    }
+}

@@ -1,0 +1,177 @@
+//! The topology file: TOML text → a typed, validated [`TopologyConfig`], or every
+//! error in the file at once as [`Diagnostics`].
+//!
+//! # Stages
+//!
+//! 1. **Parse.** toml's `de` layer turns the text into a tree of values, each with
+//!    its byte span. A syntax error stops here, as one diagnostic with the
+//!    parser's line and column.
+//! 2. **Read** (`walk` and the readers in `settings`, `wait` and `components`).
+//!    Each table is walked by hand rather than deserialized with serde, because
+//!    serde stops at the first error. Every value is checked for type and range,
+//!    every string is interpolated from the environment (`${VAR:-default}`, see
+//!    `interpolate`), unknown keys are reported with a "did you mean", and
+//!    defaults ([`defaults`]) fill what is absent. A bad value is reported and
+//!    replaced by its default, so reading always goes on to the end.
+//! 3. **Validate** (`validate`). Checks that span components: at least one
+//!    spout, one namespace for spouts and bolts, inputs that name a declared
+//!    component, no cycle among bolts.
+//!
+//! The result is handed out only if no stage found an error. Diagnostics are
+//! sorted by position.
+//!
+//! # What the output promises
+//!
+//! Nothing in [`TopologyConfig`] carries a TOML span: every name the user wrote
+//! carries a [`Loc`] instead, so the checks that need the loaded plugins (the
+//! component exists, the stream and the grouping fields are declared) can point at
+//! the file too. Spouts, bolts and inputs are in file order. Plugin paths are
+//! resolved against the TOML file's directory. Every component reference names a
+//! declared plugin alias.
+//!
+//! The accepted keys, their types and defaults are listed in [`defaults`].
+
+mod components;
+pub mod defaults;
+mod diagnostic;
+mod interpolate;
+mod model;
+mod settings;
+mod suggest;
+mod validate;
+mod wait;
+mod walk;
+
+use std::path::{Path, PathBuf};
+
+use toml::de::DeTable;
+
+pub use diagnostic::{Diagnostic, Diagnostics, Loc};
+pub use model::{
+    BoltDecl, ComponentRef, GroupingSpec, InputDecl, PluginDecl, Settings, SpoutDecl, ThrottleMode,
+    ThrottleRate, ThrottleSpec, WaitDefaults, WaitOverrides, WaitSpec,
+};
+pub use suggest::suggest;
+
+use defaults::keys;
+use walk::Walker;
+
+/// A topology file, read and validated: the first typed stage of the pipeline
+/// (`TopologyConfig` → `Topology` → `Plan` → `RunningTopology`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopologyConfig {
+    /// The file as named by the caller.
+    pub file: PathBuf,
+    /// The directory relative paths in the file are resolved against (`.` when
+    /// the file name has no directory part).
+    pub dir: PathBuf,
+    /// `[topology] name`, or the file stem.
+    pub name: String,
+    /// Where the name is written; 1:1 when it is the file stem.
+    pub name_loc: Loc,
+    /// The `[topology]` settings, defaults applied.
+    pub settings: Settings,
+    /// `[plugins]`, in file order.
+    pub plugins: Vec<PluginDecl>,
+    /// `[wait.*]`, defaults applied.
+    pub wait: WaitDefaults,
+    /// `[spouts.*]`, in file order.
+    pub spouts: Vec<SpoutDecl>,
+    /// `[bolts.*]`, in file order.
+    pub bolts: Vec<BoltDecl>,
+}
+
+/// Reads and validates the topology file at `path`, interpolating from the
+/// process environment.
+///
+/// # Errors
+///
+/// Every problem in the file, each with its line and column. A file that cannot
+/// be read is one diagnostic at 1:1.
+pub fn load(path: &Path) -> Result<TopologyConfig, Diagnostics> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse_str(&text, path),
+        Err(e) => {
+            let mut diags = Diagnostics::new();
+            diags.push(path, Loc::START, format!("cannot read topology file: {e}"), None);
+            Err(diags)
+        }
+    }
+}
+
+/// Reads and validates topology `text`, as if it were the content of `file`
+/// (which names it in diagnostics and anchors relative paths). Interpolates from
+/// the process environment.
+///
+/// # Errors
+///
+/// Every problem in the text, each with its line and column.
+pub fn parse_str(text: &str, file: &Path) -> Result<TopologyConfig, Diagnostics> {
+    parse_str_with_env(text, file, &|name| std::env::var(name).ok())
+}
+
+/// [`parse_str`] with the environment given as a lookup function, for tests.
+///
+/// # Errors
+///
+/// Every problem in the text, each with its line and column.
+pub fn parse_str_with_env(
+    text: &str,
+    file: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<TopologyConfig, Diagnostics> {
+    let dir = match file.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let doc = match DeTable::parse(text) {
+        Ok(doc) => doc,
+        Err(e) => return Err(syntax_error(text, file, &e)),
+    };
+    let mut w = Walker::new(file, &dir, text, env);
+    let config = read_document(&mut w, doc.get_ref(), file, &dir);
+    validate::check(&mut w, &config);
+    let mut diags = w.finish();
+    diags.sort();
+    diags.into_result(config)
+}
+
+/// Reads every top-level table. `[plugins]` goes first, whatever its place in
+/// the file, so that component references can be checked against the aliases.
+fn read_document(w: &mut Walker<'_>, doc: &DeTable<'_>, file: &Path, dir: &Path) -> TopologyConfig {
+    w.check_keys(doc, keys::TOP, "the top-level table");
+    let stem = file.file_stem().map_or_else(|| "topology".into(), |s| s.to_string_lossy());
+    let plugins = settings::read_plugins(w, doc.get("plugins"));
+    let topology = settings::read_topology(w, doc.get("topology"), &stem);
+    TopologyConfig {
+        file: file.to_path_buf(),
+        dir: dir.to_path_buf(),
+        name: topology.name,
+        name_loc: topology.name_loc,
+        settings: topology.settings,
+        plugins,
+        wait: wait::read_wait_defaults(w, doc.get("wait")),
+        spouts: components::read_spouts(w, doc.get("spouts")),
+        bolts: components::read_bolts(w, doc.get("bolts")),
+    }
+}
+
+/// The parser's error, at the parser's position.
+fn syntax_error(text: &str, file: &Path, error: &toml::de::Error) -> Diagnostics {
+    let span = error.span().unwrap_or(0..0);
+    let loc = diagnostic::LineIndex::new(text).loc(span.start);
+    let mut message = format!("invalid TOML: {}", error.message().trim().replace('\n', " "));
+    if error.message() == "duplicate key" {
+        if let Some(key) = text.get(span).filter(|k| !k.is_empty()) {
+            let quoted = key.starts_with(['"', '\'']);
+            message =
+                if quoted { format!("{message} {key}") } else { format!("{message} \"{key}\"") };
+        }
+    }
+    let mut diags = Diagnostics::new();
+    diags.push(file, loc, message, None);
+    diags
+}
+
+#[cfg(test)]
+mod tests;

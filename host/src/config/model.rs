@@ -1,0 +1,272 @@
+//! The validated, typed topology: what the rest of the host sees.
+//!
+//! Nothing here carries TOML spans. Every name the user wrote carries a [`Loc`]
+//! instead, so that checks that need the loaded plugins (unknown component, missing
+//! stream, unknown field) can still point at the file. Defaults are already applied;
+//! see [`super::defaults`] for each one and where it comes from.
+
+use std::path::PathBuf;
+
+use super::defaults;
+use super::diagnostic::Loc;
+
+/// The `[topology]` table: Storm's `topology.*` settings, in snake case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Storm `topology.message.timeout.secs`; at least 1.
+    pub message_timeout_secs: u64,
+    /// Storm `topology.enable.message.timeouts`.
+    pub enable_message_timeouts: bool,
+    /// Storm `topology.max.spout.pending`, per spout task. `None` = unlimited
+    /// (the key was absent or 0).
+    pub max_spout_pending: Option<u32>,
+    /// Number of acker executors; 0 disables tracking (spout tuples are acked on emit).
+    pub acker_executors: u32,
+    /// Storm `topology.spout.recvq.skips`; at least 1.
+    pub spout_recvq_skips: u32,
+    /// Storm `topology.executor.receive.buffer.size`; at least 2.
+    pub receive_buffer_size: usize,
+    /// Storm `topology.producer.batch.size`, already clamped like Storm does to
+    /// `max(1, min(value, receive_buffer_size / 2))`.
+    pub producer_batch_size: usize,
+    /// Storm `topology.batch.flush.interval.millis`; 0 = flush only when idle.
+    pub batch_flush_interval_millis: u64,
+    /// Buckets of each spout's pending RotatingMap; at least 2.
+    pub timeout_buckets: u32,
+    /// How long a graceful shutdown may take before the host stops waiting.
+    pub shutdown_timeout_secs: u64,
+    /// Restarts of a panicking component instance allowed within
+    /// `restart_window_secs`; one more stops the topology.
+    pub max_restarts: u32,
+    /// The window over which `max_restarts` is counted.
+    pub restart_window_secs: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            message_timeout_secs: defaults::MESSAGE_TIMEOUT_SECS,
+            enable_message_timeouts: defaults::ENABLE_MESSAGE_TIMEOUTS,
+            max_spout_pending: None,
+            acker_executors: defaults::ACKER_EXECUTORS,
+            spout_recvq_skips: defaults::SPOUT_RECVQ_SKIPS,
+            receive_buffer_size: defaults::RECEIVE_BUFFER_SIZE,
+            producer_batch_size: defaults::PRODUCER_BATCH_SIZE,
+            batch_flush_interval_millis: defaults::BATCH_FLUSH_INTERVAL_MILLIS,
+            timeout_buckets: defaults::TIMEOUT_BUCKETS,
+            shutdown_timeout_secs: defaults::SHUTDOWN_TIMEOUT_SECS,
+            max_restarts: defaults::MAX_RESTARTS,
+            restart_window_secs: defaults::RESTART_WINDOW_SECS,
+        }
+    }
+}
+
+/// One `[plugins]` entry: a shared library and the alias components use for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PluginDecl {
+    /// The key in `[plugins]`, used as `alias::Component`.
+    pub alias: String,
+    /// The library path after interpolation, joined to the TOML file's directory
+    /// when relative.
+    pub path: PathBuf,
+    /// Expected SHA-256 of the library, 64 lowercase hex digits.
+    pub sha256: Option<String>,
+    /// Where the alias is written.
+    pub loc: Loc,
+}
+
+/// A component named as `alias::Component`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ComponentRef {
+    /// The plugin alias, declared in `[plugins]`.
+    pub alias: String,
+    /// The component name inside that plugin's catalogue.
+    pub component: String,
+    /// Where the reference string is written.
+    pub loc: Loc,
+}
+
+/// How an idle or blocked thread waits, in one situation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WaitSpec {
+    /// Storm's `WaitStrategyProgressive`: `level1_count` immediate returns, then
+    /// `level2_count` ~1 ns parks, then sleeps of `level3_sleep_millis`.
+    Progressive {
+        /// Calls that return at once.
+        level1_count: u32,
+        /// Further calls that park for about 1 ns.
+        level2_count: u32,
+        /// Sleep per call after that.
+        level3_sleep_millis: u64,
+    },
+    /// Storm's `WaitStrategyPark`: park for `park_micros` (0 = busy spin).
+    Park {
+        /// Microseconds per wait.
+        park_micros: u64,
+    },
+    /// A wait strategy from a plugin.
+    Plugin {
+        /// The strategy component.
+        component: ComponentRef,
+        /// Every key of the wait table other than `strategy`, as a TOML document.
+        config: String,
+    },
+}
+
+/// The topology-wide `[wait.*]` strategies, one per situation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaitDefaults {
+    /// Spout wait: `next_tuple` emitted nothing, or max-spout-pending is reached.
+    pub spout: WaitSpec,
+    /// Bolt wait: the receive queue was empty.
+    pub bolt: WaitSpec,
+    /// Backpressure wait: emits are pending because a downstream queue is full.
+    pub backpressure: WaitSpec,
+}
+
+impl Default for WaitDefaults {
+    fn default() -> Self {
+        WaitDefaults {
+            spout: defaults::spout_wait(),
+            bolt: defaults::bolt_wait(),
+            backpressure: defaults::backpressure_wait(),
+        }
+    }
+}
+
+/// Per-component `wait.*` overrides; `None` uses the topology's [`WaitDefaults`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WaitOverrides {
+    /// Spouts only.
+    pub spout: Option<WaitSpec>,
+    /// Bolts only.
+    pub bolt: Option<WaitSpec>,
+    /// Spouts and bolts.
+    pub backpressure: Option<WaitSpec>,
+}
+
+/// A rate limit on a spout or on one input edge (HDFS `DataTransferThrottler`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThrottleSpec {
+    /// Period-based (the HDFS algorithm) or smooth.
+    pub mode: ThrottleMode,
+    /// What is limited, and to how much per second.
+    pub rate: ThrottleRate,
+    /// The accounting period; `bytes_per_period = rate * period_millis / 1000`.
+    pub period_millis: u64,
+    /// Where the `throttle` value is written.
+    pub loc: Loc,
+}
+
+/// Throttler algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThrottleMode {
+    /// HDFS `DataTransferThrottler`: a budget per period; may burst at period edges.
+    Period,
+    /// A smoother limiter without period-boundary bursts.
+    Smooth,
+}
+
+/// The limited quantity, per second; always greater than 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThrottleRate {
+    /// Tuples per second.
+    TuplesPerSec(u64),
+    /// Serialized bytes per second.
+    BytesPerSec(u64),
+}
+
+/// A `[spouts.NAME]` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpoutDecl {
+    /// The table name; the component id in the topology.
+    pub name: String,
+    /// Where the name is written.
+    pub loc: Loc,
+    /// The spout implementation.
+    pub component: ComponentRef,
+    /// Number of instances (tasks); at least 1.
+    pub parallelism: u32,
+    /// The `config` table as a TOML document (empty string when absent).
+    pub config: String,
+    /// Optional rate limit on this spout's emits.
+    pub throttle: Option<ThrottleSpec>,
+    /// Wait strategy overrides (`spout`, `backpressure`).
+    pub wait: WaitOverrides,
+    /// Per-spout override of the topology's `max_spout_pending`; `Some(0)` means
+    /// unlimited for this spout. See [`SpoutDecl::effective_max_spout_pending`].
+    pub max_spout_pending: Option<u32>,
+}
+
+impl SpoutDecl {
+    /// The in-flight cap per task for this spout: its own setting if given,
+    /// else the topology's; `None` means unlimited.
+    pub fn effective_max_spout_pending(&self, settings: &Settings) -> Option<u32> {
+        match self.max_spout_pending {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => settings.max_spout_pending,
+        }
+    }
+}
+
+/// A `[bolts.NAME]` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BoltDecl {
+    /// The table name; the component id in the topology.
+    pub name: String,
+    /// Where the name is written.
+    pub loc: Loc,
+    /// The bolt implementation.
+    pub component: ComponentRef,
+    /// Number of instances (tasks); at least 1.
+    pub parallelism: u32,
+    /// The `config` table as a TOML document (empty string when absent).
+    pub config: String,
+    /// Subscriptions, in file order; never empty in a valid config.
+    pub inputs: Vec<InputDecl>,
+    /// Storm `topology.tick.tuple.freq.secs` for this bolt; at least 1.
+    pub tick_tuple_freq_secs: Option<u64>,
+    /// Wait strategy overrides (`bolt`, `backpressure`).
+    pub wait: WaitOverrides,
+}
+
+/// One element of a bolt's `inputs` array: a subscription to a stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputDecl {
+    /// The upstream spout or bolt.
+    pub from: String,
+    /// Where `from`'s value is written.
+    pub from_loc: Loc,
+    /// The upstream stream (default `"default"`).
+    pub stream: String,
+    /// Where `stream`'s value is written, or the input table when defaulted.
+    pub stream_loc: Loc,
+    /// How tuples are spread over this bolt's tasks.
+    pub grouping: GroupingSpec,
+    /// Where `grouping`'s value is written, or the input table when defaulted.
+    pub grouping_loc: Loc,
+    /// Optional rate limit on this edge.
+    pub throttle: Option<ThrottleSpec>,
+    /// Where the input table is written.
+    pub loc: Loc,
+}
+
+/// Storm's stream groupings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupingSpec {
+    /// Random, evenly spread.
+    Shuffle,
+    /// Hash of these fields picks the task; each field with where it is written.
+    Fields(Vec<(String, Loc)>),
+    /// Every task gets every tuple.
+    All,
+    /// Everything goes to the task with the lowest id.
+    Global,
+    /// The emitter picks the task (`emit_direct`).
+    Direct,
+    /// A task in the same worker if there is one, else shuffle.
+    LocalOrShuffle,
+    /// No preference; currently the same as shuffle (as in Storm).
+    None,
+}

@@ -1,0 +1,850 @@
+//! Whole-file tests of the config stage: TOML text in, `TopologyConfig` or
+//! diagnostics out.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+/// The topology from DESIGN.md, with every section the format has.
+const WORDCOUNT: &str = r#"# counts the words of random sentences
+[topology]
+name = "wordcount"
+message_timeout_secs = 30
+max_spout_pending = 1000
+
+[plugins]
+examples = "${SQUALL_PLUGIN_DIR:-../target/release}/libsquall_examples.so"
+extra = { path = "/opt/libsquall_wait_extra.so", sha256 = "00112233445566778899AABBCCDDEEFF00112233445566778899aabbccddeeff" }
+
+[wait.spout]
+strategy = "progressive"
+level1_count = 0
+level2_count = 0
+level3_sleep_millis = 1
+
+[wait.backpressure]
+strategy = "extra::ExponentialBackoff"
+max_sleep_micros = 1000
+
+[spouts.sentences]
+component = "examples::RandomSentenceSpout"
+parallelism = 1
+config = { seed = 42 }
+throttle = { tuples_per_sec = 2000 }
+
+[bolts.split]
+component = "examples::SplitSentence"
+parallelism = 2
+inputs = [{ from = "sentences", grouping = "shuffle" }]
+
+[bolts.count]
+component = "examples::WordCount"
+parallelism = 2
+tick_tuple_freq_secs = 5
+inputs = [{ from = "split", stream = "default", grouping = { fields = ["word"] } }]
+wait.bolt = { strategy = "park", park_micros = 100 }
+"#;
+
+/// A minimal valid prefix: one plugin and one spout.
+const BASE: &str = r#"[plugins]
+ex = "libex.so"
+
+[spouts.s]
+component = "ex::Spout"
+"#;
+
+fn test_env(name: &str) -> Option<String> {
+    match name {
+        "PLUGIN_DIR" => Some("/opt/squall".to_string()),
+        "EMPTY" => Some(String::new()),
+        "EVIL" => Some("\"\nacker_executors = 0\n".to_string()),
+        _ => None,
+    }
+}
+
+fn file() -> PathBuf {
+    PathBuf::from("topologies/wc.toml")
+}
+
+fn parse(text: &str) -> Result<TopologyConfig, Diagnostics> {
+    parse_str_with_env(text, &file(), &test_env)
+}
+
+fn parse_ok(text: &str) -> TopologyConfig {
+    match parse(text) {
+        Ok(config) => config,
+        Err(diags) => panic!("expected a valid topology, got:\n{diags}"),
+    }
+}
+
+/// Each diagnostic as `line:col message [help]`.
+fn errors(text: &str) -> Vec<String> {
+    match parse(text) {
+        Ok(_) => panic!("expected diagnostics"),
+        Err(diags) => diags
+            .items
+            .iter()
+            .map(|d| match &d.help {
+                Some(help) => format!("{} {} [{help}]", d.loc, d.message),
+                None => format!("{} {}", d.loc, d.message),
+            })
+            .collect(),
+    }
+}
+
+/// The position of the first `needle` in `text`, counted independently of
+/// `LineIndex`.
+fn loc_of(text: &str, needle: &str) -> Loc {
+    let offset = text.find(needle).expect("needle is in the text");
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    Loc::new(line as u32, col as u32)
+}
+
+#[test]
+fn the_wordcount_example_parses_with_every_default_right() {
+    let config = parse_ok(WORDCOUNT);
+    assert_eq!(config.file, file());
+    assert_eq!(config.dir, PathBuf::from("topologies"));
+    assert_eq!(config.name, "wordcount");
+    assert_eq!(config.name_loc, Loc::new(3, 8));
+    assert_eq!(
+        config.settings,
+        Settings {
+            message_timeout_secs: 30,
+            enable_message_timeouts: true,
+            max_spout_pending: Some(1000),
+            acker_executors: 1,
+            spout_recvq_skips: 3,
+            receive_buffer_size: 32768,
+            producer_batch_size: 1,
+            batch_flush_interval_millis: 1,
+            timeout_buckets: 2,
+            shutdown_timeout_secs: 10,
+            max_restarts: 3,
+            restart_window_secs: 60,
+        }
+    );
+    assert_eq!(
+        config.plugins,
+        vec![
+            PluginDecl {
+                alias: "examples".to_string(),
+                path: PathBuf::from("topologies/../target/release/libsquall_examples.so"),
+                sha256: None,
+                loc: Loc::new(8, 1),
+            },
+            PluginDecl {
+                alias: "extra".to_string(),
+                path: PathBuf::from("/opt/libsquall_wait_extra.so"),
+                sha256: Some(
+                    "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff".to_string()
+                ),
+                loc: Loc::new(9, 1),
+            },
+        ]
+    );
+    assert_eq!(config.wait.spout, defaults::spout_wait());
+    assert_eq!(config.wait.bolt, defaults::bolt_wait());
+    assert_eq!(
+        config.wait.backpressure,
+        WaitSpec::Plugin {
+            component: ComponentRef {
+                alias: "extra".to_string(),
+                component: "ExponentialBackoff".to_string(),
+                loc: Loc::new(18, 12),
+            },
+            config: "max_sleep_micros = 1000\n".to_string(),
+        }
+    );
+
+    let [spout] = &config.spouts[..] else { panic!("one spout") };
+    assert_eq!(spout.name, "sentences");
+    assert_eq!(spout.loc, Loc::new(21, 9));
+    assert_eq!(spout.component.alias, "examples");
+    assert_eq!(spout.component.component, "RandomSentenceSpout");
+    assert_eq!(spout.component.loc, Loc::new(22, 13));
+    assert_eq!(spout.parallelism, 1);
+    assert_eq!(spout.config, "seed = 42\n");
+    assert_eq!(
+        spout.throttle,
+        Some(ThrottleSpec {
+            mode: ThrottleMode::Period,
+            rate: ThrottleRate::TuplesPerSec(2000),
+            period_millis: 500,
+            loc: Loc::new(25, 12),
+        })
+    );
+    assert_eq!(spout.wait, WaitOverrides::default());
+    assert_eq!(spout.max_spout_pending, None);
+    assert_eq!(spout.effective_max_spout_pending(&config.settings), Some(1000));
+
+    let names: Vec<&str> = config.bolts.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(names, ["split", "count"], "bolts keep file order");
+    let split = &config.bolts[0];
+    assert_eq!(split.parallelism, 2);
+    assert_eq!(split.config, "");
+    assert_eq!(split.tick_tuple_freq_secs, None);
+    assert_eq!(split.wait, WaitOverrides::default());
+    assert_eq!(split.inputs.len(), 1);
+    assert_eq!(split.inputs[0].from, "sentences");
+    assert_eq!(split.inputs[0].stream, "default");
+    assert_eq!(split.inputs[0].grouping, GroupingSpec::Shuffle);
+    assert_eq!(split.inputs[0].throttle, None);
+
+    let count = &config.bolts[1];
+    assert_eq!(count.tick_tuple_freq_secs, Some(5));
+    assert_eq!(count.wait.bolt, Some(WaitSpec::Park { park_micros: 100 }));
+    assert_eq!(count.wait.backpressure, None);
+    assert_eq!(count.inputs[0].from, "split");
+    assert_eq!(
+        count.inputs[0].grouping,
+        GroupingSpec::Fields(vec![("word".to_string(), Loc::new(36, 72))])
+    );
+}
+
+#[test]
+fn an_empty_topology_section_takes_storm_defaults_and_the_file_stem_as_name() {
+    let config = parse_ok(BASE);
+    assert_eq!(config.name, "wc");
+    assert_eq!(config.name_loc, Loc::START);
+    assert_eq!(config.settings, Settings::default());
+    assert_eq!(config.wait, WaitDefaults::default());
+    assert_eq!(
+        config.wait.spout,
+        WaitSpec::Progressive { level1_count: 0, level2_count: 0, level3_sleep_millis: 1 }
+    );
+    assert_eq!(
+        config.wait.bolt,
+        WaitSpec::Progressive { level1_count: 1, level2_count: 1000, level3_sleep_millis: 1 }
+    );
+    assert_eq!(config.wait.backpressure, config.wait.bolt);
+    let spout = &config.spouts[0];
+    assert_eq!((spout.parallelism, spout.config.as_str(), spout.throttle.as_ref()), (1, "", None));
+}
+
+#[test]
+fn three_mistakes_give_exactly_three_diagnostics_with_position_and_help() {
+    let text = r#"[plugins]
+examples = "libexamples.so"
+
+[spouts.sentences]
+component = "examples::RandomSentenceSpout"
+
+[bolts.split]
+component = "exmaples::SplitSentence"
+paralelism = 2
+inputs = [{ from = "sentence" }]
+"#;
+    assert_eq!(
+        errors(text),
+        [
+            "8:13 unknown plugin alias \"exmaples\" in bolt \"split\" [did you mean \"examples\"?]",
+            "9:1 unknown key \"paralelism\" in bolt \"split\" [did you mean \"parallelism\"?]",
+            "10:20 unknown spout or bolt \"sentence\" in inputs of bolt \"split\" \
+             [did you mean \"sentences\"?]",
+        ]
+    );
+}
+
+#[test]
+fn diagnostics_render_as_file_line_col_error_message_and_help() {
+    let text = format!("{BASE}parallelism = 0\nparalelism = 1\n");
+    let rendered = parse(&text).unwrap_err().to_string();
+    assert_eq!(
+        rendered,
+        "topologies/wc.toml:6:15: error: \"parallelism\" in spout \"s\" must be at least 1, found 0\n\
+         topologies/wc.toml:7:1: error: unknown key \"paralelism\" in spout \"s\" \
+         (help: did you mean \"parallelism\"?)"
+    );
+}
+
+#[test]
+fn a_syntax_error_is_one_diagnostic_at_the_parsers_line_and_column() {
+    let diags = parse("[topology]\nname = \"wc\"\nmessage_timeout_secs = \n").unwrap_err();
+    assert_eq!(diags.len(), 1);
+    assert_eq!(diags.items[0].loc, Loc::new(3, 24));
+    assert!(diags.items[0].message.starts_with("invalid TOML: "), "{}", diags.items[0].message);
+}
+
+#[test]
+fn a_syntax_error_column_counts_characters_not_bytes() {
+    let diags = parse("name = \"\u{e9}\u{e9}\" oops\n").unwrap_err();
+    assert_eq!(diags.items[0].loc, Loc::new(1, 13));
+}
+
+#[test]
+fn a_duplicate_key_names_the_key() {
+    assert_eq!(errors("a = 1\na = 2\n"), ["2:1 invalid TOML: duplicate key \"a\""]);
+}
+
+#[test]
+fn a_topology_without_spouts_is_an_error_at_the_start_of_the_file() {
+    assert_eq!(
+        errors(""),
+        ["1:1 topology has no spouts [declare one: [spouts.NAME] with component = \"alias::Component\"]"]
+    );
+}
+
+#[test]
+fn unknown_keys_are_reported_in_every_table() {
+    let text = r#"topolgy = 1
+[topology]
+nme = "x"
+[plugins]
+ex = { path = "libex.so", sha = "00" }
+[wait.spout]
+level1_cnt = 1
+[wait.bolt]
+strategy = "park"
+park_micro = 5
+[spouts.s]
+component = "ex::Spout"
+throttle = { tuples_per_sec = 5, perod_millis = 10 }
+[bolts.b]
+component = "ex::Bolt"
+inputs = [{ from = "s", stram = "x", grouping = { field = ["a"] } }]
+wait.bolt = { strategy = "progressive", level2 = 4 }
+"#;
+    let found: Vec<String> =
+        errors(text).into_iter().filter(|e| e.contains("unknown key")).collect();
+    assert_eq!(
+        found,
+        [
+            "1:1 unknown key \"topolgy\" in the top-level table [did you mean \"topology\"?]",
+            "3:1 unknown key \"nme\" in [topology] [did you mean \"name\"?]",
+            "5:27 unknown key \"sha\" in plugin \"ex\" [expected \"path\" or \"sha256\"]",
+            "7:1 unknown key \"level1_cnt\" in [wait.spout] [did you mean \"level1_count\"?]",
+            "10:1 unknown key \"park_micro\" in [wait.bolt] [did you mean \"park_micros\"?]",
+            "13:34 unknown key \"perod_millis\" in throttle of spout \"s\" \
+             [did you mean \"period_millis\"?]",
+            "16:25 unknown key \"stram\" in input 1 of bolt \"b\" [did you mean \"stream\"?]",
+            "16:51 unknown key \"field\" in grouping of input 1 of bolt \"b\" \
+             [did you mean \"fields\"?]",
+            "17:41 unknown key \"level2\" in wait.bolt of bolt \"b\" \
+             [expected \"strategy\", \"level1_count\", \"level2_count\" or \"level3_sleep_millis\"]",
+        ]
+    );
+}
+
+#[test]
+fn wrong_types_name_the_key_and_the_expected_type() {
+    let text = format!(
+        "{BASE}parallelism = \"2\"\nconfig = 5\n[topology]\nenable_message_timeouts = 1\nname = 3\n"
+    );
+    assert_eq!(
+        errors(&text),
+        [
+            "6:15 \"parallelism\" in spout \"s\" must be an integer, found a string",
+            "7:10 \"config\" in spout \"s\" must be a table, found an integer",
+            "9:27 \"enable_message_timeouts\" in [topology] must be true or false, found an integer",
+            "10:8 \"name\" in [topology] must be a string, found an integer",
+        ]
+    );
+}
+
+#[test]
+fn out_of_range_settings_are_errors() {
+    let text = format!(
+        "{BASE}[topology]\nmessage_timeout_secs = 0\nspout_recvq_skips = 0\nreceive_buffer_size = 1\n\
+         producer_batch_size = 0\ntimeout_buckets = 1\nacker_executors = -1\n"
+    );
+    let messages: Vec<String> = errors(&text);
+    assert_eq!(messages.len(), 6, "{messages:#?}");
+    assert!(
+        messages[0].ends_with("\"message_timeout_secs\" in [topology] must be at least 1, found 0")
+    );
+    assert!(
+        messages[2].ends_with("\"receive_buffer_size\" in [topology] must be at least 2, found 1")
+    );
+    assert!(messages[4].ends_with("\"timeout_buckets\" in [topology] must be at least 2, found 1"));
+    assert!(messages[5].ends_with("\"acker_executors\" in [topology] must be at least 0, found -1"));
+}
+
+#[test]
+fn producer_batch_size_is_clamped_to_half_the_receive_buffer() {
+    let text =
+        format!("{BASE}[topology]\nreceive_buffer_size = 1024\nproducer_batch_size = 2000\n");
+    assert_eq!(parse_ok(&text).settings.producer_batch_size, 512);
+}
+
+#[test]
+fn max_spout_pending_of_zero_means_unlimited() {
+    let text = format!("{BASE}max_spout_pending = 0\n[topology]\nmax_spout_pending = 0\n");
+    let config = parse_ok(&text);
+    assert_eq!(config.settings.max_spout_pending, None);
+    assert_eq!(config.spouts[0].max_spout_pending, Some(0));
+    let mut settings = config.settings.clone();
+    settings.max_spout_pending = Some(10);
+    assert_eq!(config.spouts[0].effective_max_spout_pending(&settings), None);
+}
+
+#[test]
+fn interpolation_uses_the_variable_or_its_default() {
+    let text = r#"[plugins]
+a = "${PLUGIN_DIR}/liba.so"
+b = "${NOT_SET:-/usr/lib}/libb.so"
+c = "${EMPTY:-/fallback}/libc.so"
+[spouts.s]
+component = "a::Spout"
+"#;
+    let paths: Vec<PathBuf> = parse_ok(text).plugins.into_iter().map(|p| p.path).collect();
+    assert_eq!(
+        paths,
+        [
+            PathBuf::from("/opt/squall/liba.so"),
+            PathBuf::from("/usr/lib/libb.so"),
+            PathBuf::from("/fallback/libc.so"),
+        ]
+    );
+}
+
+#[test]
+fn a_double_dollar_escapes_interpolation() {
+    let text = format!("{BASE}config = {{ price = \"$$5\", literal = \"$${{HOME}}\" }}\n");
+    let config: toml::Table = toml::from_str(&parse_ok(&text).spouts[0].config).unwrap();
+    assert_eq!(config["price"].as_str(), Some("$5"));
+    assert_eq!(config["literal"].as_str(), Some("${HOME}"));
+}
+
+#[test]
+fn an_unset_variable_without_default_is_an_error_at_the_value() {
+    let text = format!("{BASE}config = {{ db = {{ url = \"${{DB_URL}}\" }} }}\n");
+    assert_eq!(
+        errors(&text),
+        [format!(
+            "{} \"db.url\" in config of spout \"s\" uses environment variable \"DB_URL\", \
+             which is not set [set it, or give a default: \"${{DB_URL:-default}}\"]",
+            loc_of(&text, "\"${DB_URL}")
+        )]
+    );
+}
+
+#[test]
+fn interpolation_applies_to_every_string_value() {
+    let text = r#"[plugins]
+ex = "libex.so"
+[spouts.s]
+component = "${NOPE_1}"
+[bolts.b]
+component = "ex::Bolt"
+inputs = [{ from = "s", stream = "${NOPE_2}", grouping = { fields = ["${NOPE_3}"] } }]
+"#;
+    let errors = errors(text);
+    assert_eq!(errors.len(), 3, "{errors:#?}");
+    for (i, e) in errors.iter().enumerate() {
+        assert!(e.contains(&format!("\"NOPE_{}\", which is not set", i + 1)), "{e}");
+    }
+}
+
+#[test]
+fn an_interpolated_value_cannot_inject_toml() {
+    let text = format!("{BASE}config = {{ note = \"${{EVIL}}\" }}\n");
+    let config = parse_ok(&text);
+    assert_eq!(config.settings.acker_executors, 1);
+    let table: toml::Table = toml::from_str(&config.spouts[0].config).unwrap();
+    assert_eq!(table.len(), 1);
+    assert_eq!(table["note"].as_str(), Some("\"\nacker_executors = 0\n"));
+}
+
+#[test]
+fn the_config_table_round_trips_through_its_toml_string() {
+    let text = format!(
+        "{BASE}[spouts.s.config]\nseed = 42\nratio = 0.25\nhex = 0xff\nname = \"${{PLUGIN_DIR}}\"\n\
+         tags = [\"a\", \"b\"]\nwhen = 1979-05-27T07:32:00Z\nnested = {{ deep = {{ on = true }} }}\n\
+         rows = [{{ id = 1 }}, {{ id = 2 }}]\n"
+    );
+    let config = parse_ok(&text);
+    let round_tripped: toml::Table = toml::from_str(&config.spouts[0].config).unwrap();
+    let expected: toml::Table = toml::from_str(
+        "seed = 42\nratio = 0.25\nhex = 255\nname = \"/opt/squall\"\ntags = [\"a\", \"b\"]\n\
+         when = 1979-05-27T07:32:00Z\nnested = { deep = { on = true } }\nrows = [{ id = 1 }, { id = 2 }]\n",
+    )
+    .unwrap();
+    assert_eq!(round_tripped, expected);
+}
+
+#[test]
+fn fields_grouping_keeps_each_field_with_its_location() {
+    let text = format!(
+        "{BASE}[bolts.count]\ncomponent = \"ex::Count\"\n\
+         inputs = [{{ from = \"s\", stream = \"words\", grouping = {{ fields = [\"word\", \"lang\"] }} }}]\n"
+    );
+    let config = parse_ok(&text);
+    let input = &config.bolts[0].inputs[0];
+    assert_eq!(input.from_loc, loc_of(&text, "\"s\""));
+    assert_eq!(input.stream, "words");
+    assert_eq!(input.stream_loc, loc_of(&text, "\"words\""));
+    assert_eq!(input.grouping_loc, loc_of(&text, "{ fields"));
+    assert_eq!(input.loc, loc_of(&text, "{ from"));
+    assert_eq!(
+        input.grouping,
+        GroupingSpec::Fields(vec![
+            ("word".to_string(), loc_of(&text, "\"word\"")),
+            ("lang".to_string(), loc_of(&text, "\"lang\"")),
+        ])
+    );
+}
+
+#[test]
+fn fields_grouping_must_name_fields_once_each() {
+    let text = format!(
+        "{BASE}[bolts.b]\ncomponent = \"ex::B\"\ninputs = [\n\
+         {{ from = \"s\", grouping = {{ fields = [] }} }},\n\
+         {{ from = \"s\", stream = \"x\", grouping = {{ fields = [\"a\", \"a\"] }} }},\n\
+         {{ from = \"s\", stream = \"y\", grouping = \"fields\" }},\n]\n"
+    );
+    let errors = errors(&text);
+    assert_eq!(errors.len(), 3, "{errors:#?}");
+    assert!(errors[0].contains("\"fields\" in grouping of input 1 of bolt \"b\" is empty"));
+    assert!(errors[1].contains("field \"a\" appears twice in grouping of input 2 of bolt \"b\""));
+    assert!(
+        errors[2].contains("grouping \"fields\" in input 3 of bolt \"b\" needs the field names")
+    );
+}
+
+#[test]
+fn every_grouping_name_is_accepted_and_typos_get_a_suggestion() {
+    let groupings = ["shuffle", "all", "global", "direct", "local_or_shuffle", "none"];
+    let mut text = format!("{BASE}[bolts.b]\ncomponent = \"ex::B\"\ninputs = [\n");
+    for g in groupings {
+        text.push_str(&format!("{{ from = \"s\", stream = \"{g}\", grouping = \"{g}\" }},\n"));
+    }
+    text.push_str("]\n");
+    let parsed: Vec<GroupingSpec> =
+        parse_ok(&text).bolts[0].inputs.iter().map(|i| i.grouping.clone()).collect();
+    assert_eq!(
+        parsed,
+        [
+            GroupingSpec::Shuffle,
+            GroupingSpec::All,
+            GroupingSpec::Global,
+            GroupingSpec::Direct,
+            GroupingSpec::LocalOrShuffle,
+            GroupingSpec::None,
+        ]
+    );
+    let typo = format!("{BASE}[bolts.b]\ncomponent = \"ex::B\"\ninputs = [{{ from = \"s\", grouping = \"local-or-shuffle\" }}]\n");
+    assert_eq!(
+        errors(&typo),
+        [format!(
+            "{} unknown grouping \"local-or-shuffle\" in input 1 of bolt \"b\" [did you mean \"local_or_shuffle\"?]",
+            loc_of(&typo, "\"local-or-shuffle\"")
+        )]
+    );
+}
+
+#[test]
+fn inputs_default_to_the_default_stream_and_shuffle_at_the_input() {
+    let text = format!("{BASE}[bolts.b]\ncomponent = \"ex::B\"\ninputs = [{{ from = \"s\" }}]\n");
+    let config = parse_ok(&text);
+    let input = &config.bolts[0].inputs[0];
+    assert_eq!((input.stream.as_str(), &input.grouping), ("default", &GroupingSpec::Shuffle));
+    assert_eq!(input.stream_loc, input.loc);
+    assert_eq!(input.grouping_loc, input.loc);
+}
+
+#[test]
+fn inputs_may_be_written_as_an_array_of_tables() {
+    let text = format!(
+        "{BASE}[bolts.b]\ncomponent = \"ex::B\"\n\n[[bolts.b.inputs]]\nfrom = \"s\"\n\
+         throttle = {{ bytes_per_sec = 1000, mode = \"smooth\", period_millis = 100 }}\n"
+    );
+    let config = parse_ok(&text);
+    let input = &config.bolts[0].inputs[0];
+    assert_eq!(input.loc, loc_of(&text, "[[bolts.b.inputs]]"));
+    assert_eq!(
+        input.throttle,
+        Some(ThrottleSpec {
+            mode: ThrottleMode::Smooth,
+            rate: ThrottleRate::BytesPerSec(1000),
+            period_millis: 100,
+            loc: loc_of(&text, "{ bytes_per_sec"),
+        })
+    );
+}
+
+#[test]
+fn a_bolt_needs_a_non_empty_inputs_array_and_a_component() {
+    let text = format!("{BASE}[bolts.a]\ncomponent = \"ex::A\"\n[bolts.b]\ninputs = []\n");
+    assert_eq!(
+        errors(&text),
+        [
+            "6:8 missing key \"inputs\" in bolt \"a\" [subscribe to a spout or bolt: inputs = [{ from = \"NAME\" }]]",
+            "8:8 missing key \"component\" in bolt \"b\" [name its implementation: component = \"alias::Component\"]",
+            "9:10 \"inputs\" in bolt \"b\" is empty [subscribe to a spout or bolt: inputs = [{ from = \"NAME\" }]]",
+        ]
+    );
+}
+
+#[test]
+fn a_throttle_needs_exactly_one_positive_rate() {
+    let text = format!(
+        "{BASE}throttle = {{ tuples_per_sec = 1, bytes_per_sec = 2 }}\n[spouts.t]\ncomponent = \"ex::T\"\n\
+         throttle = {{ mode = \"smoth\" }}\n[spouts.u]\ncomponent = \"ex::U\"\nthrottle = {{ tuples_per_sec = 0 }}\n"
+    );
+    assert_eq!(
+        errors(&text),
+        [
+            "6:34 throttle of spout \"s\" sets both \"tuples_per_sec\" and \"bytes_per_sec\" [keep one of them]",
+            "9:12 throttle of spout \"t\" needs \"tuples_per_sec\" or \"bytes_per_sec\" \
+             [for example: { tuples_per_sec = 1000 }]",
+            "9:21 unknown throttle mode \"smoth\" in throttle of spout \"t\" [did you mean \"smooth\"?]",
+            "12:31 \"tuples_per_sec\" in throttle of spout \"u\" must be at least 1, found 0",
+        ]
+    );
+}
+
+#[test]
+fn sha256_must_be_64_hex_digits_and_is_lowercased() {
+    let good = "aB".repeat(32);
+    let text = format!(
+        "[plugins]\nex = {{ path = \"libex.so\", sha256 = \"{good}\" }}\n\
+         short = {{ path = \"x.so\", sha256 = \"abc\" }}\n\
+         nothex = {{ path = \"y.so\", sha256 = \"{}\" }}\n\
+         [spouts.s]\ncomponent = \"ex::S\"\n",
+        "g".repeat(64)
+    );
+    let errors = errors(&text);
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+    assert!(errors[0]
+        .starts_with("3:35 \"sha256\" in plugin \"short\" must be 64 hex digits, found \"abc\""));
+    assert!(errors[1].starts_with("4:36 \"sha256\" in plugin \"nothex\" must be 64 hex digits"));
+
+    let valid = format!("[plugins]\nex = {{ path = \"libex.so\", sha256 = \"{good}\" }}\n[spouts.s]\ncomponent = \"ex::S\"\n");
+    assert_eq!(parse_ok(&valid).plugins[0].sha256, Some("ab".repeat(32)));
+}
+
+#[test]
+fn plugin_paths_resolve_against_the_topology_files_directory() {
+    let text = "[plugins]\nrel = \"../lib/librel.so\"\nabs = { path = \"/abs/libabs.so\" }\n\
+                [spouts.s]\ncomponent = \"rel::S\"\n";
+    let config = parse_str_with_env(text, Path::new("/etc/squall/wc.toml"), &test_env).unwrap();
+    assert_eq!(config.dir, PathBuf::from("/etc/squall"));
+    assert_eq!(config.plugins[0].path, PathBuf::from("/etc/squall/../lib/librel.so"));
+    assert_eq!(config.plugins[1].path, PathBuf::from("/abs/libabs.so"));
+
+    let bare = parse_str_with_env(text, Path::new("wc.toml"), &test_env).unwrap();
+    assert_eq!(bare.dir, PathBuf::from("."));
+    assert_eq!(bare.plugins[0].path, PathBuf::from("./../lib/librel.so"));
+}
+
+#[test]
+fn a_plugin_entry_needs_a_path() {
+    let text = "[plugins]\nex = { sha256 = \"00\" }\n\n[spouts.s]\ncomponent = \"ex::S\"\n";
+    let errors = errors(text);
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+    assert_eq!(
+        errors[0],
+        "2:6 missing key \"path\" in plugin \"ex\" [write ex = { path = \"path/to/lib.so\" }]"
+    );
+    assert!(errors[1].starts_with("2:17 \"sha256\" in plugin \"ex\" must be 64 hex digits"));
+}
+
+#[test]
+fn a_component_reference_needs_an_alias_and_a_name() {
+    let text = "[plugins]\nex = \"libex.so\"\n[spouts.s]\ncomponent = \"Spout\"\n[spouts.t]\ncomponent = \"ex::\"\n";
+    let errors = errors(text);
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+    assert!(errors[0].starts_with("4:13 invalid component reference \"Spout\" in spout \"s\""));
+    assert!(errors[1].starts_with("6:13 invalid component reference \"ex::\" in spout \"t\""));
+}
+
+#[test]
+fn an_unknown_alias_without_a_close_match_suggests_declaring_it() {
+    let text = "[plugins]\nex = \"libex.so\"\n[spouts.s]\ncomponent = \"metrics::Spout\"\n";
+    assert_eq!(
+        errors(text),
+        ["4:13 unknown plugin alias \"metrics\" in spout \"s\" [declare it in [plugins]: metrics = \"path/to/lib.so\"]"]
+    );
+}
+
+#[test]
+fn wait_strategies_parse_with_situation_defaults_and_plugin_config() {
+    let text = format!(
+        "{BASE}wait.spout = {{ level3_sleep_millis = 5 }}\nwait.backpressure = {{ strategy = \"ex::Backoff\", \
+         max_sleep_micros = 1000, name = \"${{PLUGIN_DIR}}\" }}\n\
+         [wait.bolt]\nlevel2_count = 7\n[wait.backpressure]\nstrategy = \"park\"\n"
+    );
+    let config = parse_ok(&text);
+    assert_eq!(
+        config.wait.bolt,
+        WaitSpec::Progressive { level1_count: 1, level2_count: 7, level3_sleep_millis: 1 }
+    );
+    assert_eq!(config.wait.backpressure, WaitSpec::Park { park_micros: 100 });
+    let spout = &config.spouts[0];
+    assert_eq!(
+        spout.wait.spout,
+        Some(WaitSpec::Progressive { level1_count: 0, level2_count: 0, level3_sleep_millis: 5 })
+    );
+    let Some(WaitSpec::Plugin { component, config }) = &spout.wait.backpressure else {
+        panic!("plugin strategy expected, got {:?}", spout.wait.backpressure)
+    };
+    assert_eq!((component.alias.as_str(), component.component.as_str()), ("ex", "Backoff"));
+    let table: toml::Table = toml::from_str(config).unwrap();
+    assert_eq!(table.len(), 2);
+    assert_eq!(table["max_sleep_micros"].as_integer(), Some(1000));
+    assert_eq!(table["name"].as_str(), Some("/opt/squall"));
+}
+
+#[test]
+fn wait_strategy_mistakes_are_reported() {
+    let text = format!(
+        "{BASE}wait.bolt = {{ strategy = \"park\" }}\n[wait.spout]\nstrategy = \"progresive\"\n\
+         [wait.bolt]\nstrategy = \"sleep\"\n[wait.backpressure]\nstrategy = \"nope::X\"\n"
+    );
+    assert_eq!(
+        errors(&text),
+        [
+            "6:6 \"wait.bolt\" does not apply to spout \"s\" [it can wait in \"spout\" or \"backpressure\"]",
+            "8:12 unknown wait strategy \"progresive\" in [wait.spout] [did you mean \"progressive\"?]",
+            "10:12 unknown wait strategy \"sleep\" in [wait.bolt] \
+             [use \"progressive\", \"park\" or \"alias::Component\" for a plugin strategy]",
+            "12:12 unknown plugin alias \"nope\" in [wait.backpressure] \
+             [declare it in [plugins]: nope = \"path/to/lib.so\"]",
+        ]
+    );
+}
+
+#[test]
+fn an_input_from_an_unknown_component_suggests_the_closest_name() {
+    let text = format!("{BASE}[bolts.b]\ncomponent = \"ex::B\"\ninputs = [{{ from = \"t\" }}, {{ from = \"zzz\" }}]\n");
+    assert_eq!(
+        errors(&text),
+        [
+            "8:20 unknown spout or bolt \"t\" in inputs of bolt \"b\" [did you mean \"s\"?]",
+            "8:36 unknown spout or bolt \"zzz\" in inputs of bolt \"b\"",
+        ]
+    );
+}
+
+#[test]
+fn a_name_cannot_be_both_a_spout_and_a_bolt() {
+    let text = format!("{BASE}[bolts.s]\ncomponent = \"ex::B\"\ninputs = [{{ from = \"s\" }}]\n");
+    let errors = errors(&text);
+    assert!(errors.contains(&"6:8 \"s\" is declared both as a spout and as a bolt [give the bolt or the spout another name]".to_string()), "{errors:#?}");
+}
+
+#[test]
+fn a_bolt_may_not_subscribe_to_the_same_stream_twice() {
+    let text = format!(
+        "{BASE}[bolts.b]\ncomponent = \"ex::B\"\ninputs = [{{ from = \"s\" }}, {{ from = \"s\", grouping = \"all\" }}]\n"
+    );
+    assert_eq!(
+        errors(&text),
+        ["8:36 bolt \"b\" subscribes to stream \"default\" of \"s\" twice [remove one of the inputs]"]
+    );
+}
+
+#[test]
+fn reserved_component_names_are_rejected() {
+    let text =
+        format!("{BASE}[bolts.__system]\ncomponent = \"ex::B\"\ninputs = [{{ from = \"s\" }}]\n");
+    assert_eq!(
+        errors(&text),
+        ["6:8 bolt name \"__system\" is reserved [names starting with \"__\" are reserved for system components]"]
+    );
+}
+
+#[test]
+fn a_bolt_subscribing_to_itself_is_reported_once() {
+    let text = format!(
+        "{BASE}[bolts.echo]\ncomponent = \"ex::B\"\n\
+         inputs = [{{ from = \"s\" }}, {{ from = \"echo\" }}, {{ from = \"echo\", stream = \"other\" }}]\n"
+    );
+    assert_eq!(
+        errors(&text),
+        [format!("{} bolt \"echo\" subscribes to itself", loc_of(&text, "\"echo\" }"))]
+    );
+}
+
+#[test]
+fn a_cycle_among_bolts_is_reported_once_naming_the_cycle() {
+    let text = format!(
+        "{BASE}[bolts.a]\ncomponent = \"ex::A\"\ninputs = [{{ from = \"s\" }}, {{ from = \"c\" }}]\n\
+         [bolts.b]\ncomponent = \"ex::B\"\ninputs = [{{ from = \"a\" }}]\n\
+         [bolts.c]\ncomponent = \"ex::C\"\ninputs = [{{ from = \"b\" }}, {{ from = \"a\" }}]\n\
+         [bolts.sink]\ncomponent = \"ex::Sink\"\ninputs = [{{ from = \"c\" }}]\n"
+    );
+    // a -> b -> c -> a and a -> c -> a share one strongly connected group: one report.
+    assert_eq!(
+        errors(&text),
+        [format!("{} bolts form a cycle: a -> c -> a", loc_of(&text, "\"c\" }"))]
+    );
+}
+
+#[test]
+fn separate_cycles_are_each_reported() {
+    let text = format!(
+        "{BASE}[bolts.a]\ncomponent = \"ex::A\"\ninputs = [{{ from = \"s\" }}, {{ from = \"b\" }}]\n\
+         [bolts.b]\ncomponent = \"ex::B\"\ninputs = [{{ from = \"a\" }}]\n\
+         [bolts.x]\ncomponent = \"ex::X\"\ninputs = [{{ from = \"s\" }}, {{ from = \"z\" }}]\n\
+         [bolts.y]\ncomponent = \"ex::Y\"\ninputs = [{{ from = \"x\" }}]\n\
+         [bolts.z]\ncomponent = \"ex::Z\"\ninputs = [{{ from = \"y\" }}]\n"
+    );
+    let errors = errors(&text);
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+    assert!(errors[0].ends_with("bolts form a cycle: a -> b -> a"), "{}", errors[0]);
+    assert!(errors[1].ends_with("bolts form a cycle: x -> y -> z -> x"), "{}", errors[1]);
+    assert!(errors[1].starts_with(&loc_of(&text, "\"z\" }").to_string()));
+}
+
+#[test]
+fn an_acyclic_diamond_is_valid() {
+    let text = format!(
+        "{BASE}[bolts.l]\ncomponent = \"ex::L\"\ninputs = [{{ from = \"s\" }}]\n\
+         [bolts.r]\ncomponent = \"ex::R\"\ninputs = [{{ from = \"s\" }}]\n\
+         [bolts.join]\ncomponent = \"ex::J\"\ninputs = [{{ from = \"l\" }}, {{ from = \"r\" }}]\n"
+    );
+    assert_eq!(parse_ok(&text).bolts.len(), 3);
+}
+
+#[test]
+fn load_reports_an_unreadable_file_at_the_start() {
+    let path = Path::new("/nonexistent/squall/topology.toml");
+    let diags = load(path).unwrap_err();
+    assert_eq!(diags.len(), 1);
+    assert_eq!(diags.items[0].file, path);
+    assert_eq!(diags.items[0].loc, Loc::START);
+    assert!(diags.items[0].message.starts_with("cannot read topology file: "));
+}
+
+#[test]
+fn load_reads_a_file_and_resolves_plugins_next_to_it() {
+    let dir = std::env::temp_dir().join(format!("squall-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("wc.toml");
+    std::fs::write(&path, BASE).unwrap();
+    let loaded = load(&path);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let config = loaded.unwrap();
+    assert_eq!(config.name, "wc");
+    assert_eq!(config.plugins[0].path, dir.join("libex.so"));
+}
+
+#[test]
+fn truncated_or_mutated_files_never_panic() {
+    // Every prefix of a full topology, and every position overwritten with a
+    // character that breaks structure, must give a result, never a panic.
+    let text = WORDCOUNT;
+    let boundaries: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+    for &end in &boundaries {
+        check_never_panics(&text[..end]);
+    }
+    for &at in boundaries.iter().step_by(3) {
+        for replacement in ["\"", "[", "0", "-", "$", "x"] {
+            let mut mutated = text.to_string();
+            let len = text[at..].chars().next().map_or(0, char::len_utf8);
+            mutated.replace_range(at..at + len, replacement);
+            check_never_panics(&mutated);
+        }
+    }
+}
+
+fn check_never_panics(text: &str) {
+    if let Err(diags) = parse(text) {
+        assert!(!diags.is_empty());
+        assert!(diags.items.iter().all(|d| d.loc.line >= 1 && d.loc.col >= 1), "{diags}");
+    }
+}

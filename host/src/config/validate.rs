@@ -1,0 +1,258 @@
+//! Checks across components, run after every table has been read: at least one
+//! spout, unique names, inputs that name a declared component, and no cycle among
+//! bolts. Like the readers, each `check_*` pushes its errors and carries on.
+//!
+//! Checks that need the loaded plugins (the component exists in its library, the
+//! stream is declared, a grouping field is an output field) run later, in
+//! `topology`, from the [`Loc`](super::Loc)s carried in the config.
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use super::diagnostic::Loc;
+use super::model::BoltDecl;
+use super::suggest::did_you_mean;
+use super::walk::Walker;
+use super::TopologyConfig;
+
+/// Runs every cross-component check.
+pub(crate) fn check(w: &mut Walker<'_>, config: &TopologyConfig) {
+    check_has_spout(w, config);
+    check_unique_names(w, config);
+    check_inputs(w, config);
+    check_cycles(w, &config.bolts);
+}
+
+fn check_has_spout(w: &mut Walker<'_>, config: &TopologyConfig) {
+    if config.spouts.is_empty() {
+        let help = "declare one: [spouts.NAME] with component = \"alias::Component\"";
+        w.error_at(Loc::START, "topology has no spouts".to_string(), Some(help.to_string()));
+    }
+}
+
+/// Spouts and bolts share one namespace: an input's `from` must be unambiguous.
+fn check_unique_names(w: &mut Walker<'_>, config: &TopologyConfig) {
+    let spouts: HashSet<&str> = config.spouts.iter().map(|s| s.name.as_str()).collect();
+    for bolt in config.bolts.iter().filter(|b| spouts.contains(b.name.as_str())) {
+        let message = format!("\"{}\" is declared both as a spout and as a bolt", bolt.name);
+        let help = "give the bolt or the spout another name".to_string();
+        w.error_at(bolt.loc, message, Some(help));
+    }
+}
+
+/// Every `from` names a declared component, and no bolt subscribes to the same
+/// stream of the same component twice.
+fn check_inputs(w: &mut Walker<'_>, config: &TopologyConfig) {
+    let names: Vec<&str> = config
+        .spouts
+        .iter()
+        .map(|s| s.name.as_str())
+        .chain(config.bolts.iter().map(|b| b.name.as_str()))
+        .collect();
+    for bolt in &config.bolts {
+        let mut seen: HashSet<(&str, &str)> = HashSet::new();
+        for input in &bolt.inputs {
+            if !names.contains(&input.from.as_str()) {
+                let message = format!(
+                    "unknown spout or bolt \"{}\" in inputs of bolt \"{}\"",
+                    input.from, bolt.name
+                );
+                let help = did_you_mean(&input.from, names.iter().copied());
+                w.error_at(input.from_loc, message, help);
+            } else if !seen.insert((input.from.as_str(), input.stream.as_str())) {
+                let message = format!(
+                    "bolt \"{}\" subscribes to stream \"{}\" of \"{}\" twice",
+                    bolt.name, input.stream, input.from
+                );
+                w.error_at(input.from_loc, message, Some("remove one of the inputs".to_string()));
+            }
+        }
+    }
+}
+
+/// Reports each self-subscription, and one cycle per strongly connected group of
+/// bolts, at the `from` of the input that closes it.
+fn check_cycles(w: &mut Walker<'_>, bolts: &[BoltDecl]) {
+    let graph = BoltGraph::new(bolts);
+    for bolt in bolts {
+        if let Some(input) = bolt.inputs.iter().find(|i| i.from == bolt.name) {
+            w.error_at(
+                input.from_loc,
+                format!("bolt \"{}\" subscribes to itself", bolt.name),
+                None,
+            );
+        }
+    }
+    for component in strongly_connected(&graph.successors) {
+        if component.len() < 2 {
+            continue;
+        }
+        let Some(cycle) = graph.cycle_through(&component) else { continue };
+        // `[first, …, last, first]`: the input of `first` that names `last` closes it.
+        let &[first, .., last, _] = cycle.as_slice() else { continue };
+        let Some(loc) = graph.edge_loc(last, first) else { continue };
+        let names: Vec<&str> = cycle.iter().map(|&b| bolts[b].name.as_str()).collect();
+        w.error_at(loc, format!("bolts form a cycle: {}", names.join(" -> ")), None);
+    }
+}
+
+/// Bolts as nodes (indices into the bolt list, i.e. file order), with an edge
+/// `a -> b` when `b` subscribes to `a`: the direction tuples flow.
+struct BoltGraph {
+    successors: Vec<Vec<usize>>,
+    /// `from_loc` of the first input of `b` naming `a`, by `(a, b)`.
+    edge_locs: HashMap<(usize, usize), Loc>,
+}
+
+impl BoltGraph {
+    fn new(bolts: &[BoltDecl]) -> Self {
+        let index: HashMap<&str, usize> =
+            bolts.iter().enumerate().map(|(i, b)| (b.name.as_str(), i)).collect();
+        let mut successors = vec![Vec::new(); bolts.len()];
+        let mut edge_locs = HashMap::new();
+        for (b, bolt) in bolts.iter().enumerate() {
+            for input in &bolt.inputs {
+                let Some(&a) = index.get(input.from.as_str()) else { continue };
+                // The first input naming `a` keeps its location; a second one
+                // (another stream) adds no edge.
+                if let Entry::Vacant(e) = edge_locs.entry((a, b)) {
+                    e.insert(input.from_loc);
+                    successors[a].push(b);
+                }
+            }
+        }
+        BoltGraph { successors, edge_locs }
+    }
+
+    fn edge_loc(&self, from: usize, to: usize) -> Option<Loc> {
+        self.edge_locs.get(&(from, to)).copied()
+    }
+
+    /// A shortest cycle through the component's first bolt (in file order), as
+    /// `[first, …, first]`; it exists because the component is strongly connected.
+    fn cycle_through(&self, component: &[usize]) -> Option<Vec<usize>> {
+        let members: HashSet<usize> = component.iter().copied().collect();
+        let start = *component.iter().min()?;
+        let mut parent: HashMap<usize, usize> = HashMap::new();
+        let mut queue = VecDeque::from([start]);
+        while let Some(node) = queue.pop_front() {
+            for &next in &self.successors[node] {
+                if next == node || !members.contains(&next) {
+                    continue;
+                }
+                if next == start {
+                    let mut path = vec![start, node];
+                    let mut at = node;
+                    while at != start {
+                        // Every node reached from `start` has a parent.
+                        at = *parent.get(&at)?;
+                        path.push(at);
+                    }
+                    path.reverse();
+                    return Some(path);
+                }
+                if let Entry::Vacant(e) = parent.entry(next) {
+                    e.insert(node);
+                    queue.push_back(next);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Tarjan's strongly connected components, iterative so that a topology with
+/// many bolts cannot overflow the stack. Components come out in reverse
+/// topological order; each lists its nodes in no particular order.
+fn strongly_connected(successors: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let n = successors.len();
+    let mut index: Vec<Option<usize>> = vec![None; n];
+    let mut low = vec![0; n];
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
+    let mut components = Vec::new();
+    let mut next_index = 0;
+    for root in 0..n {
+        if index[root].is_some() {
+            continue;
+        }
+        // Each frame is (node, how many of its successors have been visited).
+        let mut frames = vec![(root, 0)];
+        index[root] = Some(next_index);
+        low[root] = next_index;
+        next_index += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(frame) = frames.last_mut() {
+            let (v, visited) = *frame;
+            if let Some(&s) = successors[v].get(visited) {
+                frame.1 += 1;
+                match index[s] {
+                    None => {
+                        index[s] = Some(next_index);
+                        low[s] = next_index;
+                        next_index += 1;
+                        stack.push(s);
+                        on_stack[s] = true;
+                        frames.push((s, 0));
+                    }
+                    Some(si) if on_stack[s] => low[v] = low[v].min(si),
+                    Some(_) => {}
+                }
+                continue;
+            }
+            frames.pop();
+            if let Some(&(parent, _)) = frames.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+            if index[v] == Some(low[v]) {
+                let mut component = Vec::new();
+                while let Some(x) = stack.pop() {
+                    on_stack[x] = false;
+                    component.push(x);
+                    if x == v {
+                        break;
+                    }
+                }
+                components.push(component);
+            }
+        }
+    }
+    components
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sorted(mut components: Vec<Vec<usize>>) -> Vec<Vec<usize>> {
+        for c in &mut components {
+            c.sort_unstable();
+        }
+        components.sort();
+        components
+    }
+
+    #[test]
+    fn a_chain_has_only_single_node_components() {
+        let graph = vec![vec![1], vec![2], vec![]];
+        assert_eq!(sorted(strongly_connected(&graph)), vec![vec![0], vec![1], vec![2]]);
+    }
+
+    #[test]
+    fn two_separate_cycles_are_two_components() {
+        // 0 -> 1 -> 0, 2 -> 3 -> 4 -> 2, 1 -> 2
+        let graph = vec![vec![1], vec![0, 2], vec![3], vec![4], vec![2]];
+        assert_eq!(sorted(strongly_connected(&graph)), vec![vec![0, 1], vec![2, 3, 4]]);
+    }
+
+    #[test]
+    fn a_long_chain_does_not_overflow_the_stack() {
+        let n = 200_000;
+        let graph: Vec<Vec<usize>> =
+            (0..n).map(|i| if i + 1 < n { vec![i + 1] } else { vec![0] }).collect();
+        let components = strongly_connected(&graph);
+        assert_eq!(components.len(), 1);
+        assert_eq!(components[0].len(), n);
+    }
+}

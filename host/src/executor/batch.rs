@@ -1,0 +1,173 @@
+//! The messages executors exchange: data batches, control messages, acker messages.
+//!
+//! One channel message carries a whole batch of tuples, so channel
+//! operations, counters and wake-ups are paid per batch, not per tuple.
+
+use squall_plugin_api::Value;
+
+use crate::ids::{EdgeId, RootId};
+
+/// Tuples from one producer task to one consumer task.
+///
+/// Values and ack ids of all tuples are stored flat; each [`Header`] marks
+/// where its tuple's values and ids end.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// The producing task.
+    pub source_task: u32,
+    /// One header per tuple.
+    pub tuples: Vec<Header>,
+    /// The values of every tuple, back to back.
+    pub values: Vec<Value>,
+    /// The `(root, edge)` ack ids of every tracked tuple, back to back.
+    pub ids: Vec<(RootId, EdgeId)>,
+}
+
+/// Where one tuple of a [`Batch`] lives.
+#[derive(Debug, Clone, Copy)]
+pub struct Header {
+    /// The stream, as an index into the producer's declared outputs.
+    pub stream: u32,
+    /// End of this tuple's values in [`Batch::values`].
+    pub values_end: u32,
+    /// End of this tuple's ids in [`Batch::ids`].
+    pub ids_end: u32,
+}
+
+impl Batch {
+    /// An empty batch from `source_task`, with room for `capacity` tuples.
+    pub fn with_capacity(source_task: u32, capacity: usize) -> Self {
+        Self {
+            source_task,
+            tuples: Vec::with_capacity(capacity),
+            values: Vec::with_capacity(capacity),
+            ids: Vec::new(),
+        }
+    }
+
+    /// Appends one tuple.
+    #[inline]
+    pub fn push(&mut self, stream: u32, values: &[Value], ids: &[(RootId, EdgeId)]) {
+        self.values.extend_from_slice(values);
+        self.ids.extend_from_slice(ids);
+        self.tuples.push(Header {
+            stream,
+            values_end: self.values.len() as u32,
+            ids_end: self.ids.len() as u32,
+        });
+    }
+
+    /// The number of tuples.
+    pub fn len(&self) -> usize {
+        self.tuples.len()
+    }
+
+    /// True when the batch holds no tuple.
+    pub fn is_empty(&self) -> bool {
+        self.tuples.is_empty()
+    }
+
+    /// The `i`th tuple: its stream, values and ids.
+    #[inline]
+    pub fn tuple(&self, i: usize) -> (u32, &[Value], &[(RootId, EdgeId)]) {
+        let h = self.tuples[i];
+        let (v0, i0) = if i == 0 {
+            (0, 0)
+        } else {
+            let p = self.tuples[i - 1];
+            (p.values_end as usize, p.ids_end as usize)
+        };
+        (h.stream, &self.values[v0..h.values_end as usize], &self.ids[i0..h.ids_end as usize])
+    }
+}
+
+/// How a tree ended, as the acker reports it to the spout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyKind {
+    /// Every edge was acked.
+    Acked,
+    /// Some task failed a tuple of the tree.
+    Failed,
+    /// A task asked to restart the tree's timeout.
+    Reset,
+}
+
+/// An acker's message to a spout task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reply {
+    /// The tree.
+    pub root: RootId,
+    /// What happened.
+    pub kind: ReplyKind,
+}
+
+/// Control messages to an executor. They travel on their own unbounded
+/// channel, so they never wait behind data tuples (STORM-2359).
+#[derive(Debug)]
+pub enum Control {
+    /// Acker replies (spouts only).
+    Replies(Vec<Reply>),
+    /// Rotate the message-timeout maps (every `message_timeout_secs`).
+    TimeoutTick,
+    /// Deliver a tick tuple on `__tick` (bolts with `tick_tuple_freq_secs`).
+    TickTuple,
+}
+
+/// A message to an acker task (Storm's `__ack_init`, `__ack_ack`,
+/// `__ack_fail`, `__ack_reset_timeout` streams).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckerMsg {
+    /// A spout emitted a tracked tuple: XOR of its edge ids.
+    Init {
+        /// The tree.
+        root: RootId,
+        /// XOR of the edges the spout emitted.
+        val: u64,
+        /// The spout task to report to.
+        spout_task: u32,
+    },
+    /// A task acked an input: its edge id XOR the edges of its anchored children.
+    Ack {
+        /// The tree.
+        root: RootId,
+        /// The value to XOR in.
+        val: u64,
+    },
+    /// A task failed an input.
+    Fail {
+        /// The tree.
+        root: RootId,
+    },
+    /// A task asked to restart the tree's timeout.
+    Reset {
+        /// The tree.
+        root: RootId,
+    },
+}
+
+/// Input of an acker task.
+#[derive(Debug)]
+pub enum AckerInput {
+    /// A batch of messages from one task.
+    Msgs(Vec<AckerMsg>),
+    /// Rotate the pending map.
+    Tick,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_returns_each_tuple_with_its_own_values_and_ids() {
+        let mut b = Batch::with_capacity(3, 4);
+        b.push(0, &[Value::I64(1), Value::I64(2)], &[]);
+        b.push(1, &[Value::from("x")], &[(RootId(9), EdgeId(8)), (RootId(7), EdgeId(6))]);
+        b.push(0, &[], &[(RootId(5), EdgeId(4))]);
+        assert_eq!(b.len(), 3);
+        assert_eq!(b.tuple(0), (0, &[Value::I64(1), Value::I64(2)][..], &[][..]));
+        assert_eq!(b.tuple(1).1, &[Value::from("x")][..]);
+        assert_eq!(b.tuple(1).2, &[(RootId(9), EdgeId(8)), (RootId(7), EdgeId(6))][..]);
+        assert_eq!(b.tuple(2), (0, &[][..], &[(RootId(5), EdgeId(4))][..]));
+    }
+}

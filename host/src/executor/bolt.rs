@@ -1,0 +1,303 @@
+//! The bolt loop, as Storm 2.x's `BoltExecutor` runs it (seed 000).
+//!
+//! # State machine (one turn)
+//! 1. **Pending emits first.** Retry batches that found a full queue. If
+//!    any is still pending, wait with the backpressure strategy and start
+//!    the next turn without consuming: the stall propagates upstream as this
+//!    bolt's own queue fills.
+//! 2. **Control queue.** Timeout ticks (rotate open inputs) and tick tuples
+//!    (executed on `__tick` from `__system`).
+//! 3. **Consume.** Execute tuples from the receive queue, batch after batch,
+//!    and stop as soon as emits become pending — even in the middle of a
+//!    batch, whose rest is kept for the next turn.
+//! 4. **Wait.** Consumed nothing → flush partial batches and wait with the
+//!    bolt strategy; otherwise reset the bolt counter.
+//!
+//! The loop ends on `Stopping`; the runtime only stops bolts once every
+//! queue is drained (or the drain timed out). Then `cleanup` runs.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use abi_stable::{sabi_trait::TD_Opaque, std_types::RString};
+use crossbeam_channel::{Receiver, TryRecvError};
+use squall_plugin_api::abi::{BoltBox, ComponentBox, OutputMut, Output_TO};
+use squall_plugin_api::{Anchor, PluginError, TaskContext, Tuple, SYSTEM_COMPONENT, TICK_STREAM};
+
+use super::batch::{Batch, Control};
+use super::output::{HostOutput, Side};
+use super::spout::ThrottleUnit;
+use super::tracking::InputTracker;
+use super::transfer::{EmitError, Transfer};
+use super::{should_log, RestartPolicy, RunControl, RunState};
+use crate::metrics::{LocalStats, StatField, TaskStats};
+use crate::throttle::Throttler;
+use crate::wait::WaitStrategy;
+
+/// Names and fields of every stream, for building tuple views without allocation.
+#[derive(Debug, Default)]
+pub struct SourceTable {
+    /// The component index of each task.
+    pub task_component: Vec<u32>,
+    /// Per component: its name and, per output stream, the stream's name and fields.
+    pub components: Vec<(String, Vec<(String, Vec<RString>)>)>,
+}
+
+/// Everything a bolt task owns.
+pub struct BoltExecutor {
+    /// The task's context, as handed to `prepare`.
+    pub context: TaskContext,
+    /// Rebuilds the instance after a panic.
+    pub constructor: crate::topology::Constructor,
+    /// The component's config, for rebuilding.
+    pub config: String,
+    /// The instance.
+    pub bolt: BoltBox,
+    /// A basic bolt: anchored and acked by the host.
+    pub auto_ack: bool,
+    /// Outgoing side.
+    pub transfer: Transfer,
+    /// Tracked inputs.
+    pub inputs: InputTracker,
+    /// Receive queue.
+    pub receive: Receiver<Batch>,
+    /// Control queue.
+    pub control: Receiver<Control>,
+    /// Bolt wait strategy.
+    pub bolt_wait: WaitStrategy,
+    /// Backpressure wait strategy.
+    pub backpressure_wait: WaitStrategy,
+    /// Published counters.
+    pub shared: Arc<TaskStats>,
+    /// Run state.
+    pub run: Arc<RunControl>,
+    /// Stream names and fields.
+    pub sources: Arc<SourceTable>,
+    /// Per-edge throttles: `[component][stream]` → index into `throttles`.
+    pub edge_throttle: Vec<Vec<Option<usize>>>,
+    /// The throttles of this bolt's input edges.
+    pub throttles: Vec<(Throttler, ThrottleUnit)>,
+    /// Restart limits.
+    pub restarts: RestartPolicy,
+}
+
+impl std::fmt::Debug for BoltExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoltExecutor").field("context", &self.context).finish_non_exhaustive()
+    }
+}
+
+struct Turn {
+    stats: LocalStats,
+    emit_error: Option<EmitError>,
+    current: Option<(Batch, usize)>,
+}
+
+impl BoltExecutor {
+    /// Runs the task to the end.
+    pub fn run(mut self) {
+        let name = format!("bolt \"{}\" task {}", self.context.component, self.context.task_id);
+        let mut turn = Turn { stats: LocalStats::default(), emit_error: None, current: None };
+        if let Err(e) = self.bolt.prepare(&self.context).into_result() {
+            self.run.fail(format!("{name}: prepare failed: {e}"));
+            return self.finish(&mut turn, &name);
+        }
+        let (mut bolt_counter, mut bp_counter) = (0u32, 0u32);
+        while self.run.state() != RunState::Stopping {
+            // 1. pending emits first
+            if !self.transfer.flush_pending(&mut turn.stats) {
+                self.publish(&mut turn);
+                let started = Instant::now();
+                bp_counter = self.backpressure_wait.idle(bp_counter);
+                turn.stats.add(StatField::BackpressureNanos, started.elapsed().as_nanos() as u64);
+                continue;
+            }
+            bp_counter = 0;
+            // 2. control
+            let ticks = self.drain_control(&mut turn, &name);
+            // 3. consume
+            let consumed = self.consume(&mut turn, &name);
+            // 4. wait
+            if consumed == 0 && ticks == 0 {
+                self.transfer.flush_all(&mut turn.stats);
+                self.publish(&mut turn);
+                bolt_counter = self.bolt_wait.idle(bolt_counter);
+            } else {
+                bolt_counter = 0;
+                self.transfer.flush_if_due(Instant::now(), &mut turn.stats);
+                self.publish(&mut turn);
+            }
+        }
+        self.finish(&mut turn, &name);
+    }
+
+    /// Executes queued tuples until the queue is empty or emits are pending.
+    fn consume(&mut self, turn: &mut Turn, name: &str) -> u64 {
+        let started = Instant::now();
+        let sources = self.sources.clone();
+        let mut consumed = 0;
+        loop {
+            let (batch, mut pos) = match turn.current.take() {
+                Some(current) => current,
+                None => match self.receive.try_recv() {
+                    Ok(batch) => {
+                        turn.stats.add(StatField::Received, batch.len() as u64);
+                        (batch, 0)
+                    }
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+                },
+            };
+            let component = sources.task_component[batch.source_task as usize] as usize;
+            while pos < batch.len() {
+                let (stream, values, ids) = batch.tuple(pos);
+                pos += 1;
+                if !self.throttles.is_empty() {
+                    self.throttle_edge(turn, component, stream, values);
+                }
+                let (component_name, streams) = &sources.components[component];
+                let (stream_name, fields) = &streams[stream as usize];
+                let anchor = self.inputs.begin(ids);
+                let tuple = Tuple::new(
+                    values,
+                    fields,
+                    component_name,
+                    stream_name,
+                    batch.source_task,
+                    anchor,
+                );
+                self.execute(turn, name, &tuple);
+                consumed += 1;
+                if self.transfer.has_pending() {
+                    break;
+                }
+            }
+            let stop = self.transfer.has_pending();
+            if pos < batch.len() {
+                turn.current = Some((batch, pos));
+            }
+            if stop {
+                break;
+            }
+        }
+        if consumed > 0 {
+            turn.stats.add(StatField::Executed, consumed);
+            turn.stats.add(StatField::BusyNanos, started.elapsed().as_nanos() as u64);
+        }
+        consumed
+    }
+
+    fn throttle_edge(
+        &mut self,
+        turn: &mut Turn,
+        component: usize,
+        stream: u32,
+        values: &[squall_plugin_api::Value],
+    ) {
+        let Some(Some(i)) = self.edge_throttle.get(component).and_then(|s| s.get(stream as usize))
+        else {
+            return;
+        };
+        let (throttler, unit) = &mut self.throttles[*i];
+        let n = match unit {
+            ThrottleUnit::Tuples => 1,
+            ThrottleUnit::Bytes => values.iter().map(|v| v.encoded_len() as u64).sum(),
+        };
+        let outcome = throttler.throttle(n, &self.run.canceler);
+        turn.stats.add(StatField::ThrottleNanos, outcome.waited.as_nanos() as u64);
+    }
+
+    /// Executes one tuple and settles its ack.
+    fn execute(&mut self, turn: &mut Turn, name: &str, tuple: &Tuple<'_>) {
+        let result = {
+            let mut output = HostOutput {
+                transfer: &mut self.transfer,
+                stats: &mut turn.stats,
+                error: &mut turn.emit_error,
+                side: Side::Bolt { inputs: &mut self.inputs, auto_ack: self.auto_ack },
+            };
+            let output: OutputMut<'_> = Output_TO::from_ptr(&mut output, TD_Opaque);
+            self.bolt.execute(tuple, output).into_result()
+        };
+        if let Some(e) = turn.emit_error.take() {
+            count_error(&mut turn.stats, name, &format!("execute: {e}"));
+        }
+        match result {
+            Ok(()) => self.inputs.finish(true, self.auto_ack, &mut self.transfer, &mut turn.stats),
+            Err(e) if e.is_panic() => {
+                self.inputs.fail_current_panic(&mut self.transfer, &mut turn.stats);
+                self.restart(turn, name, e);
+            }
+            Err(e) => {
+                count_error(&mut turn.stats, name, &format!("execute: {e}"));
+                self.inputs.finish(false, self.auto_ack, &mut self.transfer, &mut turn.stats);
+            }
+        }
+    }
+
+    fn restart(&mut self, turn: &mut Turn, name: &str, e: PluginError) {
+        tracing::warn!("{name}: execute {e}; failing the tuple and rebuilding the instance");
+        turn.stats.add(StatField::Restarts, 1);
+        if !self.restarts.allow(Instant::now()) {
+            self.run
+                .fail(format!("{name}: execute {e}; restart limit reached, stopping the topology"));
+            return;
+        }
+        match (self.constructor)(self.config.as_str().into()).into_result() {
+            Ok(ComponentBox::Bolt(bolt)) => {
+                self.bolt = bolt;
+                if let Err(e) = self.bolt.prepare(&self.context).into_result() {
+                    self.run.fail(format!("{name}: prepare failed after restart: {e}"));
+                }
+            }
+            Ok(_) => {
+                self.run.fail(format!("{name}: constructor returned a component of another kind"))
+            }
+            Err(e) => self.run.fail(format!("{name}: rebuilding after a panic failed: {e}")),
+        }
+    }
+
+    /// Handles ticks; returns how many tick tuples were executed.
+    fn drain_control(&mut self, turn: &mut Turn, name: &str) -> u64 {
+        let mut ticks = 0;
+        loop {
+            match self.control.try_recv() {
+                Ok(Control::TimeoutTick) => {
+                    self.inputs.rotate();
+                }
+                Ok(Control::TickTuple) => {
+                    ticks += 1;
+                    turn.stats.add(StatField::Ticks, 1);
+                    self.inputs.begin(&[]);
+                    let tuple =
+                        Tuple::new(&[], &[], SYSTEM_COMPONENT, TICK_STREAM, u32::MAX, Anchor::NONE);
+                    self.execute(turn, name, &tuple);
+                }
+                Ok(Control::Replies(_)) => {}
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return ticks,
+            }
+        }
+    }
+
+    fn publish(&mut self, turn: &mut Turn) {
+        let unsent =
+            self.transfer.has_pending() || self.transfer.has_unsent() || turn.current.is_some();
+        turn.stats.set(StatField::Unsent, u64::from(unsent));
+        self.shared.publish(&turn.stats);
+    }
+
+    fn finish(&mut self, turn: &mut Turn, name: &str) {
+        if let Err(e) = self.bolt.cleanup().into_result() {
+            tracing::warn!("{name}: cleanup: {e}");
+        }
+        self.transfer.flush_all(&mut turn.stats);
+        self.publish(turn);
+    }
+}
+
+fn count_error(stats: &mut LocalStats, name: &str, message: &str) {
+    stats.add(StatField::Errors, 1);
+    let n = stats.get(StatField::Errors);
+    if should_log(n) {
+        tracing::warn!("{name}: {message} (error #{n})");
+    }
+}

@@ -1,0 +1,141 @@
+//! Executors: the spout loop, the bolt loop, and what they share.
+//!
+//! One thread per task. Data flows between tasks as batches over bounded
+//! crossbeam channels ([`batch::Batch`]); acks, ticks and other control
+//! messages flow over separate unbounded channels, so they never wait behind
+//! data (the cause of Storm's false timeouts under backpressure, STORM-2359).
+
+pub mod batch;
+pub mod bolt;
+pub mod output;
+pub mod rng;
+pub mod spout;
+pub mod tracking;
+pub mod transfer;
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::throttle::Canceler;
+
+/// The topology's run state, shared by every thread.
+#[derive(Debug)]
+pub struct RunControl {
+    state: AtomicU8,
+    fatal: Mutex<Option<String>>,
+    /// Canceled when the topology stops: ends every throttled wait at once.
+    pub canceler: Canceler,
+}
+
+/// The phases of a run (see `runtime`'s shutdown protocol).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum RunState {
+    /// Spouts are active.
+    Running = 0,
+    /// Spouts are deactivated; in-flight trees complete or time out.
+    Draining = 1,
+    /// Every executor leaves its loop, calls cleanup/close and exits.
+    Stopping = 2,
+}
+
+impl Default for RunControl {
+    fn default() -> Self {
+        Self {
+            state: AtomicU8::new(RunState::Running as u8),
+            fatal: Mutex::new(None),
+            canceler: Canceler::new(),
+        }
+    }
+}
+
+impl RunControl {
+    /// The current state (a relaxed load: executors poll it once per turn).
+    #[inline]
+    pub fn state(&self) -> RunState {
+        match self.state.load(Ordering::Relaxed) {
+            0 => RunState::Running,
+            1 => RunState::Draining,
+            _ => RunState::Stopping,
+        }
+    }
+
+    /// Moves to `state` if it is later than the current one.
+    pub fn advance(&self, state: RunState) {
+        self.state.fetch_max(state as u8, Ordering::AcqRel);
+        if state == RunState::Stopping {
+            self.canceler.cancel();
+        }
+    }
+
+    /// Records a fatal error (the first one wins) and starts draining.
+    pub fn fail(&self, message: String) {
+        if let Ok(mut fatal) = self.fatal.lock() {
+            if fatal.is_none() {
+                tracing::error!("{message}");
+                *fatal = Some(message);
+            }
+        }
+        self.advance(RunState::Draining);
+    }
+
+    /// The fatal error, if any.
+    pub fn fatal(&self) -> Option<String> {
+        self.fatal.lock().ok().and_then(|f| f.clone())
+    }
+}
+
+/// Storm-less restart policy: at most `max_restarts` rebuilds of a task's
+/// instance within `window`; past that the topology stops.
+#[derive(Debug)]
+pub struct RestartPolicy {
+    max_restarts: u32,
+    window: Duration,
+    recent: Vec<Instant>,
+}
+
+impl RestartPolicy {
+    /// A policy allowing `max_restarts` within `window`.
+    pub fn new(max_restarts: u32, window: Duration) -> Self {
+        Self { max_restarts, window, recent: Vec::new() }
+    }
+
+    /// Records a restart at `now`; false when it exceeds the limit.
+    pub fn allow(&mut self, now: Instant) -> bool {
+        self.recent.retain(|&t| now.duration_since(t) < self.window);
+        self.recent.push(now);
+        self.recent.len() <= self.max_restarts as usize
+    }
+}
+
+/// A log limiter: true for the 1st, 10th, 100th, 1000th... occurrence.
+pub(crate) fn should_log(count: u64) -> bool {
+    count > 0 && (count == 1 || (count as f64).log10().fract() == 0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restarts_past_the_limit_within_the_window_are_refused() {
+        let mut p = RestartPolicy::new(2, Duration::from_secs(60));
+        let t0 = Instant::now();
+        assert!(p.allow(t0));
+        assert!(p.allow(t0 + Duration::from_secs(1)));
+        assert!(!p.allow(t0 + Duration::from_secs(2)));
+        let mut q = RestartPolicy::new(1, Duration::from_secs(10));
+        assert!(q.allow(t0));
+        assert!(q.allow(t0 + Duration::from_secs(11)), "an old restart leaves the window");
+    }
+
+    #[test]
+    fn run_state_only_moves_forward() {
+        let c = RunControl::default();
+        c.advance(RunState::Stopping);
+        c.advance(RunState::Draining);
+        assert_eq!(c.state(), RunState::Stopping);
+        assert!(c.canceler.is_canceled());
+    }
+}

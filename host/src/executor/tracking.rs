@@ -1,0 +1,293 @@
+//! Ack-tree bookkeeping on the executor side.
+//!
+//! - [`SpoutTracker`]: the spout task's pending map of in-flight roots (a
+//!   [`RotatingMap`] rotated by message-timeout ticks, seed 003), plus the
+//!   ids to ack at once when no acker tracks them.
+//! - [`InputTracker`]: a bolt task's view of its tracked inputs. For every
+//!   input it keeps the input's `(root, edge)` ids and `ack_val`, the XOR of
+//!   the edge ids of the children anchored to it (Storm's `Tuple.ackVal`).
+//!   Acking the input sends `edge ^ ack_val` per root to the acker (seed 004).
+//!   The input being executed lives in plain fields; a rich bolt's input that
+//!   is still open when `execute` returns moves into a rotating map, so a bolt
+//!   can ack later, and inputs it never acks are dropped after the timeout.
+
+use std::time::Instant;
+
+use squall_plugin_api::{Anchor, MessageId};
+
+use super::batch::AckerMsg;
+use super::transfer::Transfer;
+use crate::ids::{EdgeId, RootId};
+use crate::metrics::{LocalStats, StatField};
+use crate::timeout::RotatingMap;
+
+/// A tracked root, in the spout's pending map.
+#[derive(Debug, Clone, Copy)]
+pub struct PendingRoot {
+    /// The spout's message id.
+    pub message_id: MessageId,
+    /// When it was emitted (complete latency starts here).
+    pub emitted: Instant,
+}
+
+/// A spout task's in-flight roots.
+#[derive(Debug)]
+pub struct SpoutTracker {
+    /// In-flight roots, rotated every `message_timeout_secs`.
+    pub pending: RotatingMap<RootId, PendingRoot>,
+    /// Message ids to ack right after `next_tuple` returns: emitted with no
+    /// acker (`acker_executors = 0`) or to no subscriber.
+    pub ack_now: Vec<MessageId>,
+    call_time: Option<Instant>,
+}
+
+impl SpoutTracker {
+    /// A tracker whose pending map has `buckets` buckets.
+    pub fn new(buckets: usize) -> Self {
+        Self { pending: RotatingMap::new(buckets.max(2)), ack_now: Vec::new(), call_time: None }
+    }
+
+    /// Marks the start of a `next_tuple` call; every root emitted during it
+    /// shares one clock reading.
+    pub fn begin_call(&mut self) {
+        self.call_time = None;
+    }
+
+    fn now(&mut self) -> Instant {
+        *self.call_time.get_or_insert_with(Instant::now)
+    }
+
+    /// Emits a reliable tuple: one edge per target, an init to the acker,
+    /// and an entry in the pending map.
+    #[inline]
+    pub fn emit_tracked(
+        &mut self,
+        transfer: &mut Transfer,
+        stats: &mut LocalStats,
+        (stream, targets): (u32, usize),
+        values: &[squall_plugin_api::Value],
+        message_id: MessageId,
+        spout_task: u32,
+    ) {
+        let root = RootId(transfer.rng.next_nonzero());
+        let mut init = 0u64;
+        for i in 0..targets {
+            let edge = transfer.rng.next_nonzero();
+            init ^= edge;
+            let target = transfer.target(i);
+            transfer.push(target, stream, values, &[(root, EdgeId(edge))], stats);
+        }
+        let emitted = self.now();
+        self.pending.put(root, PendingRoot { message_id, emitted });
+        transfer.to_acker(root, AckerMsg::Init { root, val: init, spout_task });
+    }
+}
+
+/// A tracked input kept past its `execute` call.
+#[derive(Debug, Clone)]
+struct OpenInput {
+    ids: Vec<(RootId, EdgeId)>,
+    ack_val: u64,
+}
+
+/// A bolt task's tracked inputs.
+#[derive(Debug)]
+pub struct InputTracker {
+    next_token: u64,
+    current: u64,
+    current_ids: Vec<(RootId, EdgeId)>,
+    current_ack_val: u64,
+    current_open: bool,
+    open: RotatingMap<u64, OpenInput>,
+    scratch: Vec<(RootId, EdgeId)>,
+}
+
+impl Default for InputTracker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl InputTracker {
+    /// An empty tracker.
+    pub fn new() -> Self {
+        Self {
+            next_token: 1,
+            current: 0,
+            current_ids: Vec::new(),
+            current_ack_val: 0,
+            current_open: false,
+            open: RotatingMap::new(3),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Starts executing an input with these ids; returns its anchor
+    /// ([`Anchor::NONE`] when it is not tracked).
+    #[inline]
+    pub fn begin(&mut self, ids: &[(RootId, EdgeId)]) -> Anchor {
+        if ids.is_empty() {
+            self.current = 0;
+            self.current_open = false;
+            return Anchor::NONE;
+        }
+        self.current = self.next_token;
+        self.next_token += 1;
+        self.current_ids.clear();
+        self.current_ids.extend_from_slice(ids);
+        self.current_ack_val = 0;
+        self.current_open = true;
+        Anchor(self.current)
+    }
+
+    /// The current input's anchor.
+    pub fn current_anchor(&self) -> Anchor {
+        if self.current_open {
+            Anchor(self.current)
+        } else {
+            Anchor::NONE
+        }
+    }
+
+    /// The ids of a child emitted on edge `edge`, anchored to `anchors`: each
+    /// anchor's `ack_val` takes the edge, and the child carries the edge
+    /// under every root of every anchor (XOR-merged per root, as Storm does).
+    /// Empty when no anchor is tracked.
+    #[inline]
+    pub fn anchor_edge(&mut self, anchors: &[Anchor], edge: u64) -> &[(RootId, EdgeId)] {
+        self.scratch.clear();
+        for &anchor in anchors {
+            let ids: &[(RootId, EdgeId)] =
+                if anchor.0 != 0 && anchor.0 == self.current && self.current_open {
+                    self.current_ack_val ^= edge;
+                    &self.current_ids
+                } else if let Some(open) = self.open.get_mut(&anchor.0) {
+                    open.ack_val ^= edge;
+                    &open.ids
+                } else {
+                    continue;
+                };
+            for &(root, _) in ids {
+                match self.scratch.iter_mut().find(|(r, _)| *r == root) {
+                    Some((_, e)) => *e = EdgeId(e.0 ^ edge),
+                    None => self.scratch.push((root, EdgeId(edge))),
+                }
+            }
+        }
+        &self.scratch
+    }
+
+    /// True when any anchor refers to a tracked input.
+    #[inline]
+    pub fn any_tracked(&self, anchors: &[Anchor]) -> bool {
+        anchors.iter().any(|a| {
+            (a.0 != 0 && a.0 == self.current && self.current_open) || self.open.contains_key(&a.0)
+        })
+    }
+
+    /// Takes an input out of tracking: its ids and `ack_val`.
+    fn take(&mut self, anchor: Anchor) -> Option<(Vec<(RootId, EdgeId)>, u64)> {
+        if anchor.0 == 0 {
+            return None;
+        }
+        if anchor.0 == self.current && self.current_open {
+            self.current_open = false;
+            return Some((std::mem::take(&mut self.current_ids), self.current_ack_val));
+        }
+        self.open.remove(&anchor.0).map(|o| (o.ids, o.ack_val))
+    }
+
+    /// Acks an input: `edge ^ ack_val` for each of its roots goes to the acker.
+    pub fn ack(&mut self, anchor: Anchor, transfer: &mut Transfer, stats: &mut LocalStats) {
+        if let Some((ids, ack_val)) = self.take(anchor) {
+            for &(root, edge) in &ids {
+                transfer.to_acker(root, AckerMsg::Ack { root, val: edge.0 ^ ack_val });
+            }
+            self.recycle(ids);
+            stats.add(StatField::Acked, 1);
+        }
+    }
+
+    /// Fails an input: each of its roots fails at once (fail-fast).
+    pub fn fail(
+        &mut self,
+        anchor: Anchor,
+        transfer: &mut Transfer,
+        stats: &mut LocalStats,
+        field: StatField,
+    ) {
+        if let Some((ids, _)) = self.take(anchor) {
+            for &(root, _) in &ids {
+                transfer.to_acker(root, AckerMsg::Fail { root });
+            }
+            self.recycle(ids);
+            stats.add(field, 1);
+        }
+    }
+
+    /// Asks the acker to restart the timeout of each of the input's roots.
+    pub fn reset_timeout(&mut self, anchor: Anchor, transfer: &mut Transfer) {
+        let ids: &[(RootId, EdgeId)] =
+            if anchor.0 != 0 && anchor.0 == self.current && self.current_open {
+                &self.current_ids
+            } else if let Some(open) = self.open.get(&anchor.0) {
+                &open.ids
+            } else {
+                return;
+            };
+        for &(root, _) in ids {
+            transfer.to_acker(root, AckerMsg::Reset { root });
+        }
+        if anchor.0 != self.current {
+            self.open.reset(&anchor.0);
+        }
+    }
+
+    /// Ends the current input's `execute`. A basic bolt's input is acked on
+    /// success and failed on error; a rich bolt's input is failed on error
+    /// and otherwise stays open for a later ack.
+    pub fn finish(
+        &mut self,
+        ok: bool,
+        auto_ack: bool,
+        transfer: &mut Transfer,
+        stats: &mut LocalStats,
+    ) {
+        if !self.current_open {
+            return;
+        }
+        let anchor = Anchor(self.current);
+        if !ok {
+            self.fail(anchor, transfer, stats, StatField::FailedExplicit);
+        } else if auto_ack {
+            self.ack(anchor, transfer, stats);
+        } else {
+            self.current_open = false;
+            let ids = self.current_ids.clone();
+            self.open.put(self.current, OpenInput { ids, ack_val: self.current_ack_val });
+        }
+    }
+
+    /// Fails the current input because plugin code panicked.
+    pub fn fail_current_panic(&mut self, transfer: &mut Transfer, stats: &mut LocalStats) {
+        let anchor = self.current_anchor();
+        self.fail(anchor, transfer, stats, StatField::FailedPanic);
+    }
+
+    /// Drops open inputs older than the timeout (their roots timed out at the spout).
+    pub fn rotate(&mut self) -> usize {
+        self.open.rotate().count()
+    }
+
+    /// Inputs kept open by a rich bolt.
+    pub fn open_len(&self) -> usize {
+        self.open.len()
+    }
+
+    fn recycle(&mut self, ids: Vec<(RootId, EdgeId)>) {
+        if self.current_ids.capacity() == 0 {
+            self.current_ids = ids;
+            self.current_ids.clear();
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! Transfer: routing emitted tuples to task queues, in batches, with Storm's
+//! pending-emits overflow.
+//!
+//! Each executor owns one [`Transfer`]. An emitted tuple is routed by the
+//! stream's groupings to target tasks and appended to that target's
+//! outgoing batch. A full batch is sent with `try_send`. If the queue is full
+//! — or anything is already pending, so that order is kept — the batch goes
+//! to `pending`, which the executor loop retries first on every turn
+//! (Storm's `ExecutorTransfer.tryTransferLocal` + `pendingEmits`). While
+//! anything is pending, the loops stop producing (no `next_tuple`, no
+//! consuming), so `pending` holds at most one turn's output: memory is
+//! bounded by the queues, not by the speed difference of the stages.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Sender, TrySendError};
+use squall_plugin_api::Value;
+
+use super::batch::{AckerInput, AckerMsg, Batch};
+use super::rng::FastRng;
+use crate::acker::ledger::acker_for;
+use crate::ids::{EdgeId, RootId};
+use crate::metrics::{LocalStats, StatField};
+use crate::topology::grouping::{Router, Targets};
+
+/// Why an emit was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EmitError {
+    /// The stream index is not one of the component's declared outputs.
+    #[error("emit on undeclared stream #{0}")]
+    UndeclaredStream(u32),
+    /// `emit` on the default stream, which the component did not declare.
+    #[error("emit on the default stream, which the component does not declare")]
+    NoDefaultStream,
+    /// `emit_direct` on a stream that is not direct, or the reverse.
+    #[error("emit_direct on stream \"{0}\" which is not declared direct (or a plain emit on a direct stream)")]
+    DirectMismatch(String),
+}
+
+/// One output stream's routing: its name, whether it is direct, and one router per subscriber.
+#[derive(Debug)]
+pub struct StreamRoutes {
+    /// The stream's name, for errors.
+    pub name: String,
+    /// True for a direct stream.
+    pub direct: bool,
+    /// One router per subscribing component.
+    pub routers: Vec<Router>,
+}
+
+/// An executor's outgoing side.
+#[derive(Debug)]
+pub struct Transfer {
+    task: u32,
+    batch_size: usize,
+    flush_interval: Duration,
+    last_flush: Instant,
+    streams: Vec<StreamRoutes>,
+    default_stream: Option<u32>,
+    /// Queues of every task, indexed by task id (`None` for spouts).
+    queues: Vec<Option<Sender<Batch>>>,
+    /// The batch being filled for each target task.
+    outgoing: Vec<Option<Batch>>,
+    /// Targets with a batch in `outgoing`, possibly with stale entries.
+    active: Vec<u32>,
+    pending: VecDeque<(u32, Batch)>,
+    /// Scratch list of the current emit's targets.
+    targets: Vec<u32>,
+    ackers: Vec<Sender<AckerInput>>,
+    acker_buffers: Vec<Vec<AckerMsg>>,
+    /// This executor's random numbers (edge and root ids).
+    pub rng: FastRng,
+    /// Count the encoded bytes of emitted values (only for a byte-rate throttle).
+    pub count_bytes: bool,
+    /// Encoded bytes emitted so far, when `count_bytes` is set.
+    pub emitted_bytes: u64,
+}
+
+impl Transfer {
+    /// A transfer for `task`, routing its `streams`.
+    pub fn new(
+        task: u32,
+        batch_size: usize,
+        flush_interval: Duration,
+        streams: Vec<StreamRoutes>,
+        default_stream: Option<u32>,
+        queues: Vec<Option<Sender<Batch>>>,
+        ackers: Vec<Sender<AckerInput>>,
+    ) -> Self {
+        let task_count = queues.len();
+        Self {
+            task,
+            batch_size: batch_size.max(1),
+            flush_interval,
+            last_flush: Instant::now(),
+            streams,
+            default_stream,
+            outgoing: (0..task_count).map(|_| None).collect(),
+            queues,
+            active: Vec::new(),
+            pending: VecDeque::new(),
+            targets: Vec::new(),
+            acker_buffers: ackers.iter().map(|_| Vec::new()).collect(),
+            ackers,
+            rng: FastRng::new(u64::from(task)),
+            count_bytes: false,
+            emitted_bytes: 0,
+        }
+    }
+
+    /// True when acker tasks exist.
+    pub fn acking(&self) -> bool {
+        !self.ackers.is_empty()
+    }
+
+    /// Routes one tuple: fills the target list and returns how many targets.
+    ///
+    /// # Errors
+    /// When the stream is undeclared or directness does not match.
+    #[inline]
+    pub fn route(
+        &mut self,
+        stream: u32,
+        values: &[Value],
+        direct: Option<u32>,
+    ) -> Result<(u32, usize), EmitError> {
+        let stream = if stream == u32::MAX {
+            self.default_stream.ok_or(EmitError::NoDefaultStream)?
+        } else {
+            stream
+        };
+        let routes =
+            self.streams.get_mut(stream as usize).ok_or(EmitError::UndeclaredStream(stream))?;
+        if routes.direct != direct.is_some() {
+            return Err(EmitError::DirectMismatch(routes.name.clone()));
+        }
+        self.targets.clear();
+        for router in &mut routes.routers {
+            match router.route(values, direct) {
+                Targets::One(t) => self.targets.push(t),
+                Targets::Many(ts) => self.targets.extend_from_slice(ts),
+                Targets::Nothing => {}
+            }
+        }
+        Ok((stream, self.targets.len()))
+    }
+
+    /// The `i`th target of the last [`route`](Self::route).
+    #[inline]
+    pub fn target(&self, i: usize) -> u32 {
+        self.targets[i]
+    }
+
+    /// Appends a routed tuple to `target`'s outgoing batch, sending the batch when full.
+    #[inline]
+    pub fn push(
+        &mut self,
+        target: u32,
+        stream: u32,
+        values: &[Value],
+        ids: &[(RootId, EdgeId)],
+        stats: &mut LocalStats,
+    ) {
+        let slot = &mut self.outgoing[target as usize];
+        let batch = match slot {
+            Some(b) => b,
+            None => {
+                self.active.push(target);
+                slot.insert(Batch::with_capacity(self.task, self.batch_size))
+            }
+        };
+        batch.push(stream, values, ids);
+        if batch.len() >= self.batch_size {
+            self.send(target, stats);
+        }
+    }
+
+    fn send(&mut self, target: u32, stats: &mut LocalStats) {
+        let Some(batch) = self.outgoing[target as usize].take() else { return };
+        if !self.pending.is_empty() {
+            self.pending.push_back((target, batch));
+            return;
+        }
+        if let Some(batch) = self.try_send(target, batch, stats) {
+            self.pending.push_back((target, batch));
+        }
+    }
+
+    /// Sends or gives the batch back when the queue is full.
+    fn try_send(&mut self, target: u32, batch: Batch, stats: &mut LocalStats) -> Option<Batch> {
+        let Some(queue) = &self.queues[target as usize] else { return None };
+        let n = batch.len() as u64;
+        match queue.try_send(batch) {
+            Ok(()) => {
+                stats.add(StatField::Transferred, n);
+                None
+            }
+            Err(TrySendError::Full(batch)) => Some(batch),
+            // The consumer is gone: only at the end of shutdown.
+            Err(TrySendError::Disconnected(_)) => None,
+        }
+    }
+
+    /// Retries pending batches in order, stopping at the first that does not
+    /// fit. Returns true when nothing is left pending.
+    pub fn flush_pending(&mut self, stats: &mut LocalStats) -> bool {
+        while let Some((target, batch)) = self.pending.pop_front() {
+            if let Some(batch) = self.try_send(target, batch, stats) {
+                self.pending.push_front((target, batch));
+                return false;
+            }
+        }
+        true
+    }
+
+    /// True while emits wait for room downstream.
+    #[inline]
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// True when partial batches or acker messages wait to be sent.
+    pub fn has_unsent(&self) -> bool {
+        !self.active.is_empty() || self.acker_buffers.iter().any(|b| !b.is_empty())
+    }
+
+    /// Sends every partial batch and every buffered acker message.
+    pub fn flush_all(&mut self, stats: &mut LocalStats) {
+        for target in std::mem::take(&mut self.active) {
+            self.send(target, stats);
+        }
+        self.flush_acker();
+        self.last_flush = Instant::now();
+    }
+
+    /// Flushes when `batch_flush_interval_millis` has passed since the last
+    /// flush (Storm's flush tuple). Reads the clock, so callers call it once
+    /// per batch or every few dozen loop turns, not per tuple.
+    pub fn flush_if_due(&mut self, now: Instant, stats: &mut LocalStats) {
+        if !self.flush_interval.is_zero()
+            && now.duration_since(self.last_flush) >= self.flush_interval
+        {
+            self.flush_all(stats);
+        }
+    }
+
+    /// Queues a message for the acker that owns `root`.
+    #[inline]
+    pub fn to_acker(&mut self, root: RootId, msg: AckerMsg) {
+        let i = acker_for(root, self.ackers.len());
+        let buffer = &mut self.acker_buffers[i];
+        buffer.push(msg);
+        if buffer.len() >= self.batch_size.max(64) {
+            let msgs = std::mem::take(buffer);
+            let _ = self.ackers[i].send(AckerInput::Msgs(msgs));
+        }
+    }
+
+    /// Sends every buffered acker message.
+    pub fn flush_acker(&mut self) {
+        for (buffer, acker) in self.acker_buffers.iter_mut().zip(&self.ackers) {
+            if !buffer.is_empty() {
+                let _ = acker.send(AckerInput::Msgs(std::mem::take(buffer)));
+            }
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! `squall`: see `squall --help` and the crate docs of `squall_host`.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+// The executors free on one thread what another allocated, batch after
+// batch; mimalloc handles that pattern well (see docs/performance.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> ExitCode {
+    let args = squall_host::cli::Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match squall_host::cli::run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

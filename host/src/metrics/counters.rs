@@ -1,0 +1,149 @@
+//! The counters every task keeps.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use hdrhistogram::Histogram;
+
+/// The counters of one task. Index with [`StatField`].
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LocalStats {
+    /// Values indexed by `StatField as usize`.
+    pub values: [u64; StatField::COUNT],
+}
+
+/// One counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub enum StatField {
+    /// Tuples emitted by the component's code (per emit call, not per target).
+    Emitted,
+    /// Tuples handed to downstream queues (one per target task).
+    Transferred,
+    /// Tuples executed (bolts) — tick tuples excluded.
+    Executed,
+    /// Trees acked back to the spout (spouts), or inputs acked (bolts).
+    Acked,
+    /// Failures by explicit `fail` or an error from `execute`.
+    FailedExplicit,
+    /// Failures by message timeout (spouts).
+    FailedTimeout,
+    /// Failures because plugin code panicked.
+    FailedPanic,
+    /// Failures at shutdown, after the drain timed out (spouts).
+    FailedShutdown,
+    /// Time spent executing or in `next_tuple`, in ns.
+    BusyNanos,
+    /// Time spent waiting because of backpressure, in ns.
+    BackpressureNanos,
+    /// Time spent waiting because max-spout-pending was reached, in ns.
+    MaxPendingNanos,
+    /// Time spent waiting in the throttler, in ns.
+    ThrottleNanos,
+    /// Times the instance was rebuilt after a panic.
+    Restarts,
+    /// Errors returned by plugin calls (other than panics).
+    Errors,
+    /// Trees in flight right now (spouts; a gauge).
+    Pending,
+    /// Tuples received (bolts; for drain detection).
+    Received,
+    /// Tick tuples delivered (bolts).
+    Ticks,
+    /// 1 while emits or acker messages wait to be sent (a gauge, for drain detection).
+    Unsent,
+    /// 1 while the spout is active (a gauge).
+    Active,
+}
+
+impl StatField {
+    /// The number of fields.
+    pub const COUNT: usize = 19;
+}
+
+impl LocalStats {
+    /// Adds `n` to a counter.
+    #[inline]
+    pub fn add(&mut self, field: StatField, n: u64) {
+        self.values[field as usize] += n;
+    }
+
+    /// Sets a gauge.
+    #[inline]
+    pub fn set(&mut self, field: StatField, n: u64) {
+        self.values[field as usize] = n;
+    }
+
+    /// Reads a counter.
+    pub fn get(&self, field: StatField) -> u64 {
+        self.values[field as usize]
+    }
+}
+
+/// A task's published counters, readable from any thread.
+#[derive(Debug, Default)]
+pub struct TaskStats {
+    values: [AtomicU64; StatField::COUNT],
+    /// Complete latency of acked trees in µs (spouts), merged at publication.
+    pub latency: LatencyHistogram,
+}
+
+impl TaskStats {
+    /// Publishes the owner's counters (relaxed stores; see the module doc).
+    pub fn publish(&self, local: &LocalStats) {
+        for (slot, &v) in self.values.iter().zip(local.values.iter()) {
+            slot.store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// A snapshot of the published counters.
+    pub fn snapshot(&self) -> LocalStats {
+        let mut out = LocalStats::default();
+        for (dst, src) in out.values.iter_mut().zip(self.values.iter()) {
+            *dst = src.load(Ordering::Relaxed);
+        }
+        out
+    }
+
+    /// Reads one published counter.
+    pub fn get(&self, field: StatField) -> u64 {
+        self.values[field as usize].load(Ordering::Relaxed)
+    }
+}
+
+/// A shared HDR histogram of complete latencies in µs.
+#[derive(Debug)]
+pub struct LatencyHistogram {
+    inner: Mutex<Histogram<u64>>,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self { inner: Mutex::new(new_histogram()) }
+    }
+}
+
+/// A histogram of 1 µs to 1 hour with 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("constant bounds are valid")
+}
+
+impl LatencyHistogram {
+    /// Merges a task-local histogram in, and resets it. Called once per
+    /// publication, never per tuple.
+    pub fn merge_from(&self, local: &mut Histogram<u64>) {
+        if local.is_empty() {
+            return;
+        }
+        if let Ok(mut h) = self.inner.lock() {
+            // Same bounds on both sides, so adding cannot fail.
+            let _ = h.add(&*local);
+        }
+        local.reset();
+    }
+
+    /// A copy of the merged histogram.
+    pub fn snapshot(&self) -> Histogram<u64> {
+        self.inner.lock().map(|h| h.clone()).unwrap_or_else(|_| new_histogram())
+    }
+}

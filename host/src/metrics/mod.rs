@@ -1,0 +1,13 @@
+//! Per-task metrics and the reports built from them.
+//!
+//! Each executor counts in plain fields it owns ([`LocalStats`]) and publishes
+//! them now and then (once per batch or per few hundred loop turns) into its
+//! [`TaskStats`] with relaxed stores: no atomic read-modify-write per tuple.
+//! The reporter reads the published values, so a report lags the truth by at
+//! most one publication.
+
+mod counters;
+mod report;
+
+pub use counters::{new_histogram, LatencyHistogram, LocalStats, StatField, TaskStats};
+pub use report::{ComponentSummary, Report, RunSummary};

@@ -1,0 +1,16 @@
+//! Plugin libraries: loading, ABI checks and the component registry.
+//!
+//! Every library named in a topology's `[plugins]` table is opened with
+//! `dlopen(RTLD_NOW | RTLD_LOCAL)`, checked by abi_stable (abi_stable version,
+//! contract version, then the layout of every type reachable from the root
+//! module) and only then called. Libraries are never unloaded: values and
+//! vtables created by a plugin point into its code (notes/plugin-abi.md §2).
+//! Several libraries load side by side, including libraries that export the
+//! same root-module type, because nothing here uses abi_stable's per-type
+//! `RootModule::load_from*` cache.
+
+mod error;
+mod loader;
+
+pub use error::LoadError;
+pub use loader::{load_library, Library};

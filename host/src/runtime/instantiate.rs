@@ -1,0 +1,149 @@
+//! Building every component instance before anything runs.
+
+use squall_plugin_api::abi::{BoltBox, ComponentBox, SpoutBox};
+use squall_plugin_api::WaitSituation;
+
+use crate::topology::{Kind, Topology, WaitPlan};
+use crate::wait::{PluginWait, WaitStrategy};
+
+/// Why a topology could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A constructor returned an error or panicked.
+    #[error("{kind} \"{component}\" ({reference}): constructor {what}: {message}")]
+    Constructor {
+        /// "spout", "bolt" or "wait strategy".
+        kind: &'static str,
+        /// The component's name in the topology.
+        component: String,
+        /// `alias::Component`.
+        reference: String,
+        /// "failed" or "panicked".
+        what: &'static str,
+        /// The plugin's message.
+        message: String,
+    },
+    /// A constructor returned a component of another kind.
+    #[error("{component} ({reference}): constructor returned a component of another kind")]
+    WrongKind {
+        /// The component's name in the topology.
+        component: String,
+        /// `alias::Component`.
+        reference: String,
+    },
+    /// A thread could not be spawned.
+    #[error("cannot spawn a thread: {0}")]
+    Spawn(#[from] std::io::Error),
+}
+
+/// One instance per task, plus the wait strategies of each task.
+#[derive(Default)]
+pub struct Instances {
+    /// Spout instances by task id (`None` for bolt tasks).
+    pub spouts: Vec<Option<SpoutBox>>,
+    /// Bolt instances by task id (`None` for spout tasks).
+    pub bolts: Vec<Option<BoltBox>>,
+    /// Per task: the main wait strategy (spout or bolt wait) and the backpressure wait.
+    pub waits: Vec<Option<(WaitStrategy, WaitStrategy)>>,
+}
+
+impl std::fmt::Debug for Instances {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Instances").field("tasks", &self.spouts.len()).finish_non_exhaustive()
+    }
+}
+
+/// Builds every instance by calling the plugins' constructors.
+///
+/// # Errors
+/// The first constructor that fails or panics, named with its component.
+pub fn instantiate(topology: &Topology) -> Result<Instances, StartError> {
+    let n = topology.task_count as usize;
+    let mut out = Instances {
+        spouts: (0..n).map(|_| None).collect(),
+        bolts: (0..n).map(|_| None).collect(),
+        waits: (0..n).map(|_| None).collect(),
+    };
+    for c in &topology.components {
+        let kind = if c.kind == Kind::Spout { "spout" } else { "bolt" };
+        let main = if c.kind == Kind::Spout {
+            WaitSituation::SPOUT_WAIT
+        } else {
+            WaitSituation::BOLT_WAIT
+        };
+        for task in c.tasks.clone() {
+            let built =
+                construct(c.new, &c.config).map_err(|(what, message)| StartError::Constructor {
+                    kind,
+                    component: c.name.clone(),
+                    reference: c.reference.clone(),
+                    what,
+                    message,
+                })?;
+            match (c.kind, built) {
+                (Kind::Spout, ComponentBox::Spout(s)) => out.spouts[task as usize] = Some(s),
+                (Kind::Bolt, ComponentBox::Bolt(b)) => out.bolts[task as usize] = Some(b),
+                _ => {
+                    return Err(StartError::WrongKind {
+                        component: c.name.clone(),
+                        reference: c.reference.clone(),
+                    })
+                }
+            }
+            let waits = (
+                wait_strategy(c.wait_plan(main), main, &c.name)?,
+                wait_strategy(
+                    c.wait_plan(WaitSituation::BACK_PRESSURE_WAIT),
+                    WaitSituation::BACK_PRESSURE_WAIT,
+                    &c.name,
+                )?,
+            );
+            out.waits[task as usize] = Some(waits);
+        }
+    }
+    Ok(out)
+}
+
+fn construct(
+    new: crate::topology::Constructor,
+    config: &str,
+) -> Result<ComponentBox, (&'static str, String)> {
+    new(config.into()).into_result().map_err(|e| {
+        let what = if e.is_panic() { "panicked" } else { "failed" };
+        (what, e.message.to_string())
+    })
+}
+
+/// Builds the strategy for one situation of one task.
+///
+/// # Errors
+/// When a plugin strategy's constructor or `prepare` fails.
+pub fn wait_strategy(
+    plan: &WaitPlan,
+    situation: WaitSituation,
+    component: &str,
+) -> Result<WaitStrategy, StartError> {
+    match plan {
+        WaitPlan::Builtin(spec) => {
+            Ok(WaitStrategy::builtin(spec).unwrap_or_else(|| WaitStrategy::default_for(situation)))
+        }
+        WaitPlan::Plugin { name, new, config } => {
+            let error = |what, message| StartError::Constructor {
+                kind: "wait strategy",
+                component: format!("{component}/{}", situation.name()),
+                reference: name.clone(),
+                what,
+                message,
+            };
+            match construct(*new, config).map_err(|(what, m)| error(what, m))? {
+                ComponentBox::WaitStrategy(w) => PluginWait::new(w, situation, name.clone())
+                    .map(WaitStrategy::Plugin)
+                    .map_err(|e| error("failed in prepare", e.message.to_string())),
+                _ => Err(StartError::WrongKind {
+                    component: component.to_owned(),
+                    reference: name.clone(),
+                }),
+            }
+        }
+    }
+}

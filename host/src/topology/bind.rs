@@ -1,0 +1,322 @@
+//! `bind`: a validated config plus its loaded plugins becomes a [`Topology`].
+//!
+//! Checks that need the plugins happen here, each reported as a diagnostic at
+//! the place in the TOML file that names the thing: an unknown component (with
+//! "did you mean"), a component of the wrong kind, an undeclared input
+//! stream, a fields grouping on an undeclared field, a direct grouping on a
+//! stream that is not direct (and the reverse).
+
+use std::collections::HashMap;
+
+use squall_plugin_api::abi::{ComponentDescriptor, ComponentKind};
+use squall_plugin_api::{StreamDecl, DEFAULT_STREAM};
+
+use super::{Component, Grouping, Input, Kind, OutputStream, Subscriber, Topology, WaitPlan};
+use crate::config::{
+    suggest, ComponentRef, Diagnostics, GroupingSpec, InputDecl, Loc, TopologyConfig,
+    WaitOverrides, WaitSpec,
+};
+use crate::plugin::{load_library, Library, LoadError};
+
+/// Why a topology could not be bound.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// One or more plugin libraries failed to load.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Load(Vec<LoadError>),
+    /// The topology does not fit its plugins.
+    #[error("{0}")]
+    Config(Diagnostics),
+}
+
+/// Loads every plugin library of `config` and binds the topology to them.
+///
+/// # Errors
+/// [`BindError::Load`] lists every library that failed to load;
+/// [`BindError::Config`] lists every mismatch between the topology and its
+/// plugins, each with file:line:col.
+pub fn bind(config: &TopologyConfig) -> Result<Topology, BindError> {
+    let mut libraries = HashMap::new();
+    let mut load_errors = Vec::new();
+    for decl in &config.plugins {
+        match load_library(&decl.alias, &decl.path, decl.sha256.as_deref()) {
+            Ok(lib) => {
+                libraries.insert(decl.alias.clone(), lib);
+            }
+            Err(e) => load_errors.push(e),
+        }
+    }
+    if !load_errors.is_empty() {
+        return Err(BindError::Load(load_errors));
+    }
+    Binder { config, libraries: &libraries, diags: Diagnostics::new() }.bind()
+}
+
+struct Binder<'a> {
+    config: &'a TopologyConfig,
+    libraries: &'a HashMap<String, Library>,
+    diags: Diagnostics,
+}
+
+impl<'a> Binder<'a> {
+    fn bind(mut self) -> Result<Topology, BindError> {
+        let config = self.config;
+        let mut components = Vec::new();
+        let mut next_task = 0u32;
+        let mut names: HashMap<&str, usize> = HashMap::new();
+        let decls =
+            config
+                .spouts
+                .iter()
+                .map(|s| (Kind::Spout, &s.name, &s.component, s.parallelism, &s.config, &s.wait))
+                .chain(config.bolts.iter().map(|b| {
+                    (Kind::Bolt, &b.name, &b.component, b.parallelism, &b.config, &b.wait)
+                }));
+        for (kind, name, reference, parallelism, component_config, wait) in decls {
+            let wanted =
+                if kind == Kind::Spout { ComponentKind::SPOUT } else { ComponentKind::BOLT };
+            let Some(descriptor) = self.resolve(reference, wanted) else { continue };
+            let tasks = next_task..next_task + parallelism;
+            next_task += parallelism;
+            names.insert(name.as_str(), components.len());
+            let outputs: Vec<OutputStream> = descriptor
+                .outputs
+                .iter()
+                .map(|decl| OutputStream { decl: decl.clone(), subscribers: Vec::new() })
+                .collect();
+            let default_stream = outputs
+                .iter()
+                .position(|s| s.decl.name.as_str() == DEFAULT_STREAM)
+                .map(|i| i as u32);
+            let wait = self.wait_plans(wait);
+            components.push(Component {
+                name: name.clone(),
+                kind,
+                reference: format!("{}::{}", reference.alias, reference.component),
+                new: descriptor.new,
+                config: component_config.clone(),
+                tasks,
+                outputs,
+                default_stream,
+                auto_ack: descriptor.auto_ack,
+                inputs: Vec::new(),
+                tick_tuple_freq_secs: None,
+                throttle: None,
+                max_spout_pending: config.settings.max_spout_pending,
+                wait,
+            });
+        }
+        for spout in &config.spouts {
+            if let Some(&i) = names.get(spout.name.as_str()) {
+                components[i].throttle = spout.throttle.clone();
+                if spout.max_spout_pending.is_some() {
+                    components[i].max_spout_pending = spout.max_spout_pending.filter(|&m| m > 0);
+                }
+            }
+        }
+        for bolt in &config.bolts {
+            let Some(&to) = names.get(bolt.name.as_str()) else { continue };
+            components[to].tick_tuple_freq_secs = bolt.tick_tuple_freq_secs;
+            for input in &bolt.inputs {
+                self.bind_input(&mut components, &names, to, input);
+            }
+        }
+        let libraries = self
+            .libraries
+            .values()
+            .map(|l| {
+                (l.alias.clone(), l.catalogue.plugin.to_string(), l.catalogue.version.to_string())
+            })
+            .collect();
+        let topology = Topology {
+            name: config.name.clone(),
+            settings: config.settings.clone(),
+            components,
+            task_count: next_task,
+            libraries,
+        };
+        self.diags.into_result(topology).map_err(BindError::Config)
+    }
+
+    fn error(&mut self, loc: Loc, message: String, help: Option<String>) {
+        self.diags.push(&self.config.file, loc, message, help);
+    }
+
+    /// Finds `alias::Component` in its library and checks its kind.
+    fn resolve(
+        &mut self,
+        reference: &ComponentRef,
+        wanted: ComponentKind,
+    ) -> Option<&'a ComponentDescriptor> {
+        let libraries = self.libraries;
+        let library = libraries.get(&reference.alias)?; // unknown aliases were reported by config
+        let Some(descriptor) = library.component(&reference.component) else {
+            let candidates: Vec<&str> = library
+                .catalogue
+                .components
+                .iter()
+                .filter(|c| c.kind == wanted)
+                .map(|c| c.name.as_str())
+                .collect();
+            let help = suggest(&reference.component, candidates.iter().copied())
+                .map(|s| format!("did you mean \"{}::{s}\"?", reference.alias));
+            self.error(
+                reference.loc,
+                format!(
+                    "unknown component \"{}::{}\": plugin \"{}\" exports no {} of that name",
+                    reference.alias,
+                    reference.component,
+                    reference.alias,
+                    wanted.name()
+                ),
+                help,
+            );
+            return None;
+        };
+        if descriptor.kind != wanted {
+            self.error(
+                reference.loc,
+                format!(
+                    "\"{}::{}\" is a {}, not a {}",
+                    reference.alias,
+                    reference.component,
+                    descriptor.kind.name(),
+                    wanted.name()
+                ),
+                None,
+            );
+            return None;
+        }
+        Some(descriptor)
+    }
+
+    fn wait_plans(&mut self, overrides: &WaitOverrides) -> [WaitPlan; 3] {
+        let defaults = &self.config.wait;
+        let pick = |o: &Option<WaitSpec>, d: &WaitSpec| o.clone().unwrap_or_else(|| d.clone());
+        let specs = [
+            pick(&overrides.spout, &defaults.spout),
+            pick(&overrides.bolt, &defaults.bolt),
+            pick(&overrides.backpressure, &defaults.backpressure),
+        ];
+        specs.map(|spec| self.wait_plan(spec))
+    }
+
+    fn wait_plan(&mut self, spec: WaitSpec) -> WaitPlan {
+        if let WaitSpec::Plugin { component, config } = &spec {
+            if let Some(d) = self.resolve(component, ComponentKind::WAIT_STRATEGY) {
+                return WaitPlan::Plugin {
+                    name: format!("{}::{}", component.alias, component.component),
+                    new: d.new,
+                    config: config.clone(),
+                };
+            }
+            // Reported already; any valid plan keeps binding going.
+            return WaitPlan::Builtin(WaitSpec::Park { park_micros: 100 });
+        }
+        WaitPlan::Builtin(spec)
+    }
+
+    fn bind_input(
+        &mut self,
+        components: &mut [Component],
+        names: &HashMap<&str, usize>,
+        to: usize,
+        input: &InputDecl,
+    ) {
+        // Unknown sources were reported by config; a source whose component
+        // failed to resolve has no entry and was reported too.
+        let Some(&from) = names.get(input.from.as_str()) else { return };
+        let source = &components[from];
+        let Some(stream) = source.outputs.iter().position(|s| s.decl.name.as_str() == input.stream)
+        else {
+            let help = suggest(&input.stream, source.outputs.iter().map(|s| s.decl.name.as_str()))
+                .map(|s| format!("did you mean \"{s}\"?"));
+            let declared: Vec<&str> = source.outputs.iter().map(|s| s.decl.name.as_str()).collect();
+            self.error(
+                input.stream_loc,
+                format!(
+                    "component \"{}\" ({}) declares no stream \"{}\" (it declares: {})",
+                    input.from,
+                    source.reference,
+                    input.stream,
+                    if declared.is_empty() { "none".to_owned() } else { declared.join(", ") }
+                ),
+                help,
+            );
+            return;
+        };
+        let decl = &source.outputs[stream].decl;
+        let Some(grouping) = self.grouping(&input.grouping, input, decl) else { return };
+        let tasks: Vec<u32> = components[to].tasks.clone().collect();
+        components[from].outputs[stream].subscribers.push(Subscriber {
+            component: to,
+            grouping,
+            tasks,
+        });
+        components[to].inputs.push(Input {
+            from,
+            stream: stream as u32,
+            throttle: input.throttle.clone(),
+        });
+    }
+
+    fn grouping(
+        &mut self,
+        spec: &GroupingSpec,
+        input: &InputDecl,
+        decl: &StreamDecl,
+    ) -> Option<Grouping> {
+        let direct = matches!(spec, GroupingSpec::Direct);
+        if direct != decl.direct {
+            let message = if direct {
+                format!(
+                    "grouping \"direct\" needs a direct stream, but \"{}\" of \"{}\" is not direct",
+                    input.stream, input.from
+                )
+            } else {
+                format!(
+                    "stream \"{}\" of \"{}\" is direct: subscribe with grouping = \"direct\"",
+                    input.stream, input.from
+                )
+            };
+            self.error(input.grouping_loc, message, None);
+            return None;
+        }
+        Some(match spec {
+            GroupingSpec::Shuffle => Grouping::Shuffle,
+            GroupingSpec::All => Grouping::All,
+            GroupingSpec::Global => Grouping::Global,
+            GroupingSpec::Direct => Grouping::Direct,
+            GroupingSpec::LocalOrShuffle => Grouping::LocalOrShuffle,
+            GroupingSpec::None => Grouping::None,
+            GroupingSpec::Fields(fields) => {
+                let mut indexes = Vec::new();
+                for (field, loc) in fields {
+                    match decl.fields.iter().position(|f| f.as_str() == field) {
+                        Some(i) => indexes.push(i),
+                        None => {
+                            let help = suggest(field, decl.fields.iter().map(|f| f.as_str()))
+                                .map(|s| format!("did you mean \"{s}\"?"));
+                            let declared: Vec<&str> =
+                                decl.fields.iter().map(|f| f.as_str()).collect();
+                            self.error(
+                                *loc,
+                                format!(
+                                    "fields grouping on \"{field}\", but stream \"{}\" of \"{}\" has fields [{}]",
+                                    input.stream,
+                                    input.from,
+                                    declared.join(", ")
+                                ),
+                                help,
+                            );
+                        }
+                    }
+                }
+                if indexes.len() != fields.len() {
+                    return None;
+                }
+                Grouping::Fields(indexes)
+            }
+        })
+    }
+}

@@ -1,0 +1,169 @@
+//! Stream groupings: which task(s) of a subscribing bolt receive a tuple.
+//!
+//! Storm's groupings, for one worker process (so `local_or_shuffle` is
+//! `shuffle`, as every task is local):
+//! - `shuffle` and `none`: round robin from a per-producer random start, so the
+//!   load is even and no random number is drawn per tuple;
+//! - `fields`: a hash of the selected fields' values (FxHash of the content;
+//!   a string hashes the same whatever its storage), modulo the task count;
+//! - `all`: every task; `global`: the task with the lowest id;
+//! - `direct`: the task the emitter names with `emit_direct`.
+
+use std::hash::{Hash, Hasher};
+
+use squall_plugin_api::Value;
+
+/// How a stream's tuples are spread over a subscriber's tasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Grouping {
+    /// Even spread.
+    Shuffle,
+    /// By the values of these field indexes.
+    Fields(Vec<usize>),
+    /// Every task gets every tuple.
+    All,
+    /// Everything goes to the lowest task id.
+    Global,
+    /// The emitter chooses with `emit_direct`.
+    Direct,
+    /// Local tasks first; in one process, the same as shuffle.
+    LocalOrShuffle,
+    /// No preference; the same as shuffle.
+    None,
+}
+
+/// Per-producer routing state for one subscriber.
+#[derive(Debug, Clone)]
+pub struct Router {
+    grouping: Grouping,
+    tasks: Vec<u32>,
+    next: usize,
+}
+
+/// Where one tuple goes among a subscriber's tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Targets<'a> {
+    /// One task.
+    One(u32),
+    /// Every task in the slice.
+    Many(&'a [u32]),
+    /// No task (a direct stream without a direct target for this subscriber).
+    Nothing,
+}
+
+impl Router {
+    /// A router over `tasks` (non-empty), starting round robin at `seed`.
+    pub fn new(grouping: Grouping, tasks: Vec<u32>, seed: u64) -> Self {
+        let next = (seed % tasks.len().max(1) as u64) as usize;
+        Self { grouping, tasks, next }
+    }
+
+    /// The grouping.
+    pub fn grouping(&self) -> &Grouping {
+        &self.grouping
+    }
+
+    /// The subscriber's tasks.
+    pub fn tasks(&self) -> &[u32] {
+        &self.tasks
+    }
+
+    /// Chooses the target tasks of a tuple. `direct` is the task named by
+    /// `emit_direct`; it is honoured only by a direct grouping and only if it
+    /// is one of this subscriber's tasks.
+    #[inline]
+    pub fn route(&mut self, values: &[Value], direct: Option<u32>) -> Targets<'_> {
+        match &self.grouping {
+            Grouping::Shuffle | Grouping::LocalOrShuffle | Grouping::None => {
+                let task = self.tasks[self.next];
+                self.next += 1;
+                if self.next == self.tasks.len() {
+                    self.next = 0;
+                }
+                Targets::One(task)
+            }
+            Grouping::Fields(indexes) => {
+                let mut hasher = rustc_hash::FxHasher::default();
+                for &i in indexes {
+                    values.get(i).unwrap_or(&Value::Null).hash(&mut hasher);
+                }
+                // Mix the high bits in: FxHash's low bits are weak for modulo.
+                let h = hasher.finish();
+                let h = h ^ (h >> 32);
+                Targets::One(self.tasks[(h % self.tasks.len() as u64) as usize])
+            }
+            Grouping::All => Targets::Many(&self.tasks),
+            Grouping::Global => Targets::One(self.tasks[0]),
+            Grouping::Direct => match direct {
+                Some(task) if self.tasks.contains(&task) => Targets::One(task),
+                _ => Targets::Nothing,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(
+        router: &mut Router,
+        tuples: &[Vec<Value>],
+    ) -> std::collections::BTreeMap<u32, usize> {
+        let mut out = std::collections::BTreeMap::new();
+        for t in tuples {
+            match router.route(t, None) {
+                Targets::One(task) => *out.entry(task).or_default() += 1,
+                Targets::Many(tasks) => {
+                    tasks.iter().for_each(|&task| *out.entry(task).or_default() += 1)
+                }
+                Targets::Nothing => {}
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn shuffle_spreads_evenly() {
+        let mut r = Router::new(Grouping::Shuffle, vec![3, 4, 5], 7);
+        let tuples: Vec<Vec<Value>> = (0..300).map(|i| vec![Value::I64(i)]).collect();
+        assert_eq!(counts(&mut r, &tuples).into_values().collect::<Vec<_>>(), [100, 100, 100]);
+    }
+
+    #[test]
+    fn fields_sends_equal_keys_to_one_task_and_spreads_keys() {
+        let mut r = Router::new(Grouping::Fields(vec![0]), vec![0, 1, 2, 3], 0);
+        let mut seen = std::collections::HashMap::new();
+        for i in 0..1000 {
+            let key = format!("key{}", i % 50);
+            let t = match r.route(&[Value::from(key.as_str()), Value::I64(i)], None) {
+                Targets::One(t) => t,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(*seen.entry(key).or_insert(t), t, "a key moved between tasks");
+        }
+        let used: std::collections::HashSet<u32> = seen.values().copied().collect();
+        assert_eq!(used.len(), 4, "50 keys should reach all 4 tasks");
+    }
+
+    #[test]
+    fn fields_routing_ignores_string_storage() {
+        let mut r = Router::new(Grouping::Fields(vec![0]), (0..16).collect(), 0);
+        let long = "a-long-key-that-does-not-fit-inline-at-all";
+        let a = r.route(&[Value::from(long)], None);
+        let b = r.route(&[Value::shared_str(long)], None);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn all_global_and_direct_route_as_storm_does() {
+        let mut all = Router::new(Grouping::All, vec![1, 2], 0);
+        assert_eq!(all.route(&[], None), Targets::Many(&[1, 2]));
+        let mut global = Router::new(Grouping::Global, vec![4, 5, 6], 2);
+        assert_eq!(global.route(&[], None), Targets::One(4));
+        let mut direct = Router::new(Grouping::Direct, vec![7, 8], 0);
+        assert_eq!(direct.route(&[], Some(8)), Targets::One(8));
+        assert_eq!(direct.route(&[], Some(9)), Targets::Nothing);
+        assert_eq!(direct.route(&[], None), Targets::Nothing);
+    }
+}

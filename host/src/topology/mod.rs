@@ -1,0 +1,162 @@
+//! The topology bound to its plugins: components, tasks, streams and groupings.
+//!
+//! Stages: [`config::TopologyConfig`](crate::config::TopologyConfig) (validated
+//! TOML) → [`bind`] (plugins loaded, component names resolved, streams and
+//! fields checked) → [`Topology`] → `runtime::start` (threads). Nothing here
+//! spawns a thread.
+
+mod bind;
+pub mod grouping;
+
+use std::ops::Range;
+
+use squall_plugin_api::abi::{ComponentBox, PResult};
+use squall_plugin_api::{StreamDecl, WaitSituation};
+
+pub use bind::{bind, BindError};
+pub use grouping::Grouping;
+
+use crate::config::{Settings, ThrottleSpec, WaitSpec};
+
+/// A component constructor from a plugin's catalogue.
+pub type Constructor = extern "C" fn(abi_stable::std_types::RStr<'_>) -> PResult<ComponentBox>;
+
+/// A validated topology bound to loaded plugins.
+#[derive(Debug)]
+pub struct Topology {
+    /// The topology's name.
+    pub name: String,
+    /// Topology-wide settings, defaults applied.
+    pub settings: Settings,
+    /// Spouts first, then bolts, in file order; a component's index is its id.
+    pub components: Vec<Component>,
+    /// The number of spout and bolt tasks; task ids are `0..task_count`.
+    pub task_count: u32,
+    /// The libraries the components come from (alias, plugin name, version).
+    pub libraries: Vec<(String, String, String)>,
+}
+
+impl Topology {
+    /// True when acker tasks track tuple trees.
+    pub fn acking(&self) -> bool {
+        self.settings.acker_executors > 0
+    }
+
+    /// The component a task belongs to.
+    pub fn component_of(&self, task: u32) -> &Component {
+        self.components
+            .iter()
+            .find(|c| c.tasks.contains(&task))
+            .expect("task ids come from the components' ranges")
+    }
+}
+
+/// Spout or bolt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A spout.
+    Spout,
+    /// A bolt.
+    Bolt,
+}
+
+/// One spout or bolt of the topology.
+#[derive(Debug)]
+pub struct Component {
+    /// Its name in the topology.
+    pub name: String,
+    /// Spout or bolt.
+    pub kind: Kind,
+    /// `alias::Component`, for messages.
+    pub reference: String,
+    /// Builds an instance.
+    pub new: Constructor,
+    /// Its `config` table as a TOML document.
+    pub config: String,
+    /// Its task ids.
+    pub tasks: Range<u32>,
+    /// Declared output streams, each with its subscribers.
+    pub outputs: Vec<OutputStream>,
+    /// The index of the stream called `"default"`, if declared.
+    pub default_stream: Option<u32>,
+    /// A basic bolt: the host anchors and acks for it.
+    pub auto_ack: bool,
+    /// Input edges (bolts only).
+    pub inputs: Vec<Input>,
+    /// Tick tuple period (bolts only).
+    pub tick_tuple_freq_secs: Option<u64>,
+    /// Rate limit of the spout's emits (spouts only).
+    pub throttle: Option<ThrottleSpec>,
+    /// Max-spout-pending per task (spouts only), after the topology default.
+    pub max_spout_pending: Option<u32>,
+    /// Wait strategies for spout wait, bolt wait and backpressure wait.
+    pub wait: [WaitPlan; 3],
+}
+
+impl Component {
+    /// The number of tasks.
+    pub fn parallelism(&self) -> u32 {
+        self.tasks.end - self.tasks.start
+    }
+
+    /// The wait plan for a situation.
+    pub fn wait_plan(&self, situation: WaitSituation) -> &WaitPlan {
+        match situation {
+            WaitSituation::SPOUT_WAIT => &self.wait[0],
+            WaitSituation::BOLT_WAIT => &self.wait[1],
+            _ => &self.wait[2],
+        }
+    }
+
+    /// The declared streams as the plugin API describes them.
+    pub fn stream_decls(&self) -> Vec<StreamDecl> {
+        self.outputs.iter().map(|s| s.decl.clone()).collect()
+    }
+}
+
+/// One declared output stream.
+#[derive(Debug)]
+pub struct OutputStream {
+    /// Name, fields and directness, as declared.
+    pub decl: StreamDecl,
+    /// The bolts subscribed to it.
+    pub subscribers: Vec<Subscriber>,
+}
+
+/// A bolt subscribed to a stream.
+#[derive(Debug, Clone)]
+pub struct Subscriber {
+    /// The subscribing component's index.
+    pub component: usize,
+    /// How tuples are routed among its tasks.
+    pub grouping: Grouping,
+    /// Its task ids.
+    pub tasks: Vec<u32>,
+}
+
+/// An input edge of a bolt.
+#[derive(Debug, Clone)]
+pub struct Input {
+    /// The source component's index.
+    pub from: usize,
+    /// The source stream's index among the source's outputs.
+    pub stream: u32,
+    /// Rate limit on this edge.
+    pub throttle: Option<ThrottleSpec>,
+}
+
+/// A resolved wait strategy choice.
+#[derive(Debug, Clone)]
+pub enum WaitPlan {
+    /// `progressive` or `park`.
+    Builtin(WaitSpec),
+    /// A plugin's strategy.
+    Plugin {
+        /// `alias::Component`.
+        name: String,
+        /// Its constructor.
+        new: Constructor,
+        /// Its config as a TOML document.
+        config: String,
+    },
+}

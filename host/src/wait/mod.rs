@@ -1,0 +1,108 @@
+//! Wait strategies: how an idle or blocked executor thread waits (seed 000,
+//! Storm's `IWaitStrategy`).
+//!
+//! Variants, behind one enum so built-ins never pay a call across the FFI:
+//! 1. [`Progressive`](progressive::Progressive) — Storm's `WaitStrategyProgressive`:
+//!    spin, then park ~1 ns, then sleep.
+//! 2. [`Park`](park::Park) — Storm's `WaitStrategyPark`: park a fixed number of µs
+//!    (0 = busy spin).
+//! 3. `Plugin` — a strategy exported by a plugin library.
+//!
+//! Each executor holds one strategy per [`WaitSituation`]: spout wait, bolt
+//! wait and backpressure wait. The executor passes the situation's counter to
+//! `idle` and stores the returned counter; it resets the counter to 0 when the
+//! situation ends (useful work was done, or pending emits cleared).
+//!
+//! # Deliberate differences
+//! - A plugin strategy that panics is replaced by the built-in default for its
+//!   situation, with an error log, instead of killing the executor.
+
+pub mod park;
+pub mod progressive;
+
+use squall_plugin_api::{abi::WaitStrategyBox, WaitSituation};
+
+use crate::config::WaitSpec;
+
+/// A wait strategy serving one situation.
+#[derive(Debug)]
+pub enum WaitStrategy {
+    /// Storm's progressive strategy.
+    Progressive(progressive::Progressive),
+    /// Storm's park strategy.
+    Park(park::Park),
+    /// A plugin's strategy.
+    Plugin(PluginWait),
+}
+
+/// A plugin wait strategy and the situation it serves.
+pub struct PluginWait {
+    strategy: WaitStrategyBox,
+    situation: WaitSituation,
+    name: String,
+}
+
+impl std::fmt::Debug for PluginWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginWait")
+            .field("name", &self.name)
+            .field("situation", &self.situation)
+            .finish()
+    }
+}
+
+impl PluginWait {
+    /// Wraps a constructed plugin strategy, calling its `prepare`.
+    ///
+    /// # Errors
+    /// The plugin's error when `prepare` fails.
+    pub fn new(
+        mut strategy: WaitStrategyBox,
+        situation: WaitSituation,
+        name: String,
+    ) -> Result<Self, squall_plugin_api::PluginError> {
+        strategy.prepare(situation).into_result()?;
+        Ok(Self { strategy, situation, name })
+    }
+}
+
+impl WaitStrategy {
+    /// The built-in default for a situation, with Storm's defaults.
+    pub fn default_for(situation: WaitSituation) -> Self {
+        WaitStrategy::Progressive(progressive::Progressive::default_for(situation))
+    }
+
+    /// Builds a built-in strategy from its spec; `None` for plugin specs.
+    pub fn builtin(spec: &WaitSpec) -> Option<Self> {
+        match *spec {
+            WaitSpec::Progressive { level1_count, level2_count, level3_sleep_millis } => {
+                Some(WaitStrategy::Progressive(progressive::Progressive::new(
+                    level1_count,
+                    level2_count,
+                    level3_sleep_millis,
+                )))
+            }
+            WaitSpec::Park { park_micros } => {
+                Some(WaitStrategy::Park(park::Park::new(park_micros)))
+            }
+            WaitSpec::Plugin { .. } => None,
+        }
+    }
+
+    /// Waits once; returns the next counter.
+    #[inline]
+    pub fn idle(&mut self, counter: u32) -> u32 {
+        match self {
+            WaitStrategy::Progressive(p) => p.idle(counter),
+            WaitStrategy::Park(p) => p.idle(counter),
+            WaitStrategy::Plugin(p) => match p.strategy.idle(counter).into_result() {
+                Ok(next) => next,
+                Err(e) => {
+                    tracing::error!(strategy = %p.name, error = %e, "plugin wait strategy failed; using the default");
+                    *self = WaitStrategy::default_for(p.situation);
+                    self.idle(counter)
+                }
+            },
+        }
+    }
+}

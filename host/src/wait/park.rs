@@ -1,0 +1,49 @@
+//! Storm's `WaitStrategyPark` (seed 000): park a fixed time on every idle turn.
+
+use std::time::Duration;
+
+/// The park strategy. `park_micros = 0` busy-spins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Park {
+    park: Duration,
+}
+
+impl Park {
+    /// Storm's default park time for spouts, bolts and backpressure, in µs.
+    pub const DEFAULT_MICROS: u64 = 100;
+    /// How long the host's system thread (ticks, metrics) parks per turn.
+    pub const SYSTEM_THREAD_MICROS: u64 = 5000;
+
+    /// Parks `park_micros` µs per idle turn.
+    pub fn new(park_micros: u64) -> Self {
+        Self { park: Duration::from_micros(park_micros) }
+    }
+
+    /// The park time.
+    pub fn duration(&self) -> Duration {
+        self.park
+    }
+
+    /// Waits once; the counter goes up by one (saturating).
+    pub fn idle(&self, counter: u32) -> u32 {
+        if self.park.is_zero() {
+            std::hint::spin_loop();
+        } else {
+            std::thread::park_timeout(self.park);
+        }
+        counter.saturating_add(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn park_counts_up_and_zero_means_spin() {
+        let p = Park::new(0);
+        assert_eq!(p.idle(0), 1);
+        assert_eq!(p.idle(u32::MAX), u32::MAX);
+        assert_eq!(Park::new(100).duration(), Duration::from_micros(100));
+    }
+}

@@ -1,0 +1,137 @@
+//! [`WordCount`]: running counts per word, printed at shutdown.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use squall_plugin_api::prelude::*;
+
+use crate::first_str;
+
+/// Counts the words in its inputs' first value and emits `(word, count)` on
+/// the default stream `["word", "count"]` for each input. Takes no config;
+/// tick tuples are ignored.
+///
+/// At `cleanup` it prints its counts to stdout, sorted by word, one
+/// `wordcount: <word> <count>` line each, in a single write. With a fields
+/// grouping on `word` every word is counted by exactly one task, so the
+/// lines of all tasks together are the topology's totals.
+#[derive(Debug, Default)]
+pub struct WordCount {
+    counts: HashMap<String, u64>,
+}
+
+impl WordCount {
+    /// Adds one to `word`'s count and returns the new count. Allocates only
+    /// the first time a word is seen.
+    fn count(&mut self, word: &str) -> u64 {
+        if let Some(count) = self.counts.get_mut(word) {
+            *count += 1;
+            return *count;
+        }
+        self.counts.insert(word.to_owned(), 1);
+        1
+    }
+
+    /// The cleanup report: `wordcount: <word> <count>` lines, sorted by word.
+    fn report(&self) -> String {
+        let mut sorted: Vec<_> = self.counts.iter().collect();
+        sorted.sort_unstable();
+        let mut report = String::new();
+        for (word, count) in sorted {
+            // Writing to a String cannot fail.
+            let _ = writeln!(report, "wordcount: {word} {count}");
+        }
+        report
+    }
+}
+
+impl BasicBolt for WordCount {
+    const NAME: &'static str = "WordCount";
+    const DESCRIPTION: &'static str = "counts words; prints the totals at shutdown";
+
+    fn declare_outputs(outputs: &mut OutputDeclarer) {
+        outputs.declare(&["word", "count"]);
+    }
+
+    fn new(_config: &ComponentConfig<'_>) -> Result<Self> {
+        Ok(WordCount::default())
+    }
+
+    fn execute(&mut self, input: &Tuple<'_>, collector: &mut BasicCollector<'_>) -> Result<()> {
+        if input.is_tick() {
+            return Ok(());
+        }
+        let word = first_str(input, "a word")?;
+        let count = self.count(word);
+        collector.emit(&[Value::from(word), Value::U64(count)]);
+        Ok(())
+    }
+
+    fn cleanup(&mut self) {
+        let report = self.report();
+        if report.is_empty() {
+            return;
+        }
+        // One locked write, so the lines of tasks that clean up at the same
+        // time do not interleave. A closed stdout is not worth a panic.
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(report.as_bytes()).and_then(|()| stdout.flush());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use squall_plugin_api::{SYSTEM_COMPONENT, TICK_STREAM};
+
+    use super::*;
+    use crate::test_support::Recorder;
+
+    fn execute(
+        bolt: &mut WordCount,
+        recorder: &mut Recorder,
+        values: &[Value],
+        stream: &str,
+        component: &str,
+    ) {
+        let input = Tuple::new(values, &[], component, stream, 1, Anchor(1));
+        bolt.execute(&input, &mut BasicCollector::new(recorder.output())).unwrap();
+    }
+
+    #[test]
+    fn emits_the_running_count_per_word() {
+        let mut bolt = WordCount::default();
+        let mut recorder = Recorder::default();
+        for word in ["cow", "moon", "cow"] {
+            execute(&mut bolt, &mut recorder, &[Value::from(word)], "default", "split");
+        }
+        let emitted: Vec<_> = recorder.emitted.iter().map(|e| e.values.clone()).collect();
+        assert_eq!(
+            emitted,
+            [
+                vec![Value::from("cow"), Value::U64(1)],
+                vec![Value::from("moon"), Value::U64(1)],
+                vec![Value::from("cow"), Value::U64(2)],
+            ]
+        );
+    }
+
+    #[test]
+    fn ticks_are_not_counted() {
+        let mut bolt = WordCount::default();
+        let mut recorder = Recorder::default();
+        execute(&mut bolt, &mut recorder, &[Value::U64(5)], TICK_STREAM, SYSTEM_COMPONENT);
+        assert!(recorder.emitted.is_empty());
+        assert!(bolt.counts.is_empty());
+    }
+
+    #[test]
+    fn report_lists_words_sorted_in_the_documented_format() {
+        let mut bolt = WordCount::default();
+        for word in ["the", "cow", "the", "apple"] {
+            bolt.count(word);
+        }
+        assert_eq!(bolt.report(), "wordcount: apple 1\nwordcount: cow 1\nwordcount: the 2\n");
+        assert_eq!(WordCount::default().report(), "");
+    }
+}

@@ -1,0 +1,202 @@
+//! Test and benchmark components for squall: each does one thing, and its
+//! name says which.
+//!
+//! # Overview
+//! Benchmark plumbing:
+//! - [`ConstSpout`] emits one constant string, `per_call` tuples per call;
+//!   [`EmptySpout`] never emits (idle CPU).
+//! - [`NullBolt`] discards; [`IdBolt`] re-emits; [`SleepBolt`] re-emits after a
+//!   pause (a slow consumer for backpressure).
+//!
+//! Fault injection:
+//! - [`ChaosBolt`] panics, fails or drops a random share of its inputs.
+//! - [`PanicBolt`] / [`PanicSpout`] panic after `after` tuples, at most `times`
+//!   times per process.
+//! - [`FailOnNew`]'s constructor returns an error; [`PanicOnNew`]'s panics.
+//!
+//! Observation (they write files a test reads back):
+//! - [`ReplaySpout`] emits ids reliably, replays failures and logs every emit,
+//!   ack and fail.
+//! - [`RecordBolt`] writes what reached each task (per-key counts, ticks).
+//! - [`LifecycleSpout`] / [`LifecycleBolt`] log every lifecycle call.
+//!
+//! Routing:
+//! - [`DirectSpout`] sends with `emit_direct`; [`MultiStreamSpout`] emits on
+//!   two named streams.
+//!
+//! Unless a component's doc says otherwise, its output is the default stream
+//! with fields `["value"]`, its config keys are all optional, and an unknown
+//! key is an error.
+//!
+//! # Example
+//! ```toml
+//! [plugins]
+//! testkit = "../target/release/libsquall_testkit.so"
+//!
+//! [spouts.source]
+//! component = "testkit::ConstSpout"
+//! config = { value = "x", per_call = 64 }
+//!
+//! [bolts.sink]
+//! component = "testkit::NullBolt"
+//! inputs = [{ from = "source", grouping = "shuffle" }]
+//! ```
+
+#![warn(missing_docs)]
+
+mod faults;
+mod lifecycle;
+mod plumbing;
+mod record;
+mod replay;
+mod rng;
+mod routing;
+#[cfg(test)]
+mod test_support;
+
+use serde::Deserialize;
+use squall_plugin_api::{ComponentConfig, Result, SmallStr, Value};
+
+pub use faults::{ChaosBolt, FailOnNew, PanicBolt, PanicOnNew, PanicSpout};
+pub use lifecycle::{LifecycleBolt, LifecycleSpout};
+pub use plumbing::{ConstSpout, EmptySpout, IdBolt, NullBolt, SleepBolt};
+pub use record::RecordBolt;
+pub use replay::ReplaySpout;
+pub use routing::{DirectSpout, MultiStreamSpout};
+
+squall_plugin_api::export_plugin! {
+    spouts: [
+        ConstSpout, EmptySpout, PanicSpout, FailOnNew, ReplaySpout, LifecycleSpout, DirectSpout,
+        MultiStreamSpout,
+    ],
+    bolts: [ChaosBolt],
+    basic_bolts: [NullBolt, IdBolt, PanicBolt, PanicOnNew, SleepBolt, RecordBolt, LifecycleBolt],
+}
+
+/// A string value to emit again and again: inline when short, shared (one
+/// buffer for every copy) otherwise, so emitting it never allocates.
+fn shared_or_inline(s: &str) -> Value {
+    if s.len() <= SmallStr::CAPACITY {
+        Value::str(s)
+    } else {
+        Value::shared_str(s)
+    }
+}
+
+/// Refuses any config key, for components that take none.
+fn parse_no_config(config: &ComponentConfig<'_>) -> Result<()> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct NoConfig {}
+
+    config
+        .parse::<NoConfig>()
+        .map(drop)
+        .map_err(|e| format!("this component takes no config: {e}").into())
+}
+
+/// Checks that the path-valued key `key` is not empty, and returns it.
+fn require_path<'a>(path: &'a str, key: &str) -> Result<&'a str> {
+    if path.is_empty() {
+        return Err(format!("{key} must not be empty").into());
+    }
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use squall_plugin_api::abi::{ComponentKind, PluginSource};
+
+    use super::*;
+
+    /// `(kind, name, auto_ack, [(stream, fields, direct)])` for each component.
+    type Listing = Vec<(&'static str, String, bool, Vec<(String, Vec<String>, bool)>)>;
+
+    fn listing() -> Listing {
+        __SquallPlugin::catalogue()
+            .components
+            .iter()
+            .map(|c| {
+                let streams = c
+                    .outputs
+                    .iter()
+                    .map(|s| {
+                        (
+                            s.name.to_string(),
+                            s.fields.iter().map(|f| f.to_string()).collect(),
+                            s.direct,
+                        )
+                    })
+                    .collect();
+                (c.kind.name(), c.name.to_string(), c.auto_ack, streams)
+            })
+            .collect()
+    }
+
+    fn value_stream(name: &str, direct: bool) -> (String, Vec<String>, bool) {
+        (name.to_owned(), vec!["value".to_owned()], direct)
+    }
+
+    #[test]
+    fn catalogue_lists_every_component_with_its_streams() {
+        let default = || vec![value_stream("default", false)];
+        let expected: Listing = vec![
+            ("spout", "ConstSpout".into(), false, default()),
+            ("spout", "EmptySpout".into(), false, default()),
+            ("spout", "PanicSpout".into(), false, default()),
+            ("spout", "FailOnNew".into(), false, default()),
+            ("spout", "ReplaySpout".into(), false, default()),
+            ("spout", "LifecycleSpout".into(), false, default()),
+            ("spout", "DirectSpout".into(), false, vec![value_stream("direct", true)]),
+            (
+                "spout",
+                "MultiStreamSpout".into(),
+                false,
+                vec![value_stream("even", false), value_stream("odd", false)],
+            ),
+            ("bolt", "ChaosBolt".into(), false, default()),
+            ("bolt", "NullBolt".into(), true, vec![]),
+            ("bolt", "IdBolt".into(), true, default()),
+            ("bolt", "PanicBolt".into(), true, default()),
+            ("bolt", "PanicOnNew".into(), true, default()),
+            ("bolt", "SleepBolt".into(), true, default()),
+            ("bolt", "RecordBolt".into(), true, vec![]),
+            ("bolt", "LifecycleBolt".into(), true, vec![]),
+        ];
+        assert_eq!(listing(), expected);
+        assert_eq!(__SquallPlugin::catalogue().plugin.as_str(), "squall-testkit");
+    }
+
+    #[test]
+    fn every_component_has_a_description() {
+        let catalogue = __SquallPlugin::catalogue();
+        for c in catalogue.components.iter() {
+            assert!(!c.description.is_empty(), "{}", c.name);
+            assert_ne!(c.kind, ComponentKind::WAIT_STRATEGY);
+        }
+    }
+
+    #[test]
+    fn constructors_report_errors_and_panics_through_the_descriptor() {
+        let catalogue = __SquallPlugin::catalogue();
+        let new = |name: &str, config: &str| {
+            let c = catalogue.components.iter().find(|c| c.name.as_str() == name).unwrap();
+            (c.new)(config.into()).into_result().map(drop)
+        };
+        assert!(new("NullBolt", "").is_ok());
+        let err = new("FailOnNew", "").unwrap_err();
+        assert_eq!(err.to_string(), "fail_on_new: refusing to start on purpose");
+        assert!(!err.is_panic());
+        let err = new("PanicOnNew", "").unwrap_err();
+        assert!(err.is_panic());
+        assert_eq!(err.to_string(), "panicked: panic_on_new: panicking on purpose");
+        let err = new("ConstSpout", "per_call = -1").unwrap_err();
+        assert!(err.message.contains("per_call"), "{err}");
+    }
+
+    #[test]
+    fn short_values_are_inline_and_long_ones_shared() {
+        assert!(matches!(shared_or_inline("hello"), Value::SmallStr(_)));
+        assert!(matches!(shared_or_inline(&"z".repeat(32)), Value::SharedStr(_)));
+    }
+}

@@ -1,0 +1,254 @@
+//! Benchmark plumbing: [`ConstSpout`], [`EmptySpout`], [`NullBolt`],
+//! [`IdBolt`] and [`SleepBolt`].
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use squall_plugin_api::prelude::*;
+
+use crate::{parse_no_config, shared_or_inline};
+
+/// [`ConstSpout`]'s config.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConstConfig {
+    #[serde(default = "default_value")]
+    value: String,
+    #[serde(default)]
+    reliable: bool,
+    #[serde(default)]
+    limit: Option<u64>,
+    #[serde(default = "default_per_call")]
+    per_call: u32,
+}
+
+fn default_value() -> String {
+    "hello".to_owned()
+}
+
+fn default_per_call() -> u32 {
+    1
+}
+
+/// Emits the same string again and again on `["value"]`: the cheapest
+/// possible source, for throughput benchmarks.
+///
+/// Config: `value` (string, `"hello"`), `reliable` (false; when true every
+/// tuple carries a sequential message id 0, 1, 2, ...; acks and fails are
+/// ignored, nothing is replayed), `limit` (total tuples per task, none by
+/// default) and `per_call` (tuples per `next_tuple`, 1).
+///
+/// The value is built once; an emit copies it by reference, so short values
+/// (up to 31 bytes, stored inline) and long ones (shared) allocate nothing.
+#[derive(Debug)]
+pub struct ConstSpout {
+    value: Value,
+    reliable: bool,
+    limit: Option<u64>,
+    per_call: u32,
+    /// Tuples emitted so far; also the next message id.
+    emitted: u64,
+}
+
+impl Spout for ConstSpout {
+    const NAME: &'static str = "ConstSpout";
+    const DESCRIPTION: &'static str = "emits one constant string, per_call tuples per next_tuple";
+
+    fn declare_outputs(outputs: &mut OutputDeclarer) {
+        outputs.declare(&["value"]);
+    }
+
+    fn new(config: &ComponentConfig<'_>) -> Result<Self> {
+        let config: ConstConfig = config.parse()?;
+        if config.per_call == 0 {
+            return Err("per_call must be at least 1".into());
+        }
+        Ok(Self {
+            value: shared_or_inline(&config.value),
+            reliable: config.reliable,
+            limit: config.limit,
+            per_call: config.per_call,
+            emitted: 0,
+        })
+    }
+
+    fn next_tuple(&mut self, collector: &mut SpoutCollector<'_>) -> Result<()> {
+        let mut count = u64::from(self.per_call);
+        if let Some(limit) = self.limit {
+            count = count.min(limit.saturating_sub(self.emitted));
+        }
+        let values = std::slice::from_ref(&self.value);
+        for _ in 0..count {
+            if self.reliable {
+                collector.emit_with_id(values, self.emitted);
+            } else {
+                collector.emit(values);
+            }
+            self.emitted += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Declares `["value"]` and never emits: for measuring an idle topology's CPU.
+#[derive(Debug)]
+pub struct EmptySpout;
+
+impl Spout for EmptySpout {
+    const NAME: &'static str = "EmptySpout";
+    const DESCRIPTION: &'static str = "never emits anything (idle-CPU benchmark)";
+
+    fn declare_outputs(outputs: &mut OutputDeclarer) {
+        outputs.declare(&["value"]);
+    }
+
+    fn new(config: &ComponentConfig<'_>) -> Result<Self> {
+        parse_no_config(config)?;
+        Ok(EmptySpout)
+    }
+
+    fn next_tuple(&mut self, _collector: &mut SpoutCollector<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Discards every input (which is then acked): the cheapest possible sink.
+#[derive(Debug)]
+pub struct NullBolt;
+
+impl BasicBolt for NullBolt {
+    const NAME: &'static str = "NullBolt";
+    const DESCRIPTION: &'static str = "discards every input";
+
+    fn new(config: &ComponentConfig<'_>) -> Result<Self> {
+        parse_no_config(config)?;
+        Ok(NullBolt)
+    }
+
+    fn execute(&mut self, _input: &Tuple<'_>, _collector: &mut BasicCollector<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Re-emits every input's values unchanged on `["value"]`.
+#[derive(Debug)]
+pub struct IdBolt;
+
+impl BasicBolt for IdBolt {
+    const NAME: &'static str = "IdBolt";
+    const DESCRIPTION: &'static str = "re-emits every input unchanged";
+
+    fn declare_outputs(outputs: &mut OutputDeclarer) {
+        outputs.declare(&["value"]);
+    }
+
+    fn new(config: &ComponentConfig<'_>) -> Result<Self> {
+        parse_no_config(config)?;
+        Ok(IdBolt)
+    }
+
+    fn execute(&mut self, input: &Tuple<'_>, collector: &mut BasicCollector<'_>) -> Result<()> {
+        collector.emit(input.values());
+        Ok(())
+    }
+}
+
+/// [`SleepBolt`]'s config.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SleepConfig {
+    #[serde(default = "default_micros")]
+    micros: u64,
+}
+
+fn default_micros() -> u64 {
+    1000
+}
+
+/// Sleeps `micros` (u64, default 1000) per input, then re-emits its values on
+/// `["value"]`: a slow consumer, for backpressure tests.
+#[derive(Debug)]
+pub struct SleepBolt {
+    pause: Duration,
+}
+
+impl BasicBolt for SleepBolt {
+    const NAME: &'static str = "SleepBolt";
+    const DESCRIPTION: &'static str = "sleeps `micros` per input, then re-emits it";
+
+    fn declare_outputs(outputs: &mut OutputDeclarer) {
+        outputs.declare(&["value"]);
+    }
+
+    fn new(config: &ComponentConfig<'_>) -> Result<Self> {
+        let config: SleepConfig = config.parse()?;
+        Ok(Self { pause: Duration::from_micros(config.micros) })
+    }
+
+    fn execute(&mut self, input: &Tuple<'_>, collector: &mut BasicCollector<'_>) -> Result<()> {
+        if !self.pause.is_zero() {
+            std::thread::sleep(self.pause);
+        }
+        collector.emit(input.values());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::Recorder;
+
+    fn const_spout(config: &str) -> ConstSpout {
+        ConstSpout::new(&ComponentConfig::new(config)).unwrap()
+    }
+
+    #[test]
+    fn const_spout_defaults_to_one_unreliable_hello_per_call() {
+        let mut spout = const_spout("");
+        let mut recorder = Recorder::default();
+        for _ in 0..3 {
+            spout.next_tuple(&mut SpoutCollector::new(recorder.output())).unwrap();
+        }
+        assert_eq!(recorder.first_strings(), ["hello", "hello", "hello"]);
+        assert!(recorder.emitted.iter().all(|e| e.message_id.is_none()));
+        assert!(matches!(spout.value, Value::SmallStr(_)));
+    }
+
+    #[test]
+    fn const_spout_emits_per_call_tuples_with_sequential_ids_up_to_the_limit() {
+        let mut spout = const_spout("value = \"x\"\nreliable = true\nper_call = 3\nlimit = 7");
+        let mut recorder = Recorder::default();
+        for _ in 0..4 {
+            spout.next_tuple(&mut SpoutCollector::new(recorder.output())).unwrap();
+        }
+        let ids: Vec<_> = recorder.emitted.iter().map(|e| e.message_id.unwrap().0).collect();
+        assert_eq!(ids, [0, 1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn const_spout_shares_a_long_value_and_refuses_zero_per_call() {
+        let spout = const_spout(&format!("value = \"{}\"", "y".repeat(40)));
+        assert!(matches!(spout.value, Value::SharedStr(_)));
+        let err = ConstSpout::new(&ComponentConfig::new("per_call = 0")).unwrap_err();
+        assert_eq!(err.to_string(), "per_call must be at least 1");
+    }
+
+    #[test]
+    fn id_and_sleep_bolts_re_emit_their_input() {
+        let values = [Value::from("a"), Value::U64(2)];
+        let input = Tuple::new(&values, &[], "spout", "default", 1, Anchor(9));
+        let mut recorder = Recorder::default();
+        IdBolt.execute(&input, &mut BasicCollector::new(recorder.output())).unwrap();
+        let mut sleep = SleepBolt::new(&ComponentConfig::new("micros = 0")).unwrap();
+        sleep.execute(&input, &mut BasicCollector::new(recorder.output())).unwrap();
+        assert_eq!(recorder.emitted.len(), 2);
+        assert!(recorder.emitted.iter().all(|e| e.values == values));
+    }
+
+    #[test]
+    fn components_without_config_refuse_unknown_keys() {
+        let err = NullBolt::new(&ComponentConfig::new("value = 1")).unwrap_err().to_string();
+        assert!(err.contains("takes no config"), "{err}");
+    }
+}

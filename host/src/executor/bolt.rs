@@ -34,13 +34,16 @@ use crate::metrics::{LocalStats, StatField, TaskStats};
 use crate::throttle::Throttler;
 use crate::wait::WaitStrategy;
 
+/// A source component's name and, per output stream, the stream's name and fields.
+pub type SourceComponent = (String, Vec<(String, Vec<RString>)>);
+
 /// Names and fields of every stream, for building tuple views without allocation.
 #[derive(Debug, Default)]
 pub struct SourceTable {
     /// The component index of each task.
     pub task_component: Vec<u32>,
     /// Per component: its name and, per output stream, the stream's name and fields.
-    pub components: Vec<(String, Vec<(String, Vec<RString>)>)>,
+    pub components: Vec<SourceComponent>,
 }
 
 /// Everything a bolt task owns.

@@ -16,6 +16,7 @@
 //!    - otherwise nothing emitted and nothing received → spout strategy
 //!      (time counted as max-spout-pending time when gated);
 //!    - otherwise → both counters reset to 0.
+//!
 //!    Before any wait, partial batches are flushed so that nothing sits in a
 //!    buffer while the thread sleeps.
 //!

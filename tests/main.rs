@@ -1,0 +1,1 @@
+//! End-to-end tests (table of contents filled in below).

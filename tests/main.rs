@@ -1,1 +1,30 @@
-//! End-to-end tests (table of contents filled in below).
+//! End-to-end tests: build the real host and plugins, run the real `squall`
+//! binary on topologies written into a temporary directory, and check what it
+//! printed, the exit code, the `--json` summary and the files the testkit
+//! components wrote.
+//!
+//! Every run is under a watchdog (`util::SquallCommand`), so a hang fails its
+//! test instead of stalling CI. The first test to need a binary builds the host
+//! and the plugins once, into the target directory of this test binary.
+//!
+//! ```text
+//! cargo test -p squall-tests --release -- --test-threads=2
+//! ```
+
+// The harness: build once, Workspace, SquallCommand, RecordBolt reports.
+mod util;
+
+// `squall run`: exact word counts, two libraries at once, groupings, named
+// streams, tick tuples, lifecycle order, a plugin wait strategy, Ctrl-C.
+mod run;
+
+// The plugin loader's error matrix, `squall inspect`, side-by-side copies of
+// one library, and swapping a rebuilt `.so` between two runs.
+mod loading;
+
+// `squall validate`: every error with file:line:col, did-you-mean, exit 78,
+// environment interpolation.
+mod validate;
+
+// Panicking plugins: rebuilt under the restart policy, or the topology stops.
+mod faults;

@@ -100,6 +100,11 @@ impl Value {
         Value::SharedStr(RArc::new(RString::from(s)))
     }
 
+    /// A byte value whose buffer is shared between all copies.
+    pub fn shared_bytes(bytes: &[u8]) -> Self {
+        Value::SharedBytes(RArc::new(RVec::from(bytes)))
+    }
+
     /// The string, for any of the string variants.
     pub fn as_str(&self) -> Option<&str> {
         match self {

@@ -57,6 +57,13 @@ impl Batch {
         });
     }
 
+    /// Empties the batch, keeping its buffers for reuse.
+    pub fn clear(&mut self) {
+        self.tuples.clear();
+        self.values.clear();
+        self.ids.clear();
+    }
+
     /// The number of tuples.
     pub fn len(&self) -> usize {
         self.tuples.len()

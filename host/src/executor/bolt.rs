@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use abi_stable::{sabi_trait::TD_Opaque, std_types::RString};
-use crossbeam_channel::{Receiver, TryRecvError};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use squall_plugin_api::abi::{BoltBox, ComponentBox, OutputMut, Output_TO};
 use squall_plugin_api::{Anchor, PluginError, TaskContext, Tuple, SYSTEM_COMPONENT, TICK_STREAM};
 
@@ -82,6 +82,8 @@ pub struct BoltExecutor {
     pub throttles: Vec<(Throttler, ThrottleUnit)>,
     /// Restart limits.
     pub restarts: RestartPolicy,
+    /// Where to hand emptied batches back to their producer, by task id.
+    pub recycle: Vec<Sender<Batch>>,
 }
 
 impl std::fmt::Debug for BoltExecutor {
@@ -177,6 +179,8 @@ impl BoltExecutor {
             let stop = self.transfer.has_pending();
             if pos < batch.len() {
                 turn.current = Some((batch, pos));
+            } else {
+                self.recycle(batch);
             }
             if stop {
                 break;
@@ -187,6 +191,16 @@ impl BoltExecutor {
             turn.stats.add(StatField::BusyNanos, started.elapsed().as_nanos() as u64);
         }
         consumed
+    }
+
+    /// Hands an executed batch back to its producer, so its buffers are
+    /// reused instead of freed here and allocated (and page-faulted) there.
+    fn recycle(&self, mut batch: Batch) {
+        let source = batch.source_task as usize;
+        batch.clear();
+        if let Some(back) = self.recycle.get(source) {
+            let _ = back.try_send(batch);
+        }
     }
 
     fn throttle_edge(

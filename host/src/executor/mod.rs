@@ -13,6 +13,9 @@ pub mod spout;
 pub mod tracking;
 pub mod transfer;
 
+#[cfg(test)]
+mod loop_tests;
+
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -14,7 +14,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Sender, TrySendError};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 use squall_plugin_api::Value;
 
 use super::batch::{AckerInput, AckerMsg, Batch};
@@ -75,6 +75,8 @@ pub struct Transfer {
     pub count_bytes: bool,
     /// Encoded bytes emitted so far, when `count_bytes` is set.
     pub emitted_bytes: u64,
+    /// Emptied batches handed back by consumers, reused before allocating.
+    pub recycled: Option<Receiver<Batch>>,
 }
 
 impl Transfer {
@@ -106,6 +108,7 @@ impl Transfer {
             rng: FastRng::new(u64::from(task)),
             count_bytes: false,
             emitted_bytes: 0,
+            recycled: None,
         }
     }
 
@@ -167,7 +170,11 @@ impl Transfer {
             Some(b) => b,
             None => {
                 self.active.push(target);
-                slot.insert(Batch::with_capacity(self.task, self.batch_size))
+                let batch = match self.recycled.as_ref().and_then(|r| r.try_recv().ok()) {
+                    Some(batch) => batch,
+                    None => Batch::with_capacity(self.task, self.batch_size),
+                };
+                slot.insert(batch)
             }
         };
         batch.push(stream, values, ids);

@@ -32,7 +32,8 @@ pub enum StatField {
     FailedPanic,
     /// Failures at shutdown, after the drain timed out (spouts).
     FailedShutdown,
-    /// Time spent executing or in `next_tuple`, in ns.
+    /// Time spent executing (bolts, measured per batch) or in `next_tuple`
+    /// (spouts, sampled: one call in 64 is timed and counts 64 times), in ns.
     BusyNanos,
     /// Time spent waiting because of backpressure, in ns.
     BackpressureNanos,

@@ -73,8 +73,9 @@ pub struct ComponentSummary {
     pub max_pending_secs: f64,
     /// Seconds spent waiting in the throttler.
     pub throttle_secs: f64,
-    /// Tuples waiting in receive queues now.
-    pub queue_depth: u64,
+    /// Batches waiting in the receive queues now (each holds up to
+    /// `producer_batch_size` tuples).
+    pub queue_depth_batches: u64,
     /// Complete latency (spouts with tracked trees).
     pub complete_latency_us: Option<LatencySummary>,
 }
@@ -173,7 +174,7 @@ impl Report {
                     backpressure_secs: secs(g(StatField::BackpressureNanos)),
                     max_pending_secs: secs(g(StatField::MaxPendingNanos)),
                     throttle_secs: secs(g(StatField::ThrottleNanos)),
-                    queue_depth: depth,
+                    queue_depth_batches: depth,
                     complete_latency_us: (c.kind == Kind::Spout && !latency.is_empty()).then(
                         || LatencySummary {
                             count: latency.len(),
@@ -203,7 +204,7 @@ impl Report {
             "acked",
             "failed",
             "cap",
-            "queue",
+            "queued",
             "bp_s",
             "lat_p50",
             "lat_p99"
@@ -233,7 +234,7 @@ impl Report {
                 c.acked,
                 c.failed,
                 c.capacity,
-                c.queue_depth,
+                c.queue_depth_batches,
                 c.backpressure_secs,
                 p50,
                 p99

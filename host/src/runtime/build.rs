@@ -24,6 +24,9 @@ use crate::topology::{Component, Kind, Topology};
 /// The acker's pending-map buckets (Storm's `Acker.TIMEOUT_BUCKET_NUM`).
 const ACKER_BUCKETS: usize = 3;
 
+/// Emptied batches a producer keeps for reuse.
+const RECYCLED_BATCHES: usize = 16;
+
 /// Starts every thread of the topology.
 ///
 /// # Errors
@@ -48,6 +51,9 @@ pub fn start(topology: Topology, mut instances: Instances) -> Result<RunningTopo
         (0..n).map(|_| unbounded()).map(|(tx, rx)| (tx, Some(rx))).unzip();
     let (acker_tx, acker_rx): (Vec<_>, Vec<_>) =
         (0..settings.acker_executors).map(|_| unbounded()).unzip();
+    // Emptied batches go back to their producer (bounded: extras are freed).
+    let (recycle_tx, mut recycle_rx): (Vec<Sender<Batch>>, Vec<Option<Receiver<Batch>>>) =
+        (0..n).map(|_| bounded(RECYCLED_BATCHES)).map(|(tx, rx)| (tx, Some(rx))).unzip();
     let stats: Vec<Arc<TaskStats>> = (0..n).map(|_| Arc::new(TaskStats::default())).collect();
     let sources = Arc::new(source_table(&topology));
     let mut threads = Vec::new();
@@ -59,7 +65,7 @@ pub fn start(topology: Topology, mut instances: Instances) -> Result<RunningTopo
     for (index, c) in topology.components.iter().enumerate() {
         for task in c.tasks.clone() {
             let t = task as usize;
-            let transfer = Transfer::new(
+            let mut transfer = Transfer::new(
                 task,
                 batch_size,
                 flush,
@@ -68,6 +74,7 @@ pub fn start(topology: Topology, mut instances: Instances) -> Result<RunningTopo
                 data_tx.clone(),
                 acker_tx.clone(),
             );
+            transfer.recycled = recycle_rx[t].take();
             let context = context(&topology, c, task);
             let (main_wait, bp_wait) =
                 instances.waits[t].take().expect("instantiate builds waits for every task");
@@ -75,7 +82,6 @@ pub fn start(topology: Topology, mut instances: Instances) -> Result<RunningTopo
             let name = format!("{}-{}", c.name, task);
             let handle = match c.kind {
                 Kind::Spout => {
-                    let mut transfer = transfer;
                     let throttle = c.throttle.as_ref().map(throttler);
                     transfer.count_bytes = matches!(throttle, Some((_, ThrottleUnit::Bytes)));
                     let executor = SpoutExecutor {
@@ -117,6 +123,7 @@ pub fn start(topology: Topology, mut instances: Instances) -> Result<RunningTopo
                         edge_throttle,
                         throttles,
                         restarts: restarts(),
+                        recycle: recycle_tx.clone(),
                     };
                     let _ = index;
                     std::thread::Builder::new().name(name).spawn(move || executor.run())?

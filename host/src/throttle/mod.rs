@@ -40,8 +40,9 @@
 //!   period. Catch-up credit can still let up to four periods' worth through in
 //!   one period of wall-clock time (HDFS does the same).
 //! - Smooth mode: no 10 ms window admits more than 1.1 x its share of the rate
-//!   plus one request, and the long-run rate is within 1 % of the target even
-//!   when every sleep wakes up to 500 µs late.
+//!   plus one request, also while time lost to pauses and stalls is made up;
+//!   the long-run rate is within 1 % of the target even when every sleep wakes
+//!   up to 250 µs late and an occasional one stalls for 5 ms.
 //! - A cancel ends a wait in progress (a real one within milliseconds), and a
 //!   canceled throttler never waits again.
 //!

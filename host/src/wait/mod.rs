@@ -19,6 +19,8 @@
 
 pub mod park;
 pub mod progressive;
+#[cfg(test)]
+pub mod recording;
 
 use squall_plugin_api::{abi::WaitStrategyBox, WaitSituation};
 
@@ -33,6 +35,9 @@ pub enum WaitStrategy {
     Park(park::Park),
     /// A plugin's strategy.
     Plugin(PluginWait),
+    /// Records every call instead of waiting (executor loop tests).
+    #[cfg(test)]
+    Recording(recording::Recording),
 }
 
 /// A plugin wait strategy and the situation it serves.
@@ -95,6 +100,8 @@ impl WaitStrategy {
         match self {
             WaitStrategy::Progressive(p) => p.idle(counter),
             WaitStrategy::Park(p) => p.idle(counter),
+            #[cfg(test)]
+            WaitStrategy::Recording(r) => r.idle(counter),
             WaitStrategy::Plugin(p) => match p.strategy.idle(counter).into_result() {
                 Ok(next) => next,
                 Err(e) => {

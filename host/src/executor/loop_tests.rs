@@ -1,0 +1,418 @@
+//! Transition tests of the spout and bolt loops against a recording wait
+//! strategy: each test scripts a component and the world around it, and
+//! checks which situation each wait used, with which counter, and that
+//! counters reset when their situation ends.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{RResult::ROk, RString};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use squall_plugin_api::abi::{DynBolt, DynBolt_TO, DynSpout, DynSpout_TO, OutputMut, PResult};
+use squall_plugin_api::{Anchor, MessageId, StreamDecl, TaskContext, Tuple, Value, WaitSituation};
+
+use super::batch::{AckerInput, AckerMsg, Batch, Control, Reply, ReplyKind};
+use super::bolt::{BoltExecutor, SourceTable};
+use super::spout::SpoutExecutor;
+use super::tracking::{InputTracker, SpoutTracker};
+use super::transfer::{StreamRoutes, Transfer};
+use super::{RestartPolicy, RunControl, RunState};
+use crate::metrics::{StatField, TaskStats};
+use crate::topology::grouping::{Grouping, Router};
+use crate::wait::recording::Recorder;
+
+const SPOUT: WaitSituation = WaitSituation::SPOUT_WAIT;
+const BOLT: WaitSituation = WaitSituation::BOLT_WAIT;
+const BP: WaitSituation = WaitSituation::BACK_PRESSURE_WAIT;
+
+/// A spout that emits `script[i]` tuples on its i-th `next_tuple` call
+/// (0 once the script is exhausted), with message ids when `reliable`.
+struct ScriptedSpout {
+    script: Vec<u32>,
+    calls: Arc<AtomicUsize>,
+    reliable: bool,
+    next_id: u64,
+}
+
+impl DynSpout for ScriptedSpout {
+    fn open(&mut self, _: &TaskContext) -> PResult<()> {
+        ROk(())
+    }
+    fn activate(&mut self) -> PResult<()> {
+        ROk(())
+    }
+    fn deactivate(&mut self) -> PResult<()> {
+        ROk(())
+    }
+    fn next_tuple(&mut self, mut output: OutputMut<'_>) -> PResult<()> {
+        let i = self.calls.fetch_add(1, Ordering::SeqCst);
+        for _ in 0..self.script.get(i).copied().unwrap_or(0) {
+            let id = self.reliable.then(|| MessageId(self.next_id));
+            self.next_id += 1;
+            output.emit(
+                u32::MAX,
+                (&[Value::I64(1)][..]).into(),
+                (&[][..]).into(),
+                id.into(),
+                None.into(),
+            );
+        }
+        ROk(())
+    }
+    fn ack(&mut self, _: MessageId) -> PResult<()> {
+        ROk(())
+    }
+    fn fail(&mut self, _: MessageId) -> PResult<()> {
+        ROk(())
+    }
+    fn close(&mut self) -> PResult<()> {
+        ROk(())
+    }
+}
+
+/// A bolt that re-emits every input.
+struct EchoBolt;
+
+impl DynBolt for EchoBolt {
+    fn prepare(&mut self, _: &TaskContext) -> PResult<()> {
+        ROk(())
+    }
+    fn execute(&mut self, input: &Tuple<'_>, mut output: OutputMut<'_>) -> PResult<()> {
+        output.emit(u32::MAX, input.values().into(), (&[][..]).into(), None.into(), None.into());
+        ROk(())
+    }
+    fn cleanup(&mut self) -> PResult<()> {
+        ROk(())
+    }
+}
+
+fn context(task: u32) -> TaskContext {
+    TaskContext {
+        topology: "t".into(),
+        component: "c".into(),
+        task_id: task,
+        task_index: 0,
+        parallelism: 1,
+        outputs: vec![StreamDecl {
+            name: "default".into(),
+            fields: vec![RString::from("v")].into(),
+            direct: false,
+        }]
+        .into(),
+        downstream: Default::default(),
+    }
+}
+
+/// A transfer from `task` to task `to`, whose queue is `queue`, in batches of one.
+fn transfer(task: u32, to: u32, queue: Sender<Batch>, ackers: Vec<Sender<AckerInput>>) -> Transfer {
+    let mut queues = vec![None; to as usize + 1];
+    queues[to as usize] = Some(queue);
+    let routes = vec![StreamRoutes {
+        name: "default".into(),
+        direct: false,
+        routers: vec![Router::new(Grouping::Shuffle, vec![to], 0)],
+    }];
+    Transfer::new(task, 1, Duration::ZERO, routes, Some(0), queues, ackers)
+}
+
+struct SpoutRig {
+    executor: SpoutExecutor,
+    calls: Arc<AtomicUsize>,
+    stats: Arc<TaskStats>,
+}
+
+fn spout_rig(
+    script: Vec<u32>,
+    reliable: bool,
+    queue: Sender<Batch>,
+    control: Receiver<Control>,
+    ackers: Vec<Sender<AckerInput>>,
+    max_pending: Option<usize>,
+    recorder: &Recorder,
+    run: Arc<RunControl>,
+) -> SpoutRig {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let spout = ScriptedSpout { script, calls: calls.clone(), reliable, next_id: 0 };
+    let stats = Arc::new(TaskStats::default());
+    extern "C" fn unused(
+        _: abi_stable::std_types::RStr<'_>,
+    ) -> PResult<squall_plugin_api::abi::ComponentBox> {
+        unreachable!("the loop tests never restart")
+    }
+    let executor = SpoutExecutor {
+        context: context(0),
+        constructor: unused,
+        config: String::new(),
+        spout: DynSpout_TO::from_value(spout, TD_Opaque),
+        transfer: transfer(0, 1, queue, ackers),
+        tracker: SpoutTracker::new(2),
+        control,
+        spout_wait: recorder.strategy(SPOUT),
+        backpressure_wait: recorder.strategy(BP),
+        shared: stats.clone(),
+        run,
+        max_pending,
+        recvq_skips: 1,
+        throttle: None,
+        restarts: RestartPolicy::new(0, Duration::from_secs(1)),
+    };
+    SpoutRig { executor, calls, stats }
+}
+
+/// Runs the hook's world: stops the run after `stop_after` wait calls.
+fn stopper(run: &Arc<RunControl>, stop_after: usize) -> impl FnMut(usize) + Send + 'static {
+    let run = run.clone();
+    move |index| {
+        if index + 1 >= stop_after {
+            run.advance(RunState::Stopping);
+        }
+    }
+}
+
+#[test]
+fn idle_spout_waits_with_the_spout_strategy_and_its_counter_grows() {
+    let run = Arc::new(RunControl::default());
+    let mut stop = stopper(&run, 4);
+    let recorder = Recorder::new(move |i, _, _| stop(i));
+    let (queue, _rx) = bounded(16);
+    let (_ctl, control) = unbounded();
+    let rig = spout_rig(vec![], false, queue, control, vec![], None, &recorder, run);
+    let calls = rig.calls.clone();
+    rig.executor.run();
+    assert_eq!(recorder.calls(), [(SPOUT, 0), (SPOUT, 1), (SPOUT, 2), (SPOUT, 3)]);
+    assert_eq!(calls.load(Ordering::SeqCst), 4, "next_tuple runs once per turn");
+}
+
+#[test]
+fn spout_counter_resets_when_the_spout_emits_again() {
+    let run = Arc::new(RunControl::default());
+    let mut stop = stopper(&run, 5);
+    let recorder = Recorder::new(move |i, _, _| stop(i));
+    let (queue, _rx) = bounded(64);
+    let (_ctl, control) = unbounded();
+    // Emits on calls 0 and 3; nothing on 1, 2, 4, ...
+    let rig = spout_rig(vec![1, 0, 0, 1], false, queue, control, vec![], None, &recorder, run);
+    rig.executor.run();
+    assert_eq!(recorder.calls(), [(SPOUT, 0), (SPOUT, 1), (SPOUT, 0), (SPOUT, 1), (SPOUT, 2)]);
+}
+
+#[test]
+fn full_downstream_queue_switches_the_spout_to_backpressure_wait_until_it_drains() {
+    let run = Arc::new(RunControl::default());
+    let (queue, downstream) = bounded::<Batch>(1);
+    let (_ctl, control) = unbounded();
+    let stop_run = run.clone();
+    let recorder = Recorder::new(move |i, _, _| {
+        if i == 2 {
+            // The consumer catches up: one batch leaves the queue.
+            assert!(downstream.try_recv().is_ok());
+        }
+        if i == 5 {
+            stop_run.advance(RunState::Stopping);
+        }
+    });
+    // Emits one tuple on calls 0, 1 and 4.
+    let rig = spout_rig(vec![1, 1, 0, 0, 1], false, queue, control, vec![], None, &recorder, run);
+    let (calls, stats) = (rig.calls.clone(), rig.stats.clone());
+    rig.executor.run();
+    // Call 0 fills the queue and call 1's tuple is pending: backpressure
+    // waits with a growing counter and next_tuple is not called. The drain
+    // at wait 2 lets the pending batch go; calls 2 and 3 emit nothing, so
+    // the backpressure situation is over and the spout strategy runs from 0.
+    // Call 4's tuple finds the queue full again: backpressure from 0.
+    assert_eq!(recorder.calls(), [(BP, 0), (BP, 1), (BP, 2), (SPOUT, 0), (SPOUT, 1), (BP, 0)]);
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+    assert!(stats.get(StatField::BackpressureNanos) > 0, "time in backpressure is reported");
+}
+
+#[test]
+fn spout_keeps_its_backpressure_counter_while_each_flush_is_followed_by_a_new_pending_emit() {
+    // Storm's SpoutExecutor resets the backpressure counter only on a turn
+    // that ends with nothing pending; a turn that flushes and then emits
+    // into a full queue again keeps counting.
+    let run = Arc::new(RunControl::default());
+    let (queue, downstream) = bounded::<Batch>(1);
+    let (_ctl, control) = unbounded();
+    let stop_run = run.clone();
+    let recorder = Recorder::new(move |i, _, _| {
+        if i == 2 {
+            assert!(downstream.try_recv().is_ok());
+        }
+        if i == 4 {
+            stop_run.advance(RunState::Stopping);
+        }
+    });
+    let rig = spout_rig(vec![1; 100], false, queue, control, vec![], None, &recorder, run);
+    rig.executor.run();
+    assert_eq!(recorder.calls(), [(BP, 0), (BP, 1), (BP, 2), (BP, 3), (BP, 4)]);
+}
+
+#[test]
+fn max_spout_pending_gates_next_tuple_until_acks_return() {
+    let run = Arc::new(RunControl::default());
+    let (queue, _downstream) = bounded::<Batch>(64);
+    let (to_spout, control) = unbounded();
+    let (acker, from_spout) = unbounded::<AckerInput>();
+    let stop_run = run.clone();
+    let recorder = Recorder::new(move |i, _, _| {
+        if i == 2 {
+            // The acker completes every tree the spout has announced so far.
+            let mut replies = Vec::new();
+            while let Ok(AckerInput::Msgs(msgs)) = from_spout.try_recv() {
+                for m in msgs {
+                    if let AckerMsg::Init { root, .. } = m {
+                        replies.push(Reply { root, kind: ReplyKind::Acked });
+                    }
+                }
+            }
+            assert_eq!(replies.len(), 2, "two trees in flight at the gate");
+            to_spout.send(Control::Replies(replies)).unwrap();
+        }
+        if i == 4 {
+            stop_run.advance(RunState::Stopping);
+        }
+    });
+    let rig = spout_rig(vec![1; 100], true, queue, control, vec![acker], Some(2), &recorder, run);
+    let (calls, stats) = (rig.calls.clone(), rig.stats.clone());
+    rig.executor.run();
+    let waits = recorder.calls();
+    assert_eq!(
+        waits[..3],
+        [(SPOUT, 0), (SPOUT, 1), (SPOUT, 2)],
+        "gated: spout wait, counter grows: {waits:?}"
+    );
+    assert_eq!(
+        waits[3],
+        (SPOUT, 0),
+        "after the acks the spout emits again and its counter resets: {waits:?}"
+    );
+    // 2 calls before the gate, 2 more after the acks (then gated again).
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    assert_eq!(stats.get(StatField::Acked), 2);
+    assert!(
+        stats.get(StatField::MaxPendingNanos) > 0,
+        "time held by max-spout-pending is reported"
+    );
+}
+
+struct BoltRig {
+    executor: BoltExecutor,
+    input: Sender<Batch>,
+    downstream: Receiver<Batch>,
+    stats: Arc<TaskStats>,
+}
+
+fn bolt_rig(downstream_capacity: usize, recorder: &Recorder, run: Arc<RunControl>) -> BoltRig {
+    let (input, receive) = bounded(16);
+    let (queue, downstream) = bounded(downstream_capacity);
+    let (_ctl, control) = unbounded();
+    std::mem::forget(_ctl);
+    let stats = Arc::new(TaskStats::default());
+    let sources = SourceTable {
+        task_component: vec![0, 1, 2],
+        components: vec![
+            ("src".into(), vec![("default".into(), vec![RString::from("v")])]),
+            ("me".into(), vec![("default".into(), vec![RString::from("v")])]),
+        ],
+    };
+    extern "C" fn unused(
+        _: abi_stable::std_types::RStr<'_>,
+    ) -> PResult<squall_plugin_api::abi::ComponentBox> {
+        unreachable!("the loop tests never restart")
+    }
+    let executor = BoltExecutor {
+        context: context(1),
+        constructor: unused,
+        config: String::new(),
+        bolt: DynBolt_TO::from_value(EchoBolt, TD_Opaque),
+        auto_ack: true,
+        transfer: transfer(1, 2, queue, vec![]),
+        inputs: InputTracker::new(),
+        receive,
+        control,
+        bolt_wait: recorder.strategy(BOLT),
+        backpressure_wait: recorder.strategy(BP),
+        shared: stats.clone(),
+        run,
+        sources: Arc::new(sources),
+        edge_throttle: Vec::new(),
+        throttles: Vec::new(),
+        restarts: RestartPolicy::new(0, Duration::from_secs(1)),
+        recycle: Vec::new(),
+    };
+    BoltRig { executor, input, downstream, stats }
+}
+
+fn one_tuple() -> Batch {
+    let mut b = Batch::with_capacity(0, 1);
+    b.push(0, &[Value::I64(7)], &[]);
+    b
+}
+
+#[test]
+fn idle_bolt_waits_with_the_bolt_strategy_and_resets_after_consuming() {
+    let run = Arc::new(RunControl::default());
+    let feed: Arc<Mutex<Option<Sender<Batch>>>> = Arc::default();
+    let (feed_hook, stop_run) = (feed.clone(), run.clone());
+    let recorder = Recorder::new(move |i, _, _| {
+        if i == 2 {
+            let feed = feed_hook.lock().unwrap();
+            feed.as_ref().unwrap().send(one_tuple()).unwrap();
+        }
+        if i == 4 {
+            stop_run.advance(RunState::Stopping);
+        }
+    });
+    let rig = bolt_rig(16, &recorder, run);
+    *feed.lock().unwrap() = Some(rig.input.clone());
+    let (stats, downstream) = (rig.stats.clone(), rig.downstream);
+    rig.executor.run();
+    assert_eq!(recorder.calls(), [(BOLT, 0), (BOLT, 1), (BOLT, 2), (BOLT, 0), (BOLT, 1)]);
+    assert_eq!(stats.get(StatField::Executed), 1);
+    assert_eq!(downstream.len(), 1, "the echoed tuple went downstream");
+}
+
+#[test]
+fn bolt_with_pending_emits_waits_on_backpressure_and_stops_consuming() {
+    let run = Arc::new(RunControl::default());
+    let shared: Arc<Mutex<Option<(Sender<Batch>, Receiver<Batch>)>>> = Arc::default();
+    let observed_queue = Arc::new(Mutex::new(Vec::new()));
+    let (hook_shared, hook_seen, stop_run) = (shared.clone(), observed_queue.clone(), run.clone());
+    let recorder = Recorder::new(move |i, situation, _| {
+        let guard = hook_shared.lock().unwrap();
+        let (input, downstream) = guard.as_ref().unwrap();
+        hook_seen.lock().unwrap().push(input.len());
+        if situation == BP && i == 2 {
+            assert!(downstream.try_recv().is_ok(), "the downstream queue was full");
+        }
+        if i == 6 {
+            stop_run.advance(RunState::Stopping);
+        }
+    });
+    let rig = bolt_rig(1, &recorder, run);
+    for _ in 0..4 {
+        rig.input.send(one_tuple()).unwrap();
+    }
+    *shared.lock().unwrap() = Some((rig.input.clone(), rig.downstream.clone()));
+    rig.executor.run();
+    let waits = recorder.calls();
+    let depths = observed_queue.lock().unwrap().clone();
+    // Tuple 1 fills the downstream queue, tuple 2's emit is pending: the bolt
+    // stops consuming (2 tuples stay queued) and waits on backpressure.
+    assert_eq!(waits[..3], [(BP, 0), (BP, 1), (BP, 2)], "{waits:?}");
+    assert_eq!(depths[..3], [2, 2, 2], "no consuming while emits are pending: {depths:?}");
+    // After the drain at wait 2 the next turn flushes the pending batch (the
+    // backpressure situation ends: counter reset, as in Storm's BoltExecutor),
+    // consumes tuple 3, whose emit is pending again: backpressure from 0.
+    assert_eq!(waits[3], (BP, 0), "{waits:?}");
+    assert_eq!(depths[3], 1, "tuple 3 was consumed, tuple 4 waits: {depths:?}");
+}
+
+#[test]
+fn anchors_of_untracked_inputs_are_ignored() {
+    let mut inputs = InputTracker::new();
+    assert_eq!(inputs.begin(&[]), Anchor::NONE);
+    assert!(!inputs.any_tracked(&[Anchor::NONE, Anchor(5)]));
+}

@@ -1,0 +1,131 @@
+//! Panicking plugins. A panic never takes the host down: the tuple fails, the
+//! instance is rebuilt from its constructor, and past `max_restarts` (within
+//! `restart_window_secs`) the topology stops with exit 1 and one clear error.
+
+use crate::util::{read_records, SquallCommand, Workspace};
+
+/// Tuples the reliable spout of the bolt tests emits.
+const TUPLES: u64 = 100;
+
+/// A reliable `ConstSpout` (`TUPLES` tuples) into `testkit::PanicBolt` with
+/// `panic_config`, into a `NullBolt`; `topology` goes in `[topology]`.
+fn panic_bolt_topology(topology: &str, panic_config: &str) -> String {
+    format!(
+        r#"
+[topology]
+{topology}
+
+[plugins]
+testkit = "{{testkit}}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+config = {{ reliable = true, limit = {TUPLES} }}
+
+[bolts.flaky]
+component = "testkit::PanicBolt"
+config = {{ {panic_config} }}
+inputs = [{{ from = "source" }}]
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{{ from = "flaky" }}]
+"#
+    )
+}
+
+#[test]
+fn a_panicking_bolt_is_rebuilt_and_the_run_completes_with_a_clear_report() {
+    let ws = Workspace::new("panicking_bolt");
+    let topology =
+        ws.write_topology("panic.toml", &panic_bolt_topology("", "after = 10, times = 2"));
+    let out = SquallCommand::run(&ws, &topology, "2s").output();
+    out.assert_code(0);
+    let ctx = out.context();
+    assert_eq!(out.summary()["outcome"], "completed", "\n{ctx}");
+    assert!(out.error_lines().is_empty(), "restarts within the limit are no error\n{ctx}");
+    assert!(out.stderr.contains("panic_bolt: panicking on purpose"), "the panic is shown\n{ctx}");
+
+    assert_eq!(out.stat("flaky", "restarts"), 2, "\n{ctx}");
+    assert_eq!(out.stat("flaky", "failed_panic"), 2, "the two panicking inputs fail\n{ctx}");
+    assert_eq!(out.stat("flaky", "executed"), TUPLES, "\n{ctx}");
+    assert_eq!(out.stat("flaky", "acked"), TUPLES - 2, "\n{ctx}");
+    assert_eq!(out.stat("sink", "executed"), TUPLES - 2, "\n{ctx}");
+    // ConstSpout does not replay: the two trees fail at the spout, the rest complete.
+    assert_eq!(out.stat("source", "failed"), 2, "\n{ctx}");
+    assert_eq!(out.stat("source", "acked"), TUPLES - 2, "\n{ctx}");
+    assert_eq!(out.stat("source", "pending"), 0, "\n{ctx}");
+}
+
+#[test]
+fn past_the_restart_limit_the_topology_stops_with_a_clear_error() {
+    let ws = Workspace::new("restart_limit");
+    let topology =
+        ws.write_topology("limit.toml", &panic_bolt_topology("max_restarts = 1", "after = 5"));
+    let out = SquallCommand::run(&ws, &topology, "4s").output();
+    out.assert_code(1);
+    let ctx = out.context();
+    let line = out.single_error_line();
+    assert!(line.contains("\"flaky\""), "the bolt is named\n{ctx}");
+    assert!(line.contains("restart limit"), "the reason is given\n{ctx}");
+    assert_eq!(out.summary()["outcome"], "failed", "\n{ctx}");
+    let error = out.summary()["error"].as_str().unwrap_or_default();
+    assert!(error.contains("restart limit"), "the summary has the error\n{ctx}");
+    // The topology stops at once instead of running for its 4 s.
+    let elapsed = out.summary()["elapsed_secs"].as_f64().expect("elapsed_secs");
+    assert!(elapsed < 3.0, "ran {elapsed} s after the limit was hit\n{ctx}");
+}
+
+/// `restarts` counts instances rebuilt after a panic (report.rs), so with
+/// `max_restarts = 1` it may reach 2 at most (the refused rebuild counted).
+/// Once the limit is reached the panicked instance must not be fed more
+/// tuples: it is broken, and it is not rebuilt.
+#[test]
+fn past_the_restart_limit_the_panicked_instance_is_not_called_again() {
+    let ws = Workspace::new("restart_limit_no_more_calls");
+    let topology =
+        ws.write_topology("limit.toml", &panic_bolt_topology("max_restarts = 1", "after = 5"));
+    let out = SquallCommand::run(&ws, &topology, "4s").output();
+    out.assert_code(1);
+    let ctx = out.context();
+    let restarts = out.stat("flaky", "restarts");
+    assert!(restarts <= 2, "max_restarts = 1, yet {restarts} restarts were counted\n{ctx}");
+    let panics = out.stat("flaky", "failed_panic");
+    assert!(panics <= 2, "the instance panicked {panics} times past the limit\n{ctx}");
+}
+
+#[test]
+fn a_panicking_spout_is_rebuilt_and_the_host_stays_alive() {
+    let ws = Workspace::new("panicking_spout");
+    let topology = ws.write_topology(
+        "spout.toml",
+        r#"
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::PanicSpout"
+config = { after = 20, times = 2 }
+throttle = { tuples_per_sec = 500 }
+
+[bolts.sink]
+component = "testkit::RecordBolt"
+config = { out = "{dir}/sink" }
+inputs = [{ from = "source" }]
+"#,
+    );
+    let out = SquallCommand::run(&ws, &topology, "2s").output();
+    out.assert_code(0);
+    let ctx = out.context();
+    assert_eq!(out.summary()["outcome"], "completed", "\n{ctx}");
+    assert!(out.stderr.contains("panic_spout: panicking on purpose"), "the panic is shown\n{ctx}");
+    assert_eq!(out.stat("source", "restarts"), 2, "\n{ctx}");
+    // Each rebuilt instance counts from 0 again: the first instance and two
+    // rebuilt ones emit 0..19, and the last one keeps going.
+    let records = read_records(&ws, "sink", 1, &out);
+    let keys = &records.values().next().expect("one report").keys;
+    for k in 0..20 {
+        assert_eq!(keys.get(&k.to_string()), Some(&3), "key {k}: {keys:?}\n{ctx}");
+    }
+    assert!(keys.contains_key("20"), "the last instance goes on past 20\n{ctx}");
+}

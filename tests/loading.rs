@@ -1,0 +1,350 @@
+//! The plugin loader's error matrix (after abi_stable's `testing/1 - loading
+//! errors`): every way a library can be unusable gets one `error:` line that
+//! names the plugin alias and the path, exit code 69, no crash and no hang.
+//! Then `squall inspect`, two copies of one library side by side, and swapping
+//! a rebuilt library between two runs of the same host binary.
+//!
+//! Every case runs both `squall validate` and `squall run`: they share the
+//! loader, and both must refuse the library before any of its code runs.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::util::{
+    cargo_build_release, plugin_path, read_records, release_dir, squall_bin, Output, SquallCommand,
+    Workspace, SWAP_FLAVOR_VAR, SWAP_PACKAGE,
+};
+
+/// EX_UNAVAILABLE: a plugin library could not be loaded or a component built.
+const EXIT_UNAVAILABLE: i32 = 69;
+/// EX_CONFIG: the topology file is invalid.
+const EXIT_CONFIG: i32 = 78;
+
+/// A minimal topology whose plugin `testkit` is the library at `library`.
+fn topology_with_library(ws: &Workspace, library: &Path) -> std::path::PathBuf {
+    ws.write_topology(
+        "topology.toml",
+        &format!(
+            r#"
+[plugins]
+testkit = "{}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{{ from = "source" }}]
+"#,
+            library.display()
+        ),
+    )
+}
+
+/// Both commands on `topology`, each with a short watchdog: a refusal is
+/// immediate, so `run` gets a long `--duration` it must never reach.
+fn validate_and_run(ws: &Workspace, topology: &Path) -> [Output; 2] {
+    let mut validate = SquallCommand::validate(ws, topology);
+    validate.limit(Duration::from_secs(30));
+    let mut run = SquallCommand::run(ws, topology, "60s");
+    run.limit(Duration::from_secs(30));
+    [validate.output(), run.output()]
+}
+
+/// Checks a refused library: exit 69, and exactly one stderr line mentioning
+/// `error:`, which starts with it and names the alias and the path. Returns
+/// that line.
+#[track_caller]
+fn assert_refused<'a>(out: &'a Output, library: &Path) -> &'a str {
+    out.assert_code(EXIT_UNAVAILABLE);
+    let mentions: Vec<&str> = out.stderr.lines().filter(|l| l.contains("error:")).collect();
+    assert_eq!(mentions.len(), 1, "expected one error line\n{}", out.context());
+    let line = out.single_error_line();
+    assert!(line.contains("plugin \"testkit\""), "the alias is named\n{}", out.context());
+    assert!(
+        line.contains(&library.display().to_string()),
+        "the path {} is named\n{}",
+        library.display(),
+        out.context()
+    );
+    assert!(out.json.is_none(), "a refused topology never runs\n{}", out.context());
+    line
+}
+
+#[test]
+fn a_missing_library_is_refused_with_one_error_line() {
+    let ws = Workspace::new("missing_library");
+    let library = ws.path("libnowhere.so");
+    let topology = topology_with_library(&ws, &library);
+    for out in validate_and_run(&ws, &topology) {
+        let line = assert_refused(&out, &library);
+        assert!(line.contains("does not exist"), "{line}");
+    }
+}
+
+#[test]
+fn a_file_that_is_not_a_shared_library_is_refused() {
+    let ws = Workspace::new("not_a_library");
+    let library = ws.write("libfake.so", "this is not an ELF file\n".repeat(200));
+    let topology = topology_with_library(&ws, &library);
+    for out in validate_and_run(&ws, &topology) {
+        let line = assert_refused(&out, &library);
+        assert!(line.contains("not a loadable shared library"), "{line}");
+    }
+}
+
+#[test]
+fn a_shared_library_that_is_not_a_squall_plugin_is_refused() {
+    let ws = Workspace::new("not_a_plugin");
+    let library = plugin_path("broken-not-a-plugin");
+    let topology = topology_with_library(&ws, &library);
+    for out in validate_and_run(&ws, &topology) {
+        let line = assert_refused(&out, &library);
+        assert!(line.contains("not a squall plugin"), "{line}");
+    }
+}
+
+#[test]
+fn a_plugin_built_against_another_contract_version_is_refused() {
+    let ws = Workspace::new("version_mismatch");
+    let library = plugin_path("broken-version-mismatch");
+    let topology = topology_with_library(&ws, &library);
+    for out in validate_and_run(&ws, &topology) {
+        let line = assert_refused(&out, &library);
+        assert!(line.contains("2.0.0"), "the plugin's version is named: {line}");
+        assert!(line.contains("1.0.0"), "the host's version is named: {line}");
+    }
+}
+
+#[test]
+fn a_plugin_with_an_incompatible_layout_is_refused_with_a_short_message() {
+    let ws = Workspace::new("abi_mismatch");
+    let library = plugin_path("broken-abi-mismatch");
+    let topology = topology_with_library(&ws, &library);
+    for out in validate_and_run(&ws, &topology) {
+        let line = assert_refused(&out, &library);
+        assert!(line.contains("incompatible"), "{line}");
+        // abi_stable's full layout report is tens of kilobytes; the host condenses it.
+        assert!(line.len() < 300, "the message is {} chars long: {line}", line.len());
+        assert!(out.stderr.len() < 1000, "stderr is {} bytes\n{}", out.stderr.len(), out.context());
+    }
+}
+
+#[test]
+fn an_unknown_component_is_a_config_error_with_a_did_you_mean() {
+    let ws = Workspace::new("unknown_component");
+    let text = r#"
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::ConstSpuot"
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{ from = "source" }]
+"#;
+    let topology = ws.write_topology("topology.toml", text);
+    let (line, col) = crate::util::loc_of(text, "\"testkit::ConstSpuot\"");
+    let position = format!("{}:{line}:{col}: error:", topology.display());
+    for out in validate_and_run(&ws, &topology) {
+        out.assert_code(EXIT_CONFIG);
+        let errors: Vec<&str> = out.stderr.lines().filter(|l| l.contains("error:")).collect();
+        assert_eq!(errors.len(), 1, "one error\n{}", out.context());
+        assert!(errors[0].starts_with(&position), "expected {position}\n{}", out.context());
+        assert!(errors[0].contains("did you mean \"testkit::ConstSpout\""), "{}", out.context());
+    }
+}
+
+/// A topology whose bolt is `testkit::<bolt>` (`<spout>` for the spout).
+fn constructor_topology(ws: &Workspace, spout: &str, bolt: &str) -> std::path::PathBuf {
+    ws.write_topology(
+        "topology.toml",
+        &format!(
+            r#"
+[plugins]
+testkit = "{{testkit}}"
+
+[spouts.source]
+component = "testkit::{spout}"
+
+[bolts.sink]
+component = "testkit::{bolt}"
+inputs = [{{ from = "source" }}]
+"#
+        ),
+    )
+}
+
+#[test]
+fn a_constructor_error_is_reported_in_one_line_with_exit_69() {
+    let ws = Workspace::new("constructor_error");
+    let topology = constructor_topology(&ws, "FailOnNew", "NullBolt");
+    for out in validate_and_run(&ws, &topology) {
+        out.assert_code(EXIT_UNAVAILABLE);
+        let mentions: Vec<&str> = out.stderr.lines().filter(|l| l.contains("error:")).collect();
+        assert_eq!(mentions.len(), 1, "one error line\n{}", out.context());
+        let line = out.single_error_line();
+        assert!(line.contains("\"source\""), "the component is named\n{}", out.context());
+        assert!(line.contains("testkit::FailOnNew"), "the reference is named\n{}", out.context());
+        assert!(line.contains("fail_on_new"), "the plugin's message is kept\n{}", out.context());
+    }
+}
+
+#[test]
+fn a_constructor_panic_is_reported_in_one_line_with_exit_69() {
+    let ws = Workspace::new("constructor_panic");
+    let topology = constructor_topology(&ws, "ConstSpout", "PanicOnNew");
+    for out in validate_and_run(&ws, &topology) {
+        out.assert_code(EXIT_UNAVAILABLE);
+        // The plugin's own std prints its panic message through its own panic
+        // hook ("thread '…' panicked at …"), which the host cannot silence; the
+        // host's report is the one line that starts with "error:".
+        let line = out.single_error_line();
+        assert!(line.contains("\"sink\""), "the component is named\n{}", out.context());
+        assert!(line.contains("testkit::PanicOnNew"), "the reference is named\n{}", out.context());
+        assert!(line.contains("panicked"), "it says it panicked\n{}", out.context());
+        assert!(line.contains("panic_on_new"), "the panic message is kept\n{}", out.context());
+    }
+}
+
+#[test]
+fn inspect_lists_components_with_kinds_streams_fields_and_the_contract_version() {
+    let ws = Workspace::new("inspect");
+    let out = SquallCommand::inspect(&ws, &plugin_path("testkit")).output();
+    out.assert_code(0);
+    let lines: Vec<&str> = out.stdout.lines().map(str::trim).collect();
+    assert!(
+        lines[0].starts_with("plugin squall-testkit ") && lines[0].contains("(contract 1.0.0)"),
+        "header\n{}",
+        out.context()
+    );
+    // Each component line is followed by its description and its streams.
+    let streams_of = |kind: &str, name: &str| -> Vec<&str> {
+        let at = lines
+            .iter()
+            .position(|l| {
+                let mut words = l.split_whitespace();
+                words.next() == Some(kind) && words.next() == Some(name)
+            })
+            .unwrap_or_else(|| panic!("no {kind} {name}\n{}", out.context()));
+        lines[at + 1..]
+            .iter()
+            .skip(1) // the description
+            .take_while(|l| l.starts_with("stream "))
+            .copied()
+            .collect()
+    };
+    assert_eq!(streams_of("spout", "ConstSpout"), ["stream default [value]"]);
+    assert_eq!(streams_of("spout", "DirectSpout"), ["stream direct direct [value]"]);
+    assert_eq!(
+        streams_of("spout", "MultiStreamSpout"),
+        ["stream even [value]", "stream odd [value]"]
+    );
+    assert_eq!(streams_of("bolt", "IdBolt"), ["stream default [value]"]);
+    assert_eq!(streams_of("bolt", "NullBolt"), Vec::<&str>::new());
+    let components =
+        lines.iter().filter(|l| l.starts_with("spout ") || l.starts_with("bolt ")).count();
+    assert_eq!(components, 16, "every testkit component is listed\n{}", out.context());
+}
+
+#[test]
+fn inspect_refuses_a_foreign_library_with_one_error_line() {
+    let ws = Workspace::new("inspect_foreign");
+    let library = plugin_path("broken-not-a-plugin");
+    let out = SquallCommand::inspect(&ws, &library).output();
+    out.assert_code(EXIT_UNAVAILABLE);
+    let line = out.single_error_line();
+    assert!(line.contains(&library.display().to_string()), "{}", out.context());
+}
+
+#[test]
+fn two_copies_of_one_library_load_side_by_side() {
+    let ws = Workspace::new("two_copies");
+    let copy = ws.path("libtestkit_copy.so");
+    std::fs::copy(plugin_path("testkit"), &copy).expect("copy the testkit library");
+    let topology = ws.write_topology(
+        "copies.toml",
+        &format!(
+            r#"
+[plugins]
+testkit = "{{testkit}}"
+copy = "{}"
+
+[spouts.source]
+component = "copy::ConstSpout"
+config = {{ value = "from-the-copy", limit = 20 }}
+
+[bolts.sink]
+component = "testkit::RecordBolt"
+config = {{ out = "{{dir}}/sink" }}
+inputs = [{{ from = "source" }}]
+"#,
+            copy.display()
+        ),
+    );
+    let out = SquallCommand::run(&ws, &topology, "1s").output();
+    out.assert_code(0);
+    let records = read_records(&ws, "sink", 1, &out);
+    let keys = &records.values().next().expect("one report").keys;
+    assert_eq!(keys.get("from-the-copy"), Some(&20), "\n{}", out.context());
+}
+
+/// Runs the swap topology once and returns the flavour the spout printed.
+fn run_swap(ws: &Workspace, topology: &Path) -> String {
+    let out = SquallCommand::run(ws, topology, "1s").output();
+    out.assert_code(0);
+    let flavors: Vec<&str> =
+        out.stdout.lines().filter_map(|l| l.strip_prefix("swap-demo flavor: ")).collect();
+    assert_eq!(flavors.len(), 1, "one spout task prints its flavour once\n{}", out.context());
+    let records = read_records(ws, "sink", 1, &out);
+    let keys = &records.values().next().expect("one report").keys;
+    let expected = [(flavors[0].to_owned(), 1)].into();
+    assert_eq!(keys, &expected, "the spout emits its flavour once\n{}", out.context());
+    let _ = std::fs::remove_file(ws.path(format!("sink.{}", records.keys().next().unwrap())));
+    flavors[0].to_owned()
+}
+
+#[test]
+fn a_rebuilt_plugin_swapped_in_between_runs_is_picked_up_without_rebuilding_the_host() {
+    let ws = Workspace::new("hot_swap");
+    let built = release_dir().join("libsquall_swap_demo.so");
+    let installed = ws.path("libswap.so");
+    let host = squall_bin();
+
+    // v1, explicitly: the environment of the test must not leak a flavour in.
+    cargo_build_release(&[SWAP_PACKAGE], |cmd| {
+        cmd.env_remove(SWAP_FLAVOR_VAR);
+    });
+    std::fs::copy(&built, &installed).expect("install v1");
+    let host_mtime = std::fs::metadata(&host).and_then(|m| m.modified()).expect("host mtime");
+    let topology = ws.write_topology(
+        "swap.toml",
+        r#"
+[plugins]
+swap = "{dir}/libswap.so"
+testkit = "{testkit}"
+
+[spouts.flavor]
+component = "swap::FlavorSpout"
+
+[bolts.sink]
+component = "testkit::RecordBolt"
+config = { out = "{dir}/sink" }
+inputs = [{ from = "flavor" }]
+"#,
+    );
+    assert_eq!(run_swap(&ws, &topology), "v1");
+
+    // v2, swapped in atomically, as an operator would.
+    cargo_build_release(&[SWAP_PACKAGE], |cmd| {
+        cmd.env(SWAP_FLAVOR_VAR, "v2");
+    });
+    let staged = ws.path("libswap.so.new");
+    std::fs::copy(&built, &staged).expect("stage v2");
+    std::fs::rename(&staged, &installed).expect("swap v2 in");
+    assert_eq!(run_swap(&ws, &topology), "v2");
+
+    let after = std::fs::metadata(&host).and_then(|m| m.modified()).expect("host mtime");
+    assert_eq!(host_mtime, after, "the host binary was rebuilt; the swap must not need that");
+}

@@ -1,0 +1,253 @@
+//! `squall validate`: every mistake in a topology is reported at once, each as
+//! `<file>:<line>:<col>: error: …` with a "did you mean" where one is close,
+//! and the exit code is 78 (EX_CONFIG).
+
+use crate::util::{loc_of, release_dir, workspace_root, Output, SquallCommand, Workspace};
+
+/// EX_CONFIG: the topology file is invalid.
+const EXIT_CONFIG: i32 = 78;
+
+/// The stderr lines that report an error at `<file>:<line>:<col>`.
+fn diagnostics(out: &Output) -> Vec<&str> {
+    out.stderr.lines().filter(|l| l.contains(": error: ")).collect()
+}
+
+/// The prefix of the diagnostic for the first occurrence of `needle` in `text`.
+fn at(file: &std::path::Path, text: &str, needle: &str) -> String {
+    let (line, col) = loc_of(text, needle);
+    format!("{}:{line}:{col}: error: ", file.display())
+}
+
+#[test]
+fn three_mistakes_are_all_reported_with_their_file_line_and_column() {
+    let ws = Workspace::new("three_mistakes");
+    let text = r#"
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+
+[bolts.sink]
+component = "testkit::NullBolt"
+paralelism = 2
+inputs = [{ from = "source" }]
+
+[bolts.other]
+component = "nosuch::NullBolt"
+inputs = [{ from = "sourse" }]
+"#;
+    let topology = ws.write_topology("three.toml", text);
+    let out = SquallCommand::validate(&ws, &topology).output();
+    out.assert_code(EXIT_CONFIG);
+    let lines = diagnostics(&out);
+    assert_eq!(lines.len(), 3, "all three mistakes at once\n{}", out.context());
+    let expected = [
+        (at(&topology, text, "paralelism"), "did you mean \"parallelism\""),
+        (at(&topology, text, "\"nosuch::NullBolt\""), "nosuch"),
+        (at(&topology, text, "\"sourse\""), "did you mean \"source\""),
+    ];
+    for (line, (position, mention)) in lines.iter().zip(&expected) {
+        assert!(line.starts_with(position.as_str()), "expected {position}…\n{}", out.context());
+        assert!(line.contains(mention), "expected {mention:?} in {line}\n{}", out.context());
+    }
+}
+
+#[test]
+fn bad_toml_syntax_is_reported_with_its_position() {
+    let ws = Workspace::new("bad_syntax");
+    let topology = ws.write("bad.toml", "[topology]\nname = \"unterminated\n");
+    let out = SquallCommand::validate(&ws, &topology).output();
+    out.assert_code(EXIT_CONFIG);
+    let lines = diagnostics(&out);
+    assert_eq!(lines.len(), 1, "\n{}", out.context());
+    let prefix = format!("{}:2:", topology.display());
+    assert!(lines[0].starts_with(&prefix), "the error is on line 2\n{}", out.context());
+    assert!(lines[0].contains("invalid TOML"), "\n{}", out.context());
+}
+
+#[test]
+fn an_unknown_key_is_reported_with_a_did_you_mean() {
+    let ws = Workspace::new("unknown_key");
+    let text = r#"
+[topology]
+mesage_timeout_secs = 10
+
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+"#;
+    let topology = ws.write_topology("key.toml", text);
+    let out = SquallCommand::validate(&ws, &topology).output();
+    out.assert_code(EXIT_CONFIG);
+    let lines = diagnostics(&out);
+    assert_eq!(lines.len(), 1, "\n{}", out.context());
+    assert!(lines[0].starts_with(&at(&topology, text, "mesage_timeout_secs")), "{}", out.context());
+    assert!(lines[0].contains("did you mean \"message_timeout_secs\""), "{}", out.context());
+}
+
+#[test]
+fn a_fields_grouping_on_an_undeclared_field_is_reported_with_a_did_you_mean() {
+    let ws = Workspace::new("undeclared_field");
+    let text = r#"
+[plugins]
+examples = "{examples}"
+
+[spouts.sentences]
+component = "examples::RandomSentenceSpout"
+
+[bolts.split]
+component = "examples::SplitSentence"
+inputs = [{ from = "sentences" }]
+
+[bolts.count]
+component = "examples::WordCount"
+inputs = [{ from = "split", grouping = { fields = ["wrod"] } }]
+"#;
+    let topology = ws.write_topology("fields.toml", text);
+    let out = SquallCommand::validate(&ws, &topology).output();
+    out.assert_code(EXIT_CONFIG);
+    let lines = diagnostics(&out);
+    assert_eq!(lines.len(), 1, "\n{}", out.context());
+    assert!(lines[0].starts_with(&at(&topology, text, "\"wrod\"")), "{}", out.context());
+    assert!(lines[0].contains("did you mean \"word\""), "{}", out.context());
+}
+
+#[test]
+fn a_valid_topology_validates_with_exit_0() {
+    let ws = Workspace::new("valid");
+    let topology = ws.write_topology(
+        "valid.toml",
+        r#"
+[plugins]
+examples = "{examples}"
+
+[spouts.sentences]
+component = "examples::RandomSentenceSpout"
+
+[bolts.split]
+component = "examples::SplitSentence"
+parallelism = 2
+inputs = [{ from = "sentences" }]
+
+[bolts.count]
+component = "examples::WordCount"
+parallelism = 2
+inputs = [{ from = "split", grouping = { fields = ["word"] } }]
+"#,
+    );
+    let out = SquallCommand::validate(&ws, &topology).output();
+    out.assert_code(0);
+    assert!(out.stdout.contains("is valid (3 components, 5 tasks"), "\n{}", out.context());
+    assert!(out.error_lines().is_empty(), "\n{}", out.context());
+}
+
+#[test]
+fn the_shipped_wordcount_topology_validates() {
+    let ws = Workspace::new("shipped_wordcount");
+    let topology = workspace_root().join("topologies/wordcount.toml");
+    let mut cmd = SquallCommand::validate(&ws, &topology);
+    cmd.env("SQUALL_PLUGIN_DIR", release_dir());
+    let out = cmd.output();
+    out.assert_code(0);
+}
+
+#[test]
+fn plugin_paths_interpolate_environment_variables_with_defaults() {
+    let ws = Workspace::new("interpolation");
+    let topology = ws.write_topology(
+        "env.toml",
+        r#"
+[plugins]
+testkit = "${SQUALL_E2E_PLUGINS:-/nonexistent/squall-e2e}/libsquall_testkit.so"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{ from = "source" }]
+"#,
+    );
+    let mut set = SquallCommand::validate(&ws, &topology);
+    set.env("SQUALL_E2E_PLUGINS", release_dir());
+    set.output().assert_code(0);
+
+    // Unset, the default applies: the path it names does not exist.
+    let mut unset = SquallCommand::validate(&ws, &topology);
+    unset.env_remove("SQUALL_E2E_PLUGINS");
+    let out = unset.output();
+    out.assert_code(69);
+    assert!(
+        out.single_error_line().contains("/nonexistent/squall-e2e/libsquall_testkit.so"),
+        "the default was used\n{}",
+        out.context()
+    );
+}
+
+#[test]
+fn an_unknown_plugin_wait_strategy_is_reported_once() {
+    let ws = Workspace::new("unknown_wait_strategy");
+    let text = r#"
+[plugins]
+testkit = "{testkit}"
+extra = "{wait_extra}"
+
+[wait.spout]
+strategy = "extra::ExponentialBackof"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{ from = "source" }]
+"#;
+    let topology = ws.write_topology("wait.toml", text);
+    let out = SquallCommand::validate(&ws, &topology).output();
+    out.assert_code(EXIT_CONFIG);
+    let lines = diagnostics(&out);
+    // One mistake, one line: not one copy per component that inherits the default.
+    assert_eq!(lines.len(), 1, "\n{}", out.context());
+    assert!(
+        lines[0].starts_with(&at(&topology, text, "\"extra::ExponentialBackof\"")),
+        "{}",
+        out.context()
+    );
+    assert!(lines[0].contains("did you mean \"extra::ExponentialBackoff\""), "{}", out.context());
+}
+
+#[test]
+fn a_bad_component_config_is_reported_in_one_line_that_names_the_key() {
+    let ws = Workspace::new("bad_component_config");
+    let topology = ws.write_topology(
+        "config.toml",
+        r#"
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+config = { per_cal = 3 }
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{ from = "source" }]
+"#,
+    );
+    let out = SquallCommand::validate(&ws, &topology).output();
+    out.assert_code(69);
+    let line = out.single_error_line();
+    assert!(line.contains("\"source\""), "the component is named\n{}", out.context());
+    assert!(line.contains("per_cal"), "the error line names the bad key\n{}", out.context());
+    let others: Vec<&str> =
+        out.stderr.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("error:")).collect();
+    assert!(
+        others.is_empty(),
+        "the error takes one line, not {}\n{}",
+        others.len() + 1,
+        out.context()
+    );
+}

@@ -177,11 +177,13 @@ inputs = [{{ from = "source" }}]
 }
 
 #[test]
-fn a_constructor_error_is_reported_in_one_line_with_exit_69() {
+fn a_constructor_error_is_a_config_error_in_one_line_with_exit_78() {
+    // A constructor builds the component from its `config` table, so its
+    // error is a config error: reported at the component, exit 78.
     let ws = Workspace::new("constructor_error");
     let topology = constructor_topology(&ws, "FailOnNew", "NullBolt");
     for out in validate_and_run(&ws, &topology) {
-        out.assert_code(EXIT_UNAVAILABLE);
+        out.assert_code(78);
         let mentions: Vec<&str> = out.stderr.lines().filter(|l| l.contains("error:")).collect();
         assert_eq!(mentions.len(), 1, "one error line\n{}", out.context());
         let line = out.single_error_line();

@@ -426,6 +426,37 @@ impl Running {
         }
     }
 
+    /// Waits until `path` exists; panics (killing the child) if the child
+    /// ends first or `within` passes, showing the tail of its stderr.
+    pub fn wait_for_file(&mut self, path: &Path, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            if path.exists() {
+                return;
+            }
+            let exited = self.child.try_wait().expect("try_wait").is_some();
+            if exited || Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "{}: {} never appeared ({} after {:.2?})\n--- stdout\n{}\n--- stderr (tail)\n{}",
+                    self.command,
+                    path.display(),
+                    if exited { "the child exited" } else { "timed out" },
+                    self.started.elapsed(),
+                    self.stdout.snapshot(),
+                    tail(&self.stderr.snapshot(), 60)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Time since the child started.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
     /// Waits for the child to exit. Past the time limit it is killed and the
     /// test fails, showing what the child had written.
     pub fn wait(mut self) -> Output {
@@ -515,7 +546,9 @@ impl Output {
 
     /// Lines of stderr that start with `error:` (the host's one-line errors).
     pub fn error_lines(&self) -> Vec<&str> {
-        self.stderr.lines().filter(|l| l.starts_with("error:")).collect()
+        // Runtime and loader errors start with `error:`; config errors are
+        // diagnostics: `<file>:<line>:<col>: error: ...`.
+        self.stderr.lines().filter(|l| l.starts_with("error:") || l.contains(": error: ")).collect()
     }
 
     /// The only stderr line starting with `error:`; fails if there are none or several.
@@ -574,6 +607,168 @@ fn parse_duration(s: &str) -> Duration {
 /// Arguments joined for display.
 fn shell_words(args: &[OsString]) -> String {
     args.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+}
+
+/// The last `n` lines of `text`, for assertion messages about long outputs.
+pub fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let skipped = lines.len().saturating_sub(n);
+    let mut out = String::new();
+    if skipped > 0 {
+        out.push_str(&format!("[... {skipped} earlier lines ...]\n"));
+    }
+    for line in &lines[skipped..] {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// One event of a `testkit::ReplaySpout` log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayEvent {
+    /// `emit <id>`: emitted (first time or replay).
+    Emit(u64),
+    /// `ack <id>`: the spout's `ack` ran.
+    Ack(u64),
+    /// `fail <id>`: the spout's `fail` ran.
+    Fail(u64),
+    /// `close`: the spout's `close` ran.
+    Close,
+}
+
+/// What a `testkit::ReplaySpout` log says about one message id.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IdTally {
+    /// `emit` lines.
+    pub emits: u64,
+    /// `ack` lines.
+    pub acks: u64,
+    /// `fail` lines.
+    pub fails: u64,
+    /// The id's last line.
+    pub last: Option<ReplayEvent>,
+}
+
+/// A `testkit::ReplaySpout` log, parsed: its events in order.
+#[derive(Debug)]
+pub struct ReplayLog {
+    /// Every line, in order.
+    pub events: Vec<ReplayEvent>,
+}
+
+impl ReplayLog {
+    /// Reads and parses the log at `rel` in `ws`; panics naming the line on
+    /// anything but `emit <id>`, `ack <id>`, `fail <id>` and `close`.
+    pub fn read(ws: &Workspace, rel: &str) -> Self {
+        let text = ws.read(rel);
+        let events = text
+            .lines()
+            .enumerate()
+            .map(|(i, line)| {
+                let bad = || panic!("{rel}:{}: malformed replay log line {line:?}", i + 1);
+                if line == "close" {
+                    return ReplayEvent::Close;
+                }
+                let (word, id) = line.split_once(' ').unwrap_or_else(|| bad());
+                let id: u64 = id.parse().unwrap_or_else(|_| bad());
+                match word {
+                    "emit" => ReplayEvent::Emit(id),
+                    "ack" => ReplayEvent::Ack(id),
+                    "fail" => ReplayEvent::Fail(id),
+                    _ => bad(),
+                }
+            })
+            .collect();
+        Self { events }
+    }
+
+    /// How many events satisfy `pred`.
+    pub fn count(&self, pred: impl Fn(&ReplayEvent) -> bool) -> u64 {
+        self.events.iter().filter(|e| pred(e)).count() as u64
+    }
+
+    /// `emit` lines.
+    pub fn emits(&self) -> u64 {
+        self.count(|e| matches!(e, ReplayEvent::Emit(_)))
+    }
+
+    /// `ack` lines.
+    pub fn acks(&self) -> u64 {
+        self.count(|e| matches!(e, ReplayEvent::Ack(_)))
+    }
+
+    /// `fail` lines.
+    pub fn fails(&self) -> u64 {
+        self.count(|e| matches!(e, ReplayEvent::Fail(_)))
+    }
+
+    /// The 0-based positions of the `close` lines.
+    pub fn closes(&self) -> Vec<usize> {
+        (0..self.events.len()).filter(|&i| self.events[i] == ReplayEvent::Close).collect()
+    }
+
+    /// Per message id: how many `emit`, `ack` and `fail` lines it has, and
+    /// its last event.
+    pub fn tally(&self) -> BTreeMap<u64, IdTally> {
+        let mut tally: BTreeMap<u64, IdTally> = BTreeMap::new();
+        for &event in &self.events {
+            let (id, field) = match event {
+                ReplayEvent::Emit(id) => (id, 0),
+                ReplayEvent::Ack(id) => (id, 1),
+                ReplayEvent::Fail(id) => (id, 2),
+                ReplayEvent::Close => continue,
+            };
+            let t = tally.entry(id).or_default();
+            match field {
+                0 => t.emits += 1,
+                1 => t.acks += 1,
+                _ => t.fails += 1,
+            }
+            t.last = Some(event);
+        }
+        tally
+    }
+
+    /// The first `emit` that is a replay not preceded by a `fail` of its own:
+    /// the k-th emit of an id (k ≥ 2) needs k - 1 earlier fails of that id.
+    /// Returns the id and the 1-based line.
+    pub fn replay_without_fail(&self) -> Option<(u64, usize)> {
+        let mut seen: std::collections::HashMap<u64, (u64, u64)> = Default::default();
+        for (i, &event) in self.events.iter().enumerate() {
+            match event {
+                ReplayEvent::Emit(id) => {
+                    let (emits, fails) = seen.entry(id).or_default();
+                    if *emits > *fails {
+                        return Some((id, i + 1));
+                    }
+                    *emits += 1;
+                }
+                ReplayEvent::Fail(id) => seen.entry(id).or_default().1 += 1,
+                ReplayEvent::Ack(_) | ReplayEvent::Close => {}
+            }
+        }
+        None
+    }
+
+    /// Every event of message `id`, with its 1-based line number, for
+    /// assertion messages.
+    pub fn history(&self, id: u64) -> String {
+        let lines: Vec<String> = self
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| {
+                matches!(e, ReplayEvent::Emit(x) | ReplayEvent::Ack(x) | ReplayEvent::Fail(x) if *x == id)
+            })
+            .map(|(i, e)| format!("  line {}: {e:?}", i + 1))
+            .collect();
+        if lines.is_empty() {
+            format!("  (no line mentions id {id})")
+        } else {
+            lines.join("\n")
+        }
+    }
 }
 
 /// One `testkit::RecordBolt` report (`<out>.<task_id>`, written at cleanup).

@@ -238,8 +238,13 @@ inputs = [{ from = "source" }]
 "#,
     );
     let out = SquallCommand::validate(&ws, &topology).output();
-    out.assert_code(69);
+    out.assert_code(78);
     let line = out.single_error_line();
+    assert!(
+        line.contains("config.toml:5:"),
+        "the error points at the component's table\n{}",
+        out.context()
+    );
     assert!(line.contains("\"source\""), "the component is named\n{}", out.context());
     assert!(line.contains("per_cal"), "the error line names the bad key\n{}", out.context());
     let others: Vec<&str> =

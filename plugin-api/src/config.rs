@@ -27,6 +27,9 @@ impl<'a> ComponentConfig<'a> {
     /// # Errors
     /// When the table does not match `T`; the message names the key.
     pub fn parse<T: DeserializeOwned>(&self) -> crate::Result<T> {
-        Ok(toml::from_str(self.text)?)
+        // toml's report spans several lines and points into this re-serialised
+        // table, not the topology file: keep its one-line message.
+        toml::from_str(self.text)
+            .map_err(|e| e.message().split_whitespace().collect::<Vec<_>>().join(" ").into())
     }
 }

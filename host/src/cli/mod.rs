@@ -49,8 +49,23 @@ fn load(path: &std::path::Path) -> Result<Topology, ExitCode> {
     })
 }
 
+/// Builds every instance; a constructor that rejects its config is a
+/// config error (file:line:col, exit 78), any other failure exits 69.
+fn instantiate(topology: &Topology) -> Result<crate::runtime::Instances, ExitCode> {
+    crate::runtime::instantiate(topology).map_err(|e| match e {
+        crate::runtime::StartError::Constructor { config: true, loc, .. } => {
+            let mut d = Diagnostics::new();
+            d.push(&topology.file, loc, e.to_string(), None);
+            print_config_errors(&d)
+        }
+        other => {
+            eprintln!("error: {other}");
+            ExitCode::from(EXIT_UNAVAILABLE)
+        }
+    })
+}
+
 fn print_config_errors(d: &Diagnostics) -> ExitCode {
     eprintln!("{d}");
-    eprintln!("{} error{} in the topology", d.len(), if d.len() == 1 { "" } else { "s" });
     ExitCode::from(EXIT_CONFIG)
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 
 use super::args::RunArgs;
-use super::{load, EXIT_UNAVAILABLE};
+use super::load;
 use crate::metrics::{Report, RunSummary};
 
 /// Runs a topology until Ctrl-C, `--duration` or a fatal error, then drains it.
@@ -17,12 +17,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Ok(t) => t,
         Err(code) => return Ok(code),
     };
-    let instances = match crate::runtime::instantiate(&topology) {
+    let instances = match super::instantiate(&topology) {
         Ok(i) => i,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::from(EXIT_UNAVAILABLE));
-        }
+        Err(code) => return Ok(code),
     };
     let interrupts = install_ctrl_c()?;
     let name = topology.name.clone();

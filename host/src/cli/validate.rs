@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use super::{load, EXIT_UNAVAILABLE};
+use super::load;
 
 /// Loads the plugins, checks the topology, and builds every instance
 /// (constructors check their config) without starting anything.
@@ -12,9 +12,8 @@ pub fn validate(path: &Path) -> anyhow::Result<ExitCode> {
         Ok(t) => t,
         Err(code) => return Ok(code),
     };
-    if let Err(e) = crate::runtime::instantiate(&topology) {
-        eprintln!("error: {e}");
-        return Ok(ExitCode::from(EXIT_UNAVAILABLE));
+    if let Err(code) = super::instantiate(&topology) {
+        return Ok(code);
     }
     let tasks: u32 = topology.components.iter().map(|c| c.parallelism()).sum();
     println!(

@@ -84,6 +84,9 @@ pub struct BoltExecutor {
     pub restarts: RestartPolicy,
     /// Where to hand emptied batches back to their producer, by task id.
     pub recycle: Vec<Sender<Batch>>,
+    /// Set when a panic was not followed by a rebuild (restart limit): the
+    /// instance is never called again and its inputs fail.
+    pub poisoned: bool,
 }
 
 impl std::fmt::Debug for BoltExecutor {
@@ -225,6 +228,10 @@ impl BoltExecutor {
 
     /// Executes one tuple and settles its ack.
     fn execute(&mut self, turn: &mut Turn, name: &str, tuple: &Tuple<'_>) {
+        if self.poisoned {
+            self.inputs.fail_current_panic(&mut self.transfer, &mut turn.stats);
+            return;
+        }
         let result = {
             let mut output = HostOutput {
                 transfer: &mut self.transfer,
@@ -252,13 +259,14 @@ impl BoltExecutor {
     }
 
     fn restart(&mut self, turn: &mut Turn, name: &str, e: PluginError) {
-        tracing::warn!("{name}: execute {e}; failing the tuple and rebuilding the instance");
-        turn.stats.add(StatField::Restarts, 1);
         if !self.restarts.allow(Instant::now()) {
+            self.poisoned = true;
             self.run
                 .fail(format!("{name}: execute {e}; restart limit reached, stopping the topology"));
             return;
         }
+        tracing::warn!("{name}: execute {e}; failing the tuple and rebuilding the instance");
+        turn.stats.add(StatField::Restarts, 1);
         match (self.constructor)(self.config.as_str().into()).into_result() {
             Ok(ComponentBox::Bolt(bolt)) => {
                 self.bolt = bolt;
@@ -303,7 +311,9 @@ impl BoltExecutor {
     }
 
     fn finish(&mut self, turn: &mut Turn, name: &str) {
-        if let Err(e) = self.bolt.cleanup().into_result() {
+        if self.poisoned {
+            // Not called again after the panic that exhausted the restarts.
+        } else if let Err(e) = self.bolt.cleanup().into_result() {
             tracing::warn!("{name}: cleanup: {e}");
         }
         self.transfer.flush_all(&mut turn.stats);

@@ -157,6 +157,7 @@ fn spout_rig(
         recvq_skips: 1,
         throttle: None,
         restarts: RestartPolicy::new(0, Duration::from_secs(1)),
+        poisoned: false,
     };
     SpoutRig { executor, calls, stats }
 }
@@ -341,6 +342,7 @@ fn bolt_rig(downstream_capacity: usize, recorder: &Recorder, run: Arc<RunControl
         throttles: Vec::new(),
         restarts: RestartPolicy::new(0, Duration::from_secs(1)),
         recycle: Vec::new(),
+        poisoned: false,
     };
     BoltRig { executor, input, downstream, stats }
 }

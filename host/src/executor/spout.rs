@@ -83,6 +83,9 @@ pub struct SpoutExecutor {
     pub throttle: Option<(Throttler, ThrottleUnit)>,
     /// Restart limits.
     pub restarts: RestartPolicy,
+    /// Set when a panic was not followed by a rebuild (restart limit): the
+    /// instance is never called again.
+    pub poisoned: bool,
 }
 
 impl std::fmt::Debug for SpoutExecutor {
@@ -147,7 +150,7 @@ impl SpoutExecutor {
             }
             // 4. emit
             let mut emitted = 0;
-            if turn.active && !gated && clear {
+            if turn.active && !gated && clear && !self.poisoned {
                 // Busy time is sampled (one call in 64 is timed) to keep two
                 // clock reads per call off the hot path.
                 if iteration % 64 == 1 {
@@ -278,6 +281,9 @@ impl SpoutExecutor {
         name: &str,
         f: impl FnOnce(&mut SpoutBox) -> abi_stable::std_types::RResult<(), PluginError>,
     ) {
+        if self.poisoned {
+            return;
+        }
         if let Err(e) = f(&mut self.spout).into_result() {
             self.plugin_error(turn, name, "call", e);
         }
@@ -287,13 +293,14 @@ impl SpoutExecutor {
         if !e.is_panic() {
             return self.count_error(turn, name, &format!("{what}: {e}"));
         }
-        tracing::warn!("{name}: {what} {e}; rebuilding the instance");
-        turn.stats.add(StatField::Restarts, 1);
         if !self.restarts.allow(Instant::now()) {
+            self.poisoned = true;
             self.run
                 .fail(format!("{name}: {what} {e}; restart limit reached, stopping the topology"));
             return;
         }
+        tracing::warn!("{name}: {what} {e}; rebuilding the instance");
+        turn.stats.add(StatField::Restarts, 1);
         match (self.constructor)(self.config.as_str().into()).into_result() {
             Ok(ComponentBox::Spout(spout)) => {
                 self.spout = spout;
@@ -348,7 +355,9 @@ impl SpoutExecutor {
         for id in leftover {
             self.fail(turn, &name, id, StatField::FailedShutdown);
         }
-        if let Err(e) = self.spout.close().into_result() {
+        if self.poisoned {
+            // Not called again after the panic that exhausted the restarts.
+        } else if let Err(e) = self.spout.close().into_result() {
             tracing::warn!("{name}: close: {e}");
         }
         turn.active = false;

@@ -100,6 +100,7 @@ pub fn start(topology: Topology, mut instances: Instances) -> Result<RunningTopo
                         recvq_skips: settings.spout_recvq_skips,
                         throttle,
                         restarts: restarts(),
+                        poisoned: false,
                     };
                     std::thread::Builder::new().name(name).spawn(move || executor.run())?
                 }
@@ -124,6 +125,7 @@ pub fn start(topology: Topology, mut instances: Instances) -> Result<RunningTopo
                         throttles,
                         restarts: restarts(),
                         recycle: recycle_tx.clone(),
+                        poisoned: false,
                     };
                     let _ = index;
                     std::thread::Builder::new().name(name).spawn(move || executor.run())?

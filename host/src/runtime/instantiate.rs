@@ -22,6 +22,10 @@ pub enum StartError {
         what: &'static str,
         /// The plugin's message.
         message: String,
+        /// True when the plugin rejected its config (`ErrorKind::CONFIG`).
+        config: bool,
+        /// Where the component is declared.
+        loc: crate::config::Loc,
     },
     /// A constructor returned a component of another kind.
     #[error("{component} ({reference}): constructor returned a component of another kind")]
@@ -72,14 +76,17 @@ pub fn instantiate(topology: &Topology) -> Result<Instances, StartError> {
             WaitSituation::BOLT_WAIT
         };
         for task in c.tasks.clone() {
-            let built =
-                construct(c.new, &c.config).map_err(|(what, message)| StartError::Constructor {
+            let built = construct(c.new, &c.config).map_err(|(what, message, config)| {
+                StartError::Constructor {
                     kind,
                     component: c.name.clone(),
                     reference: c.reference.clone(),
                     what,
                     message,
-                })?;
+                    config,
+                    loc: c.loc,
+                }
+            })?;
             match (c.kind, built) {
                 (Kind::Spout, ComponentBox::Spout(s)) => out.spouts[task as usize] = Some(s),
                 (Kind::Bolt, ComponentBox::Bolt(b)) => out.bolts[task as usize] = Some(b),
@@ -107,10 +114,10 @@ pub fn instantiate(topology: &Topology) -> Result<Instances, StartError> {
 fn construct(
     new: crate::topology::Constructor,
     config: &str,
-) -> Result<ComponentBox, (&'static str, String)> {
+) -> Result<ComponentBox, (&'static str, String, bool)> {
     new(config.into()).into_result().map_err(|e| {
         let what = if e.is_panic() { "panicked" } else { "failed" };
-        (what, e.message.to_string())
+        (what, e.message.to_string(), e.kind == squall_plugin_api::ErrorKind::CONFIG)
     })
 }
 
@@ -134,8 +141,12 @@ pub fn wait_strategy(
                 reference: name.clone(),
                 what,
                 message,
+                // A plugin wait strategy has no component table of its own
+                // to point at: its errors are reported as load failures.
+                config: false,
+                loc: crate::config::Loc::default(),
             };
-            match construct(*new, config).map_err(|(what, m)| error(what, m))? {
+            match construct(*new, config).map_err(|(what, m, _)| error(what, m))? {
                 ComponentBox::WaitStrategy(w) => PluginWait::new(w, situation, name.clone())
                     .map(WaitStrategy::Plugin)
                     .map_err(|e| error("failed in prepare", e.message.to_string())),

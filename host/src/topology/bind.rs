@@ -64,15 +64,14 @@ impl<'a> Binder<'a> {
         let mut components = Vec::new();
         let mut next_task = 0u32;
         let mut names: HashMap<&str, usize> = HashMap::new();
-        let decls =
-            config
-                .spouts
-                .iter()
-                .map(|s| (Kind::Spout, &s.name, &s.component, s.parallelism, &s.config, &s.wait))
-                .chain(config.bolts.iter().map(|b| {
-                    (Kind::Bolt, &b.name, &b.component, b.parallelism, &b.config, &b.wait)
-                }));
-        for (kind, name, reference, parallelism, component_config, wait) in decls {
+        let decls = config
+            .spouts
+            .iter()
+            .map(|s| (Kind::Spout, &s.name, s.loc, &s.component, s.parallelism, &s.config, &s.wait))
+            .chain(config.bolts.iter().map(|b| {
+                (Kind::Bolt, &b.name, b.loc, &b.component, b.parallelism, &b.config, &b.wait)
+            }));
+        for (kind, name, loc, reference, parallelism, component_config, wait) in decls {
             let wanted =
                 if kind == Kind::Spout { ComponentKind::SPOUT } else { ComponentKind::BOLT };
             let Some(descriptor) = self.resolve(reference, wanted) else { continue };
@@ -93,6 +92,7 @@ impl<'a> Binder<'a> {
                 name: name.clone(),
                 kind,
                 reference: format!("{}::{}", reference.alias, reference.component),
+                loc,
                 new: descriptor.new,
                 config: component_config.clone(),
                 tasks,
@@ -133,8 +133,13 @@ impl<'a> Binder<'a> {
             settings: config.settings.clone(),
             components,
             task_count: next_task,
+            file: config.file.clone(),
             libraries,
         };
+        // A shared mistake (an unknown plugin wait strategy in `[wait.*]`)
+        // is met once per component; report it once.
+        self.diags.sort();
+        self.diags.items.dedup();
         self.diags.into_result(topology).map_err(BindError::Config)
     }
 

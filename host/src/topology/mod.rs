@@ -32,6 +32,8 @@ pub struct Topology {
     pub components: Vec<Component>,
     /// The number of spout and bolt tasks; task ids are `0..task_count`.
     pub task_count: u32,
+    /// The topology file, for messages.
+    pub file: std::path::PathBuf,
     /// The libraries the components come from (alias, plugin name, version).
     pub libraries: Vec<(String, String, String)>,
 }
@@ -69,6 +71,8 @@ pub struct Component {
     pub kind: Kind,
     /// `alias::Component`, for messages.
     pub reference: String,
+    /// Where the component is declared in the topology file.
+    pub loc: crate::config::Loc,
     /// Builds an instance.
     pub new: Constructor,
     /// Its `config` table as a TOML document.

@@ -1,6 +1,6 @@
 //! [`WordCount`]: running counts per word, printed at shutdown.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
@@ -18,7 +18,7 @@ use crate::first_str;
 /// lines of all tasks together are the topology's totals.
 #[derive(Debug, Default)]
 pub struct WordCount {
-    counts: HashMap<String, u64>,
+    counts: FxHashMap<String, u64>,
 }
 
 impl WordCount {

@@ -1,0 +1,323 @@
+//! Throughput benchmark: squall against a hand-written crossbeam pipeline of
+//! the same shape, in one run, as medians of several runs.
+//!
+//! Workloads (topologies in `topologies/perf/`, modelled on Storm's
+//! storm-perf topologies):
+//! - `const-null`: constant spout → null bolt (tuples/s at the bolt);
+//! - `const-id-null`: constant spout → id bolt → null bolt (tuples/s at the last bolt);
+//! - `wordcount`: sentence spout → split → count on a fields grouping (sentences/s);
+//! - the first two again with acking on (acked trees/s), and complete latency
+//!   at half the measured maximum rate;
+//! - the CPU an idle topology uses with the default wait strategies (rusage).
+//!
+//! `cargo bench -p squall-host --bench throughput` runs it; `BENCH_SECS`
+//! (default 10) and `BENCH_RUNS` (default 3) set the length and the number
+//! of runs. `-- --test` (CI's bench smoke) does one 1-second run of each.
+//! The plugins must be built: `cargo build --release --workspace`.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::bounded;
+use rustc_hash::FxHashMap;
+use serde_json::Value as Json;
+use squall_plugin_api::Value;
+
+const BATCH: usize = 1000;
+const QUEUE_BATCHES: usize = 50;
+
+struct Settings {
+    secs: u64,
+    runs: usize,
+    root: PathBuf,
+    plugin_dir: PathBuf,
+    scratch: PathBuf,
+}
+
+fn main() {
+    let smoke = std::env::args().any(|a| a == "--test");
+    let env_num = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ is inside the workspace")
+        .to_path_buf();
+    let plugin_dir = std::env::var_os("SQUALL_PLUGIN_DIR")
+        .map_or_else(|| root.join("target/release"), PathBuf::from);
+    let scratch = std::env::temp_dir().join(format!("squall-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).expect("temp dir");
+    let s = Settings {
+        secs: if smoke { 1 } else { env_num("BENCH_SECS", 10) },
+        runs: if smoke { 1 } else { env_num("BENCH_RUNS", 3) as usize },
+        root,
+        plugin_dir,
+        scratch,
+    };
+    for lib in ["libsquall_testkit.so", "libsquall_examples.so"] {
+        if !s.plugin_dir.join(lib).exists() {
+            eprintln!(
+                "missing {}: run `cargo build --release --workspace` first",
+                s.plugin_dir.join(lib).display()
+            );
+            std::process::exit(2);
+        }
+    }
+    println!("squall throughput benchmark: {} run(s) of {} s each, medians", s.runs, s.secs);
+    println!("{:<22} {:>16} {:>16} {:>8}", "workload", "squall /s", "baseline /s", "ratio");
+    let workloads: [(&str, &str, &str, Baseline); 3] = [
+        ("const-null", "bolt", "executed", const_null),
+        ("const-id-null", "null", "executed", const_id_null),
+        ("wordcount", "split", "executed", wordcount),
+    ];
+    for (name, component, field, baseline) in workloads {
+        let ours = median(
+            (0..s.runs).map(|_| squall_rate(&s, &format!("{name}.toml"), component, field, None).0),
+        );
+        let theirs = median((0..s.runs).map(|_| baseline(Duration::from_secs(s.secs))));
+        println!("{name:<22} {ours:>16.0} {theirs:>16.0} {:>8.2}", ours / theirs);
+    }
+    for name in ["const-null-ack", "const-id-null-ack"] {
+        let ours = median(
+            (0..s.runs).map(|_| squall_rate(&s, &format!("{name}.toml"), "spout", "acked", None).0),
+        );
+        println!("{name:<22} {ours:>16.0} {:>16} {:>8}", "-", "-");
+        let half = (ours / 2.0).max(1.0) as u64;
+        let lat: Vec<(f64, f64)> = (0..s.runs)
+            .map(|_| squall_rate(&s, &format!("{name}.toml"), "spout", "acked", Some(half)).1)
+            .collect();
+        let p50 = median(lat.iter().map(|l| l.0));
+        let p99 = median(lat.iter().map(|l| l.1));
+        println!("  complete latency at {half}/s (half load): p50 {p50:.0} us, p99 {p99:.0} us");
+    }
+    let idle = median((0..s.runs.min(3)).map(|_| idle_cpu(&s, if smoke { 2 } else { 10 })));
+    println!("idle topology CPU (default wait strategies): {:.2}% of one core", idle * 100.0);
+    let _ = std::fs::remove_dir_all(&s.scratch);
+}
+
+type Baseline = fn(Duration) -> f64;
+
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return 0.0;
+    }
+    v[v.len() / 2]
+}
+
+/// Runs a perf topology; returns `field` of `component` per second and the
+/// spout's complete latency p50/p99. With `throttle`, the spout is limited
+/// to that many tuples/s (smooth mode).
+fn squall_rate(
+    s: &Settings,
+    file: &str,
+    component: &str,
+    field: &str,
+    throttle: Option<u64>,
+) -> (f64, (f64, f64)) {
+    let source = s.root.join("topologies/perf").join(file);
+    let mut text = std::fs::read_to_string(&source).expect("perf topology");
+    text = text
+        .replace("${SQUALL_PLUGIN_DIR:-../../target/release}", &s.plugin_dir.display().to_string());
+    if let Some(rate) = throttle {
+        text = text.replacen(
+            "reliable = true }",
+            &format!(
+                "reliable = true }}\nthrottle = {{ tuples_per_sec = {rate}, mode = \"smooth\" }}"
+            ),
+            1,
+        );
+    }
+    let toml = s.scratch.join(file);
+    std::fs::write(&toml, text).expect("write topology");
+    let json = s.scratch.join("summary.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_squall"))
+        .args(["run", &toml.display().to_string(), "--stats-interval", "0s", "--duration"])
+        .arg(format!("{}s", s.secs))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run squall");
+    assert!(out.status.success(), "squall failed: {}", String::from_utf8_lossy(&out.stderr));
+    let summary: Json =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("summary")).expect("json");
+    let elapsed = summary["elapsed_secs"].as_f64().expect("elapsed_secs");
+    let c = summary["components"]
+        .as_array()
+        .expect("components")
+        .iter()
+        .find(|c| c["name"] == component)
+        .expect("component");
+    let rate = c[field].as_f64().expect("field") / elapsed;
+    let lat = &summary["components"][0]["complete_latency_us"];
+    (rate, (lat["p50"].as_f64().unwrap_or(0.0), lat["p99"].as_f64().unwrap_or(0.0)))
+}
+
+/// The CPU share of one core an idle topology uses, from the child's rusage.
+fn idle_cpu(s: &Settings, secs: u64) -> f64 {
+    let source = s.root.join("topologies/perf/idle.toml");
+    let text = std::fs::read_to_string(source)
+        .expect("idle topology")
+        .replace("${SQUALL_PLUGIN_DIR:-../../target/release}", &s.plugin_dir.display().to_string());
+    let toml = s.scratch.join("idle.toml");
+    std::fs::write(&toml, text).expect("write topology");
+    let before = children_cpu();
+    let started = Instant::now();
+    let status = Command::new(env!("CARGO_BIN_EXE_squall"))
+        .args(["run", &toml.display().to_string(), "--stats-interval", "0s", "--duration"])
+        .arg(format!("{secs}s"))
+        .output()
+        .expect("run squall")
+        .status;
+    assert!(status.success());
+    (children_cpu() - before) / started.elapsed().as_secs_f64()
+}
+
+/// User + system CPU seconds of all waited-for children (getrusage).
+fn children_cpu() -> f64 {
+    // SAFETY: getrusage writes one rusage struct into the zeroed value we own.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Runs `stages` threads connected by bounded channels of batches; the first
+/// produces with `produce`, the middle ones map with `map`, the last counts.
+fn pipeline(
+    duration: Duration,
+    produce: impl FnMut(&mut Vec<Value>) + Send + 'static,
+    maps: Vec<Box<dyn FnMut(&Value, &mut Vec<Value>) + Send>>,
+    consume: impl FnMut(&Value) + Send + 'static,
+) -> f64 {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (first_tx, mut rx) = bounded::<Vec<Value>>(QUEUE_BATCHES);
+    let mut handles = Vec::new();
+    {
+        let stop = stop.clone();
+        let mut produce = produce;
+        handles.push(thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let mut batch = Vec::with_capacity(BATCH);
+                produce(&mut batch);
+                if first_tx.send(batch).is_err() {
+                    return;
+                }
+            }
+        }));
+    }
+    for mut map in maps {
+        let (tx, next_rx) = bounded::<Vec<Value>>(QUEUE_BATCHES);
+        let input = std::mem::replace(&mut rx, next_rx);
+        handles.push(thread::spawn(move || {
+            let mut out = Vec::with_capacity(BATCH);
+            for batch in input {
+                for v in &batch {
+                    map(v, &mut out);
+                    if out.len() >= BATCH
+                        && tx.send(std::mem::replace(&mut out, Vec::with_capacity(BATCH))).is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        }));
+    }
+    let started = Instant::now();
+    let counter = thread::spawn(move || {
+        let mut consume = consume;
+        let mut n = 0u64;
+        let deadline = Instant::now() + duration;
+        while Instant::now() < deadline {
+            let Ok(batch) = rx.recv() else { break };
+            for v in &batch {
+                consume(v);
+            }
+            n += batch.len() as u64;
+        }
+        n
+    });
+    let n = counter.join().expect("consumer");
+    let rate = n as f64 / started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    drop(handles);
+    rate
+}
+
+fn const_null(d: Duration) -> f64 {
+    let value = Value::from("some data");
+    pipeline(
+        d,
+        move |b| b.extend((0..BATCH).map(|_| value.clone())),
+        vec![],
+        |v| {
+            black_box(v);
+        },
+    )
+}
+
+fn const_id_null(d: Duration) -> f64 {
+    let value = Value::from("some data");
+    pipeline(
+        d,
+        move |b| b.extend((0..BATCH).map(|_| value.clone())),
+        vec![Box::new(|v, out| out.push(v.clone()))],
+        |v| {
+            black_box(v);
+        },
+    )
+}
+
+/// Sentences/s: the counter sees words, so divide by the mean words per sentence.
+fn wordcount(d: Duration) -> f64 {
+    let sentences: Vec<Value> = [
+        "the cow jumped over the moon",
+        "an apple a day keeps the doctor away",
+        "four score and seven years ago",
+        "snow white and the seven dwarfs",
+        "i am at two with nature",
+    ]
+    .iter()
+    .map(|s| if s.len() > 31 { Value::shared_str(s) } else { Value::from(*s) })
+    .collect();
+    let words_per_sentence = sentences
+        .iter()
+        .map(|s| s.as_str().unwrap_or("").split_whitespace().count())
+        .sum::<usize>() as f64
+        / 5.0;
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    let mut counts: FxHashMap<String, u64> = FxHashMap::default();
+    let words = pipeline(
+        d,
+        move |b| {
+            for _ in 0..BATCH {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                b.push(sentences[(rng % 5) as usize].clone());
+            }
+        },
+        vec![Box::new(|v, out| {
+            for w in v.as_str().unwrap_or("").split_whitespace() {
+                out.push(Value::from(w));
+            }
+        })],
+        move |v| {
+            let w = v.as_str().unwrap_or("");
+            match counts.get_mut(w) {
+                Some(c) => *c += 1,
+                None => {
+                    counts.insert(w.to_owned(), 1);
+                }
+            }
+        },
+    );
+    words / words_per_sentence
+}

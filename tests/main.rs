@@ -28,3 +28,10 @@ mod validate;
 
 // Panicking plugins: rebuilt under the restart policy, or the topology stops.
 mod faults;
+
+// At-least-once delivery under chaos (fails, timeouts, panics) with the
+// ReplaySpout's log; no ackers; a bolt that never acks.
+mod acking;
+
+// Ctrl-C mid-run: every emitted message is acked or failed before `close`.
+mod drain;

@@ -661,12 +661,17 @@ impl ReplayLog {
     /// Reads and parses the log at `rel` in `ws`; panics naming the line on
     /// anything but `emit <id>`, `ack <id>`, `fail <id>` and `close`.
     pub fn read(ws: &Workspace, rel: &str) -> Self {
-        let text = ws.read(rel);
+        Self::parse(rel, &ws.read(rel))
+    }
+
+    /// Parses the text of a log; `name` is for messages.
+    pub fn parse(name: &str, text: &str) -> Self {
         let events = text
             .lines()
             .enumerate()
             .map(|(i, line)| {
-                let bad = || panic!("{rel}:{}: malformed replay log line {line:?}", i + 1);
+                let bad =
+                    || -> ! { panic!("{name}:{}: malformed replay log line {line:?}", i + 1) };
                 if line == "close" {
                     return ReplayEvent::Close;
                 }
@@ -870,6 +875,31 @@ inputs = [{ from = "source" }]
         let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
         assert!(message.contains("killed by the watchdog"), "{message}");
         assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn replay_log_tallies_ids_and_spots_replays_without_a_fail() {
+        let log = ReplayLog::parse("ok", "emit 0\nemit 1\nfail 1\nack 0\nemit 1\nack 1\nclose\n");
+        assert_eq!((log.emits(), log.acks(), log.fails()), (3, 2, 1));
+        assert_eq!(log.closes(), [6]);
+        let tally = log.tally();
+        assert_eq!(
+            tally[&1],
+            IdTally { emits: 2, acks: 1, fails: 1, last: Some(ReplayEvent::Ack(1)) }
+        );
+        assert_eq!(log.replay_without_fail(), None);
+        // The second emit of 1 comes after a fail of 0, not of 1.
+        let bad = ReplayLog::parse("bad", "emit 0\nemit 1\nfail 0\nemit 1\n");
+        assert_eq!(bad.replay_without_fail(), Some((1, 4)));
+        assert!(bad.history(1).contains("line 4: Emit(1)"), "{}", bad.history(1));
+        let malformed = std::panic::catch_unwind(|| ReplayLog::parse("m", "emit x\n"));
+        assert!(malformed.is_err());
+    }
+
+    #[test]
+    fn tail_keeps_the_last_lines_and_says_how_many_it_skipped() {
+        assert_eq!(tail("a\nb\nc\n", 2), "[... 1 earlier lines ...]\nb\nc\n");
+        assert_eq!(tail("a\n", 5), "a\n");
     }
 
     #[test]

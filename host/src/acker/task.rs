@@ -9,7 +9,7 @@
 //! state is `Stopping`.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
@@ -67,7 +67,11 @@ impl AckerTask {
             AckerMsg::Fail { root } => self.ledger.fail(root),
             AckerMsg::Reset { root } => {
                 if let Some(task) = self.ledger.reset_timeout(root) {
-                    replies[task.0 as usize].push(Reply { root, kind: ReplyKind::Reset });
+                    replies[task.0 as usize].push(Reply {
+                        root,
+                        kind: ReplyKind::Reset,
+                        at: Instant::now(),
+                    });
                 }
                 None
             }
@@ -77,7 +81,7 @@ impl AckerTask {
                 Outcome::Acked => ReplyKind::Acked,
                 Outcome::Failed => ReplyKind::Failed,
             };
-            replies[c.spout_task.0 as usize].push(Reply { root: c.root, kind });
+            replies[c.spout_task.0 as usize].push(Reply { root: c.root, kind, at: Instant::now() });
         }
     }
 

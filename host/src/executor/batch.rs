@@ -106,6 +106,9 @@ pub struct Reply {
     pub root: RootId,
     /// What happened.
     pub kind: ReplyKind,
+    /// When the acker saw the tree end: complete latency is measured up to
+    /// here (as Storm's acker does), not up to when the spout reads the reply.
+    pub at: std::time::Instant,
 }
 
 /// Control messages to an executor. They travel on their own unbounded

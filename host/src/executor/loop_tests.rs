@@ -264,7 +264,11 @@ fn max_spout_pending_gates_next_tuple_until_acks_return() {
             while let Ok(AckerInput::Msgs(msgs)) = from_spout.try_recv() {
                 for m in msgs {
                     if let AckerMsg::Init { root, .. } = m {
-                        replies.push(Reply { root, kind: ReplyKind::Acked });
+                        replies.push(Reply {
+                            root,
+                            kind: ReplyKind::Acked,
+                            at: std::time::Instant::now(),
+                        });
                     }
                 }
             }

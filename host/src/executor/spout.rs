@@ -117,7 +117,10 @@ impl SpoutExecutor {
             return self.finish(&mut turn);
         }
         let acking = self.transfer.acking();
-        let skips = u64::from(self.recvq_skips.max(1));
+        // Storm: with ackers the receive queue is read every turn; without,
+        // once every `spout_recvq_skips` turns (a countdown, not a modulo).
+        let skips = if acking { 1 } else { self.recvq_skips.max(1) };
+        let mut until_receive = 0u32;
         let (mut spout_counter, mut bp_counter) = (0u32, 0u32);
         let mut iteration = 0u64;
         loop {
@@ -134,9 +137,11 @@ impl SpoutExecutor {
                 self.transfer.flush_all(&mut turn.stats);
             }
             // 1. receive queue
-            let received = if acking || iteration % skips == 0 {
+            let received = if until_receive == 0 {
+                until_receive = skips - 1;
                 self.drain_control(&mut turn, &name)
             } else {
+                until_receive -= 1;
                 0
             };
             iteration += 1;
@@ -236,7 +241,8 @@ impl SpoutExecutor {
                             }
                             ReplyKind::Acked => {
                                 if let Some(p) = self.tracker.pending.remove(&reply.root) {
-                                    self.ack(turn, name, p.message_id, Some(p.emitted));
+                                    let latency = reply.at.saturating_duration_since(p.emitted);
+                                    self.ack(turn, name, p.message_id, Some(latency));
                                 }
                             }
                             ReplyKind::Failed => {
@@ -261,9 +267,15 @@ impl SpoutExecutor {
         }
     }
 
-    fn ack(&mut self, turn: &mut Turn, name: &str, id: MessageId, emitted: Option<Instant>) {
-        if let Some(t) = emitted {
-            let _ = turn.histogram.record(t.elapsed().as_micros().max(1) as u64);
+    fn ack(
+        &mut self,
+        turn: &mut Turn,
+        name: &str,
+        id: MessageId,
+        latency: Option<std::time::Duration>,
+    ) {
+        if let Some(latency) = latency {
+            let _ = turn.histogram.record(latency.as_micros().max(1) as u64);
         }
         turn.stats.add(StatField::Acked, 1);
         self.call(turn, name, |s| s.ack(id));

@@ -258,7 +258,7 @@ impl Transfer {
         let i = acker_for(root, self.ackers.len());
         let buffer = &mut self.acker_buffers[i];
         buffer.push(msg);
-        if buffer.len() >= self.batch_size.max(64) {
+        if buffer.len() >= self.batch_size {
             let msgs = std::mem::take(buffer);
             let _ = self.ackers[i].send(AckerInput::Msgs(msgs));
         }

@@ -1,0 +1,180 @@
+//! The graceful drain: Ctrl-C in the middle of a run loses nothing. Spouts
+//! stop emitting, every tree in flight is acked or failed before the spout's
+//! `close`, and the `drain` section of the summary says so, whether the trees
+//! are acked, fail or time out.
+
+use std::time::Duration;
+
+use crate::util::{tail, Output, ReplayEvent, ReplayLog, SquallCommand, Workspace};
+
+/// More messages than the run can emit before Ctrl-C: the spout is still
+/// emitting when the drain begins.
+const MESSAGES: u64 = 1_000_000;
+
+/// The cap on trees in flight; the drain has at most this many to finish.
+const MAX_PENDING: u64 = 5000;
+
+/// The command, status, summary and the tail of stderr, for assertions.
+fn context(out: &Output) -> String {
+    format!(
+        "command: {}\nstatus: {} after {:.2?}\n--- summary\n{}\n--- stderr (tail)\n{}",
+        out.command,
+        out.status,
+        out.elapsed,
+        out.json.as_ref().map_or_else(|| "(none)".into(), |j| j.to_string()),
+        tail(&out.stderr, 60)
+    )
+}
+
+/// What the drain tests expect of the log beyond "settled before `close`".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// A healthy topology: every tree is acked, none fails.
+    AllAcked,
+    /// Bolts fail and drop tuples: fails (explicit and by timeout) happen,
+    /// during the run and the drain.
+    SomeFail,
+}
+
+/// A reliable ReplaySpout (`MESSAGES`, still emitting at Ctrl-C) into
+/// `middle` (a `[bolts.middle]` body without `inputs`) into a NullBolt, with
+/// `topology` added to `[topology]`.
+fn drain_topology(topology: &str, middle: &str) -> String {
+    format!(
+        r#"
+[topology]
+max_spout_pending = {MAX_PENDING}
+shutdown_timeout_secs = 20
+{topology}
+
+[plugins]
+testkit = "{{testkit}}"
+
+[spouts.source]
+component = "testkit::ReplaySpout"
+config = {{ messages = {MESSAGES}, log = "{{dir}}/replay.log" }}
+
+[bolts.middle]
+{middle}
+inputs = [{{ from = "source" }}]
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{{ from = "middle" }}]
+"#
+    )
+}
+
+/// Runs `toml`, sends SIGINT after 1.5 s of running, and checks that the
+/// drain settled every emitted message before the spout's `close`.
+fn interrupt_mid_run_and_check(test: &str, toml: &str, expect: Expect) {
+    let ws = Workspace::new(test);
+    let topology = ws.write_topology("drain.toml", toml);
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &topology);
+    cmd.limit(Duration::from_secs(60));
+    let mut child = cmd.spawn();
+    child.wait_for_stderr("running", Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(1500));
+    child.interrupt();
+    let out = child.wait();
+    let ctx = context(&out);
+    out.assert_code(0);
+    assert!(out.stderr.contains("interrupt"), "the interrupt is acknowledged\n{ctx}");
+    assert_eq!(out.summary()["outcome"], "completed", "\n{ctx}");
+
+    // The summary: the drain started with trees in flight and finished them all.
+    let drain = &out.summary()["drain"];
+    let in_flight = drain["in_flight_at_start"].as_u64().unwrap_or_else(|| {
+        panic!("drain.in_flight_at_start is not an integer\n{ctx}");
+    });
+    assert!(in_flight > 0, "Ctrl-C came mid-run, with trees in flight\n{ctx}");
+    assert!(in_flight <= MAX_PENDING, "more in flight than max_spout_pending\n{ctx}");
+    assert_eq!(drain["completed"], true, "the drain finished in time\n{ctx}");
+    assert_eq!(drain["failed_at_shutdown"], 0, "\n{ctx}");
+    assert_eq!(out.stat("source", "failed_shutdown"), 0, "\n{ctx}");
+    assert_eq!(out.stat("source", "pending"), 0, "nothing is pending at the end\n{ctx}");
+
+    // The log: every emitted id was acked or failed, once per emit, before `close`.
+    let log = ReplayLog::read(&ws, "replay.log");
+    let closes = log.closes();
+    assert_eq!(
+        closes,
+        [log.events.len() - 1],
+        "the log must end with exactly one `close` line; events after it were lost to the spout\n{ctx}"
+    );
+    let emits = log.emits();
+    assert!(emits > 0, "the spout emitted before Ctrl-C\n{ctx}");
+    assert!(emits < MESSAGES, "the spout was still emitting when Ctrl-C came ({emits})\n{ctx}");
+    let tally = log.tally();
+    let unsettled: Vec<u64> = tally
+        .iter()
+        .filter(|(_, t)| {
+            t.acks + t.fails != t.emits
+                || !matches!(t.last, Some(ReplayEvent::Ack(_) | ReplayEvent::Fail(_)))
+        })
+        .map(|(&id, _)| id)
+        .collect();
+    assert!(
+        unsettled.is_empty(),
+        "{} ids do not end settled before `close` (one ack or fail per emit, the last \
+         event an ack or fail), e.g. {:?}; history of the first:\n{}\n{ctx}",
+        unsettled.len(),
+        &unsettled[..unsettled.len().min(10)],
+        log.history(unsettled[0])
+    );
+    if let Some((id, line)) = log.replay_without_fail() {
+        panic!("line {line}: id {id} was replayed without a fail:\n{}\n{ctx}", log.history(id));
+    }
+    assert_eq!(log.acks(), out.stat("source", "acked"), "`ack` lines vs the summary\n{ctx}");
+    assert_eq!(log.fails(), out.stat("source", "failed"), "`fail` lines vs the summary\n{ctx}");
+    assert_eq!(emits, out.stat("source", "emitted"), "`emit` lines vs the summary\n{ctx}");
+    match expect {
+        Expect::AllAcked => {
+            assert_eq!(log.fails(), 0, "nothing fails in this topology\n{ctx}");
+            assert_eq!(
+                out.stat("sink", "executed"),
+                emits,
+                "every emitted tuple reached the sink\n{ctx}"
+            );
+        }
+        Expect::SomeFail => {
+            assert!(out.stat("source", "failed_explicit") > 0, "\n{ctx}");
+            assert!(out.stat("source", "failed_timeout") > 0, "\n{ctx}");
+            // Trees dropped before Ctrl-C were still pending when it came.
+            assert!(
+                drain["timed_out"].as_u64().is_some_and(|n| n > 0),
+                "dropped trees time out during the drain\n{ctx}"
+            );
+        }
+    }
+}
+
+#[test]
+fn ctrl_c_in_the_middle_of_a_run_acks_every_emitted_message_before_close() {
+    interrupt_mid_run_and_check(
+        "drain_mid_run",
+        &drain_topology(
+            "",
+            r#"component = "testkit::SleepBolt"
+parallelism = 2
+config = { micros = 200 }"#,
+        ),
+        Expect::AllAcked,
+    );
+}
+
+#[test]
+fn ctrl_c_while_trees_fail_and_time_out_settles_every_emitted_message_before_close() {
+    // Dropped tuples time out after between 1 and 2 s, so trees dropped
+    // just before Ctrl-C time out during the drain.
+    interrupt_mid_run_and_check(
+        "drain_with_failures",
+        &drain_topology(
+            "message_timeout_secs = 1",
+            r#"component = "testkit::ChaosBolt"
+parallelism = 2
+config = { fail_rate = 0.02, drop_rate = 0.01, seed = 99 }"#,
+        ),
+        Expect::SomeFail,
+    );
+}

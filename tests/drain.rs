@@ -100,7 +100,8 @@ fn interrupt_mid_run_and_check(test: &str, toml: &str, expect: Expect) {
     assert_eq!(
         closes,
         [log.events.len() - 1],
-        "the log must end with exactly one `close` line; events after it were lost to the spout\n{ctx}"
+        "the log must end with exactly one `close` line; events after it were lost to the \
+         spout\n{ctx}"
     );
     let emits = log.emits();
     assert!(emits > 0, "the spout emitted before Ctrl-C\n{ctx}");

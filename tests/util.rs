@@ -439,7 +439,8 @@ impl Running {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
                 panic!(
-                    "{}: {} never appeared ({} after {:.2?})\n--- stdout\n{}\n--- stderr (tail)\n{}",
+                    "{}: {} never appeared ({} after {:.2?})\n--- stdout\n{}\n\
+                     --- stderr (tail)\n{}",
                     self.command,
                     path.display(),
                     if exited { "the child exited" } else { "timed out" },
@@ -763,8 +764,9 @@ impl ReplayLog {
             .events
             .iter()
             .enumerate()
-            .filter(|(_, e)| {
-                matches!(e, ReplayEvent::Emit(x) | ReplayEvent::Ack(x) | ReplayEvent::Fail(x) if *x == id)
+            .filter(|(_, e)| match e {
+                ReplayEvent::Emit(x) | ReplayEvent::Ack(x) | ReplayEvent::Fail(x) => *x == id,
+                ReplayEvent::Close => false,
             })
             .map(|(i, e)| format!("  line {}: {e:?}", i + 1))
             .collect();

@@ -265,9 +265,11 @@ inputs = [{{ from = "source" }}]
 "#
         ),
     );
-    // A tree times out after between 1 and 2 s: 4 s see every id fail at
-    // least once and be replayed.
-    let out = SquallCommand::run(&ws, &topology, "4s").output();
+    // A tree times out after between 1 and 2 s: 4.5 s see every id fail at
+    // least once and be replayed. The timeout ticks come every whole second,
+    // so the drain begins half-way between two: every id is in flight then
+    // (replayed at the 4 s tick), and times out during the drain.
+    let out = SquallCommand::run(&ws, &topology, "4500ms").output();
     let ctx = format!(
         "command: {}\nstatus: {} after {:.2?}\n--- summary\n{}\n--- stderr (tail)\n{}",
         out.command,
@@ -290,6 +292,10 @@ inputs = [{{ from = "source" }}]
     assert_eq!(drain["completed"], true, "the drain waits out the timeouts\n{ctx}");
     assert_eq!(out.stat("source", "failed_shutdown"), 0, "\n{ctx}");
     assert_eq!(out.stat("source", "pending"), 0, "\n{ctx}");
+    assert!(
+        drain["in_flight_at_start"].as_u64().is_some_and(|n| n > 0),
+        "trees were in flight when the drain began\n{ctx}"
+    );
     assert!(
         drain["timed_out"].as_u64().is_some_and(|n| n > 0),
         "the trees in flight at the drain time out during it\n{ctx}"

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use abi_stable::{sabi_trait::TD_Opaque, std_types::RString};
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, Select, Sender, TryRecvError};
 use squall_plugin_api::abi::{BoltBox, ComponentBox, OutputMut, Output_TO};
 use squall_plugin_api::{Anchor, PluginError, TaskContext, Tuple, SYSTEM_COMPONENT, TICK_STREAM};
 
@@ -32,7 +32,12 @@ use super::transfer::{EmitError, Transfer};
 use super::{should_log, RestartPolicy, RunControl, RunState};
 use crate::metrics::{LocalStats, StatField, TaskStats};
 use crate::throttle::Throttler;
+use crate::wait::progressive::Level;
 use crate::wait::WaitStrategy;
+
+/// How long an idle bolt blocks on its queues before a housekeeping turn
+/// (publishing stats, noticing shutdown).
+const DEEP_IDLE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A source component's name and, per output stream, the stream's name and fields.
 pub type SourceComponent = (String, Vec<(String, Vec<RString>)>);
@@ -129,7 +134,7 @@ impl BoltExecutor {
             if consumed == 0 && ticks == 0 {
                 self.transfer.flush_all(&mut turn.stats);
                 self.publish(&mut turn);
-                bolt_counter = self.bolt_wait.idle(bolt_counter);
+                bolt_counter = self.idle(bolt_counter);
             } else {
                 bolt_counter = 0;
                 self.transfer.flush_if_due(Instant::now(), &mut turn.stats);
@@ -137,6 +142,23 @@ impl BoltExecutor {
             }
         }
         self.finish(&mut turn, &name);
+    }
+
+    /// The bolt wait. At progressive level 3 a bolt blocks on its receive
+    /// and control queues instead of sleeping: a tuple or a tick wakes it at
+    /// once, and an idle bolt wakes only for housekeeping (see the wait
+    /// module's deliberate differences).
+    fn idle(&mut self, counter: u32) -> u32 {
+        if let WaitStrategy::Progressive(p) = &self.bolt_wait {
+            if p.level(counter).0 == Level::Sleep {
+                let mut select = Select::new();
+                select.recv(&self.receive);
+                select.recv(&self.control);
+                let _ = select.ready_timeout(DEEP_IDLE);
+                return counter;
+            }
+        }
+        self.bolt_wait.idle(counter)
     }
 
     /// Executes queued tuples until the queue is empty or emits are pending.

@@ -14,6 +14,12 @@
 //! situation ends (useful work was done, or pending emits cleared).
 //!
 //! # Deliberate differences
+//! - A bolt whose progressive strategy reaches level 3 does not sleep
+//!   `level3_sleep_millis` per turn: it blocks on its receive and control
+//!   queues, so a tuple or a tick wakes it at once, and an idle bolt wakes 10
+//!   times a second (for housekeeping) instead of 1000. Latency is the same
+//!   or lower, and idle CPU drops. Spouts keep Storm's sleep: nothing can
+//!   tell a spout that its source has data.
 //! - A plugin strategy that panics is replaced by the built-in default for its
 //!   situation, with an error log, instead of killing the executor.
 

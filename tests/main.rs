@@ -33,5 +33,8 @@ mod faults;
 // ReplaySpout's log; no ackers; a bolt that never acks.
 mod acking;
 
+// A slow bolt slows the spout: nothing dropped, memory plateaus.
+mod backpressure;
+
 // Ctrl-C mid-run: every emitted message is acked or failed before `close`.
 mod drain;

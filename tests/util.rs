@@ -393,6 +393,18 @@ pub struct Running {
 }
 
 impl Running {
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The child's resident set size in KiB (from /proc), if it still runs.
+    pub fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
     /// Sends SIGINT (what Ctrl-C sends) to the child.
     pub fn interrupt(&self) {
         let pid = libc::pid_t::try_from(self.child.id()).expect("a pid fits in pid_t");

@@ -247,8 +247,11 @@ inputs = [{ from = "source" }]
     );
     assert!(line.contains("\"source\""), "the component is named\n{}", out.context());
     assert!(line.contains("per_cal"), "the error line names the bad key\n{}", out.context());
-    let others: Vec<&str> =
-        out.stderr.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("error:")).collect();
+    let others: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !out.error_lines().contains(l))
+        .collect();
     assert!(
         others.is_empty(),
         "the error takes one line, not {}\n{}",

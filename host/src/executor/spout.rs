@@ -156,15 +156,7 @@ impl SpoutExecutor {
             // 4. emit
             let mut emitted = 0;
             if turn.active && !gated && clear && !self.poisoned {
-                // Busy time is sampled (one call in 64 is timed) to keep two
-                // clock reads per call off the hot path.
-                if iteration % 64 == 1 {
-                    let started = Instant::now();
-                    emitted = self.next_tuple(&mut turn, &name);
-                    turn.stats.add(StatField::BusyNanos, started.elapsed().as_nanos() as u64 * 64);
-                } else {
-                    emitted = self.next_tuple(&mut turn, &name);
-                }
+                emitted = self.next_tuple(&mut turn, &name, iteration % 64 == 1);
             }
             // 5. wait
             if self.transfer.has_pending() {
@@ -190,7 +182,9 @@ impl SpoutExecutor {
     }
 
     /// Calls `next_tuple` and settles what it emitted; returns the tuples emitted.
-    fn next_tuple(&mut self, turn: &mut Turn, name: &str) -> u64 {
+    /// Busy time is sampled: when `timed`, the plugin call is timed and
+    /// counts 64 times (two clock reads per call stay off the hot path).
+    fn next_tuple(&mut self, turn: &mut Turn, name: &str, timed: bool) -> u64 {
         let before = turn.stats.get(StatField::Emitted);
         let bytes_before = self.transfer.emitted_bytes;
         self.tracker.begin_call();
@@ -202,7 +196,14 @@ impl SpoutExecutor {
                 side: Side::Spout { tracker: &mut self.tracker, task: self.context.task_id },
             };
             let output: OutputMut<'_> = Output_TO::from_ptr(&mut output, TD_Opaque);
-            self.spout.next_tuple(output).into_result()
+            if timed {
+                let started = Instant::now();
+                let result = self.spout.next_tuple(output).into_result();
+                turn.stats.add(StatField::BusyNanos, started.elapsed().as_nanos() as u64 * 64);
+                result
+            } else {
+                self.spout.next_tuple(output).into_result()
+            }
         };
         let emitted = turn.stats.get(StatField::Emitted) - before;
         if let Err(e) = result {

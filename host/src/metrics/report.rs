@@ -162,7 +162,7 @@ impl Report {
                     errors: g(StatField::Errors),
                     ticks: g(StatField::Ticks),
                     capacity: if task_secs > 0.0 {
-                        secs(g(StatField::BusyNanos)) / task_secs
+                        (secs(g(StatField::BusyNanos)) / task_secs).min(1.0)
                     } else {
                         0.0
                     },

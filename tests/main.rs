@@ -38,3 +38,7 @@ mod backpressure;
 
 // Ctrl-C mid-run: every emitted message is acked or failed before `close`.
 mod drain;
+
+// Throttled spouts and bolt inputs hold their rate over a run, in both modes,
+// in tuples/s and bytes/s; Ctrl-C cuts a long throttled wait short.
+mod throttle;

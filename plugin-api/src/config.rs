@@ -29,7 +29,39 @@ impl<'a> ComponentConfig<'a> {
     pub fn parse<T: DeserializeOwned>(&self) -> crate::Result<T> {
         // toml's report spans several lines and points into this re-serialised
         // table, not the topology file: keep its one-line message.
-        toml::from_str(self.text)
-            .map_err(|e| e.message().split_whitespace().collect::<Vec<_>>().join(" ").into())
+        toml::from_str(self.text).map_err(|e| {
+            let mut message = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+            // The message may not name the key; the line it points at does.
+            if let Some(span) = e.span() {
+                let start =
+                    self.text[..span.start.min(self.text.len())].rfind('\n').map_or(0, |i| i + 1);
+                let line = self.text[start..].lines().next().unwrap_or("").trim();
+                if !line.is_empty() && !message.contains(line) {
+                    message = format!("{message} (at `{line}`)");
+                }
+            }
+            message.into()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Conf {
+        count: u32,
+    }
+
+    #[test]
+    fn config_errors_are_one_line_and_name_the_key() {
+        let e = ComponentConfig::new("count = -1\n").parse::<Conf>().unwrap_err().to_string();
+        assert!(!e.contains('\n'), "{e}");
+        assert!(e.contains("count = -1"), "{e}");
+        let e = ComponentConfig::new("cuont = 1\n").parse::<Conf>().unwrap_err().to_string();
+        assert!(!e.contains('\n') && e.contains("cuont"), "{e}");
     }
 }

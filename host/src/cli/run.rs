@@ -23,17 +23,28 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let interrupts = install_ctrl_c()?;
     let name = topology.name.clone();
-    let running = crate::runtime::start(topology, instances)?;
-    tracing::info!(topology = %name, "running; Ctrl-C drains and stops, a second Ctrl-C exits at once");
+    // The duration counts from before any executor (and its throttler) starts,
+    // so a throttle period that begins `--duration` after its throttler's
+    // start begins at or past the deadline, and an executor that wakes for it
+    // starts the drain instead of spending it (see `RunControl::throttle`).
     let started = Instant::now();
+    let deadline = args.duration.map(|d| started + d);
+    let running = crate::runtime::start(topology, instances)?;
+    if let Some(deadline) = deadline {
+        running.run.set_deadline(deadline);
+    }
+    tracing::info!(topology = %name, "running; Ctrl-C drains and stops, a second Ctrl-C exits at once");
     let mut next_stats = (!args.stats_interval.is_zero()).then(|| started + args.stats_interval);
     let mut previous: Option<Report> = None;
     let reason = loop {
-        std::thread::sleep(Duration::from_millis(20));
+        // Poll every 20 ms, but wake at the deadline itself, not up to 20 ms past it.
+        let poll = Duration::from_millis(20);
+        let nap = deadline.map_or(poll, |d| poll.min(d.saturating_duration_since(Instant::now())));
+        std::thread::sleep(nap);
         if interrupts.load(Ordering::SeqCst) > 0 {
             break "interrupted";
         }
-        if args.duration.is_some_and(|d| started.elapsed() >= d) {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
             break "duration reached";
         }
         if running.run.fatal().is_some() {

@@ -244,7 +244,7 @@ impl BoltExecutor {
             ThrottleUnit::Tuples => 1,
             ThrottleUnit::Bytes => values.iter().map(|v| v.encoded_len() as u64).sum(),
         };
-        let outcome = throttler.throttle(n, &self.run.canceler);
+        let outcome = self.run.throttle(throttler, n);
         turn.stats.add(StatField::ThrottleNanos, outcome.waited.as_nanos() as u64);
     }
 

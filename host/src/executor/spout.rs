@@ -221,7 +221,7 @@ impl SpoutExecutor {
                     ThrottleUnit::Tuples => emitted,
                     ThrottleUnit::Bytes => self.transfer.emitted_bytes - bytes_before,
                 };
-                let outcome = throttler.throttle(n, &self.run.canceler);
+                let outcome = self.run.throttle(throttler, n);
                 turn.stats.add(StatField::ThrottleNanos, outcome.waited.as_nanos() as u64);
             }
         }

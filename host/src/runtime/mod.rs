@@ -10,14 +10,17 @@
 //!    (timeout ticks, tick tuples; it parks 5000 µs per turn).
 //!
 //! # Shutdown (graceful drain)
-//! 1. `Draining`: every spout calls `deactivate` once and stops calling
-//!    `next_tuple`; spouts keep receiving acks and timeouts, bolts keep
-//!    executing, executors flush partial batches whenever idle.
+//! 1. `Draining`: throttled waits are canceled (for good: the backlog of a
+//!    throttled edge is executed unthrottled); every spout calls `deactivate`
+//!    once and stops calling `next_tuple`; spouts keep receiving acks and
+//!    timeouts, bolts keep executing, executors flush partial batches
+//!    whenever idle. With `--duration`, a throttled wait that ends at or past
+//!    the deadline begins this step itself (`RunControl::throttle`).
 //! 2. Wait until the topology is drained — no spout active, no tree pending,
 //!    nothing unsent anywhere, and every transferred tuple received and
 //!    executed, twice in a row 10 ms apart — or until `shutdown_timeout_secs`.
-//! 3. `Stopping`: throttled waits are canceled; spouts fail what is still
-//!    pending (reason: shutdown) and call `close`; bolts call `cleanup`.
+//! 3. `Stopping`: spouts fail what is still pending (reason: shutdown) and
+//!    call `close`; bolts call `cleanup`.
 //! 4. Join every thread.
 //!
 //! Emits that race with shutdown: a bolt that emits during step 3 may find

@@ -1,0 +1,221 @@
+//! The throttler end to end: a throttled spout or bolt input holds its rate
+//! over a `--duration` run (a count check: rate × duration, not a timing
+//! assertion on the machine's speed), in both modes, in tuples/s and bytes/s,
+//! per spout task and per input edge; and Ctrl-C in the middle of a long
+//! throttled wait stops the run at once.
+
+use std::time::{Duration, Instant};
+
+use crate::util::{tail, Output, SquallCommand, Workspace};
+
+/// How long the counted runs last.
+const DURATION: &str = "5s";
+
+/// The rate of the counted runs, in tuples per second.
+const RATE: u64 = 2_000;
+
+/// `RATE` × 5 s.
+const EXPECTED: u64 = 10_000;
+
+/// The value every spout emits: 10 encoded bytes.
+const VALUE: &str = "0123456789";
+
+/// The command, status, summary and the tail of stderr, for assertions.
+fn context(out: &Output) -> String {
+    format!(
+        "command: {}\nstatus: {} after {:.2?}\n--- summary\n{}\n--- stderr (tail)\n{}",
+        out.command,
+        out.status,
+        out.elapsed,
+        out.json.as_ref().map_or_else(|| "(none)".into(), |j| j.to_string()),
+        tail(&out.stderr, 30)
+    )
+}
+
+/// An unreliable `ConstSpout` "source" (emitting `VALUE`) into a `NullBolt`
+/// "sink". `topology` goes into `[topology]`, `spout` into the spout's
+/// table, `input` into the sink's input table (after `from`).
+fn topology(topology: &str, spout: &str, input: &str) -> String {
+    format!(
+        r#"
+[topology]
+acker_executors = 0
+{topology}
+
+[plugins]
+testkit = "{{testkit}}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+config = {{ value = "{VALUE}" }}
+{spout}
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{{ from = "source"{input} }}]
+"#
+    )
+}
+
+/// Runs `toml` for `DURATION` and checks that it completed.
+fn run_for_five_seconds(test: &str, toml: &str) -> Output {
+    let ws = Workspace::new(test);
+    let path = ws.write_topology("throttle.toml", toml);
+    let out = SquallCommand::run(&ws, &path, DURATION).output();
+    let ctx = context(&out);
+    out.assert_code(0);
+    assert_eq!(out.summary()["outcome"], "completed", "\n{ctx}");
+    assert_eq!(out.summary()["drain"]["completed"], true, "\n{ctx}");
+    out
+}
+
+/// Asserts `actual` is `EXPECTED` ± 2 %.
+#[track_caller]
+fn assert_within_2_percent(what: &str, actual: u64, out: &Output) {
+    let (low, high) = (EXPECTED * 98 / 100, EXPECTED * 102 / 100);
+    assert!(
+        (low..=high).contains(&actual),
+        "{what}: {actual}, expected {EXPECTED} ± 2 % ({low}..={high})\n{}",
+        context(out)
+    );
+}
+
+/// The seconds `name` spent waiting in its throttler, summed over its tasks.
+fn throttle_secs(out: &Output, name: &str) -> f64 {
+    out.component(name)["throttle_secs"].as_f64().unwrap_or_else(|| {
+        panic!("{name}.throttle_secs is not a number\n{}", context(out));
+    })
+}
+
+/// A throttled executor spends the run blocked in its throttler: emitting or
+/// executing 10 000 tuples takes milliseconds, so at least 4 s of the 5 s are
+/// throttle waits (and the waits block on a condition variable, never spin).
+#[track_caller]
+fn assert_waited_in_the_throttler(out: &Output, name: &str) {
+    let waited = throttle_secs(out, name);
+    assert!(waited >= 4.0, "{name} waited {waited:.3} s in its throttler\n{}", context(out));
+}
+
+#[test]
+fn a_spout_throttled_to_2000_tuples_per_sec_for_5_s_emits_10000_tuples_in_period_mode() {
+    // The default mode: HDFS's period throttler, 500 ms periods of 1000 tuples.
+    let toml = topology("", &format!("throttle = {{ tuples_per_sec = {RATE} }}"), "");
+    let out = run_for_five_seconds("period_spout", &toml);
+    assert_within_2_percent("source.emitted", out.stat("source", "emitted"), &out);
+    assert_eq!(out.stat("sink", "executed"), out.stat("source", "emitted"), "\n{}", context(&out));
+    assert_waited_in_the_throttler(&out, "source");
+}
+
+#[test]
+fn a_spout_throttled_to_2000_tuples_per_sec_for_5_s_emits_10000_tuples_in_smooth_mode() {
+    let toml =
+        topology("", &format!("throttle = {{ tuples_per_sec = {RATE}, mode = \"smooth\" }}"), "");
+    let out = run_for_five_seconds("smooth_spout", &toml);
+    assert_within_2_percent("source.emitted", out.stat("source", "emitted"), &out);
+    assert_eq!(out.stat("sink", "executed"), out.stat("source", "emitted"), "\n{}", context(&out));
+    assert_waited_in_the_throttler(&out, "source");
+}
+
+#[test]
+fn a_spout_throttled_to_20000_bytes_per_sec_of_10_byte_tuples_emits_10000_tuples_in_5_s() {
+    // Bytes are the encoded size of the values: "0123456789" is 10 bytes.
+    assert_eq!(VALUE.len(), 10);
+    let toml = topology("", &format!("throttle = {{ bytes_per_sec = {} }}", RATE * 10), "");
+    let out = run_for_five_seconds("bytes_spout", &toml);
+    assert_within_2_percent("source.emitted", out.stat("source", "emitted"), &out);
+    assert_waited_in_the_throttler(&out, "source");
+}
+
+#[test]
+fn a_spout_throttle_is_a_rate_per_task() {
+    // Two tasks at 1000 tuples/s each: 2000 tuples/s for the component.
+    let toml = topology(
+        "",
+        &format!(
+            "parallelism = 2\nthrottle = {{ tuples_per_sec = {}, mode = \"smooth\" }}",
+            RATE / 2
+        ),
+        "",
+    );
+    let out = run_for_five_seconds("per_task", &toml);
+    assert_eq!(out.component("source")["tasks"], 2, "\n{}", context(&out));
+    assert_within_2_percent("source.emitted (2 tasks)", out.stat("source", "emitted"), &out);
+}
+
+/// A small receive queue, so the backlog of a throttled input (which the
+/// drain executes unthrottled) is a handful of tuples, not 32 768.
+const SMALL_QUEUE: &str = "receive_buffer_size = 16";
+
+#[test]
+fn a_throttled_bolt_input_executes_2000_tuples_per_sec_while_the_spout_runs_free() {
+    // The spout is not throttled; backpressure from the throttled edge holds it.
+    let toml = topology(SMALL_QUEUE, "", &format!(", throttle = {{ tuples_per_sec = {RATE} }}"));
+    let out = run_for_five_seconds("period_edge", &toml);
+    assert_within_2_percent("sink.executed", out.stat("sink", "executed"), &out);
+    assert_eq!(throttle_secs(&out, "source"), 0.0, "the spout has no throttle\n{}", context(&out));
+    assert_waited_in_the_throttler(&out, "sink");
+}
+
+#[test]
+fn a_bytes_throttle_on_a_bolt_input_counts_the_encoded_size_of_the_values() {
+    let toml = topology(
+        SMALL_QUEUE,
+        "",
+        &format!(", throttle = {{ bytes_per_sec = {}, mode = \"smooth\" }}", RATE * 10),
+    );
+    let out = run_for_five_seconds("smooth_bytes_edge", &toml);
+    assert_within_2_percent("sink.executed", out.stat("sink", "executed"), &out);
+    assert_waited_in_the_throttler(&out, "sink");
+}
+
+/// 1 tuple/s in 10 s periods: a budget of 10 tuples per period. The first 10
+/// emits (or executes) pass at once, and the 10th waits for the next period,
+/// about 10 s away.
+const LONG_WAIT: &str = "throttle = { tuples_per_sec = 1, period_millis = 10000 }";
+
+/// Runs `toml` until interrupted, sends SIGINT 1 s in (inside the long
+/// throttled wait) and checks that the process exits within 2 s of it,
+/// drain included.
+fn interrupt_a_long_throttled_wait(test: &str, toml: &str) -> Output {
+    let ws = Workspace::new(test);
+    let path = ws.write_topology("throttle.toml", toml);
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &path);
+    cmd.limit(Duration::from_secs(40));
+    let mut child = cmd.spawn();
+    child.wait_for_stderr("running", Duration::from_secs(20));
+    std::thread::sleep(Duration::from_secs(1));
+    let interrupted = Instant::now();
+    child.interrupt();
+    let out = child.wait();
+    let took = interrupted.elapsed();
+    let ctx = context(&out);
+    out.assert_code(0);
+    assert!(
+        took < Duration::from_secs(2),
+        "the run took {took:.2?} to exit after SIGINT; the throttled wait was not canceled\n{ctx}"
+    );
+    assert_eq!(out.summary()["outcome"], "completed", "\n{ctx}");
+    assert_eq!(out.summary()["drain"]["completed"], true, "\n{ctx}");
+    out
+}
+
+#[test]
+fn ctrl_c_during_a_10_s_spout_throttle_wait_stops_the_run_at_once() {
+    let out = interrupt_a_long_throttled_wait("ctrl_c_spout", &topology("", LONG_WAIT, ""));
+    let ctx = context(&out);
+    assert_eq!(out.stat("source", "emitted"), 10, "one period's budget, then the wait\n{ctx}");
+    assert!(throttle_secs(&out, "source") < 2.0, "the wait was cut short\n{ctx}");
+}
+
+#[test]
+fn ctrl_c_during_a_10_s_wait_on_a_throttled_bolt_input_stops_the_run_at_once() {
+    // The spout fills the small queue; the sink executes 10 tuples and waits.
+    // The drain cancels the wait and executes the backlog unthrottled.
+    let toml = topology(SMALL_QUEUE, "", &format!(", {LONG_WAIT}"));
+    let out = interrupt_a_long_throttled_wait("ctrl_c_edge", &toml);
+    let ctx = context(&out);
+    let executed = out.stat("sink", "executed");
+    assert!(executed > 10, "the backlog was executed in the drain ({executed})\n{ctx}");
+    assert_eq!(executed, out.stat("source", "emitted"), "the drain executed everything\n{ctx}");
+    assert!(throttle_secs(&out, "sink") < 2.0, "the wait was cut short\n{ctx}");
+}

@@ -109,6 +109,9 @@ fn main() {
 
 type Baseline = fn(Duration) -> f64;
 
+/// A middle stage of a baseline pipeline: maps one input to zero or more outputs.
+type Stage = Box<dyn FnMut(&Value, &mut Vec<Value>) + Send>;
+
 fn median(values: impl Iterator<Item = f64>) -> f64 {
     let mut v: Vec<f64> = values.collect();
     v.sort_by(f64::total_cmp);
@@ -203,7 +206,7 @@ fn children_cpu() -> f64 {
 fn pipeline(
     duration: Duration,
     produce: impl FnMut(&mut Vec<Value>) + Send + 'static,
-    maps: Vec<Box<dyn FnMut(&Value, &mut Vec<Value>) + Send>>,
+    maps: Vec<Stage>,
     consume: impl FnMut(&Value) + Send + 'static,
 ) -> f64 {
     let stop = Arc::new(AtomicBool::new(false));

@@ -49,7 +49,7 @@ impl DynSpout for ScriptedSpout {
     fn next_tuple(&mut self, mut output: OutputMut<'_>) -> PResult<()> {
         let i = self.calls.fetch_add(1, Ordering::SeqCst);
         for _ in 0..self.script.get(i).copied().unwrap_or(0) {
-            let id = self.reliable.then(|| MessageId(self.next_id));
+            let id = self.reliable.then_some(MessageId(self.next_id));
             self.next_id += 1;
             output.emit(
                 u32::MAX,
@@ -123,6 +123,7 @@ struct SpoutRig {
     stats: Arc<TaskStats>,
 }
 
+#[allow(clippy::too_many_arguments)] // each test scripts a different part of the world
 fn spout_rig(
     script: Vec<u32>,
     reliable: bool,
@@ -380,10 +381,13 @@ fn idle_bolt_waits_with_the_bolt_strategy_and_resets_after_consuming() {
     assert_eq!(downstream.len(), 1, "the echoed tuple went downstream");
 }
 
+/// The bolt's input queue and its downstream queue, as a test hook sees them.
+type Queues = (Sender<Batch>, Receiver<Batch>);
+
 #[test]
 fn bolt_with_pending_emits_waits_on_backpressure_and_stops_consuming() {
     let run = Arc::new(RunControl::default());
-    let shared: Arc<Mutex<Option<(Sender<Batch>, Receiver<Batch>)>>> = Arc::default();
+    let shared: Arc<Mutex<Option<Queues>>> = Arc::default();
     let observed_queue = Arc::new(Mutex::new(Vec::new()));
     let (hook_shared, hook_seen, stop_run) = (shared.clone(), observed_queue.clone(), run.clone());
     let recorder = Recorder::new(move |i, situation, _| {

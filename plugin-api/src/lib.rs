@@ -112,6 +112,7 @@ mod context;
 mod error;
 mod export;
 mod spout;
+pub mod testing;
 mod tuple;
 mod value;
 mod wait;

@@ -33,8 +33,6 @@
 mod random_sentence;
 mod rng;
 mod split_sentence;
-#[cfg(test)]
-mod test_support;
 mod word_count;
 
 use squall_plugin_api::{Result, Tuple};

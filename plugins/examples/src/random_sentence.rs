@@ -217,7 +217,7 @@ impl Spout for RandomSentenceSpout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::Recorder;
+    use squall_plugin_api::testing::Recorder;
 
     fn spout(config: &str) -> RandomSentenceSpout {
         RandomSentenceSpout::new(&ComponentConfig::new(config)).unwrap()

@@ -36,7 +36,7 @@ impl BasicBolt for SplitSentence {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::Recorder;
+    use squall_plugin_api::testing::Recorder;
 
     #[test]
     fn emits_one_tuple_per_word() {

@@ -85,7 +85,7 @@ mod tests {
     use squall_plugin_api::{SYSTEM_COMPONENT, TICK_STREAM};
 
     use super::*;
-    use crate::test_support::Recorder;
+    use squall_plugin_api::testing::Recorder;
 
     fn execute(
         bolt: &mut WordCount,

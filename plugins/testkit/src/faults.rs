@@ -299,7 +299,7 @@ mod tests {
     use std::panic::{catch_unwind, AssertUnwindSafe};
 
     use super::*;
-    use crate::test_support::Recorder;
+    use squall_plugin_api::testing::Recorder;
 
     fn chaos(config: &str) -> Result<ChaosConfig> {
         let config: ChaosConfig = ComponentConfig::new(config).parse()?;

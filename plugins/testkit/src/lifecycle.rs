@@ -173,7 +173,8 @@ impl BasicBolt for LifecycleBolt {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{context, temp_dir, Recorder};
+    use crate::test_support::{context, temp_dir};
+    use squall_plugin_api::testing::Recorder;
 
     #[test]
     fn spout_and_bolt_log_each_event_once_in_order() {

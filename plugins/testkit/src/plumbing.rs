@@ -197,7 +197,7 @@ impl BasicBolt for SleepBolt {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::Recorder;
+    use squall_plugin_api::testing::Recorder;
 
     fn const_spout(config: &str) -> ConstSpout {
         ConstSpout::new(&ComponentConfig::new(config)).unwrap()

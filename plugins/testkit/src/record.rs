@@ -128,7 +128,8 @@ mod tests {
     use squall_plugin_api::{SYSTEM_COMPONENT, TICK_STREAM};
 
     use super::*;
-    use crate::test_support::{context, temp_dir, Recorder};
+    use crate::test_support::{context, temp_dir};
+    use squall_plugin_api::testing::Recorder;
 
     #[test]
     fn counts_tuples_per_key_and_ticks_apart_and_writes_the_report() {

@@ -243,7 +243,8 @@ impl Spout for ReplaySpout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{context, temp_dir, Recorder};
+    use crate::test_support::{context, temp_dir};
+    use squall_plugin_api::testing::Recorder;
 
     #[test]
     fn id_set_counts_each_id_once() {

@@ -142,7 +142,8 @@ impl Spout for MultiStreamSpout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{context, Recorder};
+    use crate::test_support::context;
+    use squall_plugin_api::testing::Recorder;
 
     #[test]
     fn direct_spout_round_robins_over_the_target_tasks_with_their_ids() {

@@ -250,6 +250,9 @@ fn edge_throttles(
 /// syscalls that takes CPU from busy threads: word count lost ~40% of its
 /// throughput on the 2-core dev machine. With the default 50 µs slack a
 /// level-2 park lasts ~80 µs, as Java's `parkNanos(1)` does on Linux.
-fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> std::io::Result<std::thread::JoinHandle<()>> {
+fn spawn(
+    name: String,
+    f: impl FnOnce() + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new().name(name).spawn(f)
 }

@@ -31,7 +31,7 @@ use abi_stable::sabi_trait::TD_Opaque;
 use crossbeam_channel::{Receiver, TryRecvError};
 use hdrhistogram::Histogram;
 use squall_plugin_api::abi::{ComponentBox, OutputMut, Output_TO, SpoutBox};
-use squall_plugin_api::{MessageId, PluginError, TaskContext, WaitSituation};
+use squall_plugin_api::{MessageId, PluginError, TaskContext};
 
 use super::batch::{Control, ReplyKind};
 use super::output::{HostOutput, Side};
@@ -376,10 +376,5 @@ impl SpoutExecutor {
         turn.active = false;
         self.transfer.flush_all(&mut turn.stats);
         self.publish(turn);
-    }
-
-    /// The situation each wait strategy serves, for logs.
-    pub fn situations() -> [WaitSituation; 2] {
-        [WaitSituation::SPOUT_WAIT, WaitSituation::BACK_PRESSURE_WAIT]
     }
 }

@@ -279,11 +279,6 @@ impl InputTracker {
         self.open.rotate().count()
     }
 
-    /// Inputs kept open by a rich bolt.
-    pub fn open_len(&self) -> usize {
-        self.open.len()
-    }
-
     fn recycle(&mut self, ids: Vec<(RootId, EdgeId)>) {
         if self.current_ids.capacity() == 0 {
             self.current_ids = ids;

@@ -62,14 +62,14 @@ pub fn start(topology: Topology, mut instances: Instances) -> Result<RunningTopo
         RestartPolicy::new(settings.max_restarts, Duration::from_secs(settings.restart_window_secs))
     };
 
-    for (index, c) in topology.components.iter().enumerate() {
+    for c in &topology.components {
         for task in c.tasks.clone() {
             let t = task as usize;
             let mut transfer = Transfer::new(
                 task,
                 batch_size,
                 flush,
-                routes(&topology, c, task),
+                routes(c, task),
                 c.default_stream,
                 data_tx.clone(),
                 acker_tx.clone(),
@@ -127,7 +127,6 @@ pub fn start(topology: Topology, mut instances: Instances) -> Result<RunningTopo
                         recycle: recycle_tx.clone(),
                         poisoned: false,
                     };
-                    let _ = index;
                     spawn(name, move || executor.run())?
                 }
             };
@@ -157,8 +156,7 @@ pub fn start(topology: Topology, mut instances: Instances) -> Result<RunningTopo
 }
 
 /// One router per subscriber of each output stream, round robin seeded by the task.
-fn routes(topology: &Topology, c: &Component, task: u32) -> Vec<StreamRoutes> {
-    let _ = topology;
+fn routes(c: &Component, task: u32) -> Vec<StreamRoutes> {
     c.outputs
         .iter()
         .map(|s| StreamRoutes {

@@ -43,14 +43,6 @@ impl Topology {
     pub fn acking(&self) -> bool {
         self.settings.acker_executors > 0
     }
-
-    /// The component a task belongs to.
-    pub fn component_of(&self, task: u32) -> &Component {
-        self.components
-            .iter()
-            .find(|c| c.tasks.contains(&task))
-            .expect("task ids come from the components' ranges")
-    }
 }
 
 /// Spout or bolt.

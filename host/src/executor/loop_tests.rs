@@ -426,3 +426,49 @@ fn anchors_of_untracked_inputs_are_ignored() {
     assert_eq!(inputs.begin(&[]), Anchor::NONE);
     assert!(!inputs.any_tracked(&[Anchor::NONE, Anchor(5)]));
 }
+
+/// Runs an idle spout with `spout_recvq_skips = 3` whose control queue always
+/// holds a tick; returns, for each of its first six waits, how many
+/// `next_tuple` calls (one per turn) had happened. A turn that handled a
+/// control message does not wait, so the skipped turns show when the queue
+/// was read.
+fn calls_at_each_wait_with_skips(acking: bool) -> Vec<usize> {
+    let run = Arc::new(RunControl::default());
+    let (queue, _downstream) = bounded::<Batch>(16);
+    let (to_spout, control) = unbounded();
+    let spout_calls: Arc<Mutex<Option<Arc<AtomicUsize>>>> = Arc::default();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (hook_calls, hook_seen, stop_run, ticks) =
+        (spout_calls.clone(), seen.clone(), run.clone(), to_spout.clone());
+    let recorder = Recorder::new(move |i, _, _| {
+        let calls = hook_calls.lock().unwrap().as_ref().unwrap().load(Ordering::SeqCst);
+        hook_seen.lock().unwrap().push(calls);
+        ticks.send(Control::TimeoutTick).unwrap();
+        if i == 5 {
+            stop_run.advance(RunState::Stopping);
+        }
+    });
+    to_spout.send(Control::TimeoutTick).unwrap();
+    let (acker, _acker_rx) = unbounded();
+    let ackers = if acking { vec![acker] } else { vec![] };
+    let mut rig = spout_rig(vec![], false, queue, control, ackers, None, &recorder, run);
+    rig.executor.recvq_skips = 3;
+    *spout_calls.lock().unwrap() = Some(rig.calls.clone());
+    rig.executor.run();
+    let calls = seen.lock().unwrap().clone();
+    calls
+}
+
+#[test]
+fn without_ackers_the_spout_reads_its_control_queue_every_spout_recvq_skips_turns() {
+    // Turns 1, 4, 7, 10 read the queue (a tick is there) and skip the wait;
+    // turns 2, 3, 5, 6, 8, 9 wait.
+    assert_eq!(calls_at_each_wait_with_skips(false), [2, 3, 5, 6, 8, 9]);
+}
+
+#[test]
+fn with_ackers_the_spout_reads_its_control_queue_every_turn() {
+    // Turn 1 handles the first tick; turn 2 finds the queue empty and waits
+    // (its hook queues a tick), turn 3 handles that tick, and so on.
+    assert_eq!(calls_at_each_wait_with_skips(true), [2, 4, 6, 8, 10, 12]);
+}

@@ -145,13 +145,23 @@ inputs = [{ from = "split", grouping = { fields = ["word"] } }]
 }
 
 #[test]
-fn the_shipped_wordcount_topology_validates() {
-    let ws = Workspace::new("shipped_wordcount");
-    let topology = workspace_root().join("topologies/wordcount.toml");
-    let mut cmd = SquallCommand::validate(&ws, &topology);
-    cmd.env("SQUALL_PLUGIN_DIR", release_dir());
-    let out = cmd.output();
-    out.assert_code(0);
+fn every_shipped_topology_validates() {
+    let ws = Workspace::new("shipped_topologies");
+    let mut files = Vec::new();
+    for dir in ["topologies", "topologies/perf"] {
+        for entry in std::fs::read_dir(workspace_root().join(dir)).expect("topologies dir") {
+            let path = entry.expect("dir entry").path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                files.push(path);
+            }
+        }
+    }
+    assert!(files.len() >= 9, "the shipped topologies were found: {files:?}");
+    for topology in files {
+        let mut cmd = SquallCommand::validate(&ws, &topology);
+        cmd.env("SQUALL_PLUGIN_DIR", release_dir());
+        cmd.output().assert_code(0);
+    }
 }
 
 #[test]

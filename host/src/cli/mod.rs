@@ -2,8 +2,9 @@
 //!
 //! Exit codes: 0 success; 1 the topology failed while running; 2 usage
 //! error (clap); 69 (`EX_UNAVAILABLE`) a plugin library could not be loaded
-//! or a component could not be built; 78 (`EX_CONFIG`) the topology file is
-//! invalid; 130 a second Ctrl-C ended the process at once.
+//! or a constructor panicked; 78 (`EX_CONFIG`) the topology file is invalid,
+//! including a component whose constructor rejects its `config`; 130 a
+//! second Ctrl-C ended the process at once.
 
 mod args;
 mod inspect;

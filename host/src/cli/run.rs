@@ -37,10 +37,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut next_stats = (!args.stats_interval.is_zero()).then(|| started + args.stats_interval);
     let mut previous: Option<Report> = None;
     let reason = loop {
-        // Poll every 20 ms, but wake at the deadline itself, not up to 20 ms past it.
-        let poll = Duration::from_millis(20);
-        let nap = deadline.map_or(poll, |d| poll.min(d.saturating_duration_since(Instant::now())));
-        std::thread::sleep(nap);
+        // Sleep until the next thing to do: the deadline, the next stats
+        // table, or a 100 ms check for Ctrl-C. A fatal error (or a throttled
+        // spout reaching the deadline) starts the drain, which cancels the run's
+        // canceler and wakes this wait at once.
+        let now = Instant::now();
+        let mut wake = now + Duration::from_millis(100);
+        for at in [deadline, next_stats].into_iter().flatten() {
+            wake = wake.min(at);
+        }
+        running.run.canceler.wait_until(wake);
         if interrupts.load(Ordering::SeqCst) > 0 {
             break "interrupted";
         }
@@ -49,6 +55,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         if running.run.fatal().is_some() {
             break "fatal error";
+        }
+        if running.run.state() != crate::executor::RunState::Running {
+            break "draining";
         }
         if let Some(next) = next_stats.as_mut() {
             if Instant::now() >= *next {

@@ -122,8 +122,9 @@ pub const PARALLELISM: u32 = 1;
 pub const PARK_MICROS: u64 = 100;
 /// Default throttle accounting period: HDFS `DataTransferThrottler`'s 500 ms (seed 002).
 pub const THROTTLE_PERIOD_MILLIS: u64 = 500;
-/// The stream an input subscribes to when it names none.
-pub const DEFAULT_STREAM: &str = "default";
+/// The stream an input subscribes to when it names none (the plugin
+/// contract's default stream).
+pub use squall_plugin_api::DEFAULT_STREAM;
 
 /// Storm's spout wait levels `(level1_count, level2_count, level3_sleep_millis)`:
 /// `topology.spout.wait.progressive.level1.count = 0`, `level2.count = 0`,

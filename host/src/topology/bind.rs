@@ -216,7 +216,9 @@ impl<'a> Binder<'a> {
                 };
             }
             // Reported already; any valid plan keeps binding going.
-            return WaitPlan::Builtin(WaitSpec::Park { park_micros: 100 });
+            return WaitPlan::Builtin(WaitSpec::Park {
+                park_micros: crate::config::defaults::PARK_MICROS,
+            });
         }
         WaitPlan::Builtin(spec)
     }

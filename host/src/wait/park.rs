@@ -9,8 +9,6 @@ pub struct Park {
 }
 
 impl Park {
-    /// Storm's default park time for spouts, bolts and backpressure, in µs.
-    pub const DEFAULT_MICROS: u64 = 100;
     /// How long the host's system thread (ticks, metrics) parks per turn.
     pub const SYSTEM_THREAD_MICROS: u64 = 5000;
 

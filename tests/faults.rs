@@ -135,3 +135,41 @@ inputs = [{ from = "source" }]
     }
     assert!(keys.contains_key("20"), "the last instance goes on past 20\n{ctx}");
 }
+
+#[test]
+fn a_bolt_that_blocks_in_execute_does_not_hang_the_host() {
+    // The bolt sleeps 60 s on its first tuple. The drain gives up after
+    // `shutdown_timeout_secs`, the threads get their grace period, and the
+    // host exits with an error naming the stuck thread instead of hanging.
+    let ws = Workspace::new("blocking_bolt");
+    let topology = ws.write_topology(
+        "block.toml",
+        r#"
+[topology]
+acker_executors = 0
+shutdown_timeout_secs = 1
+
+[plugins]
+testkit = "{testkit}"
+
+[spouts.fast]
+component = "testkit::ConstSpout"
+config = { limit = 5 }
+
+[bolts.stuck]
+component = "testkit::SleepBolt"
+config = { micros = 60000000 }
+inputs = [{ from = "fast" }]
+"#,
+    );
+    let started = std::time::Instant::now();
+    let out =
+        SquallCommand::run(&ws, &topology, "1s").limit(std::time::Duration::from_secs(30)).output();
+    let took = started.elapsed();
+    out.assert_code(1);
+    let ctx = out.context();
+    let line = out.single_error_line();
+    assert!(line.contains("blocked in plugin code") && line.contains("stuck-"), "\n{ctx}");
+    assert!(took < std::time::Duration::from_secs(20), "the host took {took:?} to give up\n{ctx}");
+    assert_eq!(out.summary()["outcome"], "failed", "\n{ctx}");
+}

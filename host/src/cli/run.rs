@@ -71,7 +71,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     tracing::info!("{reason}: draining");
     let run = running.run.clone();
     let (report, drain) = running.shutdown();
-    let fatal = run.fatal();
+    let stuck = (!drain.stuck_threads.is_empty()).then(|| {
+        format!(
+            "{} thread(s) did not stop within {} s of shutdown (blocked in plugin code): {}",
+            drain.stuck_threads.len(),
+            crate::runtime::JOIN_GRACE.as_secs(),
+            drain.stuck_threads.join(", ")
+        )
+    });
+    let fatal = run.fatal().or(stuck);
     eprint!("{}", report.table(None));
     eprintln!(
         "drain: {} in flight at start; {} acked, {} failed, {} timed out, {} failed at shutdown; {} in {:.2}s",

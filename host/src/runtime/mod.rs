@@ -21,7 +21,9 @@
 //!    executed, twice in a row 10 ms apart — or until `shutdown_timeout_secs`.
 //! 3. `Stopping`: spouts fail what is still pending (reason: shutdown) and
 //!    call `close`; bolts call `cleanup`.
-//! 4. Join every thread.
+//! 4. Join every thread. A thread still inside plugin code `JOIN_GRACE`
+//!    after step 3 (a call that blocks) is reported and left behind: the
+//!    process exits anyway, with an error.
 //!
 //! Emits that race with shutdown: a bolt that emits during step 3 may find
 //! its downstream already stopped; such tuples are untracked or belong to a
@@ -76,7 +78,14 @@ pub struct DrainReport {
     pub completed: bool,
     /// How long the drain took, in seconds.
     pub secs: f64,
+    /// Threads that had not stopped `JOIN_GRACE` after `Stopping`: their
+    /// plugin code blocks. The process exits without them.
+    pub stuck_threads: Vec<String>,
 }
+
+/// How long threads get to leave their loops after `Stopping` before they
+/// are reported as stuck (a plugin call that blocks) and left behind.
+pub const JOIN_GRACE: Duration = Duration::from_secs(2);
 
 impl RunningTopology {
     /// Time since start.
@@ -147,8 +156,18 @@ impl RunningTopology {
         };
         let (_, acked1, failed1, timed1) = at_start(&self);
         self.run.advance(RunState::Stopping);
+        // A plugin call that blocks would keep its thread forever: wait for
+        // the threads up to a grace period, then leave the stuck ones behind
+        // (the process exits without them) and report them.
+        let grace_end = Instant::now() + JOIN_GRACE;
+        while self.threads.iter().any(|t| !t.is_finished()) && Instant::now() < grace_end {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut stuck_threads = Vec::new();
         for t in self.threads.drain(..) {
-            if t.join().is_err() {
+            if !t.is_finished() {
+                stuck_threads.push(t.thread().name().unwrap_or("unnamed").to_owned());
+            } else if t.join().is_err() {
                 tracing::error!("an executor thread panicked");
             }
         }
@@ -160,6 +179,7 @@ impl RunningTopology {
             failed_at_shutdown: self.sum(Some(Kind::Spout), StatField::FailedShutdown),
             completed,
             secs: begin.elapsed().as_secs_f64(),
+            stuck_threads,
         };
         (self.report(), drain)
     }

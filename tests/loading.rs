@@ -350,3 +350,39 @@ inputs = [{ from = "flavor" }]
     let after = std::fs::metadata(&host).and_then(|m| m.modified()).expect("host mtime");
     assert_eq!(host_mtime, after, "the host binary was rebuilt; the swap must not need that");
 }
+
+#[test]
+fn a_constructor_that_blocks_is_reported_by_name_after_the_startup_timeout() {
+    let ws = Workspace::new("blocking_constructor");
+    let topology = ws.write_topology(
+        "topology.toml",
+        r#"
+[topology]
+startup_timeout_secs = 1
+
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::BlockOnNew"
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{ from = "source" }]
+"#,
+    );
+    for out in validate_and_run(&ws, &topology) {
+        out.assert_code(EXIT_UNAVAILABLE);
+        let line = out.single_error_line();
+        assert!(
+            line.contains("spout \"source\" (testkit::BlockOnNew)"),
+            "the component is named\n{}",
+            out.context()
+        );
+        assert!(
+            line.contains("did not return within 1 s"),
+            "the limit is given\n{}",
+            out.context()
+        );
+    }
+}

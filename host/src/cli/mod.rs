@@ -53,7 +53,8 @@ fn load(path: &std::path::Path) -> Result<Topology, ExitCode> {
 /// Builds every instance; a constructor that rejects its config is a
 /// config error (file:line:col, exit 78), any other failure exits 69.
 fn instantiate(topology: &Topology) -> Result<crate::runtime::Instances, ExitCode> {
-    crate::runtime::instantiate(topology).map_err(|e| match e {
+    let limit = std::time::Duration::from_secs(topology.settings.startup_timeout_secs);
+    crate::runtime::instantiate_within(topology, limit).map_err(|e| match e {
         crate::runtime::StartError::Constructor { config: true, loc, .. } => {
             let mut d = Diagnostics::new();
             d.push(&topology.file, loc, e.to_string(), None);

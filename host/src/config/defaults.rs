@@ -24,6 +24,7 @@
 //! | `batch_flush_interval_millis` | integer | 1 | 0 = flush only when idle | `topology.batch.flush.interval.millis` |
 //! | `timeout_buckets` | integer | 2 | ≥ 2; buckets of the spout pending RotatingMap | (Storm hard-codes 2) |
 //! | `shutdown_timeout_secs` | integer | 10 | | — |
+//! | `startup_timeout_secs` | integer | 30 | ≥ 1; longest time all constructors may take | — |
 //! | `max_restarts` | integer | 3 | restarts of a panicking instance allowed … | — |
 //! | `restart_window_secs` | integer | 60 | … within this window, else the topology stops | — |
 //!
@@ -111,6 +112,8 @@ pub const BATCH_FLUSH_INTERVAL_MILLIS: u64 = 1;
 pub const TIMEOUT_BUCKETS: u32 = 2;
 /// How long a graceful shutdown may drain before the host gives up (ours).
 pub const SHUTDOWN_TIMEOUT_SECS: u64 = 10;
+/// Default `startup_timeout_secs`: how long all constructors may take.
+pub const STARTUP_TIMEOUT_SECS: u64 = 30;
 /// Restarts of a panicking instance allowed per window (ours).
 pub const MAX_RESTARTS: u32 = 3;
 /// Window over which restarts are counted (ours).
@@ -172,6 +175,7 @@ pub(crate) mod keys {
         "batch_flush_interval_millis",
         "timeout_buckets",
         "shutdown_timeout_secs",
+        "startup_timeout_secs",
         "max_restarts",
         "restart_window_secs",
     ];

@@ -35,6 +35,9 @@ pub struct Settings {
     pub timeout_buckets: u32,
     /// How long a graceful shutdown may take before the host stops waiting.
     pub shutdown_timeout_secs: u64,
+    /// How long building every instance (the plugins' constructors) may take
+    /// before the host gives up on a constructor that blocks.
+    pub startup_timeout_secs: u64,
     /// Restarts of a panicking component instance allowed within
     /// `restart_window_secs`; one more stops the topology.
     pub max_restarts: u32,
@@ -55,6 +58,7 @@ impl Default for Settings {
             batch_flush_interval_millis: defaults::BATCH_FLUSH_INTERVAL_MILLIS,
             timeout_buckets: defaults::TIMEOUT_BUCKETS,
             shutdown_timeout_secs: defaults::SHUTDOWN_TIMEOUT_SECS,
+            startup_timeout_secs: defaults::STARTUP_TIMEOUT_SECS,
             max_restarts: defaults::MAX_RESTARTS,
             restart_window_secs: defaults::RESTART_WINDOW_SECS,
         }

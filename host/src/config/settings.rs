@@ -77,6 +77,12 @@ fn read_settings(w: &mut Walker<'_>, s: &Section<'_, '_>) -> Settings {
             defaults::SHUTDOWN_TIMEOUT_SECS,
             0,
         ),
+        startup_timeout_secs: s.u64_or(
+            w,
+            "startup_timeout_secs",
+            defaults::STARTUP_TIMEOUT_SECS,
+            1,
+        ),
         max_restarts: s.u32_or(w, "max_restarts", defaults::MAX_RESTARTS, 0),
         restart_window_secs: s.u64_or(w, "restart_window_secs", defaults::RESTART_WINDOW_SECS, 0),
     }

@@ -122,6 +122,7 @@ fn the_wordcount_example_parses_with_every_default_right() {
             batch_flush_interval_millis: 1,
             timeout_buckets: 2,
             shutdown_timeout_secs: 10,
+            startup_timeout_secs: 30,
             max_restarts: 3,
             restart_window_secs: 60,
         }

@@ -1,5 +1,8 @@
 //! Building every component instance before anything runs.
 
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
 use squall_plugin_api::abi::{BoltBox, ComponentBox, SpoutBox};
 use squall_plugin_api::WaitSituation;
 
@@ -35,6 +38,14 @@ pub enum StartError {
         /// `alias::Component`.
         reference: String,
     },
+    /// A constructor did not return within `startup_timeout_secs`.
+    #[error("{component}: constructor did not return within {secs} s (blocked in plugin code)")]
+    Blocked {
+        /// The component whose constructor was running, as `kind "name" (alias::Component)`.
+        component: String,
+        /// The limit.
+        secs: u64,
+    },
     /// A thread could not be spawned.
     #[error("cannot spawn a thread: {0}")]
     Spawn(#[from] std::io::Error),
@@ -57,11 +68,37 @@ impl std::fmt::Debug for Instances {
     }
 }
 
-/// Builds every instance by calling the plugins' constructors.
+/// Builds every instance on a helper thread, and gives up after `limit`
+/// if a constructor blocks: the blocked thread is left behind and the
+/// component named.
+///
+/// # Errors
+/// The first constructor that fails, panics or blocks, named with its component.
+pub fn instantiate_within(topology: &Topology, limit: Duration) -> Result<Instances, StartError> {
+    let progress = Arc::new(Mutex::new(String::new()));
+    let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+    let (topology_copy, progress_copy) = (topology.clone(), progress.clone());
+    std::thread::Builder::new().name("__constructors".into()).spawn(move || {
+        let _ = done_tx.send(build(&topology_copy, &progress_copy));
+    })?;
+    match done_rx.recv_timeout(limit) {
+        Ok(result) => result,
+        Err(_) => Err(StartError::Blocked {
+            component: progress.lock().map(|p| p.clone()).unwrap_or_default(),
+            secs: limit.as_secs(),
+        }),
+    }
+}
+
+/// Builds every instance by calling the plugins' constructors, on this thread.
 ///
 /// # Errors
 /// The first constructor that fails or panics, named with its component.
 pub fn instantiate(topology: &Topology) -> Result<Instances, StartError> {
+    build(topology, &Mutex::new(String::new()))
+}
+
+fn build(topology: &Topology, progress: &Mutex<String>) -> Result<Instances, StartError> {
     let n = topology.task_count as usize;
     let mut out = Instances {
         spouts: (0..n).map(|_| None).collect(),
@@ -76,6 +113,9 @@ pub fn instantiate(topology: &Topology) -> Result<Instances, StartError> {
             WaitSituation::BOLT_WAIT
         };
         for task in c.tasks.clone() {
+            if let Ok(mut p) = progress.lock() {
+                *p = format!("{kind} \"{}\" ({})", c.name, c.reference);
+            }
             let built = construct(c.new, &c.config).map_err(|(what, message, config)| {
                 StartError::Constructor {
                     kind,

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 
 pub use build::start;
-pub use instantiate::{instantiate, wait_strategy, Instances, StartError};
+pub use instantiate::{instantiate, instantiate_within, wait_strategy, Instances, StartError};
 
 use crate::executor::batch::Batch;
 use crate::executor::{RunControl, RunState};

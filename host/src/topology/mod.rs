@@ -22,7 +22,7 @@ use crate::config::{Settings, ThrottleSpec, WaitSpec};
 pub type Constructor = extern "C" fn(abi_stable::std_types::RStr<'_>) -> PResult<ComponentBox>;
 
 /// A validated topology bound to loaded plugins.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Topology {
     /// The topology's name.
     pub name: String,
@@ -55,7 +55,7 @@ pub enum Kind {
 }
 
 /// One spout or bolt of the topology.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Component {
     /// Its name in the topology.
     pub name: String,
@@ -111,7 +111,7 @@ impl Component {
 }
 
 /// One declared output stream.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct OutputStream {
     /// Name, fields and directness, as declared.
     pub decl: StreamDecl,

@@ -272,6 +272,42 @@ impl Spout for FailOnNew {
     }
 }
 
+/// A spout (declaring `["value"]`) whose constructor blocks for `secs`
+/// seconds (default: an hour) before returning: for the host's
+/// `startup_timeout_secs`.
+#[derive(Debug)]
+pub struct BlockOnNew;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BlockConfig {
+    #[serde(default = "an_hour")]
+    secs: u64,
+}
+
+fn an_hour() -> u64 {
+    3600
+}
+
+impl Spout for BlockOnNew {
+    const NAME: &'static str = "BlockOnNew";
+    const DESCRIPTION: &'static str = "its constructor blocks for `secs` seconds";
+
+    fn declare_outputs(outputs: &mut OutputDeclarer) {
+        outputs.declare(&["value"]);
+    }
+
+    fn new(config: &ComponentConfig<'_>) -> Result<Self> {
+        let config: BlockConfig = config.parse()?;
+        std::thread::sleep(std::time::Duration::from_secs(config.secs));
+        Ok(BlockOnNew)
+    }
+
+    fn next_tuple(&mut self, _collector: &mut SpoutCollector<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// A basic bolt (declaring `["value"]`) whose constructor always panics: for
 /// the host's "constructor panics" path. Its config is not read.
 #[derive(Debug)]

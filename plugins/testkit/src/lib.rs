@@ -12,7 +12,8 @@
 //! - [`ChaosBolt`] panics, fails or drops a random share of its inputs.
 //! - [`PanicBolt`] / [`PanicSpout`] panic after `after` tuples, at most `times`
 //!   times per process.
-//! - [`FailOnNew`]'s constructor returns an error; [`PanicOnNew`]'s panics.
+//! - [`FailOnNew`]'s constructor returns an error; [`PanicOnNew`]'s panics;
+//!   [`BlockOnNew`]'s blocks (for the startup timeout).
 //!
 //! Observation (they write files a test reads back):
 //! - [`ReplaySpout`] emits ids reliably, replays failures and logs every emit,
@@ -57,7 +58,7 @@ mod test_support;
 use serde::Deserialize;
 use squall_plugin_api::{ComponentConfig, Result, SmallStr, Value};
 
-pub use faults::{ChaosBolt, FailOnNew, PanicBolt, PanicOnNew, PanicSpout};
+pub use faults::{BlockOnNew, ChaosBolt, FailOnNew, PanicBolt, PanicOnNew, PanicSpout};
 pub use lifecycle::{LifecycleBolt, LifecycleSpout};
 pub use plumbing::{ConstSpout, EmptySpout, IdBolt, NullBolt, SleepBolt};
 pub use record::RecordBolt;
@@ -66,8 +67,8 @@ pub use routing::{DirectSpout, MultiStreamSpout};
 
 squall_plugin_api::export_plugin! {
     spouts: [
-        ConstSpout, EmptySpout, PanicSpout, FailOnNew, ReplaySpout, LifecycleSpout, DirectSpout,
-        MultiStreamSpout,
+        ConstSpout, EmptySpout, PanicSpout, FailOnNew, BlockOnNew, ReplaySpout, LifecycleSpout,
+        DirectSpout, MultiStreamSpout,
     ],
     bolts: [ChaosBolt],
     basic_bolts: [NullBolt, IdBolt, PanicBolt, PanicOnNew, SleepBolt, RecordBolt, LifecycleBolt],
@@ -145,6 +146,7 @@ mod tests {
             ("spout", "EmptySpout".into(), false, default()),
             ("spout", "PanicSpout".into(), false, default()),
             ("spout", "FailOnNew".into(), false, default()),
+            ("spout", "BlockOnNew".into(), false, default()),
             ("spout", "ReplaySpout".into(), false, default()),
             ("spout", "LifecycleSpout".into(), false, default()),
             ("spout", "DirectSpout".into(), false, vec![value_stream("direct", true)]),

@@ -29,7 +29,7 @@ use super::output::{HostOutput, Side};
 use super::spout::ThrottleUnit;
 use super::tracking::InputTracker;
 use super::transfer::{EmitError, Transfer};
-use super::{should_log, RestartPolicy, RunControl, RunState};
+use super::{count_error, RestartPolicy, RunControl, RunState};
 use crate::metrics::{LocalStats, StatField, TaskStats};
 use crate::throttle::Throttler;
 use crate::wait::progressive::Level;
@@ -340,13 +340,5 @@ impl BoltExecutor {
         }
         self.transfer.flush_all(&mut turn.stats);
         self.publish(turn);
-    }
-}
-
-fn count_error(stats: &mut LocalStats, name: &str, message: &str) {
-    stats.add(StatField::Errors, 1);
-    let n = stats.get(StatField::Errors);
-    if should_log(n) {
-        tracing::warn!("{name}: {message} (error #{n})");
     }
 }

@@ -155,9 +155,15 @@ impl RestartPolicy {
     }
 }
 
-/// A log limiter: true for the 1st, 10th, 100th, 1000th... occurrence.
-pub(crate) fn should_log(count: u64) -> bool {
-    count > 0 && (count == 1 || (count as f64).log10().fract() == 0.0)
+/// Counts a plugin error in the task's stats and logs it the 1st, 10th,
+/// 100th, 1000th... time, so a failing plugin cannot flood the log.
+pub(crate) fn count_error(stats: &mut crate::metrics::LocalStats, name: &str, message: &str) {
+    use crate::metrics::StatField;
+    stats.add(StatField::Errors, 1);
+    let n = stats.get(StatField::Errors);
+    if (n as f64).log10().fract() == 0.0 {
+        tracing::warn!("{name}: {message} (error #{n})");
+    }
 }
 
 #[cfg(test)]

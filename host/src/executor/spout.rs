@@ -37,7 +37,7 @@ use super::batch::{Control, ReplyKind};
 use super::output::{HostOutput, Side};
 use super::tracking::SpoutTracker;
 use super::transfer::{EmitError, Transfer};
-use super::{should_log, RestartPolicy, RunControl, RunState};
+use super::{count_error, RestartPolicy, RunControl, RunState};
 use crate::metrics::{new_histogram, LocalStats, StatField, TaskStats};
 use crate::throttle::Throttler;
 use crate::wait::WaitStrategy;
@@ -210,7 +210,7 @@ impl SpoutExecutor {
             self.plugin_error(turn, name, "next_tuple", e);
         }
         if let Some(e) = turn.emit_error.take() {
-            self.count_error(turn, name, &format!("next_tuple: {e}"));
+            count_error(&mut turn.stats, name, &format!("next_tuple: {e}"));
         }
         for id in std::mem::take(&mut self.tracker.ack_now) {
             self.ack(turn, name, id, None);
@@ -304,7 +304,7 @@ impl SpoutExecutor {
 
     fn plugin_error(&mut self, turn: &mut Turn, name: &str, what: &str, e: PluginError) {
         if !e.is_panic() {
-            return self.count_error(turn, name, &format!("{what}: {e}"));
+            return count_error(&mut turn.stats, name, &format!("{what}: {e}"));
         }
         if !self.restarts.allow(Instant::now()) {
             self.poisoned = true;
@@ -340,14 +340,6 @@ impl SpoutExecutor {
                 self.run.fail(format!("{name}: constructor returned a component of another kind"))
             }
             Err(e) => self.run.fail(format!("{name}: rebuilding after a panic failed: {e}")),
-        }
-    }
-
-    fn count_error(&mut self, turn: &mut Turn, name: &str, message: &str) {
-        turn.stats.add(StatField::Errors, 1);
-        let n = turn.stats.get(StatField::Errors);
-        if should_log(n) {
-            tracing::warn!("{name}: {message} (error #{n})");
         }
     }
 

@@ -65,8 +65,9 @@ inputs = [{{ from = "middle" }}]
     )
 }
 
-/// Runs `toml`, sends SIGINT after 1.5 s of running, and checks that the
-/// drain settled every emitted message before the spout's `close`.
+/// Runs `toml`, sends SIGINT once the spout has had trees settled (and, for
+/// `SomeFail`, failed: timeouts included), and checks that the drain settled
+/// every emitted message before the spout's `close`.
 fn interrupt_mid_run_and_check(test: &str, toml: &str, expect: Expect) {
     let ws = Workspace::new(test);
     let topology = ws.write_topology("drain.toml", toml);
@@ -74,7 +75,12 @@ fn interrupt_mid_run_and_check(test: &str, toml: &str, expect: Expect) {
     cmd.limit(Duration::from_secs(60));
     let mut child = cmd.spawn();
     child.wait_for_stderr("running", Duration::from_secs(20));
-    std::thread::sleep(Duration::from_millis(1500));
+    let within = Duration::from_secs(30);
+    child.wait_for_stat("source", "acked", |n| n >= 1000, within);
+    if expect == Expect::SomeFail {
+        // Explicit fails come at once; timeouts after 1-2 s.
+        child.wait_for_stat("source", "failed", |n| n >= 200, within);
+    }
     child.interrupt();
     let out = child.wait();
     let ctx = context(&out);
@@ -90,6 +96,11 @@ fn interrupt_mid_run_and_check(test: &str, toml: &str, expect: Expect) {
     assert!(in_flight > 0, "Ctrl-C came mid-run, with trees in flight\n{ctx}");
     assert!(in_flight <= MAX_PENDING, "more in flight than max_spout_pending\n{ctx}");
     assert_eq!(drain["completed"], true, "the drain finished in time\n{ctx}");
+    let settled: u64 = ["acked", "failed", "timed_out", "failed_at_shutdown"]
+        .iter()
+        .map(|k| drain[*k].as_u64().expect("an integer"))
+        .sum();
+    assert_eq!(settled, in_flight, "the drain's figures add up exactly\n{ctx}");
     assert_eq!(drain["failed_at_shutdown"], 0, "\n{ctx}");
     assert_eq!(out.stat("source", "failed_shutdown"), 0, "\n{ctx}");
     assert_eq!(out.stat("source", "pending"), 0, "nothing is pending at the end\n{ctx}");

@@ -137,12 +137,14 @@ impl SquallCommand {
         cmd
     }
 
-    /// `squall run TOPOLOGY --stats-interval 0s --json <ws>/summary.json` with no
-    /// `--duration`: it runs until interrupted (see [`SquallCommand::spawn`]).
+    /// `squall run TOPOLOGY --stats-interval 100ms --json <ws>/summary.json`
+    /// with no `--duration`: it runs until interrupted (see
+    /// [`SquallCommand::spawn`]); its stats tables let a test wait for
+    /// progress ([`Running::wait_for_stat`]).
     pub fn run_until_interrupted(ws: &Workspace, topology: &Path) -> Self {
         let json = ws.path("summary.json");
         let mut cmd = Self::new(ws, ["run"]);
-        cmd.arg(topology).args(["--stats-interval", "0s", "--json"]).arg(&json);
+        cmd.arg(topology).args(["--stats-interval", "100ms", "--json"]).arg(&json);
         cmd.json = Some(json);
         cmd
     }
@@ -298,11 +300,54 @@ impl Running {
 
     /// Sends SIGINT (what Ctrl-C sends) to the child.
     pub fn interrupt(&self) {
+        self.signal(libc::SIGINT);
+    }
+
+    /// Sends SIGTERM (what `docker stop` and `kubectl delete pod` send).
+    pub fn terminate(&self) {
+        self.signal(libc::SIGTERM);
+    }
+
+    /// Sends `signal` to the child.
+    pub fn signal(&self, signal: libc::c_int) {
         let pid = libc::pid_t::try_from(self.child.id()).expect("a pid fits in pid_t");
         // SAFETY: kill(2) has no memory-safety preconditions; `pid` is our own
         // child, which has not been waited for, so the id cannot have been reused.
-        let rc = unsafe { libc::kill(pid, libc::SIGINT) };
-        assert_eq!(rc, 0, "kill(SIGINT) failed: {}", std::io::Error::last_os_error());
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "kill({signal}) failed: {}", std::io::Error::last_os_error());
+    }
+
+    /// Waits until the latest stats table row of `component` has a `column`
+    /// (`emitted`, `executed`, `acked`, `failed`, ...) for which `ready`
+    /// holds; panics (killing the child) if it ends first or `within` passes.
+    /// Needs a run with a stats interval ([`SquallCommand::run_until_interrupted`]).
+    pub fn wait_for_stat(
+        &mut self,
+        component: &str,
+        column: &str,
+        ready: impl Fn(u64) -> bool,
+        within: Duration,
+    ) -> u64 {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(v) = latest_stat(&self.stderr.snapshot(), component, column) {
+                if ready(v) {
+                    return v;
+                }
+            }
+            let exited = self.child.try_wait().expect("try_wait").is_some();
+            if exited || Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "{}: the stats never showed the awaited {component}.{column} ({})\n--- stderr\n{}",
+                    self.command,
+                    if exited { "the child exited" } else { "timed out" },
+                    tail(&self.stderr.snapshot(), 40)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Waits until the child's stderr contains `needle`; panics (killing the
@@ -501,4 +546,22 @@ fn parse_duration(s: &str) -> Duration {
 /// Arguments joined for display.
 fn shell_words(args: &[OsString]) -> String {
     args.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+}
+
+/// The value of `column` in the last stats table row of `component` in
+/// `stderr`, if a table with that column and row was printed.
+pub fn latest_stat(stderr: &str, component: &str, column: &str) -> Option<u64> {
+    let mut columns: Option<usize> = None;
+    let mut latest = None;
+    for line in stderr.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.first() == Some(&"component") {
+            columns = words.iter().position(|w| *w == column);
+        } else if let (Some(i), Some(&name)) = (columns, words.first()) {
+            if name == component {
+                latest = words.get(i).and_then(|v| v.parse().ok()).or(latest);
+            }
+        }
+    }
+    latest
 }

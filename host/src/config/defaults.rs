@@ -124,7 +124,7 @@ pub const PARALLELISM: u32 = 1;
 /// Default `park_micros` of the park strategy: Storm's `topology.*.wait.park.microsec`.
 pub const PARK_MICROS: u64 = 100;
 /// Default throttle accounting period: HDFS `DataTransferThrottler`'s 500 ms (seed 002).
-pub const THROTTLE_PERIOD_MILLIS: u64 = 500;
+pub const THROTTLE_PERIOD_MILLIS: u64 = crate::throttle::DEFAULT_PERIOD.as_millis() as u64;
 /// The stream an input subscribes to when it names none (the plugin
 /// contract's default stream).
 pub use squall_plugin_api::DEFAULT_STREAM;

@@ -213,6 +213,7 @@ impl<'a> Binder<'a> {
                     name: format!("{}::{}", component.alias, component.component),
                     new: d.new,
                     config: config.clone(),
+                    loc: component.loc,
                 };
             }
             // Reported already; any valid plan keeps binding going.

@@ -154,5 +154,7 @@ pub enum WaitPlan {
         new: Constructor,
         /// Its config as a TOML document.
         config: String,
+        /// Where the strategy is named in the topology file.
+        loc: crate::config::Loc,
     },
 }

@@ -202,7 +202,7 @@ impl SpoutDecl {
         match self.max_spout_pending {
             Some(0) => None,
             Some(n) => Some(n),
-            None => settings.max_spout_pending,
+            None => settings.max_spout_pending.filter(|&n| n > 0),
         }
     }
 }

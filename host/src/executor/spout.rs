@@ -141,18 +141,7 @@ impl SpoutExecutor {
             if state == RunState::Stopping {
                 break;
             }
-            if state == RunState::Draining {
-                self.mark_drain(&turn);
-            }
-            let wanted = state == RunState::Running && self.enabled;
-            if wanted && !turn.active {
-                turn.active = true;
-                self.call(&mut turn, &name, |s| s.activate());
-            } else if !wanted && turn.active {
-                turn.active = false;
-                self.call(&mut turn, &name, |s| s.deactivate());
-                self.core.transfer.flush_all(&mut turn.stats);
-            }
+            self.follow(&mut turn, &name, state);
             // 1. receive queue
             let received = if until_receive == 0 {
                 until_receive = skips - 1;
@@ -196,6 +185,23 @@ impl SpoutExecutor {
             }
         }
         self.finish(&mut turn);
+    }
+
+    /// Activates or deactivates the instance as the run state and the
+    /// operator ([`Control::Activate`], [`Control::Deactivate`]) want it.
+    fn follow(&mut self, turn: &mut Turn, name: &str, state: RunState) {
+        if state == RunState::Draining {
+            self.mark_drain(turn);
+        }
+        let wanted = state == RunState::Running && self.enabled;
+        if wanted && !turn.active {
+            turn.active = true;
+            self.call(turn, name, |s| s.activate());
+        } else if !wanted && turn.active {
+            turn.active = false;
+            self.call(turn, name, |s| s.deactivate());
+            self.core.transfer.flush_all(&mut turn.stats);
+        }
     }
 
     /// Calls `next_tuple` and settles what it emitted; returns the tuples emitted.

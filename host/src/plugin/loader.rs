@@ -26,10 +26,6 @@ impl Library {
         self.catalogue.components.iter().find(|c| c.name.as_str() == name)
     }
 
-    /// The names of every exported component.
-    pub fn component_names(&self) -> impl Iterator<Item = &str> {
-        self.catalogue.components.iter().map(|c| c.name.as_str())
-    }
 }
 
 /// Loads the plugin library at `path`, checks its contract, and reads its catalogue.

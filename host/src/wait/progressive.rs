@@ -44,11 +44,13 @@ impl Progressive {
 
     /// Storm's defaults for a situation.
     pub fn default_for(situation: WaitSituation) -> Self {
-        if situation == WaitSituation::SPOUT_WAIT {
-            Self::new(0, 0, 1)
-        } else {
-            Self::new(1, 1000, 1)
-        }
+        use crate::config::defaults::{BACKPRESSURE_WAIT_LEVELS, BOLT_WAIT_LEVELS, SPOUT_WAIT_LEVELS};
+        let (l1, l2, l3) = match situation {
+            WaitSituation::SPOUT_WAIT => SPOUT_WAIT_LEVELS,
+            WaitSituation::BOLT_WAIT => BOLT_WAIT_LEVELS,
+            _ => BACKPRESSURE_WAIT_LEVELS,
+        };
+        Self::new(l1, l2, l3)
     }
 
     /// The level for a counter, and the next counter.

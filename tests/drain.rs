@@ -190,3 +190,83 @@ config = { fail_rate = 0.02, drop_rate = 0.01, seed = 99 }"#,
         Expect::SomeFail,
     );
 }
+
+#[test]
+fn long_configured_sleeps_end_when_the_drain_begins() {
+    // An idle spout sleeps `level3_sleep_millis` per turn and an idle bolt
+    // parks `park_micros`: 30 s each. The drain must not wait them out (nor
+    // blame plugin code for them).
+    let ws = Workspace::new("long_sleeps");
+    let topology = ws.write_topology(
+        "sleepy.toml",
+        r#"
+[topology]
+shutdown_timeout_secs = 10
+
+[plugins]
+testkit = "{testkit}"
+
+[wait.spout]
+level3_sleep_millis = 30000
+
+[wait.bolt]
+strategy = "park"
+park_micros = 30000000
+
+[spouts.source]
+component = "testkit::EmptySpout"
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{ from = "source" }]
+"#,
+    );
+    let out = SquallCommand::run(&ws, &topology, "1s").output();
+    let ctx = context(&out);
+    out.assert_code(0);
+    assert_eq!(out.summary()["outcome"], "completed", "\n{ctx}");
+    assert_eq!(out.summary()["drain"]["completed"], true, "the drain finished\n{ctx}");
+    assert_eq!(out.summary()["drain"]["stuck_threads"], serde_json::json!([]), "\n{ctx}");
+}
+
+#[test]
+fn a_slow_bolt_with_a_backlog_keeps_publishing_and_is_named_when_the_drain_times_out() {
+    // 1 ms per tuple behind a full queue: the bolt never empties it.
+    let ws = Workspace::new("slow_backlog");
+    let topology = ws.write_topology(
+        "slow.toml",
+        r#"
+[topology]
+shutdown_timeout_secs = 1
+
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+
+[bolts.slow]
+component = "testkit::SleepBolt"
+config = { micros = 1000 }
+inputs = [{ from = "source" }]
+"#,
+    );
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &topology);
+    cmd.limit(Duration::from_secs(60));
+    let mut child = cmd.spawn();
+    child.wait_for_stderr("running", Duration::from_secs(20));
+    // The stats show the bolt's progress while the backlog lasts.
+    child.wait_for_stat("slow", "executed", |n| n >= 100, Duration::from_secs(20));
+    child.interrupt();
+    let out = child.wait();
+    let ctx = context(&out);
+    // The drain times out with the backlog still queued: that is no failure
+    // of plugin code, and the warning says who holds how much.
+    out.assert_code(0);
+    assert_eq!(out.summary()["drain"]["completed"], false, "\n{ctx}");
+    assert_eq!(out.summary()["drain"]["stuck_threads"], serde_json::json!([]), "\n{ctx}");
+    assert!(!out.stderr.contains("blocked in plugin code"), "nothing is blocked\n{ctx}");
+    let warning = out.stderr.lines().find(|l| l.contains("drain did not finish")).unwrap_or("");
+    assert!(warning.contains("\"slow\": ") && warning.contains("queued batches"), "\n{ctx}");
+    assert!(out.stat("slow", "executed") >= 100, "\n{ctx}");
+}

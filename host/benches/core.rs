@@ -82,17 +82,19 @@ fn grouping(c: &mut Criterion) {
 /// One idle call per strategy level that does not sleep for milliseconds.
 fn wait(c: &mut Criterion) {
     let mut group = c.benchmark_group("squall_host::wait");
+    let drain = squall_host::throttle::Canceler::new();
     let progressive = Progressive::new(u32::MAX, 0, 1);
     group.bench_function("progressive_level1_spin", |b| {
-        b.iter(|| black_box(progressive.idle(black_box(0))))
+        b.iter(|| black_box(progressive.idle(black_box(0), &drain)))
     });
     let parking = Progressive::new(0, u32::MAX, 1);
     group.sample_size(20);
     group.bench_function("progressive_level2_park_1ns", |b| {
-        b.iter(|| black_box(parking.idle(black_box(0))))
+        b.iter(|| black_box(parking.idle(black_box(0), &drain)))
     });
     let park = Park::new(0);
-    group.bench_function("park_0us_spin", |b| b.iter(|| black_box(park.idle(black_box(0)))));
+    group
+        .bench_function("park_0us_spin", |b| b.iter(|| black_box(park.idle(black_box(0), &drain))));
     group.finish();
 }
 

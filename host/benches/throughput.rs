@@ -117,7 +117,8 @@ fn main() {
     // Complete latency at half the maximum rate, on the latency topology
     // (batches of one tuple), throttled in smooth mode.
     let max = median(
-        (0..s.runs).map(|_| squall_rate(&s, &s.bin, "const-null-latency.toml", "spout", "acked", None).0),
+        (0..s.runs)
+            .map(|_| squall_rate(&s, &s.bin, "const-null-latency.toml", "spout", "acked", None).0),
     );
     let half = (max / 2.0).max(1.0) as u64;
     let lat: Vec<(f64, f64)> = (0..s.runs)

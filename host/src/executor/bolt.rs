@@ -138,7 +138,7 @@ impl BoltExecutor {
             if !self.core.transfer.flush_pending(&mut turn.stats) {
                 self.publish(&mut turn);
                 let started = Instant::now();
-                bp_counter = self.core.backpressure_wait.idle(bp_counter);
+                bp_counter = self.core.backpressure_wait.idle(bp_counter, &self.core.run.canceler);
                 turn.stats.add(StatField::BackpressureNanos, started.elapsed().as_nanos() as u64);
                 continue;
             }
@@ -175,7 +175,7 @@ impl BoltExecutor {
                 return counter;
             }
         }
-        self.core.wait.idle(counter)
+        self.core.wait.idle(counter, &self.core.run.canceler)
     }
 
     /// Executes queued tuples until the queue is empty or emits are pending.

@@ -167,7 +167,7 @@ impl SpoutExecutor {
             // 5. wait
             if self.core.transfer.has_pending() {
                 let started = Instant::now();
-                bp_counter = self.core.backpressure_wait.idle(bp_counter);
+                bp_counter = self.core.backpressure_wait.idle(bp_counter, &self.core.run.canceler);
                 turn.stats.add(StatField::BackpressureNanos, started.elapsed().as_nanos() as u64);
                 continue;
             }
@@ -176,7 +176,7 @@ impl SpoutExecutor {
                 self.core.transfer.flush_all(&mut turn.stats);
                 self.publish(&mut turn);
                 let started = Instant::now();
-                spout_counter = self.core.wait.idle(spout_counter);
+                spout_counter = self.core.wait.idle(spout_counter, &self.core.run.canceler);
                 if gated {
                     turn.stats.add(StatField::MaxPendingNanos, started.elapsed().as_nanos() as u64);
                 }

@@ -25,7 +25,6 @@ impl Library {
     pub fn component(&self, name: &str) -> Option<&ComponentDescriptor> {
         self.catalogue.components.iter().find(|c| c.name.as_str() == name)
     }
-
 }
 
 /// Loads the plugin library at `path`, checks its contract, and reads its catalogue.

@@ -230,3 +230,32 @@ fn spawn(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_thread_that_panics_fails_the_run_with_its_name_and_cause() {
+        let run = Arc::new(RunControl::default());
+        let t = spawn("__system".into(), &run, || panic!("overflow when adding duration"))
+            .expect("spawn");
+        t.join().expect("the panic is caught inside the thread");
+        assert_eq!(run.state(), RunState::Draining, "the run drains");
+        match run.fatal() {
+            Some(RunError::ThreadDied { thread, cause }) => {
+                assert_eq!(thread, "__system");
+                assert_eq!(cause, "overflow when adding duration");
+            }
+            other => panic!("expected ThreadDied, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_host_thread_that_ends_normally_leaves_the_run_alone() {
+        let run = Arc::new(RunControl::default());
+        spawn("__acker-0".into(), &run, || {}).expect("spawn").join().expect("join");
+        assert_eq!(run.state(), RunState::Running);
+        assert!(run.fatal().is_none());
+    }
+}

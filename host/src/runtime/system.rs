@@ -58,7 +58,7 @@ impl SystemTask {
         let mut next_timeout = self.timeout_period.map(|p| start + p);
         let mut next_tick: Vec<Instant> = self.tick_bolts.iter().map(|(p, _)| start + *p).collect();
         while self.run.state() != RunState::Stopping {
-            park.idle(0);
+            park.idle(0, &self.run.canceler);
             let now = Instant::now();
             if let (Some(period), Some(next)) = (self.timeout_period, next_timeout.as_mut()) {
                 if now >= *next {

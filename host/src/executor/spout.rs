@@ -141,7 +141,11 @@ impl SpoutExecutor {
             if state == RunState::Stopping {
                 break;
             }
-            self.follow(&mut turn, &name, state);
+            // The common case costs two compares; the transitions are cold.
+            let wanted = state == RunState::Running && self.enabled;
+            if wanted != turn.active || (state == RunState::Draining && self.drain_base.is_none()) {
+                self.follow(&mut turn, &name, state);
+            }
             // 1. receive queue
             let received = if until_receive == 0 {
                 until_receive = skips - 1;
@@ -189,6 +193,8 @@ impl SpoutExecutor {
 
     /// Activates or deactivates the instance as the run state and the
     /// operator ([`Control::Activate`], [`Control::Deactivate`]) want it.
+    #[cold]
+    #[inline(never)]
     fn follow(&mut self, turn: &mut Turn, name: &str, state: RunState) {
         if state == RunState::Draining {
             self.mark_drain(turn);

@@ -43,6 +43,9 @@ mod drain;
 // running; no colour in piped logs; `inspect | head` exits quietly.
 mod signals;
 
+// `--http`: every route, its errors, steering, drain, port in use, promtool.
+mod http;
+
 // Throttled spouts and bolt inputs hold their rate over a run, in both modes,
 // in tuples/s and bytes/s; Ctrl-C cuts a long throttled wait short.
 mod throttle;

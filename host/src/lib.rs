@@ -26,6 +26,7 @@ pub mod clock;
 pub mod config;
 pub mod control;
 pub mod executor;
+pub mod http;
 pub mod ids;
 pub mod metrics;
 pub mod plugin;

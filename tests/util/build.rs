@@ -110,3 +110,22 @@ pub fn plugin_path(name: &str) -> PathBuf {
     build_once();
     release_dir().join(format!("libsquall_{}.so", name.replace('-', "_")))
 }
+
+/// Set by `.ci/run`: a test whose external tool or server is missing fails
+/// instead of skipping.
+pub const REQUIRE_VAR: &str = "SQUALL_REQUIRE_TOOLS";
+
+/// The path of the external program `name` (found on `PATH`), or `None`
+/// after printing that the test part needing it is skipped. Under
+/// `SQUALL_REQUIRE_TOOLS=1` (CI) a missing program fails the test instead.
+pub fn require_tool(name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths).map(|dir| dir.join(name)).find(|p| p.is_file())
+    });
+    if found.is_none() {
+        let required = std::env::var(REQUIRE_VAR).is_ok_and(|v| v == "1");
+        assert!(!required, "{name} is not installed, and {REQUIRE_VAR}=1 requires it");
+        eprintln!("SKIPPED (part of this test): {name} is not installed; set {REQUIRE_VAR}=1 to make this a failure");
+    }
+    found
+}

@@ -298,6 +298,11 @@ impl Running {
         line.split_whitespace().nth(1)?.parse().ok()
     }
 
+    /// What the child has written to stderr so far.
+    pub fn stderr_snapshot(&self) -> String {
+        self.stderr.snapshot()
+    }
+
     /// Sends SIGINT (what Ctrl-C sends) to the child.
     pub fn interrupt(&self) {
         self.signal(libc::SIGINT);

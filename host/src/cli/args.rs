@@ -46,4 +46,8 @@ pub struct RunArgs {
     /// Write the end-of-run summary as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Serve metrics, the REST API and the live page on this address:
+    /// PORT (loopback) or HOST:PORT. Off by default.
+    #[arg(long, value_name = "ADDR", value_parser = crate::http::parse_addr)]
+    pub http: Option<std::net::SocketAddr>,
 }

@@ -6,7 +6,7 @@
 //! | 0 | success |
 //! | 1 | the topology failed while running, or an unexpected I/O error |
 //! | 2 | usage error (clap) |
-//! | 69 | `EX_UNAVAILABLE`: a plugin library could not be loaded, or a constructor failed or panicked |
+//! | 69 | `EX_UNAVAILABLE`: a plugin library could not be loaded, a constructor failed or panicked, or the `--http` address cannot be bound |
 //! | 78 | `EX_CONFIG`: the topology file is invalid, including a component or wait strategy rejecting its `config` |
 //! | 130 | a second SIGINT or SIGTERM ended the process at once |
 
@@ -33,6 +33,8 @@ pub enum Failure {
     Load(Vec<LoadError>),
     /// The topology could not start (a constructor failed, panicked or blocked).
     Start(StartError),
+    /// The HTTP endpoint could not be bound (`--http`).
+    Bind(crate::http::BindError),
     /// The topology failed while running.
     Run(RunError),
     /// Anything else (I/O on an output file, ...).
@@ -44,7 +46,7 @@ impl Failure {
     pub fn exit_code(&self) -> u8 {
         match self {
             Failure::Config(_) => EXIT_CONFIG,
-            Failure::Load(_) | Failure::Start(_) => EXIT_UNAVAILABLE,
+            Failure::Load(_) | Failure::Start(_) | Failure::Bind(_) => EXIT_UNAVAILABLE,
             Failure::Run(_) | Failure::Other(_) => 1,
         }
     }
@@ -59,6 +61,7 @@ impl Failure {
                 }
             }
             Failure::Start(e) => eprintln!("error: {e}"),
+            Failure::Bind(e) => eprintln!("error: {e}"),
             Failure::Run(e) => eprintln!("error: {e}"),
             Failure::Other(e) => eprintln!("error: {e:#}"),
         }

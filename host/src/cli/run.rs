@@ -14,6 +14,8 @@ use crate::runtime::{RunOutcome, TopologyHandle};
 pub fn run(args: RunArgs) -> Result<(), Failure> {
     let signals = Signals::install()?;
     let topology = load(&args.topology)?;
+    // Bound before any topology thread starts: a port in use is a clean error.
+    let http = args.http.map(crate::http::HttpServer::bind).transpose().map_err(Failure::Bind)?;
     let instances = super::instantiate(&topology)?;
     let name = topology.name.clone();
     let mut reporters = reporters(&args);
@@ -29,11 +31,15 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         handle.run().set_deadline(deadline);
     }
     signals.attach(handle.clone());
+    let http = http.map(|server| server.serve(handle.clone())).transpose()?;
     tracing::info!(topology = %name, "running; SIGINT (Ctrl-C) or SIGTERM drains and stops, a second one exits at once");
     let interval = (!args.stats_interval.is_zero()).then_some(args.stats_interval);
     let reason = run_loop(&handle, &signals, deadline, interval, &mut reporters);
     tracing::info!("{reason}: draining");
     let RunOutcome { report, drain, error } = running.stop();
+    if let Some(http) = http {
+        http.stop();
+    }
     let summary = RunSummary {
         schema_version: 1,
         topology: name,

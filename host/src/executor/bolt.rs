@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use abi_stable::{sabi_trait::TD_Opaque, std_types::RString};
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError};
+use hdrhistogram::Histogram;
 use squall_plugin_api::abi::{BoltBox, ComponentBox, OutputMut, Output_TO};
 use squall_plugin_api::{Anchor, PluginError, TaskContext, Tuple, SYSTEM_COMPONENT, TICK_STREAM};
 
@@ -33,7 +34,7 @@ use super::tracking::InputTracker;
 use super::transfer::EmitError;
 use crate::control::{Control, RunError, RunState};
 use crate::ids::TaskId;
-use crate::metrics::{LocalStats, StatField};
+use crate::metrics::{new_histogram, LocalStats, StatField};
 use crate::throttle::Throttler;
 use crate::wait::progressive::Level;
 use crate::wait::WaitStrategy;
@@ -120,13 +121,20 @@ struct Turn {
     stats: LocalStats,
     emit_error: Option<EmitError>,
     current: Option<(Batch, usize)>,
+    /// Execute latency (µs): one sample per consumed run, its mean.
+    histogram: Histogram<u64>,
 }
 
 impl BoltExecutor {
     /// Runs the task to the end.
     pub fn run(mut self) {
         let name = self.core.label.clone();
-        let mut turn = Turn { stats: LocalStats::default(), emit_error: None, current: None };
+        let mut turn = Turn {
+            stats: LocalStats::default(),
+            emit_error: None,
+            current: None,
+            histogram: new_histogram(),
+        };
         if let Err(e) = self.bolt.prepare(&self.core.context).into_result() {
             let cause = e.to_string();
             self.core.fail(|task| RunError::Lifecycle { task, call: "prepare", cause });
@@ -151,6 +159,7 @@ impl BoltExecutor {
             if consumed == 0 && ticks == 0 {
                 self.core.transfer.flush_all(&mut turn.stats);
                 self.publish(&mut turn);
+                self.merge_latency(&mut turn);
                 bolt_counter = self.idle(bolt_counter);
             } else {
                 bolt_counter = 0;
@@ -237,9 +246,12 @@ impl BoltExecutor {
                 break;
             }
         }
-        if consumed > 0 {
-            turn.stats.add(StatField::BusyNanos, started.elapsed().as_nanos() as u64);
+        if consumed == 0 {
+            return 0;
         }
+        let busy = started.elapsed().as_nanos() as u64;
+        turn.stats.add(StatField::BusyNanos, busy);
+        let _ = turn.histogram.record((busy / consumed / 1000).max(1));
         consumed
     }
 
@@ -293,7 +305,7 @@ impl BoltExecutor {
             self.bolt.execute(tuple, output).into_result()
         };
         if let Some(e) = turn.emit_error.take() {
-            count_error(&mut turn.stats, name, &format!("execute: {e}"));
+            count_error(&mut turn.stats, &self.core.shared, name, &format!("execute: {e}"));
         }
         match result {
             Ok(()) => {
@@ -304,7 +316,7 @@ impl BoltExecutor {
                 self.restart(turn, e);
             }
             Err(e) => {
-                count_error(&mut turn.stats, name, &format!("execute: {e}"));
+                count_error(&mut turn.stats, &self.core.shared, name, &format!("execute: {e}"));
                 self.inputs.finish(false, self.auto_ack, &mut self.core.transfer, &mut turn.stats);
             }
         }
@@ -359,6 +371,15 @@ impl BoltExecutor {
             || turn.current.is_some();
         turn.stats.set(StatField::Unsent, u64::from(unsent));
         self.core.shared.publish(&turn.stats);
+        // The shared histogram takes a lock: merge every 64 samples here,
+        // and whenever the bolt goes idle or stops (`merge_latency`).
+        if turn.histogram.len() >= 64 {
+            self.merge_latency(turn);
+        }
+    }
+
+    fn merge_latency(&self, turn: &mut Turn) {
+        self.core.shared.execute_latency.merge_from(&mut turn.histogram);
     }
 
     fn finish(&mut self, turn: &mut Turn, name: &str) {
@@ -369,5 +390,6 @@ impl BoltExecutor {
         }
         self.core.transfer.flush_all(&mut turn.stats);
         self.publish(turn);
+        self.merge_latency(turn);
     }
 }

@@ -48,13 +48,27 @@ impl RestartPolicy {
 }
 
 /// Counts a plugin error in the task's stats and logs it the 1st, 10th,
-/// 100th, 1000th... time, so a failing plugin cannot flood the log.
-pub(crate) fn count_error(stats: &mut crate::metrics::LocalStats, name: &str, message: &str) {
+/// 100th, 1000th... time, so a failing plugin cannot flood the log. The
+/// error's text is kept for the HTTP API's last errors when it is logged,
+/// and otherwise at most once a second.
+pub(crate) fn count_error(
+    stats: &mut crate::metrics::LocalStats,
+    shared: &crate::metrics::TaskStats,
+    name: &str,
+    message: &str,
+) {
     use crate::metrics::StatField;
     stats.add(StatField::Errors, 1);
     let n = stats.get(StatField::Errors);
-    if (n as f64).log10().fract() == 0.0 {
+    let logged = (n as f64).log10().fract() == 0.0;
+    if logged {
         tracing::warn!("{name}: {message} (error #{n})");
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if logged || shared.errors.newest_secs().is_none_or(|t| t < now) {
+        shared.errors.record(format!("{message} (error #{n})"));
     }
 }
 

@@ -239,7 +239,7 @@ impl SpoutExecutor {
             self.plugin_error(turn, name, "next_tuple", e);
         }
         if let Some(e) = turn.emit_error.take() {
-            count_error(&mut turn.stats, name, &format!("next_tuple: {e}"));
+            count_error(&mut turn.stats, &self.core.shared, name, &format!("next_tuple: {e}"));
         }
         for id in std::mem::take(&mut self.tracker.ack_now) {
             self.ack(turn, name, id, None);
@@ -338,7 +338,7 @@ impl SpoutExecutor {
 
     fn plugin_error(&mut self, turn: &mut Turn, name: &str, what: &'static str, e: PluginError) {
         if !e.is_panic() {
-            return count_error(&mut turn.stats, name, &format!("{what}: {e}"));
+            return count_error(&mut turn.stats, &self.core.shared, name, &format!("{what}: {e}"));
         }
         match self.core.rebuild(what, &e, &mut turn.stats) {
             Some(ComponentBox::Spout(spout)) => {

@@ -99,6 +99,55 @@ pub struct TaskStats {
     values: [AtomicU64; StatField::COUNT],
     /// Complete latency of acked trees in µs (spouts), merged at publication.
     pub latency: LatencyHistogram,
+    /// Execute latency in µs (bolts): the mean of each executed batch,
+    /// merged now and then (see the bolt executor).
+    pub execute_latency: LatencyHistogram,
+    /// The last errors the task's plugin calls returned.
+    pub errors: ErrorLog,
+}
+
+/// One error a plugin call returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorRecord {
+    /// When, as seconds since the Unix epoch.
+    pub unix_secs: u64,
+    /// The error's text, as logged.
+    pub message: String,
+}
+
+/// The last [`ErrorLog::CAPACITY`] errors of a task. Written only on the
+/// error path (and rate-limited there), read by the HTTP API.
+#[derive(Debug, Default)]
+pub struct ErrorLog {
+    inner: Mutex<std::collections::VecDeque<ErrorRecord>>,
+}
+
+impl ErrorLog {
+    /// How many errors are kept.
+    pub const CAPACITY: usize = 8;
+
+    /// Records an error now, dropping the oldest past the capacity.
+    pub fn record(&self, message: String) {
+        let unix_secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if let Ok(mut log) = self.inner.lock() {
+            if log.len() == Self::CAPACITY {
+                log.pop_front();
+            }
+            log.push_back(ErrorRecord { unix_secs, message });
+        }
+    }
+
+    /// The kept errors, oldest first.
+    pub fn snapshot(&self) -> Vec<ErrorRecord> {
+        self.inner.lock().map(|l| l.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// When the newest error was recorded, if any.
+    pub fn newest_secs(&self) -> Option<u64> {
+        self.inner.lock().ok()?.back().map(|e| e.unix_secs)
+    }
 }
 
 impl TaskStats {

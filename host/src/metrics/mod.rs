@@ -13,6 +13,8 @@ mod counters;
 mod report;
 mod reporter;
 
-pub use counters::{new_histogram, LatencyHistogram, LocalStats, StatField, TaskStats};
+pub use counters::{
+    new_histogram, ErrorLog, ErrorRecord, LatencyHistogram, LocalStats, StatField, TaskStats,
+};
 pub use report::{ComponentSummary, Outcome, Report, RunSummary};
 pub use reporter::{JsonReporter, Reporter, TableReporter};

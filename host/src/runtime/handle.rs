@@ -83,6 +83,19 @@ impl TopologyHandle {
         self.inner.started.elapsed()
     }
 
+    /// The published counters of task `task`.
+    ///
+    /// # Panics
+    /// When `task` is not a task of the topology.
+    pub fn task_stats(&self, task: u32) -> &TaskStats {
+        &self.inner.stats[task as usize]
+    }
+
+    /// Batches waiting in task `task`'s receive queue (0 for spouts).
+    pub fn queue_depth(&self, task: u32) -> usize {
+        self.inner.queues.get(task as usize).and_then(Option::as_ref).map_or(0, Sender::len)
+    }
+
     /// A snapshot of every component's published figures.
     pub fn report(&self) -> Report {
         let depths: Vec<u64> =

@@ -34,6 +34,10 @@ struct ChaosConfig {
     panic_rate: f64,
     #[serde(default = "default_seed")]
     seed: u64,
+    /// Every `error_every`-th input (0 = never) returns an error from
+    /// `execute` instead (the host counts it and fails the input).
+    #[serde(default)]
+    error_every: u64,
 }
 
 fn default_seed() -> u64 {
@@ -91,11 +95,13 @@ static CHAOS_INSTANCES: AtomicU64 = AtomicU64::new(0);
 /// The first instance built in the process draws from `seed`; every later one
 /// (another task, or a rebuild after a panic) from its own stream derived from
 /// `seed`. A rebuilt instance therefore does not repeat the draws that made
-/// its predecessor panic.
+/// its predecessor panic. With `error_every = N` (0 = never), every N-th
+/// input returns an error from `execute` instead of drawing.
 #[derive(Debug)]
 pub struct ChaosBolt {
     config: ChaosConfig,
     rng: SplitMix64,
+    inputs: u64,
 }
 
 impl Bolt for ChaosBolt {
@@ -111,10 +117,15 @@ impl Bolt for ChaosBolt {
         let config: ChaosConfig = config.parse()?;
         config.validate()?;
         let instance = CHAOS_INSTANCES.fetch_add(1, Ordering::Relaxed);
-        Ok(Self { config, rng: SplitMix64::for_stream(config.seed, instance) })
+        Ok(Self { config, rng: SplitMix64::for_stream(config.seed, instance), inputs: 0 })
     }
 
     fn execute(&mut self, input: &Tuple<'_>, collector: &mut BoltCollector<'_>) -> Result<()> {
+        self.inputs += 1;
+        let every = self.config.error_every;
+        if every > 0 && self.inputs % every == 0 {
+            return Err(format!("chaos: error on purpose (input #{})", self.inputs).into());
+        }
         match self.config.action(self.rng.next_f64()) {
             ChaosAction::Panic => panic!("chaos: panic on purpose"),
             ChaosAction::Fail => collector.fail(input),

@@ -1,0 +1,279 @@
+//! The REST API, in the shape of Storm UI's, as JSON. Every route is
+//! documented in `docs/http-api.md`.
+
+use serde::Serialize;
+use serde_json::{json, Value as Json};
+
+use super::history::{Counts, History, WindowStats};
+use crate::metrics::StatField;
+use crate::runtime::{HandleError, TopologyHandle};
+use crate::topology::grouping::Grouping;
+use crate::topology::{Component, Kind};
+
+/// The windows of `/api/v1/topology`: name and length in seconds (`None` = all time).
+pub const WINDOWS: &[(&str, Option<f64>)] =
+    &[("10s", Some(10.0)), ("1m", Some(60.0)), ("10m", Some(600.0)), ("all", None)];
+
+/// An answer: HTTP status and JSON body.
+#[derive(Debug)]
+pub struct Answer {
+    /// The status code.
+    pub status: u16,
+    /// The body.
+    pub body: Json,
+}
+
+impl Answer {
+    fn ok(body: Json) -> Self {
+        Self { status: 200, body }
+    }
+
+    /// A JSON error `{"error": message}` with `status`.
+    pub fn error(status: u16, message: impl Into<String>) -> Self {
+        Self { status, body: json!({ "error": message.into() }) }
+    }
+}
+
+fn kind(k: Kind) -> &'static str {
+    match k {
+        Kind::Spout => "spout",
+        Kind::Bolt => "bolt",
+    }
+}
+
+fn state(handle: &TopologyHandle) -> &'static str {
+    match handle.state() {
+        crate::control::RunState::Running => "running",
+        crate::control::RunState::Draining => "draining",
+        crate::control::RunState::Stopping => "stopping",
+    }
+}
+
+/// A grouping as the topology file writes it: `shuffle`, `fields(word)`, ...
+fn grouping_label(g: &Grouping, fields: &[String]) -> String {
+    match g {
+        Grouping::Shuffle => "shuffle".into(),
+        Grouping::Fields(ix) => {
+            let names: Vec<&str> =
+                ix.iter().filter_map(|&i| fields.get(i).map(String::as_str)).collect();
+            format!("fields({})", names.join(", "))
+        }
+        Grouping::All => "all".into(),
+        Grouping::Global => "global".into(),
+        Grouping::Direct => "direct".into(),
+        Grouping::LocalOrShuffle => "local_or_shuffle".into(),
+        Grouping::None => "none".into(),
+    }
+}
+
+/// One edge of the graph.
+#[derive(Debug, Serialize)]
+struct Edge {
+    from: String,
+    stream: String,
+    to: String,
+    grouping: String,
+    /// Tuples/s the source component emitted over the last 10 s (all its streams).
+    rate: f64,
+}
+
+fn windows(history: &History, handle: &TopologyHandle, i: usize) -> serde_json::Map<String, Json> {
+    let now = Counts::of(handle, i);
+    let elapsed = handle.elapsed().as_secs_f64();
+    WINDOWS
+        .iter()
+        .map(|(name, w)| {
+            let stats: WindowStats = history.window(i, now, elapsed, *w);
+            ((*name).to_owned(), serde_json::to_value(stats).unwrap_or(Json::Null))
+        })
+        .collect()
+}
+
+/// `GET /api/v1/topology`.
+pub fn topology(handle: &TopologyHandle, history: &History) -> Answer {
+    let t = handle.topology();
+    let report = handle.report();
+    let mut edges = Vec::new();
+    let mut components = Vec::new();
+    for (i, (c, summary)) in t.components.iter().zip(&report.components).enumerate() {
+        let w = windows(history, handle, i);
+        let rate = w.get("10s").and_then(|s| s["emit_rate"].as_f64()).unwrap_or(0.0);
+        for s in &c.outputs {
+            let fields: Vec<String> = s.decl.fields.iter().map(|f| f.to_string()).collect();
+            for sub in &s.subscribers {
+                edges.push(Edge {
+                    from: c.name.clone(),
+                    stream: s.decl.name.to_string(),
+                    to: t.components[sub.component].name.clone(),
+                    grouping: grouping_label(&sub.grouping, &fields),
+                    rate,
+                });
+            }
+        }
+        let last_error = c
+            .tasks
+            .clone()
+            .flat_map(|task| {
+                handle.task_stats(task).errors.snapshot().into_iter().map(move |e| (task, e))
+            })
+            .max_by_key(|(_, e)| e.unix_secs)
+            .map(|(task, e)| json!({ "task": task, "time": e.unix_secs, "message": e.message }));
+        components.push(json!({
+            "name": c.name,
+            "kind": kind(c.kind),
+            "component": c.reference,
+            "tasks": c.parallelism(),
+            "active": c.kind == Kind::Spout && c.tasks.clone().any(|task| handle.task_stats(task).get(StatField::Active) == 1),
+            "summary": summary,
+            "windows": w,
+            "last_error": last_error,
+        }));
+    }
+    Answer::ok(json!({
+        "name": t.name,
+        "state": state(handle),
+        "uptime_secs": handle.elapsed().as_secs_f64(),
+        "error": handle.fatal().map(|e| e.to_string()),
+        "windows": WINDOWS.iter().map(|w| w.0).collect::<Vec<_>>(),
+        "components": components,
+        "edges": edges,
+        "history": history.series(handle, 300),
+        "process": {
+            "cpu_secs": super::prometheus::process_cpu_secs(),
+            "rss_bytes": super::prometheus::process_rss_bytes(),
+        },
+    }))
+}
+
+fn find<'a>(handle: &'a TopologyHandle, name: &str) -> Result<(usize, &'a Component), Answer> {
+    let t = handle.topology();
+    t.components.iter().enumerate().find(|(_, c)| c.name == name).ok_or_else(|| {
+        let e = HandleError::UnknownComponent {
+            name: name.to_owned(),
+            suggestion: crate::config::suggest(name, t.components.iter().map(|c| c.name.as_str())),
+        };
+        Answer::error(404, e.to_string())
+    })
+}
+
+/// `GET /api/v1/components/{name}`.
+pub fn component(handle: &TopologyHandle, history: &History, name: &str) -> Answer {
+    let (i, c) = match find(handle, name) {
+        Ok(found) => found,
+        Err(answer) => return answer,
+    };
+    let t = handle.topology();
+    let elapsed = handle.elapsed().as_secs_f64();
+    let tasks: Vec<Json> = c
+        .tasks
+        .clone()
+        .map(|task| {
+            let s = handle.task_stats(task);
+            let executed = s.get(StatField::Executed);
+            let busy = s.get(StatField::BusyNanos) as f64;
+            json!({
+                "task": task,
+                "emitted": s.get(StatField::Emitted),
+                "transferred": s.get(StatField::Transferred),
+                "executed": executed,
+                "acked": s.get(StatField::Acked),
+                "failed_explicit": s.get(StatField::FailedExplicit),
+                "failed_timeout": s.get(StatField::FailedTimeout),
+                "failed_panic": s.get(StatField::FailedPanic),
+                "failed_shutdown": s.get(StatField::FailedShutdown),
+                "pending": s.get(StatField::Pending),
+                "restarts": s.get(StatField::Restarts),
+                "errors": s.get(StatField::Errors),
+                "ticks": s.get(StatField::Ticks),
+                "active": s.get(StatField::Active) == 1,
+                "capacity": (busy / 1e9 / elapsed.max(1e-9)).min(1.0),
+                "execute_latency_us": if executed > 0 { busy / 1e3 / executed as f64 } else { 0.0 },
+                "queue_depth_batches": handle.queue_depth(task),
+            })
+        })
+        .collect();
+    let inputs: Vec<Json> = c
+        .inputs
+        .iter()
+        .map(|input| {
+            let from = &t.components[input.from];
+            let stream = &from.outputs[input.stream as usize];
+            let fields: Vec<String> = stream.decl.fields.iter().map(|f| f.to_string()).collect();
+            let grouping = stream
+                .subscribers
+                .iter()
+                .find(|s| t.components[s.component].name == c.name)
+                .map(|s| grouping_label(&s.grouping, &fields));
+            json!({ "from": from.name, "stream": stream.decl.name.as_str(), "grouping": grouping })
+        })
+        .collect();
+    let outputs: Vec<Json> = c
+        .outputs
+        .iter()
+        .map(|s| {
+            let to: Vec<&str> = s.subscribers.iter().map(|sub| t.components[sub.component].name.as_str()).collect();
+            let fields: Vec<&str> = s.decl.fields.iter().map(|f| f.as_str()).collect();
+            json!({ "stream": s.decl.name.as_str(), "fields": fields, "direct": s.decl.direct, "to": to })
+        })
+        .collect();
+    let mut errors: Vec<(u32, crate::metrics::ErrorRecord)> = c
+        .tasks
+        .clone()
+        .flat_map(|task| {
+            handle.task_stats(task).errors.snapshot().into_iter().map(move |e| (task, e))
+        })
+        .collect();
+    errors.sort_by_key(|(_, e)| std::cmp::Reverse(e.unix_secs));
+    let last_errors: Vec<Json> = errors
+        .into_iter()
+        .map(|(task, e)| json!({ "task": task, "time": e.unix_secs, "message": e.message }))
+        .collect();
+    Answer::ok(json!({
+        "name": c.name,
+        "kind": kind(c.kind),
+        "component": c.reference,
+        "parallelism": c.parallelism(),
+        "windows": windows(history, handle, i),
+        "tasks": tasks,
+        "inputs": inputs,
+        "outputs": outputs,
+        "last_errors": last_errors,
+    }))
+}
+
+/// `POST /api/v1/activate` and `/deactivate`, for `component` or every spout.
+pub fn steer(handle: &TopologyHandle, activate: bool, component: Option<&str>) -> Answer {
+    let result = if activate { handle.activate(component) } else { handle.deactivate(component) };
+    match result {
+        Ok(tasks) => Answer::ok(json!({
+            "ok": true,
+            "action": if activate { "activate" } else { "deactivate" },
+            "component": component,
+            "tasks": tasks,
+        })),
+        Err(e @ HandleError::UnknownComponent { .. }) => Answer::error(404, e.to_string()),
+        Err(e @ HandleError::NotASpout(_)) => Answer::error(400, e.to_string()),
+        Err(e @ HandleError::Draining) => Answer::error(409, e.to_string()),
+    }
+}
+
+/// `POST /api/v1/drain`: starts the graceful drain; the process then stops.
+pub fn drain(handle: &TopologyHandle) -> Answer {
+    tracing::info!("drain requested over HTTP");
+    handle.drain();
+    Answer { status: 202, body: json!({ "ok": true, "state": state(handle) }) }
+}
+
+/// `GET /healthz`: the process serves (liveness).
+pub fn healthz(handle: &TopologyHandle) -> Answer {
+    Answer::ok(json!({ "status": "ok", "state": state(handle) }))
+}
+
+/// `GET /readyz`: 200 while the topology runs, 503 once it drains or failed.
+pub fn readyz(handle: &TopologyHandle) -> Answer {
+    let ready = handle.state() == crate::control::RunState::Running && handle.fatal().is_none();
+    Answer {
+        status: if ready { 200 } else { 503 },
+        body: json!({ "ready": ready, "state": state(handle) }),
+    }
+}

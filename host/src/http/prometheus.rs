@@ -1,0 +1,292 @@
+//! `GET /metrics`: the Prometheus text exposition format (version 0.0.4).
+//!
+//! Every series is labelled `topology`, `component` and `task`; failures
+//! also carry `reason`. Counter names end in `_total`, durations are in
+//! seconds, as Prometheus' naming conventions ask.
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+
+use crate::metrics::{StatField, TaskStats};
+use crate::runtime::TopologyHandle;
+use crate::topology::Kind;
+
+/// Upper bounds (seconds) of the latency histograms' buckets: 10 µs to 10 s.
+const BUCKETS: &[f64] = &[
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// One counter or gauge family: name, type, help, and how to read a task.
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    read: fn(&TaskStats, f64) -> Option<f64>,
+}
+
+fn secs(s: &TaskStats, f: StatField) -> f64 {
+    s.get(f) as f64 / 1e9
+}
+
+const FAMILIES: &[Family] = &[
+    Family {
+        name: "squall_emitted_total",
+        kind: "counter",
+        help: "Tuples emitted by the component's code.",
+        read: |s, _| Some(s.get(StatField::Emitted) as f64),
+    },
+    Family {
+        name: "squall_transferred_total",
+        kind: "counter",
+        help: "Tuples handed to downstream queues (one per target task).",
+        read: |s, _| Some(s.get(StatField::Transferred) as f64),
+    },
+    Family {
+        name: "squall_executed_total",
+        kind: "counter",
+        help: "Tuples executed (bolts; tick tuples excluded).",
+        read: |s, _| Some(s.get(StatField::Executed) as f64),
+    },
+    Family {
+        name: "squall_acked_total",
+        kind: "counter",
+        help: "Trees acked (spouts) or inputs acked (bolts).",
+        read: |s, _| Some(s.get(StatField::Acked) as f64),
+    },
+    Family {
+        name: "squall_restarts_total",
+        kind: "counter",
+        help: "Instances rebuilt after a panic.",
+        read: |s, _| Some(s.get(StatField::Restarts) as f64),
+    },
+    Family {
+        name: "squall_errors_total",
+        kind: "counter",
+        help: "Errors returned by plugin calls.",
+        read: |s, _| Some(s.get(StatField::Errors) as f64),
+    },
+    Family {
+        name: "squall_ticks_total",
+        kind: "counter",
+        help: "Tick tuples delivered (bolts).",
+        read: |s, _| Some(s.get(StatField::Ticks) as f64),
+    },
+    Family {
+        name: "squall_backpressure_seconds_total",
+        kind: "counter",
+        help: "Time spent waiting because a downstream queue was full.",
+        read: |s, _| Some(secs(s, StatField::BackpressureNanos)),
+    },
+    Family {
+        name: "squall_max_pending_seconds_total",
+        kind: "counter",
+        help: "Time spent waiting because max_spout_pending was reached (spouts).",
+        read: |s, _| Some(secs(s, StatField::MaxPendingNanos)),
+    },
+    Family {
+        name: "squall_throttle_seconds_total",
+        kind: "counter",
+        help: "Time spent waiting in the throttler.",
+        read: |s, _| Some(secs(s, StatField::ThrottleNanos)),
+    },
+    Family {
+        name: "squall_capacity",
+        kind: "gauge",
+        help: "Fraction of time spent executing since start (bolts) or in next_tuple (spouts).",
+        read: |s, elapsed| Some((secs(s, StatField::BusyNanos) / elapsed.max(1e-9)).min(1.0)),
+    },
+    Family {
+        name: "squall_pending_trees",
+        kind: "gauge",
+        help: "Trees in flight (spouts).",
+        read: |s, _| Some(s.get(StatField::Pending) as f64),
+    },
+];
+
+/// The failure reasons and their counters.
+const REASONS: &[(&str, StatField)] = &[
+    ("explicit", StatField::FailedExplicit),
+    ("timeout", StatField::FailedTimeout),
+    ("panic", StatField::FailedPanic),
+    ("shutdown", StatField::FailedShutdown),
+];
+
+/// Renders every metric of the running topology.
+pub fn render(handle: &TopologyHandle) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    let topology = handle.topology();
+    let elapsed = handle.elapsed().as_secs_f64();
+    let tasks: Vec<(String, &TaskStats, Kind, u32)> = topology
+        .components
+        .iter()
+        .flat_map(|c| {
+            c.tasks.clone().map(move |t| {
+                let labels = format!(
+                    "topology=\"{}\",component=\"{}\",task=\"{t}\"",
+                    escape(&topology.name),
+                    escape(&c.name)
+                );
+                (labels, t, c.kind)
+            })
+        })
+        .map(|(labels, t, kind)| (labels, handle.task_stats(t), kind, t))
+        .collect();
+    for f in FAMILIES {
+        header(&mut out, f.name, f.kind, f.help);
+        for (labels, stats, _, _) in &tasks {
+            if let Some(v) = (f.read)(stats, elapsed) {
+                let _ = writeln!(out, "{}{{{labels}}} {v}", f.name);
+            }
+        }
+    }
+    header(&mut out, "squall_failed_total", "counter", "Failures, by reason.");
+    for (labels, stats, _, _) in &tasks {
+        for (reason, field) in REASONS {
+            let _ = writeln!(
+                out,
+                "squall_failed_total{{{labels},reason=\"{reason}\"}} {}",
+                stats.get(*field)
+            );
+        }
+    }
+    header(
+        &mut out,
+        "squall_queue_depth_batches",
+        "gauge",
+        "Batches waiting in the receive queue (bolts).",
+    );
+    for (labels, _, kind, t) in &tasks {
+        if *kind == Kind::Bolt {
+            let _ =
+                writeln!(out, "squall_queue_depth_batches{{{labels}}} {}", handle.queue_depth(*t));
+        }
+    }
+    let help = "Complete latency of acked trees, measured at the acker (spouts).";
+    header(&mut out, "squall_complete_latency_seconds", "histogram", help);
+    for (labels, stats, kind, _) in &tasks {
+        if *kind == Kind::Spout {
+            histogram(
+                &mut out,
+                "squall_complete_latency_seconds",
+                labels,
+                &stats.latency.snapshot(),
+            );
+        }
+    }
+    let help = "Execute latency: the mean of each executed run of tuples (bolts).";
+    header(&mut out, "squall_execute_latency_seconds", "histogram", help);
+    for (labels, stats, kind, _) in &tasks {
+        if *kind == Kind::Bolt {
+            histogram(
+                &mut out,
+                "squall_execute_latency_seconds",
+                labels,
+                &stats.execute_latency.snapshot(),
+            );
+        }
+    }
+    process(&mut out);
+    out
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// A histogram recorded in µs, exposed in seconds with cumulative buckets.
+fn histogram(out: &mut String, name: &str, labels: &str, h: &Histogram<u64>) {
+    for &le in BUCKETS {
+        let micros = (le * 1e6) as u64;
+        let n = if h.is_empty() { 0 } else { h.count_between(0, micros) };
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {n}");
+    }
+    let total = h.len();
+    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {total}");
+    let sum: f64 =
+        h.iter_recorded().map(|v| v.value_iterated_to() as f64 * v.count_at_value() as f64).sum();
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {}", sum / 1e6);
+    let _ = writeln!(out, "{name}_count{{{labels}}} {total}");
+}
+
+/// `process_cpu_seconds_total` and `process_resident_memory_bytes`, the
+/// standard process metrics, from /proc (Linux).
+fn process(out: &mut String) {
+    if let Some(cpu) = process_cpu_secs() {
+        header(
+            out,
+            "process_cpu_seconds_total",
+            "counter",
+            "User and system CPU time of the squall process.",
+        );
+        let _ = writeln!(out, "process_cpu_seconds_total {cpu}");
+    }
+    if let Some(rss) = process_rss_bytes() {
+        header(
+            out,
+            "process_resident_memory_bytes",
+            "gauge",
+            "Resident memory of the squall process.",
+        );
+        let _ = writeln!(out, "process_resident_memory_bytes {rss}");
+    }
+}
+
+/// utime + stime from /proc/self/stat, in seconds (USER_HZ is 100 on Linux).
+pub fn process_cpu_secs() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of stat(5); `rest` starts at field 3.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+/// VmRSS from /proc/self/status, in bytes.
+pub fn process_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kib| kib * 1024)
+}
+
+/// Escapes a label value: backslash, double quote and newline.
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_histogram_in_microseconds_is_exposed_in_seconds_with_cumulative_buckets() {
+        let mut h = crate::metrics::new_histogram();
+        h.record(5).unwrap(); // 5 µs: in every bucket
+        h.record(300).unwrap(); // 0.3 ms: from le=0.0005 on
+        h.record(2_000_000).unwrap(); // 2 s: from le=2.5 on
+        let mut out = String::new();
+        histogram(&mut out, "x", "a=\"b\"", &h);
+        assert!(out.contains("x_bucket{a=\"b\",le=\"0.00001\"} 1\n"), "{out}");
+        assert!(out.contains("x_bucket{a=\"b\",le=\"0.00025\"} 1\n"), "{out}");
+        assert!(out.contains("x_bucket{a=\"b\",le=\"0.0005\"} 2\n"), "{out}");
+        assert!(out.contains("x_bucket{a=\"b\",le=\"1\"} 2\n"), "{out}");
+        assert!(out.contains("x_bucket{a=\"b\",le=\"2.5\"} 3\n"), "{out}");
+        assert!(out.contains("x_bucket{a=\"b\",le=\"+Inf\"} 3\n"), "{out}");
+        assert!(out.contains("x_count{a=\"b\"} 3\n"), "{out}");
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn this_process_has_cpu_time_and_memory() {
+        assert!(process_cpu_secs().is_some());
+        assert!(process_rss_bytes().is_some_and(|b| b > 0));
+    }
+}

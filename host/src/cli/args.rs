@@ -30,6 +30,12 @@ pub enum Command {
         /// The plugin library (.so).
         plugin: PathBuf,
     },
+    /// A live terminal dashboard of a topology run with --http (q quits).
+    Top {
+        /// The --http address of `squall run`: PORT (loopback) or HOST:PORT.
+        #[arg(value_name = "ADDR", value_parser = crate::http::parse_addr)]
+        addr: std::net::SocketAddr,
+    },
 }
 
 /// Arguments of `squall run`.

@@ -1,4 +1,4 @@
-//! The `squall` command line: `run`, `validate`, `inspect`.
+//! The `squall` command line: `run`, `validate`, `inspect`, `top`.
 //!
 //! Every command returns `Result<(), Failure>`; [`exit::exit_code`] is the
 //! one place that prints a failure and maps it to the exit code (see the
@@ -9,6 +9,7 @@ pub mod exit;
 mod inspect;
 mod run;
 pub mod signals;
+mod top;
 mod validate;
 
 use std::process::ExitCode;
@@ -26,6 +27,7 @@ pub fn run(args: Args) -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Validate { topology } => validate::validate(&topology),
         Command::Inspect { plugin } => inspect::inspect(&plugin),
+        Command::Top { addr } => top::top(addr),
     })
 }
 

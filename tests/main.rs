@@ -46,6 +46,10 @@ mod signals;
 // `--http`: every route, its errors, steering, drain, port in use, promtool.
 mod http;
 
+// `squall top` under tmux: the live table, the window key, an endpoint that
+// goes away or is not there yet, quitting with the terminal restored.
+mod top;
+
 // Throttled spouts and bolt inputs hold their rate over a run, in both modes,
 // in tuples/s and bytes/s; Ctrl-C cuts a long throttled wait short.
 mod throttle;

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use crate::util::{require_tool, squall_bin, Workspace};
 
-/// A throttled reliable spout into a bolt into a sink: counters that move
-/// steadily, for as long as the test needs.
+/// A throttled reliable spout into a bolt: counters that move steadily, for
+/// as long as the test needs.
 const TOPOLOGY: &str = r#"
 [topology]
 name = "dash"

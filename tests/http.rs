@@ -12,7 +12,7 @@ use crate::util::{require_tool, tail, Running, SquallCommand, Workspace};
 
 /// A throttled reliable spout into a ChaosBolt that returns an error every
 /// 50th input, into a sink: steady, with errors to show.
-const TOPOLOGY: &str = r#"
+pub const TOPOLOGY: &str = r#"
 [topology]
 name = "web"
 max_spout_pending = 200
@@ -55,27 +55,58 @@ impl Answer {
 
 /// One HTTP/1.1 request with `Connection: close`, read to the end.
 pub fn request(addr: SocketAddr, method: &str, path: &str) -> Answer {
+    request_with(addr, method, path, "")
+}
+
+/// One HTTP/1.1 request with a JSON `body`, read to the end.
+pub fn request_with(addr: SocketAddr, method: &str, path: &str, body: &str) -> Answer {
     let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    stream.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    stream.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
     );
     stream.write_all(req.as_bytes()).expect("write request");
+    // Read the head, then exactly Content-Length bytes of body: a server may
+    // keep the connection open despite `Connection: close` (chromedriver does).
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).expect("read answer");
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut buf = [0u8; 8192];
+    let head_end = loop {
+        if let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i;
+        }
+        let n = stream.read(&mut buf).expect("read answer");
+        assert!(n > 0, "the connection closed before the head ended");
+        raw.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&raw[..head_end]).into_owned();
     let mut lines = head.lines();
     let status =
         lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok());
-    let headers = lines
+    let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
+    let mut body = raw[head_end + 4..].to_vec();
+    let length =
+        headers.iter().find(|(k, _)| k == "content-length").and_then(|(_, v)| v.parse().ok());
+    match length {
+        Some(length) => {
+            while body.len() < length {
+                let n = stream.read(&mut buf).expect("read body");
+                assert!(n > 0, "the connection closed before the body ended");
+                body.extend_from_slice(&buf[..n]);
+            }
+        }
+        None => {
+            stream.read_to_end(&mut body).expect("read body");
+        }
+    }
     Answer {
         status: status.unwrap_or_else(|| panic!("no status line: {head}")),
         headers,
-        body: body.to_owned(),
+        body: String::from_utf8_lossy(&body).into_owned(),
     }
 }
 

@@ -46,6 +46,9 @@ mod signals;
 // `--http`: every route, its errors, steering, drain, port in use, promtool.
 mod http;
 
+// The live page in headless Chromium: names, a growing count, deactivate.
+mod browser;
+
 // `squall top` under tmux: the live table, the window key, an endpoint that
 // goes away or is not there yet, quitting with the terminal restored.
 mod top;

@@ -63,12 +63,12 @@ function drawGraph(t) {
   const svg = $("graph");
   const key = JSON.stringify([t.components.map((c) => c.name), t.edges.map((e) => [e.from, e.to, e.stream])]);
   const { pos, rows, cols } = layout(t.components, t.edges);
-  const W = 170, H = 46, GX = 90, GY = 22;
+  const W = 170, H = 46, GX = 190, GY = 22;
   if (key !== lastGraphKey) {
     lastGraphKey = key;
     svg.replaceChildren();
     svg.setAttribute("width", cols * (W + GX));
-    svg.setAttribute("height", rows * (H + GY) + 10);
+    svg.setAttribute("height", rows * (H + GY) + 30);
     const defs = el("svg:defs");
     const marker = el("svg:marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto" });
     marker.appendChild(el("svg:path", { d: "M0,0 L10,5 L0,10 z", fill: "#57606a" }));
@@ -76,17 +76,18 @@ function drawGraph(t) {
     svg.appendChild(defs);
     t.edges.forEach((e, i) => {
       const a = pos[e.from], b = pos[e.to];
-      const x1 = a.col * (W + GX) + W, y1 = a.row * (H + GY) + H / 2 + 5;
-      const x2 = b.col * (W + GX), y2 = b.row * (H + GY) + H / 2 + 5;
+      const x1 = a.col * (W + GX) + W, y1 = a.row * (H + GY) + H / 2 + 25;
+      const x2 = b.col * (W + GX), y2 = b.row * (H + GY) + H / 2 + 25;
       const g = el("svg:g", { class: "edge" });
       const mx = (x1 + x2) / 2;
       g.appendChild(el("svg:path", { d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, "marker-end": "url(#arrow)" }));
-      g.appendChild(el("svg:text", { x: mx, y: (y1 + y2) / 2 - 4, "text-anchor": "middle", id: `edge-${i}` }, ""));
+      g.appendChild(el("svg:text", { x: mx, y: (y1 + y2) / 2 - 18, "text-anchor": "middle" }, `${e.stream} · ${e.grouping}`));
+      g.appendChild(el("svg:text", { x: mx, y: (y1 + y2) / 2 - 5, "text-anchor": "middle", id: `edge-${i}` }, ""));
       svg.appendChild(g);
     });
     for (const c of t.components) {
       const p = pos[c.name];
-      const g = el("svg:g", { class: `node ${c.kind}`, id: `node-${c.name}`, transform: `translate(${p.col * (W + GX)},${p.row * (H + GY) + 5})` });
+      const g = el("svg:g", { class: `node ${c.kind}`, id: `node-${c.name}`, transform: `translate(${p.col * (W + GX)},${p.row * (H + GY) + 25})` });
       g.appendChild(el("svg:rect", { width: W, height: H, rx: 6 }));
       g.appendChild(el("svg:text", { x: 8, y: 18 }, `${c.name} ×${c.tasks}`));
       g.appendChild(el("svg:text", { x: 8, y: 36, class: "node-rate" }, ""));
@@ -95,7 +96,7 @@ function drawGraph(t) {
   }
   t.edges.forEach((e, i) => {
     const label = $(`edge-${i}`);
-    if (label) label.textContent = `${e.stream} · ${e.grouping} · ${fmt(e.rate)}/s`;
+    if (label) label.textContent = `${fmt(e.rate)}/s`;
   });
   for (const c of t.components) {
     const g = $(`node-${c.name}`);
@@ -107,10 +108,10 @@ function drawGraph(t) {
   }
 }
 
-function spark(svg, series, cls) {
+function spark(svg, series, cls, scale) {
   const values = series.map((v) => (v === null ? 0 : v));
   const w = svg.clientWidth || 300, h = svg.clientHeight || 48;
-  const max = Math.max(1, ...values);
+  const max = scale || Math.max(1, ...values);
   const n = values.length;
   const points = values.map((v, i) => `${n < 2 ? 0 : (i / (n - 1)) * w},${h - 2 - (v / max) * (h - 4)}`).join(" ");
   const line = el("svg:polyline", { points, class: cls || "" });
@@ -122,7 +123,9 @@ function drawSparks(history) {
   $("spark-executed").replaceChildren(spark($("spark-executed"), history.executed_per_sec));
   $("spark-acked").replaceChildren(spark($("spark-acked"), history.acked_per_sec));
   const lat = $("spark-latency");
-  lat.replaceChildren(spark(lat, history.complete_latency_p99_us, "p99"), spark(lat, history.complete_latency_p50_us));
+  // p50 and p99 share one scale, so p50 is never drawn above p99.
+  const top = Math.max(1, ...history.complete_latency_p99_us.map((v) => v || 0));
+  lat.replaceChildren(spark(lat, history.complete_latency_p99_us, "p99", top), spark(lat, history.complete_latency_p50_us, "", top));
   $("now-executed").textContent = fmt(last(history.executed_per_sec));
   $("now-acked").textContent = fmt(last(history.acked_per_sec));
   $("now-latency").textContent = `${fmt(last(history.complete_latency_p50_us))} / ${fmt(last(history.complete_latency_p99_us))}`;

@@ -12,5 +12,5 @@
 mod error;
 mod loader;
 
-pub use error::LoadError;
-pub use loader::{load_library, Library};
+pub use error::{escape_controls, LoadError};
+pub use loader::{load_library, load_library_with, Library, LoadOptions, ALLOW_WRITABLE_ENV};

@@ -111,7 +111,9 @@ fn a_sha256_pin_holds_while_the_library_is_renamed_over() {
         let out = validate(&ws, &topology);
         match out.status.code() {
             Some(0) if out.stdout.contains("is valid") => valid += 1,
-            Some(EXIT_UNAVAILABLE) if out.single_error_line().contains("but the topology expects") => {
+            Some(EXIT_UNAVAILABLE)
+                if out.single_error_line().contains("but the topology expects") =>
+            {
                 refused += 1;
             }
             _ => {
@@ -315,7 +317,11 @@ fn a_huge_duration_is_a_usage_error() {
 #[test]
 fn names_with_control_characters_are_refused_and_escaped() {
     let ws = Workspace::new("hostile_names");
-    for (escaped, shown) in [("a\\u0000b", "a\\0b"), ("x\\u001b[2Jy", "x\\u{1b}[2Jy"), ("l\\nerror: forged", "l\\nerror: forged")] {
+    for (escaped, shown) in [
+        ("a\\u0000b", "a\\0b"),
+        ("x\\u001b[2Jy", "x\\u{1b}[2Jy"),
+        ("l\\nerror: forged", "l\\nerror: forged"),
+    ] {
         let text = ws.fill(&format!(
             r#"[plugins]
 testkit = "{{testkit}}"

@@ -223,7 +223,7 @@ fn writable_plugin_libraries_are_refused_unless_allowed() {
     let line = out.single_error_line();
     let folder = open.display().to_string();
     assert!(line.contains(&format!("{folder} is writable by group and others")), "{line}");
-    assert!(line.contains(&format!("chmod go-w {folder} ")), "{line}");
+    assert!(line.contains(&format!("chmod go-w {folder}, ")), "{line}");
 
     let allow_all = "[topology]\nallow_writable_plugins = true\n";
     validate(&ws, &topology(&ws, &quoted(&library), allow_all)).assert_code(0);

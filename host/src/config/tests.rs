@@ -1146,8 +1146,14 @@ mod fuzz {
         prop::collection::vec(table, 0..7).prop_map(|tables| tables.concat())
     }
 
+    /// Cases per run: 384 by default (well under a second), or
+    /// `SQUALL_FUZZ_CASES` (CI runs a longer, still bounded, session).
+    fn fuzz_cases() -> u32 {
+        std::env::var("SQUALL_FUZZ_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(384)
+    }
+
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 384, failure_persistence: None, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: fuzz_cases(), failure_persistence: None, ..ProptestConfig::default() })]
 
         #[test]
         fn parsing_never_panics_and_every_error_is_located(text in document()) {

@@ -36,7 +36,7 @@ pub enum LoadError {
         kind: &'static str,
     },
     /// The library or a folder on its path could be replaced by someone else.
-    #[error("plugin \"{alias}\": refusing to load {}: {} {reason} (fix: chmod go-w {} and make root or yourself its owner, or allow it with allow_writable_plugins = true in [topology] or {}=1)", shown(path), shown(culprit), shown(culprit), super::loader::ALLOW_WRITABLE_ENV)]
+    #[error("plugin \"{alias}\": refusing to load {}: {} {reason} (fix: {fix}, or allow it with allow_writable_plugins = true in [topology] or {}=1)", shown(path), shown(culprit), super::loader::ALLOW_WRITABLE_ENV)]
     Unsafe {
         /// The alias from `[plugins]`.
         alias: String,
@@ -46,6 +46,8 @@ pub enum LoadError {
         culprit: PathBuf,
         /// What is wrong with it: "is writable by others", ...
         reason: String,
+        /// The command that fixes it: `chmod go-w PATH` or `chown …`.
+        fix: String,
     },
     /// The file could not be opened or read.
     #[error("plugin \"{alias}\": cannot read {}: {source}", shown(path))]

@@ -10,6 +10,7 @@ use libloading::os::unix::{Library as UnixLibrary, RTLD_LOCAL, RTLD_NOW};
 use sha2::{Digest, Sha256};
 use squall_plugin_api::abi::{Catalogue, ComponentDescriptor, PluginRoot_Ref, CONTRACT_VERSION};
 
+use super::error::shown;
 use super::LoadError;
 
 /// A loaded, checked plugin library and its catalogue.
@@ -159,11 +160,12 @@ fn describe_file_type(t: std::fs::FileType) -> &'static str {
 fn check_permissions(alias: &str, path: &Path, file: &File) -> Result<(), LoadError> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
-    let unsafe_path = |culprit: &Path, reason: String| LoadError::Unsafe {
+    let unsafe_path = |culprit: &Path, (reason, fix): (String, &str)| LoadError::Unsafe {
         alias: alias.to_owned(),
         path: path.to_path_buf(),
         culprit: culprit.to_path_buf(),
         reason,
+        fix: format!("{fix} {}", shown(culprit)),
     };
     let meta = file.metadata().map_err(|source| LoadError::Read {
         alias: alias.to_owned(),
@@ -199,12 +201,18 @@ fn check_permissions(alias: &str, path: &Path, file: &File) -> Result<(), LoadEr
     Ok(())
 }
 
-/// Why a file or folder with this metadata is unsafe to load code from, if it is.
-fn unsafe_mode(meta: &std::fs::Metadata, euid: u32, is_dir: bool) -> Option<String> {
+/// Why a file or folder with this metadata is unsafe to load code from, if
+/// it is, and the command that fixes it (without its path).
+fn unsafe_mode(
+    meta: &std::fs::Metadata,
+    euid: u32,
+    is_dir: bool,
+) -> Option<(String, &'static str)> {
     let mode = meta.mode();
     let owner = meta.uid();
     if owner != 0 && owner != euid {
-        return Some(format!("is owned by uid {owner}, neither root nor you (uid {euid})"));
+        let reason = format!("is owned by uid {owner}, neither root nor you (uid {euid})");
+        return Some((reason, "chown root (or yourself)"));
     }
     let writable = match (mode & 0o020 != 0, mode & 0o002 != 0) {
         (false, false) => return None,
@@ -216,7 +224,7 @@ fn unsafe_mode(meta: &std::fs::Metadata, euid: u32, is_dir: bool) -> Option<Stri
         // Sticky, and owned by root or us (checked above).
         return None;
     }
-    Some(format!("is writable by {writable}"))
+    Some((format!("is writable by {writable}"), "chmod go-w"))
 }
 
 /// Hashes the open file from its start, 64 KiB at a time.
@@ -462,10 +470,25 @@ mod tests {
         let e = load_library("w", &path, None).unwrap_err();
         let text = e.to_string();
         assert!(text.contains(&format!("{} is writable by group and others", sub.display())));
-        assert!(text.contains(&format!("chmod go-w {} ", sub.display())), "{text}");
+        assert!(text.contains(&format!("chmod go-w {}, ", sub.display())), "{text}");
         std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o1777)).unwrap();
         let e = load_library("w", &path, None).unwrap_err();
         assert!(matches!(e, LoadError::NotALibrary { .. }), "a sticky folder is accepted: {e}");
+    }
+
+    #[test]
+    fn a_library_owned_by_another_user_is_refused() {
+        let dir = scratch("foreign-owner");
+        let path = dir.join("libf.so");
+        std::fs::write(&path, "not an ELF file").unwrap();
+        // Only root may give a file away; elsewhere there is nothing to test.
+        if std::os::unix::fs::chown(&path, Some(54_321), None).is_err() {
+            return;
+        }
+        let e = load_library("f", &path, None).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("is owned by uid 54321, neither root nor you"), "{text}");
+        assert!(text.contains(&format!("fix: chown root (or yourself) {}", path.display())));
     }
 
     #[test]

@@ -1030,6 +1030,25 @@ fn names_outside_the_character_set_are_refused_at_their_location() {
 }
 
 #[test]
+fn a_fifo_or_a_directory_as_topology_file_is_refused_without_blocking() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = std::env::temp_dir().join(format!("squall-topology-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("t.toml");
+    let c_path = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+    for path in [&fifo, &dir] {
+        let diags = load(path).unwrap_err();
+        assert_eq!(diags.len(), 1);
+        assert_eq!(diags.items[0].loc, Loc::START);
+        assert_eq!(diags.items[0].message, "cannot read topology file: not a regular file");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_file_stem_outside_the_character_set_becomes_a_valid_default_name() {
     let config = parse_str_with_env(BASE, Path::new("dir/my topology\u{1b}.toml"), &test_env)
         .expect("valid");

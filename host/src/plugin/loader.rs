@@ -271,11 +271,12 @@ fn open_root(alias: &str, path: &Path, file: File) -> Result<PluginRoot_Ref, Loa
     // the ABI checks below keep us from calling into an incompatible one.
     let library =
         unsafe { UnixLibrary::open(Some(&by_fd), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
-            LoadError::NotALibrary {
-                alias: alias.to_owned(),
-                path: path.to_path_buf(),
-                detail: dl_detail(&e),
-            }
+            let detail = if Path::new("/proc/self/fd").is_dir() {
+                dl_detail(&e)
+            } else {
+                "/proc is not mounted, and squall loads plugins through /proc/self/fd".to_owned()
+            };
+            LoadError::NotALibrary { alias: alias.to_owned(), path: path.to_path_buf(), detail }
         })?;
     // The loader remembers the library under the name `/proc/self/fd/N`, and
     // returns it again for a later `dlopen` of the same name. Keeping the

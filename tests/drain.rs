@@ -65,8 +65,9 @@ inputs = [{{ from = "middle" }}]
     )
 }
 
-/// Runs `toml`, sends SIGINT after 1.5 s of running, and checks that the
-/// drain settled every emitted message before the spout's `close`.
+/// Runs `toml`, sends SIGINT once the spout has had trees settled (and, for
+/// `SomeFail`, failed: timeouts included), and checks that the drain settled
+/// every emitted message before the spout's `close`.
 fn interrupt_mid_run_and_check(test: &str, toml: &str, expect: Expect) {
     let ws = Workspace::new(test);
     let topology = ws.write_topology("drain.toml", toml);
@@ -74,7 +75,12 @@ fn interrupt_mid_run_and_check(test: &str, toml: &str, expect: Expect) {
     cmd.limit(Duration::from_secs(60));
     let mut child = cmd.spawn();
     child.wait_for_stderr("running", Duration::from_secs(20));
-    std::thread::sleep(Duration::from_millis(1500));
+    let within = Duration::from_secs(30);
+    child.wait_for_stat("source", "acked", |n| n >= 1000, within);
+    if expect == Expect::SomeFail {
+        // Explicit fails come at once; timeouts after 1-2 s.
+        child.wait_for_stat("source", "failed", |n| n >= 200, within);
+    }
     child.interrupt();
     let out = child.wait();
     let ctx = context(&out);
@@ -90,6 +96,11 @@ fn interrupt_mid_run_and_check(test: &str, toml: &str, expect: Expect) {
     assert!(in_flight > 0, "Ctrl-C came mid-run, with trees in flight\n{ctx}");
     assert!(in_flight <= MAX_PENDING, "more in flight than max_spout_pending\n{ctx}");
     assert_eq!(drain["completed"], true, "the drain finished in time\n{ctx}");
+    let settled: u64 = ["acked", "failed", "timed_out", "failed_at_shutdown"]
+        .iter()
+        .map(|k| drain[*k].as_u64().expect("an integer"))
+        .sum();
+    assert_eq!(settled, in_flight, "the drain's figures add up exactly\n{ctx}");
     assert_eq!(drain["failed_at_shutdown"], 0, "\n{ctx}");
     assert_eq!(out.stat("source", "failed_shutdown"), 0, "\n{ctx}");
     assert_eq!(out.stat("source", "pending"), 0, "nothing is pending at the end\n{ctx}");
@@ -178,4 +189,84 @@ config = { fail_rate = 0.02, drop_rate = 0.01, seed = 99 }"#,
         ),
         Expect::SomeFail,
     );
+}
+
+#[test]
+fn long_configured_sleeps_end_when_the_drain_begins() {
+    // An idle spout sleeps `level3_sleep_millis` per turn and an idle bolt
+    // parks `park_micros`: 30 s each. The drain must not wait them out (nor
+    // blame plugin code for them).
+    let ws = Workspace::new("long_sleeps");
+    let topology = ws.write_topology(
+        "sleepy.toml",
+        r#"
+[topology]
+shutdown_timeout_secs = 10
+
+[plugins]
+testkit = "{testkit}"
+
+[wait.spout]
+level3_sleep_millis = 30000
+
+[wait.bolt]
+strategy = "park"
+park_micros = 30000000
+
+[spouts.source]
+component = "testkit::EmptySpout"
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{ from = "source" }]
+"#,
+    );
+    let out = SquallCommand::run(&ws, &topology, "1s").output();
+    let ctx = context(&out);
+    out.assert_code(0);
+    assert_eq!(out.summary()["outcome"], "completed", "\n{ctx}");
+    assert_eq!(out.summary()["drain"]["completed"], true, "the drain finished\n{ctx}");
+    assert_eq!(out.summary()["drain"]["stuck_threads"], serde_json::json!([]), "\n{ctx}");
+}
+
+#[test]
+fn a_slow_bolt_with_a_backlog_keeps_publishing_and_is_named_when_the_drain_times_out() {
+    // 1 ms per tuple behind a full queue: the bolt never empties it.
+    let ws = Workspace::new("slow_backlog");
+    let topology = ws.write_topology(
+        "slow.toml",
+        r#"
+[topology]
+shutdown_timeout_secs = 1
+
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+
+[bolts.slow]
+component = "testkit::SleepBolt"
+config = { micros = 1000 }
+inputs = [{ from = "source" }]
+"#,
+    );
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &topology);
+    cmd.limit(Duration::from_secs(60));
+    let mut child = cmd.spawn();
+    child.wait_for_stderr("running", Duration::from_secs(20));
+    // The stats show the bolt's progress while the backlog lasts.
+    child.wait_for_stat("slow", "executed", |n| n >= 100, Duration::from_secs(20));
+    child.interrupt();
+    let out = child.wait();
+    let ctx = context(&out);
+    // The drain times out with the backlog still queued: that is no failure
+    // of plugin code, and the warning says who holds how much.
+    out.assert_code(0);
+    assert_eq!(out.summary()["drain"]["completed"], false, "\n{ctx}");
+    assert_eq!(out.summary()["drain"]["stuck_threads"], serde_json::json!([]), "\n{ctx}");
+    assert!(!out.stderr.contains("blocked in plugin code"), "nothing is blocked\n{ctx}");
+    let warning = out.stderr.lines().find(|l| l.contains("drain did not finish")).unwrap_or("");
+    assert!(warning.contains("\"slow\": ") && warning.contains("queued batches"), "\n{ctx}");
+    assert!(out.stat("slow", "executed") >= 100, "\n{ctx}");
 }

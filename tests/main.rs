@@ -39,6 +39,10 @@ mod backpressure;
 // Ctrl-C mid-run: every emitted message is acked or failed before `close`.
 mod drain;
 
+// SIGTERM drains, a second stop signal exits with 130, SIGHUP keeps
+// running; no colour in piped logs; `inspect | head` exits quietly.
+mod signals;
+
 // Throttled spouts and bolt inputs hold their rate over a run, in both modes,
 // in tuples/s and bytes/s; Ctrl-C cuts a long throttled wait short.
 mod throttle;

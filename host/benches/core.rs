@@ -12,12 +12,13 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use crossbeam_channel::bounded;
-use squall_host::executor::transfer::{StreamRoutes, Transfer};
+use squall_host::executor::transfer::{StreamRoutes, Transfer, TransferWiring};
+use squall_host::ids::TaskId;
 use squall_host::metrics::LocalStats;
 use squall_host::topology::grouping::{Grouping, Router, Targets};
 use squall_host::wait::park::Park;
 use squall_host::wait::progressive::Progressive;
-use squall_plugin_api::Value;
+use squall_plugin_api::{StreamId, Value};
 
 /// One hop: 1000 tuples routed, batched, sent and received.
 fn transfer(c: &mut Criterion) {
@@ -29,14 +30,24 @@ fn transfer(c: &mut Criterion) {
         direct: false,
         routers: vec![Router::new(Grouping::Shuffle, vec![1], 0)],
     }];
-    let mut transfer =
-        Transfer::new(0, 1000, Duration::ZERO, routes, Some(0), vec![None, Some(tx)], vec![]);
+    let wiring = TransferWiring {
+        batch_size: 1000,
+        flush_interval: Duration::ZERO,
+        streams: routes,
+        default_stream: Some(0),
+        queues: vec![None, Some(tx)],
+        ackers: vec![],
+        recycled: None,
+        count_bytes: false,
+    };
+    let mut transfer = Transfer::new(TaskId(0), wiring);
     let mut stats = LocalStats::default();
     let values = [Value::from("some data")];
     group.bench_function("route_push_send_recv_1000", |b| {
         b.iter(|| {
             for _ in 0..1000 {
-                let (stream, n) = transfer.route(u32::MAX, &values, None).expect("declared stream");
+                let (stream, n) =
+                    transfer.route(StreamId::DEFAULT, &values, None).expect("declared stream");
                 for i in 0..n {
                     let target = transfer.target(i);
                     transfer.push(target, stream, &values, &[], &mut stats);
@@ -71,17 +82,19 @@ fn grouping(c: &mut Criterion) {
 /// One idle call per strategy level that does not sleep for milliseconds.
 fn wait(c: &mut Criterion) {
     let mut group = c.benchmark_group("squall_host::wait");
+    let drain = squall_host::throttle::Canceler::new();
     let progressive = Progressive::new(u32::MAX, 0, 1);
     group.bench_function("progressive_level1_spin", |b| {
-        b.iter(|| black_box(progressive.idle(black_box(0))))
+        b.iter(|| black_box(progressive.idle(black_box(0), &drain)))
     });
     let parking = Progressive::new(0, u32::MAX, 1);
     group.sample_size(20);
     group.bench_function("progressive_level2_park_1ns", |b| {
-        b.iter(|| black_box(parking.idle(black_box(0))))
+        b.iter(|| black_box(parking.idle(black_box(0), &drain)))
     });
     let park = Park::new(0);
-    group.bench_function("park_0us_spin", |b| b.iter(|| black_box(park.idle(black_box(0)))));
+    group
+        .bench_function("park_0us_spin", |b| b.iter(|| black_box(park.idle(black_box(0), &drain))));
     group.finish();
 }
 

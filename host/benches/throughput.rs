@@ -13,6 +13,9 @@
 //! `cargo bench -p squall-host --bench throughput` runs it; `BENCH_SECS`
 //! (default 10) and `BENCH_RUNS` (default 3) set the length and the number
 //! of runs. `-- --test` (CI's bench smoke) does one 1-second run of each.
+//! `SQUALL_PREVIOUS_BIN=/path/to/older/squall` also runs the three
+//! throughput workloads with that build, alternating with this one, and
+//! prints this build / previous.
 //! The plugins must be built: `cargo build --release --workspace`.
 
 use std::hint::black_box;
@@ -32,6 +35,11 @@ const BATCH: usize = 1000;
 const QUEUE_BATCHES: usize = 50;
 
 struct Settings {
+    /// The squall binary measured.
+    bin: PathBuf,
+    /// Another build of squall to compare with (`SQUALL_PREVIOUS_BIN`), run
+    /// alternately with `bin` in the same bench run.
+    previous: Option<PathBuf>,
     secs: u64,
     runs: usize,
     root: PathBuf,
@@ -51,6 +59,8 @@ fn main() {
     let scratch = std::env::temp_dir().join(format!("squall-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).expect("temp dir");
     let s = Settings {
+        bin: PathBuf::from(env!("CARGO_BIN_EXE_squall")),
+        previous: std::env::var_os("SQUALL_PREVIOUS_BIN").map(PathBuf::from),
         secs: if smoke { 1 } else { env_num("BENCH_SECS", 10) },
         runs: if smoke { 1 } else { env_num("BENCH_RUNS", 3) as usize },
         root,
@@ -74,15 +84,31 @@ fn main() {
         ("wordcount", "split", "executed", wordcount),
     ];
     for (name, component, field, baseline) in workloads {
-        let ours = median(
-            (0..s.runs).map(|_| squall_rate(&s, &format!("{name}.toml"), component, field, None).0),
-        );
+        let file = format!("{name}.toml");
+        let mut ours = Vec::new();
+        let mut previous = Vec::new();
+        for _ in 0..s.runs {
+            ours.push(squall_rate(&s, &s.bin, &file, component, field, None).0);
+            if let Some(bin) = &s.previous {
+                previous.push(squall_rate(&s, bin, &file, component, field, None).0);
+            }
+        }
+        let ours = median(ours.into_iter());
         let theirs = median((0..s.runs).map(|_| baseline(Duration::from_secs(s.secs))));
         println!("{name:<22} {ours:>16.0} {theirs:>16.0} {:>8.2}", ours / theirs);
+        if s.previous.is_some() {
+            let previous = median(previous.into_iter());
+            println!(
+                "{:<22} {previous:>16.0} {:>16} {:>8.2}   previous build; this build / previous",
+                format!("  {name} (previous)"),
+                "-",
+                ours / previous
+            );
+        }
     }
     for name in ["const-null-ack", "const-id-null-ack", "const-null-latency"] {
         let runs: Vec<(f64, (f64, f64))> = (0..s.runs)
-            .map(|_| squall_rate(&s, &format!("{name}.toml"), "spout", "acked", None))
+            .map(|_| squall_rate(&s, &s.bin, &format!("{name}.toml"), "spout", "acked", None))
             .collect();
         let ours = median(runs.iter().map(|r| r.0));
         let p50 = median(runs.iter().map(|r| (r.1).0));
@@ -91,11 +117,12 @@ fn main() {
     // Complete latency at half the maximum rate, on the latency topology
     // (batches of one tuple), throttled in smooth mode.
     let max = median(
-        (0..s.runs).map(|_| squall_rate(&s, "const-null-latency.toml", "spout", "acked", None).0),
+        (0..s.runs)
+            .map(|_| squall_rate(&s, &s.bin, "const-null-latency.toml", "spout", "acked", None).0),
     );
     let half = (max / 2.0).max(1.0) as u64;
     let lat: Vec<(f64, f64)> = (0..s.runs)
-        .map(|_| squall_rate(&s, "const-null-latency.toml", "spout", "acked", Some(half)).1)
+        .map(|_| squall_rate(&s, &s.bin, "const-null-latency.toml", "spout", "acked", Some(half)).1)
         .collect();
     println!(
         "complete latency at {half}/s (half of {max:.0}/s): p50 {:.0} us, p99 {:.0} us",
@@ -126,6 +153,7 @@ fn median(values: impl Iterator<Item = f64>) -> f64 {
 /// to that many tuples/s (smooth mode).
 fn squall_rate(
     s: &Settings,
+    bin: &Path,
     file: &str,
     component: &str,
     field: &str,
@@ -147,7 +175,7 @@ fn squall_rate(
     let toml = s.scratch.join(file);
     std::fs::write(&toml, text).expect("write topology");
     let json = s.scratch.join("summary.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_squall"))
+    let out = Command::new(bin)
         .args(["run", &toml.display().to_string(), "--stats-interval", "0s", "--duration"])
         .arg(format!("{}s", s.secs))
         .arg("--json")
@@ -179,7 +207,7 @@ fn idle_cpu(s: &Settings, secs: u64) -> f64 {
     std::fs::write(&toml, text).expect("write topology");
     let before = children_cpu();
     let started = Instant::now();
-    let status = Command::new(env!("CARGO_BIN_EXE_squall"))
+    let status = Command::new(&s.bin)
         .args(["run", &toml.display().to_string(), "--stats-interval", "0s", "--duration"])
         .arg(format!("{secs}s"))
         .output()

@@ -71,6 +71,11 @@ impl BitXorAssign for EdgeId {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TaskId(pub u32);
 
+impl TaskId {
+    /// The `__system` task: the source of tick tuples (Storm's task -1).
+    pub const SYSTEM: TaskId = TaskId(u32::MAX);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

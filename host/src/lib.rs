@@ -24,6 +24,7 @@ pub mod acker;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod control;
 pub mod executor;
 pub mod ids;
 pub mod metrics;

@@ -6,11 +6,13 @@
 //! complete when `ack_val` returns to zero. An explicit fail anywhere fails
 //! the root at once.
 //!
+//! - [`msg`] holds the protocol's messages.
 //! - [`ledger`] is the pure bookkeeping: Storm's `Acker.execute` without
 //!   threads, clocks or messages. It also holds [`acker_for`], which routes a
 //!   root to one of several acker tasks.
 
 pub mod ledger;
+pub mod msg;
 pub mod task;
 
 pub use ledger::{acker_for, AckLedger, Completion, Outcome};

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::ledger::{AckLedger, Outcome};
-use crate::executor::batch::{AckerInput, AckerMsg, Control, Reply, ReplyKind};
-use crate::executor::{RunControl, RunState};
-use crate::ids::{EdgeId, TaskId};
+use super::msg::{AckerInput, AckerMsg, Reply, ReplyKind};
+use crate::control::{Control, RunControl, RunState};
+use crate::ids::EdgeId;
 
 /// An acker task.
 #[derive(Debug)]
@@ -61,7 +61,7 @@ impl AckerTask {
     fn apply(&mut self, msg: AckerMsg, replies: &mut [Vec<Reply>]) {
         let completion = match msg {
             AckerMsg::Init { root, val, spout_task } => {
-                self.ledger.init(root, EdgeId(val), TaskId(spout_task))
+                self.ledger.init(root, EdgeId(val), spout_task)
             }
             AckerMsg::Ack { root, val } => self.ledger.ack(root, EdgeId(val)),
             AckerMsg::Fail { root } => self.ledger.fail(root),

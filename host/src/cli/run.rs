@@ -1,129 +1,103 @@
-//! `squall run`.
+//! `squall run`: load, start, run until a stop, drain, report.
 
-use std::process::ExitCode;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
-
 use super::args::RunArgs;
-use super::load;
-use crate::metrics::{Report, RunSummary};
+use super::signals::Signals;
+use super::{load, Failure};
+use crate::control::RunState;
+use crate::metrics::{JsonReporter, Outcome, Reporter, RunSummary, TableReporter};
+use crate::runtime::{RunOutcome, TopologyHandle};
 
-/// Runs a topology until Ctrl-C, `--duration` or a fatal error, then drains it.
-pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let topology = match load(&args.topology) {
-        Ok(t) => t,
-        Err(code) => return Ok(code),
-    };
-    let instances = match super::instantiate(&topology) {
-        Ok(i) => i,
-        Err(code) => return Ok(code),
-    };
-    let interrupts = install_ctrl_c()?;
+/// Runs a topology until a stop signal, `--duration` or a fatal error, then
+/// drains it and hands the summary to every reporter.
+pub fn run(args: RunArgs) -> Result<(), Failure> {
+    let signals = Signals::install()?;
+    let topology = load(&args.topology)?;
+    let instances = super::instantiate(&topology)?;
     let name = topology.name.clone();
+    let mut reporters = reporters(&args);
     // The duration counts from before any executor (and its throttler) starts,
     // so a throttle period that begins `--duration` after its throttler's
     // start begins at or past the deadline, and an executor that wakes for it
     // starts the drain instead of spending it (see `RunControl::throttle`).
     let started = Instant::now();
     let deadline = args.duration.map(|d| started + d);
-    let running = crate::runtime::start(topology, instances)?;
+    let running = crate::runtime::start(topology, instances).map_err(Failure::Start)?;
+    let handle = running.handle().clone();
     if let Some(deadline) = deadline {
-        running.run.set_deadline(deadline);
+        handle.run().set_deadline(deadline);
     }
-    tracing::info!(topology = %name, "running; Ctrl-C drains and stops, a second Ctrl-C exits at once");
-    let mut next_stats = (!args.stats_interval.is_zero()).then(|| started + args.stats_interval);
-    let mut previous: Option<Report> = None;
-    let reason = loop {
-        // Sleep until the next thing to do: the deadline, the next stats
-        // table, or a 100 ms check for Ctrl-C. A fatal error (or a throttled
-        // spout reaching the deadline) starts the drain, which cancels the run's
-        // canceler and wakes this wait at once.
-        let now = Instant::now();
-        let mut wake = now + Duration::from_millis(100);
-        for at in [deadline, next_stats].into_iter().flatten() {
-            wake = wake.min(at);
-        }
-        running.run.canceler.wait_until(wake);
-        if interrupts.load(Ordering::SeqCst) > 0 {
-            break "interrupted";
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            break "duration reached";
-        }
-        if running.run.fatal().is_some() {
-            break "fatal error";
-        }
-        if running.run.state() != crate::executor::RunState::Running {
-            break "draining";
-        }
-        if let Some(next) = next_stats.as_mut() {
-            if Instant::now() >= *next {
-                *next += args.stats_interval;
-                let report = running.report();
-                eprint!("{}", report.table(previous.as_ref()));
-                previous = Some(report);
-            }
-        }
-    };
+    signals.attach(handle.clone());
+    tracing::info!(topology = %name, "running; SIGINT (Ctrl-C) or SIGTERM drains and stops, a second one exits at once");
+    let interval = (!args.stats_interval.is_zero()).then_some(args.stats_interval);
+    let reason = run_loop(&handle, &signals, deadline, interval, &mut reporters);
     tracing::info!("{reason}: draining");
-    let run = running.run.clone();
-    let (report, drain) = running.shutdown();
-    let stuck = (!drain.stuck_threads.is_empty()).then(|| {
-        format!(
-            "{} thread(s) did not stop within {} s of shutdown (blocked in plugin code): {}",
-            drain.stuck_threads.len(),
-            crate::runtime::JOIN_GRACE.as_secs(),
-            drain.stuck_threads.join(", ")
-        )
-    });
-    let fatal = run.fatal().or(stuck);
-    eprint!("{}", report.table(None));
-    eprintln!(
-        "drain: {} in flight at start; {} acked, {} failed, {} timed out, {} failed at shutdown; {} in {:.2}s",
-        drain.in_flight_at_start,
-        drain.acked,
-        drain.failed,
-        drain.timed_out,
-        drain.failed_at_shutdown,
-        if drain.completed { "completed" } else { "timed out" },
-        drain.secs
-    );
+    let RunOutcome { report, drain, error } = running.stop();
     let summary = RunSummary {
         schema_version: 1,
         topology: name,
-        outcome: if fatal.is_some() { "failed" } else { "completed" },
-        error: fatal.clone(),
+        outcome: if error.is_some() { Outcome::Failed } else { Outcome::Completed },
+        error: error.as_ref().map(ToString::to_string),
         elapsed_secs: report.elapsed_secs,
         drain,
         components: report.components,
     };
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&summary)?;
-        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    for r in &mut reporters {
+        r.finish(&summary)?;
     }
-    Ok(match fatal {
-        Some(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-        None => ExitCode::SUCCESS,
-    })
+    error.map_or(Ok(()), |e| Err(Failure::Run(e)))
 }
 
-/// First Ctrl-C: counted, the run loop starts the drain. Second: exit at once.
-fn install_ctrl_c() -> anyhow::Result<Arc<AtomicU32>> {
-    let interrupts = Arc::new(AtomicU32::new(0));
-    let seen = interrupts.clone();
-    ctrlc::set_handler(move || {
-        if seen.fetch_add(1, Ordering::SeqCst) >= 1 {
-            eprintln!("second interrupt: exiting at once");
-            std::process::exit(130);
+/// The reporters `args` ask for.
+fn reporters(args: &RunArgs) -> Vec<Box<dyn Reporter>> {
+    let mut out: Vec<Box<dyn Reporter>> = vec![Box::new(TableReporter::default())];
+    if let Some(path) = &args.json {
+        out.push(Box::new(JsonReporter::new(path.clone())));
+    }
+    out
+}
+
+/// Waits until something stops the run, handing one snapshot per
+/// `interval` to every reporter; returns why it stopped.
+fn run_loop(
+    handle: &TopologyHandle,
+    signals: &Signals,
+    deadline: Option<Instant>,
+    interval: Option<Duration>,
+    reporters: &mut [Box<dyn Reporter>],
+) -> &'static str {
+    let mut next_stats = interval.map(|i| Instant::now() + i);
+    loop {
+        // Sleep until the next thing to do: the deadline or the next stats
+        // snapshot. A stop signal, a fatal error or a throttled spout
+        // reaching the deadline starts the drain, which wakes this wait at
+        // once; the 1 s cap is only a safety net.
+        let mut wake = Instant::now() + Duration::from_secs(1);
+        for at in [deadline, next_stats].into_iter().flatten() {
+            wake = wake.min(at);
         }
-        eprintln!("interrupt: draining (press Ctrl-C again to exit at once)");
-    })
-    .context("cannot install the Ctrl-C handler")?;
-    Ok(interrupts)
+        handle.wait_until(wake);
+        if let Some(signal) = signals.stop_requested() {
+            return signal;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return "duration reached";
+        }
+        if handle.fatal().is_some() {
+            return "fatal error";
+        }
+        if handle.state() != RunState::Running {
+            return "drain requested";
+        }
+        if let (Some(next), Some(interval)) = (next_stats.as_mut(), interval) {
+            if Instant::now() >= *next {
+                *next += interval;
+                let report = handle.report();
+                for r in reporters.iter_mut() {
+                    r.interval(&report);
+                }
+            }
+        }
+    }
 }

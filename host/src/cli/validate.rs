@@ -1,20 +1,14 @@
 //! `squall validate`.
 
 use std::path::Path;
-use std::process::ExitCode;
 
-use super::load;
+use super::{load, Failure};
 
 /// Loads the plugins, checks the topology, and builds every instance
 /// (constructors check their config) without starting anything.
-pub fn validate(path: &Path) -> anyhow::Result<ExitCode> {
-    let topology = match load(path) {
-        Ok(t) => t,
-        Err(code) => return Ok(code),
-    };
-    if let Err(code) = super::instantiate(&topology) {
-        return Ok(code);
-    }
+pub fn validate(path: &Path) -> Result<(), Failure> {
+    let topology = load(path)?;
+    super::instantiate(&topology)?;
     let tasks: u32 = topology.components.iter().map(|c| c.parallelism()).sum();
     println!(
         "{}: topology \"{}\" is valid ({} components, {} tasks, {} acker executors)",
@@ -39,5 +33,5 @@ pub fn validate(path: &Path) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

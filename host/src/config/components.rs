@@ -227,37 +227,26 @@ fn read_input(w: &mut Walker<'_>, item: &Value<'_>, context: String) -> Option<I
     })
 }
 
-/// A grouping: one of the names in [`keys::GROUPINGS`], or `{ fields = [...] }`.
+/// A grouping: one of the names in [`keys::NAMED_GROUPINGS`], or `{ fields = [...] }`.
 fn read_grouping(w: &mut Walker<'_>, value: &Value<'_>, owner: &str) -> Option<GroupingSpec> {
     let what = format!("\"grouping\" in {owner}");
     match value.get_ref() {
         DeValue::String(_) => {
             let name = w.string(value, &what)?;
-            let grouping = match name.as_str() {
-                "shuffle" => GroupingSpec::Shuffle,
-                "all" => GroupingSpec::All,
-                "global" => GroupingSpec::Global,
-                "direct" => GroupingSpec::Direct,
-                "local_or_shuffle" => GroupingSpec::LocalOrShuffle,
-                "none" => GroupingSpec::None,
-                "fields" => {
-                    let help = "write grouping = { fields = [\"FIELD\", ...] }";
-                    let message = format!("grouping \"fields\" in {owner} needs the field names");
-                    w.error(&value.span(), message, Some(help.to_string()));
-                    return None;
-                }
-                other => {
-                    let help = did_you_mean(other, keys::GROUPINGS.iter().copied())
-                        .unwrap_or_else(|| format!("expected {}", quoted_list(keys::GROUPINGS)));
-                    w.error(
-                        &value.span(),
-                        format!("unknown grouping \"{other}\" in {owner}"),
-                        Some(help),
-                    );
-                    return None;
-                }
-            };
-            Some(grouping)
+            if let Some((_, spec)) = keys::NAMED_GROUPINGS.iter().find(|(n, _)| *n == name) {
+                return Some(spec.clone());
+            }
+            if name == "fields" {
+                let help = "write grouping = { fields = [\"FIELD\", ...] }";
+                let message = format!("grouping \"fields\" in {owner} needs the field names");
+                w.error(&value.span(), message, Some(help.to_string()));
+                return None;
+            }
+            let names = keys::grouping_names();
+            let help = did_you_mean(&name, names.iter().copied())
+                .unwrap_or_else(|| format!("expected {}", quoted_list(&names)));
+            w.error(&value.span(), format!("unknown grouping \"{name}\" in {owner}"), Some(help));
+            None
         }
         DeValue::Table(table) => {
             let s = Section::new(table, value.span(), format!("grouping of {owner}"));

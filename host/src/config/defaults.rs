@@ -124,7 +124,7 @@ pub const PARALLELISM: u32 = 1;
 /// Default `park_micros` of the park strategy: Storm's `topology.*.wait.park.microsec`.
 pub const PARK_MICROS: u64 = 100;
 /// Default throttle accounting period: HDFS `DataTransferThrottler`'s 500 ms (seed 002).
-pub const THROTTLE_PERIOD_MILLIS: u64 = 500;
+pub const THROTTLE_PERIOD_MILLIS: u64 = crate::throttle::DEFAULT_PERIOD.as_millis() as u64;
 /// The stream an input subscribes to when it names none (the plugin
 /// contract's default stream).
 pub use squall_plugin_api::DEFAULT_STREAM;
@@ -162,6 +162,8 @@ pub fn backpressure_wait() -> WaitSpec {
 /// The keys each table accepts; unknown keys are checked against these lists, and
 /// "did you mean" picks from them in this order.
 pub(crate) mod keys {
+    use crate::config::GroupingSpec;
+
     pub(crate) const TOP: &[&str] = &["topology", "plugins", "wait", "spouts", "bolts"];
     pub(crate) const TOPOLOGY: &[&str] = &[
         "name",
@@ -191,8 +193,23 @@ pub(crate) mod keys {
         &["component", "parallelism", "config", "inputs", "tick_tuple_freq_secs", "wait"];
     pub(crate) const INPUT: &[&str] = &["from", "stream", "grouping", "throttle"];
     pub(crate) const GROUPING_TABLE: &[&str] = &["fields"];
-    pub(crate) const GROUPINGS: &[&str] =
-        &["shuffle", "fields", "all", "global", "direct", "local_or_shuffle", "none"];
+    /// The groupings written as a name, and what each name means; `fields`
+    /// is written as a table (`{ fields = [...] }`).
+    pub(crate) const NAMED_GROUPINGS: &[(&str, GroupingSpec)] = &[
+        ("shuffle", GroupingSpec::Shuffle),
+        ("all", GroupingSpec::All),
+        ("global", GroupingSpec::Global),
+        ("direct", GroupingSpec::Direct),
+        ("local_or_shuffle", GroupingSpec::LocalOrShuffle),
+        ("none", GroupingSpec::None),
+    ];
+
+    /// Every grouping name, for suggestions: the named ones and `fields`.
+    pub(crate) fn grouping_names() -> Vec<&'static str> {
+        let mut names: Vec<&str> = NAMED_GROUPINGS.iter().map(|(n, _)| *n).collect();
+        names.insert(1, "fields");
+        names
+    }
     pub(crate) const THROTTLE: &[&str] =
         &["tuples_per_sec", "bytes_per_sec", "mode", "period_millis"];
     pub(crate) const THROTTLE_MODES: &[&str] = &["period", "smooth"];

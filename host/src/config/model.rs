@@ -175,14 +175,7 @@ pub struct ThrottleSpec {
     pub loc: Loc,
 }
 
-/// Throttler algorithm.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ThrottleMode {
-    /// HDFS `DataTransferThrottler`: a budget per period; may burst at period edges.
-    Period,
-    /// A smoother limiter without period-boundary bursts.
-    Smooth,
-}
+pub use crate::throttle::ThrottleMode;
 
 /// The limited quantity, per second; always greater than 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -222,7 +215,7 @@ impl SpoutDecl {
         match self.max_spout_pending {
             Some(0) => None,
             Some(n) => Some(n),
-            None => settings.max_spout_pending,
+            None => settings.max_spout_pending.filter(|&n| n > 0),
         }
     }
 }

@@ -5,16 +5,16 @@
 
 use squall_plugin_api::Value;
 
-use crate::ids::{EdgeId, RootId};
+use crate::ids::{EdgeId, RootId, TaskId};
 
 /// Tuples from one producer task to one consumer task.
 ///
 /// Values and ack ids of all tuples are stored flat; each [`Header`] marks
 /// where its tuple's values and ids end.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Batch {
     /// The producing task.
-    pub source_task: u32,
+    pub source_task: TaskId,
     /// One header per tuple.
     pub tuples: Vec<Header>,
     /// The values of every tuple, back to back.
@@ -36,7 +36,7 @@ pub struct Header {
 
 impl Batch {
     /// An empty batch from `source_task`, with room for `capacity` tuples.
-    pub fn with_capacity(source_task: u32, capacity: usize) -> Self {
+    pub fn with_capacity(source_task: TaskId, capacity: usize) -> Self {
         Self {
             source_task,
             tuples: Vec::with_capacity(capacity),
@@ -88,89 +88,13 @@ impl Batch {
     }
 }
 
-/// How a tree ended, as the acker reports it to the spout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReplyKind {
-    /// Every edge was acked.
-    Acked,
-    /// Some task failed a tuple of the tree.
-    Failed,
-    /// A task asked to restart the tree's timeout.
-    Reset,
-}
-
-/// An acker's message to a spout task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reply {
-    /// The tree.
-    pub root: RootId,
-    /// What happened.
-    pub kind: ReplyKind,
-    /// When the acker saw the tree end: complete latency is measured up to
-    /// here (as Storm's acker does), not up to when the spout reads the reply.
-    pub at: std::time::Instant,
-}
-
-/// Control messages to an executor. They travel on their own unbounded
-/// channel, so they never wait behind data tuples (STORM-2359).
-#[derive(Debug)]
-pub enum Control {
-    /// Acker replies (spouts only).
-    Replies(Vec<Reply>),
-    /// Rotate the message-timeout maps (every `message_timeout_secs`).
-    TimeoutTick,
-    /// Deliver a tick tuple on `__tick` (bolts with `tick_tuple_freq_secs`).
-    TickTuple,
-}
-
-/// A message to an acker task (Storm's `__ack_init`, `__ack_ack`,
-/// `__ack_fail`, `__ack_reset_timeout` streams).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AckerMsg {
-    /// A spout emitted a tracked tuple: XOR of its edge ids.
-    Init {
-        /// The tree.
-        root: RootId,
-        /// XOR of the edges the spout emitted.
-        val: u64,
-        /// The spout task to report to.
-        spout_task: u32,
-    },
-    /// A task acked an input: its edge id XOR the edges of its anchored children.
-    Ack {
-        /// The tree.
-        root: RootId,
-        /// The value to XOR in.
-        val: u64,
-    },
-    /// A task failed an input.
-    Fail {
-        /// The tree.
-        root: RootId,
-    },
-    /// A task asked to restart the tree's timeout.
-    Reset {
-        /// The tree.
-        root: RootId,
-    },
-}
-
-/// Input of an acker task.
-#[derive(Debug)]
-pub enum AckerInput {
-    /// A batch of messages from one task.
-    Msgs(Vec<AckerMsg>),
-    /// Rotate the pending map.
-    Tick,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn batch_returns_each_tuple_with_its_own_values_and_ids() {
-        let mut b = Batch::with_capacity(3, 4);
+        let mut b = Batch::with_capacity(TaskId(3), 4);
         b.push(0, &[Value::I64(1), Value::I64(2)], &[]);
         b.push(1, &[Value::from("x")], &[(RootId(9), EdgeId(8)), (RootId(7), EdgeId(6))]);
         b.push(0, &[], &[(RootId(5), EdgeId(4))]);

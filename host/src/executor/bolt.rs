@@ -24,13 +24,16 @@ use crossbeam_channel::{Receiver, Select, Sender, TryRecvError};
 use squall_plugin_api::abi::{BoltBox, ComponentBox, OutputMut, Output_TO};
 use squall_plugin_api::{Anchor, PluginError, TaskContext, Tuple, SYSTEM_COMPONENT, TICK_STREAM};
 
-use super::batch::{Batch, Control};
+use super::batch::Batch;
+use super::core::TaskCore;
+use super::count_error;
 use super::output::{HostOutput, Side};
 use super::spout::ThrottleUnit;
 use super::tracking::InputTracker;
-use super::transfer::{EmitError, Transfer};
-use super::{count_error, RestartPolicy, RunControl, RunState};
-use crate::metrics::{LocalStats, StatField, TaskStats};
+use super::transfer::EmitError;
+use crate::control::{Control, RunError, RunState};
+use crate::ids::TaskId;
+use crate::metrics::{LocalStats, StatField};
 use crate::throttle::Throttler;
 use crate::wait::progressive::Level;
 use crate::wait::WaitStrategy;
@@ -38,6 +41,10 @@ use crate::wait::WaitStrategy;
 /// How long an idle bolt blocks on its queues before a housekeeping turn
 /// (publishing stats, noticing shutdown).
 const DEEP_IDLE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The longest a bolt executes a backlog before a housekeeping turn
+/// (publishing stats, seeing the run state).
+const HOUSEKEEPING: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// A source component's name and, per output stream, the stream's name and fields.
 pub type SourceComponent = (String, Vec<(String, Vec<RString>)>);
@@ -53,50 +60,59 @@ pub struct SourceTable {
 
 /// Everything a bolt task owns.
 pub struct BoltExecutor {
-    /// The task's context, as handed to `prepare`.
-    pub context: TaskContext,
-    /// Rebuilds the instance after a panic.
-    pub constructor: crate::topology::Constructor,
-    /// The component's config, for rebuilding.
-    pub config: String,
-    /// The instance.
-    pub bolt: BoltBox,
+    core: TaskCore,
+    bolt: BoltBox,
+    auto_ack: bool,
+    inputs: InputTracker,
+    receive: Receiver<Batch>,
+    sources: Arc<SourceTable>,
+    edge_throttle: Vec<Vec<Option<usize>>>,
+    throttles: Vec<(Throttler, ThrottleUnit)>,
+    recycle: Vec<Sender<Batch>>,
+}
+
+/// A bolt task's inputs and their settings.
+#[derive(Debug)]
+pub struct BoltInputs {
     /// A basic bolt: anchored and acked by the host.
     pub auto_ack: bool,
-    /// Outgoing side.
-    pub transfer: Transfer,
-    /// Tracked inputs.
-    pub inputs: InputTracker,
     /// Receive queue.
     pub receive: Receiver<Batch>,
-    /// Control queue.
-    pub control: Receiver<Control>,
-    /// Bolt wait strategy.
-    pub bolt_wait: WaitStrategy,
-    /// Backpressure wait strategy.
-    pub backpressure_wait: WaitStrategy,
-    /// Published counters.
-    pub shared: Arc<TaskStats>,
-    /// Run state.
-    pub run: Arc<RunControl>,
-    /// Stream names and fields.
+    /// Stream names and fields of every source.
     pub sources: Arc<SourceTable>,
     /// Per-edge throttles: `[component][stream]` → index into `throttles`.
     pub edge_throttle: Vec<Vec<Option<usize>>>,
     /// The throttles of this bolt's input edges.
     pub throttles: Vec<(Throttler, ThrottleUnit)>,
-    /// Restart limits.
-    pub restarts: RestartPolicy,
     /// Where to hand emptied batches back to their producer, by task id.
     pub recycle: Vec<Sender<Batch>>,
-    /// Set when a panic was not followed by a rebuild (restart limit): the
-    /// instance is never called again and its inputs fail.
-    pub poisoned: bool,
+}
+
+impl BoltExecutor {
+    /// A bolt task running `bolt`.
+    pub fn new(core: TaskCore, bolt: BoltBox, inputs: BoltInputs) -> Self {
+        Self {
+            core,
+            bolt,
+            auto_ack: inputs.auto_ack,
+            inputs: InputTracker::new(),
+            receive: inputs.receive,
+            sources: inputs.sources,
+            edge_throttle: inputs.edge_throttle,
+            throttles: inputs.throttles,
+            recycle: inputs.recycle,
+        }
+    }
+
+    /// The task's context.
+    pub fn context(&self) -> &TaskContext {
+        &self.core.context
+    }
 }
 
 impl std::fmt::Debug for BoltExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BoltExecutor").field("context", &self.context).finish_non_exhaustive()
+        f.debug_struct("BoltExecutor").field("context", &self.core.context).finish_non_exhaustive()
     }
 }
 
@@ -109,19 +125,20 @@ struct Turn {
 impl BoltExecutor {
     /// Runs the task to the end.
     pub fn run(mut self) {
-        let name = format!("bolt \"{}\" task {}", self.context.component, self.context.task_id);
+        let name = self.core.label.clone();
         let mut turn = Turn { stats: LocalStats::default(), emit_error: None, current: None };
-        if let Err(e) = self.bolt.prepare(&self.context).into_result() {
-            self.run.fail(format!("{name}: prepare failed: {e}"));
+        if let Err(e) = self.bolt.prepare(&self.core.context).into_result() {
+            let cause = e.to_string();
+            self.core.fail(|task| RunError::Lifecycle { task, call: "prepare", cause });
             return self.finish(&mut turn, &name);
         }
         let (mut bolt_counter, mut bp_counter) = (0u32, 0u32);
-        while self.run.state() != RunState::Stopping {
+        while self.core.run.state() != RunState::Stopping {
             // 1. pending emits first
-            if !self.transfer.flush_pending(&mut turn.stats) {
+            if !self.core.transfer.flush_pending(&mut turn.stats) {
                 self.publish(&mut turn);
                 let started = Instant::now();
-                bp_counter = self.backpressure_wait.idle(bp_counter);
+                bp_counter = self.core.backpressure_wait.idle(bp_counter, &self.core.run.canceler);
                 turn.stats.add(StatField::BackpressureNanos, started.elapsed().as_nanos() as u64);
                 continue;
             }
@@ -132,12 +149,12 @@ impl BoltExecutor {
             let consumed = self.consume(&mut turn, &name);
             // 4. wait
             if consumed == 0 && ticks == 0 {
-                self.transfer.flush_all(&mut turn.stats);
+                self.core.transfer.flush_all(&mut turn.stats);
                 self.publish(&mut turn);
                 bolt_counter = self.idle(bolt_counter);
             } else {
                 bolt_counter = 0;
-                self.transfer.flush_if_due(Instant::now(), &mut turn.stats);
+                self.core.transfer.flush_if_due(Instant::now(), &mut turn.stats);
                 self.publish(&mut turn);
             }
         }
@@ -149,16 +166,16 @@ impl BoltExecutor {
     /// once, and an idle bolt wakes only for housekeeping (see the wait
     /// module's deliberate differences).
     fn idle(&mut self, counter: u32) -> u32 {
-        if let WaitStrategy::Progressive(p) = &self.bolt_wait {
+        if let WaitStrategy::Progressive(p) = &self.core.wait {
             if p.level(counter).0 == Level::Sleep {
                 let mut select = Select::new();
                 select.recv(&self.receive);
-                select.recv(&self.control);
+                select.recv(&self.core.control);
                 let _ = select.ready_timeout(DEEP_IDLE);
                 return counter;
             }
         }
-        self.bolt_wait.idle(counter)
+        self.core.wait.idle(counter, &self.core.run.canceler)
     }
 
     /// Executes queued tuples until the queue is empty or emits are pending.
@@ -166,6 +183,7 @@ impl BoltExecutor {
         let started = Instant::now();
         let sources = self.sources.clone();
         let mut consumed = 0;
+        let mut due = false;
         loop {
             let (batch, mut pos) = match turn.current.take() {
                 Some(current) => current,
@@ -177,7 +195,7 @@ impl BoltExecutor {
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
                 },
             };
-            let component = sources.task_component[batch.source_task as usize] as usize;
+            let component = sources.task_component[batch.source_task.0 as usize] as usize;
             while pos < batch.len() {
                 let (stream, values, ids) = batch.tuple(pos);
                 pos += 1;
@@ -192,16 +210,24 @@ impl BoltExecutor {
                     fields,
                     component_name,
                     stream_name,
-                    batch.source_task,
+                    batch.source_task.0,
                     anchor,
                 );
                 self.execute(turn, name, &tuple);
+                turn.stats.add(StatField::Executed, 1);
                 consumed += 1;
-                if self.transfer.has_pending() {
+                if self.core.transfer.has_pending() {
+                    break;
+                }
+                // A slow bolt with a backlog still publishes its stats and
+                // sees the run state every few milliseconds (one clock read
+                // per 64 tuples).
+                if consumed % 64 == 0 && started.elapsed() >= HOUSEKEEPING {
+                    due = true;
                     break;
                 }
             }
-            let stop = self.transfer.has_pending();
+            let stop = due || self.core.transfer.has_pending();
             if pos < batch.len() {
                 turn.current = Some((batch, pos));
             } else {
@@ -212,7 +238,6 @@ impl BoltExecutor {
             }
         }
         if consumed > 0 {
-            turn.stats.add(StatField::Executed, consumed);
             turn.stats.add(StatField::BusyNanos, started.elapsed().as_nanos() as u64);
         }
         consumed
@@ -221,7 +246,7 @@ impl BoltExecutor {
     /// Hands an executed batch back to its producer, so its buffers are
     /// reused instead of freed here and allocated (and page-faulted) there.
     fn recycle(&self, mut batch: Batch) {
-        let source = batch.source_task as usize;
+        let source = batch.source_task.0 as usize;
         batch.clear();
         if let Some(back) = self.recycle.get(source) {
             let _ = back.try_send(batch);
@@ -244,19 +269,22 @@ impl BoltExecutor {
             ThrottleUnit::Tuples => 1,
             ThrottleUnit::Bytes => values.iter().map(|v| v.encoded_len() as u64).sum(),
         };
-        let outcome = self.run.throttle(throttler, n);
+        // The wait may be long: publish first, so the stats show what was
+        // executed up to it (only throttled edges pay for this).
+        self.core.shared.publish(&turn.stats);
+        let outcome = self.core.run.throttle(throttler, n);
         turn.stats.add(StatField::ThrottleNanos, outcome.waited.as_nanos() as u64);
     }
 
     /// Executes one tuple and settles its ack.
     fn execute(&mut self, turn: &mut Turn, name: &str, tuple: &Tuple<'_>) {
-        if self.poisoned {
-            self.inputs.fail_current_panic(&mut self.transfer, &mut turn.stats);
+        if self.core.poisoned {
+            self.inputs.fail_current_panic(&mut self.core.transfer, &mut turn.stats);
             return;
         }
         let result = {
             let mut output = HostOutput {
-                transfer: &mut self.transfer,
+                transfer: &mut self.core.transfer,
                 stats: &mut turn.stats,
                 error: &mut turn.emit_error,
                 side: Side::Bolt { inputs: &mut self.inputs, auto_ack: self.auto_ack },
@@ -268,38 +296,32 @@ impl BoltExecutor {
             count_error(&mut turn.stats, name, &format!("execute: {e}"));
         }
         match result {
-            Ok(()) => self.inputs.finish(true, self.auto_ack, &mut self.transfer, &mut turn.stats),
+            Ok(()) => {
+                self.inputs.finish(true, self.auto_ack, &mut self.core.transfer, &mut turn.stats)
+            }
             Err(e) if e.is_panic() => {
-                self.inputs.fail_current_panic(&mut self.transfer, &mut turn.stats);
-                self.restart(turn, name, e);
+                self.inputs.fail_current_panic(&mut self.core.transfer, &mut turn.stats);
+                self.restart(turn, e);
             }
             Err(e) => {
                 count_error(&mut turn.stats, name, &format!("execute: {e}"));
-                self.inputs.finish(false, self.auto_ack, &mut self.transfer, &mut turn.stats);
+                self.inputs.finish(false, self.auto_ack, &mut self.core.transfer, &mut turn.stats);
             }
         }
     }
 
-    fn restart(&mut self, turn: &mut Turn, name: &str, e: PluginError) {
-        if !self.restarts.allow(Instant::now()) {
-            self.poisoned = true;
-            self.run
-                .fail(format!("{name}: execute {e}; restart limit reached, stopping the topology"));
-            return;
-        }
-        tracing::warn!("{name}: execute {e}; failing the tuple and rebuilding the instance");
-        turn.stats.add(StatField::Restarts, 1);
-        match (self.constructor)(self.config.as_str().into()).into_result() {
-            Ok(ComponentBox::Bolt(bolt)) => {
+    fn restart(&mut self, turn: &mut Turn, e: PluginError) {
+        match self.core.rebuild("execute", &e, &mut turn.stats) {
+            Some(ComponentBox::Bolt(bolt)) => {
                 self.bolt = bolt;
-                if let Err(e) = self.bolt.prepare(&self.context).into_result() {
-                    self.run.fail(format!("{name}: prepare failed after restart: {e}"));
+                if let Err(e) = self.bolt.prepare(&self.core.context).into_result() {
+                    let cause = e.to_string();
+                    let call = "prepare after restart";
+                    self.core.fail(|task| RunError::Lifecycle { task, call, cause });
                 }
             }
-            Ok(_) => {
-                self.run.fail(format!("{name}: constructor returned a component of another kind"))
-            }
-            Err(e) => self.run.fail(format!("{name}: rebuilding after a panic failed: {e}")),
+            Some(_) => self.core.fail(|task| RunError::WrongKind { task }),
+            None => {}
         }
     }
 
@@ -307,7 +329,7 @@ impl BoltExecutor {
     fn drain_control(&mut self, turn: &mut Turn, name: &str) -> u64 {
         let mut ticks = 0;
         loop {
-            match self.control.try_recv() {
+            match self.core.control.try_recv() {
                 Ok(Control::TimeoutTick) => {
                     self.inputs.rotate();
                 }
@@ -315,30 +337,37 @@ impl BoltExecutor {
                     ticks += 1;
                     turn.stats.add(StatField::Ticks, 1);
                     self.inputs.begin(&[]);
-                    let tuple =
-                        Tuple::new(&[], &[], SYSTEM_COMPONENT, TICK_STREAM, u32::MAX, Anchor::NONE);
+                    let tuple = Tuple::new(
+                        &[],
+                        &[],
+                        SYSTEM_COMPONENT,
+                        TICK_STREAM,
+                        TaskId::SYSTEM.0,
+                        Anchor::NONE,
+                    );
                     self.execute(turn, name, &tuple);
                 }
-                Ok(Control::Replies(_)) => {}
+                Ok(Control::Replies(_) | Control::Activate | Control::Deactivate) => {}
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return ticks,
             }
         }
     }
 
     fn publish(&mut self, turn: &mut Turn) {
-        let unsent =
-            self.transfer.has_pending() || self.transfer.has_unsent() || turn.current.is_some();
+        let unsent = self.core.transfer.has_pending()
+            || self.core.transfer.has_unsent()
+            || turn.current.is_some();
         turn.stats.set(StatField::Unsent, u64::from(unsent));
-        self.shared.publish(&turn.stats);
+        self.core.shared.publish(&turn.stats);
     }
 
     fn finish(&mut self, turn: &mut Turn, name: &str) {
-        if self.poisoned {
+        if self.core.poisoned {
             // Not called again after the panic that exhausted the restarts.
         } else if let Err(e) = self.bolt.cleanup().into_result() {
             tracing::warn!("{name}: cleanup: {e}");
         }
-        self.transfer.flush_all(&mut turn.stats);
+        self.core.transfer.flush_all(&mut turn.stats);
         self.publish(turn);
     }
 }

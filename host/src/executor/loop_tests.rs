@@ -13,14 +13,19 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use squall_plugin_api::abi::{DynBolt, DynBolt_TO, DynSpout, DynSpout_TO, OutputMut, PResult};
 use squall_plugin_api::{Anchor, MessageId, StreamDecl, TaskContext, Tuple, Value, WaitSituation};
 
-use super::batch::{AckerInput, AckerMsg, Batch, Control, Reply, ReplyKind};
-use super::bolt::{BoltExecutor, SourceTable};
-use super::spout::SpoutExecutor;
-use super::tracking::{InputTracker, SpoutTracker};
-use super::transfer::{StreamRoutes, Transfer};
-use super::{RestartPolicy, RunControl, RunState};
+use super::batch::Batch;
+use super::bolt::{BoltExecutor, BoltInputs, SourceTable};
+use super::core::TaskCore;
+use super::spout::{SpoutExecutor, SpoutOptions};
+use super::tracking::InputTracker;
+use super::transfer::{StreamRoutes, Transfer, TransferWiring};
+use super::RestartPolicy;
+use crate::acker::msg::{AckerInput, AckerMsg, Reply, ReplyKind};
+use crate::control::{Control, RunControl, RunState, TaskName};
+use crate::ids::TaskId;
 use crate::metrics::{StatField, TaskStats};
 use crate::topology::grouping::{Grouping, Router};
+use crate::topology::Kind;
 use crate::wait::recording::Recorder;
 
 const SPOUT: WaitSituation = WaitSituation::SPOUT_WAIT;
@@ -114,7 +119,47 @@ fn transfer(task: u32, to: u32, queue: Sender<Batch>, ackers: Vec<Sender<AckerIn
         direct: false,
         routers: vec![Router::new(Grouping::Shuffle, vec![to], 0)],
     }];
-    Transfer::new(task, 1, Duration::ZERO, routes, Some(0), queues, ackers)
+    let wiring = TransferWiring {
+        batch_size: 1,
+        flush_interval: Duration::ZERO,
+        streams: routes,
+        default_stream: Some(0),
+        queues,
+        ackers,
+        recycled: None,
+        count_bytes: false,
+    };
+    Transfer::new(TaskId(task), wiring)
+}
+
+extern "C" fn unused_constructor(
+    _: abi_stable::std_types::RStr<'_>,
+) -> PResult<squall_plugin_api::abi::ComponentBox> {
+    unreachable!("the loop tests never restart")
+}
+
+/// The core of task `task` of a component of `kind`, built as the runtime builds it.
+fn core(
+    kind: Kind,
+    task: u32,
+    transfer: Transfer,
+    control: Receiver<Control>,
+    waits: (crate::wait::WaitStrategy, crate::wait::WaitStrategy),
+    stats: &Arc<TaskStats>,
+    run: Arc<RunControl>,
+) -> TaskCore {
+    TaskCore::new(
+        TaskName { kind, component: "c".into(), task: TaskId(task) },
+        context(task),
+        unused_constructor,
+        String::new(),
+        transfer,
+        control,
+        waits,
+        stats.clone(),
+        run,
+        RestartPolicy::new(0, Duration::from_secs(1)),
+    )
 }
 
 struct SpoutRig {
@@ -134,32 +179,28 @@ fn spout_rig(
     recorder: &Recorder,
     run: Arc<RunControl>,
 ) -> SpoutRig {
+    spout_rig_skipping(script, reliable, queue, control, ackers, max_pending, recorder, run, 1)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn spout_rig_skipping(
+    script: Vec<u32>,
+    reliable: bool,
+    queue: Sender<Batch>,
+    control: Receiver<Control>,
+    ackers: Vec<Sender<AckerInput>>,
+    max_pending: Option<usize>,
+    recorder: &Recorder,
+    run: Arc<RunControl>,
+    recvq_skips: u32,
+) -> SpoutRig {
     let calls = Arc::new(AtomicUsize::new(0));
     let spout = ScriptedSpout { script, calls: calls.clone(), reliable, next_id: 0 };
     let stats = Arc::new(TaskStats::default());
-    extern "C" fn unused(
-        _: abi_stable::std_types::RStr<'_>,
-    ) -> PResult<squall_plugin_api::abi::ComponentBox> {
-        unreachable!("the loop tests never restart")
-    }
-    let executor = SpoutExecutor {
-        context: context(0),
-        constructor: unused,
-        config: String::new(),
-        spout: DynSpout_TO::from_value(spout, TD_Opaque),
-        transfer: transfer(0, 1, queue, ackers),
-        tracker: SpoutTracker::new(2),
-        control,
-        spout_wait: recorder.strategy(SPOUT),
-        backpressure_wait: recorder.strategy(BP),
-        shared: stats.clone(),
-        run,
-        max_pending,
-        recvq_skips: 1,
-        throttle: None,
-        restarts: RestartPolicy::new(0, Duration::from_secs(1)),
-        poisoned: false,
-    };
+    let waits = (recorder.strategy(SPOUT), recorder.strategy(BP));
+    let core = core(Kind::Spout, 0, transfer(0, 1, queue, ackers), control, waits, &stats, run);
+    let options = SpoutOptions { max_pending, recvq_skips, timeout_buckets: 2, throttle: None };
+    let executor = SpoutExecutor::new(core, DynSpout_TO::from_value(spout, TD_Opaque), options);
     SpoutRig { executor, calls, stats }
 }
 
@@ -323,37 +364,22 @@ fn bolt_rig(downstream_capacity: usize, recorder: &Recorder, run: Arc<RunControl
             ("me".into(), vec![("default".into(), vec![RString::from("v")])]),
         ],
     };
-    extern "C" fn unused(
-        _: abi_stable::std_types::RStr<'_>,
-    ) -> PResult<squall_plugin_api::abi::ComponentBox> {
-        unreachable!("the loop tests never restart")
-    }
-    let executor = BoltExecutor {
-        context: context(1),
-        constructor: unused,
-        config: String::new(),
-        bolt: DynBolt_TO::from_value(EchoBolt, TD_Opaque),
+    let waits = (recorder.strategy(BOLT), recorder.strategy(BP));
+    let core = core(Kind::Bolt, 1, transfer(1, 2, queue, vec![]), control, waits, &stats, run);
+    let inputs = BoltInputs {
         auto_ack: true,
-        transfer: transfer(1, 2, queue, vec![]),
-        inputs: InputTracker::new(),
         receive,
-        control,
-        bolt_wait: recorder.strategy(BOLT),
-        backpressure_wait: recorder.strategy(BP),
-        shared: stats.clone(),
-        run,
         sources: Arc::new(sources),
         edge_throttle: Vec::new(),
         throttles: Vec::new(),
-        restarts: RestartPolicy::new(0, Duration::from_secs(1)),
         recycle: Vec::new(),
-        poisoned: false,
     };
+    let executor = BoltExecutor::new(core, DynBolt_TO::from_value(EchoBolt, TD_Opaque), inputs);
     BoltRig { executor, input, downstream, stats }
 }
 
 fn one_tuple() -> Batch {
-    let mut b = Batch::with_capacity(0, 1);
+    let mut b = Batch::with_capacity(TaskId(0), 1);
     b.push(0, &[Value::I64(7)], &[]);
     b
 }
@@ -451,8 +477,7 @@ fn calls_at_each_wait_with_skips(acking: bool) -> Vec<usize> {
     to_spout.send(Control::TimeoutTick).unwrap();
     let (acker, _acker_rx) = unbounded();
     let ackers = if acking { vec![acker] } else { vec![] };
-    let mut rig = spout_rig(vec![], false, queue, control, ackers, None, &recorder, run);
-    rig.executor.recvq_skips = 3;
+    let rig = spout_rig_skipping(vec![], false, queue, control, ackers, None, &recorder, run, 3);
     *spout_calls.lock().unwrap() = Some(rig.calls.clone());
     rig.executor.run();
     let calls = seen.lock().unwrap().clone();
@@ -471,4 +496,36 @@ fn with_ackers_the_spout_reads_its_control_queue_every_turn() {
     // Turn 1 handles the first tick; turn 2 finds the queue empty and waits
     // (its hook queues a tick), turn 3 handles that tick, and so on.
     assert_eq!(calls_at_each_wait_with_skips(true), [2, 4, 6, 8, 10, 12]);
+}
+
+#[test]
+fn a_deactivated_spout_stops_calling_next_tuple_until_it_is_activated_again() {
+    let run = Arc::new(RunControl::default());
+    let (to_spout, control) = unbounded();
+    let spout_calls: Arc<Mutex<Option<Arc<AtomicUsize>>>> = Arc::default();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (hook_calls, hook_seen, stop_run, tell) =
+        (spout_calls.clone(), seen.clone(), run.clone(), to_spout.clone());
+    let recorder = Recorder::new(move |i, _, _| {
+        let calls = hook_calls.lock().unwrap().as_ref().unwrap().load(Ordering::SeqCst);
+        hook_seen.lock().unwrap().push(calls);
+        match i {
+            3 => tell.send(Control::Activate).unwrap(),
+            5 => stop_run.advance(RunState::Stopping),
+            _ => {}
+        }
+    });
+    // Deactivated before its first turn reads the control queue: that turn
+    // still calls next_tuple once (the queue is read after activation).
+    to_spout.send(Control::Deactivate).unwrap();
+    let (queue, _rx) = bounded(64);
+    // Emits on every call: an active spout never waits with the spout strategy.
+    let rig = spout_rig(vec![1; 10], false, queue, control, vec![], None, &recorder, run);
+    *spout_calls.lock().unwrap() = Some(rig.calls.clone());
+    rig.executor.run();
+    let seen = seen.lock().unwrap().clone();
+    // Waits 0-3 while deactivated; the Activate sent at wait 3 is read on
+    // the next turn (wait 4), and the turn after activates and emits.
+    assert_eq!(&seen[..5], [1, 1, 1, 1, 1], "no next_tuple while deactivated: {seen:?}");
+    assert_eq!(seen[5], 11, "activated again, the spout emits its script: {seen:?}");
 }

@@ -3,7 +3,7 @@
 
 use abi_stable::std_types::{ROption, RSlice};
 use squall_plugin_api::abi::Output;
-use squall_plugin_api::{Anchor, MessageId, Value};
+use squall_plugin_api::{Anchor, MessageId, StreamId, Value};
 
 use super::tracking::{InputTracker, SpoutTracker};
 use super::transfer::{EmitError, Transfer};
@@ -17,7 +17,7 @@ pub enum Side<'a> {
         /// Its pending roots.
         tracker: &'a mut SpoutTracker,
         /// Its task id (for acker inits).
-        task: u32,
+        task: crate::ids::TaskId,
     },
     /// A bolt task: emits may carry anchors.
     Bolt {
@@ -62,16 +62,16 @@ impl Output for HostOutput<'_> {
         direct_task: ROption<u32>,
     ) {
         let values = values.as_slice();
-        let (stream, targets) = match self.transfer.route(stream, values, direct_task.into_option())
-        {
-            Ok(routed) => routed,
-            Err(e) => {
-                self.error.get_or_insert(e);
-                return;
-            }
-        };
+        let (stream, targets) =
+            match self.transfer.route(StreamId(stream), values, direct_task.into_option()) {
+                Ok(routed) => routed,
+                Err(e) => {
+                    self.error.get_or_insert(e);
+                    return;
+                }
+            };
         self.stats.add(StatField::Emitted, 1);
-        if self.transfer.count_bytes {
+        if self.transfer.counts_bytes() {
             self.transfer.emitted_bytes +=
                 values.iter().map(|v| v.encoded_len() as u64).sum::<u64>();
         }

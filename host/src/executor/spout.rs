@@ -24,23 +24,23 @@
 //! receiving acks and timeouts. On `Stopping` it fails what is still pending
 //! (reason: shutdown), calls `close`, and exits.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use abi_stable::sabi_trait::TD_Opaque;
-use crossbeam_channel::{Receiver, TryRecvError};
+use crossbeam_channel::TryRecvError;
 use hdrhistogram::Histogram;
 use squall_plugin_api::abi::{ComponentBox, OutputMut, Output_TO, SpoutBox};
 use squall_plugin_api::{MessageId, PluginError, TaskContext};
 
-use super::batch::{Control, ReplyKind};
+use super::core::TaskCore;
+use super::count_error;
 use super::output::{HostOutput, Side};
 use super::tracking::SpoutTracker;
-use super::transfer::{EmitError, Transfer};
-use super::{count_error, RestartPolicy, RunControl, RunState};
-use crate::metrics::{new_histogram, LocalStats, StatField, TaskStats};
+use super::transfer::EmitError;
+use crate::acker::msg::ReplyKind;
+use crate::control::{Control, RunError, RunState};
+use crate::metrics::{new_histogram, LocalStats, StatField};
 use crate::throttle::Throttler;
-use crate::wait::WaitStrategy;
 
 /// How a throttle counts a spout's output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,44 +53,56 @@ pub enum ThrottleUnit {
 
 /// Everything a spout task owns.
 pub struct SpoutExecutor {
-    /// The task's context, as handed to `open`.
-    pub context: TaskContext,
-    /// Rebuilds the instance after a panic.
-    pub constructor: crate::topology::Constructor,
-    /// The component's config, for rebuilding.
-    pub config: String,
-    /// The instance.
-    pub spout: SpoutBox,
-    /// Outgoing side.
-    pub transfer: Transfer,
-    /// Pending roots.
-    pub tracker: SpoutTracker,
-    /// Control queue.
-    pub control: Receiver<Control>,
-    /// Spout wait strategy.
-    pub spout_wait: WaitStrategy,
-    /// Backpressure wait strategy.
-    pub backpressure_wait: WaitStrategy,
-    /// Published counters.
-    pub shared: Arc<TaskStats>,
-    /// Run state.
-    pub run: Arc<RunControl>,
-    /// `max_spout_pending` for this task.
+    core: TaskCore,
+    spout: SpoutBox,
+    tracker: SpoutTracker,
+    max_pending: Option<usize>,
+    recvq_skips: u32,
+    throttle: Option<(Throttler, ThrottleUnit)>,
+    /// False after a [`Control::Deactivate`], until a [`Control::Activate`].
+    enabled: bool,
+    /// When the drain began: the pending trees and the counters then, so the
+    /// drain's figures come from this task's own pending map, exactly.
+    drain_base: Option<(u64, LocalStats)>,
+}
+
+/// A spout task's own settings.
+#[derive(Debug)]
+pub struct SpoutOptions {
+    /// `max_spout_pending` for this task, already normalised (`None` = unlimited).
     pub max_pending: Option<usize>,
     /// `spout_recvq_skips`.
     pub recvq_skips: u32,
+    /// Buckets of the pending map (`timeout_buckets`).
+    pub timeout_buckets: usize,
     /// Optional rate limit.
     pub throttle: Option<(Throttler, ThrottleUnit)>,
-    /// Restart limits.
-    pub restarts: RestartPolicy,
-    /// Set when a panic was not followed by a rebuild (restart limit): the
-    /// instance is never called again.
-    pub poisoned: bool,
+}
+
+impl SpoutExecutor {
+    /// A spout task running `spout`.
+    pub fn new(core: TaskCore, spout: SpoutBox, options: SpoutOptions) -> Self {
+        Self {
+            core,
+            spout,
+            tracker: SpoutTracker::new(options.timeout_buckets),
+            max_pending: options.max_pending,
+            recvq_skips: options.recvq_skips,
+            throttle: options.throttle,
+            enabled: true,
+            drain_base: None,
+        }
+    }
+
+    /// The task's context.
+    pub fn context(&self) -> &TaskContext {
+        &self.core.context
+    }
 }
 
 impl std::fmt::Debug for SpoutExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SpoutExecutor").field("context", &self.context).finish_non_exhaustive()
+        f.debug_struct("SpoutExecutor").field("context", &self.core.context).finish_non_exhaustive()
     }
 }
 
@@ -111,12 +123,13 @@ impl SpoutExecutor {
             emit_error: None,
             active: false,
         };
-        let name = format!("spout \"{}\" task {}", self.context.component, self.context.task_id);
-        if let Err(e) = self.spout.open(&self.context).into_result() {
-            self.run.fail(format!("{name}: open failed: {e}"));
+        let name = self.core.label.clone();
+        if let Err(e) = self.spout.open(&self.core.context).into_result() {
+            let cause = e.to_string();
+            self.core.fail(|task| RunError::Lifecycle { task, call: "open", cause });
             return self.finish(&mut turn);
         }
-        let acking = self.transfer.acking();
+        let acking = self.core.transfer.acking();
         // Storm: with ackers the receive queue is read every turn; without,
         // once every `spout_recvq_skips` turns (a countdown, not a modulo).
         let skips = if acking { 1 } else { self.recvq_skips.max(1) };
@@ -124,18 +137,11 @@ impl SpoutExecutor {
         let (mut spout_counter, mut bp_counter) = (0u32, 0u32);
         let mut iteration = 0u64;
         loop {
-            let state = self.run.state();
+            let state = self.core.run.state();
             if state == RunState::Stopping {
                 break;
             }
-            if state == RunState::Running && !turn.active {
-                turn.active = true;
-                self.call(&mut turn, &name, |s| s.activate());
-            } else if state == RunState::Draining && turn.active {
-                turn.active = false;
-                self.call(&mut turn, &name, |s| s.deactivate());
-                self.transfer.flush_all(&mut turn.stats);
-            }
+            self.follow(&mut turn, &name, state);
             // 1. receive queue
             let received = if until_receive == 0 {
                 until_receive = skips - 1;
@@ -148,29 +154,29 @@ impl SpoutExecutor {
             // 2. gate
             let gated = self.max_pending.is_some_and(|max| self.tracker.pending.len() >= max);
             // 3. pending emits
-            let clear = self.transfer.flush_pending(&mut turn.stats);
+            let clear = self.core.transfer.flush_pending(&mut turn.stats);
             if iteration % 64 == 0 {
-                self.transfer.flush_if_due(Instant::now(), &mut turn.stats);
+                self.core.transfer.flush_if_due(Instant::now(), &mut turn.stats);
                 self.publish(&mut turn);
             }
             // 4. emit
             let mut emitted = 0;
-            if turn.active && !gated && clear && !self.poisoned {
+            if turn.active && !gated && clear && !self.core.poisoned {
                 emitted = self.next_tuple(&mut turn, &name, iteration % 64 == 1);
             }
             // 5. wait
-            if self.transfer.has_pending() {
+            if self.core.transfer.has_pending() {
                 let started = Instant::now();
-                bp_counter = self.backpressure_wait.idle(bp_counter);
+                bp_counter = self.core.backpressure_wait.idle(bp_counter, &self.core.run.canceler);
                 turn.stats.add(StatField::BackpressureNanos, started.elapsed().as_nanos() as u64);
                 continue;
             }
             bp_counter = 0;
             if emitted == 0 && received == 0 {
-                self.transfer.flush_all(&mut turn.stats);
+                self.core.transfer.flush_all(&mut turn.stats);
                 self.publish(&mut turn);
                 let started = Instant::now();
-                spout_counter = self.spout_wait.idle(spout_counter);
+                spout_counter = self.core.wait.idle(spout_counter, &self.core.run.canceler);
                 if gated {
                     turn.stats.add(StatField::MaxPendingNanos, started.elapsed().as_nanos() as u64);
                 }
@@ -181,19 +187,36 @@ impl SpoutExecutor {
         self.finish(&mut turn);
     }
 
+    /// Activates or deactivates the instance as the run state and the
+    /// operator ([`Control::Activate`], [`Control::Deactivate`]) want it.
+    fn follow(&mut self, turn: &mut Turn, name: &str, state: RunState) {
+        if state == RunState::Draining {
+            self.mark_drain(turn);
+        }
+        let wanted = state == RunState::Running && self.enabled;
+        if wanted && !turn.active {
+            turn.active = true;
+            self.call(turn, name, |s| s.activate());
+        } else if !wanted && turn.active {
+            turn.active = false;
+            self.call(turn, name, |s| s.deactivate());
+            self.core.transfer.flush_all(&mut turn.stats);
+        }
+    }
+
     /// Calls `next_tuple` and settles what it emitted; returns the tuples emitted.
     /// Busy time is sampled: when `timed`, the plugin call is timed and
     /// counts 64 times (two clock reads per call stay off the hot path).
     fn next_tuple(&mut self, turn: &mut Turn, name: &str, timed: bool) -> u64 {
         let before = turn.stats.get(StatField::Emitted);
-        let bytes_before = self.transfer.emitted_bytes;
+        let bytes_before = self.core.transfer.emitted_bytes;
         self.tracker.begin_call();
         let result = {
             let mut output = HostOutput {
-                transfer: &mut self.transfer,
+                transfer: &mut self.core.transfer,
                 stats: &mut turn.stats,
                 error: &mut turn.emit_error,
-                side: Side::Spout { tracker: &mut self.tracker, task: self.context.task_id },
+                side: Side::Spout { tracker: &mut self.tracker, task: self.core.name.task },
             };
             let output: OutputMut<'_> = Output_TO::from_ptr(&mut output, TD_Opaque);
             if timed {
@@ -219,9 +242,12 @@ impl SpoutExecutor {
             if let Some((throttler, unit)) = &mut self.throttle {
                 let n = match unit {
                     ThrottleUnit::Tuples => emitted,
-                    ThrottleUnit::Bytes => self.transfer.emitted_bytes - bytes_before,
+                    ThrottleUnit::Bytes => self.core.transfer.emitted_bytes - bytes_before,
                 };
-                let outcome = self.run.throttle(throttler, n);
+                // The wait may be long: publish first, so the stats show
+                // what was emitted up to it (only throttled spouts pay this).
+                self.core.shared.publish(&turn.stats);
+                let outcome = self.core.run.throttle(throttler, n);
                 turn.stats.add(StatField::ThrottleNanos, outcome.waited.as_nanos() as u64);
             }
         }
@@ -232,7 +258,7 @@ impl SpoutExecutor {
     fn drain_control(&mut self, turn: &mut Turn, name: &str) -> u64 {
         let mut handled = 0;
         loop {
-            match self.control.try_recv() {
+            match self.core.control.try_recv() {
                 Ok(Control::Replies(replies)) => {
                     handled += replies.len() as u64;
                     for reply in replies {
@@ -263,6 +289,8 @@ impl SpoutExecutor {
                     }
                 }
                 Ok(Control::TickTuple) => handled += 1,
+                Ok(Control::Activate) => self.enabled = true,
+                Ok(Control::Deactivate) => self.enabled = false,
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return handled,
             }
         }
@@ -294,7 +322,7 @@ impl SpoutExecutor {
         name: &str,
         f: impl FnOnce(&mut SpoutBox) -> abi_stable::std_types::RResult<(), PluginError>,
     ) {
-        if self.poisoned {
+        if self.core.poisoned {
             return;
         }
         if let Err(e) = f(&mut self.spout).into_result() {
@@ -302,23 +330,17 @@ impl SpoutExecutor {
         }
     }
 
-    fn plugin_error(&mut self, turn: &mut Turn, name: &str, what: &str, e: PluginError) {
+    fn plugin_error(&mut self, turn: &mut Turn, name: &str, what: &'static str, e: PluginError) {
         if !e.is_panic() {
             return count_error(&mut turn.stats, name, &format!("{what}: {e}"));
         }
-        if !self.restarts.allow(Instant::now()) {
-            self.poisoned = true;
-            self.run
-                .fail(format!("{name}: {what} {e}; restart limit reached, stopping the topology"));
-            return;
-        }
-        tracing::warn!("{name}: {what} {e}; rebuilding the instance");
-        turn.stats.add(StatField::Restarts, 1);
-        match (self.constructor)(self.config.as_str().into()).into_result() {
-            Ok(ComponentBox::Spout(spout)) => {
+        match self.core.rebuild(what, &e, &mut turn.stats) {
+            Some(ComponentBox::Spout(spout)) => {
                 self.spout = spout;
-                if let Err(e) = self.spout.open(&self.context).into_result() {
-                    self.run.fail(format!("{name}: open failed after restart: {e}"));
+                if let Err(e) = self.spout.open(&self.core.context).into_result() {
+                    let cause = e.to_string();
+                    let call = "open after restart";
+                    self.core.fail(|task| RunError::Lifecycle { task, call, cause });
                     return;
                 }
                 if turn.active {
@@ -336,37 +358,60 @@ impl SpoutExecutor {
                     }
                 }
             }
-            Ok(_) => {
-                self.run.fail(format!("{name}: constructor returned a component of another kind"))
-            }
-            Err(e) => self.run.fail(format!("{name}: rebuilding after a panic failed: {e}")),
+            Some(_) => self.core.fail(|task| RunError::WrongKind { task }),
+            None => {}
         }
     }
 
     fn publish(&mut self, turn: &mut Turn) {
         turn.stats.set(StatField::Pending, self.tracker.pending.len() as u64);
-        let unsent = u64::from(self.transfer.has_pending() || self.transfer.has_unsent());
+        let unsent = u64::from(self.core.transfer.has_pending() || self.core.transfer.has_unsent());
         turn.stats.set(StatField::Unsent, unsent);
         turn.stats.set(StatField::Active, u64::from(turn.active));
-        self.shared.publish(&turn.stats);
-        self.shared.latency.merge_from(&mut turn.histogram);
+        self.core.shared.publish(&turn.stats);
+        self.core.shared.latency.merge_from(&mut turn.histogram);
+    }
+
+    /// Remembers the pending trees and the counters when the drain begins
+    /// (once; at the latest when the task stops).
+    fn mark_drain(&mut self, turn: &Turn) {
+        if self.drain_base.is_none() {
+            self.drain_base = Some((self.tracker.pending.len() as u64, turn.stats.clone()));
+        }
+    }
+
+    /// The drain's figures: every tree pending when the drain began ended in
+    /// exactly one of the four outcomes (no tree is emitted while draining).
+    fn settle_drain(&self, turn: &mut Turn) {
+        let Some((in_flight, base)) = &self.drain_base else { return };
+        let delta = |f: StatField| turn.stats.get(f) - base.get(f);
+        let failed = delta(StatField::FailedExplicit) + delta(StatField::FailedPanic);
+        let (acked, timed_out) = (delta(StatField::Acked), delta(StatField::FailedTimeout));
+        let shutdown = delta(StatField::FailedShutdown);
+        turn.stats.set(StatField::DrainInFlight, *in_flight);
+        turn.stats.set(StatField::DrainAcked, acked);
+        turn.stats.set(StatField::DrainFailed, failed);
+        turn.stats.set(StatField::DrainTimedOut, timed_out);
+        turn.stats.set(StatField::DrainShutdown, shutdown);
     }
 
     /// Fails what is still pending (reason: shutdown), closes, publishes.
     fn finish(&mut self, turn: &mut Turn) {
-        let name = format!("spout \"{}\" task {}", self.context.component, self.context.task_id);
+        self.mark_drain(turn);
+        let name = self.core.label.clone();
         let leftover: Vec<MessageId> =
             self.tracker.pending.drain_all().map(|(_, p)| p.message_id).collect();
         for id in leftover {
             self.fail(turn, &name, id, StatField::FailedShutdown);
         }
-        if self.poisoned {
+        if self.core.poisoned {
             // Not called again after the panic that exhausted the restarts.
         } else if let Err(e) = self.spout.close().into_result() {
             tracing::warn!("{name}: close: {e}");
         }
         turn.active = false;
-        self.transfer.flush_all(&mut turn.stats);
+        self.settle_drain(turn);
+        self.core.transfer.flush_all(&mut turn.stats);
         self.publish(turn);
     }
 }

@@ -15,9 +15,9 @@ use std::time::Instant;
 
 use squall_plugin_api::{Anchor, MessageId};
 
-use super::batch::AckerMsg;
 use super::transfer::Transfer;
-use crate::ids::{EdgeId, RootId};
+use crate::acker::msg::AckerMsg;
+use crate::ids::{EdgeId, RootId, TaskId};
 use crate::metrics::{LocalStats, StatField};
 use crate::timeout::RotatingMap;
 
@@ -67,7 +67,7 @@ impl SpoutTracker {
         (stream, targets): (u32, usize),
         values: &[squall_plugin_api::Value],
         message_id: MessageId,
-        spout_task: u32,
+        spout_task: TaskId,
     ) {
         let root = RootId(transfer.rng.next_nonzero());
         let mut init = 0u64;

@@ -15,12 +15,13 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use squall_plugin_api::Value;
+use squall_plugin_api::{StreamId, Value};
 
-use super::batch::{AckerInput, AckerMsg, Batch};
+use super::batch::Batch;
 use super::rng::FastRng;
 use crate::acker::ledger::acker_for;
-use crate::ids::{EdgeId, RootId};
+use crate::acker::msg::{AckerInput, AckerMsg};
+use crate::ids::{EdgeId, RootId, TaskId};
 use crate::metrics::{LocalStats, StatField};
 use crate::topology::grouping::{Router, Targets};
 
@@ -49,10 +50,31 @@ pub struct StreamRoutes {
     pub routers: Vec<Router>,
 }
 
+/// Everything a [`Transfer`] is wired to.
+#[derive(Debug)]
+pub struct TransferWiring {
+    /// Tuples per batch (`producer_batch_size`).
+    pub batch_size: usize,
+    /// Partial batches are flushed this often (`batch_flush_interval_millis`).
+    pub flush_interval: Duration,
+    /// The component's output streams with their routers, by stream index.
+    pub streams: Vec<StreamRoutes>,
+    /// The index of the stream called `default`, if declared.
+    pub default_stream: Option<u32>,
+    /// Queues of every task, indexed by task id (`None` for spouts).
+    pub queues: Vec<Option<Sender<Batch>>>,
+    /// The acker tasks' queues.
+    pub ackers: Vec<Sender<AckerInput>>,
+    /// Emptied batches handed back by consumers, reused before allocating.
+    pub recycled: Option<Receiver<Batch>>,
+    /// Count the encoded bytes of emitted values (a byte-rate throttle).
+    pub count_bytes: bool,
+}
+
 /// An executor's outgoing side.
 #[derive(Debug)]
 pub struct Transfer {
-    task: u32,
+    task: TaskId,
     batch_size: usize,
     flush_interval: Duration,
     last_flush: Instant,
@@ -72,44 +94,42 @@ pub struct Transfer {
     /// This executor's random numbers (edge and root ids).
     pub rng: FastRng,
     /// Count the encoded bytes of emitted values (only for a byte-rate throttle).
-    pub count_bytes: bool,
-    /// Encoded bytes emitted so far, when `count_bytes` is set.
+    count_bytes: bool,
+    /// Encoded bytes emitted so far, when counting bytes (a byte-rate throttle).
     pub emitted_bytes: u64,
     /// Emptied batches handed back by consumers, reused before allocating.
-    pub recycled: Option<Receiver<Batch>>,
+    recycled: Option<Receiver<Batch>>,
 }
 
 impl Transfer {
-    /// A transfer for `task`, routing its `streams`.
-    pub fn new(
-        task: u32,
-        batch_size: usize,
-        flush_interval: Duration,
-        streams: Vec<StreamRoutes>,
-        default_stream: Option<u32>,
-        queues: Vec<Option<Sender<Batch>>>,
-        ackers: Vec<Sender<AckerInput>>,
-    ) -> Self {
-        let task_count = queues.len();
+    /// A transfer for `task`, wired as `wiring` says.
+    pub fn new(task: TaskId, wiring: TransferWiring) -> Self {
+        let task_count = wiring.queues.len();
         Self {
             task,
-            batch_size: batch_size.max(1),
-            flush_interval,
+            batch_size: wiring.batch_size.max(1),
+            flush_interval: wiring.flush_interval,
             last_flush: Instant::now(),
-            streams,
-            default_stream,
+            streams: wiring.streams,
+            default_stream: wiring.default_stream,
             outgoing: (0..task_count).map(|_| None).collect(),
-            queues,
+            queues: wiring.queues,
             active: Vec::new(),
             pending: VecDeque::new(),
             targets: Vec::new(),
-            acker_buffers: ackers.iter().map(|_| Vec::new()).collect(),
-            ackers,
-            rng: FastRng::new(u64::from(task)),
-            count_bytes: false,
+            acker_buffers: wiring.ackers.iter().map(|_| Vec::new()).collect(),
+            ackers: wiring.ackers,
+            rng: FastRng::new(u64::from(task.0)),
+            count_bytes: wiring.count_bytes,
             emitted_bytes: 0,
-            recycled: None,
+            recycled: wiring.recycled,
         }
+    }
+
+    /// True when emitted bytes are counted (a byte-rate throttle).
+    #[inline]
+    pub fn counts_bytes(&self) -> bool {
+        self.count_bytes
     }
 
     /// True when acker tasks exist.
@@ -124,14 +144,14 @@ impl Transfer {
     #[inline]
     pub fn route(
         &mut self,
-        stream: u32,
+        stream: StreamId,
         values: &[Value],
         direct: Option<u32>,
     ) -> Result<(u32, usize), EmitError> {
-        let stream = if stream == u32::MAX {
+        let stream = if stream == StreamId::DEFAULT {
             self.default_stream.ok_or(EmitError::NoDefaultStream)?
         } else {
-            stream
+            stream.0
         };
         let routes =
             self.streams.get_mut(stream as usize).ok_or(EmitError::UndeclaredStream(stream))?;

@@ -55,11 +55,23 @@ pub enum StatField {
     Unsent,
     /// 1 while the spout is active (a gauge).
     Active,
+    /// Trees in the spout's pending map when it saw the drain begin (spouts;
+    /// set when the task ends, like the four `Drain*` outcomes below, which
+    /// add up to it exactly).
+    DrainInFlight,
+    /// Of those: acked during the drain.
+    DrainAcked,
+    /// Of those: failed during the drain (explicitly or by a panic).
+    DrainFailed,
+    /// Of those: timed out during the drain.
+    DrainTimedOut,
+    /// Of those: failed at shutdown, because the drain timed out.
+    DrainShutdown,
 }
 
 impl StatField {
     /// The number of fields.
-    pub const COUNT: usize = 19;
+    pub const COUNT: usize = 24;
 }
 
 impl LocalStats {

@@ -5,9 +5,14 @@
 //! [`TaskStats`] with relaxed stores: no atomic read-modify-write per tuple.
 //! The reporter reads the published values, so a report lags the truth by at
 //! most one publication.
+//!
+//! [`Reporter`]s take one snapshot per stats interval and the end-of-run
+//! summary: the stats table and the JSON file today.
 
 mod counters;
 mod report;
+mod reporter;
 
 pub use counters::{new_histogram, LatencyHistogram, LocalStats, StatField, TaskStats};
-pub use report::{ComponentSummary, Report, RunSummary};
+pub use report::{ComponentSummary, Outcome, Report, RunSummary};
+pub use reporter::{JsonReporter, Reporter, TableReporter};

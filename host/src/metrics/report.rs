@@ -89,6 +89,16 @@ pub struct Report {
     pub components: Vec<ComponentSummary>,
 }
 
+/// How a run ended, as the JSON summary spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Drained and stopped with no fatal error.
+    Completed,
+    /// A fatal error stopped the run (see `error`).
+    Failed,
+}
+
 /// The end-of-run summary written by `--json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunSummary {
@@ -96,8 +106,8 @@ pub struct RunSummary {
     pub schema_version: u32,
     /// The topology's name.
     pub topology: String,
-    /// "completed" or "failed".
-    pub outcome: &'static str,
+    /// How the run ended.
+    pub outcome: Outcome,
     /// The fatal error, when the outcome is "failed".
     pub error: Option<String>,
     /// Seconds from start to the end of the drain.

@@ -29,11 +29,6 @@ impl Library {
     pub fn component(&self, name: &str) -> Option<&ComponentDescriptor> {
         self.catalogue.components.iter().find(|c| c.name.as_str() == name)
     }
-
-    /// The names of every exported component.
-    pub fn component_names(&self) -> impl Iterator<Item = &str> {
-        self.catalogue.components.iter().map(|c| c.name.as_str())
-    }
 }
 
 /// What the loader accepts besides a safe, regular file.

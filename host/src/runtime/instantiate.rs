@@ -174,22 +174,25 @@ pub fn wait_strategy(
         WaitPlan::Builtin(spec) => {
             Ok(WaitStrategy::builtin(spec).unwrap_or_else(|| WaitStrategy::default_for(situation)))
         }
-        WaitPlan::Plugin { name, new, config } => {
-            let error = |what, message| StartError::Constructor {
+        WaitPlan::Plugin { name, new, config, loc } => {
+            // A strategy that rejects its config is a config error, at the
+            // place the topology names the strategy.
+            let error = |what, message, config| StartError::Constructor {
                 kind: "wait strategy",
                 component: format!("{component}/{}", situation.name()),
                 reference: name.clone(),
                 what,
                 message,
-                // A plugin wait strategy has no component table of its own
-                // to point at: its errors are reported as load failures.
-                config: false,
-                loc: crate::config::Loc::default(),
+                config,
+                loc: *loc,
             };
-            match construct(*new, config).map_err(|(what, m, _)| error(what, m))? {
+            match construct(*new, config).map_err(|(what, m, c)| error(what, m, c))? {
                 ComponentBox::WaitStrategy(w) => PluginWait::new(w, situation, name.clone())
                     .map(WaitStrategy::Plugin)
-                    .map_err(|e| error("failed in prepare", e.message.to_string())),
+                    .map_err(|e| {
+                        let config = e.kind == squall_plugin_api::ErrorKind::CONFIG;
+                        error("failed in prepare", e.message.to_string(), config)
+                    }),
                 _ => Err(StartError::WrongKind {
                     component: component.to_owned(),
                     reference: name.clone(),

@@ -1,15 +1,24 @@
-//! Starting a bound topology and stopping it gracefully.
+//! Starting a bound topology, steering it while it runs, and stopping it
+//! gracefully.
 //!
-//! # Start
-//! 1. Build every instance on the calling thread ([`instantiate`]), so a
-//!    constructor error or panic is reported before any thread starts.
-//! 2. Create the queues: a bounded data channel per bolt task (capacity
-//!    `receive_buffer_size / producer_batch_size` batches), an unbounded
-//!    control channel per task, an unbounded channel per acker.
-//! 3. Spawn one thread per task, one per acker, and the system thread
-//!    (timeout ticks, tick tuples; it parks 5000 µs per turn).
+//! # Start: plan, then spawn
+//! 1. [`instantiate`] builds every instance, so a constructor error or panic
+//!    is reported before any thread starts.
+//! 2. [`Plan::new`] builds the queues (a bounded data channel per bolt task
+//!    of `receive_buffer_size / producer_batch_size` batches, an unbounded
+//!    control channel per task, an unbounded channel per acker), the
+//!    executors, the ackers and the system task. Nothing runs yet.
+//! 3. [`Plan::spawn`] starts one thread per task, one per acker, and the
+//!    system thread (timeout ticks, tick tuples; it parks 5000 µs per turn),
+//!    and returns the [`RunningTopology`]. A host thread that panics fails
+//!    the run ([`RunError::ThreadDied`]) instead of stopping silently.
 //!
-//! # Shutdown (graceful drain)
+//! # While it runs
+//! [`TopologyHandle`] (cloneable, `Send + Sync`) gives stats snapshots,
+//! deactivates and activates spouts (all, or one component's), and starts
+//! the drain. The CLI, the HTTP API and the live swap use it.
+//!
+//! # Stop (graceful drain)
 //! 1. `Draining`: throttled waits are canceled (for good: the backlog of a
 //!    throttled edge is executed unthrottled); every spout calls `deactivate`
 //!    once and stops calling `next_tuple`; spouts keep receiving acks and
@@ -19,6 +28,7 @@
 //! 2. Wait until the topology is drained — no spout active, no tree pending,
 //!    nothing unsent anywhere, and every transferred tuple received and
 //!    executed, twice in a row 10 ms apart — or until `shutdown_timeout_secs`.
+//!    A drain that times out names the components still holding work.
 //! 3. `Stopping`: spouts fail what is still pending (reason: shutdown) and
 //!    call `close`; bolts call `cleanup`.
 //! 4. Join every thread. A thread still inside plugin code `JOIN_GRACE`
@@ -29,8 +39,9 @@
 //! its downstream already stopped; such tuples are untracked or belong to a
 //! tree the spout has just failed, so nothing is lost silently.
 
-mod build;
+mod handle;
 mod instantiate;
+mod plan;
 mod system;
 
 use std::sync::Arc;
@@ -39,40 +50,46 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
-pub use build::start;
+pub use handle::{HandleError, TopologyHandle};
 pub use instantiate::{instantiate, instantiate_within, wait_strategy, Instances, StartError};
+pub use plan::Plan;
+pub use system::SystemTask;
 
+use crate::control::{Control, RunControl, RunError, RunState};
 use crate::executor::batch::Batch;
-use crate::executor::{RunControl, RunState};
 use crate::metrics::{Report, StatField, TaskStats};
 use crate::topology::{Kind, Topology};
 
-/// A started topology.
-#[derive(Debug)]
-pub struct RunningTopology {
-    /// The topology.
-    pub topology: Arc<Topology>,
-    /// The run state shared with every thread.
-    pub run: Arc<RunControl>,
-    /// Published counters per task id.
-    pub stats: Vec<Arc<TaskStats>>,
-    queues: Vec<Option<Sender<Batch>>>,
-    threads: Vec<JoinHandle<()>>,
-    started: Instant,
+/// Builds and starts `topology`: [`Plan::new`], then [`Plan::spawn`].
+///
+/// # Errors
+/// When a thread cannot be spawned.
+pub fn start(topology: Topology, instances: Instances) -> Result<RunningTopology, StartError> {
+    Plan::new(topology, instances).spawn()
 }
 
-/// What happened to the trees in flight when the drain began.
+/// A started topology: its [`TopologyHandle`] and its threads.
+#[derive(Debug)]
+pub struct RunningTopology {
+    handle: TopologyHandle,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// What happened to the trees in flight when the drain began. Counted by
+/// each spout from its own pending map, so `acked + failed + timed_out +
+/// failed_at_shutdown == in_flight_at_start` exactly (unless a spout's
+/// thread is stuck, whose figures are then missing).
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct DrainReport {
     /// Trees pending at the spouts when the drain began.
     pub in_flight_at_start: u64,
-    /// Of the trees that ended during the drain: acked.
+    /// Of those: acked during the drain.
     pub acked: u64,
     /// ... failed explicitly or by a panic.
     pub failed: u64,
     /// ... timed out.
     pub timed_out: u64,
-    /// Failed at shutdown because the drain timed out.
+    /// ... failed at shutdown because the drain timed out.
     pub failed_at_shutdown: u64,
     /// True when the drain finished before `shutdown_timeout_secs`.
     pub completed: bool,
@@ -83,104 +100,162 @@ pub struct DrainReport {
     pub stuck_threads: Vec<String>,
 }
 
+/// How a run ended: the last report, the drain, and the first fatal error.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// Every component's figures after the last thread stopped.
+    pub report: Report,
+    /// How the drain went.
+    pub drain: DrainReport,
+    /// The first fatal error, if the run failed.
+    pub error: Option<RunError>,
+}
+
 /// How long threads get to leave their loops after `Stopping` before they
 /// are reported as stuck (a plugin call that blocks) and left behind.
 pub const JOIN_GRACE: Duration = Duration::from_secs(2);
 
 impl RunningTopology {
-    /// Time since start.
-    pub fn elapsed(&self) -> Duration {
-        self.started.elapsed()
+    fn new(
+        topology: Arc<Topology>,
+        run: Arc<RunControl>,
+        stats: Vec<Arc<TaskStats>>,
+        queues: Vec<Option<Sender<Batch>>>,
+        controls: Vec<Sender<Control>>,
+        threads: Vec<JoinHandle<()>>,
+    ) -> Self {
+        let handle = TopologyHandle::new(topology, run, stats, queues, controls, Instant::now());
+        Self { handle, threads }
     }
 
-    /// A snapshot report of every component.
-    pub fn report(&self) -> Report {
-        let depths: Vec<u64> =
-            self.queues.iter().map(|q| q.as_ref().map_or(0, |q| q.len() as u64)).collect();
-        Report::collect(&self.topology, &self.stats, &depths, self.elapsed())
-    }
-
-    fn sum(&self, kind: Option<Kind>, field: StatField) -> u64 {
-        self.topology
-            .components
-            .iter()
-            .filter(|c| kind.is_none_or(|k| c.kind == k))
-            .flat_map(|c| c.tasks.clone())
-            .map(|t| self.stats[t as usize].get(field))
-            .sum()
-    }
-
-    /// A signature of the topology's progress; equal twice in a row with no
-    /// work in between means drained.
-    fn drained_signature(&self) -> Option<(u64, u64)> {
-        let active = self.sum(Some(Kind::Spout), StatField::Active);
-        let pending = self.sum(Some(Kind::Spout), StatField::Pending);
-        let unsent = self.sum(None, StatField::Unsent);
-        let transferred = self.sum(None, StatField::Transferred);
-        let received = self.sum(Some(Kind::Bolt), StatField::Received);
-        let queued: usize = self.queues.iter().flatten().map(Sender::len).sum();
-        (active == 0 && pending == 0 && unsent == 0 && queued == 0 && transferred == received)
-            .then_some((transferred, self.sum(Some(Kind::Bolt), StatField::Executed)))
+    /// A handle other parts of the host can keep while the topology runs.
+    pub fn handle(&self) -> &TopologyHandle {
+        &self.handle
     }
 
     /// Runs the shutdown protocol (see the module doc) and joins every thread.
-    pub fn shutdown(mut self) -> (Report, DrainReport) {
+    pub fn stop(mut self) -> RunOutcome {
+        let h = &self.handle;
         let begin = Instant::now();
-        let timeout = Duration::from_secs(self.topology.settings.shutdown_timeout_secs);
-        let at_start = |s: &Self| {
-            (
-                s.sum(Some(Kind::Spout), StatField::Pending),
-                s.sum(Some(Kind::Spout), StatField::Acked),
-                s.sum(Some(Kind::Spout), StatField::FailedExplicit)
-                    + s.sum(Some(Kind::Spout), StatField::FailedPanic),
-                s.sum(Some(Kind::Spout), StatField::FailedTimeout),
-            )
+        let timeout = Duration::from_secs(h.topology().settings.shutdown_timeout_secs);
+        h.drain();
+        let completed = self.wait_drained(begin, timeout);
+        h.run().advance(RunState::Stopping);
+        let stuck_threads = self.join();
+        let h = &self.handle;
+        let drain = DrainReport {
+            in_flight_at_start: h.sum(Some(Kind::Spout), StatField::DrainInFlight),
+            acked: h.sum(Some(Kind::Spout), StatField::DrainAcked),
+            failed: h.sum(Some(Kind::Spout), StatField::DrainFailed),
+            timed_out: h.sum(Some(Kind::Spout), StatField::DrainTimedOut),
+            failed_at_shutdown: h.sum(Some(Kind::Spout), StatField::DrainShutdown),
+            completed,
+            secs: begin.elapsed().as_secs_f64(),
+            stuck_threads: stuck_threads.clone(),
         };
-        let (pending0, acked0, failed0, timed0) = at_start(&self);
-        self.run.advance(RunState::Draining);
+        if !stuck_threads.is_empty() {
+            let grace_secs = JOIN_GRACE.as_secs();
+            h.run().fail(RunError::Stuck { threads: stuck_threads, grace_secs });
+        }
+        RunOutcome { report: h.report(), drain, error: h.run().fatal() }
+    }
+
+    /// Waits until the topology is drained, or `timeout` after `begin`; true
+    /// when drained. A drain that times out names what still holds work.
+    fn wait_drained(&self, begin: Instant, timeout: Duration) -> bool {
         let mut last = None;
-        let completed = loop {
+        loop {
             std::thread::sleep(Duration::from_millis(10));
-            let signature = self.drained_signature();
+            let signature = self.handle.drained_signature();
             if signature.is_some() && signature == last {
-                break true;
+                return true;
             }
             last = signature;
             if begin.elapsed() >= timeout {
                 tracing::warn!(
-                    "drain did not finish within shutdown_timeout_secs = {}",
-                    timeout.as_secs()
+                    "drain did not finish within shutdown_timeout_secs = {}; still holding work: {}",
+                    timeout.as_secs(),
+                    self.handle.backlog_summary()
                 );
-                break false;
+                return false;
             }
-        };
-        let (_, acked1, failed1, timed1) = at_start(&self);
-        self.run.advance(RunState::Stopping);
-        // A plugin call that blocks would keep its thread forever: wait for
-        // the threads up to a grace period, then leave the stuck ones behind
-        // (the process exits without them) and report them.
+        }
+    }
+
+    /// Joins every thread; a thread still running `JOIN_GRACE` after
+    /// `Stopping` (a plugin call that blocks) is left behind and named.
+    fn join(&mut self) -> Vec<String> {
         let grace_end = Instant::now() + JOIN_GRACE;
         while self.threads.iter().any(|t| !t.is_finished()) && Instant::now() < grace_end {
             std::thread::sleep(Duration::from_millis(5));
         }
-        let mut stuck_threads = Vec::new();
+        let mut stuck = Vec::new();
         for t in self.threads.drain(..) {
-            if !t.is_finished() {
-                stuck_threads.push(t.thread().name().unwrap_or("unnamed").to_owned());
-            } else if t.join().is_err() {
-                tracing::error!("an executor thread panicked");
+            if t.is_finished() {
+                // A panic was caught by `spawn` and recorded as a fatal error.
+                let _ = t.join();
+            } else {
+                stuck.push(t.thread().name().unwrap_or("unnamed").to_owned());
             }
         }
-        let drain = DrainReport {
-            in_flight_at_start: pending0,
-            acked: acked1 - acked0,
-            failed: failed1 - failed0,
-            timed_out: timed1 - timed0,
-            failed_at_shutdown: self.sum(Some(Kind::Spout), StatField::FailedShutdown),
-            completed,
-            secs: begin.elapsed().as_secs_f64(),
-            stuck_threads,
-        };
-        (self.report(), drain)
+        stuck
+    }
+}
+
+/// Spawns a named host thread. A panic that escapes `f` (a host bug: plugin
+/// panics are caught at the boundary) fails the run with the thread's name
+/// and cause, so timeouts, ticks or tuples never stop silently.
+///
+/// Measured and rejected: a 1 µs timer slack (`PR_SET_TIMERSLACK`) makes
+/// Storm's progressive level 2 ("park ~1 ns") really short, which lowers
+/// latency at light load, but turns the 1000 level-2 parks into a loop of
+/// syscalls that takes CPU from busy threads: word count lost ~40% of its
+/// throughput on the 2-core dev machine. With the default 50 µs slack a
+/// level-2 park lasts ~80 µs, as Java's `parkNanos(1)` does on Linux.
+fn spawn(
+    name: String,
+    run: &Arc<RunControl>,
+    f: impl FnOnce() + Send + 'static,
+) -> std::io::Result<JoinHandle<()>> {
+    let run = run.clone();
+    let thread = name.clone();
+    std::thread::Builder::new().name(name).spawn(move || {
+        if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            let cause = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic with a non-string payload".to_owned());
+            run.fail(RunError::ThreadDied { thread, cause });
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_thread_that_panics_fails_the_run_with_its_name_and_cause() {
+        let run = Arc::new(RunControl::default());
+        let t = spawn("__system".into(), &run, || panic!("overflow when adding duration"))
+            .expect("spawn");
+        t.join().expect("the panic is caught inside the thread");
+        assert_eq!(run.state(), RunState::Draining, "the run drains");
+        match run.fatal() {
+            Some(RunError::ThreadDied { thread, cause }) => {
+                assert_eq!(thread, "__system");
+                assert_eq!(cause, "overflow when adding duration");
+            }
+            other => panic!("expected ThreadDied, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_host_thread_that_ends_normally_leaves_the_run_alone() {
+        let run = Arc::new(RunControl::default());
+        spawn("__acker-0".into(), &run, || {}).expect("spawn").join().expect("join");
+        assert_eq!(run.state(), RunState::Running);
+        assert!(run.fatal().is_none());
     }
 }

@@ -9,53 +9,74 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
-use crate::executor::batch::{AckerInput, Control};
-use crate::executor::{RunControl, RunState};
+use crate::acker::msg::AckerInput;
+use crate::control::{Control, RunControl, RunState};
 use crate::topology::Topology;
 use crate::wait::park::Park;
 
-/// Runs until the topology stops.
-pub fn run(
-    topology: Arc<Topology>,
+/// The system task: sends timeout ticks to spouts and ackers, and tick
+/// tuples to bolts that asked for them.
+#[derive(Debug)]
+pub struct SystemTask {
     run: Arc<RunControl>,
     controls: Vec<Sender<Control>>,
     ackers: Vec<Sender<AckerInput>>,
-) {
-    let park = Park::new(Park::SYSTEM_THREAD_MICROS);
-    let start = Instant::now();
-    let settings = &topology.settings;
-    // Storm: spouts and ackers get timeout ticks only when trees are tracked
-    // and message timeouts are enabled.
-    let timeout_period = (settings.enable_message_timeouts && !ackers.is_empty())
-        .then(|| Duration::from_secs(settings.message_timeout_secs.max(1)));
-    let mut next_timeout = timeout_period.map(|p| start + p);
-    let mut tick_bolts: Vec<(Duration, Instant, Vec<u32>)> = topology
-        .components
-        .iter()
-        .filter_map(|c| {
-            let period = Duration::from_secs(c.tick_tuple_freq_secs?.max(1));
-            Some((period, start + period, c.tasks.clone().collect()))
-        })
-        .collect();
-    while run.state() != RunState::Stopping {
-        park.idle(0);
-        let now = Instant::now();
-        if let (Some(period), Some(next)) = (timeout_period, next_timeout.as_mut()) {
-            if now >= *next {
-                *next += period;
-                for control in &controls {
-                    let _ = control.send(Control::TimeoutTick);
-                }
-                for acker in &ackers {
-                    let _ = acker.send(AckerInput::Tick);
+    /// `message_timeout_secs`, when timeouts are on and trees are tracked.
+    timeout_period: Option<Duration>,
+    /// Per bolt with `tick_tuple_freq_secs`: its period and its tasks.
+    tick_bolts: Vec<(Duration, Vec<u32>)>,
+}
+
+impl SystemTask {
+    /// The system task of `topology`.
+    pub fn new(
+        topology: &Topology,
+        run: Arc<RunControl>,
+        controls: Vec<Sender<Control>>,
+        ackers: Vec<Sender<AckerInput>>,
+    ) -> Self {
+        let settings = &topology.settings;
+        // Storm: spouts and ackers get timeout ticks only when trees are tracked
+        // and message timeouts are enabled.
+        let timeout_period = (settings.enable_message_timeouts && !ackers.is_empty())
+            .then(|| Duration::from_secs(settings.message_timeout_secs.max(1)));
+        let tick_bolts = topology
+            .components
+            .iter()
+            .filter_map(|c| {
+                let period = Duration::from_secs(c.tick_tuple_freq_secs?.max(1));
+                Some((period, c.tasks.clone().collect()))
+            })
+            .collect();
+        Self { run, controls, ackers, timeout_period, tick_bolts }
+    }
+
+    /// Runs until the topology stops.
+    pub fn run(self) {
+        let park = Park::new(Park::SYSTEM_THREAD_MICROS);
+        let start = Instant::now();
+        let mut next_timeout = self.timeout_period.map(|p| start + p);
+        let mut next_tick: Vec<Instant> = self.tick_bolts.iter().map(|(p, _)| start + *p).collect();
+        while self.run.state() != RunState::Stopping {
+            park.idle(0, &self.run.canceler);
+            let now = Instant::now();
+            if let (Some(period), Some(next)) = (self.timeout_period, next_timeout.as_mut()) {
+                if now >= *next {
+                    *next += period;
+                    for control in &self.controls {
+                        let _ = control.send(Control::TimeoutTick);
+                    }
+                    for acker in &self.ackers {
+                        let _ = acker.send(AckerInput::Tick);
+                    }
                 }
             }
-        }
-        for (period, next, tasks) in &mut tick_bolts {
-            if now >= *next {
-                *next += *period;
-                for &t in tasks.iter() {
-                    let _ = controls[t as usize].send(Control::TickTuple);
+            for ((period, tasks), next) in self.tick_bolts.iter().zip(&mut next_tick) {
+                if now >= *next {
+                    *next += *period;
+                    for &t in tasks {
+                        let _ = self.controls[t as usize].send(Control::TickTuple);
+                    }
                 }
             }
         }

@@ -105,16 +105,15 @@ impl<'a> Binder<'a> {
                 inputs: Vec::new(),
                 tick_tuple_freq_secs: None,
                 throttle: None,
-                max_spout_pending: config.settings.max_spout_pending,
+                max_spout_pending: None,
                 wait,
             });
         }
         for spout in &config.spouts {
             if let Some(&i) = names.get(spout.name.as_str()) {
                 components[i].throttle = spout.throttle.clone();
-                if spout.max_spout_pending.is_some() {
-                    components[i].max_spout_pending = spout.max_spout_pending.filter(|&m| m > 0);
-                }
+                components[i].max_spout_pending =
+                    spout.effective_max_spout_pending(&config.settings);
             }
         }
         for bolt in &config.bolts {
@@ -124,20 +123,12 @@ impl<'a> Binder<'a> {
                 self.bind_input(&mut components, &names, to, input);
             }
         }
-        let libraries = self
-            .libraries
-            .values()
-            .map(|l| {
-                (l.alias.clone(), l.catalogue.plugin.to_string(), l.catalogue.version.to_string())
-            })
-            .collect();
         let topology = Topology {
             name: config.name.clone(),
             settings: config.settings.clone(),
             components,
             task_count: next_task,
             file: config.file.clone(),
-            libraries,
         };
         // A shared mistake (an unknown plugin wait strategy in `[wait.*]`)
         // is met once per component; report it once.
@@ -216,6 +207,7 @@ impl<'a> Binder<'a> {
                     name: format!("{}::{}", component.alias, component.component),
                     new: d.new,
                     config: config.clone(),
+                    loc: component.loc,
                 };
             }
             // Reported already; any valid plan keeps binding going.

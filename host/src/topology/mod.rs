@@ -34,8 +34,6 @@ pub struct Topology {
     pub task_count: u32,
     /// The topology file, for messages.
     pub file: std::path::PathBuf,
-    /// The libraries the components come from (alias, plugin name, version).
-    pub libraries: Vec<(String, String, String)>,
 }
 
 impl Topology {
@@ -154,5 +152,7 @@ pub enum WaitPlan {
         new: Constructor,
         /// Its config as a TOML document.
         config: String,
+        /// Where the strategy is named in the topology file.
+        loc: crate::config::Loc,
     },
 }

@@ -20,6 +20,10 @@
 //!   times a second (for housekeeping) instead of 1000. Latency is the same
 //!   or lower, and idle CPU drops. Spouts keep Storm's sleep: nothing can
 //!   tell a spout that its source has data.
+//! - Every host-side sleep of a built-in strategy ends when the drain begins,
+//!   and naps at most [`DRAIN_NAP`] while it lasts, so a long
+//!   `level3_sleep_millis` or `park_micros` cannot hold the drain (Storm
+//!   sleeps them out).
 //! - A plugin strategy that panics is replaced by the built-in default for its
 //!   situation, with an error log, instead of killing the executor.
 
@@ -27,6 +31,24 @@ pub mod park;
 pub mod progressive;
 #[cfg(test)]
 pub mod recording;
+
+use std::time::Duration;
+
+use crate::throttle::Canceler;
+
+/// The longest a built-in strategy sleeps once the drain has begun.
+pub const DRAIN_NAP: Duration = Duration::from_millis(1);
+
+/// Sleeps `d`, or until `drain` is canceled if that comes first; once the
+/// drain has begun, sleeps at most [`DRAIN_NAP`], so a drain is never held
+/// by a long configured sleep and an idle thread does not spin through it.
+pub fn nap(d: Duration, drain: &Canceler) {
+    if drain.is_canceled() {
+        std::thread::sleep(d.min(DRAIN_NAP));
+    } else {
+        drain.wait_timeout(d);
+    }
+}
 
 use squall_plugin_api::{abi::WaitStrategyBox, WaitSituation};
 
@@ -100,20 +122,22 @@ impl WaitStrategy {
         }
     }
 
-    /// Waits once; returns the next counter.
+    /// Waits once; returns the next counter. Built-in sleeps end when
+    /// `drain` is canceled (the drain began); a plugin's own sleep cannot be
+    /// cut short.
     #[inline]
-    pub fn idle(&mut self, counter: u32) -> u32 {
+    pub fn idle(&mut self, counter: u32, drain: &Canceler) -> u32 {
         match self {
-            WaitStrategy::Progressive(p) => p.idle(counter),
-            WaitStrategy::Park(p) => p.idle(counter),
+            WaitStrategy::Progressive(p) => p.idle(counter, drain),
+            WaitStrategy::Park(p) => p.idle(counter, drain),
             #[cfg(test)]
-            WaitStrategy::Recording(r) => r.idle(counter),
+            WaitStrategy::Recording(r) => r.idle(counter, drain),
             WaitStrategy::Plugin(p) => match p.strategy.idle(counter).into_result() {
                 Ok(next) => next,
                 Err(e) => {
                     tracing::error!(strategy = %p.name, error = %e, "plugin wait strategy failed; using the default");
                     *self = WaitStrategy::default_for(p.situation);
-                    self.idle(counter)
+                    self.idle(counter, drain)
                 }
             },
         }

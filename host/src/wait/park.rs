@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::throttle::Canceler;
+
 /// The park strategy. `park_micros = 0` busy-spins.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Park {
@@ -22,12 +24,15 @@ impl Park {
         self.park
     }
 
-    /// Waits once; the counter goes up by one (saturating).
-    pub fn idle(&self, counter: u32) -> u32 {
+    /// Waits once; the counter goes up by one (saturating). A park of a
+    /// millisecond or more ends when the drain begins (see [`super::nap`]).
+    pub fn idle(&self, counter: u32, drain: &Canceler) -> u32 {
         if self.park.is_zero() {
             std::hint::spin_loop();
-        } else {
+        } else if self.park < super::DRAIN_NAP {
             std::thread::park_timeout(self.park);
+        } else {
+            super::nap(self.park, drain);
         }
         counter.saturating_add(1)
     }
@@ -40,8 +45,9 @@ mod tests {
     #[test]
     fn park_counts_up_and_zero_means_spin() {
         let p = Park::new(0);
-        assert_eq!(p.idle(0), 1);
-        assert_eq!(p.idle(u32::MAX), u32::MAX);
+        let drain = Canceler::new();
+        assert_eq!(p.idle(0, &drain), 1);
+        assert_eq!(p.idle(u32::MAX, &drain), u32::MAX);
         assert_eq!(Park::new(100).duration(), Duration::from_micros(100));
     }
 }

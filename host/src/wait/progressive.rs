@@ -12,6 +12,8 @@
 
 use std::time::Duration;
 
+use crate::throttle::Canceler;
+
 use squall_plugin_api::WaitSituation;
 
 /// What one `idle` call does; [`Progressive::level`] is the pure decision.
@@ -44,11 +46,15 @@ impl Progressive {
 
     /// Storm's defaults for a situation.
     pub fn default_for(situation: WaitSituation) -> Self {
-        if situation == WaitSituation::SPOUT_WAIT {
-            Self::new(0, 0, 1)
-        } else {
-            Self::new(1, 1000, 1)
-        }
+        use crate::config::defaults::{
+            BACKPRESSURE_WAIT_LEVELS, BOLT_WAIT_LEVELS, SPOUT_WAIT_LEVELS,
+        };
+        let (l1, l2, l3) = match situation {
+            WaitSituation::SPOUT_WAIT => SPOUT_WAIT_LEVELS,
+            WaitSituation::BOLT_WAIT => BOLT_WAIT_LEVELS,
+            _ => BACKPRESSURE_WAIT_LEVELS,
+        };
+        Self::new(l1, l2, l3)
     }
 
     /// The level for a counter, and the next counter.
@@ -62,13 +68,14 @@ impl Progressive {
         }
     }
 
-    /// Waits once; returns the next counter.
-    pub fn idle(&self, counter: u32) -> u32 {
+    /// Waits once; returns the next counter. A level-3 sleep ends when the
+    /// drain begins (`drain` is canceled), see [`super::nap`].
+    pub fn idle(&self, counter: u32, drain: &Canceler) -> u32 {
         let (level, next) = self.level(counter);
         match level {
             Level::Spin => std::hint::spin_loop(),
             Level::Park => std::thread::park_timeout(Duration::from_nanos(1)),
-            Level::Sleep => std::thread::sleep(Duration::from_millis(self.level3_sleep_millis)),
+            Level::Sleep => super::nap(Duration::from_millis(self.level3_sleep_millis), drain),
         }
         next
     }

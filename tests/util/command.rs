@@ -1,128 +1,19 @@
-//! The harness: build the real host and plugins once, give each test its own
-//! directory, run the `squall` binary under a watchdog and read what it left.
-//!
-//! - [`squall_bin`] and [`plugin_path`] build (once per test process) and find
-//!   the artifacts, in whatever target directory this test binary lives in.
-//! - [`Workspace`] is a fresh temporary directory per test; topologies written
-//!   into it get the plugin paths filled in.
-//! - [`SquallCommand`] runs `squall` with a hard time limit and returns an
-//!   [`Output`] (exit status, stdout, stderr, the `--json` summary); or starts
-//!   it in the background as a [`Running`] child that can be interrupted.
+//! Running `squall`: a fresh [`Workspace`] per test, [`SquallCommand`] under a
+//! watchdog, a background [`Running`] child, and the [`Output`] it left.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// The packages every test needs, built together once per test process.
-/// (`squall-swap-demo` is built by the hot-swap test itself, twice.)
-pub const PACKAGES: &[&str] = &[
-    "squall-host",
-    "squall-examples",
-    "squall-testkit",
-    "squall-wait-extra",
-    "squall-broken-not-a-plugin",
-    "squall-broken-abi-mismatch",
-    "squall-broken-version-mismatch",
-];
-
-/// The package the hot-swap test rebuilds with another flavour.
-pub const SWAP_PACKAGE: &str = "squall-swap-demo";
-
-/// The environment variable that picks the flavour baked into `squall-swap-demo`.
-pub const SWAP_FLAVOR_VAR: &str = "SQUALL_SWAP_FLAVOR";
-
-/// How long a child may outlive its `--duration` before the watchdog kills it.
-pub const GRACE: Duration = Duration::from_secs(30);
-
-/// The workspace root (where the top-level `Cargo.toml` is).
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the tests crate lives one level below the workspace root")
-        .to_path_buf()
-}
-
-/// The cargo target directory this test binary was built into.
-///
-/// The binary is `<root>/<profile>/deps/e2e-<hash>`, so the root is three
-/// levels up; this follows `--target-dir` and `CARGO_TARGET_DIR` without
-/// reading either.
-pub fn target_root() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary knows its own path");
-    exe.parent()
-        .and_then(Path::parent)
-        .and_then(Path::parent)
-        .unwrap_or_else(|| panic!("{} is not under <target>/<profile>/deps", exe.display()))
-        .to_path_buf()
-}
-
-/// The directory release artifacts land in.
-pub fn release_dir() -> PathBuf {
-    target_root().join("release")
-}
-
-/// A `cargo` command: the cargo running this test when known, from the
-/// workspace root.
-pub fn cargo() -> Command {
-    let program = std::env::var_os("CARGO")
-        .or_else(|| option_env!("CARGO").map(OsString::from))
-        .unwrap_or_else(|| OsString::from("cargo"));
-    let mut cmd = Command::new(program);
-    cmd.current_dir(workspace_root());
-    cmd
-}
-
-/// `cargo build --release --target-dir <root> -p <package>...`, with
-/// `configure` applied (its environment); panics with cargo's stderr on failure.
-pub fn cargo_build_release(packages: &[&str], configure: impl FnOnce(&mut Command)) {
-    let mut cmd = cargo();
-    cmd.args(["build", "--release", "--target-dir"]).arg(target_root());
-    for p in packages {
-        cmd.args(["-p", p]);
-    }
-    configure(&mut cmd);
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run cargo: {e}"));
-    assert!(
-        out.status.success(),
-        "cargo build {packages:?} failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Builds the host and the plugins once per test process. A failed build is
-/// remembered, so every test reports it instead of rebuilding.
-fn build_once() {
-    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
-    let result = BUILT.get_or_init(|| {
-        std::panic::catch_unwind(|| cargo_build_release(PACKAGES, |_| {})).map_err(|e| {
-            e.downcast_ref::<String>().cloned().unwrap_or_else(|| "cargo build panicked".into())
-        })
-    });
-    if let Err(e) = result {
-        panic!("building the host and plugins failed:\n{e}");
-    }
-}
-
-/// The built `squall` binary.
-pub fn squall_bin() -> PathBuf {
-    build_once();
-    release_dir().join("squall")
-}
-
-/// The built plugin library of package `squall-<name>`: `plugin_path("testkit")`
-/// is `<root>/release/libsquall_testkit.so`; dashes become underscores.
-pub fn plugin_path(name: &str) -> PathBuf {
-    build_once();
-    release_dir().join(format!("libsquall_{}.so", name.replace('-', "_")))
-}
+use super::build::*;
+use super::logs::tail;
 
 /// A fresh directory for one test, under the system temp directory and named
 /// after the test. It is removed when the test passes and kept (for a look)
@@ -246,12 +137,14 @@ impl SquallCommand {
         cmd
     }
 
-    /// `squall run TOPOLOGY --stats-interval 0s --json <ws>/summary.json` with no
-    /// `--duration`: it runs until interrupted (see [`SquallCommand::spawn`]).
+    /// `squall run TOPOLOGY --stats-interval 100ms --json <ws>/summary.json`
+    /// with no `--duration`: it runs until interrupted (see
+    /// [`SquallCommand::spawn`]); its stats tables let a test wait for
+    /// progress ([`Running::wait_for_stat`]).
     pub fn run_until_interrupted(ws: &Workspace, topology: &Path) -> Self {
         let json = ws.path("summary.json");
         let mut cmd = Self::new(ws, ["run"]);
-        cmd.arg(topology).args(["--stats-interval", "0s", "--json"]).arg(&json);
+        cmd.arg(topology).args(["--stats-interval", "100ms", "--json"]).arg(&json);
         cmd.json = Some(json);
         cmd
     }
@@ -407,11 +300,54 @@ impl Running {
 
     /// Sends SIGINT (what Ctrl-C sends) to the child.
     pub fn interrupt(&self) {
+        self.signal(libc::SIGINT);
+    }
+
+    /// Sends SIGTERM (what `docker stop` and `kubectl delete pod` send).
+    pub fn terminate(&self) {
+        self.signal(libc::SIGTERM);
+    }
+
+    /// Sends `signal` to the child.
+    pub fn signal(&self, signal: libc::c_int) {
         let pid = libc::pid_t::try_from(self.child.id()).expect("a pid fits in pid_t");
         // SAFETY: kill(2) has no memory-safety preconditions; `pid` is our own
         // child, which has not been waited for, so the id cannot have been reused.
-        let rc = unsafe { libc::kill(pid, libc::SIGINT) };
-        assert_eq!(rc, 0, "kill(SIGINT) failed: {}", std::io::Error::last_os_error());
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "kill({signal}) failed: {}", std::io::Error::last_os_error());
+    }
+
+    /// Waits until the latest stats table row of `component` has a `column`
+    /// (`emitted`, `executed`, `acked`, `failed`, ...) for which `ready`
+    /// holds; panics (killing the child) if it ends first or `within` passes.
+    /// Needs a run with a stats interval ([`SquallCommand::run_until_interrupted`]).
+    pub fn wait_for_stat(
+        &mut self,
+        component: &str,
+        column: &str,
+        ready: impl Fn(u64) -> bool,
+        within: Duration,
+    ) -> u64 {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(v) = latest_stat(&self.stderr.snapshot(), component, column) {
+                if ready(v) {
+                    return v;
+                }
+            }
+            let exited = self.child.try_wait().expect("try_wait").is_some();
+            if exited || Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "{}: the stats never showed the awaited {component}.{column} ({})\n--- stderr\n{}",
+                    self.command,
+                    if exited { "the child exited" } else { "timed out" },
+                    tail(&self.stderr.snapshot(), 40)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Waits until the child's stderr contains `needle`; panics (killing the
@@ -596,16 +532,6 @@ impl Output {
     }
 }
 
-/// The 1-based `(line, column)` where `needle` first occurs in `text` (columns
-/// count characters); panics if it does not occur.
-pub fn loc_of(text: &str, needle: &str) -> (usize, usize) {
-    let at = text.find(needle).unwrap_or_else(|| panic!("{needle:?} is not in the text"));
-    let before = &text[..at];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    (line, before[line_start..].chars().count() + 1)
-}
-
 /// A humantime-like duration: `"1500ms"` or `"3s"`.
 fn parse_duration(s: &str) -> Duration {
     if let Some(ms) = s.strip_suffix("ms") {
@@ -622,303 +548,20 @@ fn shell_words(args: &[OsString]) -> String {
     args.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
 }
 
-/// The last `n` lines of `text`, for assertion messages about long outputs.
-pub fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    let skipped = lines.len().saturating_sub(n);
-    let mut out = String::new();
-    if skipped > 0 {
-        out.push_str(&format!("[... {skipped} earlier lines ...]\n"));
-    }
-    for line in &lines[skipped..] {
-        out.push_str(line);
-        out.push('\n');
-    }
-    out
-}
-
-/// One event of a `testkit::ReplaySpout` log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReplayEvent {
-    /// `emit <id>`: emitted (first time or replay).
-    Emit(u64),
-    /// `ack <id>`: the spout's `ack` ran.
-    Ack(u64),
-    /// `fail <id>`: the spout's `fail` ran.
-    Fail(u64),
-    /// `close`: the spout's `close` ran.
-    Close,
-}
-
-/// What a `testkit::ReplaySpout` log says about one message id.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct IdTally {
-    /// `emit` lines.
-    pub emits: u64,
-    /// `ack` lines.
-    pub acks: u64,
-    /// `fail` lines.
-    pub fails: u64,
-    /// The id's last line.
-    pub last: Option<ReplayEvent>,
-}
-
-/// A `testkit::ReplaySpout` log, parsed: its events in order.
-#[derive(Debug)]
-pub struct ReplayLog {
-    /// Every line, in order.
-    pub events: Vec<ReplayEvent>,
-}
-
-impl ReplayLog {
-    /// Reads and parses the log at `rel` in `ws`; panics naming the line on
-    /// anything but `emit <id>`, `ack <id>`, `fail <id>` and `close`.
-    pub fn read(ws: &Workspace, rel: &str) -> Self {
-        Self::parse(rel, &ws.read(rel))
-    }
-
-    /// Parses the text of a log; `name` is for messages.
-    pub fn parse(name: &str, text: &str) -> Self {
-        let events = text
-            .lines()
-            .enumerate()
-            .map(|(i, line)| {
-                let bad =
-                    || -> ! { panic!("{name}:{}: malformed replay log line {line:?}", i + 1) };
-                if line == "close" {
-                    return ReplayEvent::Close;
-                }
-                let (word, id) = line.split_once(' ').unwrap_or_else(|| bad());
-                let id: u64 = id.parse().unwrap_or_else(|_| bad());
-                match word {
-                    "emit" => ReplayEvent::Emit(id),
-                    "ack" => ReplayEvent::Ack(id),
-                    "fail" => ReplayEvent::Fail(id),
-                    _ => bad(),
-                }
-            })
-            .collect();
-        Self { events }
-    }
-
-    /// How many events satisfy `pred`.
-    pub fn count(&self, pred: impl Fn(&ReplayEvent) -> bool) -> u64 {
-        self.events.iter().filter(|e| pred(e)).count() as u64
-    }
-
-    /// `emit` lines.
-    pub fn emits(&self) -> u64 {
-        self.count(|e| matches!(e, ReplayEvent::Emit(_)))
-    }
-
-    /// `ack` lines.
-    pub fn acks(&self) -> u64 {
-        self.count(|e| matches!(e, ReplayEvent::Ack(_)))
-    }
-
-    /// `fail` lines.
-    pub fn fails(&self) -> u64 {
-        self.count(|e| matches!(e, ReplayEvent::Fail(_)))
-    }
-
-    /// The 0-based positions of the `close` lines.
-    pub fn closes(&self) -> Vec<usize> {
-        (0..self.events.len()).filter(|&i| self.events[i] == ReplayEvent::Close).collect()
-    }
-
-    /// Per message id: how many `emit`, `ack` and `fail` lines it has, and
-    /// its last event.
-    pub fn tally(&self) -> BTreeMap<u64, IdTally> {
-        let mut tally: BTreeMap<u64, IdTally> = BTreeMap::new();
-        for &event in &self.events {
-            let (id, field) = match event {
-                ReplayEvent::Emit(id) => (id, 0),
-                ReplayEvent::Ack(id) => (id, 1),
-                ReplayEvent::Fail(id) => (id, 2),
-                ReplayEvent::Close => continue,
-            };
-            let t = tally.entry(id).or_default();
-            match field {
-                0 => t.emits += 1,
-                1 => t.acks += 1,
-                _ => t.fails += 1,
-            }
-            t.last = Some(event);
-        }
-        tally
-    }
-
-    /// The first `emit` that is a replay not preceded by a `fail` of its own:
-    /// the k-th emit of an id (k ≥ 2) needs k - 1 earlier fails of that id.
-    /// Returns the id and the 1-based line.
-    pub fn replay_without_fail(&self) -> Option<(u64, usize)> {
-        let mut seen: std::collections::HashMap<u64, (u64, u64)> = Default::default();
-        for (i, &event) in self.events.iter().enumerate() {
-            match event {
-                ReplayEvent::Emit(id) => {
-                    let (emits, fails) = seen.entry(id).or_default();
-                    if *emits > *fails {
-                        return Some((id, i + 1));
-                    }
-                    *emits += 1;
-                }
-                ReplayEvent::Fail(id) => seen.entry(id).or_default().1 += 1,
-                ReplayEvent::Ack(_) | ReplayEvent::Close => {}
+/// The value of `column` in the last stats table row of `component` in
+/// `stderr`, if a table with that column and row was printed.
+pub fn latest_stat(stderr: &str, component: &str, column: &str) -> Option<u64> {
+    let mut columns: Option<usize> = None;
+    let mut latest = None;
+    for line in stderr.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.first() == Some(&"component") {
+            columns = words.iter().position(|w| *w == column);
+        } else if let (Some(i), Some(&name)) = (columns, words.first()) {
+            if name == component {
+                latest = words.get(i).and_then(|v| v.parse().ok()).or(latest);
             }
         }
-        None
     }
-
-    /// Every event of message `id`, with its 1-based line number, for
-    /// assertion messages.
-    pub fn history(&self, id: u64) -> String {
-        let lines: Vec<String> = self
-            .events
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| match e {
-                ReplayEvent::Emit(x) | ReplayEvent::Ack(x) | ReplayEvent::Fail(x) => *x == id,
-                ReplayEvent::Close => false,
-            })
-            .map(|(i, e)| format!("  line {}: {e:?}", i + 1))
-            .collect();
-        if lines.is_empty() {
-            format!("  (no line mentions id {id})")
-        } else {
-            lines.join("\n")
-        }
-    }
-}
-
-/// One `testkit::RecordBolt` report (`<out>.<task_id>`, written at cleanup).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    /// `task <id>`.
-    pub task: u32,
-    /// `index <i>`: the task's index among its component's tasks.
-    pub index: u32,
-    /// `tuples <n>`: inputs other than ticks.
-    pub tuples: u64,
-    /// `ticks <n>`.
-    pub ticks: u64,
-    /// `key <key> <count>` lines.
-    pub keys: BTreeMap<String, u64>,
-}
-
-impl Record {
-    /// Parses a report; panics naming `path` on a malformed line.
-    fn parse(path: &Path, text: &str) -> Self {
-        let bad = |line: &str| -> ! { panic!("{}: malformed line {line:?}", path.display()) };
-        let mut record = Record { task: 0, index: 0, tuples: 0, ticks: 0, keys: BTreeMap::new() };
-        for line in text.lines() {
-            let (word, rest) = line.split_once(' ').unwrap_or_else(|| bad(line));
-            match word {
-                "task" => record.task = rest.parse().unwrap_or_else(|_| bad(line)),
-                "index" => record.index = rest.parse().unwrap_or_else(|_| bad(line)),
-                "tuples" => record.tuples = rest.parse().unwrap_or_else(|_| bad(line)),
-                "ticks" => record.ticks = rest.parse().unwrap_or_else(|_| bad(line)),
-                "key" => {
-                    let (key, count) = rest.rsplit_once(' ').unwrap_or_else(|| bad(line));
-                    record.keys.insert(key.to_owned(), count.parse().unwrap_or_else(|_| bad(line)));
-                }
-                _ => bad(line),
-            }
-        }
-        record
-    }
-}
-
-/// Every `RecordBolt` report written under the prefix `<ws>/<prefix>` (the
-/// bolt's `out`), keyed by task id. Fails if there are not exactly `tasks`.
-#[track_caller]
-pub fn read_records(
-    ws: &Workspace,
-    prefix: &str,
-    tasks: usize,
-    out: &Output,
-) -> BTreeMap<u32, Record> {
-    let mut records = BTreeMap::new();
-    let entries = std::fs::read_dir(ws.dir()).expect("the workspace is readable");
-    for entry in entries {
-        let name = entry.expect("a directory entry").file_name().to_string_lossy().into_owned();
-        let Some(task) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('.')) else {
-            continue;
-        };
-        let Ok(task) = task.parse::<u32>() else { continue };
-        let path = ws.path(&name);
-        let record = Record::parse(&path, &ws.read(&name));
-        assert_eq!(record.task, task, "{} names another task", path.display());
-        records.insert(task, record);
-    }
-    assert_eq!(
-        records.len(),
-        tasks,
-        "expected {tasks} RecordBolt reports {prefix}.<task>, found {:?}\n{}",
-        records.keys().collect::<Vec<_>>(),
-        out.context()
-    );
-    records
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_watchdog_kills_a_run_that_outlives_its_limit() {
-        let ws = Workspace::new("watchdog");
-        let topology = ws.write_topology(
-            "idle.toml",
-            r#"
-[plugins]
-testkit = "{testkit}"
-
-[spouts.source]
-component = "testkit::EmptySpout"
-
-[bolts.sink]
-component = "testkit::NullBolt"
-inputs = [{ from = "source" }]
-"#,
-        );
-        // No --duration: it would run forever.
-        let mut cmd = SquallCommand::run_until_interrupted(&ws, &topology);
-        cmd.limit(Duration::from_secs(2));
-        let started = Instant::now();
-        let panic = std::panic::catch_unwind(|| cmd.output()).expect_err("the watchdog fires");
-        let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
-        assert!(message.contains("killed by the watchdog"), "{message}");
-        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
-    }
-
-    #[test]
-    fn replay_log_tallies_ids_and_spots_replays_without_a_fail() {
-        let log = ReplayLog::parse("ok", "emit 0\nemit 1\nfail 1\nack 0\nemit 1\nack 1\nclose\n");
-        assert_eq!((log.emits(), log.acks(), log.fails()), (3, 2, 1));
-        assert_eq!(log.closes(), [6]);
-        let tally = log.tally();
-        assert_eq!(
-            tally[&1],
-            IdTally { emits: 2, acks: 1, fails: 1, last: Some(ReplayEvent::Ack(1)) }
-        );
-        assert_eq!(log.replay_without_fail(), None);
-        // The second emit of 1 comes after a fail of 0, not of 1.
-        let bad = ReplayLog::parse("bad", "emit 0\nemit 1\nfail 0\nemit 1\n");
-        assert_eq!(bad.replay_without_fail(), Some((1, 4)));
-        assert!(bad.history(1).contains("line 4: Emit(1)"), "{}", bad.history(1));
-        let malformed = std::panic::catch_unwind(|| ReplayLog::parse("m", "emit x\n"));
-        assert!(malformed.is_err());
-    }
-
-    #[test]
-    fn tail_keeps_the_last_lines_and_says_how_many_it_skipped() {
-        assert_eq!(tail("a\nb\nc\n", 2), "[... 1 earlier lines ...]\nb\nc\n");
-        assert_eq!(tail("a\n", 5), "a\n");
-    }
-
-    #[test]
-    fn loc_of_counts_lines_and_characters_from_one() {
-        assert_eq!(loc_of("a\nbé \"x\"", "\"x\""), (2, 4));
-        assert_eq!(loc_of("key", "key"), (1, 1));
-    }
+    latest
 }

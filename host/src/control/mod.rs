@@ -1,0 +1,210 @@
+//! The control plane shared by every thread of a run: the run state
+//! ([`RunControl`], [`RunState`]), the per-task control messages
+//! ([`Control`]) and the run's error type ([`RunError`]).
+//!
+//! The executors, the ackers, the system thread and the
+//! [`RunningTopology`](crate::runtime::RunningTopology) handle all depend on
+//! this module; it depends on none of them.
+
+mod error;
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+pub use error::{RunError, TaskName};
+
+use crate::acker::msg::Reply;
+use crate::throttle::{Canceler, ThrottleOutcome, Throttler};
+
+/// The topology's run state, shared by every thread.
+#[derive(Debug)]
+pub struct RunControl {
+    state: AtomicU8,
+    fatal: Mutex<Option<RunError>>,
+    /// Canceled when the drain begins: ends every throttled wait, and every
+    /// host-side sleep that waits on it, at once (see [`RunControl::advance`]).
+    pub canceler: Canceler,
+    /// When the run's time is up (`squall run --duration`); set at most once.
+    deadline: OnceLock<Instant>,
+}
+
+/// The phases of a run (see `runtime`'s shutdown protocol).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum RunState {
+    /// Spouts are active (unless deactivated one by one).
+    Running = 0,
+    /// Spouts are deactivated; in-flight trees complete or time out.
+    Draining = 1,
+    /// Every executor leaves its loop, calls cleanup/close and exits.
+    Stopping = 2,
+}
+
+impl Default for RunControl {
+    fn default() -> Self {
+        Self {
+            state: AtomicU8::new(RunState::Running as u8),
+            fatal: Mutex::new(None),
+            canceler: Canceler::new(),
+            deadline: OnceLock::new(),
+        }
+    }
+}
+
+impl RunControl {
+    /// The current state (a relaxed load: executors poll it once per turn).
+    #[inline]
+    pub fn state(&self) -> RunState {
+        match self.state.load(Ordering::Relaxed) {
+            0 => RunState::Running,
+            1 => RunState::Draining,
+            _ => RunState::Stopping,
+        }
+    }
+
+    /// Moves to `state` if it is later than the current one.
+    ///
+    /// From `Draining` on, every throttled wait is canceled, at once and for
+    /// good (a canceled throttler never waits again). A spout pays after use,
+    /// so its wait is for an emit the drain forbids anyway; without the cancel
+    /// the drain would sit out the rest of that wait (up to a whole period, or
+    /// `shutdown_timeout_secs`). A bolt edge's backlog is executed without its
+    /// throttle, so the drain finishes the trees in flight instead of waiting
+    /// out the rate.
+    pub fn advance(&self, state: RunState) {
+        self.state.fetch_max(state as u8, Ordering::AcqRel);
+        if state >= RunState::Draining {
+            self.canceler.cancel();
+        }
+    }
+
+    /// Sets the run's deadline (`--duration`); only the first call counts.
+    pub fn set_deadline(&self, at: Instant) {
+        let _ = self.deadline.set(at);
+    }
+
+    /// The run's deadline, if it has one.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline.get().copied()
+    }
+
+    /// Throttles `n` units with the run's canceler. A wait that ends at or
+    /// past the deadline starts the drain at once.
+    ///
+    /// Why: the period mode hands out its budget in lumps at period starts,
+    /// and a run whose duration is a multiple of the period ends exactly where
+    /// the next lump begins. The run loop only notices the deadline on its
+    /// next poll, so without this check the executor, just woken at the
+    /// deadline, would spend a whole extra period's budget (10 % more tuples
+    /// in a 5 s run at the default 500 ms period) before the drain begins.
+    /// Only a wait that happened pays for the clock read.
+    #[inline]
+    pub fn throttle(&self, throttler: &mut Throttler, n: u64) -> ThrottleOutcome {
+        let outcome = throttler.throttle(n, &self.canceler);
+        if !outcome.waited.is_zero()
+            && self.deadline.get().is_some_and(|&deadline| Instant::now() >= deadline)
+        {
+            self.advance(RunState::Draining);
+        }
+        outcome
+    }
+
+    /// Records a fatal error (the first one wins), logs it, and starts draining.
+    pub fn fail(&self, error: RunError) {
+        if let Ok(mut fatal) = self.fatal.lock() {
+            if fatal.is_none() {
+                tracing::error!("{error}");
+                *fatal = Some(error);
+            }
+        }
+        self.advance(RunState::Draining);
+    }
+
+    /// The fatal error, if any.
+    pub fn fatal(&self) -> Option<RunError> {
+        self.fatal.lock().ok().and_then(|f| f.clone())
+    }
+}
+
+/// Control messages to an executor. They travel on their own unbounded
+/// channel, so they never wait behind data tuples (STORM-2359).
+#[derive(Debug)]
+pub enum Control {
+    /// Acker replies (spouts only).
+    Replies(Vec<Reply>),
+    /// Rotate the message-timeout maps (every `message_timeout_secs`).
+    TimeoutTick,
+    /// Deliver a tick tuple on `__tick` (bolts with `tick_tuple_freq_secs`).
+    TickTuple,
+    /// Activate the spout again after a [`Control::Deactivate`] (Storm's
+    /// `activate` of one topology). Ignored while draining.
+    Activate,
+    /// Deactivate the spout: `deactivate` is called once and `next_tuple`
+    /// no more, while acks and timeouts keep flowing (Storm's `deactivate`).
+    Deactivate,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn run_state_only_moves_forward() {
+        let c = RunControl::default();
+        c.advance(RunState::Stopping);
+        c.advance(RunState::Draining);
+        assert_eq!(c.state(), RunState::Stopping);
+        assert!(c.canceler.is_canceled());
+    }
+
+    #[test]
+    fn the_drain_cancels_throttled_waits() {
+        let c = RunControl::default();
+        assert!(!c.canceler.is_canceled());
+        c.advance(RunState::Draining);
+        assert!(c.canceler.is_canceled(), "a drain does not sit out throttled waits");
+    }
+
+    #[test]
+    fn the_first_fatal_error_wins_and_starts_the_drain() {
+        let c = RunControl::default();
+        c.fail(RunError::ThreadDied { thread: "a".into(), cause: "x".into() });
+        c.fail(RunError::ThreadDied { thread: "b".into(), cause: "y".into() });
+        assert_eq!(c.state(), RunState::Draining);
+        assert!(matches!(c.fatal(), Some(RunError::ThreadDied { thread, .. }) if thread == "a"));
+    }
+
+    #[test]
+    fn a_throttled_wait_that_ends_past_the_deadline_starts_the_drain() {
+        use crate::throttle::ThrottleMode;
+
+        let c = RunControl::default();
+        c.set_deadline(Instant::now());
+        // 1000 units/s with a 5 ms period: a budget of 5; the fifth call
+        // exhausts it and waits for the next period, past the deadline.
+        let mut t = Throttler::new(ThrottleMode::Period, 1000, Duration::from_millis(5));
+        for _ in 0..4 {
+            assert!(c.throttle(&mut t, 1).waited.is_zero());
+            assert_eq!(c.state(), RunState::Running, "no wait, no clock read, no drain");
+        }
+        assert!(!c.throttle(&mut t, 1).waited.is_zero());
+        assert_eq!(c.state(), RunState::Draining);
+        assert!(c.canceler.is_canceled());
+    }
+
+    #[test]
+    fn a_throttled_wait_before_the_deadline_keeps_the_run_going() {
+        use crate::throttle::ThrottleMode;
+
+        let c = RunControl::default();
+        c.set_deadline(Instant::now() + Duration::from_secs(3600));
+        let mut t = Throttler::new(ThrottleMode::Period, 1000, Duration::from_millis(5));
+        let waited: Duration = (0..6).map(|_| c.throttle(&mut t, 1).waited).sum();
+        assert!(!waited.is_zero());
+        assert_eq!(c.state(), RunState::Running);
+        assert!(!c.canceler.is_canceled());
+    }
+}

@@ -1,0 +1,117 @@
+//! [`TaskCore`]: what every executor task owns besides its instance and its
+//! loop's own state, and the restart-after-panic code both loops share.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::Receiver;
+use squall_plugin_api::abi::ComponentBox;
+use squall_plugin_api::{PluginError, TaskContext};
+
+use super::transfer::Transfer;
+use super::RestartPolicy;
+use crate::control::{Control, RunControl, RunError, TaskName};
+use crate::metrics::{LocalStats, StatField, TaskStats};
+use crate::wait::WaitStrategy;
+
+/// The parts every executor task is built from.
+#[derive(Debug)]
+pub struct TaskCore {
+    /// The task, as errors and logs name it.
+    pub name: TaskName,
+    /// `name` rendered once, for the rate-limited error log.
+    pub label: String,
+    /// The task's context, as handed to `open`/`prepare`.
+    pub context: TaskContext,
+    /// Rebuilds the instance after a panic.
+    pub constructor: crate::topology::Constructor,
+    /// The component's config, for rebuilding.
+    pub config: String,
+    /// Outgoing side.
+    pub transfer: Transfer,
+    /// Control queue: acker replies, ticks, activate/deactivate.
+    pub control: Receiver<Control>,
+    /// The spout or bolt wait strategy.
+    pub wait: WaitStrategy,
+    /// The backpressure wait strategy.
+    pub backpressure_wait: WaitStrategy,
+    /// Published counters.
+    pub shared: Arc<TaskStats>,
+    /// Run state.
+    pub run: Arc<RunControl>,
+    /// Restart limits.
+    pub restarts: RestartPolicy,
+    /// Set when a panic was not followed by a rebuild (restart limit): the
+    /// instance is never called again.
+    pub poisoned: bool,
+}
+
+/// The waits of one task: its main strategy (spout or bolt wait) and its
+/// backpressure strategy.
+pub type Waits = (WaitStrategy, WaitStrategy);
+
+impl TaskCore {
+    /// A task core; `poisoned` starts false.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        name: TaskName,
+        context: TaskContext,
+        constructor: crate::topology::Constructor,
+        config: String,
+        transfer: Transfer,
+        control: Receiver<Control>,
+        (wait, backpressure_wait): Waits,
+        shared: Arc<TaskStats>,
+        run: Arc<RunControl>,
+        restarts: RestartPolicy,
+    ) -> Self {
+        Self {
+            label: name.to_string(),
+            name,
+            context,
+            constructor,
+            config,
+            transfer,
+            control,
+            wait,
+            backpressure_wait,
+            shared,
+            run,
+            restarts,
+            poisoned: false,
+        }
+    }
+
+    /// Records a fatal error for this task.
+    pub fn fail(&self, error: impl FnOnce(TaskName) -> RunError) {
+        self.run.fail(error(self.name.clone()));
+    }
+
+    /// After `call` panicked with `e`: a fresh instance from the constructor
+    /// when the restart policy allows one (counted in `stats`). `None` when
+    /// the limit is reached (the task is poisoned: never called again) or
+    /// the rebuild failed; either way the run has failed.
+    pub fn rebuild(
+        &mut self,
+        call: &'static str,
+        e: &PluginError,
+        stats: &mut LocalStats,
+    ) -> Option<ComponentBox> {
+        if !self.restarts.allow(Instant::now()) {
+            self.poisoned = true;
+            let cause = e.to_string();
+            self.fail(|task| RunError::RestartLimit { task, call, cause });
+            return None;
+        }
+        tracing::warn!("{}: {call} {e}; rebuilding the instance", self.label);
+        stats.add(StatField::Restarts, 1);
+        match (self.constructor)(self.config.as_str().into()).into_result() {
+            Ok(built) => Some(built),
+            Err(e) => {
+                let cause = e.to_string();
+                self.fail(|task| RunError::Rebuild { task, cause });
+                None
+            }
+        }
+    }
+}

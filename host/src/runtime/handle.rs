@@ -1,0 +1,214 @@
+//! [`TopologyHandle`]: what other parts of the host hold while a topology
+//! runs, to watch it and steer it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+
+use crate::control::{Control, RunControl, RunError, RunState};
+use crate::executor::batch::Batch;
+use crate::metrics::{Report, StatField, TaskStats};
+use crate::topology::{Kind, Topology};
+
+/// Why a steering request was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandleError {
+    /// No component has that name.
+    #[error("no component named {name:?}{}", suggestion.as_ref().map(|s| format!("; did you mean {s:?}?")).unwrap_or_default())]
+    UnknownComponent {
+        /// The name asked for.
+        name: String,
+        /// The closest existing name, if one is close.
+        suggestion: Option<String>,
+    },
+    /// The component is a bolt; only spouts are activated and deactivated.
+    #[error("{0:?} is a bolt; only spouts can be activated or deactivated")]
+    NotASpout(String),
+    /// The topology is draining or stopped: spouts stay deactivated.
+    #[error("the topology is draining; spouts can no longer be activated")]
+    Draining,
+}
+
+/// A cloneable, thread-safe handle on a running topology.
+#[derive(Debug, Clone)]
+pub struct TopologyHandle {
+    inner: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    topology: Arc<Topology>,
+    run: Arc<RunControl>,
+    stats: Vec<Arc<TaskStats>>,
+    queues: Vec<Option<Sender<Batch>>>,
+    controls: Vec<Sender<Control>>,
+    started: Instant,
+}
+
+impl TopologyHandle {
+    pub(super) fn new(
+        topology: Arc<Topology>,
+        run: Arc<RunControl>,
+        stats: Vec<Arc<TaskStats>>,
+        queues: Vec<Option<Sender<Batch>>>,
+        controls: Vec<Sender<Control>>,
+        started: Instant,
+    ) -> Self {
+        Self { inner: Arc::new(Shared { topology, run, stats, queues, controls, started }) }
+    }
+
+    /// The topology.
+    pub fn topology(&self) -> &Topology {
+        &self.inner.topology
+    }
+
+    /// The run state shared with every thread.
+    pub fn run(&self) -> &RunControl {
+        &self.inner.run
+    }
+
+    /// The current phase.
+    pub fn state(&self) -> RunState {
+        self.inner.run.state()
+    }
+
+    /// The first fatal error, if the run has failed.
+    pub fn fatal(&self) -> Option<RunError> {
+        self.inner.run.fatal()
+    }
+
+    /// Time since start.
+    pub fn elapsed(&self) -> Duration {
+        self.inner.started.elapsed()
+    }
+
+    /// A snapshot of every component's published figures.
+    pub fn report(&self) -> Report {
+        let depths: Vec<u64> =
+            self.inner.queues.iter().map(|q| q.as_ref().map_or(0, |q| q.len() as u64)).collect();
+        Report::collect(&self.inner.topology, &self.inner.stats, &depths, self.elapsed())
+    }
+
+    /// Deactivates the spouts of `component`, or every spout: `deactivate`
+    /// is called once on each task and `next_tuple` no more, while acks and
+    /// timeouts keep flowing. Returns the tasks told.
+    ///
+    /// # Errors
+    /// An unknown component, or a bolt.
+    pub fn deactivate(&self, component: Option<&str>) -> Result<usize, HandleError> {
+        self.tell_spouts(component, || Control::Deactivate)
+    }
+
+    /// Activates the spouts of `component`, or every spout, again.
+    ///
+    /// # Errors
+    /// An unknown component, a bolt, or a topology already draining.
+    pub fn activate(&self, component: Option<&str>) -> Result<usize, HandleError> {
+        if self.state() != RunState::Running {
+            return Err(HandleError::Draining);
+        }
+        self.tell_spouts(component, || Control::Activate)
+    }
+
+    /// Starts the graceful drain (see the runtime module doc). The thread
+    /// that owns the [`RunningTopology`](super::RunningTopology) sees it and
+    /// stops the topology.
+    pub fn drain(&self) {
+        self.inner.run.advance(RunState::Draining);
+    }
+
+    /// Waits until `at`, or until the drain begins, whichever is first;
+    /// true when the drain has begun.
+    pub fn wait_until(&self, at: Instant) -> bool {
+        self.inner.run.canceler.wait_until(at)
+    }
+
+    fn tell_spouts(
+        &self,
+        component: Option<&str>,
+        message: impl Fn() -> Control,
+    ) -> Result<usize, HandleError> {
+        let topology = &self.inner.topology;
+        let chosen: Vec<_> = match component {
+            None => topology.components.iter().filter(|c| c.kind == Kind::Spout).collect(),
+            Some(name) => {
+                let c = topology.components.iter().find(|c| c.name == name).ok_or_else(|| {
+                    HandleError::UnknownComponent {
+                        name: name.to_owned(),
+                        suggestion: crate::config::suggest(
+                            name,
+                            topology.components.iter().map(|c| c.name.as_str()),
+                        ),
+                    }
+                })?;
+                if c.kind != Kind::Spout {
+                    return Err(HandleError::NotASpout(name.to_owned()));
+                }
+                vec![c]
+            }
+        };
+        let mut told = 0;
+        for c in chosen {
+            for t in c.tasks.clone() {
+                // A task that already ended has dropped its receiver; nothing to tell.
+                if self.inner.controls[t as usize].send(message()).is_ok() {
+                    told += 1;
+                }
+            }
+        }
+        Ok(told)
+    }
+
+    /// The sum of a published counter over the tasks of one kind (or all).
+    pub(super) fn sum(&self, kind: Option<Kind>, field: StatField) -> u64 {
+        self.inner
+            .topology
+            .components
+            .iter()
+            .filter(|c| kind.is_none_or(|k| c.kind == k))
+            .flat_map(|c| c.tasks.clone())
+            .map(|t| self.inner.stats[t as usize].get(field))
+            .sum()
+    }
+
+    /// A signature of the topology's progress; equal twice in a row with no
+    /// work in between means drained.
+    pub(super) fn drained_signature(&self) -> Option<(u64, u64)> {
+        let active = self.sum(Some(Kind::Spout), StatField::Active);
+        let pending = self.sum(Some(Kind::Spout), StatField::Pending);
+        let unsent = self.sum(None, StatField::Unsent);
+        let transferred = self.sum(None, StatField::Transferred);
+        let received = self.sum(Some(Kind::Bolt), StatField::Received);
+        let queued: usize = self.inner.queues.iter().flatten().map(Sender::len).sum();
+        (active == 0 && pending == 0 && unsent == 0 && queued == 0 && transferred == received)
+            .then_some((transferred, self.sum(Some(Kind::Bolt), StatField::Executed)))
+    }
+
+    /// The components that still hold work, with how much: queued batches
+    /// (bolts) and pending trees (spouts). "nothing visible" if none does.
+    pub(super) fn backlog_summary(&self) -> String {
+        let mut parts = Vec::new();
+        for c in &self.inner.topology.components {
+            let tasks = c.tasks.clone();
+            let queued: usize = tasks
+                .clone()
+                .filter_map(|t| self.inner.queues[t as usize].as_ref())
+                .map(Sender::len)
+                .sum();
+            let pending: u64 =
+                tasks.map(|t| self.inner.stats[t as usize].get(StatField::Pending)).sum();
+            if queued > 0 {
+                parts.push(format!("{:?}: {queued} queued batches", c.name));
+            }
+            if pending > 0 {
+                parts.push(format!("{:?}: {pending} pending trees", c.name));
+            }
+        }
+        if parts.is_empty() {
+            "nothing visible".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
+}

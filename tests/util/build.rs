@@ -1,0 +1,112 @@
+//! Building the host and the plugins once per test process, and finding the
+//! artifacts in whatever target directory this test binary lives in.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The packages every test needs, built together once per test process.
+/// (`squall-swap-demo` is built by the hot-swap test itself, twice.)
+pub const PACKAGES: &[&str] = &[
+    "squall-host",
+    "squall-examples",
+    "squall-testkit",
+    "squall-wait-extra",
+    "squall-broken-not-a-plugin",
+    "squall-broken-abi-mismatch",
+    "squall-broken-version-mismatch",
+];
+
+/// The package the hot-swap test rebuilds with another flavour.
+pub const SWAP_PACKAGE: &str = "squall-swap-demo";
+
+/// The environment variable that picks the flavour baked into `squall-swap-demo`.
+pub const SWAP_FLAVOR_VAR: &str = "SQUALL_SWAP_FLAVOR";
+
+/// How long a child may outlive its `--duration` before the watchdog kills it.
+pub const GRACE: Duration = Duration::from_secs(30);
+
+/// The workspace root (where the top-level `Cargo.toml` is).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate lives one level below the workspace root")
+        .to_path_buf()
+}
+
+/// The cargo target directory this test binary was built into.
+///
+/// The binary is `<root>/<profile>/deps/e2e-<hash>`, so the root is three
+/// levels up; this follows `--target-dir` and `CARGO_TARGET_DIR` without
+/// reading either.
+pub fn target_root() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary knows its own path");
+    exe.parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .unwrap_or_else(|| panic!("{} is not under <target>/<profile>/deps", exe.display()))
+        .to_path_buf()
+}
+
+/// The directory release artifacts land in.
+pub fn release_dir() -> PathBuf {
+    target_root().join("release")
+}
+
+/// A `cargo` command: the cargo running this test when known, from the
+/// workspace root.
+pub fn cargo() -> Command {
+    let program = std::env::var_os("CARGO")
+        .or_else(|| option_env!("CARGO").map(OsString::from))
+        .unwrap_or_else(|| OsString::from("cargo"));
+    let mut cmd = Command::new(program);
+    cmd.current_dir(workspace_root());
+    cmd
+}
+
+/// `cargo build --release --target-dir <root> -p <package>...`, with
+/// `configure` applied (its environment); panics with cargo's stderr on failure.
+pub fn cargo_build_release(packages: &[&str], configure: impl FnOnce(&mut Command)) {
+    let mut cmd = cargo();
+    cmd.args(["build", "--release", "--target-dir"]).arg(target_root());
+    for p in packages {
+        cmd.args(["-p", p]);
+    }
+    configure(&mut cmd);
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run cargo: {e}"));
+    assert!(
+        out.status.success(),
+        "cargo build {packages:?} failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Builds the host and the plugins once per test process. A failed build is
+/// remembered, so every test reports it instead of rebuilding.
+fn build_once() {
+    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
+    let result = BUILT.get_or_init(|| {
+        std::panic::catch_unwind(|| cargo_build_release(PACKAGES, |_| {})).map_err(|e| {
+            e.downcast_ref::<String>().cloned().unwrap_or_else(|| "cargo build panicked".into())
+        })
+    });
+    if let Err(e) = result {
+        panic!("building the host and plugins failed:\n{e}");
+    }
+}
+
+/// The built `squall` binary.
+pub fn squall_bin() -> PathBuf {
+    build_once();
+    release_dir().join("squall")
+}
+
+/// The built plugin library of package `squall-<name>`: `plugin_path("testkit")`
+/// is `<root>/release/libsquall_testkit.so`; dashes become underscores.
+pub fn plugin_path(name: &str) -> PathBuf {
+    build_once();
+    release_dir().join(format!("libsquall_{}.so", name.replace('-', "_")))
+}

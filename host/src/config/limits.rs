@@ -16,8 +16,9 @@ pub const MAX_LIFECYCLE_SECS: u64 = 3_600;
 /// Longest millisecond setting (`batch_flush_interval_millis`, a throttle's
 /// `period_millis`, a progressive wait's `level3_sleep_millis`): one minute.
 pub const MAX_MILLIS: u64 = 60_000;
-/// Longest `park_micros` of the park wait strategy: one second.
-pub const MAX_PARK_MICROS: u64 = 1_000_000;
+/// Longest `park_micros` of the park wait strategy: one minute, like
+/// `level3_sleep_millis` (the drain cuts either short).
+pub const MAX_PARK_MICROS: u64 = 60_000_000;
 
 /// Most tasks of one spout or bolt (`parallelism`).
 pub const MAX_PARALLELISM: u32 = 1_024;

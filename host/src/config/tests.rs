@@ -944,7 +944,7 @@ fn component_wait_and_throttle_numbers_are_bounded() {
         ),
         (
             format!("wait.spout = {{ strategy = \"park\", park_micros = {huge} }}"),
-            "\"park_micros\" in wait.spout of spout \"s\" must be at most 1000000",
+            "\"park_micros\" in wait.spout of spout \"s\" must be at most 60000000",
         ),
     ];
     for (line, want) in cases {

@@ -56,3 +56,8 @@ mod top;
 // Throttled spouts and bolt inputs hold their rate over a run, in both modes,
 // in tuples/s and bytes/s; Ctrl-C cuts a long throttled wait short.
 mod throttle;
+
+// Issue 14's hostile inputs: a pin under a rename loop, FIFOs, devices and
+// symlink loops as plugins, bare names for inspect, writable libraries, huge
+// numbers and hostile names.
+mod hardening;

@@ -44,10 +44,10 @@ pub struct RunArgs {
     /// The topology file.
     pub topology: PathBuf,
     /// Stop (gracefully) after this long, e.g. 10s, 500ms, 2m.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = parse_run_duration)]
     pub duration: Option<Duration>,
     /// Print a stats table this often (0s = never).
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    #[arg(long, value_parser = parse_stats_interval, default_value = "5s")]
     pub stats_interval: Duration,
     /// Write the end-of-run summary as JSON to this file.
     #[arg(long)]
@@ -56,4 +56,62 @@ pub struct RunArgs {
     /// PORT (loopback) or HOST:PORT. Off by default.
     #[arg(long, value_name = "ADDR", value_parser = crate::http::parse_addr)]
     pub http: Option<std::net::SocketAddr>,
+}
+
+/// The longest `--duration`: 366 days. Longer runs have no `--duration` and
+/// end with Ctrl-C.
+pub const MAX_RUN_DURATION: Duration = Duration::from_secs(366 * 86_400);
+/// The longest `--stats-interval`: one day.
+pub const MAX_STATS_INTERVAL: Duration = Duration::from_secs(86_400);
+
+/// A humantime duration of at most `max`; clap turns the error into a usage
+/// error (exit 2).
+fn bounded_duration(text: &str, max: Duration, max_text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if d > max {
+        return Err(format!("must be at most {max_text}"));
+    }
+    Ok(d)
+}
+
+/// `--duration`: at most [`MAX_RUN_DURATION`].
+fn parse_run_duration(text: &str) -> Result<Duration, String> {
+    bounded_duration(text, MAX_RUN_DURATION, "366 days (omit --duration to run until Ctrl-C)")
+}
+
+/// `--stats-interval`: at most [`MAX_STATS_INTERVAL`].
+fn parse_stats_interval(text: &str) -> Result<Duration, String> {
+    bounded_duration(text, MAX_STATS_INTERVAL, "1 day")
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("squall").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn a_huge_duration_is_a_usage_error() {
+        for huge in ["9223372036854775807s", "367days", "18446744073709551615s"] {
+            let e = parse(&["run", "t.toml", "--duration", huge]).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{huge}: {e}");
+        }
+        let e = parse(&["run", "t.toml", "--stats-interval", "2days"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+    }
+
+    #[test]
+    fn durations_within_bounds_are_accepted() {
+        let Args { command: Command::Run(run) } =
+            parse(&["run", "t.toml", "--duration", "366days", "--stats-interval", "1day"]).unwrap()
+        else {
+            panic!("not a run command")
+        };
+        assert_eq!(run.duration, Some(MAX_RUN_DURATION));
+        assert_eq!(run.stats_interval, MAX_STATS_INTERVAL);
+    }
 }

@@ -21,9 +21,14 @@ pub fn validate(path: &Path) -> Result<(), Failure> {
     for c in &topology.components {
         for s in &c.outputs {
             for sub in &s.subscribers {
+                // Stream names come from the plugin's catalogue, not the
+                // checked topology file: escape what a library could smuggle in.
                 println!(
                     "  {} --{}:{:?}--> {}",
-                    c.name, s.decl.name, sub.grouping, topology.components[sub.component].name
+                    c.name,
+                    crate::plugin::escape_controls(&s.decl.name),
+                    sub.grouping,
+                    topology.components[sub.component].name
                 );
             }
         }

@@ -12,6 +12,7 @@ use toml::Spanned;
 
 use super::defaults::{self, keys};
 use super::diagnostic::Loc;
+use super::limits;
 use super::model::{
     BoltDecl, ComponentRef, GroupingSpec, InputDecl, SpoutDecl, ThrottleMode, ThrottleRate,
     ThrottleSpec, WaitOverrides,
@@ -56,7 +57,7 @@ pub(crate) fn read_spouts(w: &mut Walker<'_>, value: Option<&Value<'_>>) -> Vec<
 }
 
 fn read_spout(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> SpoutDecl {
-    let owner = format!("spout \"{}\"", key.get_ref());
+    let owner = format!("spout {:?}", key.get_ref());
     let loc = w.loc(&key.span());
     check_name(w, key, "spout");
     let mut spout = SpoutDecl {
@@ -74,7 +75,9 @@ fn read_spout(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> SpoutDecl
     s.check_keys(w, keys::SPOUT);
     (spout.component, spout.parallelism, spout.config) = read_common(w, &s);
     spout.throttle = s.get("throttle").and_then(|v| read_throttle(w, v, &s.context));
-    spout.max_spout_pending = s.opt_u32(w, "max_spout_pending", 0);
+    spout.max_spout_pending = s
+        .uint(w, "max_spout_pending", 0, u64::from(limits::MAX_SPOUT_PENDING))
+        .and_then(|n| u32::try_from(n).ok());
     if let Some(v) = s.get("wait") {
         spout.wait = read_wait_overrides(w, v, &s.context, Situation::SPOUT);
     }
@@ -88,7 +91,7 @@ pub(crate) fn read_bolts(w: &mut Walker<'_>, value: Option<&Value<'_>>) -> Vec<B
 }
 
 fn read_bolt(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> BoltDecl {
-    let owner = format!("bolt \"{}\"", key.get_ref());
+    let owner = format!("bolt {:?}", key.get_ref());
     let loc = w.loc(&key.span());
     check_name(w, key, "bolt");
     let mut bolt = BoltDecl {
@@ -112,7 +115,7 @@ fn read_bolt(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> BoltDecl {
             s.missing(w, "inputs", Some(help.to_string()));
         }
     }
-    bolt.tick_tuple_freq_secs = s.uint(w, "tick_tuple_freq_secs", 1, u64::MAX);
+    bolt.tick_tuple_freq_secs = s.uint(w, "tick_tuple_freq_secs", 1, limits::MAX_DURATION_SECS);
     if let Some(v) = s.get("wait") {
         bolt.wait = read_wait_overrides(w, v, &s.context, Situation::BOLT);
     }
@@ -124,15 +127,19 @@ fn placeholder(loc: Loc) -> ComponentRef {
     ComponentRef { alias: String::new(), component: String::new(), loc }
 }
 
-/// Names are free-form, but `__` is Storm's prefix for system components
-/// (`__system`, `__acker`), and a tick tuple comes from `__system`.
+/// Names use the character set of [`limits::name_problem`] (they become
+/// thread names, log fields and file names), and `__` is Storm's prefix for
+/// system components (`__system`, `__acker`); a tick tuple comes from `__system`.
 fn check_name(w: &mut Walker<'_>, key: &Key<'_>, kind: &str) {
     let name: &str = key.get_ref();
     if name.is_empty() {
         w.error(&key.span(), format!("{kind} name is empty"), None);
+    } else if let Some(problem) = limits::name_problem(name) {
+        let message = format!("{kind} name {name:?} {problem}");
+        w.error(&key.span(), message, Some(limits::NAME_HELP.to_string()));
     } else if name.starts_with("__") {
         let help = "names starting with \"__\" are reserved for system components";
-        w.error(&key.span(), format!("{kind} name \"{name}\" is reserved"), Some(help.to_string()));
+        w.error(&key.span(), format!("{kind} name {name:?} is reserved"), Some(help.to_string()));
     }
 }
 
@@ -149,7 +156,7 @@ fn read_common(w: &mut Walker<'_>, s: &Section<'_, '_>) -> (ComponentRef, u32, S
         }
     };
     let component = component.unwrap_or_else(|| placeholder(w.loc(&s.span)));
-    let parallelism = s.u32_or(w, "parallelism", defaults::PARALLELISM, 1);
+    let parallelism = s.u32_in(w, "parallelism", defaults::PARALLELISM, 1, limits::MAX_PARALLELISM);
     (component, parallelism, read_config(w, s))
 }
 
@@ -190,7 +197,13 @@ fn read_input(w: &mut Walker<'_>, item: &Value<'_>, context: String) -> Option<I
             w.error(&stream.span(), format!("{} is empty", s.what("stream")), None);
             (defaults::DEFAULT_STREAM.to_string(), loc)
         }
-        Some(stream) => (stream.get_ref().clone(), w.loc(&stream.span())),
+        Some(stream) => {
+            if let Some(problem) = limits::name_problem(stream.get_ref()) {
+                let message = format!("stream name {:?} {problem}", stream.get_ref());
+                w.error(&stream.span(), message, Some(limits::NAME_HELP.to_string()));
+            }
+            (stream.get_ref().clone(), w.loc(&stream.span()))
+        }
         None => (defaults::DEFAULT_STREAM.to_string(), loc),
     };
     let (grouping, grouping_loc) = match s.get("grouping") {
@@ -293,9 +306,10 @@ fn read_throttle(w: &mut Walker<'_>, value: &Value<'_>, owner: &str) -> Option<T
     let s = Section::new(table, value.span(), format!("throttle of {owner}"));
     s.check_keys(w, keys::THROTTLE);
     let mode = read_throttle_mode(w, &s);
-    let period_millis = s.u64_or(w, "period_millis", defaults::THROTTLE_PERIOD_MILLIS, 1);
-    let tuples = s.uint(w, "tuples_per_sec", 1, u64::MAX);
-    let bytes = s.uint(w, "bytes_per_sec", 1, u64::MAX);
+    let period_millis =
+        s.u64_in(w, "period_millis", defaults::THROTTLE_PERIOD_MILLIS, 1, limits::MAX_MILLIS);
+    let tuples = s.uint(w, "tuples_per_sec", 1, limits::MAX_TUPLES_PER_SEC);
+    let bytes = s.uint(w, "bytes_per_sec", 1, limits::MAX_BYTES_PER_SEC);
     let rate =
         match (s.table.get_key_value("tuples_per_sec"), s.table.get_key_value("bytes_per_sec")) {
             (Some(_), Some((key, _))) => {

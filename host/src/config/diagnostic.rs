@@ -12,6 +12,8 @@ use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use crate::plugin::escape_controls;
+
 /// A position in a topology file. Both fields are 1-based; `col` counts characters,
 /// not bytes, so it matches what an editor shows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -52,11 +54,16 @@ pub struct Diagnostic {
     pub help: Option<String>,
 }
 
+/// Control characters (newline, carriage return, ESC, NUL, ...) in a message
+/// are written escaped (`\n`, `\u{1b}`), so that a name in a topology file
+/// can neither break the one-line shape nor forge a log line or a terminal
+/// escape, whatever message echoes it.
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: error: {}", self.file.display(), self.loc, self.message)?;
+        let file = escape_controls(&self.file.to_string_lossy());
+        write!(f, "{file}:{}: error: {}", self.loc, escape_controls(&self.message))?;
         if let Some(help) = &self.help {
-            write!(f, " (help: {help})")?;
+            write!(f, " (help: {})", escape_controls(help))?;
         }
         Ok(())
     }
@@ -240,6 +247,19 @@ mod tests {
             "topo.toml:3:7: error: unknown key \"paralelism\" in bolt \"split\" \
              (help: did you mean \"parallelism\"?)\n\
              topo.toml:9:1: error: topology has no spouts"
+        );
+    }
+
+    #[test]
+    fn control_characters_are_escaped_when_rendered() {
+        let mut diags = Diagnostics::new();
+        let message = "bad name \"a\nt.toml:1:1: error: forged\u{1b}[2J\r\0\"";
+        diags.push(Path::new("t\n.toml"), Loc::new(2, 3), message, Some("x\ny".to_string()));
+        let text = diags.to_string();
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+        assert_eq!(
+            text,
+            "t\\n.toml:2:3: error: bad name \"a\\nt.toml:1:1: error: forged\\u{1b}[2J\\r\\0\" (help: x\\ny)"
         );
     }
 

@@ -35,6 +35,7 @@ mod components;
 pub mod defaults;
 mod diagnostic;
 mod interpolate;
+pub mod limits;
 mod model;
 mod settings;
 mod suggest;
@@ -88,8 +89,11 @@ pub struct TopologyConfig {
 ///
 /// Every problem in the file, each with its line and column. A file that cannot
 /// be read is one diagnostic at 1:1.
+///
+/// Anything but a regular file (a FIFO, a device, a directory) is refused
+/// before it is read, and so is a file larger than [`MAX_TOPOLOGY_BYTES`].
 pub fn load(path: &Path) -> Result<TopologyConfig, Diagnostics> {
-    match std::fs::read_to_string(path) {
+    match read_topology_file(path) {
         Ok(text) => parse_str(&text, path),
         Err(e) => {
             let mut diags = Diagnostics::new();
@@ -97,6 +101,30 @@ pub fn load(path: &Path) -> Result<TopologyConfig, Diagnostics> {
             Err(diags)
         }
     }
+}
+
+/// The largest topology file `load` reads: 16 MiB.
+pub const MAX_TOPOLOGY_BYTES: u64 = 16 << 20;
+
+/// Reads a regular file of at most [`MAX_TOPOLOGY_BYTES`], without ever
+/// blocking on a FIFO.
+fn read_topology_file(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let not_regular = || std::io::Error::other("not a regular file");
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(not_regular());
+    }
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(not_regular());
+    }
+    let mut text = String::new();
+    file.take(MAX_TOPOLOGY_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_TOPOLOGY_BYTES {
+        return Err(std::io::Error::other(format!("larger than {} MiB", MAX_TOPOLOGY_BYTES >> 20)));
+    }
+    Ok(text)
 }
 
 /// Reads and validates topology `text`, as if it were the content of `file`
@@ -129,8 +157,9 @@ pub fn parse_str_with_env(
         Err(e) => return Err(syntax_error(text, file, &e)),
     };
     let mut w = Walker::new(file, &dir, text, env);
-    let config = read_document(&mut w, doc.get_ref(), file, &dir);
+    let (config, budget_loc) = read_document(&mut w, doc.get_ref(), file, &dir);
     validate::check(&mut w, &config);
+    validate::check_size(&mut w, &config, budget_loc);
     let mut diags = w.finish();
     diags.sort();
     diags.into_result(config)
@@ -138,12 +167,18 @@ pub fn parse_str_with_env(
 
 /// Reads every top-level table. `[plugins]` goes first, whatever its place in
 /// the file, so that component references can be checked against the aliases.
-fn read_document(w: &mut Walker<'_>, doc: &DeTable<'_>, file: &Path, dir: &Path) -> TopologyConfig {
+/// Also returns where an over-budget topology is reported.
+fn read_document(
+    w: &mut Walker<'_>,
+    doc: &DeTable<'_>,
+    file: &Path,
+    dir: &Path,
+) -> (TopologyConfig, Loc) {
     w.check_keys(doc, keys::TOP, "the top-level table");
     let stem = file.file_stem().map_or_else(|| "topology".into(), |s| s.to_string_lossy());
     let plugins = settings::read_plugins(w, doc.get("plugins"));
     let topology = settings::read_topology(w, doc.get("topology"), &stem);
-    TopologyConfig {
+    let config = TopologyConfig {
         file: file.to_path_buf(),
         dir: dir.to_path_buf(),
         name: topology.name,
@@ -153,7 +188,8 @@ fn read_document(w: &mut Walker<'_>, doc: &DeTable<'_>, file: &Path, dir: &Path)
         wait: wait::read_wait_defaults(w, doc.get("wait")),
         spouts: components::read_spouts(w, doc.get("spouts")),
         bolts: components::read_bolts(w, doc.get("bolts")),
-    }
+    };
+    (config, topology.budget_loc)
 }
 
 /// The parser's error, at the parser's position.

@@ -43,6 +43,14 @@ pub struct Settings {
     pub max_restarts: u32,
     /// The window over which `max_restarts` is counted.
     pub restart_window_secs: u64,
+    /// Load plugin libraries even when they, or a folder on their path, are
+    /// writable by group or others (refused by default; see
+    /// docs/operations.md).
+    pub allow_writable_plugins: bool,
+    /// The most memory, in MiB, the topology's queues and pending maps are
+    /// estimated to need (see [`super::limits::estimate_bytes`]); a topology
+    /// estimated above it is refused at validate time.
+    pub memory_budget_mib: u64,
 }
 
 impl Default for Settings {
@@ -61,6 +69,8 @@ impl Default for Settings {
             startup_timeout_secs: defaults::STARTUP_TIMEOUT_SECS,
             max_restarts: defaults::MAX_RESTARTS,
             restart_window_secs: defaults::RESTART_WINDOW_SECS,
+            allow_writable_plugins: false,
+            memory_budget_mib: super::limits::MEMORY_BUDGET_MIB,
         }
     }
 }
@@ -75,6 +85,9 @@ pub struct PluginDecl {
     pub path: PathBuf,
     /// Expected SHA-256 of the library, 64 lowercase hex digits.
     pub sha256: Option<String>,
+    /// `allow_writable = true`: load it even if group or others can write it
+    /// or a folder on its path.
+    pub allow_writable: bool,
     /// Where the alias is written.
     pub loc: Loc,
 }

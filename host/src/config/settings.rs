@@ -4,8 +4,21 @@ use std::path::PathBuf;
 
 use super::defaults::{self, keys};
 use super::diagnostic::Loc;
+use super::limits;
 use super::model::{PluginDecl, Settings};
 use super::walk::{entries, Key, Section, Value, Walker};
+
+/// Keys of `[topology]` added by the hardening work (issue 14), accepted
+/// besides [`keys::TOPOLOGY`].
+const HARDENING_TOPOLOGY_KEYS: &[&str] = &["allow_writable_plugins", "memory_budget_mib"];
+/// Keys of a `[plugins]` table entry added by the hardening work, accepted
+/// besides [`keys::PLUGIN`].
+const HARDENING_PLUGIN_KEYS: &[&str] = &["allow_writable"];
+
+/// `known` followed by `extra`, for unknown-key checks.
+fn with_extra<'k>(known: &[&'k str], extra: &[&'k str]) -> Vec<&'k str> {
+    known.iter().chain(extra).copied().collect()
+}
 
 /// What `[topology]` holds: the name and the settings.
 #[derive(Debug)]
@@ -13,78 +26,154 @@ pub(crate) struct TopologySection {
     pub(crate) name: String,
     pub(crate) name_loc: Loc,
     pub(crate) settings: Settings,
+    /// Where an over-budget topology is reported: `memory_budget_mib`,
+    /// else `receive_buffer_size`, else the `[topology]` table, else 1:1.
+    pub(crate) budget_loc: Loc,
 }
 
-/// Reads `[topology]`; `default_name` (the file stem) applies when `name` is absent.
+/// Reads `[topology]`; `default_name` (the file stem) applies when `name` is
+/// absent, with every character outside the name character set replaced by `_`.
 pub(crate) fn read_topology(
     w: &mut Walker<'_>,
     value: Option<&Value<'_>>,
     default_name: &str,
 ) -> TopologySection {
     let mut out = TopologySection {
-        name: default_name.to_string(),
+        name: sanitized_name(default_name),
         name_loc: Loc::START,
         settings: Settings::default(),
+        budget_loc: Loc::START,
     };
     let Some(value) = value else { return out };
     let Some(table) = w.table(value, "\"topology\"") else { return out };
     let section = Section::new(table, value.span(), "[topology]".to_string());
-    section.check_keys(w, keys::TOPOLOGY);
+    section.check_keys(w, &with_extra(keys::TOPOLOGY, HARDENING_TOPOLOGY_KEYS));
     if let Some(name) = section.string(w, "name") {
         out.name_loc = w.loc(&name.span());
         if name.get_ref().trim().is_empty() {
             w.error(&name.span(), "\"name\" in [topology] is empty".to_string(), None);
+        } else if let Some(problem) = limits::name_problem(name.get_ref()) {
+            let message = format!("topology name {:?} {problem}", name.get_ref());
+            w.error(&name.span(), message, Some(limits::NAME_HELP.to_string()));
         } else {
             out.name = name.into_inner();
         }
     }
+    out.budget_loc = ["memory_budget_mib", "receive_buffer_size"]
+        .iter()
+        .find_map(|key| section.get(key))
+        .map_or_else(|| w.loc(&value.span()), |v| w.loc(&v.span()));
     out.settings = read_settings(w, &section);
     out
 }
 
+/// A file stem made into a valid topology name.
+fn sanitized_name(stem: &str) -> String {
+    let name: String = stem
+        .chars()
+        .map(|c| if limits::is_name_char(c) { c } else { '_' })
+        .take(limits::MAX_NAME_LEN)
+        .collect();
+    if name.is_empty() {
+        "topology".to_string()
+    } else {
+        name
+    }
+}
+
 fn read_settings(w: &mut Walker<'_>, s: &Section<'_, '_>) -> Settings {
-    let receive_buffer_size =
-        s.usize_or(w, "receive_buffer_size", defaults::RECEIVE_BUFFER_SIZE, 2);
-    let producer_batch_size =
-        s.usize_or(w, "producer_batch_size", defaults::PRODUCER_BATCH_SIZE, 1);
+    use limits::*;
+    let receive_buffer_size = s.usize_in(
+        w,
+        "receive_buffer_size",
+        defaults::RECEIVE_BUFFER_SIZE,
+        2,
+        MAX_RECEIVE_BUFFER_SIZE,
+    );
+    let producer_batch_size = s.usize_in(
+        w,
+        "producer_batch_size",
+        defaults::PRODUCER_BATCH_SIZE,
+        1,
+        MAX_RECEIVE_BUFFER_SIZE,
+    );
     Settings {
-        message_timeout_secs: s.u64_or(
+        message_timeout_secs: s.u64_in(
             w,
             "message_timeout_secs",
             defaults::MESSAGE_TIMEOUT_SECS,
             1,
+            MAX_DURATION_SECS,
         ),
         enable_message_timeouts: s.bool_or(
             w,
             "enable_message_timeouts",
             defaults::ENABLE_MESSAGE_TIMEOUTS,
         ),
-        max_spout_pending: s.opt_u32(w, "max_spout_pending", 0).filter(|&n| n > 0),
-        acker_executors: s.u32_or(w, "acker_executors", defaults::ACKER_EXECUTORS, 0),
-        spout_recvq_skips: s.u32_or(w, "spout_recvq_skips", defaults::SPOUT_RECVQ_SKIPS, 1),
+        max_spout_pending: s
+            .uint(w, "max_spout_pending", 0, u64::from(MAX_SPOUT_PENDING))
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|&n| n > 0),
+        acker_executors: s.u32_in(
+            w,
+            "acker_executors",
+            defaults::ACKER_EXECUTORS,
+            0,
+            MAX_ACKER_EXECUTORS,
+        ),
+        spout_recvq_skips: s.u32_in(
+            w,
+            "spout_recvq_skips",
+            defaults::SPOUT_RECVQ_SKIPS,
+            1,
+            MAX_SPOUT_RECVQ_SKIPS,
+        ),
         receive_buffer_size,
         producer_batch_size: clamp_batch_size(producer_batch_size, receive_buffer_size),
-        batch_flush_interval_millis: s.u64_or(
+        batch_flush_interval_millis: s.u64_in(
             w,
             "batch_flush_interval_millis",
             defaults::BATCH_FLUSH_INTERVAL_MILLIS,
             0,
+            MAX_MILLIS,
         ),
-        timeout_buckets: s.u32_or(w, "timeout_buckets", defaults::TIMEOUT_BUCKETS, 2),
-        shutdown_timeout_secs: s.u64_or(
+        timeout_buckets: s.u32_in(
+            w,
+            "timeout_buckets",
+            defaults::TIMEOUT_BUCKETS,
+            2,
+            MAX_TIMEOUT_BUCKETS,
+        ),
+        shutdown_timeout_secs: s.u64_in(
             w,
             "shutdown_timeout_secs",
             defaults::SHUTDOWN_TIMEOUT_SECS,
             0,
+            MAX_LIFECYCLE_SECS,
         ),
-        startup_timeout_secs: s.u64_or(
+        startup_timeout_secs: s.u64_in(
             w,
             "startup_timeout_secs",
             defaults::STARTUP_TIMEOUT_SECS,
             1,
+            MAX_LIFECYCLE_SECS,
         ),
-        max_restarts: s.u32_or(w, "max_restarts", defaults::MAX_RESTARTS, 0),
-        restart_window_secs: s.u64_or(w, "restart_window_secs", defaults::RESTART_WINDOW_SECS, 0),
+        max_restarts: s.u32_in(w, "max_restarts", defaults::MAX_RESTARTS, 0, limits::MAX_RESTARTS),
+        restart_window_secs: s.u64_in(
+            w,
+            "restart_window_secs",
+            defaults::RESTART_WINDOW_SECS,
+            0,
+            MAX_DURATION_SECS,
+        ),
+        allow_writable_plugins: s.bool_or(w, "allow_writable_plugins", false),
+        memory_budget_mib: s.u64_in(
+            w,
+            "memory_budget_mib",
+            MEMORY_BUDGET_MIB,
+            1,
+            MAX_MEMORY_BUDGET_MIB,
+        ),
     }
 }
 
@@ -119,19 +208,21 @@ fn check_alias(w: &mut Walker<'_>, key: &Key<'_>) {
         && alias.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if !valid {
         let help = Some("an alias is made of letters, digits, \"_\" and \"-\"".to_string());
-        w.error(&key.span(), format!("invalid plugin alias \"{alias}\""), help);
+        w.error(&key.span(), format!("invalid plugin alias {alias:?}"), help);
     }
 }
 
 fn read_plugin(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> Option<PluginDecl> {
     let alias: &str = key.get_ref();
-    let context = format!("plugin \"{alias}\"");
+    let context = format!("plugin {alias:?}");
+    let mut allow_writable = false;
     let (path, sha256) = match value.get_ref() {
         toml::de::DeValue::String(_) => (w.string(value, &context)?, None),
         toml::de::DeValue::Table(table) => {
             let section = Section::new(table, value.span(), context);
-            section.check_keys(w, keys::PLUGIN);
+            section.check_keys(w, &with_extra(keys::PLUGIN, HARDENING_PLUGIN_KEYS));
             let sha256 = read_sha256(w, &section);
+            allow_writable = section.bool_or(w, "allow_writable", false);
             let Some(path) = section.string(w, "path") else {
                 if section.get("path").is_none() {
                     let help = format!("write {alias} = {{ path = \"path/to/lib.so\" }}");
@@ -151,7 +242,13 @@ fn read_plugin(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> Option<P
         w.error(&value.span(), format!("path of plugin \"{alias}\" is empty"), None);
         return None;
     }
-    Some(PluginDecl { alias: alias.to_string(), path: resolve(w, path), sha256, loc })
+    Some(PluginDecl {
+        alias: alias.to_string(),
+        path: resolve(w, path),
+        sha256,
+        allow_writable,
+        loc,
+    })
 }
 
 /// A relative library path is relative to the TOML file, not the working directory.

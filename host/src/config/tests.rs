@@ -125,6 +125,8 @@ fn the_wordcount_example_parses_with_every_default_right() {
             startup_timeout_secs: 30,
             max_restarts: 3,
             restart_window_secs: 60,
+            allow_writable_plugins: false,
+            memory_budget_mib: 4096,
         }
     );
     assert_eq!(
@@ -134,6 +136,7 @@ fn the_wordcount_example_parses_with_every_default_right() {
                 alias: "examples".to_string(),
                 path: PathBuf::from("topologies/../target/release/libsquall_examples.so"),
                 sha256: None,
+                allow_writable: false,
                 loc: Loc::new(8, 1),
             },
             PluginDecl {
@@ -142,6 +145,7 @@ fn the_wordcount_example_parses_with_every_default_right() {
                 sha256: Some(
                     "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff".to_string()
                 ),
+                allow_writable: false,
                 loc: Loc::new(9, 1),
             },
         ]
@@ -315,7 +319,7 @@ wait.bolt = { strategy = "progressive", level2 = 4 }
         [
             "1:1 unknown key \"topolgy\" in the top-level table [did you mean \"topology\"?]",
             "3:1 unknown key \"nme\" in [topology] [did you mean \"name\"?]",
-            "5:27 unknown key \"sha\" in plugin \"ex\" [expected \"path\" or \"sha256\"]",
+            "5:27 unknown key \"sha\" in plugin \"ex\" [expected \"path\", \"sha256\" or \"allow_writable\"]",
             "7:1 unknown key \"level1_cnt\" in [wait.spout] [did you mean \"level1_count\"?]",
             "10:1 unknown key \"park_micro\" in [wait.bolt] [did you mean \"park_micros\"?]",
             "13:34 unknown key \"perod_millis\" in throttle of spout \"s\" \
@@ -847,5 +851,344 @@ fn check_never_panics(text: &str) {
     if let Err(diags) = parse(text) {
         assert!(!diags.is_empty());
         assert!(diags.items.iter().all(|d| d.loc.line >= 1 && d.loc.col >= 1), "{diags}");
+    }
+}
+
+// ---- Hardening (issue 14): ranges, names, the memory budget, escaping. ----
+
+/// `[topology]` with one `key = value`, after BASE.
+fn topology_setting(key: &str, value: &str) -> String {
+    format!("{BASE}[topology]\n{key} = {value}\n")
+}
+
+#[test]
+fn huge_durations_are_refused_with_their_location() {
+    let max = i64::MAX.to_string();
+    for key in ["message_timeout_secs", "restart_window_secs"] {
+        let text = topology_setting(key, &max);
+        let messages = errors(&text);
+        let at = loc_of(&text, &max);
+        assert_eq!(
+            messages,
+            [format!("{at} \"{key}\" in [topology] must be at most 86400, found {max}")],
+            "{key}"
+        );
+    }
+    let text = format!(
+        "{BASE}[bolts.b]\ncomponent = \"ex::B\"\ninputs = [{{ from = \"s\" }}]\n\
+         tick_tuple_freq_secs = {max}\n"
+    );
+    let at = loc_of(&text, &max);
+    assert_eq!(
+        errors(&text),
+        [format!("{at} \"tick_tuple_freq_secs\" in bolt \"b\" must be at most 86400, found {max}")]
+    );
+}
+
+#[test]
+fn every_numeric_setting_has_an_upper_bound() {
+    let max = u32::MAX.to_string();
+    let cases = [
+        ("message_timeout_secs", "86400"),
+        ("max_spout_pending", "1000000"),
+        ("acker_executors", "64"),
+        ("spout_recvq_skips", "1000000"),
+        ("receive_buffer_size", "1048576"),
+        ("producer_batch_size", "1048576"),
+        ("batch_flush_interval_millis", "60000"),
+        ("timeout_buckets", "1024"),
+        ("shutdown_timeout_secs", "3600"),
+        ("startup_timeout_secs", "3600"),
+        ("max_restarts", "1000000"),
+        ("restart_window_secs", "86400"),
+        ("memory_budget_mib", "1048576"),
+    ];
+    for (key, bound) in cases {
+        let text = topology_setting(key, &max);
+        let at = loc_of(&text, &max);
+        let want = format!("{at} \"{key}\" in [topology] must be at most {bound}, found {max}");
+        assert_eq!(errors(&text), [want], "{key}");
+        // The bound itself is accepted (the memory budget aside, which a
+        // large receive buffer can exceed).
+        if key != "receive_buffer_size" {
+            parse_ok(&topology_setting(key, bound));
+        }
+    }
+}
+
+#[test]
+fn component_wait_and_throttle_numbers_are_bounded() {
+    let max = u64::MAX.to_string();
+    let huge = i64::MAX.to_string();
+    let cases = [
+        (format!("parallelism = {max}"), "\"parallelism\" in spout \"s\" must be at most 1024"),
+        (
+            format!("max_spout_pending = {huge}"),
+            "\"max_spout_pending\" in spout \"s\" must be at most 1000000",
+        ),
+        (
+            format!("throttle = {{ tuples_per_sec = {huge} }}"),
+            "\"tuples_per_sec\" in throttle of spout \"s\" must be at most 1000000000",
+        ),
+        (
+            format!("throttle = {{ bytes_per_sec = {huge} }}"),
+            "\"bytes_per_sec\" in throttle of spout \"s\" must be at most 1000000000000",
+        ),
+        (
+            format!("throttle = {{ tuples_per_sec = 5, period_millis = {huge} }}"),
+            "\"period_millis\" in throttle of spout \"s\" must be at most 60000",
+        ),
+        (
+            format!("wait.spout = {{ level3_sleep_millis = {huge} }}"),
+            "\"level3_sleep_millis\" in wait.spout of spout \"s\" must be at most 60000",
+        ),
+        (
+            format!("wait.spout = {{ strategy = \"park\", park_micros = {huge} }}"),
+            "\"park_micros\" in wait.spout of spout \"s\" must be at most 60000000",
+        ),
+    ];
+    for (line, want) in cases {
+        let text = format!("{BASE}{line}\n");
+        let messages = errors(&text);
+        assert_eq!(messages.len(), 1, "{line}: {messages:#?}");
+        assert!(messages[0].contains(want), "{line}: {messages:#?}");
+        assert!(messages[0].starts_with("6:"), "located on the line: {messages:#?}");
+    }
+}
+
+#[test]
+fn a_topology_over_its_memory_budget_is_refused() {
+    // No ackers (so no pending maps), 1 spout task with a 2^20-tuple queue at 256 B: 256 MiB.
+    let settings = "[topology]\nacker_executors = 0\nreceive_buffer_size = 1048576\n";
+    let text = format!("{BASE}{settings}memory_budget_mib = 100\n");
+    let messages = errors(&text);
+    let at = loc_of(&text, "100\n");
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    assert!(
+        messages[0].starts_with(&format!("{at} the topology is estimated to need 256 MiB")),
+        "{messages:#?}"
+    );
+    assert!(messages[0].contains("more than memory_budget_mib = 100"), "{messages:#?}");
+    parse_ok(&format!("{BASE}{settings}memory_budget_mib = 256\n"));
+}
+
+#[test]
+fn the_default_budget_refuses_a_huge_topology_and_names_the_setting() {
+    let mut text = format!("{BASE}parallelism = 1024\n");
+    for i in 0..3 {
+        text.push_str(&format!(
+            "[bolts.b{i}]\ncomponent = \"ex::B\"\nparallelism = 1024\ninputs = [{{ from = \"s\" }}]\n"
+        ));
+    }
+    let messages = errors(&text);
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    assert!(messages[0].starts_with("1:1 the topology is estimated to need"), "{messages:#?}");
+    text.push_str(
+        "[bolts.b3]\ncomponent = \"ex::B\"\nparallelism = 1\ninputs = [{ from = \"s\" }]\n",
+    );
+    text.push_str("[topology]\nreceive_buffer_size = 2\n");
+    let messages = errors(&text);
+    let at = loc_of(&text, "[bolts.b3]");
+    let at = Loc::new(at.line, at.col + 7);
+    assert_eq!(
+        messages,
+        [format!(
+            "{at} the topology has more than 4096 tasks in all \
+             [lower the parallelism of its spouts and bolts]"
+        )]
+    );
+}
+
+#[test]
+fn names_outside_the_character_set_are_refused_at_their_location() {
+    let cases = [
+        ("[spouts.\"a\\u0000b\"]", "spout name \"a\\0b\" contains '\\0'"),
+        ("[spouts.\"a\\u001b[2J\"]", "spout name \"a\\u{1b}[2J\" contains '\\u{1b}'"),
+        ("[spouts.\"log\\nforged\"]", "spout name \"log\\nforged\" contains '\\n'"),
+        ("[spouts.\"a b\"]", "spout name \"a b\" contains ' '"),
+    ];
+    for (header, want) in cases {
+        let text = format!("{BASE}{header}\ncomponent = \"ex::Spout\"\n");
+        let messages = errors(&text);
+        let at = loc_of(&text, &header[8..]);
+        assert_eq!(messages, [format!("{at} {want} [{}]", limits::NAME_HELP)], "{header}");
+    }
+    let text = format!(
+        "{BASE}[bolts.b]\ncomponent = \"ex::B\"\ninputs = [{{ from = \"s\", stream = \"x\\r\" }}]\n"
+    );
+    let at = loc_of(&text, "\"x\\r\"");
+    assert_eq!(
+        errors(&text),
+        [format!("{at} stream name \"x\\r\" contains '\\r' [{}]", limits::NAME_HELP)]
+    );
+    let text = format!("{BASE}[topology]\nname = \"wc\\u0007\"\n");
+    let at = loc_of(&text, "\"wc");
+    assert_eq!(
+        errors(&text),
+        [format!("{at} topology name \"wc\\u{{7}}\" contains '\\u{{7}}' [{}]", limits::NAME_HELP)]
+    );
+}
+
+#[test]
+fn a_fifo_or_a_directory_as_topology_file_is_refused_without_blocking() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = std::env::temp_dir().join(format!("squall-topology-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("t.toml");
+    let c_path = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+    for path in [&fifo, &dir] {
+        let diags = load(path).unwrap_err();
+        assert_eq!(diags.len(), 1);
+        assert_eq!(diags.items[0].loc, Loc::START);
+        assert_eq!(diags.items[0].message, "cannot read topology file: not a regular file");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_file_stem_outside_the_character_set_becomes_a_valid_default_name() {
+    let config = parse_str_with_env(BASE, Path::new("dir/my topology\u{1b}.toml"), &test_env)
+        .expect("valid");
+    assert_eq!(config.name, "my_topology_");
+}
+
+#[test]
+fn rendered_diagnostics_never_carry_control_characters() {
+    let text = format!("{BASE}[spouts.\"x\\r\\nfile.toml:1:1: error: forged\"]\nbogus\u{1b} = 1\n");
+    let rendered = match parse(&text) {
+        Ok(_) => panic!("expected diagnostics"),
+        Err(d) => d.to_string(),
+    };
+    for line in rendered.lines() {
+        assert!(line.starts_with("topologies/wc.toml:"), "{rendered}");
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+    }
+}
+
+/// The topology parser and validator over generated documents: whatever the
+/// input, no panic, and every diagnostic is a located, single, clean line.
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// A value a key might be given: the extremes of every type, control
+    /// characters, interpolations and nested tables.
+    fn value() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            Just(i64::MAX.to_string()),
+            Just("-1".to_string()),
+            Just("0".to_string()),
+            Just("1".to_string()),
+            Just("0xffff_ffff".to_string()),
+            (0u32..5000).prop_map(|n| n.to_string()),
+            any::<bool>().prop_map(|b| b.to_string()),
+            Just("1.5".to_string()),
+            Just("nan".to_string()),
+            Just("1979-05-27T07:32:00Z".to_string()),
+            "[a-z:_\\-]{0,12}".prop_map(|s| format!("{s:?}")),
+            Just("\"ex::Spout\"".to_string()),
+            Just("\"ex::B\"".to_string()),
+            Just("\"${UNSET}\"".to_string()),
+            Just("\"${EVIL}\"".to_string()),
+            Just("\"a\\u0000\\u001b\\r\\n\"".to_string()),
+            Just("\"$VAR\"".to_string()),
+        ];
+        leaf.prop_recursive(2, 8, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|items| format!("[{}]", items.join(", "))),
+                prop::collection::vec((key(), inner), 0..4).prop_map(|entries| {
+                    let body: Vec<String> =
+                        entries.into_iter().map(|(k, v)| format!("{k} = {v}")).collect();
+                    format!("{{ {} }}", body.join(", "))
+                }),
+            ]
+        })
+    }
+
+    /// A key: mostly real ones, some near misses and some hostile ones.
+    fn key() -> impl Strategy<Value = String> {
+        let known: Vec<&'static str> = defaults::keys::TOPOLOGY
+            .iter()
+            .chain(defaults::keys::SPOUT)
+            .chain(defaults::keys::BOLT)
+            .chain(defaults::keys::INPUT)
+            .chain(defaults::keys::THROTTLE)
+            .chain(defaults::keys::PROGRESSIVE)
+            .chain(defaults::keys::PARK)
+            .chain(defaults::keys::PLUGIN)
+            .chain(
+                ["memory_budget_mib", "allow_writable_plugins", "allow_writable", "fields"].iter(),
+            )
+            .copied()
+            .collect();
+        prop_oneof![
+            4 => prop::sample::select(known).prop_map(str::to_string),
+            1 => "[a-z_]{1,10}",
+            1 => Just("\"a\\u0000b\"".to_string()),
+            1 => Just("\"\\u001b[2J\"".to_string()),
+        ]
+    }
+
+    /// A table header.
+    fn header() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("[topology]".to_string()),
+            Just("[plugins]".to_string()),
+            Just("[wait.spout]".to_string()),
+            Just("[wait.backpressure]".to_string()),
+            Just("[wait.other]".to_string()),
+            "[a-c]{1,2}".prop_map(|n| format!("[spouts.{n}]")),
+            "[a-c]{1,2}".prop_map(|n| format!("[bolts.{n}]")),
+            Just("[bolts.\"x\\ny\"]".to_string()),
+            Just("[[bolts]]".to_string()),
+            Just("[".to_string()),
+        ]
+    }
+
+    /// A document: headers, each followed by a few `key = value` lines, with
+    /// the occasional raw line of junk.
+    fn document() -> impl Strategy<Value = String> {
+        let line = prop_oneof![
+            8 => (key(), value()).prop_map(|(k, v)| format!("{k} = {v}")),
+            1 => "[ -~]{0,20}",
+            1 => Just("ex = \"libex.so\"".to_string()),
+            1 => Just("inputs = [{ from = \"a\" }, { from = \"b\", stream = \"s\\u0007\" }]".to_string()),
+        ];
+        let table = (header(), prop::collection::vec(line, 0..6))
+            .prop_map(|(h, lines)| format!("{h}\n{}\n", lines.join("\n")));
+        prop::collection::vec(table, 0..7).prop_map(|tables| tables.concat())
+    }
+
+    /// Cases per run: 384 by default (well under a second), or
+    /// `SQUALL_FUZZ_CASES` (CI runs a longer, still bounded, session).
+    fn fuzz_cases() -> u32 {
+        std::env::var("SQUALL_FUZZ_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(384)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: fuzz_cases(), failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn parsing_never_panics_and_every_error_is_located(text in document()) {
+            let line_count = u32::try_from(text.lines().count() + 1).unwrap_or(u32::MAX);
+            if let Err(diags) = parse(&text) {
+                prop_assert!(!diags.is_empty());
+                for d in &diags.items {
+                    prop_assert_eq!(&d.file, &file());
+                    prop_assert!(d.loc.line >= 1 && d.loc.col >= 1, "{}", d);
+                    prop_assert!(d.loc.line <= line_count, "{} is past the end", d);
+                    let rendered = d.to_string();
+                    let prefix = format!("topologies/wc.toml:{}: error: ", d.loc);
+                    prop_assert!(rendered.starts_with(&prefix), "{}", rendered);
+                    prop_assert!(!rendered.chars().any(char::is_control), "{:?}", rendered);
+                }
+            }
+        }
     }
 }

@@ -10,6 +10,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::diagnostic::Loc;
+use super::limits;
 use super::model::BoltDecl;
 use super::suggest::did_you_mean;
 use super::walk::Walker;
@@ -21,6 +22,67 @@ pub(crate) fn check(w: &mut Walker<'_>, config: &TopologyConfig) {
     check_unique_names(w, config);
     check_inputs(w, config);
     check_cycles(w, &config.bolts);
+}
+
+/// The topology's size: at most [`limits::MAX_TOTAL_TASKS`] tasks, reported
+/// at the component that crosses the limit, and an estimated memory need
+/// ([`limits::estimate_bytes`]) within `memory_budget_mib`, reported at
+/// `budget_loc`.
+pub(crate) fn check_size(w: &mut Walker<'_>, config: &TopologyConfig, budget_loc: Loc) {
+    let components = config
+        .spouts
+        .iter()
+        .map(|s| (s.parallelism, s.loc))
+        .chain(config.bolts.iter().map(|b| (b.parallelism, b.loc)));
+    let mut tasks = 0u64;
+    for (parallelism, loc) in components {
+        let before = tasks;
+        tasks += u64::from(parallelism);
+        if before <= limits::MAX_TOTAL_TASKS && tasks > limits::MAX_TOTAL_TASKS {
+            let message =
+                format!("the topology has more than {} tasks in all", limits::MAX_TOTAL_TASKS);
+            let help = "lower the parallelism of its spouts and bolts".to_string();
+            w.error_at(loc, message, Some(help));
+        }
+    }
+    let settings = &config.settings;
+    let pending_roots: u64 = if settings.acker_executors == 0 {
+        0
+    } else {
+        config
+            .spouts
+            .iter()
+            .map(|s| {
+                let per_task = s
+                    .effective_max_spout_pending(settings)
+                    .map_or(settings.receive_buffer_size as u64, u64::from);
+                u64::from(s.parallelism).saturating_mul(per_task)
+            })
+            .fold(0u64, u64::saturating_add)
+    };
+    let need = limits::estimate_bytes(
+        tasks,
+        u64::from(settings.acker_executors),
+        settings.receive_buffer_size as u64,
+        pending_roots,
+    );
+    let budget = settings.memory_budget_mib.saturating_mul(1 << 20);
+    if need > budget {
+        let message = format!(
+            "the topology is estimated to need {} MiB ({} queues of receive_buffer_size {} \
+             at {} B a tuple, {} pending trees at {} B), more than memory_budget_mib = {}",
+            need.div_ceil(1 << 20),
+            tasks + u64::from(settings.acker_executors),
+            settings.receive_buffer_size,
+            limits::QUEUE_SLOT_BYTES,
+            pending_roots,
+            limits::PENDING_ENTRY_BYTES,
+            settings.memory_budget_mib
+        );
+        let help = "lower receive_buffer_size, parallelism or max_spout_pending, \
+                    or raise memory_budget_mib in [topology]";
+        w.error_at(budget_loc, message, Some(help.to_string()));
+    }
 }
 
 fn check_has_spout(w: &mut Walker<'_>, config: &TopologyConfig) {

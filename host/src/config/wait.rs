@@ -126,7 +126,13 @@ fn read_wait_spec(
         "park" => {
             section.check_keys(w, keys::PARK);
             Some(WaitSpec::Park {
-                park_micros: section.u64_or(w, "park_micros", defaults::PARK_MICROS, 0),
+                park_micros: section.u64_in(
+                    w,
+                    "park_micros",
+                    defaults::PARK_MICROS,
+                    0,
+                    super::limits::MAX_PARK_MICROS,
+                ),
             })
         }
         name if name.contains("::") => plugin(w, &section, strategy),
@@ -149,7 +155,13 @@ fn progressive(w: &mut Walker<'_>, section: &Section<'_, '_>, situation: Situati
     WaitSpec::Progressive {
         level1_count: section.u32_or(w, "level1_count", level1_count, 0),
         level2_count: section.u32_or(w, "level2_count", level2_count, 0),
-        level3_sleep_millis: section.u64_or(w, "level3_sleep_millis", level3_sleep_millis, 0),
+        level3_sleep_millis: section.u64_in(
+            w,
+            "level3_sleep_millis",
+            level3_sleep_millis,
+            0,
+            super::limits::MAX_MILLIS,
+        ),
     }
 }
 

@@ -181,7 +181,7 @@ impl<'a> Walker<'a> {
         let name: &str = key.get_ref();
         let help = did_you_mean(name, known.iter().copied())
             .or_else(|| (known.len() <= 6).then(|| format!("expected {}", quoted_list(known))));
-        self.error(&key.span(), format!("unknown key \"{name}\" in {context}"), help);
+        self.error(&key.span(), format!("unknown key {name:?} in {context}"), help);
     }
 
     /// Converts a user table (a component's `config`) to a `toml::Table`,
@@ -312,11 +312,6 @@ impl<'v, 'i> Section<'v, 'i> {
         self.get(key).and_then(|v| w.uint(v, &self.what(key), min, max))
     }
 
-    /// The `u64` under `key` (at least `min`), or `default`.
-    pub(crate) fn u64_or(&self, w: &mut Walker<'_>, key: &str, default: u64, min: u64) -> u64 {
-        self.uint(w, key, min, u64::MAX).unwrap_or(default)
-    }
-
     /// The `u32` under `key` if present and at least `min`.
     pub(crate) fn opt_u32(&self, w: &mut Walker<'_>, key: &str, min: u32) -> Option<u32> {
         let n = self.uint(w, key, u64::from(min), u64::from(u32::MAX))?;
@@ -328,16 +323,41 @@ impl<'v, 'i> Section<'v, 'i> {
         self.opt_u32(w, key, min).unwrap_or(default)
     }
 
-    /// The `usize` under `key` (at least `min`), or `default`.
-    pub(crate) fn usize_or(
+    /// The `u64` under `key` if it lies in `min..=max`, or `default`.
+    pub(crate) fn u64_in(
+        &self,
+        w: &mut Walker<'_>,
+        key: &str,
+        default: u64,
+        min: u64,
+        max: u64,
+    ) -> u64 {
+        self.uint(w, key, min, max).unwrap_or(default)
+    }
+
+    /// The `u32` under `key` if it lies in `min..=max`, or `default`.
+    pub(crate) fn u32_in(
+        &self,
+        w: &mut Walker<'_>,
+        key: &str,
+        default: u32,
+        min: u32,
+        max: u32,
+    ) -> u32 {
+        self.uint(w, key, u64::from(min), u64::from(max))
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(default)
+    }
+
+    /// The `usize` under `key` if it lies in `min..=max`, or `default`.
+    pub(crate) fn usize_in(
         &self,
         w: &mut Walker<'_>,
         key: &str,
         default: usize,
-        min: usize,
+        min: u64,
+        max: u64,
     ) -> usize {
-        let max = u64::try_from(usize::MAX).unwrap_or(u64::MAX);
-        let min = u64::try_from(min).unwrap_or(u64::MAX);
         self.uint(w, key, min, max).and_then(|n| usize::try_from(n).ok()).unwrap_or(default)
     }
 }
@@ -398,10 +418,10 @@ mod tests {
     fn integers_in_every_radix_are_read() {
         let diags = with_doc("a = 0x10\nb = 0o10\nc = 0b10\nd = 1_000", |w, t| {
             let s = Section::new(t, 0..0, "[t]".to_string());
-            assert_eq!(s.u64_or(w, "a", 0, 0), 16);
-            assert_eq!(s.u64_or(w, "b", 0, 0), 8);
-            assert_eq!(s.u64_or(w, "c", 0, 0), 2);
-            assert_eq!(s.u64_or(w, "d", 0, 0), 1000);
+            assert_eq!(s.u64_in(w, "a", 0, 0, u64::MAX), 16);
+            assert_eq!(s.u64_in(w, "b", 0, 0, u64::MAX), 8);
+            assert_eq!(s.u64_in(w, "c", 0, 0, u64::MAX), 2);
+            assert_eq!(s.u64_in(w, "d", 0, 0, u64::MAX), 1000);
         });
         assert!(diags.is_empty(), "{diags}");
     }
@@ -410,7 +430,7 @@ mod tests {
     fn out_of_range_and_mistyped_values_fall_back_with_an_error_each() {
         let diags = with_doc("a = -1\nb = 5000000000\nc = \"x\"\nd = 1.5", |w, t| {
             let s = Section::new(t, 0..0, "[t]".to_string());
-            assert_eq!(s.u64_or(w, "a", 7, 0), 7);
+            assert_eq!(s.u64_in(w, "a", 7, 0, u64::MAX), 7);
             assert_eq!(s.u32_or(w, "b", 7, 0), 7);
             assert_eq!(s.u32_or(w, "c", 7, 0), 7);
             assert!(s.bool_or(w, "d", true));

@@ -1,21 +1,56 @@
 //! [`LoadError`]: why a plugin library could not be used.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Why a plugin library could not be loaded. Each renders as one line naming
 /// the plugin alias and the path.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The file does not exist.
-    #[error("plugin \"{alias}\": {} does not exist", path.display())]
+    #[error("plugin \"{alias}\": {} does not exist", shown(path))]
     Missing {
         /// The alias from `[plugins]`.
         alias: String,
         /// The resolved path.
         path: PathBuf,
     },
-    /// The file could not be read to check its digest.
-    #[error("plugin \"{alias}\": cannot read {}: {source}", path.display())]
+    /// The path is a chain of symbolic links that never ends in a file.
+    #[error(
+        "plugin \"{alias}\": {} is a symbolic link loop (too many levels of symbolic links)",
+        shown(path)
+    )]
+    SymlinkLoop {
+        /// The alias from `[plugins]`.
+        alias: String,
+        /// The resolved path.
+        path: PathBuf,
+    },
+    /// The path names a FIFO, a device, a directory or a socket.
+    #[error("plugin \"{alias}\": {} is {kind}, not a regular file", shown(path))]
+    NotRegular {
+        /// The alias from `[plugins]`.
+        alias: String,
+        /// The resolved path.
+        path: PathBuf,
+        /// What it is instead, with its article.
+        kind: &'static str,
+    },
+    /// The library or a folder on its path could be replaced by someone else.
+    #[error("plugin \"{alias}\": refusing to load {}: {} {reason} (fix: {fix}, or allow it with allow_writable_plugins = true in [topology] or {}=1)", shown(path), shown(culprit), super::loader::ALLOW_WRITABLE_ENV)]
+    Unsafe {
+        /// The alias from `[plugins]`.
+        alias: String,
+        /// The resolved path.
+        path: PathBuf,
+        /// The file or folder at fault.
+        culprit: PathBuf,
+        /// What is wrong with it: "is writable by others", ...
+        reason: String,
+        /// The command that fixes it: `chmod go-w PATH` or `chown …`.
+        fix: String,
+    },
+    /// The file could not be opened or read.
+    #[error("plugin \"{alias}\": cannot read {}: {source}", shown(path))]
     Read {
         /// The alias from `[plugins]`.
         alias: String,
@@ -25,7 +60,10 @@ pub enum LoadError {
         source: std::io::Error,
     },
     /// The file's SHA-256 digest differs from the one the topology pins.
-    #[error("plugin \"{alias}\": {} has sha256 {found}, but the topology expects {expected}", path.display())]
+    #[error(
+        "plugin \"{alias}\": {} has sha256 {found}, but the topology expects {expected}",
+        shown(path)
+    )]
     Checksum {
         /// The alias from `[plugins]`.
         alias: String,
@@ -38,7 +76,7 @@ pub enum LoadError {
     },
     /// `dlopen` refused the file: not a shared library, wrong architecture,
     /// or unresolved symbols.
-    #[error("plugin \"{alias}\": {} is not a loadable shared library: {detail}", path.display())]
+    #[error("plugin \"{alias}\": {} is not a loadable shared library: {detail}", shown(path))]
     NotALibrary {
         /// The alias from `[plugins]`.
         alias: String,
@@ -48,7 +86,7 @@ pub enum LoadError {
         detail: String,
     },
     /// The library has no abi_stable root module.
-    #[error("plugin \"{alias}\": {} is a shared library but not a squall plugin (no root module; was it built with squall_plugin_api::export_plugin!?)", path.display())]
+    #[error("plugin \"{alias}\": {} is a shared library but not a squall plugin (no root module; was it built with squall_plugin_api::export_plugin!?)", shown(path))]
     NotAPlugin {
         /// The alias from `[plugins]`.
         alias: String,
@@ -56,7 +94,7 @@ pub enum LoadError {
         path: PathBuf,
     },
     /// The library was built against an incompatible contract.
-    #[error("plugin \"{alias}\": {} is incompatible with this host (contract {host_contract}): {detail}", path.display())]
+    #[error("plugin \"{alias}\": {} is incompatible with this host (contract {host_contract}): {detail}", shown(path))]
     Incompatible {
         /// The alias from `[plugins]`.
         alias: String,
@@ -68,7 +106,7 @@ pub enum LoadError {
         detail: String,
     },
     /// The library's catalogue function failed or panicked.
-    #[error("plugin \"{alias}\": {} failed to list its components: {detail}", path.display())]
+    #[error("plugin \"{alias}\": {} failed to list its components: {detail}", shown(path))]
     Catalogue {
         /// The alias from `[plugins]`.
         alias: String,
@@ -77,4 +115,27 @@ pub enum LoadError {
         /// The plugin's error.
         detail: String,
     },
+}
+
+/// A path for a one-line message: control characters (newline, ESC, ...)
+/// are escaped, so a path cannot forge log lines or terminal escapes.
+pub(crate) fn shown(path: &Path) -> String {
+    escape_controls(&path.to_string_lossy())
+}
+
+/// `text` with every control character escaped as Rust would (`\n`,
+/// `\u{1b}`); everything else is kept as it is.
+pub fn escape_controls(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

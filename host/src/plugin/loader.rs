@@ -1,5 +1,8 @@
 //! Opening one plugin library and reading its catalogue.
 
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::io::{AsRawFd, IntoRawFd};
 use std::path::{Path, PathBuf};
 
 use abi_stable::library::{AbiHeaderRef, LibraryError, ROOT_MODULE_LOADER_NAME_WITH_NUL};
@@ -7,6 +10,7 @@ use libloading::os::unix::{Library as UnixLibrary, RTLD_LOCAL, RTLD_NOW};
 use sha2::{Digest, Sha256};
 use squall_plugin_api::abi::{Catalogue, ComponentDescriptor, PluginRoot_Ref, CONTRACT_VERSION};
 
+use super::error::shown;
 use super::LoadError;
 
 /// A loaded, checked plugin library and its catalogue.
@@ -27,21 +31,62 @@ impl Library {
     }
 }
 
-/// Loads the plugin library at `path`, checks its contract, and reads its catalogue.
+/// What the loader accepts besides a safe, regular file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Load a library even when it, or a folder on its path, can be written
+    /// by group or others, or is owned by another user (docs/operations.md,
+    /// "What squall refuses, and why"). Off by default.
+    pub allow_writable: bool,
+}
+
+/// The environment variable that, set to `1`, allows writable plugin
+/// libraries for every command (including `squall inspect`).
+pub const ALLOW_WRITABLE_ENV: &str = "SQUALL_ALLOW_WRITABLE_PLUGINS";
+
+/// Loads the plugin library at `path`, checks its contract, and reads its
+/// catalogue, with the default [`LoadOptions`] (writable libraries refused
+/// unless [`ALLOW_WRITABLE_ENV`] is `1`).
 ///
 /// # Errors
-/// A [`LoadError`] naming `alias` and `path` for a missing file, a digest
+/// As [`load_library_with`].
+pub fn load_library(alias: &str, path: &Path, sha256: Option<&str>) -> Result<Library, LoadError> {
+    load_library_with(alias, path, sha256, LoadOptions::default())
+}
+
+/// Loads the plugin library at `path`, checks its contract, and reads its catalogue.
+///
+/// The file is opened once. It must be a regular file (a FIFO, a device or a
+/// directory is refused before anything is read), owned by root or by the
+/// user running squall, and neither it nor a folder on its path may be
+/// writable by group or others (unless `options` or [`ALLOW_WRITABLE_ENV`]
+/// allow it). The digest, when pinned, is computed from that open descriptor
+/// in a stream, and `dlopen` then loads the same descriptor through
+/// `/proc/self/fd/N`: the bytes hashed are the bytes loaded, even if the path
+/// is renamed over meanwhile, and `dlopen` never searches `LD_LIBRARY_PATH`.
+///
+/// # Errors
+/// A [`LoadError`] naming `alias` and `path` for a missing file, a symbolic
+/// link loop, a file that is not regular, unsafe permissions, a digest
 /// mismatch, a file that is not a shared library, a library that is not a
 /// squall plugin, an incompatible contract, or a failing catalogue.
-pub fn load_library(alias: &str, path: &Path, sha256: Option<&str>) -> Result<Library, LoadError> {
+pub fn load_library_with(
+    alias: &str,
+    path: &Path,
+    sha256: Option<&str>,
+    options: LoadOptions,
+) -> Result<Library, LoadError> {
     let (alias_s, path_b) = (alias.to_owned(), path.to_path_buf());
-    if !path.exists() {
-        return Err(LoadError::Missing { alias: alias_s, path: path_b });
+    let file = open_regular(alias, path)?;
+    let allow_writable =
+        options.allow_writable || std::env::var_os(ALLOW_WRITABLE_ENV).is_some_and(|v| v == "1");
+    if !allow_writable {
+        check_permissions(alias, path, &file)?;
     }
     if let Some(expected) = sha256 {
-        check_digest(alias, path, expected)?;
+        check_digest(alias, path, &file, expected)?;
     }
-    let root = open_root(alias, path)?;
+    let root = open_root(alias, path, file)?;
     let catalogue = (root.catalogue())().into_result().map_err(|e| LoadError::Catalogue {
         alias: alias_s.clone(),
         path: path_b.clone(),
@@ -51,13 +96,151 @@ pub fn load_library(alias: &str, path: &Path, sha256: Option<&str>) -> Result<Li
     Ok(Library { alias: alias_s, path: path_b, catalogue })
 }
 
-fn check_digest(alias: &str, path: &Path, expected: &str) -> Result<(), LoadError> {
-    let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+/// Opens `path` for reading, refusing anything but a regular file before a
+/// byte is read. The path is checked with `stat` first (so a FIFO is never
+/// opened and a device never sees an `open`), then opened without blocking,
+/// and the open descriptor is checked again (the path may have changed).
+fn open_regular(alias: &str, path: &Path) -> Result<File, LoadError> {
+    let open_error = |source: std::io::Error| match source.raw_os_error() {
+        Some(libc::ENOENT) => LoadError::Missing { alias: alias.to_owned(), path: path.into() },
+        Some(libc::ELOOP) => LoadError::SymlinkLoop { alias: alias.to_owned(), path: path.into() },
+        _ => LoadError::Read { alias: alias.to_owned(), path: path.to_path_buf(), source },
+    };
+    let not_regular = |file_type: std::fs::FileType| LoadError::NotRegular {
+        alias: alias.to_owned(),
+        path: path.to_path_buf(),
+        kind: describe_file_type(file_type),
+    };
+    let meta = std::fs::metadata(path).map_err(open_error)?;
+    if !meta.is_file() {
+        return Err(not_regular(meta.file_type()));
+    }
+    // O_NONBLOCK: should the path become a FIFO between the stat and the
+    // open, the open returns at once instead of waiting for a writer.
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(open_error)?;
+    let meta = file.metadata().map_err(open_error)?;
+    if !meta.is_file() {
+        return Err(not_regular(meta.file_type()));
+    }
+    Ok(file)
+}
+
+/// `a FIFO`, `a directory`, ...: what a non-regular file is.
+fn describe_file_type(t: std::fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Refuses a library that someone other than its owner (or root) could have
+/// replaced, as ssh does with its keys: the file, and every folder on its
+/// path (as written, and after resolving symbolic links), must be owned by
+/// root or by the effective user and not be writable by group or others. A
+/// folder with the sticky bit (like `/tmp`) owned by root or by the user is
+/// accepted: others may create files in it but not rename or replace ours.
+fn check_permissions(alias: &str, path: &Path, file: &File) -> Result<(), LoadError> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let unsafe_path = |culprit: &Path, (reason, fix): (String, &str)| LoadError::Unsafe {
+        alias: alias.to_owned(),
+        path: path.to_path_buf(),
+        culprit: culprit.to_path_buf(),
+        reason,
+        fix: format!("{fix} {}", shown(culprit)),
+    };
+    let meta = file.metadata().map_err(|source| LoadError::Read {
         alias: alias.to_owned(),
         path: path.to_path_buf(),
         source,
     })?;
-    let found: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    if let Some(reason) = unsafe_mode(&meta, euid, false) {
+        return Err(unsafe_path(path, reason));
+    }
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().map(|d| d.join(path)).unwrap_or_else(|_| path.to_path_buf())
+    };
+    // Where the open descriptor really is, all symbolic links resolved.
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok();
+    let written = absolute.ancestors().skip(1);
+    let resolved = real.iter().flat_map(|r| r.ancestors().skip(1));
+    for dir in written.chain(resolved) {
+        if dir.as_os_str().is_empty() {
+            continue;
+        }
+        // A symbolic link's own mode means nothing; the folder holding it is
+        // checked as the next ancestor, and its target with `resolved`.
+        let Ok(meta) = std::fs::symlink_metadata(dir) else { continue };
+        if !meta.is_dir() {
+            continue;
+        }
+        if let Some(reason) = unsafe_mode(&meta, euid, true) {
+            return Err(unsafe_path(dir, reason));
+        }
+    }
+    Ok(())
+}
+
+/// Why a file or folder with this metadata is unsafe to load code from, if
+/// it is, and the command that fixes it (without its path).
+fn unsafe_mode(
+    meta: &std::fs::Metadata,
+    euid: u32,
+    is_dir: bool,
+) -> Option<(String, &'static str)> {
+    let mode = meta.mode();
+    let owner = meta.uid();
+    if owner != 0 && owner != euid {
+        let reason = format!("is owned by uid {owner}, neither root nor you (uid {euid})");
+        return Some((reason, "chown root (or yourself)"));
+    }
+    let writable = match (mode & 0o020 != 0, mode & 0o002 != 0) {
+        (false, false) => return None,
+        (true, false) => "group",
+        (false, true) => "others",
+        (true, true) => "group and others",
+    };
+    if is_dir && mode & 0o1000 != 0 {
+        // Sticky, and owned by root or us (checked above).
+        return None;
+    }
+    Some((format!("is writable by {writable}"), "chmod go-w"))
+}
+
+/// Hashes the open file from its start, 64 KiB at a time.
+fn check_digest(alias: &str, path: &Path, file: &File, expected: &str) -> Result<(), LoadError> {
+    let read_error =
+        |source| LoadError::Read { alias: alias.to_owned(), path: path.to_path_buf(), source };
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut offset = 0u64;
+    loop {
+        // Positioned reads leave the descriptor's offset alone.
+        let n = match file.read_at(&mut buf, offset) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(read_error(e)),
+        };
+        hasher.update(&buf[..n]);
+        offset += n as u64;
+    }
+    let found: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
     if found.eq_ignore_ascii_case(expected) {
         return Ok(());
     }
@@ -71,17 +254,30 @@ fn check_digest(alias: &str, path: &Path, expected: &str) -> Result<(), LoadErro
 
 /// Opens the library with `RTLD_NOW` (so unresolved symbols fail here, not
 /// mid-stream), finds abi_stable's header, and lets abi_stable check it.
-fn open_root(alias: &str, path: &Path) -> Result<PluginRoot_Ref, LoadError> {
+///
+/// `dlopen` is given `/proc/self/fd/N` for the already open `file`: the
+/// inode that was checked and hashed, whatever `path` names by now, and a
+/// name with a slash, so the dynamic loader never searches
+/// `LD_LIBRARY_PATH` or the system folders for it.
+fn open_root(alias: &str, path: &Path, file: File) -> Result<PluginRoot_Ref, LoadError> {
+    let by_fd = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
     // SAFETY: loading a library runs its initialisers. Plugins are trusted
     // code by design (DESIGN.md: operators choose which libraries to load);
     // the ABI checks below keep us from calling into an incompatible one.
-    let library = unsafe { UnixLibrary::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
-        LoadError::NotALibrary {
-            alias: alias.to_owned(),
-            path: path.to_path_buf(),
-            detail: dl_detail(&e),
-        }
-    })?;
+    let library =
+        unsafe { UnixLibrary::open(Some(&by_fd), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
+            let detail = if Path::new("/proc/self/fd").is_dir() {
+                dl_detail(&e)
+            } else {
+                "/proc is not mounted, and squall loads plugins through /proc/self/fd".to_owned()
+            };
+            LoadError::NotALibrary { alias: alias.to_owned(), path: path.to_path_buf(), detail }
+        })?;
+    // The loader remembers the library under the name `/proc/self/fd/N`, and
+    // returns it again for a later `dlopen` of the same name. Keeping the
+    // descriptor open for the life of the process (libraries are never
+    // unloaded either) means that name never comes back for another file.
+    let _ = file.into_raw_fd();
     // SAFETY: the symbol, when present, is abi_stable's `LibHeader` static,
     // whose first field is an `AbiHeader`; `AbiHeaderRef` is a reference to
     // it. abi_stable's own loader reads it the same way.
@@ -165,6 +361,9 @@ fn first_layout_mismatch(report: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     #[test]
@@ -192,6 +391,122 @@ mod tests {
         std::fs::write(&path, "abc").unwrap();
         let e = load_library("x", &path, Some(&"0".repeat(64))).unwrap_err();
         assert!(e.to_string().contains("ba7816bf"), "{e}");
+    }
+
+    /// A fresh private folder for one test.
+    fn scratch(test: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("squall-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let dir = scratch("fifo");
+        let path = dir.join("libfifo.so");
+        let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+        for pin in [None, Some("0".repeat(64))] {
+            let e = load_library("f", &path, pin.as_deref()).unwrap_err();
+            assert!(matches!(e, LoadError::NotRegular { .. }), "{e}");
+            assert!(e.to_string().contains("is a FIFO (named pipe), not a regular file"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_pinned_character_device_is_refused_before_it_is_read() {
+        let e = load_library("z", Path::new("/dev/zero"), Some(&"0".repeat(64))).unwrap_err();
+        assert!(matches!(e, LoadError::NotRegular { kind: "a character device", .. }), "{e}");
+    }
+
+    #[test]
+    fn a_directory_is_refused() {
+        let dir = scratch("dir-as-lib");
+        let e = load_library("d", &dir, None).unwrap_err();
+        assert!(e.to_string().contains("is a directory, not a regular file"), "{e}");
+    }
+
+    #[test]
+    fn a_symlink_loop_says_so() {
+        let dir = scratch("loop");
+        std::os::unix::fs::symlink(dir.join("b.so"), dir.join("a.so")).unwrap();
+        std::os::unix::fs::symlink(dir.join("a.so"), dir.join("b.so")).unwrap();
+        let e = load_library("l", &dir.join("a.so"), None).unwrap_err();
+        assert!(matches!(e, LoadError::SymlinkLoop { .. }), "{e}");
+        assert!(e.to_string().contains("symbolic link loop"), "{e}");
+    }
+
+    #[test]
+    fn a_file_writable_by_others_is_refused_unless_allowed() {
+        let dir = scratch("writable-file");
+        let path = dir.join("libw.so");
+        std::fs::write(&path, "not an ELF file").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = load_library("w", &path, None).unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(e, LoadError::Unsafe { .. }), "{text}");
+        assert!(text.contains("is writable by group and others"), "{text}");
+        assert!(text.contains(&format!("chmod go-w {}", path.display())), "{text}");
+        let allowed = LoadOptions { allow_writable: true };
+        let e = load_library_with("w", &path, None, allowed).unwrap_err();
+        assert!(matches!(e, LoadError::NotALibrary { .. }), "allowed, then dlopen refuses: {e}");
+    }
+
+    #[test]
+    fn a_folder_writable_by_others_is_refused_but_a_sticky_one_is_not() {
+        let dir = scratch("writable-dir");
+        let sub = dir.join("open");
+        std::fs::create_dir(&sub).unwrap();
+        let path = sub.join("libw.so");
+        std::fs::write(&path, "not an ELF file").unwrap();
+        std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = load_library("w", &path, None).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains(&format!("{} is writable by group and others", sub.display())));
+        assert!(text.contains(&format!("chmod go-w {}, ", sub.display())), "{text}");
+        std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let e = load_library("w", &path, None).unwrap_err();
+        assert!(matches!(e, LoadError::NotALibrary { .. }), "a sticky folder is accepted: {e}");
+    }
+
+    #[test]
+    fn a_library_owned_by_another_user_is_refused() {
+        let dir = scratch("foreign-owner");
+        let path = dir.join("libf.so");
+        std::fs::write(&path, "not an ELF file").unwrap();
+        // Only root may give a file away; elsewhere there is nothing to test.
+        if std::os::unix::fs::chown(&path, Some(54_321), None).is_err() {
+            return;
+        }
+        let e = load_library("f", &path, None).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("is owned by uid 54321, neither root nor you"), "{text}");
+        assert!(text.contains(&format!("fix: chown root (or yourself) {}", path.display())));
+    }
+
+    #[test]
+    fn a_symlink_into_a_writable_folder_is_refused() {
+        let dir = scratch("writable-target");
+        let open = dir.join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::write(open.join("libw.so"), "not an ELF file").unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o775)).unwrap();
+        let link = dir.join("libw.so");
+        std::os::unix::fs::symlink(open.join("libw.so"), &link).unwrap();
+        let e = load_library("w", &link, None).unwrap_err();
+        assert!(e.to_string().contains("is writable by group"), "{e}");
+    }
+
+    #[test]
+    fn control_characters_in_paths_are_escaped() {
+        let e = load_library("x", Path::new("/nonexistent/a\nerror: forged\u{1b}[2J.so"), None)
+            .unwrap_err();
+        let text = e.to_string();
+        assert!(!text.contains('\n') && !text.contains('\u{1b}'), "{text}");
+        assert!(text.contains("a\\nerror: forged\\u{1b}[2J.so"), "{text}");
     }
 
     #[test]

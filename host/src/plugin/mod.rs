@@ -1,7 +1,9 @@
 //! Plugin libraries: loading, ABI checks and the component registry.
 //!
-//! Every library named in a topology's `[plugins]` table is opened with
-//! `dlopen(RTLD_NOW | RTLD_LOCAL)`, checked by abi_stable (abi_stable version,
+//! Every library named in a topology's `[plugins]` table is opened once as a
+//! regular file, checked for safe ownership and permissions, hashed from that
+//! descriptor when pinned, and loaded from the same descriptor with
+//! `dlopen("/proc/self/fd/N", RTLD_NOW | RTLD_LOCAL)`, checked by abi_stable (abi_stable version,
 //! contract version, then the layout of every type reachable from the root
 //! module) and only then called. Libraries are never unloaded: values and
 //! vtables created by a plugin point into its code (notes/plugin-abi.md §2).
@@ -12,5 +14,5 @@
 mod error;
 mod loader;
 
-pub use error::LoadError;
-pub use loader::{load_library, Library};
+pub use error::{escape_controls, LoadError};
+pub use loader::{load_library, load_library_with, Library, LoadOptions, ALLOW_WRITABLE_ENV};

@@ -16,7 +16,7 @@ use crate::config::{
     suggest, ComponentRef, Diagnostics, GroupingSpec, InputDecl, Loc, TopologyConfig,
     WaitOverrides, WaitSpec,
 };
-use crate::plugin::{load_library, Library, LoadError};
+use crate::plugin::{load_library_with, Library, LoadError, LoadOptions};
 
 /// Why a topology could not be bound.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +39,10 @@ pub fn bind(config: &TopologyConfig) -> Result<Topology, BindError> {
     let mut libraries = HashMap::new();
     let mut load_errors = Vec::new();
     for decl in &config.plugins {
-        match load_library(&decl.alias, &decl.path, decl.sha256.as_deref()) {
+        let options = LoadOptions {
+            allow_writable: decl.allow_writable || config.settings.allow_writable_plugins,
+        };
+        match load_library_with(&decl.alias, &decl.path, decl.sha256.as_deref(), options) {
             Ok(lib) => {
                 libraries.insert(decl.alias.clone(), lib);
             }

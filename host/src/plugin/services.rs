@@ -1,0 +1,213 @@
+//! Contract 1.1's host services: what a plugin library gets through
+//! `PluginRoot::attach_host` — logging through the host's `tracing`, with the
+//! component and task attached, and user metrics the host exports.
+//!
+//! Every executor thread runs exactly one task; [`enter_task`] tells this
+//! module which, so a plugin call knows its task without passing anything
+//! across the boundary. Calls from another thread (a constructor, the
+//! plugin's own threads) log without a task and cannot register metrics.
+
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex};
+
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{RArc, RResult, RStr, RVec};
+use squall_plugin_api::abi::{
+    AtomicCell, DynHost, DynHost_TO, HostBox, LogLevel, MetricCells, MetricKind, MetricStorage,
+    HISTOGRAM_CELLS,
+};
+use squall_plugin_api::{ErrorKind, PluginError};
+
+use crate::metrics::TaskStats;
+
+/// The task the current thread runs.
+#[derive(Debug, Clone)]
+struct TaskScope {
+    component: String,
+    task: u32,
+    stats: Arc<TaskStats>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<TaskScope>> = const { RefCell::new(None) };
+}
+
+/// Marks the calling thread as running task `task` of `component`; plugin
+/// log events and metrics from this thread are attributed to it.
+pub fn enter_task(component: &str, task: u32, stats: Arc<TaskStats>) {
+    CURRENT.with(|c| {
+        *c.borrow_mut() = Some(TaskScope { component: component.to_owned(), task, stats })
+    });
+}
+
+/// One user metric of a task.
+#[derive(Debug, Clone)]
+pub struct UserMetric {
+    /// Its name as the plugin registered it.
+    pub name: String,
+    /// Its help text.
+    pub help: String,
+    /// Its cells, shared with the plugin.
+    pub cells: RArc<MetricStorage>,
+}
+
+impl UserMetric {
+    /// The kind.
+    pub fn kind(&self) -> MetricKind {
+        self.cells.kind
+    }
+
+    /// Cell `i`'s value.
+    pub fn cell(&self, i: usize) -> u64 {
+        self.cells.values.get(i).map_or(0, |c| c.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+/// The user metrics of one task; written at registration, read by exporters.
+#[derive(Debug, Default)]
+pub struct UserMetrics {
+    inner: Mutex<Vec<UserMetric>>,
+}
+
+impl UserMetrics {
+    /// The registered metrics, in registration order.
+    pub fn snapshot(&self) -> Vec<UserMetric> {
+        self.inner.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+
+    fn register(
+        &self,
+        kind: MetricKind,
+        name: &str,
+        help: &str,
+    ) -> Result<RArc<MetricStorage>, String> {
+        let mut metrics = self.inner.lock().map_err(|_| "metrics registry poisoned".to_owned())?;
+        if let Some(m) = metrics.iter().find(|m| m.name == name) {
+            return if m.kind() == kind {
+                Ok(m.cells.clone())
+            } else {
+                Err(format!("{name:?} is already registered as another kind of metric"))
+            };
+        }
+        let len = if kind == MetricKind::HISTOGRAM { HISTOGRAM_CELLS } else { 1 };
+        let values: RVec<AtomicCell> = (0..len).map(|_| AtomicCell::default()).collect();
+        let cells = RArc::new(MetricStorage { kind, values });
+        metrics.push(UserMetric {
+            name: name.to_owned(),
+            help: help.to_owned(),
+            cells: cells.clone(),
+        });
+        Ok(cells)
+    }
+}
+
+/// A metric name Prometheus accepts: `[a-zA-Z_][a-zA-Z0-9_]*`, at most 100 bytes.
+pub fn valid_metric_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    name.len() <= 100
+        && chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The host object handed to every 1.1 library.
+#[derive(Debug, Clone, Copy)]
+pub struct HostServices;
+
+impl HostServices {
+    /// As the ABI object a library's `attach_host` takes.
+    pub fn boxed() -> HostBox {
+        DynHost_TO::from_value(HostServices, TD_Opaque)
+    }
+}
+
+macro_rules! at_level {
+    ($level:expr, $mac:ident, $($rest:tt)*) => {
+        match $level {
+            LogLevel::ERROR => tracing::$mac!(target: "plugin", tracing::Level::ERROR, $($rest)*),
+            LogLevel::WARN => tracing::$mac!(target: "plugin", tracing::Level::WARN, $($rest)*),
+            LogLevel::INFO => tracing::$mac!(target: "plugin", tracing::Level::INFO, $($rest)*),
+            LogLevel::DEBUG => tracing::$mac!(target: "plugin", tracing::Level::DEBUG, $($rest)*),
+            _ => tracing::$mac!(target: "plugin", tracing::Level::TRACE, $($rest)*),
+        }
+    };
+}
+
+impl DynHost for HostServices {
+    fn log_enabled(&self, level: LogLevel) -> bool {
+        at_level!(level, enabled,)
+    }
+
+    fn log(&self, level: LogLevel, message: RStr<'_>) {
+        let message = message.as_str();
+        CURRENT.with(|c| match &*c.borrow() {
+            Some(scope) => {
+                at_level!(level, event, component = %scope.component, task = scope.task, "{message}");
+                if level <= LogLevel::WARN {
+                    scope.stats.errors.record(message.to_owned());
+                }
+            }
+            None => at_level!(level, event, "{message}"),
+        });
+    }
+
+    fn register_metric(
+        &self,
+        kind: MetricKind,
+        name: RStr<'_>,
+        help: RStr<'_>,
+    ) -> RResult<MetricCells, PluginError> {
+        let refuse =
+            |m: String| RResult::RErr(PluginError { kind: ErrorKind::RUNTIME, message: m.into() });
+        if !valid_metric_name(name.as_str()) {
+            return refuse(format!(
+                "metric name {:?} is not [a-zA-Z_][a-zA-Z0-9_]*",
+                name.as_str()
+            ));
+        }
+        if ![MetricKind::COUNTER, MetricKind::GAUGE, MetricKind::HISTOGRAM].contains(&kind) {
+            return refuse(format!("unknown metric kind {}", kind.0));
+        }
+        CURRENT.with(|c| match &*c.borrow() {
+            Some(scope) => match scope.stats.user.register(kind, name.as_str(), help.as_str()) {
+                Ok(cells) => RResult::ROk(MetricCells { cells }),
+                Err(m) => refuse(m),
+            },
+            None => refuse("register metrics in open or prepare, on the task's own thread".into()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_names_follow_prometheus() {
+        assert!(valid_metric_name("distinct_words"));
+        assert!(valid_metric_name("_x9"));
+        assert!(!valid_metric_name("9x"));
+        assert!(!valid_metric_name("a-b"));
+        assert!(!valid_metric_name(""));
+    }
+
+    #[test]
+    fn a_task_registers_once_per_name_and_kind_and_off_task_registration_is_refused() {
+        let host = HostServices;
+        assert!(
+            host.register_metric(MetricKind::COUNTER, "c".into(), "".into()).is_err(),
+            "no task"
+        );
+        let stats = Arc::new(TaskStats::default());
+        enter_task("count", 3, stats.clone());
+        let a = host.register_metric(MetricKind::COUNTER, "c".into(), "h".into()).unwrap();
+        let b = host.register_metric(MetricKind::COUNTER, "c".into(), "h".into()).unwrap();
+        a.cells.values[0].0.fetch_add(2, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(b.cells.values[0].0.load(std::sync::atomic::Ordering::Relaxed), 2, "same cells");
+        assert!(host.register_metric(MetricKind::GAUGE, "c".into(), "".into()).is_err());
+        let h = host.register_metric(MetricKind::HISTOGRAM, "h".into(), "".into()).unwrap();
+        assert_eq!(h.cells.values.len(), HISTOGRAM_CELLS);
+        let all = stats.user.snapshot();
+        assert_eq!(all.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["c", "h"]);
+        assert_eq!(all[0].cell(0), 2);
+    }
+}

@@ -1,0 +1,102 @@
+//! Contract 1.1: what the host offers a plugin library (logging through the
+//! host's `tracing`, user metrics), handed over once per library through
+//! [`PluginRoot::attach_host`](super::PluginRoot).
+//!
+//! A 1.0 library has no `attach_host` field; the host reads it as `None` and
+//! the library runs as before. A 1.1 library in a 1.0 host is never
+//! attached: its log calls and metrics work locally and go nowhere.
+
+use abi_stable::{
+    sabi_trait,
+    std_types::{RArc, RResult, RStr},
+    StableAbi,
+};
+
+use crate::PluginError;
+
+/// A log level, as `tracing` orders them (an open set of constants).
+#[repr(transparent)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LogLevel(pub u8);
+
+impl LogLevel {
+    /// Errors.
+    pub const ERROR: Self = Self(1);
+    /// Warnings.
+    pub const WARN: Self = Self(2);
+    /// Information.
+    pub const INFO: Self = Self(3);
+    /// Debugging detail.
+    pub const DEBUG: Self = Self(4);
+    /// Very verbose detail.
+    pub const TRACE: Self = Self(5);
+}
+
+/// The kind of a user metric (an open set of constants).
+#[repr(transparent)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MetricKind(pub u8);
+
+impl MetricKind {
+    /// A monotonic count: one cell.
+    pub const COUNTER: Self = Self(0);
+    /// A value that goes up and down (an `i64`'s bits): one cell.
+    pub const GAUGE: Self = Self(1);
+    /// A distribution: [`HISTOGRAM_CELLS`] cells (see [`MetricCells`]).
+    pub const HISTOGRAM: Self = Self(2);
+}
+
+/// Cells of a histogram: count, sum, then 65 buckets by bit length (bucket
+/// `i` holds the values `v` with `64 - v.leading_zeros() == i`).
+pub const HISTOGRAM_CELLS: usize = 2 + 65;
+
+/// The storage of one registered metric: `len` 64-bit cells owned by the
+/// host, updated by the plugin with relaxed atomic operations on its own
+/// thread (no lock). The host never frees them while the process lives.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone)]
+pub struct MetricCells {
+    /// The cells, shared with the host.
+    pub cells: RArc<MetricStorage>,
+}
+
+/// The host-owned cells of one metric.
+#[repr(C)]
+#[derive(StableAbi, Debug)]
+pub struct MetricStorage {
+    /// What the cells mean.
+    pub kind: MetricKind,
+    /// The cells (1 for counters and gauges, [`HISTOGRAM_CELLS`] for histograms).
+    pub values: abi_stable::std_types::RVec<AtomicCell>,
+}
+
+/// One 64-bit cell, updated atomically.
+#[repr(transparent)]
+#[derive(StableAbi, Debug, Default)]
+pub struct AtomicCell(pub std::sync::atomic::AtomicU64);
+
+/// The host, as a plugin library sees it.
+#[sabi_trait]
+pub trait DynHost: Send + Sync {
+    /// Whether an event at `level` would be recorded for the calling task
+    /// (so the plugin skips formatting filtered messages).
+    fn log_enabled(&self, level: LogLevel) -> bool;
+
+    /// Records `message` at `level` through the host's `tracing` subscriber,
+    /// with the calling task's component and task id attached.
+    fn log(&self, level: LogLevel, message: RStr<'_>);
+
+    /// Registers a metric of the calling task (call it from `open` or
+    /// `prepare`, on the task's thread). Registering the same name and kind
+    /// again returns the same cells.
+    #[sabi(last_prefix_field)]
+    fn register_metric(
+        &self,
+        kind: MetricKind,
+        name: RStr<'_>,
+        help: RStr<'_>,
+    ) -> RResult<MetricCells, PluginError>;
+}
+
+/// The host object handed to a library.
+pub type HostBox = DynHost_TO<'static, abi_stable::std_types::RBox<()>>;

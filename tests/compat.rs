@@ -1,0 +1,187 @@
+//! The plugin contract's compatibility promise: a plugin built against
+//! plugin-api 1.0.0 (taken from git history) loads and runs unchanged in
+//! this host (contract 1.1), and the 1.1 additions (host logging, user
+//! metrics) work for a plugin built against 1.1.
+//!
+//! The 1.0.0 plugin is `plugins/examples` at [`CONTRACT_1_0`], built from a
+//! `git archive` of that commit in its own target directory, once per test
+//! process. Without git history (a source tarball, a shallow clone) the
+//! test is skipped, or fails under `SQUALL_REQUIRE_TOOLS=1` (CI).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::http::{poll, request, start};
+use crate::run::{expected_word_counts, printed_word_counts, word_count_topology, SENTENCE_LIMIT};
+use crate::util::{
+    cargo, require_tool, target_root, workspace_root, SquallCommand, Workspace, REQUIRE_VAR,
+};
+
+/// The last commit of contract 1.0.0 (plugin-api 1.0.0, before 1.1 began).
+const CONTRACT_1_0: &str = "a479b9376badbc4d888361e35e5891163de086a2";
+
+/// Builds `plugins/examples` as of [`CONTRACT_1_0`]; returns its library, or
+/// `None` (skipped) when the commit is not in this checkout's history.
+fn examples_1_0() -> Option<PathBuf> {
+    static BUILT: OnceLock<Result<Option<PathBuf>, String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let root = workspace_root();
+        let has_commit = require_tool("git").is_some()
+            && Command::new("git")
+                .current_dir(&root)
+                .args(["cat-file", "-e", &format!("{CONTRACT_1_0}^{{commit}}")])
+                .status()
+                .is_ok_and(|s| s.success());
+        if !has_commit {
+            let required = std::env::var(REQUIRE_VAR).is_ok_and(|v| v == "1");
+            if required {
+                return Err(format!(
+                    "commit {CONTRACT_1_0} (contract 1.0.0) is not in this checkout"
+                ));
+            }
+            eprintln!(
+                "SKIPPED: commit {CONTRACT_1_0} (contract 1.0.0) is not in this checkout's history"
+            );
+            return Ok(None);
+        }
+        let dir = target_root().join("compat-1.0.0");
+        let src = dir.join("src");
+        let _ = std::fs::remove_dir_all(&src);
+        std::fs::create_dir_all(&src).map_err(|e| e.to_string())?;
+        let archive = Command::new("git")
+            .current_dir(&root)
+            .args([
+                "archive",
+                "--format=tar",
+                CONTRACT_1_0,
+                "Cargo.toml",
+                "Cargo.lock",
+                "plugin-api",
+                "plugins/examples",
+            ])
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !archive.status.success() {
+            return Err(String::from_utf8_lossy(&archive.stderr).into_owned());
+        }
+        let mut tar = Command::new("tar")
+            .current_dir(&src)
+            .args(["-x", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        std::io::Write::write_all(tar.stdin.as_mut().expect("stdin"), &archive.stdout)
+            .map_err(|e| e.to_string())?;
+        drop(tar.stdin.take());
+        if !tar.wait().map_err(|e| e.to_string())?.success() {
+            return Err("tar failed".into());
+        }
+        // The old workspace lists members this archive leaves out.
+        let manifest = src.join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).map_err(|e| e.to_string())?;
+        let start = text.find("members = [").ok_or("no members list")?;
+        let end = start + text[start..].find(']').ok_or("unclosed members list")?;
+        let text = format!(
+            "{}members = [\"plugin-api\", \"plugins/examples\"]{}",
+            &text[..start],
+            &text[end + 1..]
+        );
+        std::fs::write(&manifest, text).map_err(|e| e.to_string())?;
+        let out = cargo()
+            .current_dir(&src)
+            .args(["build", "--release", "-p", "squall-examples", "--target-dir"])
+            .arg(dir.join("target"))
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        Ok(Some(dir.join("target/release/libsquall_examples.so")))
+    });
+    match built {
+        Ok(path) => path.clone(),
+        Err(e) => panic!("building the contract 1.0.0 examples failed:\n{e}"),
+    }
+}
+
+#[test]
+fn a_plugin_built_against_contract_1_0_loads_and_runs_in_this_host() {
+    let Some(old) = examples_1_0() else { return };
+    let ws = Workspace::new("compat_1_0");
+
+    // `inspect` reads its catalogue: contract 1.0.0.
+    let inspect = SquallCommand::inspect(&ws, &old).output();
+    inspect.assert_code(0);
+    assert!(inspect.stdout.contains("(contract 1.0.0)"), "\n{}", inspect.context());
+
+    // Word count on the 1.0.0 library: exact counts, every sentence acked.
+    let toml = word_count_topology(1).replace("{examples}", &old.display().to_string());
+    let topology = ws.write_topology("wc.toml", &toml);
+    let out = SquallCommand::run(&ws, &topology, "3s").output();
+    out.assert_code(0);
+    assert_eq!(printed_word_counts(&out), expected_word_counts(), "\n{}", out.context());
+    assert_eq!(out.stat("sentences", "acked"), SENTENCE_LIMIT, "\n{}", out.context());
+    assert!(!out.stderr.contains("counting words"), "a 1.0 plugin does not log through the host");
+
+    // The same library under --http: it has no user metrics, and nothing breaks.
+    let (child, addr) = start(&ws, &toml);
+    let c = poll(addr, "/api/v1/components/count", Duration::from_secs(30), |c| {
+        c["tasks"][0]["executed"].as_u64().unwrap_or(0) > 0
+    });
+    assert_eq!(c["user_metrics"], serde_json::json!([]), "{c:#}");
+    assert!(!request(addr, "GET", "/metrics").body.contains("squall_user_"));
+    drop(child);
+}
+
+#[test]
+fn a_1_1_plugin_logs_through_the_host_and_exports_its_metrics() {
+    let ws = Workspace::new("contract_1_1");
+    let inspect = SquallCommand::inspect(&ws, &crate::util::plugin_path("examples")).output();
+    assert!(inspect.stdout.contains("(contract 1.1.0)"), "\n{}", inspect.context());
+
+    let toml = word_count_topology(1);
+    let (child, addr) = start(&ws, &toml);
+    let c = poll(addr, "/api/v1/components/count", Duration::from_secs(30), |c| {
+        c["user_metrics"].as_array().is_some_and(|m| {
+            m.iter().any(|m| m["name"] == "distinct_words" && m["value"].as_i64().unwrap_or(0) > 0)
+        })
+    });
+    let metrics = c["user_metrics"].as_array().unwrap();
+    let words: u64 =
+        metrics.iter().filter(|m| m["name"] == "words").map(|m| m["value"].as_u64().unwrap()).sum();
+    assert!(words > 0, "{c:#}");
+    assert_eq!(metrics.iter().filter(|m| m["name"] == "distinct_words").count(), 2, "one per task");
+    let text = request(addr, "GET", "/metrics").body;
+    assert!(text.contains("# TYPE squall_user_distinct_words gauge"), "{text}");
+    assert!(text.contains("# TYPE squall_user_words_total counter"), "{text}");
+    assert!(text.contains(
+        "squall_user_words_total{topology=\"wordcount-e2e\",component=\"count\",task=\""
+    ));
+    if let Some(promtool) = require_tool("promtool") {
+        let file = ws.write("metrics.txt", &text);
+        let check = Command::new(promtool)
+            .args(["check", "metrics"])
+            .stdin(std::fs::File::open(&file).expect("open"))
+            .output()
+            .expect("run promtool");
+        assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+    }
+    let stderr = child.stderr_snapshot();
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("counting words as task"))
+        .unwrap_or_else(|| panic!("the plugin's log line is missing:\n{stderr}"));
+    assert!(line.contains("component=count") && line.contains("task="), "{line}");
+    assert!(line.contains("INFO") && line.contains("plugin"), "{line}");
+    drop(child);
+
+    // RUST_LOG filters plugin events like the host's own.
+    let topology = ws.write_topology("quiet.toml", &toml);
+    let mut cmd = SquallCommand::run(&ws, &topology, "1s");
+    cmd.env("RUST_LOG", "info,plugin=warn");
+    let out = cmd.output();
+    out.assert_code(0);
+    assert!(!out.stderr.contains("counting words"), "filtered out\n{}", out.context());
+}

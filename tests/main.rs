@@ -53,6 +53,10 @@ mod browser;
 // goes away or is not there yet, quitting with the terminal restored.
 mod top;
 
+// Contract 1.0 plugins (built from git history) run in this host; 1.1
+// plugins log through it and export user metrics.
+mod compat;
+
 // Throttled spouts and bolt inputs hold their rate over a run, in both modes,
 // in tuples/s and bytes/s; Ctrl-C cuts a long throttled wait short.
 mod throttle;

@@ -14,11 +14,11 @@ const SENTENCES: &[&str] = &[
 ];
 
 /// Sentences the word-count spout emits: its `limit`, with parallelism 1.
-const SENTENCE_LIMIT: u64 = 200;
+pub(crate) const SENTENCE_LIMIT: u64 = 200;
 
 /// What the word-count topology must print: each word of the first
 /// `SENTENCE_LIMIT` sentences of the cycle, counted.
-fn expected_word_counts() -> BTreeMap<String, u64> {
+pub(crate) fn expected_word_counts() -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
     for i in 0..SENTENCE_LIMIT as usize {
         for word in SENTENCES[i % SENTENCES.len()].split_whitespace() {
@@ -29,7 +29,7 @@ fn expected_word_counts() -> BTreeMap<String, u64> {
 }
 
 /// The word-count topology over the fixed sentences, with `acker_executors`.
-fn word_count_topology(acker_executors: u32) -> String {
+pub(crate) fn word_count_topology(acker_executors: u32) -> String {
     let sentences: Vec<String> = SENTENCES.iter().map(|s| format!("{s:?}")).collect();
     format!(
         r#"
@@ -63,7 +63,7 @@ inputs = [{{ from = "split", grouping = {{ fields = ["word"] }} }}]
 /// if one word is printed twice: with a fields grouping on `word`, exactly one
 /// task counts each word.
 #[track_caller]
-fn printed_word_counts(out: &Output) -> BTreeMap<String, u64> {
+pub(crate) fn printed_word_counts(out: &Output) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
     for line in out.stdout.lines() {
         let Some(rest) = line.strip_prefix("wordcount: ") else { continue };

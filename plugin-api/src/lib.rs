@@ -12,6 +12,11 @@
 //!   ack, fail and reset timeouts.
 //! - [`ComponentConfig`] carries the component's TOML `config` table; read it
 //!   with serde.
+//! - Contract 1.1: [`info!`], [`warn!`], [`error!`], [`debug!`] and
+//!   [`trace!`] log through the host's `tracing` with the component and task
+//!   attached, and [`metrics`] registers counters, gauges and histograms the
+//!   host exports (see [`host`]). A library built against 1.0 keeps loading
+//!   and working in a 1.1 host.
 //! - [`abi`] is the stable-ABI layer (abi_stable `#[sabi_trait]` objects and a
 //!   prefix-type root module). A host refuses a library built against an
 //!   incompatible contract at load time, before calling any of its code. Every
@@ -111,6 +116,7 @@ mod config;
 mod context;
 mod error;
 mod export;
+pub mod host;
 mod spout;
 pub mod testing;
 mod tuple;
@@ -122,6 +128,7 @@ pub use collector::{BasicCollector, BoltCollector, SpoutCollector};
 pub use config::ComponentConfig;
 pub use context::{ComponentTasks, OutputDeclarer, StreamDecl, TaskContext};
 pub use error::{Error, ErrorKind, PluginError, Result};
+pub use host::metrics;
 pub use spout::Spout;
 pub use tuple::{
     Anchor, MessageId, StreamId, Tuple, DEFAULT_STREAM, SYSTEM_COMPONENT, TICK_STREAM,

@@ -135,6 +135,11 @@ impl BoltExecutor {
             current: None,
             histogram: new_histogram(),
         };
+        crate::plugin::services::enter_task(
+            &self.core.name.component,
+            self.core.name.task.0,
+            self.core.shared.clone(),
+        );
         if let Err(e) = self.bolt.prepare(&self.core.context).into_result() {
             let cause = e.to_string();
             self.core.fail(|task| RunError::Lifecycle { task, call: "prepare", cause });

@@ -124,6 +124,11 @@ impl SpoutExecutor {
             active: false,
         };
         let name = self.core.label.clone();
+        crate::plugin::services::enter_task(
+            &self.core.name.component,
+            self.core.name.task.0,
+            self.core.shared.clone(),
+        );
         if let Err(e) = self.spout.open(&self.core.context).into_result() {
             let cause = e.to_string();
             self.core.fail(|task| RunError::Lifecycle { task, call: "open", cause });

@@ -233,12 +233,38 @@ pub fn component(handle: &TopologyHandle, history: &History, name: &str) -> Answ
         "kind": kind(c.kind),
         "component": c.reference,
         "parallelism": c.parallelism(),
+        "user_metrics": user_metrics(handle, c),
         "windows": windows(history, handle, i),
         "tasks": tasks,
         "inputs": inputs,
         "outputs": outputs,
         "last_errors": last_errors,
     }))
+}
+
+/// The metrics the component's plugin registered, per task.
+fn user_metrics(handle: &TopologyHandle, c: &Component) -> Vec<Json> {
+    use squall_plugin_api::abi::MetricKind;
+    let mut out = Vec::new();
+    for task in c.tasks.clone() {
+        for m in handle.task_stats(task).user.snapshot() {
+            let value = match m.kind() {
+                MetricKind::COUNTER => json!({ "kind": "counter", "value": m.cell(0) }),
+                MetricKind::GAUGE => json!({ "kind": "gauge", "value": m.cell(0) as i64 }),
+                _ => {
+                    let (count, sum) = (m.cell(0), m.cell(1));
+                    let mean = if count > 0 { sum as f64 / count as f64 } else { 0.0 };
+                    json!({ "kind": "histogram", "count": count, "sum": sum, "mean": mean })
+                }
+            };
+            let mut entry = json!({ "task": task, "name": m.name, "help": m.help });
+            if let (Some(e), Some(v)) = (entry.as_object_mut(), value.as_object()) {
+                e.extend(v.clone());
+            }
+            out.push(entry);
+        }
+    }
+    out
 }
 
 /// `POST /api/v1/activate` and `/deactivate`, for `component` or every spout.

@@ -187,8 +187,72 @@ pub fn render(handle: &TopologyHandle) -> String {
             );
         }
     }
+    user_metrics(&mut out, &tasks);
     process(&mut out);
     out
+}
+
+/// Metrics plugins registered (contract 1.1), as `squall_user_<name>`. A
+/// name registered with different kinds by different components keeps the
+/// first kind seen; the others are left out (one family, one type).
+fn user_metrics(out: &mut String, tasks: &[(String, &TaskStats, Kind, u32)]) {
+    use squall_plugin_api::abi::MetricKind;
+    let mut families: std::collections::BTreeMap<String, (MetricKind, String, Vec<String>)> =
+        std::collections::BTreeMap::new();
+    for (labels, stats, _, _) in tasks {
+        for m in stats.user.snapshot() {
+            let mut name = format!("squall_user_{}", m.name);
+            if m.kind() == MetricKind::COUNTER && !name.ends_with("_total") {
+                name.push_str("_total");
+            }
+            let family = families
+                .entry(name.clone())
+                .or_insert_with(|| (m.kind(), m.help.clone(), Vec::new()));
+            if family.0 != m.kind() {
+                continue;
+            }
+            let mut lines = String::new();
+            match m.kind() {
+                MetricKind::COUNTER => {
+                    let _ = writeln!(lines, "{name}{{{labels}}} {}", m.cell(0));
+                }
+                MetricKind::GAUGE => {
+                    let _ = writeln!(lines, "{name}{{{labels}}} {}", m.cell(0) as i64);
+                }
+                _ => {
+                    // Cells: count, sum, then buckets by bit length.
+                    let last = (0..65).rev().find(|&i| m.cell(2 + i) > 0).unwrap_or(0);
+                    let mut cumulative = 0;
+                    for i in 0..=last {
+                        cumulative += m.cell(2 + i);
+                        let le = if i == 0 { 0 } else { (1u128 << i) - 1 };
+                        let _ =
+                            writeln!(lines, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+                    }
+                    let _ = writeln!(lines, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", m.cell(0));
+                    let _ = writeln!(lines, "{name}_sum{{{labels}}} {}", m.cell(1));
+                    let _ = writeln!(lines, "{name}_count{{{labels}}} {}", m.cell(0));
+                }
+            }
+            family.2.push(lines);
+        }
+    }
+    for (name, (kind, help, series)) in families {
+        let kind = match kind {
+            MetricKind::COUNTER => "counter",
+            MetricKind::GAUGE => "gauge",
+            _ => "histogram",
+        };
+        let help = if help.is_empty() {
+            "A metric registered by a plugin.".to_owned()
+        } else {
+            help.replace('\\', "\\\\").replace('\n', "\\n")
+        };
+        header(out, &name, kind, &help);
+        for s in series {
+            out.push_str(&s);
+        }
+    }
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {

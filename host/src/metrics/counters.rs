@@ -104,6 +104,8 @@ pub struct TaskStats {
     pub execute_latency: LatencyHistogram,
     /// The last errors the task's plugin calls returned.
     pub errors: ErrorLog,
+    /// The metrics the task's plugin registered (contract 1.1).
+    pub user: crate::plugin::services::UserMetrics,
 }
 
 /// One error a plugin call returned.

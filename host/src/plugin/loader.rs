@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use abi_stable::library::{AbiHeaderRef, LibraryError, ROOT_MODULE_LOADER_NAME_WITH_NUL};
 use libloading::os::unix::{Library as UnixLibrary, RTLD_LOCAL, RTLD_NOW};
 use sha2::{Digest, Sha256};
-use squall_plugin_api::abi::{Catalogue, ComponentDescriptor, PluginRoot_Ref, CONTRACT_VERSION};
+use squall_plugin_api::abi::{
+    v1_0, Catalogue, ComponentDescriptor, HostBox, PResult, PluginRoot_Ref, CONTRACT_VERSION,
+};
 
 use super::error::shown;
 use super::LoadError;
@@ -87,7 +89,12 @@ pub fn load_library_with(
         check_digest(alias, path, &file, expected)?;
     }
     let root = open_root(alias, path, file)?;
-    let catalogue = (root.catalogue())().into_result().map_err(|e| LoadError::Catalogue {
+    // Contract 1.1: hand the library the host's services (a 1.0 library has
+    // no such field and is left as it is).
+    if let Some(attach) = root.attach_host {
+        attach(super::services::HostServices::boxed());
+    }
+    let catalogue = (root.catalogue)().into_result().map_err(|e| LoadError::Catalogue {
         alias: alias_s.clone(),
         path: path_b.clone(),
         detail: e.to_string(),
@@ -259,7 +266,15 @@ fn check_digest(alias: &str, path: &Path, file: &File, expected: &str) -> Result
 /// inode that was checked and hashed, whatever `path` names by now, and a
 /// name with a slash, so the dynamic loader never searches
 /// `LD_LIBRARY_PATH` or the system folders for it.
-fn open_root(alias: &str, path: &Path, file: File) -> Result<PluginRoot_Ref, LoadError> {
+/// What the host uses of a library's root module, whichever 1.x shape the
+/// library was built with.
+struct Root {
+    catalogue: extern "C" fn() -> PResult<Catalogue>,
+    /// Contract 1.1 and later.
+    attach_host: Option<extern "C" fn(HostBox)>,
+}
+
+fn open_root(alias: &str, path: &Path, file: File) -> Result<Root, LoadError> {
     let by_fd = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
     // SAFETY: loading a library runs its initialisers. Plugins are trusted
     // code by design (DESIGN.md: operators choose which libraries to load);
@@ -297,7 +312,18 @@ fn open_root(alias: &str, path: &Path, file: File) -> Result<PluginRoot_Ref, Loa
         detail: condense(&e),
     };
     let header = header.upgrade().map_err(incompatible)?;
-    header.init_root_module::<PluginRoot_Ref>().map_err(incompatible)
+    // abi_stable accepts a library whose prefix types have at least the
+    // host's fields, never fewer: a 1.0 library fails the check against this
+    // host's 1.1 root module. So check the newest shape first, then the 1.0
+    // shape, which every 1.x library has; a library that fails both is
+    // reported against the 1.0 shape, the one every squall plugin shares.
+    match header.init_root_module::<PluginRoot_Ref>() {
+        Ok(root) => Ok(Root { catalogue: root.catalogue(), attach_host: root.attach_host() }),
+        Err(_) => match header.init_root_module::<v1_0::PluginRoot_Ref>() {
+            Ok(root) => Ok(Root { catalogue: root.catalogue(), attach_host: None }),
+            Err(e) => Err(incompatible(e)),
+        },
+    }
 }
 
 fn dl_detail(e: &libloading::Error) -> String {
@@ -314,7 +340,11 @@ fn dl_detail(e: &libloading::Error) -> String {
 fn condense(e: &LibraryError) -> String {
     match e {
         LibraryError::IncompatibleVersionNumber { expected_version, actual_version, .. } => {
-            format!("the library was built against contract {actual_version}, this host speaks {expected_version}")
+            format!(
+                "the library was built against contract {actual_version}; this host speaks \
+                 contract {CONTRACT_VERSION} and loads libraries of contract {}.x (from {expected_version})",
+                expected_version.major
+            )
         }
         LibraryError::InvalidAbiHeader(_) => {
             "the library was built with an incompatible abi_stable version".to_owned()

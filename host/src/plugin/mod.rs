@@ -13,6 +13,7 @@
 
 mod error;
 mod loader;
+pub mod services;
 
 pub use error::{escape_controls, LoadError};
 pub use loader::{load_library, load_library_with, Library, LoadOptions, ALLOW_WRITABLE_ENV};

@@ -17,6 +17,7 @@ mod dyn_bolt;
 mod dyn_spout;
 mod dyn_wait;
 mod guard;
+mod host;
 mod output;
 mod root;
 
@@ -27,9 +28,14 @@ pub use dyn_bolt::{BoltBox, DynBolt, DynBolt_TO};
 pub use dyn_spout::{DynSpout, DynSpout_TO, SpoutBox};
 pub use dyn_wait::{DynWaitStrategy, DynWaitStrategy_TO, WaitStrategyBox};
 pub use guard::{guard, PResult};
+pub use host::{
+    AtomicCell, DynHost, DynHost_TO, HostBox, LogLevel, MetricCells, MetricKind, MetricStorage,
+    HISTOGRAM_CELLS,
+};
 pub use output::{Output, OutputMut, Output_TO};
 pub use root::{
-    lib_header, PluginRoot, PluginRoot_Ref, PluginSource, CONTRACT_VERSION, ROOT_SYMBOL,
+    lib_header, v1_0, PluginRoot, PluginRoot_Ref, PluginSource, ABI_BASELINE, CONTRACT_VERSION,
+    ROOT_SYMBOL,
 };
 
 #[doc(hidden)]

@@ -3,13 +3,17 @@
 use abi_stable::{
     declare_root_module_statics,
     library::{CheckTypeLayout, LibHeader, RootModule, RootModuleResult},
-    package_version_strings,
     prefix_type::PrefixTypeTrait,
     sabi_types::VersionStrings,
     StableAbi,
 };
 
-use super::{guard, Catalogue, PResult};
+use super::{guard, Catalogue, HostBox, PResult};
+
+/// The contract version written in every library header: the oldest 1.x
+/// contract, so that a host accepts every 1.x library (see
+/// `RootModule::VERSION_STRINGS` below).
+pub const ABI_BASELINE: &str = "1.0.0";
 
 /// The contract version this crate implements (its package version).
 pub const CONTRACT_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -31,6 +35,10 @@ pub struct PluginRoot {
     // move it; fields added later go after it and are read as `Option`s.
     #[sabi(last_prefix_field)]
     pub catalogue: extern "C" fn() -> PResult<Catalogue>,
+    /// Contract 1.1: the host hands the library its [`HostBox`] (logging,
+    /// user metrics) once, right after loading it. `None` in a 1.0 library.
+    #[sabi(missing_field(option))]
+    pub attach_host: extern "C" fn(HostBox),
 }
 
 impl std::fmt::Debug for PluginRoot {
@@ -45,7 +53,50 @@ impl RootModule for PluginRoot_Ref {
     declare_root_module_statics! {PluginRoot_Ref}
     const BASE_NAME: &'static str = "squall_plugin";
     const NAME: &'static str = "squall_plugin";
-    const VERSION_STRINGS: VersionStrings = package_version_strings!();
+    // The oldest contract a library may be built against, not this crate's
+    // version: abi_stable accepts a library only if its minor version is at
+    // least the host's, which would refuse every 1.0 library in a 1.1 host.
+    // Contract minors are additive (prefix fields read as `Option`s), so the
+    // baseline stays 1.0.0 for all of 1.x; the catalogue records the real
+    // contract version of each library.
+    const VERSION_STRINGS: VersionStrings = VersionStrings::new(ABI_BASELINE);
+}
+
+/// The root module as contract 1.0 shaped it: only the catalogue. A host
+/// checks a library against this shape when the library lacks the newest
+/// fields (it was built against an older 1.x), since abi_stable refuses a
+/// library whose prefix types have fewer fields than the host's.
+pub mod v1_0 {
+    use abi_stable::{
+        declare_root_module_statics, library::RootModule, sabi_types::VersionStrings, StableAbi,
+    };
+
+    use crate::abi::{Catalogue, PResult};
+
+    /// Contract 1.0's root module: the same name and first field as
+    /// [`super::PluginRoot`], nothing after it.
+    #[repr(C)]
+    #[derive(StableAbi)]
+    #[sabi(kind(Prefix(prefix_ref = PluginRoot_Ref)))]
+    #[sabi(missing_field(panic))]
+    pub struct PluginRoot {
+        /// Returns the library's catalogue.
+        #[sabi(last_prefix_field)]
+        pub catalogue: extern "C" fn() -> PResult<Catalogue>,
+    }
+
+    impl std::fmt::Debug for PluginRoot {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("PluginRoot (contract 1.0 shape)")
+        }
+    }
+
+    impl RootModule for PluginRoot_Ref {
+        declare_root_module_statics! {PluginRoot_Ref}
+        const BASE_NAME: &'static str = "squall_plugin";
+        const NAME: &'static str = "squall_plugin";
+        const VERSION_STRINGS: VersionStrings = VersionStrings::new(super::ABI_BASELINE);
+    }
 }
 
 /// A library's catalogue, implemented by the type [`export_plugin!`](crate::export_plugin) generates.
@@ -59,7 +110,7 @@ extern "C" fn catalogue_of<P: PluginSource>() -> PResult<Catalogue> {
 }
 
 fn root_of<P: PluginSource>() -> PluginRoot_Ref {
-    PluginRoot { catalogue: catalogue_of::<P> }.leak_into_prefix()
+    PluginRoot { catalogue: catalogue_of::<P>, attach_host: crate::host::attach }.leak_into_prefix()
 }
 
 extern "C" fn load_root<P: PluginSource>() -> RootModuleResult {

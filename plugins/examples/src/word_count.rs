@@ -4,6 +4,7 @@ use rustc_hash::FxHashMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
+use squall_plugin_api::metrics;
 use squall_plugin_api::prelude::*;
 
 use crate::first_str;
@@ -16,9 +17,14 @@ use crate::first_str;
 /// `wordcount: <word> <count>` line each, in a single write. With a fields
 /// grouping on `word` every word is counted by exactly one task, so the
 /// lines of all tasks together are the topology's totals.
+///
+/// Contract 1.1: in `prepare` it logs through the host and registers two
+/// metrics, `words` (a counter of words counted) and `distinct_words` (a
+/// gauge), exported by `squall run --http` in `/metrics` and the REST API.
 #[derive(Debug, Default)]
 pub struct WordCount {
     counts: FxHashMap<String, u64>,
+    metrics: Option<(metrics::Counter, metrics::Gauge)>,
 }
 
 impl WordCount {
@@ -30,6 +36,9 @@ impl WordCount {
             return *count;
         }
         self.counts.insert(word.to_owned(), 1);
+        if let Some((_, distinct)) = &self.metrics {
+            distinct.set(self.counts.len() as i64);
+        }
         1
     }
 
@@ -58,12 +67,27 @@ impl BasicBolt for WordCount {
         Ok(WordCount::default())
     }
 
+    fn prepare(&mut self, context: &TaskContext) -> Result<()> {
+        let words = metrics::counter("words", "Words counted by this task.");
+        let distinct = metrics::gauge("distinct_words", "Distinct words this task has seen.");
+        self.metrics = Some((words, distinct));
+        squall_plugin_api::info!(
+            "counting words as task {} of {}",
+            context.task_index + 1,
+            context.parallelism
+        );
+        Ok(())
+    }
+
     fn execute(&mut self, input: &Tuple<'_>, collector: &mut BasicCollector<'_>) -> Result<()> {
         if input.is_tick() {
             return Ok(());
         }
         let word = first_str(input, "a word")?;
         let count = self.count(word);
+        if let Some((words, _)) = &self.metrics {
+            words.inc();
+        }
         collector.emit(&[Value::from(word), Value::U64(count)]);
         Ok(())
     }

@@ -325,3 +325,33 @@ fn metrics_are_valid_prometheus_text_with_every_family() {
         );
     }
 }
+
+#[test]
+fn the_topology_file_can_turn_http_on_and_a_bad_address_is_a_config_error() {
+    let ws = Workspace::new("http_in_toml");
+    // A bad address: exit 78 at the value.
+    let bad = TOPOLOGY.replace("name = \"web\"", "name = \"web\"\nhttp = \"no such host\"");
+    let path = ws.write_topology("bad.toml", &bad);
+    let out = SquallCommand::validate(&ws, &path).output();
+    out.assert_code(78);
+    let text = ws.read("bad.toml");
+    let (line, col) = crate::util::loc_of(&text, "\"no such host\"");
+    let at = format!("{}:{line}:{col}: error: ", path.display());
+    assert!(out.stderr.contains(&at), "expected {at:?}\n{}", out.context());
+
+    // `http = "0"` in the file serves on a free loopback port.
+    let good = TOPOLOGY.replace("name = \"web\"", "name = \"web\"\nhttp = \"0\"");
+    let path = ws.write_topology("good.toml", &good);
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &path);
+    cmd.limit(Duration::from_secs(60));
+    let mut child = cmd.spawn();
+    child.wait_for_stderr("HTTP on http://127.0.0.1:", Duration::from_secs(30));
+    let addr: SocketAddr = child
+        .stderr_snapshot()
+        .lines()
+        .find_map(|l| l.split("HTTP on http://").nth(1)?.split('/').next()?.parse().ok())
+        .expect("the bound address");
+    assert_eq!(request(addr, "GET", "/healthz").status, 200);
+    child.interrupt();
+    child.wait().assert_code(0);
+}

@@ -15,7 +15,12 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let signals = Signals::install()?;
     let topology = load(&args.topology)?;
     // Bound before any topology thread starts: a port in use is a clean error.
-    let http = args.http.map(crate::http::HttpServer::bind).transpose().map_err(Failure::Bind)?;
+    let http = args
+        .http
+        .or(topology.settings.http)
+        .map(crate::http::HttpServer::bind)
+        .transpose()
+        .map_err(Failure::Bind)?;
     let instances = super::instantiate(&topology)?;
     let name = topology.name.clone();
     let mut reporters = reporters(&args);

@@ -26,6 +26,7 @@
 //! | `shutdown_timeout_secs` | integer | 10 | | — |
 //! | `startup_timeout_secs` | integer | 30 | ≥ 1; longest time all constructors may take | — |
 //! | `max_restarts` | integer | 3 | restarts of a panicking instance allowed … | — |
+//! | `http` | string | off | `PORT` (loopback) or `HOST:PORT`: serve metrics, the REST API and the live page (`squall run --http` overrides it) | — |
 //! | `restart_window_secs` | integer | 60 | … within this window, else the topology stops | — |
 //!
 //! ## `[plugins]`
@@ -180,8 +181,11 @@ pub(crate) mod keys {
         "startup_timeout_secs",
         "max_restarts",
         "restart_window_secs",
+        "allow_writable_plugins",
+        "memory_budget_mib",
+        "http",
     ];
-    pub(crate) const PLUGIN: &[&str] = &["path", "sha256"];
+    pub(crate) const PLUGIN: &[&str] = &["path", "sha256", "allow_writable"];
     pub(crate) const WAIT_SITUATIONS: &[&str] = &["spout", "bolt", "backpressure"];
     pub(crate) const PROGRESSIVE: &[&str] =
         &["strategy", "level1_count", "level2_count", "level3_sleep_millis"];

@@ -8,18 +8,6 @@ use super::limits;
 use super::model::{PluginDecl, Settings};
 use super::walk::{entries, Key, Section, Value, Walker};
 
-/// Keys of `[topology]` added by the hardening work (issue 14), accepted
-/// besides [`keys::TOPOLOGY`].
-const HARDENING_TOPOLOGY_KEYS: &[&str] = &["allow_writable_plugins", "memory_budget_mib"];
-/// Keys of a `[plugins]` table entry added by the hardening work, accepted
-/// besides [`keys::PLUGIN`].
-const HARDENING_PLUGIN_KEYS: &[&str] = &["allow_writable"];
-
-/// `known` followed by `extra`, for unknown-key checks.
-fn with_extra<'k>(known: &[&'k str], extra: &[&'k str]) -> Vec<&'k str> {
-    known.iter().chain(extra).copied().collect()
-}
-
 /// What `[topology]` holds: the name and the settings.
 #[derive(Debug)]
 pub(crate) struct TopologySection {
@@ -47,7 +35,7 @@ pub(crate) fn read_topology(
     let Some(value) = value else { return out };
     let Some(table) = w.table(value, "\"topology\"") else { return out };
     let section = Section::new(table, value.span(), "[topology]".to_string());
-    section.check_keys(w, &with_extra(keys::TOPOLOGY, HARDENING_TOPOLOGY_KEYS));
+    section.check_keys(w, keys::TOPOLOGY);
     if let Some(name) = section.string(w, "name") {
         out.name_loc = w.loc(&name.span());
         if name.get_ref().trim().is_empty() {
@@ -64,6 +52,15 @@ pub(crate) fn read_topology(
         .find_map(|key| section.get(key))
         .map_or_else(|| w.loc(&value.span()), |v| w.loc(&v.span()));
     out.settings = read_settings(w, &section);
+    if let Some(addr) = section.string(w, "http") {
+        match crate::http::parse_addr(addr.get_ref()) {
+            Ok(a) => out.settings.http = Some(a),
+            Err(e) => {
+                let help = "write a port (bound on loopback) or HOST:PORT".to_string();
+                w.error(&addr.span(), format!("\"http\" in [topology]: {e}"), Some(help));
+            }
+        }
+    }
     out
 }
 
@@ -174,6 +171,8 @@ fn read_settings(w: &mut Walker<'_>, s: &Section<'_, '_>) -> Settings {
             1,
             MAX_MEMORY_BUDGET_MIB,
         ),
+        // Read by `read_topology`, which reports a bad address at its place.
+        http: None,
     }
 }
 
@@ -220,7 +219,7 @@ fn read_plugin(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> Option<P
         toml::de::DeValue::String(_) => (w.string(value, &context)?, None),
         toml::de::DeValue::Table(table) => {
             let section = Section::new(table, value.span(), context);
-            section.check_keys(w, &with_extra(keys::PLUGIN, HARDENING_PLUGIN_KEYS));
+            section.check_keys(w, &keys::PLUGIN);
             let sha256 = read_sha256(w, &section);
             allow_writable = section.bool_or(w, "allow_writable", false);
             let Some(path) = section.string(w, "path") else {

@@ -88,9 +88,9 @@ fn main() {
         let mut ours = Vec::new();
         let mut previous = Vec::new();
         for _ in 0..s.runs {
-            ours.push(squall_rate(&s, &s.bin, &file, component, field, None).0);
+            ours.push(squall_rate(&s, &s.bin, &file, component, field, None, false).0);
             if let Some(bin) = &s.previous {
-                previous.push(squall_rate(&s, bin, &file, component, field, None).0);
+                previous.push(squall_rate(&s, bin, &file, component, field, None, false).0);
             }
         }
         let ours = median(ours.into_iter());
@@ -108,7 +108,9 @@ fn main() {
     }
     for name in ["const-null-ack", "const-id-null-ack", "const-null-latency"] {
         let runs: Vec<(f64, (f64, f64))> = (0..s.runs)
-            .map(|_| squall_rate(&s, &s.bin, &format!("{name}.toml"), "spout", "acked", None))
+            .map(|_| {
+                squall_rate(&s, &s.bin, &format!("{name}.toml"), "spout", "acked", None, false)
+            })
             .collect();
         let ours = median(runs.iter().map(|r| r.0));
         let p50 = median(runs.iter().map(|r| (r.1).0));
@@ -116,18 +118,32 @@ fn main() {
     }
     // Complete latency at half the maximum rate, on the latency topology
     // (batches of one tuple), throttled in smooth mode.
-    let max = median(
-        (0..s.runs)
-            .map(|_| squall_rate(&s, &s.bin, "const-null-latency.toml", "spout", "acked", None).0),
-    );
+    let max = median((0..s.runs).map(|_| {
+        squall_rate(&s, &s.bin, "const-null-latency.toml", "spout", "acked", None, false).0
+    }));
     let half = (max / 2.0).max(1.0) as u64;
     let lat: Vec<(f64, f64)> = (0..s.runs)
-        .map(|_| squall_rate(&s, &s.bin, "const-null-latency.toml", "spout", "acked", Some(half)).1)
+        .map(|_| {
+            squall_rate(&s, &s.bin, "const-null-latency.toml", "spout", "acked", Some(half), false)
+                .1
+        })
         .collect();
     println!(
         "complete latency at {half}/s (half of {max:.0}/s): p50 {:.0} us, p99 {:.0} us",
         median(lat.iter().map(|l| l.0)),
         median(lat.iter().map(|l| l.1))
+    );
+    // The cost of --http with the page open: const-null without and with it,
+    // alternating, in this run.
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for _ in 0..s.runs {
+        off.push(squall_rate(&s, &s.bin, "const-null.toml", "bolt", "executed", None, false).0);
+        on.push(squall_rate(&s, &s.bin, "const-null.toml", "bolt", "executed", None, true).0);
+    }
+    let (off, on) = (median(off.into_iter()), median(on.into_iter()));
+    println!(
+        "const-null with --http polled every second: {on:.0}/s vs {off:.0}/s without ({:.3} of it)",
+        on / off
     );
     let idle = median((0..s.runs.min(3)).map(|_| idle_cpu(&s, if smoke { 2 } else { 10 })));
     println!("idle topology CPU (default wait strategies): {:.2}% of one core", idle * 100.0);
@@ -158,6 +174,7 @@ fn squall_rate(
     component: &str,
     field: &str,
     throttle: Option<u64>,
+    http: bool,
 ) -> (f64, (f64, f64)) {
     let source = s.root.join("topologies/perf").join(file);
     let mut text = std::fs::read_to_string(&source).expect("perf topology");
@@ -175,13 +192,36 @@ fn squall_rate(
     let toml = s.scratch.join(file);
     std::fs::write(&toml, text).expect("write topology");
     let json = s.scratch.join("summary.json");
-    let out = Command::new(bin)
-        .args(["run", &toml.display().to_string(), "--stats-interval", "0s", "--duration"])
+    let mut cmd = Command::new(bin);
+    cmd.args(["run", &toml.display().to_string(), "--stats-interval", "0s", "--duration"])
         .arg(format!("{}s", s.secs))
         .arg("--json")
-        .arg(&json)
-        .output()
-        .expect("run squall");
+        .arg(&json);
+    // With `http`: serve --http and poll it as the live page does (the
+    // topology every second) plus a Prometheus scrape every second.
+    let poller = http.then(|| {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        cmd.args(["--http", &port.to_string()]);
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                for path in ["/api/v1/topology", "/metrics"] {
+                    let _ = http_get(port, path);
+                }
+                thread::sleep(Duration::from_secs(1));
+            }
+        });
+        (stop, thread)
+    });
+    let out = cmd.output().expect("run squall");
+    if let Some((stop, thread)) = poller {
+        stop.store(true, Ordering::Relaxed);
+        let _ = thread.join();
+    }
     assert!(out.status.success(), "squall failed: {}", String::from_utf8_lossy(&out.stderr));
     let summary: Json =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("summary")).expect("json");
@@ -195,6 +235,17 @@ fn squall_rate(
     let rate = c[field].as_f64().expect("field") / elapsed;
     let lat = &summary["components"][0]["complete_latency_us"];
     (rate, (lat["p50"].as_f64().unwrap_or(0.0), lat["p99"].as_f64().unwrap_or(0.0)))
+}
+
+/// One `GET path` on loopback `port`, read to the end; `None` if not served.
+fn http_get(port: u16, path: &str) -> Option<usize> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+    let mut body = Vec::new();
+    stream.read_to_end(&mut body).ok()?;
+    Some(body.len())
 }
 
 /// The CPU share of one core an idle topology uses, from the child's rusage.

@@ -219,7 +219,7 @@ fn read_plugin(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> Option<P
         toml::de::DeValue::String(_) => (w.string(value, &context)?, None),
         toml::de::DeValue::Table(table) => {
             let section = Section::new(table, value.span(), context);
-            section.check_keys(w, &keys::PLUGIN);
+            section.check_keys(w, keys::PLUGIN);
             let sha256 = read_sha256(w, &section);
             allow_writable = section.bool_or(w, "allow_writable", false);
             let Some(path) = section.string(w, "path") else {

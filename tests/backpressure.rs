@@ -79,3 +79,64 @@ fn a_slow_bolt_slows_the_spout_without_dropping_anything_and_memory_plateaus() {
         "RSS kept growing under backpressure: first half peak {first} KiB, second half peak {second} KiB ({samples:?})\n{ctx}"
     );
 }
+
+/// A spout of 1 MB values, each its own copy, into a bolt that takes 20 ms
+/// per tuple, with `budget` as `receive_buffer_bytes` (none when empty).
+fn big_values_topology(ws: &Workspace, budget: &str) -> std::path::PathBuf {
+    ws.write_topology(
+        "big.toml",
+        &format!(
+            r#"
+[topology]
+shutdown_timeout_secs = 2
+{budget}
+
+[plugins]
+testkit = "{{testkit}}"
+
+[spouts.big]
+component = "testkit::ConstSpout"
+config = {{ value = "x", repeat = 1000000, fresh = true }}
+
+[bolts.slow]
+component = "testkit::SleepBolt"
+config = {{ micros = 20000 }}
+inputs = [{{ from = "big" }}]
+"#
+        ),
+    )
+}
+
+#[test]
+fn a_byte_budget_bounds_memory_under_big_values() {
+    // 16 MiB of values may wait in the slow bolt's queue. Without the budget
+    // the queue takes 32768 tuples of 1 MB: RSS grew by hundreds of MB a
+    // second.
+    let ws = Workspace::new("byte_budget");
+    let topology = big_values_topology(&ws, "receive_buffer_bytes = 16777216");
+    let mut command = SquallCommand::run_until_interrupted(&ws, &topology);
+    command.limit(Duration::from_secs(60));
+    let mut running = command.spawn();
+    running.wait_for_stat("slow", "executed", |n| n >= 20, Duration::from_secs(30));
+    // From here on the queue is full: sample the resident set while the
+    // bolt executes 100 more tuples (about 2 s).
+    let mut peak = 0;
+    let executed = running.wait_for_stat("slow", "executed", |_| true, Duration::from_secs(5));
+    while running.wait_for_stat("slow", "executed", |_| true, Duration::from_secs(5))
+        < executed + 100
+    {
+        peak = peak.max(running.rss_kib().unwrap_or(0));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    running.interrupt();
+    let out = running.wait();
+    let ctx = out.context();
+    out.assert_code(0);
+    // The budget (16 MiB) plus the batch in the consumer's hands, the
+    // producer's pending batch and its copy, the allocator and the host:
+    // a stated bound of 128 MiB.
+    assert!(peak > 0, "RSS was sampled\n{ctx}");
+    assert!(peak < 128 * 1024, "RSS peaked at {peak} KiB with a 16 MiB byte budget\n{ctx}");
+    let bp = out.component("big")["backpressure_secs"].as_f64().unwrap_or(0.0);
+    assert!(bp > 0.5, "the spout was held back by the byte budget ({bp} s)\n{ctx}");
+}

@@ -272,7 +272,19 @@ fn metrics_are_valid_prometheus_text_with_every_family() {
         component(t, "source")["summary"]["acked"].as_u64().unwrap_or(0) > 100
             && component(t, "chaos")["summary"]["errors"].as_u64().unwrap_or(0) > 0
     });
-    let metrics = request(addr, "GET", "/metrics");
+    // Complete latency is merged into the shared histogram once a second.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let metrics = loop {
+        let metrics = request(addr, "GET", "/metrics");
+        let merged = metrics.body.lines().any(|l| {
+            l.starts_with("squall_complete_latency_seconds_count{")
+                && l.rsplit(' ').next().is_some_and(|n| n != "0")
+        });
+        if merged || Instant::now() >= deadline {
+            break metrics;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert_eq!(metrics.status, 200);
     assert!(metrics.header("content-type").unwrap().starts_with("text/plain; version=0.0.4"));
     let text = metrics.body;

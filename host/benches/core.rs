@@ -39,6 +39,7 @@ fn transfer(c: &mut Criterion) {
         ackers: vec![],
         recycled: None,
         count_bytes: false,
+        queue_bytes: Vec::new(),
     };
     let mut transfer = Transfer::new(TaskId(0), wiring);
     let mut stats = LocalStats::default();

@@ -26,6 +26,7 @@
 //! | `shutdown_timeout_secs` | integer | 10 | | — |
 //! | `startup_timeout_secs` | integer | 30 | ≥ 1; longest time all constructors may take | — |
 //! | `max_restarts` | integer | 3 | restarts of a panicking instance allowed … | — |
+//! | `receive_buffer_bytes` | integer | 0 (off) | 0 … 2⁴⁰; the encoded value bytes each bolt task's queue may hold; producers wait (backpressure) beyond it | — |
 //! | `http` | string | off | `PORT` (loopback) or `HOST:PORT`: serve metrics, the REST API and the live page (`squall run --http` overrides it) | — |
 //! | `restart_window_secs` | integer | 60 | … within this window, else the topology stops | — |
 //!
@@ -174,6 +175,7 @@ pub(crate) mod keys {
         "acker_executors",
         "spout_recvq_skips",
         "receive_buffer_size",
+        "receive_buffer_bytes",
         "producer_batch_size",
         "batch_flush_interval_millis",
         "timeout_buckets",

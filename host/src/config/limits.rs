@@ -28,6 +28,8 @@ pub const MAX_TOTAL_TASKS: u64 = 4_096;
 pub const MAX_ACKER_EXECUTORS: u32 = 64;
 /// Largest `receive_buffer_size` and `producer_batch_size`, in tuples: 2²⁰.
 pub const MAX_RECEIVE_BUFFER_SIZE: u64 = 1 << 20;
+/// Largest `receive_buffer_bytes`: 1 TiB (0 turns the byte budget off).
+pub(crate) const MAX_RECEIVE_BUFFER_BYTES: u64 = 1 << 40;
 /// Largest `max_spout_pending`, in trees per spout task.
 pub const MAX_SPOUT_PENDING: u32 = 1_000_000;
 /// Most buckets of a spout's pending RotatingMap.

@@ -51,6 +51,9 @@ pub struct Settings {
     /// estimated to need (see [`super::limits::estimate_bytes`]); a topology
     /// estimated above it is refused at validate time.
     pub memory_budget_mib: u64,
+    /// `receive_buffer_bytes`: the byte budget of each bolt task's receive
+    /// queue (encoded value bytes); 0 = no byte budget, only the tuple count.
+    pub receive_buffer_bytes: u64,
     /// `http`: where `squall run` serves metrics, the REST API and the live
     /// page (`--http` overrides it); off when `None`.
     pub http: Option<std::net::SocketAddr>,
@@ -74,6 +77,7 @@ impl Default for Settings {
             restart_window_secs: defaults::RESTART_WINDOW_SECS,
             allow_writable_plugins: false,
             memory_budget_mib: super::limits::MEMORY_BUDGET_MIB,
+            receive_buffer_bytes: 0,
             http: None,
         }
     }

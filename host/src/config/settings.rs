@@ -171,6 +171,7 @@ fn read_settings(w: &mut Walker<'_>, s: &Section<'_, '_>) -> Settings {
             1,
             MAX_MEMORY_BUDGET_MIB,
         ),
+        receive_buffer_bytes: s.u64_in(w, "receive_buffer_bytes", 0, 0, MAX_RECEIVE_BUFFER_BYTES),
         // Read by `read_topology`, which reports a bad address at its place.
         http: None,
     }

@@ -127,6 +127,7 @@ fn the_wordcount_example_parses_with_every_default_right() {
             restart_window_secs: 60,
             allow_writable_plugins: false,
             memory_budget_mib: 4096,
+            receive_buffer_bytes: 0,
             http: None,
         }
     );

@@ -21,6 +21,58 @@ pub struct Batch {
     pub values: Vec<Value>,
     /// The `(root, edge)` ack ids of every tracked tuple, back to back.
     pub ids: Vec<(RootId, EdgeId)>,
+    /// Encoded bytes of the values, counted only when the target queue has
+    /// a byte budget (`receive_buffer_bytes`).
+    pub bytes: u64,
+}
+
+/// The byte budget of one receive queue (`receive_buffer_bytes`): producers
+/// admit a batch only while the bytes queued stay within the limit (a batch
+/// into an empty queue is always admitted, so an oversized batch cannot
+/// deadlock), and the consumer releases a batch's bytes when it takes it.
+/// Two atomic operations per batch, none per tuple.
+#[derive(Debug)]
+pub struct QueueBytes {
+    queued: std::sync::atomic::AtomicU64,
+    limit: u64,
+}
+
+impl QueueBytes {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: u64) -> Self {
+        Self { queued: std::sync::atomic::AtomicU64::new(0), limit }
+    }
+
+    /// Reserves `n` bytes; false when the queue holds bytes and `n` more
+    /// would pass the limit.
+    pub fn admit(&self, n: u64) -> bool {
+        use std::sync::atomic::Ordering;
+        let mut current = self.queued.load(Ordering::Acquire);
+        loop {
+            if current > 0 && current.saturating_add(n) > self.limit {
+                return false;
+            }
+            match self.queued.compare_exchange_weak(
+                current,
+                current + n,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(now) => current = now,
+            }
+        }
+    }
+
+    /// Gives back `n` bytes (a consumer took the batch, or a send failed).
+    pub fn release(&self, n: u64) {
+        self.queued.fetch_sub(n, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Bytes queued now.
+    pub fn queued(&self) -> u64 {
+        self.queued.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// Where one tuple of a [`Batch`] lives.
@@ -42,6 +94,7 @@ impl Batch {
             tuples: Vec::with_capacity(capacity),
             values: Vec::with_capacity(capacity),
             ids: Vec::new(),
+            bytes: 0,
         }
     }
 
@@ -62,6 +115,7 @@ impl Batch {
         self.tuples.clear();
         self.values.clear();
         self.ids.clear();
+        self.bytes = 0;
     }
 
     /// The number of tuples.
@@ -91,6 +145,19 @@ impl Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_budget_admits_up_to_its_limit_and_always_into_an_empty_queue() {
+        let q = QueueBytes::new(100);
+        assert!(q.admit(150), "an oversized batch into an empty queue goes through");
+        assert!(!q.admit(1), "then nothing more");
+        q.release(150);
+        assert!(q.admit(60) && q.admit(40), "exactly the limit");
+        assert!(!q.admit(1));
+        q.release(40);
+        assert_eq!(q.queued(), 60);
+        assert!(q.admit(40));
+    }
 
     #[test]
     fn batch_returns_each_tuple_with_its_own_values_and_ids() {

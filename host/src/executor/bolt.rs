@@ -21,11 +21,10 @@ use std::time::Instant;
 
 use abi_stable::{sabi_trait::TD_Opaque, std_types::RString};
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError};
-use hdrhistogram::Histogram;
 use squall_plugin_api::abi::{BoltBox, ComponentBox, OutputMut, Output_TO};
 use squall_plugin_api::{Anchor, PluginError, TaskContext, Tuple, SYSTEM_COMPONENT, TICK_STREAM};
 
-use super::batch::Batch;
+use super::batch::{Batch, QueueBytes};
 use super::core::TaskCore;
 use super::count_error;
 use super::output::{HostOutput, Side};
@@ -34,7 +33,7 @@ use super::tracking::InputTracker;
 use super::transfer::EmitError;
 use crate::control::{Control, RunError, RunState};
 use crate::ids::TaskId;
-use crate::metrics::{new_histogram, LocalStats, StatField};
+use crate::metrics::{LocalHistogram, LocalStats, StatField};
 use crate::throttle::Throttler;
 use crate::wait::progressive::Level;
 use crate::wait::WaitStrategy;
@@ -70,6 +69,7 @@ pub struct BoltExecutor {
     edge_throttle: Vec<Vec<Option<usize>>>,
     throttles: Vec<(Throttler, ThrottleUnit)>,
     recycle: Vec<Sender<Batch>>,
+    queue_bytes: Option<Arc<QueueBytes>>,
 }
 
 /// A bolt task's inputs and their settings.
@@ -87,6 +87,8 @@ pub struct BoltInputs {
     pub throttles: Vec<(Throttler, ThrottleUnit)>,
     /// Where to hand emptied batches back to their producer, by task id.
     pub recycle: Vec<Sender<Batch>>,
+    /// The byte budget of the receive queue (`receive_buffer_bytes`).
+    pub queue_bytes: Option<Arc<QueueBytes>>,
 }
 
 impl BoltExecutor {
@@ -102,6 +104,7 @@ impl BoltExecutor {
             edge_throttle: inputs.edge_throttle,
             throttles: inputs.throttles,
             recycle: inputs.recycle,
+            queue_bytes: inputs.queue_bytes,
         }
     }
 
@@ -122,7 +125,7 @@ struct Turn {
     emit_error: Option<EmitError>,
     current: Option<(Batch, usize)>,
     /// Execute latency (µs): one sample per consumed run, its mean.
-    histogram: Histogram<u64>,
+    histogram: LocalHistogram,
 }
 
 impl BoltExecutor {
@@ -133,7 +136,7 @@ impl BoltExecutor {
             stats: LocalStats::default(),
             emit_error: None,
             current: None,
-            histogram: new_histogram(),
+            histogram: LocalHistogram::default(),
         };
         crate::plugin::services::enter_task(
             &self.core.name.component,
@@ -164,7 +167,6 @@ impl BoltExecutor {
             if consumed == 0 && ticks == 0 {
                 self.core.transfer.flush_all(&mut turn.stats);
                 self.publish(&mut turn);
-                self.merge_latency(&mut turn);
                 bolt_counter = self.idle(bolt_counter);
             } else {
                 bolt_counter = 0;
@@ -204,6 +206,9 @@ impl BoltExecutor {
                 None => match self.receive.try_recv() {
                     Ok(batch) => {
                         turn.stats.add(StatField::Received, batch.len() as u64);
+                        if let Some(budget) = &self.queue_bytes {
+                            budget.release(batch.bytes);
+                        }
                         (batch, 0)
                     }
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
@@ -256,7 +261,7 @@ impl BoltExecutor {
         }
         let busy = started.elapsed().as_nanos() as u64;
         turn.stats.add(StatField::BusyNanos, busy);
-        let _ = turn.histogram.record((busy / consumed / 1000).max(1));
+        turn.histogram.record(busy / consumed / 1000);
         consumed
     }
 
@@ -376,15 +381,7 @@ impl BoltExecutor {
             || turn.current.is_some();
         turn.stats.set(StatField::Unsent, u64::from(unsent));
         self.core.shared.publish(&turn.stats);
-        // The shared histogram takes a lock: merge every 64 samples here,
-        // and whenever the bolt goes idle or stops (`merge_latency`).
-        if turn.histogram.len() >= 64 {
-            self.merge_latency(turn);
-        }
-    }
-
-    fn merge_latency(&self, turn: &mut Turn) {
-        self.core.shared.execute_latency.merge_from(&mut turn.histogram);
+        turn.histogram.merge_into(&self.core.shared.execute_latency, false);
     }
 
     fn finish(&mut self, turn: &mut Turn, name: &str) {
@@ -395,6 +392,6 @@ impl BoltExecutor {
         }
         self.core.transfer.flush_all(&mut turn.stats);
         self.publish(turn);
-        self.merge_latency(turn);
+        turn.histogram.merge_into(&self.core.shared.execute_latency, true);
     }
 }

@@ -128,6 +128,7 @@ fn transfer(task: u32, to: u32, queue: Sender<Batch>, ackers: Vec<Sender<AckerIn
         ackers,
         recycled: None,
         count_bytes: false,
+        queue_bytes: Vec::new(),
     };
     Transfer::new(TaskId(task), wiring)
 }
@@ -373,6 +374,7 @@ fn bolt_rig(downstream_capacity: usize, recorder: &Recorder, run: Arc<RunControl
         edge_throttle: Vec::new(),
         throttles: Vec::new(),
         recycle: Vec::new(),
+        queue_bytes: None,
     };
     let executor = BoltExecutor::new(core, DynBolt_TO::from_value(EchoBolt, TD_Opaque), inputs);
     BoltRig { executor, input, downstream, stats }

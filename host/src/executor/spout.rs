@@ -28,7 +28,6 @@ use std::time::Instant;
 
 use abi_stable::sabi_trait::TD_Opaque;
 use crossbeam_channel::TryRecvError;
-use hdrhistogram::Histogram;
 use squall_plugin_api::abi::{ComponentBox, OutputMut, Output_TO, SpoutBox};
 use squall_plugin_api::{MessageId, PluginError, TaskContext};
 
@@ -39,7 +38,7 @@ use super::tracking::SpoutTracker;
 use super::transfer::EmitError;
 use crate::acker::msg::ReplyKind;
 use crate::control::{Control, RunError, RunState};
-use crate::metrics::{new_histogram, LocalStats, StatField};
+use crate::metrics::{LocalHistogram, LocalStats, StatField};
 use crate::throttle::Throttler;
 
 /// How a throttle counts a spout's output.
@@ -108,7 +107,7 @@ impl std::fmt::Debug for SpoutExecutor {
 
 struct Turn {
     stats: LocalStats,
-    histogram: Histogram<u64>,
+    histogram: LocalHistogram,
     emit_error: Option<EmitError>,
     active: bool,
 }
@@ -119,7 +118,7 @@ impl SpoutExecutor {
     pub fn run(mut self) {
         let mut turn = Turn {
             stats: LocalStats::default(),
-            histogram: new_histogram(),
+            histogram: LocalHistogram::default(),
             emit_error: None,
             active: false,
         };
@@ -315,7 +314,7 @@ impl SpoutExecutor {
         latency: Option<std::time::Duration>,
     ) {
         if let Some(latency) = latency {
-            let _ = turn.histogram.record(latency.as_micros().max(1) as u64);
+            turn.histogram.record(latency.as_micros() as u64);
         }
         turn.stats.add(StatField::Acked, 1);
         self.call(turn, name, |s| s.ack(id));
@@ -380,7 +379,8 @@ impl SpoutExecutor {
         turn.stats.set(StatField::Unsent, unsent);
         turn.stats.set(StatField::Active, u64::from(turn.active));
         self.core.shared.publish(&turn.stats);
-        self.core.shared.latency.merge_from(&mut turn.histogram);
+        let force = self.core.run.state() == RunState::Stopping;
+        turn.histogram.merge_into(&self.core.shared.latency, force);
     }
 
     /// Remembers the pending trees and the counters when the drain begins

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use squall_plugin_api::{StreamId, Value};
 
-use super::batch::Batch;
+use super::batch::{Batch, QueueBytes};
 use super::rng::FastRng;
 use crate::acker::ledger::acker_for;
 use crate::acker::msg::{AckerInput, AckerMsg};
@@ -69,6 +69,9 @@ pub struct TransferWiring {
     pub recycled: Option<Receiver<Batch>>,
     /// Count the encoded bytes of emitted values (a byte-rate throttle).
     pub count_bytes: bool,
+    /// The byte budget of each task's receive queue, by task id (empty, or
+    /// `None` for a task, when `receive_buffer_bytes` is off).
+    pub queue_bytes: Vec<Option<std::sync::Arc<QueueBytes>>>,
 }
 
 /// An executor's outgoing side.
@@ -99,6 +102,8 @@ pub struct Transfer {
     pub emitted_bytes: u64,
     /// Emptied batches handed back by consumers, reused before allocating.
     recycled: Option<Receiver<Batch>>,
+    /// Byte budgets of the targets' queues (see [`QueueBytes`]).
+    queue_bytes: Vec<Option<std::sync::Arc<QueueBytes>>>,
 }
 
 impl Transfer {
@@ -123,6 +128,7 @@ impl Transfer {
             count_bytes: wiring.count_bytes,
             emitted_bytes: 0,
             recycled: wiring.recycled,
+            queue_bytes: wiring.queue_bytes,
         }
     }
 
@@ -198,6 +204,9 @@ impl Transfer {
             }
         };
         batch.push(stream, values, ids);
+        if self.queue_bytes.get(target as usize).is_some_and(Option::is_some) {
+            batch.bytes += values.iter().map(|v| v.encoded_len() as u64).sum::<u64>();
+        }
         if batch.len() >= self.batch_size {
             self.send(target, stats);
         }
@@ -218,12 +227,22 @@ impl Transfer {
     fn try_send(&mut self, target: u32, batch: Batch, stats: &mut LocalStats) -> Option<Batch> {
         let Some(queue) = &self.queues[target as usize] else { return None };
         let n = batch.len() as u64;
+        let budget = self.queue_bytes.get(target as usize).and_then(Option::as_ref);
+        let bytes = batch.bytes;
+        if budget.is_some_and(|b| !b.admit(bytes)) {
+            return Some(batch);
+        }
         match queue.try_send(batch) {
             Ok(()) => {
                 stats.add(StatField::Transferred, n);
                 None
             }
-            Err(TrySendError::Full(batch)) => Some(batch),
+            Err(TrySendError::Full(batch)) => {
+                if let Some(b) = budget {
+                    b.release(bytes);
+                }
+                Some(batch)
+            }
             // The consumer is gone: only at the end of shutdown.
             Err(TrySendError::Disconnected(_)) => None,
         }

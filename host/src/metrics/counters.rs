@@ -187,6 +187,48 @@ impl Default for LatencyHistogram {
     }
 }
 
+/// A task's own histogram, merged into its shared [`LatencyHistogram`] at
+/// most once per [`LocalHistogram::MERGE_EVERY`] (and when the task ends).
+///
+/// Merging adds a whole HDR histogram (tens of thousands of counts) under a
+/// lock; done per batch it cost a mostly idle bolt ~10 % of a core and took
+/// that CPU from the busy threads (const → id → null lost 13 %, measured).
+#[derive(Debug)]
+pub struct LocalHistogram {
+    histogram: Histogram<u64>,
+    merged_at: std::time::Instant,
+}
+
+impl Default for LocalHistogram {
+    fn default() -> Self {
+        Self { histogram: new_histogram(), merged_at: std::time::Instant::now() }
+    }
+}
+
+impl LocalHistogram {
+    /// How long samples may wait before they are merged.
+    pub const MERGE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+    /// Records one value (µs, clamped to the histogram's range).
+    #[inline]
+    pub fn record(&mut self, micros: u64) {
+        let _ = self.histogram.record(micros.clamp(1, 3_600_000_000));
+    }
+
+    /// Merges into `shared` when forced, or when samples have waited
+    /// [`Self::MERGE_EVERY`]; one clock read when samples wait.
+    pub fn merge_into(&mut self, shared: &LatencyHistogram, force: bool) {
+        if self.histogram.is_empty() {
+            return;
+        }
+        let now = std::time::Instant::now();
+        if force || now.duration_since(self.merged_at) >= Self::MERGE_EVERY {
+            shared.merge_from(&mut self.histogram);
+            self.merged_at = now;
+        }
+    }
+}
+
 /// A histogram of 1 µs to 1 hour with 3 significant digits.
 pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("constant bounds are valid")

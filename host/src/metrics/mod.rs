@@ -14,7 +14,8 @@ mod report;
 mod reporter;
 
 pub use counters::{
-    new_histogram, ErrorLog, ErrorRecord, LatencyHistogram, LocalStats, StatField, TaskStats,
+    new_histogram, ErrorLog, ErrorRecord, LatencyHistogram, LocalHistogram, LocalStats, StatField,
+    TaskStats,
 };
 pub use report::{ComponentSummary, Outcome, Report, RunSummary};
 pub use reporter::{JsonReporter, Reporter, TableReporter};

@@ -14,7 +14,7 @@ use crate::acker::msg::AckerInput;
 use crate::acker::task::AckerTask;
 use crate::config::{ThrottleRate, ThrottleSpec};
 use crate::control::{Control, RunControl, TaskName};
-use crate::executor::batch::Batch;
+use crate::executor::batch::{Batch, QueueBytes};
 use crate::executor::bolt::{BoltExecutor, BoltInputs, SourceTable};
 use crate::executor::core::TaskCore;
 use crate::executor::spout::{SpoutExecutor, SpoutOptions, ThrottleUnit};
@@ -66,6 +66,8 @@ struct Queues {
     acker_rx: Vec<Receiver<AckerInput>>,
     recycle_tx: Vec<Sender<Batch>>,
     recycle_rx: Vec<Option<Receiver<Batch>>>,
+    /// Byte budgets of the bolt tasks' queues, by task id (`receive_buffer_bytes`).
+    queue_bytes: Vec<Option<Arc<QueueBytes>>>,
 }
 
 impl Queues {
@@ -91,6 +93,12 @@ impl Queues {
         // Emptied batches go back to their producer (bounded: extras are freed).
         let (recycle_tx, recycle_rx) =
             (0..n).map(|_| bounded(RECYCLED_BATCHES)).map(|(t, r)| (t, Some(r))).unzip();
+        let queue_bytes = (0..n)
+            .map(|t| {
+                (settings.receive_buffer_bytes > 0 && data_tx[t].is_some())
+                    .then(|| Arc::new(QueueBytes::new(settings.receive_buffer_bytes)))
+            })
+            .collect();
         Self {
             data_tx,
             data_rx,
@@ -100,6 +108,7 @@ impl Queues {
             acker_rx,
             recycle_tx,
             recycle_rx,
+            queue_bytes,
         }
     }
 }
@@ -131,6 +140,7 @@ impl Plan {
                     ackers: q.acker_tx.clone(),
                     recycled: q.recycle_rx[t].take(),
                     count_bytes,
+                    queue_bytes: q.queue_bytes.clone(),
                 };
                 let core = TaskCore::new(
                     TaskName { kind: c.kind, component: c.name.clone(), task: TaskId(task) },
@@ -165,6 +175,7 @@ impl Plan {
                             edge_throttle,
                             throttles,
                             recycle: q.recycle_tx.clone(),
+                            queue_bytes: q.queue_bytes[t].clone(),
                         };
                         bolts.push(BoltExecutor::new(core, bolt, inputs));
                     }

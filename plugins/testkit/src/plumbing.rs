@@ -20,6 +20,14 @@ struct ConstConfig {
     limit: Option<u64>,
     #[serde(default = "default_per_call")]
     per_call: u32,
+    #[serde(default)]
+    fresh: bool,
+    #[serde(default = "default_repeat")]
+    repeat: usize,
+}
+
+fn default_repeat() -> usize {
+    1
 }
 
 fn default_value() -> String {
@@ -36,13 +44,18 @@ fn default_per_call() -> u32 {
 /// Config: `value` (string, `"hello"`), `reliable` (false; when true every
 /// tuple carries a sequential message id 0, 1, 2, ...; acks and fails are
 /// ignored, nothing is replayed), `limit` (total tuples per task, none by
-/// default) and `per_call` (tuples per `next_tuple`, 1).
+/// default), `per_call` (tuples per `next_tuple`, 1), `repeat` (the value is
+/// `value` repeated this many times, 1; for big values) and `fresh` (false;
+/// when true every emit carries its own copy of the value instead of a
+/// shared reference, so memory use grows with the tuples in flight).
 ///
 /// The value is built once; an emit copies it by reference, so short values
 /// (up to 31 bytes, stored inline) and long ones (shared) allocate nothing.
 #[derive(Debug)]
 pub struct ConstSpout {
     value: Value,
+    text: String,
+    fresh: bool,
     reliable: bool,
     limit: Option<u64>,
     per_call: u32,
@@ -63,8 +76,14 @@ impl Spout for ConstSpout {
         if config.per_call == 0 {
             return Err("per_call must be at least 1".into());
         }
+        if config.repeat == 0 {
+            return Err("repeat must be at least 1".into());
+        }
+        let text = config.value.repeat(config.repeat);
         Ok(Self {
-            value: shared_or_inline(&config.value),
+            value: shared_or_inline(&text),
+            text,
+            fresh: config.fresh,
             reliable: config.reliable,
             limit: config.limit,
             per_call: config.per_call,
@@ -77,7 +96,13 @@ impl Spout for ConstSpout {
         if let Some(limit) = self.limit {
             count = count.min(limit.saturating_sub(self.emitted));
         }
-        let values = std::slice::from_ref(&self.value);
+        let fresh;
+        let values = if self.fresh {
+            fresh = [Value::from(self.text.as_str())];
+            &fresh[..]
+        } else {
+            std::slice::from_ref(&self.value)
+        };
         for _ in 0..count {
             if self.reliable {
                 collector.emit_with_id(values, self.emitted);

@@ -27,6 +27,8 @@ struct Browser {
     driver: Child,
     addr: SocketAddr,
     session: String,
+    /// The browser's own profile folder: it names our Chromium processes.
+    profile: String,
 }
 
 impl Browser {
@@ -63,7 +65,8 @@ impl Browser {
             "browserName": "chrome",
             "goog:chromeOptions": { "binary": chromium, "args": args }
         }}});
-        let mut browser = Browser { driver, addr, session: String::new() };
+        let profile_arg = format!("--user-data-dir={}", profile.display());
+        let mut browser = Browser { driver, addr, session: String::new(), profile: profile_arg };
         let answer = browser.call("POST", "/session", &caps);
         browser.session = answer["sessionId"].as_str().expect("a session id").to_owned();
         browser
@@ -125,6 +128,9 @@ impl Drop for Browser {
         }
         let _ = self.driver.kill();
         let _ = self.driver.wait();
+        // A session that never completed leaves Chromium behind: end the
+        // processes of our own profile folder (a unique temporary path).
+        let _ = Command::new("pkill").arg("-f").arg(&self.profile).status();
     }
 }
 

@@ -333,50 +333,48 @@ impl Running {
         ready: impl Fn(u64) -> bool,
         within: Duration,
     ) -> u64 {
+        let what = format!("the awaited {component}.{column} in the stats");
+        self.wait_for(&what, within, |stderr| {
+            latest_stat(stderr, component, column).filter(|&v| ready(v))
+        })
+    }
+
+    /// Polls the child's stderr until `probe` finds something in it; panics
+    /// (killing the child, showing its output) if it ends first or `within`
+    /// passes.
+    fn wait_for<T>(
+        &mut self,
+        what: &str,
+        within: Duration,
+        probe: impl Fn(&str) -> Option<T>,
+    ) -> T {
         let deadline = Instant::now() + within;
         loop {
-            if let Some(v) = latest_stat(&self.stderr.snapshot(), component, column) {
-                if ready(v) {
-                    return v;
-                }
+            if let Some(found) = probe(&self.stderr.snapshot()) {
+                return found;
             }
             let exited = self.child.try_wait().expect("try_wait").is_some();
             if exited || Instant::now() >= deadline {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
                 panic!(
-                    "{}: the stats never showed the awaited {component}.{column} ({})\n--- stderr\n{}",
+                    "{}: stderr never showed {what} ({})\n--- stdout\n{}\n--- stderr\n{}",
                     self.command,
                     if exited { "the child exited" } else { "timed out" },
-                    tail(&self.stderr.snapshot(), 40)
+                    tail(&self.stdout.snapshot(), 40),
+                    tail(&self.stderr.snapshot(), 60)
                 );
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
     /// Waits until the child's stderr contains `needle`; panics (killing the
     /// child) if it ends first or `within` passes.
     pub fn wait_for_stderr(&mut self, needle: &str, within: Duration) {
-        let deadline = Instant::now() + within;
-        loop {
-            if self.stderr.snapshot().contains(needle) {
-                return;
-            }
-            let exited = self.child.try_wait().expect("try_wait").is_some();
-            if exited || Instant::now() >= deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "{}: stderr never showed {needle:?} ({})\n--- stdout\n{}\n--- stderr\n{}",
-                    self.command,
-                    if exited { "the child exited" } else { "timed out" },
-                    self.stdout.snapshot(),
-                    self.stderr.snapshot()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        self.wait_for(&format!("{needle:?}"), within, |stderr| {
+            stderr.contains(needle).then_some(())
+        });
     }
 
     /// Waits until `path` exists; panics (killing the child) if the child

@@ -50,6 +50,14 @@ pub struct StreamRoutes {
     pub routers: Vec<Router>,
 }
 
+/// Adds the encoded size of `values` to `batch.bytes` (byte budgets only;
+/// kept out of line so `push` stays small when no budget is set).
+#[cold]
+#[inline(never)]
+fn count_bytes(batch: &mut Batch, values: &[Value]) {
+    batch.bytes += values.iter().map(|v| v.encoded_len() as u64).sum::<u64>();
+}
+
 /// Everything a [`Transfer`] is wired to.
 #[derive(Debug)]
 pub struct TransferWiring {
@@ -104,6 +112,9 @@ pub struct Transfer {
     recycled: Option<Receiver<Batch>>,
     /// Byte budgets of the targets' queues (see [`QueueBytes`]).
     queue_bytes: Vec<Option<std::sync::Arc<QueueBytes>>>,
+    /// True when any target has a byte budget: the per-tuple cost of the
+    /// feature when it is off is this one predictable branch.
+    budgeted: bool,
 }
 
 impl Transfer {
@@ -128,6 +139,7 @@ impl Transfer {
             count_bytes: wiring.count_bytes,
             emitted_bytes: 0,
             recycled: wiring.recycled,
+            budgeted: wiring.queue_bytes.iter().any(Option::is_some),
             queue_bytes: wiring.queue_bytes,
         }
     }
@@ -204,8 +216,8 @@ impl Transfer {
             }
         };
         batch.push(stream, values, ids);
-        if self.queue_bytes.get(target as usize).is_some_and(Option::is_some) {
-            batch.bytes += values.iter().map(|v| v.encoded_len() as u64).sum::<u64>();
+        if self.budgeted {
+            count_bytes(batch, values);
         }
         if batch.len() >= self.batch_size {
             self.send(target, stats);
@@ -227,7 +239,11 @@ impl Transfer {
     fn try_send(&mut self, target: u32, batch: Batch, stats: &mut LocalStats) -> Option<Batch> {
         let Some(queue) = &self.queues[target as usize] else { return None };
         let n = batch.len() as u64;
-        let budget = self.queue_bytes.get(target as usize).and_then(Option::as_ref);
+        let budget = if self.budgeted {
+            self.queue_bytes.get(target as usize).and_then(Option::as_ref)
+        } else {
+            None
+        };
         let bytes = batch.bytes;
         if budget.is_some_and(|b| !b.admit(bytes)) {
             return Some(batch);

@@ -130,7 +130,7 @@ impl Drop for Browser {
         let _ = self.driver.wait();
         // A session that never completed leaves Chromium behind: end the
         // processes of our own profile folder (a unique temporary path).
-        let _ = Command::new("pkill").arg("-f").arg(&self.profile).status();
+        let _ = Command::new("pkill").args(["-f", "--"]).arg(&self.profile).status();
     }
 }
 
@@ -195,6 +195,59 @@ fn the_live_page_shows_the_topology_counts_up_and_deactivates_a_spout() {
             .expect("a PNG");
         std::fs::write(&path, bytes).expect("write the screenshot");
     }
+    drop(browser);
+    drop(child);
+}
+
+#[test]
+fn the_live_page_stays_usable_with_50_components() {
+    let (Some(chromium), Some(chromedriver)) =
+        (require_tool("chromium"), require_tool("chromedriver"))
+    else {
+        return;
+    };
+    // One spout and 49 bolts: a chain of 7 and 42 leaves on it, at a low rate.
+    let mut toml = String::from(
+        "[topology]\nname = \"wide\"\n\n[plugins]\ntestkit = \"{testkit}\"\n\n[spouts.source]\n\
+         component = \"testkit::ConstSpout\"\nthrottle = { tuples_per_sec = 200 }\n",
+    );
+    let mut previous = "source".to_owned();
+    for i in 0..7 {
+        let name = format!("chain{i}");
+        toml.push_str(&format!(
+            "\n[bolts.{name}]\ncomponent = \"testkit::IdBolt\"\ninputs = [{{ from = \"{previous}\" }}]\n"
+        ));
+        previous = name;
+    }
+    for i in 0..42 {
+        let from = format!("chain{}", i % 7);
+        toml.push_str(&format!(
+            "\n[bolts.leaf{i}]\ncomponent = \"testkit::NullBolt\"\ninputs = [{{ from = \"{from}\" }}]\n"
+        ));
+    }
+    let ws = Workspace::new("browser_wide");
+    let (child, addr) = start(&ws, &toml);
+    let profile = ws.path("chromium-profile");
+    let browser = Browser::start(&chromedriver, &chromium, &profile);
+    browser.session("POST", "/url", &json!({ "url": format!("http://{addr}/") }));
+    let within = Duration::from_secs(30);
+    // Every component has its row and its node, and the last leaf counts up.
+    let rows = browser.wait("50 rows", within, |b| {
+        let found = b.session(
+            "POST",
+            "/elements",
+            &json!({ "using": "css selector", "value": "#components tbody tr" }),
+        );
+        found.as_array().map(Vec::len).filter(|&n| n == 50)
+    });
+    assert_eq!(rows, 50);
+    assert!(browser.find("#node-leaf41").is_some() && browser.find("#node-chain6").is_some());
+    let executed = |b: &Browser| -> Option<u64> {
+        b.attribute("#components tr[data-component=\"leaf41\"] .executed", "data-value")?
+            .parse()
+            .ok()
+    };
+    browser.wait("leaf41 executing", within, |b| executed(b).filter(|&n| n > 0));
     drop(browser);
     drop(child);
 }

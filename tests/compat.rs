@@ -28,12 +28,17 @@ fn examples_1_0() -> Option<PathBuf> {
     static BUILT: OnceLock<Result<Option<PathBuf>, String>> = OnceLock::new();
     let built = BUILT.get_or_init(|| {
         let root = workspace_root();
-        let has_commit = require_tool("git").is_some()
-            && Command::new("git")
-                .current_dir(&root)
-                .args(["cat-file", "-e", &format!("{CONTRACT_1_0}^{{commit}}")])
-                .status()
-                .is_ok_and(|s| s.success());
+        let git = |args: &[&str]| {
+            Command::new("git").current_dir(&root).args(args).status().is_ok_and(|s| s.success())
+        };
+        let object = format!("{CONTRACT_1_0}^{{commit}}");
+        let has_git = require_tool("git").is_some();
+        // A shallow clone lacks the commit: deepen it from its origin if
+        // that is reachable (best effort), then look again.
+        let has_commit = has_git
+            && (git(&["cat-file", "-e", &object])
+                || (git(&["fetch", "--quiet", "--unshallow"])
+                    && git(&["cat-file", "-e", &object])));
         if !has_commit {
             let required = std::env::var(REQUIRE_VAR).is_ok_and(|v| v == "1");
             if required {

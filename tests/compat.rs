@@ -129,6 +129,11 @@ fn a_plugin_built_against_contract_1_0_loads_and_runs_in_this_host() {
     assert_eq!(printed_word_counts(&out), expected_word_counts(), "\n{}", out.context());
     assert_eq!(out.stat("sentences", "acked"), SENTENCE_LIMIT, "\n{}", out.context());
     assert!(!out.stderr.contains("counting words"), "a 1.0 plugin does not log through the host");
+    assert!(
+        out.stderr.contains("does not record its panic strategy"),
+        "a 1.0 plugin loads with a warning about its panic strategy\n{}",
+        out.context()
+    );
 
     // The same library under --http: it has no user metrics, and nothing breaks.
     let (child, addr) = start(&ws, &toml);
@@ -189,4 +194,41 @@ fn a_1_1_plugin_logs_through_the_host_and_exports_its_metrics() {
     let out = cmd.output();
     out.assert_code(0);
     assert!(!out.stderr.contains("counting words"), "filtered out\n{}", out.context());
+}
+
+#[test]
+fn a_plugin_built_with_panic_abort_is_refused_at_load() {
+    // testkit built with panic = "abort" (a profile override), in a target
+    // directory of its own.
+    let dir = target_root().join("panic-abort");
+    let out = cargo()
+        .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
+        .args(["build", "--release", "-p", "squall-testkit", "--target-dir"])
+        .arg(&dir)
+        .output()
+        .expect("run cargo");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let library = dir.join("release/libsquall_testkit.so");
+    let ws = Workspace::new("panic_abort");
+    let toml = format!(
+        "[plugins]\nt = \"{}\"\n\n[spouts.s]\ncomponent = \"t::ConstSpout\"\n\n\
+         [bolts.b]\ncomponent = \"t::NullBolt\"\ninputs = [{{ from = \"s\" }}]\n",
+        library.display()
+    );
+    let topology = ws.write_topology("abort.toml", &toml);
+    for out in [
+        SquallCommand::validate(&ws, &topology).output(),
+        SquallCommand::run(&ws, &topology, "5s").output(),
+        SquallCommand::inspect(&ws, &library).output(),
+    ] {
+        out.assert_code(69);
+        let line = out.single_error_line();
+        assert!(
+            line.contains("panic = \"abort\"") && line.contains("panic = \"unwind\""),
+            "{line}"
+        );
+    }
+    // The same library built normally loads.
+    let normal = SquallCommand::inspect(&ws, &crate::util::plugin_path("testkit")).output();
+    normal.assert_code(0);
 }

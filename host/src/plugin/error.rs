@@ -93,6 +93,14 @@ pub enum LoadError {
         /// The resolved path.
         path: PathBuf,
     },
+    /// The library was built with `panic = "abort"`.
+    #[error("plugin \"{alias}\": {} was built with panic = \"abort\", so its first panic would abort squall; build it with panic = \"unwind\" (Rust's default: remove `panic = \"abort\"` from its [profile.*] and RUSTFLAGS)", shown(path))]
+    PanicAbort {
+        /// The alias from `[plugins]`.
+        alias: String,
+        /// The resolved path.
+        path: PathBuf,
+    },
     /// The library was built against an incompatible contract.
     #[error("plugin \"{alias}\": {} is incompatible with this host (contract {host_contract}): {detail}", shown(path))]
     Incompatible {

@@ -9,7 +9,8 @@ use abi_stable::library::{AbiHeaderRef, LibraryError, ROOT_MODULE_LOADER_NAME_WI
 use libloading::os::unix::{Library as UnixLibrary, RTLD_LOCAL, RTLD_NOW};
 use sha2::{Digest, Sha256};
 use squall_plugin_api::abi::{
-    v1_0, Catalogue, ComponentDescriptor, HostBox, PResult, PluginRoot_Ref, CONTRACT_VERSION,
+    v1_0, Catalogue, ComponentDescriptor, HostBox, PResult, PanicStrategy, PluginRoot_Ref,
+    CONTRACT_VERSION,
 };
 
 use super::error::shown;
@@ -89,6 +90,19 @@ pub fn load_library_with(
         check_digest(alias, path, &file, expected)?;
     }
     let root = open_root(alias, path, file)?;
+    // A `panic = "abort"` library would take the whole host down at its first
+    // panic: refuse it before calling any of its code. A 1.0 library does not
+    // say; it loads, with a warning.
+    match root.panic_strategy {
+        Some(PanicStrategy::UNWIND) => {}
+        Some(_) => return Err(LoadError::PanicAbort { alias: alias_s, path: path_b }),
+        None => tracing::warn!(
+            alias,
+            "{} was built against contract 1.0, which does not record its panic strategy; \
+             if it was built with panic = \"abort\", its first panic will abort squall",
+            path.display()
+        ),
+    }
     // Contract 1.1: hand the library the host's services (a 1.0 library has
     // no such field and is left as it is).
     if let Some(attach) = root.attach_host {
@@ -272,6 +286,8 @@ struct Root {
     catalogue: extern "C" fn() -> PResult<Catalogue>,
     /// Contract 1.1 and later.
     attach_host: Option<extern "C" fn(HostBox)>,
+    /// Contract 1.1 and later; `None` for a 1.0 library.
+    panic_strategy: Option<PanicStrategy>,
 }
 
 fn open_root(alias: &str, path: &Path, file: File) -> Result<Root, LoadError> {
@@ -318,9 +334,15 @@ fn open_root(alias: &str, path: &Path, file: File) -> Result<Root, LoadError> {
     // shape, which every 1.x library has; a library that fails both is
     // reported against the 1.0 shape, the one every squall plugin shares.
     match header.init_root_module::<PluginRoot_Ref>() {
-        Ok(root) => Ok(Root { catalogue: root.catalogue(), attach_host: root.attach_host() }),
+        Ok(root) => Ok(Root {
+            catalogue: root.catalogue(),
+            attach_host: root.attach_host(),
+            panic_strategy: root.panic_strategy(),
+        }),
         Err(_) => match header.init_root_module::<v1_0::PluginRoot_Ref>() {
-            Ok(root) => Ok(Root { catalogue: root.catalogue(), attach_host: None }),
+            Ok(root) => {
+                Ok(Root { catalogue: root.catalogue(), attach_host: None, panic_strategy: None })
+            }
             Err(e) => Err(incompatible(e)),
         },
     }

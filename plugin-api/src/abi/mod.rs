@@ -34,8 +34,8 @@ pub use host::{
 };
 pub use output::{Output, OutputMut, Output_TO};
 pub use root::{
-    lib_header, v1_0, PluginRoot, PluginRoot_Ref, PluginSource, ABI_BASELINE, CONTRACT_VERSION,
-    ROOT_SYMBOL,
+    lib_header, v1_0, PanicStrategy, PluginRoot, PluginRoot_Ref, PluginSource, ABI_BASELINE,
+    CONTRACT_VERSION, ROOT_SYMBOL,
 };
 
 #[doc(hidden)]

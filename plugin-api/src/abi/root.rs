@@ -39,6 +39,32 @@ pub struct PluginRoot {
     /// user metrics) once, right after loading it. `None` in a 1.0 library.
     #[sabi(missing_field(option))]
     pub attach_host: extern "C" fn(HostBox),
+    /// Contract 1.1: how the library was built to handle panics. A library
+    /// built with `panic = "abort"` would abort the whole host at its first
+    /// panic, so the host refuses it. `None` in a 1.0 library.
+    #[sabi(missing_field(option))]
+    pub panic_strategy: PanicStrategy,
+}
+
+/// How a library's code handles a panic (an open set of constants).
+#[repr(transparent)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PanicStrategy(pub u8);
+
+impl PanicStrategy {
+    /// `panic = "unwind"` (Rust's default): panics are caught at the boundary.
+    pub const UNWIND: Self = Self(0);
+    /// `panic = "abort"`: a panic ends the process.
+    pub const ABORT: Self = Self(1);
+
+    /// The strategy this crate (and so the library it is part of) was built with.
+    pub const fn of_this_build() -> Self {
+        if cfg!(panic = "abort") {
+            Self::ABORT
+        } else {
+            Self::UNWIND
+        }
+    }
 }
 
 impl std::fmt::Debug for PluginRoot {
@@ -110,7 +136,12 @@ extern "C" fn catalogue_of<P: PluginSource>() -> PResult<Catalogue> {
 }
 
 fn root_of<P: PluginSource>() -> PluginRoot_Ref {
-    PluginRoot { catalogue: catalogue_of::<P>, attach_host: crate::host::attach }.leak_into_prefix()
+    PluginRoot {
+        catalogue: catalogue_of::<P>,
+        attach_host: crate::host::attach,
+        panic_strategy: PanicStrategy::of_this_build(),
+    }
+    .leak_into_prefix()
 }
 
 extern "C" fn load_root<P: PluginSource>() -> RootModuleResult {

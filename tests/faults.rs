@@ -173,3 +173,34 @@ inputs = [{ from = "fast" }]
     assert!(took < std::time::Duration::from_secs(20), "the host took {took:?} to give up\n{ctx}");
     assert_eq!(out.summary()["outcome"], "failed", "\n{ctx}");
 }
+
+#[test]
+fn an_emit_with_the_wrong_number_of_values_is_refused_counted_and_logged() {
+    let ws = Workspace::new("arity");
+    let topology = ws.write_topology(
+        "arity.toml",
+        r#"
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+config = { extra_values = 1, limit = 100 }
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{ from = "source" }]
+"#,
+    );
+    let out = SquallCommand::run(&ws, &topology, "1s").output();
+    let ctx = out.context();
+    out.assert_code(0);
+    assert_eq!(out.stat("source", "errors"), 100, "every wrong emit is counted\n{ctx}");
+    assert_eq!(out.stat("sink", "executed"), 0, "no wrong tuple is delivered\n{ctx}");
+    let line = out.stderr.lines().find(|l| l.contains("values, but it declares")).unwrap_or("");
+    assert!(
+        line.contains("spout \"source\" task 0")
+            && line.contains("emit on stream \"default\" with 2 values, but it declares 1 fields"),
+        "one log line names the component, the stream and both counts\n{ctx}"
+    );
+}

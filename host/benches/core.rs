@@ -28,6 +28,7 @@ fn transfer(c: &mut Criterion) {
     let routes = vec![StreamRoutes {
         name: "default".into(),
         direct: false,
+        fields: 1,
         routers: vec![Router::new(Grouping::Shuffle, vec![1], 0)],
     }];
     let wiring = TransferWiring {

@@ -117,6 +117,7 @@ fn transfer(task: u32, to: u32, queue: Sender<Batch>, ackers: Vec<Sender<AckerIn
     let routes = vec![StreamRoutes {
         name: "default".into(),
         direct: false,
+        fields: 1,
         routers: vec![Router::new(Grouping::Shuffle, vec![to], 0)],
     }];
     let wiring = TransferWiring {

@@ -34,9 +34,31 @@ pub enum EmitError {
     /// `emit` on the default stream, which the component did not declare.
     #[error("emit on the default stream, which the component does not declare")]
     NoDefaultStream,
+    /// The tuple has another number of values than the stream declares
+    /// fields. Boxed, so the emit path's `Result` stays small.
+    #[error("emit on stream \"{}\" with {} values, but it declares {} fields", .0.stream, .0.got, .0.declared)]
+    Arity(Box<ArityMismatch>),
     /// `emit_direct` on a stream that is not direct, or the reverse.
     #[error("emit_direct on stream \"{0}\" which is not declared direct (or a plain emit on a direct stream)")]
     DirectMismatch(String),
+}
+
+/// What an [`EmitError::Arity`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArityMismatch {
+    /// The stream's name.
+    pub stream: String,
+    /// Fields the stream declares.
+    pub declared: usize,
+    /// Values the emit carried.
+    pub got: usize,
+}
+
+/// Builds the arity error, out of the emit path.
+#[cold]
+#[inline(never)]
+fn arity_error(stream: &str, declared: usize, got: usize) -> EmitError {
+    EmitError::Arity(Box::new(ArityMismatch { stream: stream.to_owned(), declared, got }))
 }
 
 /// One output stream's routing: its name, whether it is direct, and one router per subscriber.
@@ -46,6 +68,8 @@ pub struct StreamRoutes {
     pub name: String,
     /// True for a direct stream.
     pub direct: bool,
+    /// The number of fields the stream declares: every emit must carry as many values.
+    pub fields: usize,
     /// One router per subscribing component.
     pub routers: Vec<Router>,
 }
@@ -175,6 +199,9 @@ impl Transfer {
             self.streams.get_mut(stream as usize).ok_or(EmitError::UndeclaredStream(stream))?;
         if routes.direct != direct.is_some() {
             return Err(EmitError::DirectMismatch(routes.name.clone()));
+        }
+        if values.len() != routes.fields {
+            return Err(arity_error(&routes.name, routes.fields, values.len()));
         }
         self.targets.clear();
         for router in &mut routes.routers {

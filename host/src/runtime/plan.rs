@@ -259,6 +259,7 @@ fn routes(c: &Component, task: u32) -> Vec<StreamRoutes> {
         .map(|s| StreamRoutes {
             name: s.decl.name.to_string(),
             direct: s.decl.direct,
+            fields: s.decl.fields.len(),
             routers: s
                 .subscribers
                 .iter()

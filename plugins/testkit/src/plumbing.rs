@@ -24,6 +24,8 @@ struct ConstConfig {
     fresh: bool,
     #[serde(default = "default_repeat")]
     repeat: usize,
+    #[serde(default)]
+    extra_values: usize,
 }
 
 fn default_repeat() -> usize {
@@ -47,7 +49,9 @@ fn default_per_call() -> u32 {
 /// default), `per_call` (tuples per `next_tuple`, 1), `repeat` (the value is
 /// `value` repeated this many times, 1; for big values) and `fresh` (false;
 /// when true every emit carries its own copy of the value instead of a
-/// shared reference, so memory use grows with the tuples in flight).
+/// shared reference, so memory use grows with the tuples in flight) and
+/// `extra_values` (0; emits that many values more than the one field it
+/// declares: a plugin bug, for the host's arity check).
 ///
 /// The value is built once; an emit copies it by reference, so short values
 /// (up to 31 bytes, stored inline) and long ones (shared) allocate nothing.
@@ -56,6 +60,7 @@ pub struct ConstSpout {
     value: Value,
     text: String,
     fresh: bool,
+    extra_values: usize,
     reliable: bool,
     limit: Option<u64>,
     per_call: u32,
@@ -84,6 +89,7 @@ impl Spout for ConstSpout {
             value: shared_or_inline(&text),
             text,
             fresh: config.fresh,
+            extra_values: config.extra_values,
             reliable: config.reliable,
             limit: config.limit,
             per_call: config.per_call,
@@ -97,7 +103,11 @@ impl Spout for ConstSpout {
             count = count.min(limit.saturating_sub(self.emitted));
         }
         let fresh;
-        let values = if self.fresh {
+        let wrong;
+        let values = if self.extra_values > 0 {
+            wrong = vec![self.value.clone(); 1 + self.extra_values];
+            &wrong[..]
+        } else if self.fresh {
             fresh = [Value::from(self.text.as_str())];
             &fresh[..]
         } else {

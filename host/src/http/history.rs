@@ -167,7 +167,9 @@ impl History {
         window: Option<f64>,
     ) -> WindowStats {
         let samples = self.samples.lock().map(|s| s.clone()).unwrap_or_default();
-        let start = window.and_then(|w| {
+        // A window longer than the run so far covers the whole run (from
+        // zero counts at start), not just the samples taken since.
+        let start = window.filter(|&w| elapsed > w).and_then(|w| {
             samples
                 .iter()
                 .find(|s| elapsed - s.secs <= w + 0.5)
@@ -209,5 +211,45 @@ impl History {
             out.complete_latency_p99_us.push(b.latency.map(|l| l.1));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn history(points: &[(f64, u64)]) -> History {
+        let samples = points
+            .iter()
+            .map(|&(secs, emitted)| Sample {
+                secs,
+                counts: vec![Counts { emitted, ..Counts::default() }],
+                latency: None,
+            })
+            .collect();
+        History { samples: Mutex::new(samples) }
+    }
+
+    #[test]
+    fn a_window_longer_than_the_run_covers_the_whole_run() {
+        // One sample just after start, taken after a burst of 1000.
+        let h = history(&[(0.2, 1000)]);
+        let now = Counts { emitted: 1000, ..Counts::default() };
+        let w = h.window(0, now, 0.4, Some(10.0));
+        assert_eq!(w.counts.emitted, 1000, "counted from the start, not from the sample");
+        assert!((w.emit_rate - 2500.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_window_counts_from_the_oldest_sample_inside_it() {
+        let points: Vec<(f64, u64)> =
+            (0..=30u32).map(|s| (f64::from(s), u64::from(s) * 100)).collect();
+        let h = history(&points);
+        let now = Counts { emitted: 3000, ..Counts::default() };
+        let w = h.window(0, now, 30.0, Some(10.0));
+        assert_eq!(w.counts.emitted, 1000, "the last 10 s");
+        assert!((w.secs - 10.0).abs() < 1e-9);
+        let all = h.window(0, now, 30.0, None);
+        assert_eq!(all.counts.emitted, 3000);
     }
 }

@@ -153,9 +153,15 @@ fn a_1_1_plugin_logs_through_the_host_and_exports_its_metrics() {
 
     let toml = word_count_topology(1);
     let (child, addr) = start(&ws, &toml);
+    // Both tasks have registered (each in its own `prepare`) and counted.
     let c = poll(addr, "/api/v1/components/count", Duration::from_secs(30), |c| {
         c["user_metrics"].as_array().is_some_and(|m| {
-            m.iter().any(|m| m["name"] == "distinct_words" && m["value"].as_i64().unwrap_or(0) > 0)
+            let distinct: Vec<i64> = m
+                .iter()
+                .filter(|m| m["name"] == "distinct_words")
+                .map(|m| m["value"].as_i64().unwrap_or(0))
+                .collect();
+            distinct.len() == 2 && distinct.iter().all(|&v| v > 0)
         })
     });
     let metrics = c["user_metrics"].as_array().unwrap();

@@ -175,15 +175,7 @@ fn a_1_1_plugin_logs_through_the_host_and_exports_its_metrics() {
     assert!(text.contains(
         "squall_user_words_total{topology=\"wordcount-e2e\",component=\"count\",task=\""
     ));
-    if let Some(promtool) = require_tool("promtool") {
-        let file = ws.write("metrics.txt", &text);
-        let check = Command::new(promtool)
-            .args(["check", "metrics"])
-            .stdin(std::fs::File::open(&file).expect("open"))
-            .output()
-            .expect("run promtool");
-        assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
-    }
+    crate::http::promtool_check(&ws, &text);
     let stderr = child.stderr_snapshot();
     let line = stderr
         .lines()

@@ -117,12 +117,37 @@ pub fn start(ws: &Workspace, toml: &str) -> (Running, SocketAddr) {
     let mut cmd = SquallCommand::run_until_interrupted(ws, &path);
     cmd.args(["--http", "0"]).limit(Duration::from_secs(90));
     let mut child = cmd.spawn();
+    let addr = bound_addr(&mut child);
+    (child, addr)
+}
+
+/// Waits for the log line that announces the HTTP endpoint and returns the
+/// address it names.
+pub fn bound_addr(child: &mut Running) -> SocketAddr {
     child.wait_for_stderr("HTTP on http://", Duration::from_secs(30));
-    let addr = child.stderr_snapshot().lines().find_map(|l| {
-        let rest = l.split("HTTP on http://").nth(1)?;
-        rest.split('/').next()?.parse().ok()
-    });
-    (child, addr.expect("the log names the bound address"))
+    child
+        .stderr_snapshot()
+        .lines()
+        .find_map(|l| l.split("HTTP on http://").nth(1)?.split('/').next()?.parse().ok())
+        .expect("the log names the bound address")
+}
+
+/// Runs `promtool check metrics` on `text` (skipped without promtool, a
+/// failure under `SQUALL_REQUIRE_TOOLS=1`).
+pub fn promtool_check(ws: &Workspace, text: &str) {
+    let Some(promtool) = require_tool("promtool") else { return };
+    let file = ws.write("metrics.txt", text);
+    let check = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(&file).expect("open"))
+        .output()
+        .expect("run promtool");
+    assert!(
+        check.status.success(),
+        "promtool check metrics failed:\n{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
 }
 
 /// Polls `path` until `ready` holds for its JSON, or panics after `within`.
@@ -322,20 +347,7 @@ fn metrics_are_valid_prometheus_text_with_every_family() {
         .expect("a complete latency count");
     assert!(count > 0, "acked trees are in the latency histogram");
     drop(child);
-    if let Some(promtool) = require_tool("promtool") {
-        let file = ws.write("metrics.txt", &text);
-        let check = std::process::Command::new(promtool)
-            .args(["check", "metrics"])
-            .stdin(std::fs::File::open(&file).expect("open"))
-            .output()
-            .expect("run promtool");
-        assert!(
-            check.status.success(),
-            "promtool check metrics failed:\n{}{}",
-            String::from_utf8_lossy(&check.stdout),
-            String::from_utf8_lossy(&check.stderr)
-        );
-    }
+    promtool_check(&ws, &text);
 }
 
 #[test]
@@ -357,12 +369,8 @@ fn the_topology_file_can_turn_http_on_and_a_bad_address_is_a_config_error() {
     let mut cmd = SquallCommand::run_until_interrupted(&ws, &path);
     cmd.limit(Duration::from_secs(60));
     let mut child = cmd.spawn();
-    child.wait_for_stderr("HTTP on http://127.0.0.1:", Duration::from_secs(30));
-    let addr: SocketAddr = child
-        .stderr_snapshot()
-        .lines()
-        .find_map(|l| l.split("HTTP on http://").nth(1)?.split('/').next()?.parse().ok())
-        .expect("the bound address");
+    let addr = bound_addr(&mut child);
+    assert!(addr.ip().is_loopback(), "a bare port binds loopback: {addr}");
     assert_eq!(request(addr, "GET", "/healthz").status, 200);
     child.interrupt();
     child.wait().assert_code(0);

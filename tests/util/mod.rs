@@ -12,10 +12,12 @@
 mod build;
 mod command;
 mod logs;
+mod services;
 
 pub use build::*;
 pub use command::*;
 pub use logs::*;
+pub use services::*;
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,9 @@
 //! The [`Bolt`] and [`BasicBolt`] traits: processing steps.
 
+use crate::abi::InputDecl;
 use crate::{
-    BasicCollector, BoltCollector, ComponentConfig, OutputDeclarer, Result, TaskContext, Tuple,
+    BasicCollector, BoltCollector, ComponentConfig, ConfigKey, OutputDeclarer, Result, State,
+    TaskContext, Tuple,
 };
 
 /// A processing step that anchors and acks by itself, like Storm's `IRichBolt`.
@@ -14,6 +16,13 @@ pub trait Bolt: Send + Sized + 'static {
     const NAME: &'static str;
     /// A one-line description for `squall inspect`.
     const DESCRIPTION: &'static str = "";
+    /// Contract 1.1: the config keys the bolt accepts. When declared,
+    /// `squall validate` reports any other key, with a did-you-mean, before
+    /// `new` runs, and `squall inspect` prints them.
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = None;
+    /// Contract 1.1: fields every input stream must carry; `squall validate`
+    /// checks them against what the bolt subscribes to.
+    const INPUT_FIELDS: &'static [&'static str] = &[];
 
     /// Declares the output streams and their fields.
     fn declare_outputs(_outputs: &mut OutputDeclarer) {}
@@ -40,6 +49,44 @@ pub trait Bolt: Send + Sized + 'static {
 
     /// Called once at shutdown.
     fn cleanup(&mut self) {}
+
+    /// Contract 1.1: declares the outputs for a given config. The default
+    /// calls `declare_outputs`.
+    ///
+    /// # Errors
+    /// When the config is invalid.
+    fn declare_outputs_for(
+        _config: &ComponentConfig<'_>,
+        outputs: &mut OutputDeclarer,
+    ) -> Result<()> {
+        Self::declare_outputs(outputs);
+        Ok(())
+    }
+
+    /// Contract 1.1: checks the inputs the topology subscribes the bolt to
+    /// (streams, groupings, fields); an error refuses the topology at
+    /// `squall validate`, at the component's location.
+    ///
+    /// # Errors
+    /// When the bolt cannot work with these inputs.
+    fn check_inputs(_config: &ComponentConfig<'_>, _inputs: &[InputDecl]) -> Result<()> {
+        Ok(())
+    }
+
+    /// Contract 1.1: saves the state a replacing instance takes over
+    /// (`None`, the default: the bolt keeps no state).
+    fn save_state(&mut self) -> Option<State> {
+        None
+    }
+
+    /// Contract 1.1: takes over a predecessor's state, before `prepare`.
+    ///
+    /// # Errors
+    /// When the format is unknown: the replacement is then rolled back. The
+    /// default refuses every state.
+    fn restore_state(&mut self, state: State) -> Result<()> {
+        Err(format!("{} keeps no state; it cannot take over `{}`", Self::NAME, state.format).into())
+    }
 }
 
 /// A processing step whose inputs are acked for it, like Storm's `BaseBasicBolt`:
@@ -50,6 +97,13 @@ pub trait BasicBolt: Send + Sized + 'static {
     const NAME: &'static str;
     /// A one-line description for `squall inspect`.
     const DESCRIPTION: &'static str = "";
+    /// Contract 1.1: the config keys the bolt accepts. When declared,
+    /// `squall validate` reports any other key, with a did-you-mean, before
+    /// `new` runs, and `squall inspect` prints them.
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = None;
+    /// Contract 1.1: fields every input stream must carry; `squall validate`
+    /// checks them against what the bolt subscribes to.
+    const INPUT_FIELDS: &'static [&'static str] = &[];
 
     /// Declares the output streams and their fields.
     fn declare_outputs(_outputs: &mut OutputDeclarer) {}
@@ -76,4 +130,42 @@ pub trait BasicBolt: Send + Sized + 'static {
 
     /// Called once at shutdown.
     fn cleanup(&mut self) {}
+
+    /// Contract 1.1: declares the outputs for a given config. The default
+    /// calls `declare_outputs`.
+    ///
+    /// # Errors
+    /// When the config is invalid.
+    fn declare_outputs_for(
+        _config: &ComponentConfig<'_>,
+        outputs: &mut OutputDeclarer,
+    ) -> Result<()> {
+        Self::declare_outputs(outputs);
+        Ok(())
+    }
+
+    /// Contract 1.1: checks the inputs the topology subscribes the bolt to
+    /// (streams, groupings, fields); an error refuses the topology at
+    /// `squall validate`, at the component's location.
+    ///
+    /// # Errors
+    /// When the bolt cannot work with these inputs.
+    fn check_inputs(_config: &ComponentConfig<'_>, _inputs: &[InputDecl]) -> Result<()> {
+        Ok(())
+    }
+
+    /// Contract 1.1: saves the state a replacing instance takes over
+    /// (`None`, the default: the bolt keeps no state).
+    fn save_state(&mut self) -> Option<State> {
+        None
+    }
+
+    /// Contract 1.1: takes over a predecessor's state, before `prepare`.
+    ///
+    /// # Errors
+    /// When the format is unknown: the replacement is then rolled back. The
+    /// default refuses every state.
+    fn restore_state(&mut self, state: State) -> Result<()> {
+        Err(format!("{} keeps no state; it cannot take over `{}`", Self::NAME, state.format).into())
+    }
 }

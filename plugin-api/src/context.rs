@@ -5,7 +5,12 @@ use abi_stable::{
     StableAbi,
 };
 
-use crate::{StreamId, DEFAULT_STREAM};
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::abi;
+use crate::{Waker, DEFAULT_STREAM};
 
 /// One declared output stream: its name, its fields, and whether it is direct.
 #[repr(C)]
@@ -27,45 +32,6 @@ pub struct ComponentTasks {
     pub component: RString,
     /// Its task ids.
     pub tasks: RVec<u32>,
-}
-
-/// Handed to `open` / `prepare`: the topology, the component and the task.
-#[repr(C)]
-#[derive(StableAbi, Debug, Clone, PartialEq)]
-pub struct TaskContext {
-    /// The topology's name.
-    pub topology: RString,
-    /// This component's name in the topology (not its plugin name).
-    pub component: RString,
-    /// This task's id, unique in the topology.
-    pub task_id: u32,
-    /// This task's index among the component's tasks, from 0.
-    pub task_index: u32,
-    /// How many tasks the component has.
-    pub parallelism: u32,
-    /// This component's output streams; a [`StreamId`] is an index into it.
-    pub outputs: RVec<StreamDecl>,
-    /// The components that subscribe to this one, with their tasks.
-    pub downstream: RVec<ComponentTasks>,
-}
-
-impl TaskContext {
-    /// The id of the declared output stream called `name`.
-    pub fn stream_id(&self, name: &str) -> Option<StreamId> {
-        if name == DEFAULT_STREAM {
-            return Some(StreamId::DEFAULT);
-        }
-        let index = self.outputs.iter().position(|s| s.name.as_str() == name)?;
-        Some(StreamId(u32::try_from(index).ok()?))
-    }
-
-    /// The task ids of a downstream component (empty if it does not subscribe).
-    pub fn tasks_of(&self, component: &str) -> &[u32] {
-        self.downstream
-            .iter()
-            .find(|c| c.component.as_str() == component)
-            .map_or(&[], |c| c.tasks.as_slice())
-    }
 }
 
 /// Collects a component's output stream declarations (Storm's `declareOutputFields`).
@@ -103,5 +69,239 @@ impl OutputDeclarer {
     /// The declared streams, in declaration order.
     pub fn into_streams(self) -> Vec<StreamDecl> {
         self.streams
+    }
+}
+
+/// Handed to `open` / `prepare`: the topology, the component, the task, and
+/// (contract 1.1) the component's effective settings, its inputs and, for
+/// spouts, a [`Waker`].
+///
+/// The 1.0 fields (`topology`, `component`, `task_id`, `task_index`,
+/// `parallelism`, `outputs`, `downstream`) are read through `Deref` to
+/// [`abi::TaskContext`](crate::abi::TaskContext). Tests build one with
+/// [`TaskContext::builder`].
+#[derive(Debug, Clone)]
+pub struct TaskContext {
+    raw: abi::TaskContext,
+    ext: abi::TaskExt,
+    waker: Option<Waker>,
+    waker_taken: Cell<bool>,
+}
+
+impl TaskContext {
+    /// Wraps what the host passed. `ext` is absent when a 1.0 host (or a 1.0
+    /// entry point) called the component: the settings then read as defaults.
+    pub fn from_host(
+        raw: abi::TaskContext,
+        ext: Option<abi::TaskExt>,
+        waker: Option<Waker>,
+    ) -> Self {
+        let ext = ext.unwrap_or_else(|| abi::TaskExt {
+            tick_freq_millis: 0,
+            message_timeout_millis: 0,
+            max_spout_pending: 0,
+            ackers: 0,
+            inputs: RVec::new(),
+            topology_dir: RString::new(),
+        });
+        Self { raw, ext, waker, waker_taken: Cell::new(false) }
+    }
+
+    /// Starts a context for unit tests: component `component`, one task with
+    /// id 1 and index 0, no outputs, no inputs.
+    pub fn builder(component: &str) -> TaskContextBuilder {
+        TaskContextBuilder {
+            context: Self::from_host(
+                abi::TaskContext {
+                    topology: "test".into(),
+                    component: component.into(),
+                    task_id: 1,
+                    task_index: 0,
+                    parallelism: 1,
+                    outputs: RVec::new(),
+                    downstream: RVec::new(),
+                },
+                None,
+                None,
+            ),
+        }
+    }
+
+    /// The 1.0 part, as it crossed the boundary.
+    pub fn raw(&self) -> &abi::TaskContext {
+        &self.raw
+    }
+
+    /// The 1.1 settings, as they crossed the boundary.
+    pub fn ext(&self) -> &abi::TaskExt {
+        &self.ext
+    }
+
+    /// The tick tuple period, when the component gets ticks.
+    pub fn tick_freq(&self) -> Option<Duration> {
+        nonzero_millis(self.ext.tick_freq_millis)
+    }
+
+    /// The message timeout, when timeouts are on.
+    pub fn message_timeout(&self) -> Option<Duration> {
+        nonzero_millis(self.ext.message_timeout_millis)
+    }
+
+    /// This task's `max_spout_pending`, when it is bounded.
+    pub fn max_spout_pending(&self) -> Option<u32> {
+        (self.ext.max_spout_pending > 0).then_some(self.ext.max_spout_pending)
+    }
+
+    /// True when tuple trees are tracked (the topology runs ackers).
+    pub fn acking(&self) -> bool {
+        self.ext.ackers > 0
+    }
+
+    /// The inputs this component subscribes to.
+    pub fn inputs(&self) -> &[abi::InputDecl] {
+        &self.ext.inputs
+    }
+
+    /// Resolves a path from the component's config the way the topology's
+    /// plugin paths are resolved: relative paths against the folder of the
+    /// topology file, absolute paths as they are.
+    pub fn resolve_path(&self, path: impl AsRef<Path>) -> PathBuf {
+        let path = path.as_ref();
+        if path.is_absolute() || self.ext.topology_dir.is_empty() {
+            path.to_path_buf()
+        } else {
+            Path::new(self.ext.topology_dir.as_str()).join(path)
+        }
+    }
+
+    /// The spout's wake handle (spouts only, on a 1.1 host).
+    ///
+    /// Taking it opts the spout in: when `next_tuple` emits nothing, its
+    /// executor blocks until [`Waker::wake`] is called (or acks, ticks or the
+    /// drain need it) instead of polling through the spout wait strategy. A
+    /// spout that takes it must call `wake` whenever new data becomes
+    /// available, from any thread.
+    pub fn waker(&self) -> Option<Waker> {
+        let waker = self.waker.clone()?;
+        self.waker_taken.set(true);
+        Some(waker)
+    }
+
+    /// True once [`TaskContext::waker`] handed out the wake handle.
+    pub fn waker_taken(&self) -> bool {
+        self.waker_taken.get()
+    }
+}
+
+impl std::ops::Deref for TaskContext {
+    type Target = abi::TaskContext;
+
+    fn deref(&self) -> &abi::TaskContext {
+        &self.raw
+    }
+}
+
+fn nonzero_millis(millis: u64) -> Option<Duration> {
+    (millis > 0).then(|| Duration::from_millis(millis))
+}
+
+/// Builds a [`TaskContext`] for unit tests ([`TaskContext::builder`]).
+#[derive(Debug)]
+pub struct TaskContextBuilder {
+    context: TaskContext,
+}
+
+impl TaskContextBuilder {
+    /// Sets the task's id, its index and the component's parallelism.
+    pub fn task(mut self, task_id: u32, task_index: u32, parallelism: u32) -> Self {
+        self.context.raw.task_id = task_id;
+        self.context.raw.task_index = task_index;
+        self.context.raw.parallelism = parallelism;
+        self
+    }
+
+    /// Sets the topology's name.
+    pub fn topology(mut self, name: &str) -> Self {
+        self.context.raw.topology = name.into();
+        self
+    }
+
+    /// Sets the declared outputs (as the component's `declare_outputs` gives them).
+    pub fn outputs(mut self, outputs: OutputDeclarer) -> Self {
+        self.context.raw.outputs = outputs.into_streams().into();
+        self
+    }
+
+    /// Adds a downstream component with its task ids (for `emit_direct`).
+    pub fn downstream(mut self, component: &str, tasks: &[u32]) -> Self {
+        self.context
+            .raw
+            .downstream
+            .push(ComponentTasks { component: component.into(), tasks: tasks.into() });
+        self
+    }
+
+    /// Sets the tick tuple period.
+    pub fn tick_freq(mut self, period: Duration) -> Self {
+        self.context.ext.tick_freq_millis = period.as_millis() as u64;
+        self
+    }
+
+    /// Sets the message timeout.
+    pub fn message_timeout(mut self, timeout: Duration) -> Self {
+        self.context.ext.message_timeout_millis = timeout.as_millis() as u64;
+        self
+    }
+
+    /// Sets `max_spout_pending`.
+    pub fn max_spout_pending(mut self, max: u32) -> Self {
+        self.context.ext.max_spout_pending = max;
+        self
+    }
+
+    /// Sets the number of ackers.
+    pub fn ackers(mut self, ackers: u32) -> Self {
+        self.context.ext.ackers = ackers;
+        self
+    }
+
+    /// Adds an input: `grouping` is a grouping name (`"fields"` with
+    /// `grouping_fields`), `fields` the stream's declared fields.
+    pub fn input(
+        mut self,
+        component: &str,
+        stream: &str,
+        grouping: &str,
+        grouping_fields: &[&str],
+        fields: &[&str],
+    ) -> Self {
+        let strings = |s: &[&str]| s.iter().map(|f| RString::from(*f)).collect();
+        self.context.ext.inputs.push(abi::InputDecl {
+            component: component.into(),
+            stream: stream.into(),
+            grouping: grouping.into(),
+            grouping_fields: strings(grouping_fields),
+            fields: strings(fields),
+            custom: RString::new(),
+        });
+        self
+    }
+
+    /// Sets the folder [`TaskContext::resolve_path`] resolves against.
+    pub fn topology_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.context.ext.topology_dir = dir.as_ref().to_string_lossy().as_ref().into();
+        self
+    }
+
+    /// Hands the spout a wake handle that calls `wake` (for testing a spout's
+    /// waking).
+    pub fn waker(mut self, wake: impl Fn() + Send + Sync + 'static) -> Self {
+        self.context.waker = Some(Waker::from_fn(wake));
+        self
+    }
+
+    /// The finished context.
+    pub fn build(self) -> TaskContext {
+        self.context
     }
 }

@@ -4,7 +4,7 @@
 /// `cdylib`.
 ///
 /// Each list is optional, but the lists that are present must come in this
-/// order: `spouts`, `bolts`, `basic_bolts`, `wait_strategies`.
+/// order: `spouts`, `bolts`, `basic_bolts`, `wait_strategies`, `groupings`.
 ///
 /// ```text
 /// squall_plugin_api::export_plugin! {
@@ -12,6 +12,7 @@
 ///     bolts: [MyRichBolt],
 ///     basic_bolts: [MyBasicBolt],
 ///     wait_strategies: [MyWait],
+///     groupings: [MyGrouping],
 /// }
 /// ```
 ///
@@ -25,19 +26,31 @@ macro_rules! export_plugin {
         $(bolts: [$($bolt:ty),* $(,)?] $(,)?)?
         $(basic_bolts: [$($basic:ty),* $(,)?] $(,)?)?
         $(wait_strategies: [$($wait:ty),* $(,)?] $(,)?)?
+        $(groupings: [$($grouping:ty),* $(,)?] $(,)?)?
     ) => {
         #[doc(hidden)]
         pub struct __SquallPlugin;
 
-        impl $crate::abi::PluginSource for __SquallPlugin {
-            fn catalogue() -> $crate::abi::Catalogue {
+        impl __SquallPlugin {
+            fn builder() -> $crate::abi::CatalogueBuilder {
                 let mut builder =
                     $crate::abi::CatalogueBuilder::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"));
                 $($(builder.spout::<$spout>();)*)?
                 $($(builder.bolt::<$bolt>();)*)?
                 $($(builder.basic_bolt::<$basic>();)*)?
                 $($(builder.wait_strategy::<$wait>();)*)?
-                builder.build()
+                $($(builder.grouping::<$grouping>();)*)?
+                builder
+            }
+        }
+
+        impl $crate::abi::PluginSource for __SquallPlugin {
+            fn catalogue() -> $crate::abi::Catalogue {
+                Self::builder().build()
+            }
+
+            fn extensions() -> $crate::__private::RVec<$crate::abi::ComponentExt> {
+                Self::builder().build_extensions()
             }
         }
 

@@ -116,31 +116,43 @@ mod config;
 mod context;
 mod error;
 mod export;
+mod grouping;
 pub mod host;
+mod keys;
 mod spout;
 pub mod testing;
 mod tuple;
 mod value;
 mod wait;
+mod waker;
 
+pub use abi::{InputDecl, State, StateEntry};
 pub use bolt::{BasicBolt, Bolt};
 pub use collector::{BasicCollector, BoltCollector, SpoutCollector};
 pub use config::ComponentConfig;
-pub use context::{ComponentTasks, OutputDeclarer, StreamDecl, TaskContext};
+pub use context::{ComponentTasks, OutputDeclarer, StreamDecl, TaskContext, TaskContextBuilder};
 pub use error::{Error, ErrorKind, PluginError, Result};
+pub use grouping::Grouping;
 pub use host::metrics;
+pub use keys::{ConfigKey, KeyKind};
 pub use spout::Spout;
 pub use tuple::{
     Anchor, MessageId, StreamId, Tuple, DEFAULT_STREAM, SYSTEM_COMPONENT, TICK_STREAM,
 };
 pub use value::{SmallStr, Value};
 pub use wait::{WaitSituation, WaitStrategy};
+pub use waker::Waker;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use abi_stable::std_types::RVec;
+}
 
 /// Everything a plugin author needs, in one `use`.
 pub mod prelude {
     pub use crate::{
-        Anchor, BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, Error, MessageId,
-        OutputDeclarer, Result, Spout, SpoutCollector, StreamId, TaskContext, Tuple, Value,
-        WaitSituation, WaitStrategy,
+        Anchor, BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, ConfigKey, Error,
+        Grouping, InputDecl, KeyKind, MessageId, OutputDeclarer, Result, Spout, SpoutCollector,
+        State, StreamId, TaskContext, Tuple, Value, WaitSituation, WaitStrategy, Waker,
     };
 }

@@ -1,6 +1,9 @@
 //! The [`Spout`] trait: a source of tuples.
 
-use crate::{ComponentConfig, MessageId, OutputDeclarer, Result, SpoutCollector, TaskContext};
+use crate::{
+    ComponentConfig, ConfigKey, MessageId, OutputDeclarer, Result, SpoutCollector, State,
+    TaskContext,
+};
 
 /// A source of tuples, like Storm's `IRichSpout`.
 ///
@@ -11,9 +14,26 @@ pub trait Spout: Send + Sized + 'static {
     const NAME: &'static str;
     /// A one-line description for `squall inspect`.
     const DESCRIPTION: &'static str = "";
+    /// Contract 1.1: the config keys the spout accepts. When declared,
+    /// `squall validate` reports any other key, with a did-you-mean, before
+    /// [`Spout::new`] runs, and `squall inspect` prints them.
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = None;
 
     /// Declares the output streams and their fields.
     fn declare_outputs(outputs: &mut OutputDeclarer);
+
+    /// Contract 1.1: declares the outputs for a given config (outputs that
+    /// depend on config). The default calls [`Spout::declare_outputs`].
+    ///
+    /// # Errors
+    /// When the config is invalid.
+    fn declare_outputs_for(
+        _config: &ComponentConfig<'_>,
+        outputs: &mut OutputDeclarer,
+    ) -> Result<()> {
+        Self::declare_outputs(outputs);
+        Ok(())
+    }
 
     /// Builds an instance from the component's `config` table.
     ///
@@ -50,4 +70,19 @@ pub trait Spout: Send + Sized + 'static {
 
     /// Called once at shutdown, after in-flight tuples were acked or failed.
     fn close(&mut self) {}
+
+    /// Contract 1.1: saves the state a replacing instance takes over
+    /// (`None`, the default: the spout keeps no state).
+    fn save_state(&mut self) -> Option<State> {
+        None
+    }
+
+    /// Contract 1.1: takes over a predecessor's state, before `open`.
+    ///
+    /// # Errors
+    /// When the format is unknown: the replacement is then rolled back. The
+    /// default refuses every state.
+    fn restore_state(&mut self, state: State) -> Result<()> {
+        Err(format!("{} keeps no state; it cannot take over `{}`", Self::NAME, state.format).into())
+    }
 }

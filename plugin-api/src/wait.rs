@@ -2,7 +2,7 @@
 
 use abi_stable::StableAbi;
 
-use crate::{ComponentConfig, Result};
+use crate::{ComponentConfig, ConfigKey, Result};
 
 /// Why an executor is waiting (Storm's `WaitSituation`). An open set.
 #[repr(transparent)]
@@ -38,6 +38,8 @@ pub trait WaitStrategy: Send + Sized + 'static {
     const NAME: &'static str;
     /// A one-line description for `squall inspect`.
     const DESCRIPTION: &'static str = "";
+    /// Contract 1.1: the config keys the strategy accepts (besides `strategy`).
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = None;
 
     /// Builds an instance from the keys of the `[wait.*]` table other than `strategy`.
     ///

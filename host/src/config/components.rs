@@ -14,8 +14,8 @@ use super::defaults::{self, keys};
 use super::diagnostic::Loc;
 use super::limits;
 use super::model::{
-    BoltDecl, ComponentRef, GroupingSpec, InputDecl, SpoutDecl, ThrottleMode, ThrottleRate,
-    ThrottleSpec, WaitOverrides,
+    BoltDecl, ComponentRef, ConfigKeyLoc, GroupingSpec, InputDecl, SpoutDecl, ThrottleMode,
+    ThrottleRate, ThrottleSpec, WaitOverrides,
 };
 use super::suggest::did_you_mean;
 use super::wait::{read_wait_overrides, Situation};
@@ -66,6 +66,7 @@ fn read_spout(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> SpoutDecl
         component: placeholder(loc),
         parallelism: defaults::PARALLELISM,
         config: String::new(),
+        config_keys: Vec::new(),
         throttle: None,
         wait: WaitOverrides::default(),
         max_spout_pending: None,
@@ -73,7 +74,7 @@ fn read_spout(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> SpoutDecl
     let Some(table) = w.table(value, &owner) else { return spout };
     let s = Section::new(table, key.span(), owner);
     s.check_keys(w, keys::SPOUT);
-    (spout.component, spout.parallelism, spout.config) = read_common(w, &s);
+    (spout.component, spout.parallelism, (spout.config, spout.config_keys)) = read_common(w, &s);
     spout.throttle = s.get("throttle").and_then(|v| read_throttle(w, v, &s.context));
     spout.max_spout_pending = s
         .uint(w, "max_spout_pending", 0, u64::from(limits::MAX_SPOUT_PENDING))
@@ -100,6 +101,7 @@ fn read_bolt(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> BoltDecl {
         component: placeholder(loc),
         parallelism: defaults::PARALLELISM,
         config: String::new(),
+        config_keys: Vec::new(),
         inputs: Vec::new(),
         tick_tuple_freq_secs: None,
         wait: WaitOverrides::default(),
@@ -107,7 +109,7 @@ fn read_bolt(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> BoltDecl {
     let Some(table) = w.table(value, &owner) else { return bolt };
     let s = Section::new(table, key.span(), owner);
     s.check_keys(w, keys::BOLT);
-    (bolt.component, bolt.parallelism, bolt.config) = read_common(w, &s);
+    (bolt.component, bolt.parallelism, (bolt.config, bolt.config_keys)) = read_common(w, &s);
     match s.get("inputs") {
         Some(v) => bolt.inputs = read_inputs(w, v, &s.context),
         None => {
@@ -144,7 +146,10 @@ fn check_name(w: &mut Walker<'_>, key: &Key<'_>, kind: &str) {
 }
 
 /// The keys spouts and bolts share: `component`, `parallelism`, `config`.
-fn read_common(w: &mut Walker<'_>, s: &Section<'_, '_>) -> (ComponentRef, u32, String) {
+fn read_common(
+    w: &mut Walker<'_>,
+    s: &Section<'_, '_>,
+) -> (ComponentRef, u32, (String, Vec<ConfigKeyLoc>)) {
     let component = match s.string(w, "component") {
         Some(text) => component_ref(w, text, &s.context),
         None => {
@@ -160,13 +165,38 @@ fn read_common(w: &mut Walker<'_>, s: &Section<'_, '_>) -> (ComponentRef, u32, S
     (component, parallelism, read_config(w, s))
 }
 
-/// The `config` table as the TOML document the component's constructor reads.
-fn read_config(w: &mut Walker<'_>, s: &Section<'_, '_>) -> String {
-    let Some(value) = s.get("config") else { return String::new() };
-    let Some(table) = w.table(value, &s.what("config")) else { return String::new() };
+/// The `config` table as the TOML document the component's constructor
+/// reads, and where each of its top-level keys is written (for the checks
+/// against the keys a component declares).
+fn read_config(w: &mut Walker<'_>, s: &Section<'_, '_>) -> (String, Vec<ConfigKeyLoc>) {
+    let Some(value) = s.get("config") else { return (String::new(), Vec::new()) };
+    let Some(table) = w.table(value, &s.what("config")) else {
+        return (String::new(), Vec::new());
+    };
     let context = format!("config of {}", s.context);
+    let keys = entries(table)
+        .iter()
+        .map(|(key, value)| ConfigKeyLoc {
+            name: key.get_ref().to_string(),
+            loc: w.loc(&key.span()),
+            kind: toml_kind(value.get_ref()),
+        })
+        .collect();
     let table = w.user_table(entries(table), "", &context);
-    w.document(&table, &value.span(), &context)
+    (w.document(&table, &value.span(), &context), keys)
+}
+
+/// The TOML type of a value, as declared config keys name types.
+fn toml_kind(value: &DeValue<'_>) -> &'static str {
+    match value {
+        DeValue::String(_) => "string",
+        DeValue::Integer(_) => "integer",
+        DeValue::Float(_) => "float",
+        DeValue::Boolean(_) => "bool",
+        DeValue::Datetime(_) => "datetime",
+        DeValue::Array(_) => "array",
+        DeValue::Table(_) => "table",
+    }
 }
 
 fn read_inputs(w: &mut Walker<'_>, value: &Value<'_>, owner: &str) -> Vec<InputDecl> {

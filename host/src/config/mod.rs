@@ -49,8 +49,8 @@ use toml::de::DeTable;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Loc};
 pub use model::{
-    BoltDecl, ComponentRef, GroupingSpec, InputDecl, PluginDecl, Settings, SpoutDecl, ThrottleMode,
-    ThrottleRate, ThrottleSpec, WaitDefaults, WaitOverrides, WaitSpec,
+    BoltDecl, ComponentRef, ConfigKeyLoc, GroupingSpec, InputDecl, PluginDecl, Settings, SpoutDecl,
+    ThrottleMode, ThrottleRate, ThrottleSpec, WaitDefaults, WaitOverrides, WaitSpec,
 };
 pub use suggest::suggest;
 

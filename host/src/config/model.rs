@@ -194,6 +194,18 @@ pub enum ThrottleRate {
     BytesPerSec(u64),
 }
 
+/// One top-level key of a component's `config` table, where it is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigKeyLoc {
+    /// The key.
+    pub name: String,
+    /// Where the key is written.
+    pub loc: Loc,
+    /// The TOML type of its value (`string`, `integer`, `float`, `bool`,
+    /// `datetime`, `array`, `table`).
+    pub kind: &'static str,
+}
+
 /// A `[spouts.NAME]` table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpoutDecl {
@@ -207,6 +219,8 @@ pub struct SpoutDecl {
     pub parallelism: u32,
     /// The `config` table as a TOML document (empty string when absent).
     pub config: String,
+    /// The `config` table's top-level keys, where they are written.
+    pub config_keys: Vec<ConfigKeyLoc>,
     /// Optional rate limit on this spout's emits.
     pub throttle: Option<ThrottleSpec>,
     /// Wait strategy overrides (`spout`, `backpressure`).
@@ -241,6 +255,8 @@ pub struct BoltDecl {
     pub parallelism: u32,
     /// The `config` table as a TOML document (empty string when absent).
     pub config: String,
+    /// The `config` table's top-level keys, where they are written.
+    pub config_keys: Vec<ConfigKeyLoc>,
     /// Subscriptions, in file order; never empty in a valid config.
     pub inputs: Vec<InputDecl>,
     /// Storm `topology.tick.tuple.freq.secs` for this bolt; at least 1.

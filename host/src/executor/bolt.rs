@@ -21,8 +21,8 @@ use std::time::Instant;
 
 use abi_stable::{sabi_trait::TD_Opaque, std_types::RString};
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError};
-use squall_plugin_api::abi::{BoltBox, ComponentBox, OutputMut, Output_TO};
-use squall_plugin_api::{Anchor, PluginError, TaskContext, Tuple, SYSTEM_COMPONENT, TICK_STREAM};
+use squall_plugin_api::abi::{OutputMut, Output_TO, TaskContext};
+use squall_plugin_api::{Anchor, PluginError, Tuple, SYSTEM_COMPONENT, TICK_STREAM};
 
 use super::batch::{Batch, QueueBytes};
 use super::core::TaskCore;
@@ -34,6 +34,7 @@ use super::transfer::EmitError;
 use crate::control::{Control, RunError, RunState};
 use crate::ids::TaskId;
 use crate::metrics::{LocalHistogram, LocalStats, StatField};
+use crate::plugin::{BoltObj, Instance};
 use crate::throttle::Throttler;
 use crate::wait::progressive::Level;
 use crate::wait::WaitStrategy;
@@ -61,7 +62,7 @@ pub struct SourceTable {
 /// Everything a bolt task owns.
 pub struct BoltExecutor {
     core: TaskCore,
-    bolt: BoltBox,
+    bolt: BoltObj,
     auto_ack: bool,
     inputs: InputTracker,
     receive: Receiver<Batch>,
@@ -93,7 +94,7 @@ pub struct BoltInputs {
 
 impl BoltExecutor {
     /// A bolt task running `bolt`.
-    pub fn new(core: TaskCore, bolt: BoltBox, inputs: BoltInputs) -> Self {
+    pub fn new(core: TaskCore, bolt: BoltObj, inputs: BoltInputs) -> Self {
         Self {
             core,
             bolt,
@@ -143,7 +144,7 @@ impl BoltExecutor {
             self.core.name.task.0,
             self.core.shared.clone(),
         );
-        if let Err(e) = self.bolt.prepare(&self.core.context).into_result() {
+        if let Err(e) = self.bolt.prepare(&self.core.context, &self.core.ext).into_result() {
             let cause = e.to_string();
             self.core.fail(|task| RunError::Lifecycle { task, call: "prepare", cause });
             return self.finish(&mut turn, &name);
@@ -334,9 +335,10 @@ impl BoltExecutor {
 
     fn restart(&mut self, turn: &mut Turn, e: PluginError) {
         match self.core.rebuild("execute", &e, &mut turn.stats) {
-            Some(ComponentBox::Bolt(bolt)) => {
+            Some(Instance::Bolt(bolt)) => {
                 self.bolt = bolt;
-                if let Err(e) = self.bolt.prepare(&self.core.context).into_result() {
+                if let Err(e) = self.bolt.prepare(&self.core.context, &self.core.ext).into_result()
+                {
                     let cause = e.to_string();
                     let call = "prepare after restart";
                     self.core.fail(|task| RunError::Lifecycle { task, call, cause });

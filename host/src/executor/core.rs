@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::Receiver;
-use squall_plugin_api::abi::ComponentBox;
-use squall_plugin_api::{PluginError, TaskContext};
+use squall_plugin_api::abi::{TaskContext, TaskExt};
+use squall_plugin_api::PluginError;
 
 use super::transfer::Transfer;
 use super::RestartPolicy;
 use crate::control::{Control, RunControl, RunError, TaskName};
 use crate::metrics::{LocalStats, StatField, TaskStats};
+use crate::plugin::{Factory, Instance};
 use crate::wait::WaitStrategy;
 
 /// The parts every executor task is built from.
@@ -23,8 +24,10 @@ pub struct TaskCore {
     pub label: String,
     /// The task's context, as handed to `open`/`prepare`.
     pub context: TaskContext,
+    /// Its contract 1.1 settings, handed to 1.1 components beside `context`.
+    pub ext: TaskExt,
     /// Rebuilds the instance after a panic.
-    pub constructor: crate::topology::Constructor,
+    pub constructor: Factory,
     /// The component's config, for rebuilding.
     pub config: String,
     /// Outgoing side.
@@ -55,8 +58,8 @@ impl TaskCore {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         name: TaskName,
-        context: TaskContext,
-        constructor: crate::topology::Constructor,
+        (context, ext): (TaskContext, TaskExt),
+        constructor: Factory,
         config: String,
         transfer: Transfer,
         control: Receiver<Control>,
@@ -69,6 +72,7 @@ impl TaskCore {
             label: name.to_string(),
             name,
             context,
+            ext,
             constructor,
             config,
             transfer,
@@ -96,7 +100,7 @@ impl TaskCore {
         call: &'static str,
         e: &PluginError,
         stats: &mut LocalStats,
-    ) -> Option<ComponentBox> {
+    ) -> Option<Instance> {
         if !self.restarts.allow(Instant::now()) {
             self.poisoned = true;
             let cause = e.to_string();
@@ -105,7 +109,7 @@ impl TaskCore {
         }
         tracing::warn!("{}: {call} {e}; rebuilding the instance", self.label);
         stats.add(StatField::Restarts, 1);
-        match (self.constructor)(self.config.as_str().into()).into_result() {
+        match self.constructor.build(&self.config) {
             Ok(built) => Some(built),
             Err(e) => {
                 let cause = e.to_string();

@@ -10,8 +10,12 @@ use std::time::Duration;
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RResult::ROk, RString};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
-use squall_plugin_api::abi::{DynBolt, DynBolt_TO, DynSpout, DynSpout_TO, OutputMut, PResult};
-use squall_plugin_api::{Anchor, MessageId, StreamDecl, TaskContext, Tuple, Value, WaitSituation};
+use squall_plugin_api::abi::{
+    DynBolt, DynBolt_TO, DynSpout, DynSpout_TO, OutputMut, PResult, TaskContext, TaskExt,
+};
+use squall_plugin_api::{Anchor, MessageId, StreamDecl, Tuple, Value, WaitSituation};
+
+use crate::plugin::{BoltObj, Factory, SpoutObj};
 
 use super::batch::Batch;
 use super::bolt::{BoltExecutor, BoltInputs, SourceTable};
@@ -93,8 +97,8 @@ impl DynBolt for EchoBolt {
     }
 }
 
-fn context(task: u32) -> TaskContext {
-    TaskContext {
+fn context(task: u32) -> (TaskContext, TaskExt) {
+    let context = TaskContext {
         topology: "t".into(),
         component: "c".into(),
         task_id: task,
@@ -107,7 +111,16 @@ fn context(task: u32) -> TaskContext {
         }]
         .into(),
         downstream: Default::default(),
-    }
+    };
+    let ext = TaskExt {
+        tick_freq_millis: 0,
+        message_timeout_millis: 0,
+        max_spout_pending: 0,
+        ackers: 0,
+        inputs: Default::default(),
+        topology_dir: Default::default(),
+    };
+    (context, ext)
 }
 
 /// A transfer from `task` to task `to`, whose queue is `queue`, in batches of one.
@@ -153,7 +166,7 @@ fn core(
     TaskCore::new(
         TaskName { kind, component: "c".into(), task: TaskId(task) },
         context(task),
-        unused_constructor,
+        Factory::V1(unused_constructor),
         String::new(),
         transfer,
         control,
@@ -202,7 +215,8 @@ fn spout_rig_skipping(
     let waits = (recorder.strategy(SPOUT), recorder.strategy(BP));
     let core = core(Kind::Spout, 0, transfer(0, 1, queue, ackers), control, waits, &stats, run);
     let options = SpoutOptions { max_pending, recvq_skips, timeout_buckets: 2, throttle: None };
-    let executor = SpoutExecutor::new(core, DynSpout_TO::from_value(spout, TD_Opaque), options);
+    let executor =
+        SpoutExecutor::new(core, SpoutObj::V1(DynSpout_TO::from_value(spout, TD_Opaque)), options);
     SpoutRig { executor, calls, stats }
 }
 
@@ -377,7 +391,8 @@ fn bolt_rig(downstream_capacity: usize, recorder: &Recorder, run: Arc<RunControl
         recycle: Vec::new(),
         queue_bytes: None,
     };
-    let executor = BoltExecutor::new(core, DynBolt_TO::from_value(EchoBolt, TD_Opaque), inputs);
+    let executor =
+        BoltExecutor::new(core, BoltObj::V1(DynBolt_TO::from_value(EchoBolt, TD_Opaque)), inputs);
     BoltRig { executor, input, downstream, stats }
 }
 

@@ -13,6 +13,7 @@ pub mod rng;
 pub mod spout;
 pub mod tracking;
 pub mod transfer;
+pub mod wake;
 
 #[cfg(test)]
 mod loop_tests;

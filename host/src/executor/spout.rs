@@ -27,19 +27,24 @@
 use std::time::Instant;
 
 use abi_stable::sabi_trait::TD_Opaque;
-use crossbeam_channel::TryRecvError;
-use squall_plugin_api::abi::{ComponentBox, OutputMut, Output_TO, SpoutBox};
-use squall_plugin_api::{MessageId, PluginError, TaskContext};
+use crossbeam_channel::{Receiver, Select, TryRecvError};
+use squall_plugin_api::abi::{OutputMut, Output_TO, TaskContext, WakerBox};
+use squall_plugin_api::{MessageId, PluginError};
 
 use super::core::TaskCore;
 use super::count_error;
 use super::output::{HostOutput, Side};
 use super::tracking::SpoutTracker;
 use super::transfer::EmitError;
+use super::wake::spout_waker;
 use crate::acker::msg::ReplyKind;
 use crate::control::{Control, RunError, RunState};
 use crate::metrics::{LocalHistogram, LocalStats, StatField};
+use crate::plugin::{Instance, SpoutObj};
 use crate::throttle::Throttler;
+
+/// The longest an idle spout blocks before it looks at the run state again.
+const BLOCK_LIMIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// How a throttle counts a spout's output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +58,13 @@ pub enum ThrottleUnit {
 /// Everything a spout task owns.
 pub struct SpoutExecutor {
     core: TaskCore,
-    spout: SpoutBox,
+    spout: SpoutObj,
+    /// The wake handle handed to the spout, and the receiving end its
+    /// `wake` calls signal.
+    waker: (WakerBox, Receiver<()>),
+    /// True when the spout took its wake handle: an idle turn blocks until
+    /// it wakes the executor (or a control message arrives).
+    wakes: bool,
     tracker: SpoutTracker,
     max_pending: Option<usize>,
     recvq_skips: u32,
@@ -80,10 +91,12 @@ pub struct SpoutOptions {
 
 impl SpoutExecutor {
     /// A spout task running `spout`.
-    pub fn new(core: TaskCore, spout: SpoutBox, options: SpoutOptions) -> Self {
+    pub fn new(core: TaskCore, spout: SpoutObj, options: SpoutOptions) -> Self {
         Self {
             core,
             spout,
+            waker: spout_waker(),
+            wakes: false,
             tracker: SpoutTracker::new(options.timeout_buckets),
             max_pending: options.max_pending,
             recvq_skips: options.recvq_skips,
@@ -128,8 +141,7 @@ impl SpoutExecutor {
             self.core.name.task.0,
             self.core.shared.clone(),
         );
-        if let Err(e) = self.spout.open(&self.core.context).into_result() {
-            let cause = e.to_string();
+        if let Err(cause) = self.open() {
             self.core.fail(|task| RunError::Lifecycle { task, call: "open", cause });
             return self.finish(&mut turn);
         }
@@ -184,7 +196,15 @@ impl SpoutExecutor {
                 self.core.transfer.flush_all(&mut turn.stats);
                 self.publish(&mut turn);
                 let started = Instant::now();
-                spout_counter = self.core.wait.idle(spout_counter, &self.core.run.canceler);
+                if gated && acking {
+                    // Only an acker reply (or a timeout tick) can ungate the
+                    // spout: wait for it on the control queue.
+                    self.block(false);
+                } else if self.wakes && turn.active && !gated {
+                    self.block(true);
+                } else {
+                    spout_counter = self.core.wait.idle(spout_counter, &self.core.run.canceler);
+                }
                 if gated {
                     turn.stats.add(StatField::MaxPendingNanos, started.elapsed().as_nanos() as u64);
                 }
@@ -193,6 +213,32 @@ impl SpoutExecutor {
             }
         }
         self.finish(&mut turn);
+    }
+
+    /// Opens the instance; remembers whether it took its wake handle.
+    fn open(&mut self) -> Result<(), String> {
+        let core = &self.core;
+        match self.spout.open(&core.context, &core.ext, &self.waker.0).into_result() {
+            Ok(wakes) => {
+                self.wakes = wakes;
+                Ok(())
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Blocks until the control queue has a message, or (when `woken`) the
+    /// spout wakes its executor, or [`BLOCK_LIMIT`] passes (so the run state
+    /// is seen).
+    fn block(&mut self, woken: bool) {
+        let mut select = Select::new();
+        select.recv(&self.core.control);
+        if woken {
+            select.recv(&self.waker.1);
+        }
+        let _ = select.ready_timeout(BLOCK_LIMIT);
+        // One token stands for every wake since the last turn.
+        let _ = self.waker.1.try_recv();
     }
 
     /// Activates or deactivates the instance as the run state and the
@@ -330,7 +376,7 @@ impl SpoutExecutor {
         &mut self,
         turn: &mut Turn,
         name: &str,
-        f: impl FnOnce(&mut SpoutBox) -> abi_stable::std_types::RResult<(), PluginError>,
+        f: impl FnOnce(&mut SpoutObj) -> abi_stable::std_types::RResult<(), PluginError>,
     ) {
         if self.core.poisoned {
             return;
@@ -345,10 +391,9 @@ impl SpoutExecutor {
             return count_error(&mut turn.stats, &self.core.shared, name, &format!("{what}: {e}"));
         }
         match self.core.rebuild(what, &e, &mut turn.stats) {
-            Some(ComponentBox::Spout(spout)) => {
+            Some(Instance::Spout(spout)) => {
                 self.spout = spout;
-                if let Err(e) = self.spout.open(&self.core.context).into_result() {
-                    let cause = e.to_string();
+                if let Err(cause) = self.open() {
                     let call = "open after restart";
                     self.core.fail(|task| RunError::Lifecycle { task, call, cause });
                     return;

@@ -6,11 +6,12 @@ use std::os::unix::io::{AsRawFd, IntoRawFd};
 use std::path::{Path, PathBuf};
 
 use abi_stable::library::{AbiHeaderRef, LibraryError, ROOT_MODULE_LOADER_NAME_WITH_NUL};
+use abi_stable::std_types::RVec;
 use libloading::os::unix::{Library as UnixLibrary, RTLD_LOCAL, RTLD_NOW};
 use sha2::{Digest, Sha256};
 use squall_plugin_api::abi::{
-    v1_0, Catalogue, ComponentDescriptor, HostBox, PResult, PanicStrategy, PluginRoot_Ref,
-    CONTRACT_VERSION,
+    v1_0, Catalogue, ComponentDescriptor, ComponentExt, ComponentKind, HostBox, PResult,
+    PanicStrategy, PluginRoot_Ref, CONTRACT_VERSION,
 };
 
 use super::error::shown;
@@ -25,12 +26,19 @@ pub struct Library {
     pub path: PathBuf,
     /// What it exports.
     pub catalogue: Catalogue,
+    /// Contract 1.1: how it describes its components (empty for a 1.0 library).
+    pub extensions: Vec<ComponentExt>,
 }
 
 impl Library {
     /// The component called `name`, if the library exports one.
     pub fn component(&self, name: &str) -> Option<&ComponentDescriptor> {
         self.catalogue.components.iter().find(|c| c.name.as_str() == name)
+    }
+
+    /// The 1.1 description of the component called `name` of kind `kind`.
+    pub fn extension(&self, name: &str, kind: ComponentKind) -> Option<&ComponentExt> {
+        self.extensions.iter().find(|c| c.name.as_str() == name && c.kind == kind)
     }
 }
 
@@ -113,8 +121,16 @@ pub fn load_library_with(
         path: path_b.clone(),
         detail: e.to_string(),
     })?;
+    let extensions = match root.extensions {
+        Some(extensions) => extensions().into_result().map_err(|e| LoadError::Catalogue {
+            alias: alias_s.clone(),
+            path: path_b.clone(),
+            detail: e.to_string(),
+        })?,
+        None => Default::default(),
+    };
     tracing::debug!(alias, path = %path.display(), plugin = %catalogue.plugin, version = %catalogue.version, "loaded plugin");
-    Ok(Library { alias: alias_s, path: path_b, catalogue })
+    Ok(Library { alias: alias_s, path: path_b, catalogue, extensions: extensions.into_vec() })
 }
 
 /// Opens `path` for reading, refusing anything but a regular file before a
@@ -288,6 +304,8 @@ struct Root {
     attach_host: Option<extern "C" fn(HostBox)>,
     /// Contract 1.1 and later; `None` for a 1.0 library.
     panic_strategy: Option<PanicStrategy>,
+    /// Contract 1.1 and later.
+    extensions: Option<extern "C" fn() -> PResult<RVec<ComponentExt>>>,
 }
 
 fn open_root(alias: &str, path: &Path, file: File) -> Result<Root, LoadError> {
@@ -338,11 +356,15 @@ fn open_root(alias: &str, path: &Path, file: File) -> Result<Root, LoadError> {
             catalogue: root.catalogue(),
             attach_host: root.attach_host(),
             panic_strategy: root.panic_strategy(),
+            extensions: root.extensions(),
         }),
         Err(_) => match header.init_root_module::<v1_0::PluginRoot_Ref>() {
-            Ok(root) => {
-                Ok(Root { catalogue: root.catalogue(), attach_host: None, panic_strategy: None })
-            }
+            Ok(root) => Ok(Root {
+                catalogue: root.catalogue(),
+                attach_host: None,
+                panic_strategy: None,
+                extensions: None,
+            }),
             Err(e) => Err(incompatible(e)),
         },
     }

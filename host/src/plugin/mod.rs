@@ -13,7 +13,9 @@
 
 mod error;
 mod loader;
+pub mod object;
 pub mod services;
 
 pub use error::{escape_controls, LoadError};
 pub use loader::{load_library, load_library_with, Library, LoadOptions, ALLOW_WRITABLE_ENV};
+pub use object::{BoltObj, ExtConstructor, Factory, Instance, SpoutObj};

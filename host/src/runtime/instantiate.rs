@@ -3,9 +3,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use squall_plugin_api::abi::{BoltBox, ComponentBox, SpoutBox};
+use squall_plugin_api::abi::ComponentBox;
 use squall_plugin_api::WaitSituation;
 
+use crate::plugin::{BoltObj, Instance, SpoutObj};
 use crate::topology::{Kind, Topology, WaitPlan};
 use crate::wait::{PluginWait, WaitStrategy};
 
@@ -55,9 +56,9 @@ pub enum StartError {
 #[derive(Default)]
 pub struct Instances {
     /// Spout instances by task id (`None` for bolt tasks).
-    pub spouts: Vec<Option<SpoutBox>>,
+    pub spouts: Vec<Option<SpoutObj>>,
     /// Bolt instances by task id (`None` for spout tasks).
-    pub bolts: Vec<Option<BoltBox>>,
+    pub bolts: Vec<Option<BoltObj>>,
     /// Per task: the main wait strategy (spout or bolt wait) and the backpressure wait.
     pub waits: Vec<Option<(WaitStrategy, WaitStrategy)>>,
 }
@@ -116,8 +117,8 @@ fn build(topology: &Topology, progress: &Mutex<String>) -> Result<Instances, Sta
             if let Ok(mut p) = progress.lock() {
                 *p = format!("{kind} \"{}\" ({})", c.name, c.reference);
             }
-            let built = construct(c.new, &c.config).map_err(|(what, message, config)| {
-                StartError::Constructor {
+            let built = c.factory.build(&c.config).map_err(failure).map_err(
+                |(what, message, config)| StartError::Constructor {
                     kind,
                     component: c.name.clone(),
                     reference: c.reference.clone(),
@@ -125,11 +126,11 @@ fn build(topology: &Topology, progress: &Mutex<String>) -> Result<Instances, Sta
                     message,
                     config,
                     loc: c.loc,
-                }
-            })?;
+                },
+            )?;
             match (c.kind, built) {
-                (Kind::Spout, ComponentBox::Spout(s)) => out.spouts[task as usize] = Some(s),
-                (Kind::Bolt, ComponentBox::Bolt(b)) => out.bolts[task as usize] = Some(b),
+                (Kind::Spout, Instance::Spout(s)) => out.spouts[task as usize] = Some(s),
+                (Kind::Bolt, Instance::Bolt(b)) => out.bolts[task as usize] = Some(b),
                 _ => {
                     return Err(StartError::WrongKind {
                         component: c.name.clone(),
@@ -155,10 +156,12 @@ fn construct(
     new: crate::topology::Constructor,
     config: &str,
 ) -> Result<ComponentBox, (&'static str, String, bool)> {
-    new(config.into()).into_result().map_err(|e| {
-        let what = if e.is_panic() { "panicked" } else { "failed" };
-        (what, e.message.to_string(), e.kind == squall_plugin_api::ErrorKind::CONFIG)
-    })
+    new(config.into()).into_result().map_err(failure)
+}
+
+fn failure(e: squall_plugin_api::PluginError) -> (&'static str, String, bool) {
+    let what = if e.is_panic() { "panicked" } else { "failed" };
+    (what, e.message.to_string(), e.kind == squall_plugin_api::ErrorKind::CONFIG)
 }
 
 /// Builds the strategy for one situation of one task.

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
-use squall_plugin_api::{ComponentTasks, TaskContext};
+use squall_plugin_api::abi::{TaskContext, TaskExt};
+use squall_plugin_api::ComponentTasks;
 
 use super::system::SystemTask;
 use super::{Instances, RunningTopology, StartError};
@@ -145,7 +146,7 @@ impl Plan {
                 let core = TaskCore::new(
                     TaskName { kind: c.kind, component: c.name.clone(), task: TaskId(task) },
                     context(&topology, c, task),
-                    c.new,
+                    c.factory,
                     c.config.clone(),
                     Transfer::new(TaskId(task), wiring),
                     q.control_rx[t].take().expect("one control receiver per task"),
@@ -269,7 +270,7 @@ fn routes(c: &Component, task: u32) -> Vec<StreamRoutes> {
         .collect()
 }
 
-fn context(topology: &Topology, c: &Component, task: u32) -> TaskContext {
+fn context(topology: &Topology, c: &Component, task: u32) -> (TaskContext, TaskExt) {
     let mut downstream: Vec<ComponentTasks> = Vec::new();
     for s in &c.outputs {
         for sub in &s.subscribers {
@@ -282,7 +283,7 @@ fn context(topology: &Topology, c: &Component, task: u32) -> TaskContext {
             }
         }
     }
-    TaskContext {
+    let context = TaskContext {
         topology: topology.name.as_str().into(),
         component: c.name.as_str().into(),
         task_id: task,
@@ -290,7 +291,8 @@ fn context(topology: &Topology, c: &Component, task: u32) -> TaskContext {
         parallelism: c.parallelism(),
         outputs: c.stream_decls().into(),
         downstream: downstream.into(),
-    }
+    };
+    (context, topology.task_ext(c))
 }
 
 fn source_table(topology: &Topology) -> SourceTable {

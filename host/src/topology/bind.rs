@@ -8,15 +8,15 @@
 
 use std::collections::HashMap;
 
-use squall_plugin_api::abi::{ComponentDescriptor, ComponentKind};
+use squall_plugin_api::abi::{ComponentDescriptor, ComponentExt, ComponentKind};
 use squall_plugin_api::{StreamDecl, DEFAULT_STREAM};
 
 use super::{Component, Grouping, Input, Kind, OutputStream, Subscriber, Topology, WaitPlan};
 use crate::config::{
-    suggest, ComponentRef, Diagnostics, GroupingSpec, InputDecl, Loc, TopologyConfig,
+    suggest, ComponentRef, ConfigKeyLoc, Diagnostics, GroupingSpec, InputDecl, Loc, TopologyConfig,
     WaitOverrides, WaitSpec,
 };
-use crate::plugin::{load_library_with, Library, LoadError, LoadOptions};
+use crate::plugin::{load_library_with, Factory, Library, LoadError, LoadOptions};
 
 /// Why a topology could not be bound.
 #[derive(Debug, thiserror::Error)]
@@ -70,22 +70,39 @@ impl<'a> Binder<'a> {
         let decls = config
             .spouts
             .iter()
-            .map(|s| (Kind::Spout, &s.name, s.loc, &s.component, s.parallelism, &s.config, &s.wait))
+            .map(|s| {
+                let at = (s.loc, &s.config_keys);
+                (Kind::Spout, &s.name, at, &s.component, s.parallelism, &s.config, &s.wait)
+            })
             .chain(config.bolts.iter().map(|b| {
-                (Kind::Bolt, &b.name, b.loc, &b.component, b.parallelism, &b.config, &b.wait)
+                let at = (b.loc, &b.config_keys);
+                (Kind::Bolt, &b.name, at, &b.component, b.parallelism, &b.config, &b.wait)
             }));
-        for (kind, name, loc, reference, parallelism, component_config, wait) in decls {
+        for (kind, name, (loc, keys), reference, parallelism, component_config, wait) in decls {
             let wanted =
                 if kind == Kind::Spout { ComponentKind::SPOUT } else { ComponentKind::BOLT };
             let Some(descriptor) = self.resolve(reference, wanted) else { continue };
+            let ext = self.extension(reference, wanted);
+            if let Some(ext) = ext {
+                self.check_config_keys(ext, reference, loc, keys);
+            }
+            let Some(declared) = self.outputs(descriptor, ext, component_config, reference) else {
+                continue;
+            };
             let tasks = next_task..next_task + parallelism;
             next_task += parallelism;
             names.insert(name.as_str(), components.len());
-            let outputs: Vec<OutputStream> = descriptor
-                .outputs
-                .iter()
-                .map(|decl| OutputStream { decl: decl.clone(), subscribers: Vec::new() })
+            let outputs: Vec<OutputStream> = declared
+                .into_iter()
+                .map(|decl| OutputStream { decl, subscribers: Vec::new() })
                 .collect();
+            let factory = match ext.and_then(|e| e.new.into_option()) {
+                Some(new) => Factory::Ext(new),
+                None => Factory::V1(descriptor.new),
+            };
+            let input_fields = ext
+                .map(|e| e.input_fields.iter().map(|f| f.to_string()).collect())
+                .unwrap_or_default();
             let default_stream = outputs
                 .iter()
                 .position(|s| s.decl.name.as_str() == DEFAULT_STREAM)
@@ -96,7 +113,8 @@ impl<'a> Binder<'a> {
                 kind,
                 reference: format!("{}::{}", reference.alias, reference.component),
                 loc,
-                new: descriptor.new,
+                factory,
+                input_fields,
                 config: component_config.clone(),
                 tasks,
                 outputs,
@@ -122,6 +140,7 @@ impl<'a> Binder<'a> {
             for input in &bolt.inputs {
                 self.bind_input(&mut components, &names, to, input);
             }
+            self.check_inputs(&components, to, &bolt.component);
         }
         let topology = Topology {
             name: config.name.clone(),
@@ -135,6 +154,126 @@ impl<'a> Binder<'a> {
         self.diags.sort();
         self.diags.items.dedup();
         self.diags.into_result(topology).map_err(BindError::Config)
+    }
+
+    /// The 1.1 description of a resolved component, when its library has one.
+    fn extension(&self, reference: &ComponentRef, kind: ComponentKind) -> Option<&'a ComponentExt> {
+        let libraries = self.libraries;
+        libraries.get(&reference.alias)?.extension(&reference.component, kind)
+    }
+
+    /// The component's output streams: from its config when it is a 1.1
+    /// component (outputs may depend on config), else as its 1.0 descriptor
+    /// declares them. `None` after reporting a config the component refused.
+    fn outputs(
+        &mut self,
+        descriptor: &ComponentDescriptor,
+        ext: Option<&ComponentExt>,
+        config: &str,
+        reference: &ComponentRef,
+    ) -> Option<Vec<StreamDecl>> {
+        let Some(ext) = ext else { return Some(descriptor.outputs.to_vec()) };
+        match (ext.declare_outputs)(config.into()).into_result() {
+            Ok(outputs) => Some(outputs.into_vec()),
+            Err(e) => {
+                let message = format!(
+                    "{}::{} refused its config while declaring its outputs: {}",
+                    reference.alias, reference.component, e.message
+                );
+                self.error(reference.loc, message, None);
+                None
+            }
+        }
+    }
+
+    /// Reports keys of a component's `config` that it did not declare (with
+    /// a did-you-mean), keys of the wrong type, and required keys left out,
+    /// before any constructor runs.
+    fn check_config_keys(
+        &mut self,
+        ext: &ComponentExt,
+        reference: &ComponentRef,
+        component_loc: Loc,
+        written: &[ConfigKeyLoc],
+    ) {
+        if !ext.declares_config {
+            return;
+        }
+        let component = format!("{}::{}", reference.alias, reference.component);
+        let declared = || ext.config_keys.iter().map(|k| k.name.as_str());
+        for key in written {
+            let Some(decl) = ext.config_keys.iter().find(|k| k.name.as_str() == key.name) else {
+                let help = suggest(&key.name, declared()).map(|s| format!("did you mean \"{s}\"?"));
+                let known: Vec<&str> = declared().collect();
+                let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
+                let message = format!(
+                    "unknown config key \"{}\" for {component} (it accepts: {known})",
+                    key.name
+                );
+                self.error(key.loc, message, help);
+                continue;
+            };
+            if !kind_fits(decl.kind.as_str(), key.kind) {
+                let message = format!(
+                    "config key \"{}\" of {component} must be {} {}, not {} {}",
+                    key.name,
+                    article(decl.kind.as_str()),
+                    decl.kind,
+                    article(key.kind),
+                    key.kind
+                );
+                self.error(key.loc, message, Some(decl.doc.to_string()).filter(|d| !d.is_empty()));
+            }
+        }
+        for decl in ext.config_keys.iter().filter(|k| k.required) {
+            if !written.iter().any(|k| k.name == decl.name.as_str()) {
+                let message =
+                    format!("{component} needs config key \"{}\" ({})", decl.name, decl.kind);
+                let help = format!("add it to the component's config table: {}", decl.doc);
+                self.error(component_loc, message, Some(help));
+            }
+        }
+    }
+
+    /// A 1.1 bolt's checks of what it is subscribed to: the input fields it
+    /// declared, then its own `check_inputs`.
+    fn check_inputs(&mut self, components: &[Component], to: usize, reference: &ComponentRef) {
+        let Some(ext) = self.extension(reference, ComponentKind::BOLT) else { return };
+        let bolt = &components[to];
+        let inputs = super::input_decls(components, bolt);
+        if let Err(e) =
+            (ext.check_inputs)(bolt.config.as_str().into(), inputs.as_slice().into()).into_result()
+        {
+            let message = format!(
+                "bolt \"{}\" ({}) refuses its inputs: {}",
+                bolt.name, bolt.reference, e.message
+            );
+            self.error(bolt.loc, message, None);
+        }
+    }
+
+    /// Reports an input stream that lacks a field the bolt declared it needs.
+    fn check_input_fields(&mut self, bolt: &Component, input: &InputDecl, decl: &StreamDecl) {
+        let missing: Vec<&str> = bolt
+            .input_fields
+            .iter()
+            .filter(|f| !decl.fields.iter().any(|d| d.as_str() == f.as_str()))
+            .map(String::as_str)
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        let fields: Vec<&str> = decl.fields.iter().map(|f| f.as_str()).collect();
+        let message = format!(
+            "bolt \"{}\" ({}) needs field(s) {} on its inputs, but stream \"{}\" of \"{}\" has: {}",
+            bolt.name,
+            bolt.reference,
+            missing.join(", "),
+            input.stream,
+            input.from,
+            if fields.is_empty() { "no fields".to_owned() } else { fields.join(", ") }
+        );
+        self.error(input.from_loc, message, None);
     }
 
     fn error(&mut self, loc: Loc, message: String, help: Option<String>) {
@@ -249,6 +388,7 @@ impl<'a> Binder<'a> {
         };
         let decl = &source.outputs[stream].decl;
         let Some(grouping) = self.grouping(&input.grouping, input, decl) else { return };
+        self.check_input_fields(&components[to], input, decl);
         let tasks: Vec<u32> = components[to].tasks.clone().collect();
         components[from].outputs[stream].subscribers.push(Subscriber {
             component: to,
@@ -258,6 +398,12 @@ impl<'a> Binder<'a> {
         components[to].inputs.push(Input {
             from,
             stream: stream as u32,
+            grouping: components[from].outputs[stream]
+                .subscribers
+                .last()
+                .map(|s| s.grouping.clone())
+                .unwrap_or(Grouping::Shuffle),
+            loc: input.from_loc,
             throttle: input.throttle.clone(),
         });
     }
@@ -320,5 +466,23 @@ impl<'a> Binder<'a> {
                 Grouping::Fields(indexes)
             }
         })
+    }
+}
+
+/// True when a value of TOML type `written` fits a declared key type.
+fn kind_fits(declared: &str, written: &str) -> bool {
+    match declared {
+        "any" => true,
+        "duration" => written == "string",
+        "float" => written == "float" || written == "integer",
+        _ => declared == written,
+    }
+}
+
+fn article(kind: &str) -> &'static str {
+    if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
     }
 }

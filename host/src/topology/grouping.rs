@@ -32,6 +32,21 @@ pub enum Grouping {
     None,
 }
 
+impl Grouping {
+    /// The grouping's name as the topology file spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Grouping::Shuffle => "shuffle",
+            Grouping::Fields(_) => "fields",
+            Grouping::All => "all",
+            Grouping::Global => "global",
+            Grouping::Direct => "direct",
+            Grouping::LocalOrShuffle => "local_or_shuffle",
+            Grouping::None => "none",
+        }
+    }
+}
+
 /// Per-producer routing state for one subscriber.
 #[derive(Debug, Clone)]
 pub struct Router {

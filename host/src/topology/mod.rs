@@ -64,7 +64,9 @@ pub struct Component {
     /// Where the component is declared in the topology file.
     pub loc: crate::config::Loc,
     /// Builds an instance.
-    pub new: Constructor,
+    pub factory: crate::plugin::Factory,
+    /// The fields the component expects on every input (contract 1.1).
+    pub input_fields: Vec<String>,
     /// Its `config` table as a TOML document.
     pub config: String,
     /// Its task ids.
@@ -108,6 +110,54 @@ impl Component {
     }
 }
 
+/// A bolt's inputs as contract 1.1 describes them to the bolt.
+pub fn input_decls(
+    components: &[Component],
+    bolt: &Component,
+) -> Vec<squall_plugin_api::InputDecl> {
+    bolt.inputs
+        .iter()
+        .map(|input| {
+            let source = &components[input.from];
+            let decl = &source.outputs[input.stream as usize].decl;
+            let (grouping, grouping_fields) = match &input.grouping {
+                Grouping::Fields(indexes) => {
+                    ("fields", indexes.iter().map(|&i| decl.fields[i].clone()).collect())
+                }
+                other => (other.name(), Default::default()),
+            };
+            squall_plugin_api::InputDecl {
+                component: source.name.as_str().into(),
+                stream: decl.name.clone(),
+                grouping: grouping.into(),
+                grouping_fields,
+                fields: decl.fields.clone(),
+                custom: Default::default(),
+            }
+        })
+        .collect()
+}
+
+impl Topology {
+    /// What contract 1.1 tells a task of `component` about its settings.
+    pub fn task_ext(&self, component: &Component) -> squall_plugin_api::abi::TaskExt {
+        let timeout = if self.settings.enable_message_timeouts {
+            self.settings.message_timeout_secs * 1000
+        } else {
+            0
+        };
+        let dir = self.file.parent().map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
+        squall_plugin_api::abi::TaskExt {
+            tick_freq_millis: component.tick_tuple_freq_secs.map_or(0, |s| s * 1000),
+            message_timeout_millis: timeout,
+            max_spout_pending: component.max_spout_pending.unwrap_or(0),
+            ackers: self.settings.acker_executors,
+            inputs: input_decls(&self.components, component).into(),
+            topology_dir: dir.into(),
+        }
+    }
+}
+
 /// One declared output stream.
 #[derive(Debug, Clone)]
 pub struct OutputStream {
@@ -135,6 +185,10 @@ pub struct Input {
     pub from: usize,
     /// The source stream's index among the source's outputs.
     pub stream: u32,
+    /// How the source routes to this bolt's tasks.
+    pub grouping: Grouping,
+    /// Where the input is written.
+    pub loc: crate::config::Loc,
     /// Rate limit on this edge.
     pub throttle: Option<ThrottleSpec>,
 }

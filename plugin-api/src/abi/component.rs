@@ -29,6 +29,8 @@ impl ComponentKind {
     pub const BOLT: Self = Self(1);
     /// A way for an idle or blocked thread to wait.
     pub const WAIT_STRATEGY: Self = Self(2);
+    /// Contract 1.1: a custom stream grouping.
+    pub const GROUPING: Self = Self(3);
 
     /// The kind's name as the catalogue prints it.
     pub fn name(self) -> &'static str {
@@ -36,6 +38,7 @@ impl ComponentKind {
             Self::SPOUT => "spout",
             Self::BOLT => "bolt",
             Self::WAIT_STRATEGY => "wait_strategy",
+            Self::GROUPING => "grouping",
             _ => "unknown",
         }
     }
@@ -100,6 +103,7 @@ pub struct Catalogue {
 #[derive(Debug)]
 pub struct CatalogueBuilder {
     catalogue: Catalogue,
+    extensions: RVec<super::ComponentExt>,
 }
 
 impl CatalogueBuilder {
@@ -112,6 +116,7 @@ impl CatalogueBuilder {
                 contract_version: super::CONTRACT_VERSION.into(),
                 components: RVec::new(),
             },
+            extensions: RVec::new(),
         }
     }
 
@@ -119,6 +124,7 @@ impl CatalogueBuilder {
     pub fn spout<S: Spout>(&mut self) -> &mut Self {
         let mut outputs = OutputDeclarer::default();
         S::declare_outputs(&mut outputs);
+        self.extensions.push(super::ext_adapt::spout_ext::<S>());
         self.push(ComponentKind::SPOUT, S::NAME, S::DESCRIPTION, outputs, false, new_spout::<S>)
     }
 
@@ -126,6 +132,7 @@ impl CatalogueBuilder {
     pub fn bolt<B: Bolt>(&mut self) -> &mut Self {
         let mut outputs = OutputDeclarer::default();
         B::declare_outputs(&mut outputs);
+        self.extensions.push(super::ext_adapt::bolt_ext::<B>());
         self.push(ComponentKind::BOLT, B::NAME, B::DESCRIPTION, outputs, false, new_bolt::<B>)
     }
 
@@ -133,12 +140,14 @@ impl CatalogueBuilder {
     pub fn basic_bolt<B: BasicBolt>(&mut self) -> &mut Self {
         let mut outputs = OutputDeclarer::default();
         B::declare_outputs(&mut outputs);
+        self.extensions.push(super::ext_adapt::basic_bolt_ext::<B>());
         self.push(ComponentKind::BOLT, B::NAME, B::DESCRIPTION, outputs, true, new_basic_bolt::<B>)
     }
 
     /// Adds a wait strategy.
     pub fn wait_strategy<W: WaitStrategy>(&mut self) -> &mut Self {
         let outputs = OutputDeclarer::default();
+        self.extensions.push(super::ext_adapt::wait_ext::<W>());
         self.push(
             ComponentKind::WAIT_STRATEGY,
             W::NAME,
@@ -169,9 +178,20 @@ impl CatalogueBuilder {
         self
     }
 
-    /// The finished catalogue.
+    /// Adds a custom grouping (contract 1.1: it has no 1.0 descriptor).
+    pub fn grouping<G: crate::Grouping>(&mut self) -> &mut Self {
+        self.extensions.push(super::ext_adapt::grouping_ext::<G>());
+        self
+    }
+
+    /// The finished 1.0 catalogue.
     pub fn build(self) -> Catalogue {
         self.catalogue
+    }
+
+    /// The finished 1.1 descriptors, one per component.
+    pub fn build_extensions(self) -> RVec<super::ComponentExt> {
+        self.extensions
     }
 }
 

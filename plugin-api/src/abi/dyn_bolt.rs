@@ -3,8 +3,9 @@
 
 use abi_stable::{sabi_trait, std_types::RBox};
 
+use super::TaskContext;
 use super::{guard, guard::to_plugin_error, OutputMut, PResult};
-use crate::{BasicBolt, BasicCollector, Bolt, BoltCollector, ErrorKind, TaskContext, Tuple};
+use crate::{BasicBolt, BasicCollector, Bolt, BoltCollector, ErrorKind, Tuple};
 
 /// A bolt instance, as the host drives it.
 #[sabi_trait]
@@ -27,7 +28,8 @@ pub(crate) struct BoltAdapter<B>(pub(crate) B);
 
 impl<B: Bolt> DynBolt for BoltAdapter<B> {
     fn prepare(&mut self, context: &TaskContext) -> PResult<()> {
-        guard(|| self.0.prepare(context).map_err(to_plugin_error(ErrorKind::RUNTIME)))
+        let context = crate::TaskContext::from_host(context.clone(), None, None);
+        guard(|| self.0.prepare(&context).map_err(to_plugin_error(ErrorKind::RUNTIME)))
     }
 
     fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> PResult<()> {
@@ -51,7 +53,8 @@ pub(crate) struct BasicBoltAdapter<B>(pub(crate) B);
 
 impl<B: BasicBolt> DynBolt for BasicBoltAdapter<B> {
     fn prepare(&mut self, context: &TaskContext) -> PResult<()> {
-        guard(|| self.0.prepare(context).map_err(to_plugin_error(ErrorKind::RUNTIME)))
+        let context = crate::TaskContext::from_host(context.clone(), None, None);
+        guard(|| self.0.prepare(&context).map_err(to_plugin_error(ErrorKind::RUNTIME)))
     }
 
     fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> PResult<()> {

@@ -2,8 +2,9 @@
 
 use abi_stable::{sabi_trait, std_types::RBox};
 
+use super::TaskContext;
 use super::{guard, guard::to_plugin_error, OutputMut, PResult};
-use crate::{ErrorKind, MessageId, Spout, SpoutCollector, TaskContext};
+use crate::{ErrorKind, MessageId, Spout, SpoutCollector};
 
 /// A spout instance, as the host drives it.
 #[sabi_trait]
@@ -34,7 +35,8 @@ pub(crate) struct SpoutAdapter<S>(pub(crate) S);
 
 impl<S: Spout> DynSpout for SpoutAdapter<S> {
     fn open(&mut self, context: &TaskContext) -> PResult<()> {
-        guard(|| self.0.open(context).map_err(to_plugin_error(ErrorKind::RUNTIME)))
+        let context = crate::TaskContext::from_host(context.clone(), None, None);
+        guard(|| self.0.open(&context).map_err(to_plugin_error(ErrorKind::RUNTIME)))
     }
 
     fn activate(&mut self) -> PResult<()> {

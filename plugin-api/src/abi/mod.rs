@@ -13,9 +13,12 @@
 //! - Field names are ABI: renaming one breaks every built plugin.
 
 mod component;
+mod context;
 mod dyn_bolt;
 mod dyn_spout;
 mod dyn_wait;
+mod ext;
+mod ext_adapt;
 mod guard;
 mod host;
 mod output;
@@ -24,9 +27,15 @@ mod root;
 pub use component::{
     Catalogue, CatalogueBuilder, ComponentBox, ComponentDescriptor, ComponentKind,
 };
+pub use context::{InputDecl, TaskContext, TaskExt};
 pub use dyn_bolt::{BoltBox, DynBolt, DynBolt_TO};
 pub use dyn_spout::{DynSpout, DynSpout_TO, SpoutBox};
 pub use dyn_wait::{DynWaitStrategy, DynWaitStrategy_TO, WaitStrategyBox};
+pub use ext::{
+    BoltExtBox, ComponentExt, ComponentExtBox, ConfigKeyDecl, DynBoltExt, DynBoltExt_TO,
+    DynGrouping, DynGrouping_TO, DynSpoutExt, DynSpoutExt_TO, DynWaker, DynWaker_TO, GroupingBox,
+    GroupingContext, SpoutExtBox, State, StateEntry, WakerBox,
+};
 pub use guard::{guard, PResult};
 pub use host::{
     AtomicCell, DynHost, DynHost_TO, HostBox, LogLevel, MetricCells, MetricKind, MetricStorage,

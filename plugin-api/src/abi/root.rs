@@ -8,7 +8,9 @@ use abi_stable::{
     StableAbi,
 };
 
-use super::{guard, Catalogue, HostBox, PResult};
+use abi_stable::std_types::RVec;
+
+use super::{guard, Catalogue, ComponentExt, HostBox, PResult};
 
 /// The contract version written in every library header: the oldest 1.x
 /// contract, so that a host accepts every 1.x library (see
@@ -44,6 +46,12 @@ pub struct PluginRoot {
     /// panic, so the host refuses it. `None` in a 1.0 library.
     #[sabi(missing_field(option))]
     pub panic_strategy: PanicStrategy,
+    /// Contract 1.1: the library's components as 1.1 describes them
+    /// ([`ComponentExt`](super::ComponentExt)): declared config keys, inputs,
+    /// outputs from config, state handover, wake handles, custom groupings.
+    /// `None` in a 1.0 library.
+    #[sabi(missing_field(option))]
+    pub extensions: extern "C" fn() -> PResult<RVec<ComponentExt>>,
 }
 
 /// How a library's code handles a panic (an open set of constants).
@@ -129,6 +137,12 @@ pub mod v1_0 {
 pub trait PluginSource {
     /// Builds the catalogue.
     fn catalogue() -> Catalogue;
+    /// Builds the 1.1 descriptors.
+    fn extensions() -> RVec<ComponentExt>;
+}
+
+extern "C" fn extensions_of<P: PluginSource>() -> PResult<RVec<ComponentExt>> {
+    guard(|| Ok(P::extensions()))
 }
 
 extern "C" fn catalogue_of<P: PluginSource>() -> PResult<Catalogue> {
@@ -140,6 +154,7 @@ fn root_of<P: PluginSource>() -> PluginRoot_Ref {
         catalogue: catalogue_of::<P>,
         attach_host: crate::host::attach,
         panic_strategy: PanicStrategy::of_this_build(),
+        extensions: extensions_of::<P>,
     }
     .leak_into_prefix()
 }

@@ -155,6 +155,27 @@ impl RandomSentenceSpout {
 
 impl Spout for RandomSentenceSpout {
     const NAME: &'static str = "RandomSentenceSpout";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
+        ConfigKey::optional(
+            "seed",
+            KeyKind::Integer,
+            "42",
+            "seeds the generator of order = \"random\"",
+        ),
+        ConfigKey::maybe(
+            "sentences",
+            KeyKind::Array,
+            "the sentences to emit (Storm's five by default)",
+        ),
+        ConfigKey::optional("order", KeyKind::String, "\"random\"", "\"random\" or \"cycle\""),
+        ConfigKey::maybe("limit", KeyKind::Integer, "emit at most this many new messages per task"),
+        ConfigKey::optional(
+            "reliable",
+            KeyKind::Bool,
+            "true",
+            "emit with message ids and replay failed ones",
+        ),
+    ]);
     const DESCRIPTION: &'static str =
         "emits sentences picked at random or in order; replays failed ones";
 

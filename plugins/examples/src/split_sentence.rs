@@ -16,6 +16,7 @@ pub struct SplitSentence;
 impl BasicBolt for SplitSentence {
     const NAME: &'static str = "SplitSentence";
     const DESCRIPTION: &'static str = "splits each sentence into words";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["word"]);

@@ -55,9 +55,33 @@ impl WordCount {
     }
 }
 
+/// The tag of [`WordCount`]'s saved state: one entry per word, keyed by the
+/// word, holding its count as 8 little-endian bytes.
+pub const STATE_FORMAT: &str = "word-count/1";
+
 impl BasicBolt for WordCount {
     const NAME: &'static str = "WordCount";
     const DESCRIPTION: &'static str = "counts words; prints the totals at shutdown";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
+    const INPUT_FIELDS: &'static [&'static str] = &["word"];
+
+    /// Counts are per word, so every task must see every occurrence of its
+    /// words: more than one task needs a fields grouping on `word`.
+    fn check_inputs(_config: &ComponentConfig<'_>, inputs: &[InputDecl]) -> Result<()> {
+        for input in inputs {
+            let on_word = input.grouping.as_str() == "fields"
+                && input.grouping_fields.iter().any(|f| f.as_str() == "word");
+            let single = matches!(input.grouping.as_str(), "global" | "all");
+            if !on_word && !single {
+                return Err(format!(
+                    "input from \"{}\" uses grouping \"{}\"; counting needs grouping = {{ fields = [\"word\"] }}",
+                    input.component, input.grouping
+                )
+                .into());
+            }
+        }
+        Ok(())
+    }
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["word", "count"]);
@@ -89,6 +113,35 @@ impl BasicBolt for WordCount {
             words.inc();
         }
         collector.emit(&[Value::from(word), Value::U64(count)]);
+        Ok(())
+    }
+
+    /// The counts, one entry per word (keyed by the word, so a handover to
+    /// a different number of tasks sends each word's count where the fields
+    /// grouping routes the word).
+    fn save_state(&mut self) -> Option<State> {
+        let mut state = State::new(STATE_FORMAT);
+        for (word, count) in &self.counts {
+            state.push(&[Value::from(word.as_str())], count.to_le_bytes().to_vec());
+        }
+        Some(state)
+    }
+
+    fn restore_state(&mut self, state: State) -> Result<()> {
+        if state.format.as_str() != STATE_FORMAT {
+            return Err(format!(
+                "unknown state format `{}` (expected `{STATE_FORMAT}`)",
+                state.format
+            )
+            .into());
+        }
+        for entry in state.entries.iter() {
+            let word =
+                entry.key.first().and_then(Value::as_str).ok_or("a count without its word")?;
+            let bytes: [u8; 8] =
+                entry.bytes.as_slice().try_into().map_err(|_| "a count that is not 8 bytes")?;
+            *self.counts.entry(word.to_owned()).or_default() += u64::from_le_bytes(bytes);
+        }
         Ok(())
     }
 

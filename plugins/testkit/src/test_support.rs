@@ -11,29 +11,21 @@ pub(crate) fn context(
     outputs: &[(&str, bool)],
     downstream: &[(&str, &[u32])],
 ) -> squall_plugin_api::TaskContext {
-    use squall_plugin_api::{ComponentTasks, StreamDecl, TaskContext};
-    TaskContext {
-        topology: "test".into(),
-        component: component.into(),
-        task_id,
-        task_index,
-        parallelism: task_index + 1,
-        outputs: outputs
-            .iter()
-            .map(|&(name, direct)| StreamDecl {
-                name: name.into(),
-                fields: vec!["value".into()].into(),
-                direct,
-            })
-            .collect(),
-        downstream: downstream
-            .iter()
-            .map(|&(name, tasks)| ComponentTasks {
-                component: name.into(),
-                tasks: tasks.to_vec().into(),
-            })
-            .collect(),
+    use squall_plugin_api::{OutputDeclarer, TaskContext};
+    let mut declared = OutputDeclarer::default();
+    for &(name, direct) in outputs {
+        if direct {
+            declared.declare_direct_stream(name, &["value"]);
+        } else {
+            declared.declare_stream(name, &["value"]);
+        }
     }
+    let mut builder =
+        TaskContext::builder(component).task(task_id, task_index, task_index + 1).outputs(declared);
+    for &(name, tasks) in downstream {
+        builder = builder.downstream(name, tasks);
+    }
+    builder.build()
 }
 
 /// A fresh, empty directory under the system temp dir, unique to this test.

@@ -1,0 +1,223 @@
+//! Component instances as the executors drive them, whichever contract built
+//! them: a 1.0 library's objects ([`SpoutBox`], [`BoltBox`]) or a 1.1
+//! library's ([`SpoutExtBox`], [`BoltExtBox`]). The executors call one type;
+//! a call on a 1.0 object that 1.0 lacks (state, wake handle) answers as a
+//! component without that feature would.
+
+use abi_stable::std_types::{ROption, RResult};
+use squall_plugin_api::abi::{
+    BoltBox, BoltExtBox, ComponentBox, ComponentExtBox, OutputMut, PResult, SpoutBox, SpoutExtBox,
+    State, TaskContext, TaskExt, WakerBox,
+};
+use squall_plugin_api::{ErrorKind, MessageId, PluginError, Tuple};
+
+/// A 1.1 constructor (see [`squall_plugin_api::abi::ComponentExt::new`]).
+pub type ExtConstructor =
+    extern "C" fn(abi_stable::std_types::RStr<'_>) -> PResult<ComponentExtBox>;
+
+/// How a component's instances are built.
+#[derive(Debug, Clone, Copy)]
+pub enum Factory {
+    /// Through the 1.0 descriptor.
+    V1(crate::topology::Constructor),
+    /// Through the 1.1 descriptor.
+    Ext(ExtConstructor),
+}
+
+/// A freshly built spout or bolt.
+#[derive(Debug)]
+pub enum Instance {
+    /// A spout.
+    Spout(SpoutObj),
+    /// A bolt.
+    Bolt(BoltObj),
+    /// Something else (a wait strategy or a grouping where a spout or bolt
+    /// was expected).
+    Other,
+}
+
+impl Factory {
+    /// Builds an instance from the component's config.
+    ///
+    /// # Errors
+    /// The constructor's error, or its panic.
+    pub fn build(self, config: &str) -> Result<Instance, PluginError> {
+        match self {
+            Factory::V1(new) => new(config.into()).into_result().map(|built| match built {
+                ComponentBox::Spout(s) => Instance::Spout(SpoutObj::V1(s)),
+                ComponentBox::Bolt(b) => Instance::Bolt(BoltObj::V1(b)),
+                ComponentBox::WaitStrategy(_) => Instance::Other,
+            }),
+            Factory::Ext(new) => new(config.into()).into_result().map(|built| match built {
+                ComponentExtBox::Spout(s) => Instance::Spout(SpoutObj::Ext(s)),
+                ComponentExtBox::Bolt(b) => Instance::Bolt(BoltObj::Ext(b)),
+                ComponentExtBox::Grouping(_) => Instance::Other,
+            }),
+        }
+    }
+}
+
+fn no_state(state: &State) -> PResult<()> {
+    RResult::RErr(PluginError::new(
+        ErrorKind::RUNTIME,
+        format!("built against contract 1.0, it cannot take over state `{}`", state.format),
+    ))
+}
+
+/// A spout instance.
+pub enum SpoutObj {
+    /// Built through contract 1.0.
+    V1(SpoutBox),
+    /// Built through contract 1.1.
+    Ext(SpoutExtBox),
+}
+
+impl std::fmt::Debug for SpoutObj {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SpoutObj::V1(_) => "SpoutObj::V1",
+            SpoutObj::Ext(_) => "SpoutObj::Ext",
+        })
+    }
+}
+
+impl SpoutObj {
+    /// `open`; true when the spout took its wake handle (1.0 spouts never do).
+    pub fn open(
+        &mut self,
+        context: &TaskContext,
+        ext: &TaskExt,
+        waker: &WakerBox,
+    ) -> PResult<bool> {
+        match self {
+            SpoutObj::V1(s) => s.open(context).map(|()| false),
+            SpoutObj::Ext(s) => s.open(context, ext, waker.clone()),
+        }
+    }
+
+    /// `activate`.
+    pub fn activate(&mut self) -> PResult<()> {
+        match self {
+            SpoutObj::V1(s) => s.activate(),
+            SpoutObj::Ext(s) => s.activate(),
+        }
+    }
+
+    /// `deactivate`.
+    pub fn deactivate(&mut self) -> PResult<()> {
+        match self {
+            SpoutObj::V1(s) => s.deactivate(),
+            SpoutObj::Ext(s) => s.deactivate(),
+        }
+    }
+
+    /// `next_tuple`.
+    #[inline]
+    pub fn next_tuple(&mut self, output: OutputMut<'_>) -> PResult<()> {
+        match self {
+            SpoutObj::V1(s) => s.next_tuple(output),
+            SpoutObj::Ext(s) => s.next_tuple(output),
+        }
+    }
+
+    /// `ack`.
+    #[inline]
+    pub fn ack(&mut self, id: MessageId) -> PResult<()> {
+        match self {
+            SpoutObj::V1(s) => s.ack(id),
+            SpoutObj::Ext(s) => s.ack(id),
+        }
+    }
+
+    /// `fail`.
+    pub fn fail(&mut self, id: MessageId) -> PResult<()> {
+        match self {
+            SpoutObj::V1(s) => s.fail(id),
+            SpoutObj::Ext(s) => s.fail(id),
+        }
+    }
+
+    /// `close`.
+    pub fn close(&mut self) -> PResult<()> {
+        match self {
+            SpoutObj::V1(s) => s.close(),
+            SpoutObj::Ext(s) => s.close(),
+        }
+    }
+
+    /// The state its successor takes over (`None` for 1.0 spouts).
+    pub fn save_state(&mut self) -> PResult<ROption<State>> {
+        match self {
+            SpoutObj::V1(_) => RResult::ROk(ROption::RNone),
+            SpoutObj::Ext(s) => s.save_state(),
+        }
+    }
+
+    /// Takes over a predecessor's state (a 1.0 spout refuses any).
+    pub fn restore_state(&mut self, state: State) -> PResult<()> {
+        match self {
+            SpoutObj::V1(_) => no_state(&state),
+            SpoutObj::Ext(s) => s.restore_state(state),
+        }
+    }
+}
+
+/// A bolt instance.
+pub enum BoltObj {
+    /// Built through contract 1.0.
+    V1(BoltBox),
+    /// Built through contract 1.1.
+    Ext(BoltExtBox),
+}
+
+impl std::fmt::Debug for BoltObj {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BoltObj::V1(_) => "BoltObj::V1",
+            BoltObj::Ext(_) => "BoltObj::Ext",
+        })
+    }
+}
+
+impl BoltObj {
+    /// `prepare`.
+    pub fn prepare(&mut self, context: &TaskContext, ext: &TaskExt) -> PResult<()> {
+        match self {
+            BoltObj::V1(b) => b.prepare(context),
+            BoltObj::Ext(b) => b.prepare(context, ext),
+        }
+    }
+
+    /// `execute`.
+    #[inline]
+    pub fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> PResult<()> {
+        match self {
+            BoltObj::V1(b) => b.execute(input, output),
+            BoltObj::Ext(b) => b.execute(input, output),
+        }
+    }
+
+    /// `cleanup`.
+    pub fn cleanup(&mut self) -> PResult<()> {
+        match self {
+            BoltObj::V1(b) => b.cleanup(),
+            BoltObj::Ext(b) => b.cleanup(),
+        }
+    }
+
+    /// The state its successor takes over (`None` for 1.0 bolts).
+    pub fn save_state(&mut self) -> PResult<ROption<State>> {
+        match self {
+            BoltObj::V1(_) => RResult::ROk(ROption::RNone),
+            BoltObj::Ext(b) => b.save_state(),
+        }
+    }
+
+    /// Takes over a predecessor's state (a 1.0 bolt refuses any).
+    pub fn restore_state(&mut self, state: State) -> PResult<()> {
+        match self {
+            BoltObj::V1(_) => no_state(&state),
+            BoltObj::Ext(b) => b.restore_state(state),
+        }
+    }
+}

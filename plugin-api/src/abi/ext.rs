@@ -1,0 +1,219 @@
+//! Contract 1.1: what a 1.1 library exports beside its 1.0 catalogue.
+//!
+//! abi_stable refuses a library whose prefix types (the root module and every
+//! `#[sabi_trait]` vtable) have fewer fields than the host's, so the 1.0
+//! types ([`DynSpout`](super::DynSpout), [`DynBolt`](super::DynBolt),
+//! [`Output`](super::Output), [`ComponentDescriptor`](super::ComponentDescriptor))
+//! are frozen: growing them would make every 1.0 library fail the check. Contract
+//! 1.1 adds new types instead, reached only through the root module's
+//! `extensions` field, which a 1.0 library does not have. A 1.1 host builds a
+//! component through its [`ComponentExt`] when the library has one, and through
+//! the 1.0 descriptor otherwise.
+//!
+//! These types are frozen for all of 1.1 in turn; a later minor adds its own.
+
+use abi_stable::{
+    sabi_trait,
+    std_types::{RArc, RBox, ROption, RSlice, RStr, RString, RVec},
+    StableAbi,
+};
+
+use super::{ComponentKind, InputDecl, OutputMut, PResult, TaskContext, TaskExt};
+use crate::{StreamDecl, Tuple, Value};
+
+/// A wake handle, implemented by the host: `wake` tells a spout's executor
+/// that `next_tuple` has something to emit.
+#[sabi_trait]
+pub trait DynWaker: Send + Sync + Clone {
+    /// Wakes the executor if it is blocked; cheap when it is not.
+    #[sabi(last_prefix_field)]
+    fn wake(&self);
+}
+
+/// An owned, cloneable wake handle.
+pub type WakerBox = DynWaker_TO<'static, RArc<()>>;
+
+/// One piece of a component's saved state.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct StateEntry {
+    /// The key this entry belongs to: the values of the fields the
+    /// component's input is grouped by, in grouping order. Empty for state
+    /// that belongs to the instance as a whole.
+    pub key: RVec<Value>,
+    /// The entry, in the component's own encoding.
+    pub bytes: RVec<u8>,
+}
+
+/// A component's saved state: a format tag and its entries.
+///
+/// When a component is replaced, the new instance receives the old one's
+/// state. Keyed entries go to the task that the fields grouping routes their
+/// key to, so state follows its keys when the parallelism changes.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct State {
+    /// A version tag of the encoding, e.g. `"word-count/1"`. A component
+    /// refuses a format it does not know.
+    pub format: RString,
+    /// The entries.
+    pub entries: RVec<StateEntry>,
+}
+
+impl State {
+    /// An empty state in `format`.
+    pub fn new(format: &str) -> Self {
+        Self { format: format.into(), entries: RVec::new() }
+    }
+
+    /// Adds an entry for `key` (empty for the whole instance).
+    pub fn push(&mut self, key: &[Value], bytes: Vec<u8>) -> &mut Self {
+        self.entries.push(StateEntry { key: key.into(), bytes: bytes.into() });
+        self
+    }
+}
+
+/// A spout instance built through contract 1.1.
+#[sabi_trait]
+pub trait DynSpoutExt: Send {
+    /// Storm's `open`, with the 1.1 settings and a wake handle. Returns true
+    /// when the spout took the wake handle (it will wake its executor).
+    fn open(&mut self, context: &TaskContext, ext: &TaskExt, waker: WakerBox) -> PResult<bool>;
+    /// Storm's `activate`.
+    fn activate(&mut self) -> PResult<()>;
+    /// Storm's `deactivate`.
+    fn deactivate(&mut self) -> PResult<()>;
+    /// Emits zero or more tuples through `output`. Must not block.
+    fn next_tuple(&mut self, output: OutputMut<'_>) -> PResult<()>;
+    /// The tree of `message_id` completed.
+    fn ack(&mut self, message_id: crate::MessageId) -> PResult<()>;
+    /// The tree of `message_id` failed or timed out.
+    fn fail(&mut self, message_id: crate::MessageId) -> PResult<()>;
+    /// Storm's `close`.
+    fn close(&mut self) -> PResult<()>;
+    /// Saves the instance's state for its successor (`None`: it keeps none).
+    fn save_state(&mut self) -> PResult<ROption<State>>;
+    /// Takes over a predecessor's state, before `open`.
+    #[sabi(last_prefix_field)]
+    fn restore_state(&mut self, state: State) -> PResult<()>;
+}
+
+/// An owned 1.1 spout object.
+pub type SpoutExtBox = DynSpoutExt_TO<'static, RBox<()>>;
+
+/// A bolt instance built through contract 1.1.
+#[sabi_trait]
+pub trait DynBoltExt: Send {
+    /// Storm's `prepare`, with the 1.1 settings.
+    fn prepare(&mut self, context: &TaskContext, ext: &TaskExt) -> PResult<()>;
+    /// Processes one input tuple.
+    fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> PResult<()>;
+    /// Storm's `cleanup`.
+    fn cleanup(&mut self) -> PResult<()>;
+    /// Saves the instance's state for its successor (`None`: it keeps none).
+    fn save_state(&mut self) -> PResult<ROption<State>>;
+    /// Takes over a predecessor's state, before `prepare`.
+    #[sabi(last_prefix_field)]
+    fn restore_state(&mut self, state: State) -> PResult<()>;
+}
+
+/// An owned 1.1 bolt object.
+pub type BoltExtBox = DynBoltExt_TO<'static, RBox<()>>;
+
+/// Where a custom grouping routes: the subscribing component's tasks.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct GroupingContext {
+    /// The component that sends.
+    pub source: RString,
+    /// The stream it sends on.
+    pub stream: RString,
+    /// The stream's fields.
+    pub fields: RVec<RString>,
+    /// The component that receives.
+    pub target: RString,
+    /// Its task ids, in task-index order; `choose` returns indexes into them.
+    pub targets: RVec<u32>,
+}
+
+/// A custom stream grouping (Storm's `CustomStreamGrouping`), one instance
+/// per sending task and subscription.
+#[sabi_trait]
+pub trait DynGrouping: Send {
+    /// Called once, before the first tuple.
+    fn prepare(&mut self, context: &GroupingContext) -> PResult<()>;
+    /// Chooses the targets of one tuple: pushes indexes into
+    /// `GroupingContext::targets` onto `out` (which arrives empty).
+    #[sabi(last_prefix_field)]
+    fn choose(&mut self, values: RSlice<'_, Value>, out: &mut RVec<u32>);
+}
+
+/// An owned grouping object.
+pub type GroupingBox = DynGrouping_TO<'static, RBox<()>>;
+
+/// What a contract 1.1 constructor builds.
+#[repr(u8)]
+#[derive(StableAbi)]
+pub enum ComponentExtBox {
+    /// A spout.
+    Spout(SpoutExtBox),
+    /// A bolt.
+    Bolt(BoltExtBox),
+    /// A custom grouping.
+    Grouping(GroupingBox),
+}
+
+impl std::fmt::Debug for ComponentExtBox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ComponentExtBox::Spout(_) => "ComponentExtBox::Spout",
+            ComponentExtBox::Bolt(_) => "ComponentExtBox::Bolt",
+            ComponentExtBox::Grouping(_) => "ComponentExtBox::Grouping",
+        })
+    }
+}
+
+/// One declared config key of a component.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct ConfigKeyDecl {
+    /// The key.
+    pub name: RString,
+    /// Its TOML type: `string`, `integer`, `float`, `bool`, `array`, `table`,
+    /// `duration` (a string such as `"5s"`), or `any`.
+    pub kind: RString,
+    /// The default as TOML text (empty when the key is required).
+    pub default: RString,
+    /// True when the key must be given.
+    pub required: bool,
+    /// A one-line description.
+    pub doc: RString,
+}
+
+/// A component as contract 1.1 describes it, beside its 1.0 descriptor.
+#[repr(C)]
+#[derive(StableAbi, Debug)]
+pub struct ComponentExt {
+    /// Spout, bolt, wait strategy or grouping.
+    pub kind: ComponentKind,
+    /// The component's name (as in its 1.0 descriptor, if it has one).
+    pub name: RString,
+    /// A one-line description.
+    pub description: RString,
+    /// True when the component declared its config keys: then `validate`
+    /// reports every other key as unknown.
+    pub declares_config: bool,
+    /// The declared config keys.
+    pub config_keys: RVec<ConfigKeyDecl>,
+    /// The fields the component expects on every input stream (bolts).
+    pub input_fields: RVec<RString>,
+    /// True for a basic bolt: the host anchors its emits and acks its inputs.
+    pub auto_ack: bool,
+    /// The output streams for a given config (outputs may depend on config).
+    pub declare_outputs: extern "C" fn(config: RStr<'_>) -> PResult<RVec<StreamDecl>>,
+    /// Checks the subscribed inputs; an error refuses the topology at
+    /// validate time.
+    pub check_inputs: extern "C" fn(config: RStr<'_>, inputs: RSlice<'_, InputDecl>) -> PResult<()>,
+    /// Builds an instance (`None` for wait strategies: their 1.0 constructor serves).
+    pub new: ROption<extern "C" fn(config: RStr<'_>) -> PResult<ComponentExtBox>>,
+}

@@ -1,0 +1,372 @@
+//! Adapters from the plain-Rust traits to the contract 1.1 objects, and the
+//! constructors and descriptors a 1.1 catalogue lists.
+
+use abi_stable::{
+    sabi_trait::TD_Opaque,
+    std_types::{ROption, RSlice, RStr, RVec},
+};
+
+use super::ext::{
+    BoltExtBox, ComponentExt, ComponentExtBox, DynBoltExt, DynBoltExt_TO, DynGrouping,
+    DynGrouping_TO, DynSpoutExt, DynSpoutExt_TO, GroupingContext, State, WakerBox,
+};
+use super::guard::to_plugin_error;
+use super::{guard, ComponentKind, InputDecl, OutputMut, PResult, TaskContext, TaskExt};
+use crate::{
+    BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, ConfigKey, ErrorKind,
+    Grouping, MessageId, OutputDeclarer, Spout, SpoutCollector, StreamDecl, Tuple, Value, Waker,
+};
+
+fn runtime(e: crate::Error) -> crate::PluginError {
+    to_plugin_error(ErrorKind::RUNTIME)(e)
+}
+
+fn config(e: crate::Error) -> crate::PluginError {
+    to_plugin_error(ErrorKind::CONFIG)(e)
+}
+
+pub(crate) struct SpoutExtAdapter<S>(S);
+
+impl<S: Spout> DynSpoutExt for SpoutExtAdapter<S> {
+    fn open(&mut self, context: &TaskContext, ext: &TaskExt, waker: WakerBox) -> PResult<bool> {
+        let context = crate::TaskContext::from_host(
+            context.clone(),
+            Some(ext.clone()),
+            Some(Waker::from_host(waker)),
+        );
+        guard(|| {
+            self.0.open(&context).map_err(runtime)?;
+            Ok(context.waker_taken())
+        })
+    }
+
+    fn activate(&mut self) -> PResult<()> {
+        guard(|| {
+            self.0.activate();
+            Ok(())
+        })
+    }
+
+    fn deactivate(&mut self) -> PResult<()> {
+        guard(|| {
+            self.0.deactivate();
+            Ok(())
+        })
+    }
+
+    fn next_tuple(&mut self, output: OutputMut<'_>) -> PResult<()> {
+        guard(|| self.0.next_tuple(&mut SpoutCollector::new(output)).map_err(runtime))
+    }
+
+    fn ack(&mut self, message_id: MessageId) -> PResult<()> {
+        guard(|| {
+            self.0.ack(message_id);
+            Ok(())
+        })
+    }
+
+    fn fail(&mut self, message_id: MessageId) -> PResult<()> {
+        guard(|| {
+            self.0.fail(message_id);
+            Ok(())
+        })
+    }
+
+    fn close(&mut self) -> PResult<()> {
+        guard(|| {
+            self.0.close();
+            Ok(())
+        })
+    }
+
+    fn save_state(&mut self) -> PResult<ROption<State>> {
+        guard(|| Ok(self.0.save_state().into()))
+    }
+
+    fn restore_state(&mut self, state: State) -> PResult<()> {
+        guard(|| self.0.restore_state(state).map_err(runtime))
+    }
+}
+
+/// What a bolt adapter needs from a rich or a basic bolt.
+trait AnyBolt: Send + 'static {
+    fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()>;
+    fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> crate::Result<()>;
+    fn cleanup(&mut self);
+    fn save_state(&mut self) -> Option<State>;
+    fn restore_state(&mut self, state: State) -> crate::Result<()>;
+}
+
+pub(crate) struct Rich<B>(B);
+pub(crate) struct Basic<B>(B);
+
+impl<B: Bolt> AnyBolt for Rich<B> {
+    fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()> {
+        self.0.prepare(context)
+    }
+    fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> crate::Result<()> {
+        self.0.execute(input, &mut BoltCollector::new(output))
+    }
+    fn cleanup(&mut self) {
+        self.0.cleanup();
+    }
+    fn save_state(&mut self) -> Option<State> {
+        self.0.save_state()
+    }
+    fn restore_state(&mut self, state: State) -> crate::Result<()> {
+        self.0.restore_state(state)
+    }
+}
+
+impl<B: BasicBolt> AnyBolt for Basic<B> {
+    fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()> {
+        self.0.prepare(context)
+    }
+    fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> crate::Result<()> {
+        self.0.execute(input, &mut BasicCollector::new(output))
+    }
+    fn cleanup(&mut self) {
+        self.0.cleanup();
+    }
+    fn save_state(&mut self) -> Option<State> {
+        self.0.save_state()
+    }
+    fn restore_state(&mut self, state: State) -> crate::Result<()> {
+        self.0.restore_state(state)
+    }
+}
+
+pub(crate) struct BoltExtAdapter<B>(B);
+
+impl<B: AnyBolt> DynBoltExt for BoltExtAdapter<B> {
+    fn prepare(&mut self, context: &TaskContext, ext: &TaskExt) -> PResult<()> {
+        let context = crate::TaskContext::from_host(context.clone(), Some(ext.clone()), None);
+        guard(|| self.0.prepare(&context).map_err(runtime))
+    }
+
+    fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> PResult<()> {
+        guard(|| self.0.execute(input, output).map_err(runtime))
+    }
+
+    fn cleanup(&mut self) -> PResult<()> {
+        guard(|| {
+            self.0.cleanup();
+            Ok(())
+        })
+    }
+
+    fn save_state(&mut self) -> PResult<ROption<State>> {
+        guard(|| Ok(self.0.save_state().into()))
+    }
+
+    fn restore_state(&mut self, state: State) -> PResult<()> {
+        guard(|| self.0.restore_state(state).map_err(runtime))
+    }
+}
+
+pub(crate) struct GroupingAdapter<G> {
+    grouping: G,
+    chosen: Vec<u32>,
+}
+
+impl<G: Grouping> DynGrouping for GroupingAdapter<G> {
+    fn prepare(&mut self, context: &GroupingContext) -> PResult<()> {
+        guard(|| self.grouping.prepare(context).map_err(runtime))
+    }
+
+    fn choose(&mut self, values: RSlice<'_, Value>, out: &mut RVec<u32>) {
+        self.chosen.clear();
+        // A panic here cannot be reported per tuple: it sends the tuple nowhere.
+        let chosen = &mut self.chosen;
+        let grouping = &mut self.grouping;
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            grouping.choose(values.as_slice(), chosen);
+        }));
+        if caught.is_ok() {
+            out.extend_from_slice(&self.chosen);
+        }
+    }
+}
+
+fn keys(keys: Option<&'static [ConfigKey]>) -> (bool, RVec<super::ConfigKeyDecl>) {
+    match keys {
+        Some(keys) => (true, keys.iter().map(|k| k.to_decl()).collect()),
+        None => (false, RVec::new()),
+    }
+}
+
+fn fields(fields: &[&str]) -> RVec<abi_stable::std_types::RString> {
+    fields.iter().map(|f| (*f).into()).collect()
+}
+
+extern "C" fn no_outputs(_config: RStr<'_>) -> PResult<RVec<StreamDecl>> {
+    PResult::ROk(RVec::new())
+}
+
+extern "C" fn any_inputs(_config: RStr<'_>, _inputs: RSlice<'_, InputDecl>) -> PResult<()> {
+    PResult::ROk(())
+}
+
+extern "C" fn spout_outputs<S: Spout>(config: RStr<'_>) -> PResult<RVec<StreamDecl>> {
+    guard(|| {
+        let mut outputs = OutputDeclarer::default();
+        S::declare_outputs_for(&ComponentConfig::new(config.as_str()), &mut outputs)
+            .map_err(self::config)?;
+        Ok(outputs.into_streams().into())
+    })
+}
+
+extern "C" fn bolt_outputs<B: Bolt>(config: RStr<'_>) -> PResult<RVec<StreamDecl>> {
+    guard(|| {
+        let mut outputs = OutputDeclarer::default();
+        B::declare_outputs_for(&ComponentConfig::new(config.as_str()), &mut outputs)
+            .map_err(self::config)?;
+        Ok(outputs.into_streams().into())
+    })
+}
+
+extern "C" fn basic_outputs<B: BasicBolt>(config: RStr<'_>) -> PResult<RVec<StreamDecl>> {
+    guard(|| {
+        let mut outputs = OutputDeclarer::default();
+        B::declare_outputs_for(&ComponentConfig::new(config.as_str()), &mut outputs)
+            .map_err(self::config)?;
+        Ok(outputs.into_streams().into())
+    })
+}
+
+extern "C" fn bolt_inputs<B: Bolt>(config: RStr<'_>, inputs: RSlice<'_, InputDecl>) -> PResult<()> {
+    guard(|| {
+        B::check_inputs(&ComponentConfig::new(config.as_str()), inputs.as_slice())
+            .map_err(self::config)
+    })
+}
+
+extern "C" fn basic_inputs<B: BasicBolt>(
+    config: RStr<'_>,
+    inputs: RSlice<'_, InputDecl>,
+) -> PResult<()> {
+    guard(|| {
+        B::check_inputs(&ComponentConfig::new(config.as_str()), inputs.as_slice())
+            .map_err(self::config)
+    })
+}
+
+extern "C" fn new_spout<S: Spout>(config: RStr<'_>) -> PResult<ComponentExtBox> {
+    guard(|| {
+        let spout = S::new(&ComponentConfig::new(config.as_str())).map_err(self::config)?;
+        let object = DynSpoutExt_TO::from_value(SpoutExtAdapter(spout), TD_Opaque);
+        Ok(ComponentExtBox::Spout(object))
+    })
+}
+
+fn bolt_box<B: AnyBolt>(bolt: B) -> ComponentExtBox {
+    let object: BoltExtBox = DynBoltExt_TO::from_value(BoltExtAdapter(bolt), TD_Opaque);
+    ComponentExtBox::Bolt(object)
+}
+
+extern "C" fn new_bolt<B: Bolt>(config: RStr<'_>) -> PResult<ComponentExtBox> {
+    guard(|| {
+        let bolt = B::new(&ComponentConfig::new(config.as_str())).map_err(self::config)?;
+        Ok(bolt_box(Rich(bolt)))
+    })
+}
+
+extern "C" fn new_basic<B: BasicBolt>(config: RStr<'_>) -> PResult<ComponentExtBox> {
+    guard(|| {
+        let bolt = B::new(&ComponentConfig::new(config.as_str())).map_err(self::config)?;
+        Ok(bolt_box(Basic(bolt)))
+    })
+}
+
+extern "C" fn new_grouping<G: Grouping>(config: RStr<'_>) -> PResult<ComponentExtBox> {
+    guard(|| {
+        let grouping = G::new(&ComponentConfig::new(config.as_str())).map_err(self::config)?;
+        let adapter = GroupingAdapter { grouping, chosen: Vec::new() };
+        Ok(ComponentExtBox::Grouping(DynGrouping_TO::from_value(adapter, TD_Opaque)))
+    })
+}
+
+/// The 1.1 descriptor of a spout.
+pub(crate) fn spout_ext<S: Spout>() -> ComponentExt {
+    let (declares_config, config_keys) = keys(S::CONFIG_KEYS);
+    ComponentExt {
+        kind: ComponentKind::SPOUT,
+        name: S::NAME.into(),
+        description: S::DESCRIPTION.into(),
+        declares_config,
+        config_keys,
+        input_fields: RVec::new(),
+        auto_ack: false,
+        declare_outputs: spout_outputs::<S>,
+        check_inputs: any_inputs,
+        new: ROption::RSome(new_spout::<S>),
+    }
+}
+
+/// The 1.1 descriptor of a rich bolt.
+pub(crate) fn bolt_ext<B: Bolt>() -> ComponentExt {
+    let (declares_config, config_keys) = keys(B::CONFIG_KEYS);
+    ComponentExt {
+        kind: ComponentKind::BOLT,
+        name: B::NAME.into(),
+        description: B::DESCRIPTION.into(),
+        declares_config,
+        config_keys,
+        input_fields: fields(B::INPUT_FIELDS),
+        auto_ack: false,
+        declare_outputs: bolt_outputs::<B>,
+        check_inputs: bolt_inputs::<B>,
+        new: ROption::RSome(new_bolt::<B>),
+    }
+}
+
+/// The 1.1 descriptor of a basic bolt.
+pub(crate) fn basic_bolt_ext<B: BasicBolt>() -> ComponentExt {
+    let (declares_config, config_keys) = keys(B::CONFIG_KEYS);
+    ComponentExt {
+        kind: ComponentKind::BOLT,
+        name: B::NAME.into(),
+        description: B::DESCRIPTION.into(),
+        declares_config,
+        config_keys,
+        input_fields: fields(B::INPUT_FIELDS),
+        auto_ack: true,
+        declare_outputs: basic_outputs::<B>,
+        check_inputs: basic_inputs::<B>,
+        new: ROption::RSome(new_basic::<B>),
+    }
+}
+
+/// The 1.1 descriptor of a wait strategy (built through its 1.0 constructor).
+pub(crate) fn wait_ext<W: crate::WaitStrategy>() -> ComponentExt {
+    let (declares_config, config_keys) = keys(W::CONFIG_KEYS);
+    ComponentExt {
+        kind: ComponentKind::WAIT_STRATEGY,
+        name: W::NAME.into(),
+        description: W::DESCRIPTION.into(),
+        declares_config,
+        config_keys,
+        input_fields: RVec::new(),
+        auto_ack: false,
+        declare_outputs: no_outputs,
+        check_inputs: any_inputs,
+        new: ROption::RNone,
+    }
+}
+
+/// The 1.1 descriptor of a custom grouping.
+pub(crate) fn grouping_ext<G: Grouping>() -> ComponentExt {
+    let (declares_config, config_keys) = keys(G::CONFIG_KEYS);
+    ComponentExt {
+        kind: ComponentKind::GROUPING,
+        name: G::NAME.into(),
+        description: G::DESCRIPTION.into(),
+        declares_config,
+        config_keys,
+        input_fields: RVec::new(),
+        auto_ack: false,
+        declare_outputs: no_outputs,
+        check_inputs: any_inputs,
+        new: ROption::RSome(new_grouping::<G>),
+    }
+}

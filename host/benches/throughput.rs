@@ -145,8 +145,7 @@ fn main() {
         "const-null with --http polled every second: {on:.0}/s vs {off:.0}/s without ({:.3} of it)",
         on / off
     );
-    let idle = median((0..s.runs.min(3)).map(|_| idle_cpu(&s, if smoke { 2 } else { 10 })));
-    println!("idle topology CPU (default wait strategies): {:.2}% of one core", idle * 100.0);
+    targets(&s, smoke);
     let _ = std::fs::remove_dir_all(&s.scratch);
 }
 
@@ -176,8 +175,37 @@ fn squall_rate(
     throttle: Option<u64>,
     http: bool,
 ) -> (f64, (f64, f64)) {
+    let (rate, lat) = squall_run(s, bin, file, component, field, throttle, http, false);
+    (rate, (lat[0], lat[1]))
+}
+
+/// [`squall_rate`], returning complete latency p50/p99/p999; with
+/// `defaults`, the topology's batch and queue settings are removed so the
+/// defaults apply.
+#[allow(clippy::too_many_arguments)]
+fn squall_run(
+    s: &Settings,
+    bin: &Path,
+    file: &str,
+    component: &str,
+    field: &str,
+    throttle: Option<u64>,
+    http: bool,
+    defaults: bool,
+) -> (f64, [f64; 3]) {
     let source = s.root.join("topologies/perf").join(file);
     let mut text = std::fs::read_to_string(&source).expect("perf topology");
+    if defaults {
+        text = text
+            .lines()
+            .filter(|l| {
+                !["producer_batch_size", "receive_buffer_size", "spout_recvq_skips"]
+                    .iter()
+                    .any(|k| l.starts_with(k))
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
     text = text
         .replace("${SQUALL_PLUGIN_DIR:-../../target/release}", &s.plugin_dir.display().to_string());
     if let Some(rate) = throttle {
@@ -234,7 +262,8 @@ fn squall_rate(
         .expect("component");
     let rate = c[field].as_f64().expect("field") / elapsed;
     let lat = &summary["components"][0]["complete_latency_us"];
-    (rate, (lat["p50"].as_f64().unwrap_or(0.0), lat["p99"].as_f64().unwrap_or(0.0)))
+    let at = |q: &str| lat[q].as_f64().unwrap_or(0.0);
+    (rate, [at("p50"), at("p99"), at("p999")])
 }
 
 /// One `GET path` on loopback `port`, read to the end; `None` if not served.
@@ -249,12 +278,12 @@ fn http_get(port: u16, path: &str) -> Option<usize> {
 }
 
 /// The CPU share of one core an idle topology uses, from the child's rusage.
-fn idle_cpu(s: &Settings, secs: u64) -> f64 {
-    let source = s.root.join("topologies/perf/idle.toml");
+fn idle_cpu(s: &Settings, file: &str, secs: u64) -> f64 {
+    let source = s.root.join("topologies/perf").join(file);
     let text = std::fs::read_to_string(source)
         .expect("idle topology")
         .replace("${SQUALL_PLUGIN_DIR:-../../target/release}", &s.plugin_dir.display().to_string());
-    let toml = s.scratch.join("idle.toml");
+    let toml = s.scratch.join(file);
     std::fs::write(&toml, text).expect("write topology");
     let before = children_cpu();
     let started = Instant::now();
@@ -411,4 +440,79 @@ fn wordcount(d: Duration) -> f64 {
         },
     );
     words / words_per_sentence
+}
+
+/// Issue #12's targets, each figure next to its target (medians of the runs).
+fn targets(s: &Settings, smoke: bool) {
+    println!();
+    println!("{:<58} {:>12} {:>12}  {}", "target (issue #12)", "measured", "target", "met");
+    let line = |what: &str, measured: f64, target: f64, unit: &str, at_most: bool| {
+        let met = if at_most { measured <= target } else { measured >= target };
+        println!(
+            "{what:<58} {:>12} {:>12}  {}",
+            format!("{measured:.1}{unit}"),
+            format!("{}{target}{unit}", if at_most { "<= " } else { ">= " }),
+            if met { "yes" } else { "NO" }
+        );
+    };
+    let runs = s.runs;
+    // Complete latency at smooth-throttled rates, default batch and queue settings.
+    for file in ["const-null-ack.toml", "const-id-null-ack.toml"] {
+        for rate in [10_000u64, 100_000] {
+            let lat: Vec<[f64; 3]> = (0..runs)
+                .map(|_| squall_run(s, &s.bin, file, "spout", "acked", Some(rate), false, true).1)
+                .collect();
+            let q = |i: usize| median(lat.iter().map(|l| l[i]));
+            let name = file.trim_end_matches(".toml");
+            println!(
+                "{:<58} {:>12} {:>12}  -",
+                format!("{name} at {rate}/s: complete latency p50/p99/p999"),
+                format!("{:.0}/{:.0}/{:.0}us", q(0), q(1), q(2)),
+                "-"
+            );
+            if name == "const-id-null-ack" && rate == 100_000 {
+                line("  const-id-null-ack at 100000/s: p50", q(0), 20.0, "us", true);
+                line("  const-id-null-ack at 100000/s: p99", q(1), 200.0, "us", true);
+            }
+        }
+    }
+    let secs = if smoke { 2 } else { 10 };
+    for (file, what) in [
+        ("idle.toml", "idle topology (empty spout), CPU"),
+        ("idle-held.toml", "spout held at max pending, nothing acked, CPU"),
+    ] {
+        let cpu = median((0..runs).map(|_| idle_cpu(s, file, secs))) * 100.0;
+        line(what, cpu, 1.0, "%", true);
+    }
+    let rate = |file: &str, component: &str, field: &str| {
+        median((0..runs).map(|_| squall_rate(s, &s.bin, file, component, field, None, false).0))
+    };
+    line(
+        "const-null, 64 tuples per next_tuple (M tuples/s)",
+        rate("const-null-batch.toml", "bolt", "executed") / 1e6,
+        30.0,
+        "M",
+        false,
+    );
+    line(
+        "const-null, 1 tuple per call (M tuples/s)",
+        rate("const-null.toml", "bolt", "executed") / 1e6,
+        12.0,
+        "M",
+        false,
+    );
+    line(
+        "wordcount (M sentences/s)",
+        rate("wordcount.toml", "split", "executed") / 1e6,
+        1.5,
+        "M",
+        false,
+    );
+    line(
+        "const-null acked (M trees/s)",
+        rate("const-null-ack.toml", "spout", "acked") / 1e6,
+        3.0,
+        "M",
+        false,
+    );
 }

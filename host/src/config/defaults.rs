@@ -40,7 +40,8 @@
 //! ## `[wait.spout]`, `[wait.bolt]`, `[wait.backpressure]`
 //!
 //! Each optional. `strategy` (default `"progressive"`) is one of:
-//! - `"progressive"`: keys `level1_count`, `level2_count`, `level3_sleep_millis`
+//! - `"progressive"`: keys `level1_count`, `level2_count`, `level3_sleep_millis`,
+//!   `level3_max_sleep_millis`
 //!   override that situation's defaults (spout 0/0/1, bolt 1/1000/1,
 //!   backpressure 1/1000/1 — Storm's `topology.*.wait.progressive.*`).
 //! - `"park"`: key `park_micros` (default 100, 0 = busy spin; Storm's
@@ -135,6 +136,12 @@ pub use squall_plugin_api::DEFAULT_STREAM;
 /// `topology.spout.wait.progressive.level1.count = 0`, `level2.count = 0`,
 /// `level3.sleep.millis = 1` (seed 000). An idle spout sleeps 1 ms at once.
 pub const SPOUT_WAIT_LEVELS: (u32, u32, u64) = (0, 0, 1);
+/// The longest sleep an idle spout backs off to (`level3_max_sleep_millis`
+/// of the spout wait): each idle turn after the first doubles the level-3
+/// sleep, from `level3_sleep_millis` up to this. Not in Storm, which sleeps
+/// `level3_sleep_millis` on every idle turn (see the wait module's deliberate
+/// differences).
+pub const SPOUT_IDLE_MAX_SLEEP_MILLIS: u64 = 8;
 /// Storm's bolt wait levels: 1 / 1000 / 1 ms (seed 000).
 pub const BOLT_WAIT_LEVELS: (u32, u32, u64) = (1, 1000, 1);
 /// Storm's backpressure wait levels: 1 / 1000 / 1 ms (seed 000).
@@ -142,13 +149,26 @@ pub const BACKPRESSURE_WAIT_LEVELS: (u32, u32, u64) = (1, 1000, 1);
 
 /// The progressive strategy with `levels` as
 /// `(level1_count, level2_count, level3_sleep_millis)`.
+/// No back-off: every level-3 sleep is `level3_sleep_millis`.
 pub fn progressive((level1_count, level2_count, level3_sleep_millis): (u32, u32, u64)) -> WaitSpec {
-    WaitSpec::Progressive { level1_count, level2_count, level3_sleep_millis }
+    WaitSpec::Progressive {
+        level1_count,
+        level2_count,
+        level3_sleep_millis,
+        level3_max_sleep_millis: level3_sleep_millis,
+    }
 }
 
-/// Storm's spout wait: progressive 0 / 0 / 1 ms.
+/// Storm's spout wait, progressive 0 / 0 / 1 ms, with squall's back-off of
+/// the level-3 sleep up to [`SPOUT_IDLE_MAX_SLEEP_MILLIS`].
 pub fn spout_wait() -> WaitSpec {
-    progressive(SPOUT_WAIT_LEVELS)
+    let (level1_count, level2_count, level3_sleep_millis) = SPOUT_WAIT_LEVELS;
+    WaitSpec::Progressive {
+        level1_count,
+        level2_count,
+        level3_sleep_millis,
+        level3_max_sleep_millis: SPOUT_IDLE_MAX_SLEEP_MILLIS,
+    }
 }
 
 /// Storm's bolt wait: progressive 1 / 1000 / 1 ms.
@@ -189,8 +209,13 @@ pub(crate) mod keys {
     ];
     pub(crate) const PLUGIN: &[&str] = &["path", "sha256", "allow_writable"];
     pub(crate) const WAIT_SITUATIONS: &[&str] = &["spout", "bolt", "backpressure"];
-    pub(crate) const PROGRESSIVE: &[&str] =
-        &["strategy", "level1_count", "level2_count", "level3_sleep_millis"];
+    pub(crate) const PROGRESSIVE: &[&str] = &[
+        "strategy",
+        "level1_count",
+        "level2_count",
+        "level3_sleep_millis",
+        "level3_max_sleep_millis",
+    ];
     pub(crate) const PARK: &[&str] = &["strategy", "park_micros"];
     pub(crate) const STRATEGIES: &[&str] = &["progressive", "park"];
     pub(crate) const SPOUT: &[&str] =

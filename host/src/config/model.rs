@@ -123,6 +123,9 @@ pub enum WaitSpec {
         level2_count: u32,
         /// Sleep per call after that.
         level3_sleep_millis: u64,
+        /// The longest level-3 sleep: each idle turn at level 3 doubles the
+        /// sleep, from `level3_sleep_millis` up to this (equal: no back-off).
+        level3_max_sleep_millis: u64,
     },
     /// Storm's `WaitStrategyPark`: park for `park_micros` (0 = busy spin).
     Park {

@@ -220,11 +220,21 @@ fn an_empty_topology_section_takes_storm_defaults_and_the_file_stem_as_name() {
     assert_eq!(config.wait, WaitDefaults::default());
     assert_eq!(
         config.wait.spout,
-        WaitSpec::Progressive { level1_count: 0, level2_count: 0, level3_sleep_millis: 1 }
+        WaitSpec::Progressive {
+            level1_count: 0,
+            level2_count: 0,
+            level3_sleep_millis: 1,
+            level3_max_sleep_millis: 8
+        }
     );
     assert_eq!(
         config.wait.bolt,
-        WaitSpec::Progressive { level1_count: 1, level2_count: 1000, level3_sleep_millis: 1 }
+        WaitSpec::Progressive {
+            level1_count: 1,
+            level2_count: 1000,
+            level3_sleep_millis: 1,
+            level3_max_sleep_millis: 1
+        }
     );
     assert_eq!(config.wait.backpressure, config.wait.bolt);
     let spout = &config.spouts[0];
@@ -330,7 +340,7 @@ wait.bolt = { strategy = "progressive", level2 = 4 }
             "16:51 unknown key \"field\" in grouping of input 1 of bolt \"b\" \
              [did you mean \"fields\"?]",
             "17:41 unknown key \"level2\" in wait.bolt of bolt \"b\" \
-             [expected \"strategy\", \"level1_count\", \"level2_count\" or \"level3_sleep_millis\"]",
+             [expected \"strategy\", \"level1_count\", \"level2_count\", \"level3_sleep_millis\" or \"level3_max_sleep_millis\"]",
         ]
     );
 }
@@ -677,13 +687,23 @@ fn wait_strategies_parse_with_situation_defaults_and_plugin_config() {
     let config = parse_ok(&text);
     assert_eq!(
         config.wait.bolt,
-        WaitSpec::Progressive { level1_count: 1, level2_count: 7, level3_sleep_millis: 1 }
+        WaitSpec::Progressive {
+            level1_count: 1,
+            level2_count: 7,
+            level3_sleep_millis: 1,
+            level3_max_sleep_millis: 1
+        }
     );
     assert_eq!(config.wait.backpressure, WaitSpec::Park { park_micros: 100 });
     let spout = &config.spouts[0];
     assert_eq!(
         spout.wait.spout,
-        Some(WaitSpec::Progressive { level1_count: 0, level2_count: 0, level3_sleep_millis: 5 })
+        Some(WaitSpec::Progressive {
+            level1_count: 0,
+            level2_count: 0,
+            level3_sleep_millis: 5,
+            level3_max_sleep_millis: 8
+        })
     );
     let Some(WaitSpec::Plugin { component, config }) = &spout.wait.backpressure else {
         panic!("plugin strategy expected, got {:?}", spout.wait.backpressure)

@@ -152,16 +152,21 @@ fn read_wait_spec(
 fn progressive(w: &mut Walker<'_>, section: &Section<'_, '_>, situation: Situation) -> WaitSpec {
     section.check_keys(w, keys::PROGRESSIVE);
     let (level1_count, level2_count, level3_sleep_millis) = situation.default_levels();
+    let sleep =
+        section.u64_in(w, "level3_sleep_millis", level3_sleep_millis, 0, super::limits::MAX_MILLIS);
+    // The back-off cap defaults to the situation's (spouts back off, the
+    // others do not), and never below the sleep itself.
+    let default_max = match situation {
+        Situation::Spout => defaults::SPOUT_IDLE_MAX_SLEEP_MILLIS,
+        _ => sleep,
+    };
+    let max =
+        section.u64_in(w, "level3_max_sleep_millis", default_max, 0, super::limits::MAX_MILLIS);
     WaitSpec::Progressive {
         level1_count: section.u32_or(w, "level1_count", level1_count, 0),
         level2_count: section.u32_or(w, "level2_count", level2_count, 0),
-        level3_sleep_millis: section.u64_in(
-            w,
-            "level3_sleep_millis",
-            level3_sleep_millis,
-            0,
-            super::limits::MAX_MILLIS,
-        ),
+        level3_sleep_millis: sleep,
+        level3_max_sleep_millis: max.max(sleep),
     }
 }
 

@@ -43,6 +43,11 @@ use crate::wait::WaitStrategy;
 /// (publishing stats, noticing shutdown).
 const DEEP_IDLE: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// How long a bolt at progressive level 2 waits on its queues: about what a
+/// 1 ns park sleeps on Linux (timer slack), so the level lasts as long as in
+/// Storm, but a tuple ends the wait at once.
+const PARK_WAIT: std::time::Duration = std::time::Duration::from_micros(100);
+
 /// The longest a bolt executes a backlog before a housekeeping turn
 /// (publishing stats, seeing the run state).
 const HOUSEKEEPING: std::time::Duration = std::time::Duration::from_millis(5);
@@ -184,13 +189,19 @@ impl BoltExecutor {
     /// module's deliberate differences).
     fn idle(&mut self, counter: u32) -> u32 {
         if let WaitStrategy::Progressive(p) = &self.core.wait {
-            if p.level(counter).0 == Level::Sleep {
-                let mut select = Select::new();
-                select.recv(&self.receive);
-                select.recv(&self.core.control);
-                let _ = select.ready_timeout(DEEP_IDLE);
-                return counter;
-            }
+            let (level, next) = p.level(counter);
+            let timeout = match level {
+                Level::Spin => return p.idle(counter, &self.core.run.canceler),
+                // Level 2: wait for a tuple for as long as a 1 ns park really
+                // sleeps under timer slack, but wake as soon as one arrives.
+                Level::Park => PARK_WAIT,
+                Level::Sleep => DEEP_IDLE,
+            };
+            let mut select = Select::new();
+            select.recv(&self.receive);
+            select.recv(&self.core.control);
+            let _ = select.ready_timeout(timeout);
+            return next;
         }
         self.core.wait.idle(counter, &self.core.run.canceler)
     }

@@ -11,9 +11,6 @@ pub struct Park {
 }
 
 impl Park {
-    /// How long the host's system thread (ticks, metrics) parks per turn.
-    pub const SYSTEM_THREAD_MICROS: u64 = 5000;
-
     /// Parks `park_micros` µs per idle turn.
     pub fn new(park_micros: u64) -> Self {
         Self { park: Duration::from_micros(park_micros) }

@@ -34,14 +34,31 @@ pub struct Progressive {
     pub level1_count: u32,
     /// Calls after those that park ~1 ns.
     pub level2_count: u32,
-    /// The sleep of every call after that, in ms.
+    /// The sleep of the first call after that, in ms.
     pub level3_sleep_millis: u64,
+    /// The longest sleep: each further call doubles the sleep up to this
+    /// (equal to `level3_sleep_millis`: no back-off, Storm's behaviour).
+    pub level3_max_sleep_millis: u64,
 }
+
+/// How many doublings a level-3 counter remembers (2^16 ms is past any cap).
+const MAX_DOUBLINGS: u32 = 16;
 
 impl Progressive {
     /// A strategy with these levels.
     pub fn new(level1_count: u32, level2_count: u32, level3_sleep_millis: u64) -> Self {
-        Self { level1_count, level2_count, level3_sleep_millis }
+        Self {
+            level1_count,
+            level2_count,
+            level3_sleep_millis,
+            level3_max_sleep_millis: level3_sleep_millis,
+        }
+    }
+
+    /// The same levels, backing off up to `max_millis` at level 3.
+    pub fn with_max_sleep(mut self, max_millis: u64) -> Self {
+        self.level3_max_sleep_millis = max_millis.max(self.level3_sleep_millis);
+        self
     }
 
     /// Storm's defaults for a situation.
@@ -49,23 +66,47 @@ impl Progressive {
         use crate::config::defaults::{
             BACKPRESSURE_WAIT_LEVELS, BOLT_WAIT_LEVELS, SPOUT_WAIT_LEVELS,
         };
-        let (l1, l2, l3) = match situation {
-            WaitSituation::SPOUT_WAIT => SPOUT_WAIT_LEVELS,
-            WaitSituation::BOLT_WAIT => BOLT_WAIT_LEVELS,
-            _ => BACKPRESSURE_WAIT_LEVELS,
-        };
-        Self::new(l1, l2, l3)
+        match situation {
+            WaitSituation::SPOUT_WAIT => {
+                let (l1, l2, l3) = SPOUT_WAIT_LEVELS;
+                Self::new(l1, l2, l3)
+                    .with_max_sleep(crate::config::defaults::SPOUT_IDLE_MAX_SLEEP_MILLIS)
+            }
+            WaitSituation::BOLT_WAIT => {
+                let (l1, l2, l3) = BOLT_WAIT_LEVELS;
+                Self::new(l1, l2, l3)
+            }
+            _ => {
+                let (l1, l2, l3) = BACKPRESSURE_WAIT_LEVELS;
+                Self::new(l1, l2, l3)
+            }
+        }
     }
 
-    /// The level for a counter, and the next counter.
+    /// The level for a counter, and the next counter. At level 3 the
+    /// counter keeps counting (up to [`MAX_DOUBLINGS`] past level 2) only
+    /// when the strategy backs off; without back-off it stays, as in Storm.
     pub fn level(&self, counter: u32) -> (Level, u32) {
+        let level3 = self.level1_count.saturating_add(self.level2_count);
         if counter < self.level1_count {
             (Level::Spin, counter + 1)
-        } else if counter < self.level1_count.saturating_add(self.level2_count) {
+        } else if counter < level3 {
             (Level::Park, counter + 1)
+        } else if self.level3_max_sleep_millis > self.level3_sleep_millis
+            && counter < level3.saturating_add(MAX_DOUBLINGS)
+        {
+            (Level::Sleep, counter + 1)
         } else {
             (Level::Sleep, counter)
         }
+    }
+
+    /// The level-3 sleep for a counter: `level3_sleep_millis` doubled once
+    /// per idle turn already spent at level 3, at most `level3_max_sleep_millis`.
+    pub fn sleep_millis(&self, counter: u32) -> u64 {
+        let turns = counter.saturating_sub(self.level1_count.saturating_add(self.level2_count));
+        let doubled = self.level3_sleep_millis.saturating_mul(1u64 << turns.min(MAX_DOUBLINGS));
+        doubled.min(self.level3_max_sleep_millis)
     }
 
     /// Waits once; returns the next counter. A level-3 sleep ends when the
@@ -75,7 +116,7 @@ impl Progressive {
         match level {
             Level::Spin => std::hint::spin_loop(),
             Level::Park => std::thread::park_timeout(Duration::from_nanos(1)),
-            Level::Sleep => super::nap(Duration::from_millis(self.level3_sleep_millis), drain),
+            Level::Sleep => super::nap(Duration::from_millis(self.sleep_millis(counter)), drain),
         }
         next
     }
@@ -91,9 +132,10 @@ mod tests {
         let bolt = Progressive::default_for(WaitSituation::BOLT_WAIT);
         let bp = Progressive::default_for(WaitSituation::BACK_PRESSURE_WAIT);
         let table: &[(&Progressive, u32, Level, u32)] = &[
-            // Spout 0/0/1: every idle turn sleeps, and the counter stays.
-            (&spout, 0, Level::Sleep, 0),
-            (&spout, 5, Level::Sleep, 5),
+            // Spout 0/0/1: every idle turn sleeps; the counter counts the turns
+            // (squall's back-off, see `an_idle_spout_backs_off...`).
+            (&spout, 0, Level::Sleep, 1),
+            (&spout, 5, Level::Sleep, 6),
             // Bolt 1/1000/1: one spin, 1000 parks, then sleeps.
             (&bolt, 0, Level::Spin, 1),
             (&bolt, 1, Level::Park, 2),
@@ -110,6 +152,30 @@ mod tests {
         }
         assert_eq!(spout.level3_sleep_millis, 1);
         assert_eq!(bolt.level3_sleep_millis, 1);
+    }
+
+    #[test]
+    fn an_idle_spout_backs_off_by_doubling_up_to_its_cap() {
+        let spout = Progressive::default_for(WaitSituation::SPOUT_WAIT);
+        // Counting idle turns at level 3, from 0: sleeps 1, 2, 4, 8, 8, ... ms.
+        let mut counter = 0;
+        let mut sleeps = Vec::new();
+        for _ in 0..6 {
+            sleeps.push(spout.sleep_millis(counter));
+            counter = spout.level(counter).1;
+        }
+        assert_eq!(sleeps, [1, 2, 4, 8, 8, 8]);
+        // The executor resets the counter after useful work: back to 1 ms.
+        assert_eq!(spout.sleep_millis(0), 1);
+        // The counter stops growing, so it never overflows.
+        let mut c = 0;
+        for _ in 0..100_000 {
+            c = spout.level(c).1;
+        }
+        assert_eq!(c, MAX_DOUBLINGS);
+        // Bolts keep Storm's fixed sleep.
+        let bolt = Progressive::default_for(WaitSituation::BOLT_WAIT);
+        assert_eq!((bolt.sleep_millis(1001), bolt.sleep_millis(5000)), (1, 1));
     }
 
     #[test]

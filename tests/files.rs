@@ -1,8 +1,9 @@
 //! The file connectors end to end: `files::LineSpout` → `examples::SplitSentence`
 //! → `files::JsonLinesSink`, with acking on.
 //!
-//! - `kill -9` in the middle of a run, then a restart: the restart resumes
-//!   from the spout's checkpoint (it emits fewer lines than the input has),
+//! - `kill -9` in the middle of a run, with a ChaosBolt failing 1 % of the
+//!   lines, then a restart: the restart resumes from the spout's checkpoint
+//!   (it emits fewer lines than the input has), failed lines are replayed,
 //!   and every line reaches the sink at least once.
 //! - Following a file while it is appended to, rotated (renamed and
 //!   recreated, with a last write to the renamed file) and truncated: every
@@ -45,9 +46,11 @@ fn sink_counts(path: &Path) -> BTreeMap<String, u64> {
         }
         let value: serde_json::Value = serde_json::from_str(line)
             .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {line:?}", path.display()));
-        let word = value["word"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{}: no string \"word\" in {line:?}", path.display()));
+        // SplitSentence's field, or ChaosBolt's after it.
+        let word = value.get("word").or_else(|| value.get("value")).and_then(|w| w.as_str());
+        let word = word.unwrap_or_else(|| {
+            panic!("{}: no string \"word\" or \"value\" in {line:?}", path.display())
+        });
         *counts.entry(word.to_owned()).or_insert(0) += 1;
     }
     counts
@@ -79,8 +82,21 @@ fn wait_for_all(child: &Running, sink: &Path, n: usize, within: Duration) -> BTr
     }
 }
 
-/// The topology: `spout_config` for the LineSpout, sink into `{dir}/out.jsonl`.
-fn topology(spout_config: &str, spout_extra: &str) -> String {
+/// The topology: `spout_config` (and `spout_extra` keys) for the LineSpout,
+/// SplitSentence, with `chaos` a ChaosBolt failing 1 % of the words, and
+/// the sink into `{dir}/out.jsonl`.
+fn topology(spout_config: &str, spout_extra: &str, chaos: bool) -> String {
+    let (chaos, sink_input) = if chaos {
+        let bolt = r#"
+[bolts.chaos]
+component = "testkit::ChaosBolt"
+config = { fail_rate = 0.01, seed = 7 }
+inputs = [{ from = "split" }]
+"#;
+        (bolt, "chaos")
+    } else {
+        ("", "split")
+    };
     format!(
         r#"
 [topology]
@@ -90,6 +106,7 @@ message_timeout_secs = 10
 [plugins]
 files = "{{files}}"
 examples = "{{examples}}"
+testkit = "{{testkit}}"
 
 [spouts.lines]
 component = "files::LineSpout"
@@ -100,11 +117,11 @@ config = {{ {spout_config} }}
 component = "examples::SplitSentence"
 parallelism = 2
 inputs = [{{ from = "lines" }}]
-
+{chaos}
 [bolts.sink]
 component = "files::JsonLinesSink"
 config = {{ path = "{{dir}}/out.jsonl", fsync = "interval", fsync_interval_ms = 100 }}
-inputs = [{{ from = "split" }}]
+inputs = [{{ from = "{sink_input}" }}]
 "#
     )
 }
@@ -121,6 +138,7 @@ fn kill_9_mid_run_then_restart_delivers_every_line_at_least_once() {
         &topology(
             r#"path = "{dir}/input.txt", checkpoint_interval_ms = 100"#,
             "throttle = { tuples_per_sec = 4000 }",
+            true,
         ),
     );
     let sink = ws.path("out.jsonl");
@@ -179,12 +197,16 @@ fn kill_9_mid_run_then_restart_delivers_every_line_at_least_once() {
         "the restart emitted {emitted}, fewer than the {} lines after its checkpoint",
         LINES - checkpointed
     );
+    // ChaosBolt failed some lines: the spout replayed them.
+    let failed = out.stat("lines", "failed");
+    assert!(failed > 0, "ChaosBolt fails 1 % of the lines\n{}", out.context());
     let duplicates: u64 = counts.values().map(|c| c - 1).sum();
     let extra: Vec<_> = counts.keys().filter(|w| !w.starts_with("line-")).collect();
     assert!(extra.is_empty(), "words that were never written: {extra:?}");
     eprintln!(
         "kill -9 after {delivered} lines in the sink (checkpoint at line {checkpointed}); the \
-         restart emitted {emitted}; {duplicates} duplicates in the sink"
+         restart emitted {emitted} ({failed} failed and replayed); {duplicates} duplicates in \
+         the sink"
     );
     // After a clean end the checkpoint is at the end of the input.
     let at: serde_json::Value =
@@ -200,7 +222,7 @@ fn following_a_file_across_appends_rotation_and_truncation_delivers_every_line()
     // The file does not exist yet: a follower waits for it.
     let path = ws.write_topology(
         "follow.toml",
-        &topology(r#"path = "{dir}/app.log", follow = true, poll_interval_ms = 20"#, ""),
+        &topology(r#"path = "{dir}/app.log", follow = true, poll_interval_ms = 20"#, "", false),
     );
     let sink = ws.path("out.jsonl");
     let mut cmd = SquallCommand::run_until_interrupted(&ws, &path);
@@ -248,7 +270,7 @@ fn a_bad_line_spout_config_exits_78_at_the_component() {
             "pattern applies to a directory",
         ),
     ] {
-        let text = topology(config, "");
+        let text = topology(config, "", false);
         let path = ws.write_topology(&format!("{name}.toml"), &text);
         let out = SquallCommand::validate(&ws, &path).output();
         out.assert_code(78);
@@ -263,7 +285,7 @@ fn a_bad_line_spout_config_exits_78_at_the_component() {
         out.assert_code(78);
     }
     // The sink's config too.
-    let text = topology(r#"path = "{dir}/input.txt""#, "")
+    let text = topology(r#"path = "{dir}/input.txt""#, "", false)
         .replace("fsync = \"interval\"", "fsync = \"sometimes\"");
     let path = ws.write_topology("sink.toml", &text);
     let out = SquallCommand::validate(&ws, &path).output();

@@ -81,8 +81,8 @@ struct Held {
 /// failed line is emitted again (same id) before any new one. The spout
 /// records the contiguous acked prefix of its input (the first line not
 /// yet acked: a later line's ack does not move it) in a checkpoint file,
-/// written atomically every `checkpoint_interval_ms` while it changes and
-/// at `close`, and resumes from it in `open`: at-least-once across
+/// written atomically at most every `checkpoint_interval_ms` while it
+/// changes (checked at each `next_tuple` and `ack`) and at `close`, and resumes from it in `open`: at-least-once across
 /// restarts, including `kill -9`. With `follow = true` it reads on at the
 /// end of the input like `tail -F`, following rotation and truncation.
 ///
@@ -357,7 +357,11 @@ impl Spout for LineSpout {
     }
 
     fn ack(&mut self, message_id: MessageId) {
-        self.tracker.ack(message_id.0);
+        if self.tracker.ack(message_id.0) {
+            // Also here: a throttled spout, or one at max_spout_pending, gets
+            // no `next_tuple` calls for a while, but its acks go on.
+            self.checkpoint(Instant::now(), false);
+        }
     }
 
     fn fail(&mut self, message_id: MessageId) {

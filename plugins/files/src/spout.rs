@@ -378,6 +378,7 @@ impl Spout for LineSpout {
 #[cfg(test)]
 mod tests {
     use std::fs;
+    use std::os::unix::fs::MetadataExt;
 
     use squall_plugin_api::testing::Recorder;
 
@@ -545,6 +546,51 @@ mod tests {
         let mut two = LineSpout::new(&ComponentConfig::new(&format!("path = {file:?}"))).unwrap();
         let err = two.open(&context(2)).unwrap_err().to_string();
         assert!(err.contains("set parallelism = 1"), "{err}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Calls `next_tuple` until a line is emitted (a follower looks at its
+    /// input once per millisecond here); panics after many tries.
+    fn next_line_following(spout: &mut LineSpout) -> (u64, String) {
+        for _ in 0..5000 {
+            if let Some(emitted) = next(spout, 1).pop() {
+                return emitted;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        panic!("the follower emitted nothing");
+    }
+
+    #[test]
+    fn lines_truncated_away_while_in_flight_checkpoint_the_start_of_the_file() {
+        let dir = temp_dir("truncated-in-flight");
+        let path = dir.join("app.log");
+        fs::write(&path, "old-1\nold-2\n").unwrap();
+        let config =
+            format!("path = {:?}\nfollow = true\npoll_interval_ms = 1", path.display().to_string());
+        let mut spout = spout(&config);
+        let (old_1, _) = next_line_following(&mut spout);
+        let (old_2, _) = next_line_following(&mut spout);
+        spout.ack(MessageId(old_1));
+        let checkpoint_path = dir.join("app.log.squall-checkpoint");
+        spout.close();
+        assert_eq!(checkpoint::read(&checkpoint_path).unwrap().unwrap().offset, 6, "at old-2");
+        // Truncated (copytruncate) with old-2 still in flight; new content follows.
+        fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(0).unwrap();
+        fs::write(&path, "new\n").unwrap();
+        let (new, line) = next_line_following(&mut spout);
+        assert_eq!(line, "new");
+        spout.close();
+        // old-2's bytes are gone: what can be read again starts at 0 of the
+        // file as it is now, not at old-2's offset 6 (which would skip "new").
+        let at = checkpoint::read(&checkpoint_path).unwrap().unwrap();
+        assert_eq!((at.offset, at.inode), (0, fs::metadata(&path).unwrap().ino()));
+        spout.ack(MessageId(old_2));
+        spout.close();
+        assert_eq!(checkpoint::read(&checkpoint_path).unwrap().unwrap().offset, 0, "new in flight");
+        spout.ack(MessageId(new));
+        spout.close();
+        assert_eq!(checkpoint::read(&checkpoint_path).unwrap().unwrap().offset, 4, "all acked");
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -118,6 +118,13 @@ struct Open {
 impl Open {
     /// Opens `path` and seeks to `offset`, or to 0 when the file is shorter.
     fn at(path: &Path, offset: u64, generation: u32) -> io::Result<Self> {
+        // Opening a FIFO would block until a writer comes: look first.
+        if !fs::metadata(path)?.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a regular file", path.display()),
+            ));
+        }
         let mut file = File::open(path)?;
         let meta = file.metadata()?;
         let start = if meta.len() >= offset {
@@ -700,6 +707,21 @@ mod tests {
         fs::write(dir.join("002"), "z\n").unwrap();
         assert_eq!(drain(&mut reader), ["y", "z"]);
         assert!(!reader.finished());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_fifo_that_appears_at_a_followed_path_is_refused_not_opened() {
+        let dir = temp_dir("fifo");
+        let path = dir.join("in");
+        let mut reader = follower(&path);
+        let made = std::process::Command::new("mkfifo").arg(&path).status();
+        if !made.is_ok_and(|s| s.success()) {
+            return; // no mkfifo here
+        }
+        // Opening it would block this thread until a writer came.
+        let err = reader.next_line(Instant::now()).unwrap_err().to_string();
+        assert!(err.contains("is not a regular file"), "{err}");
         fs::remove_dir_all(&dir).unwrap();
     }
 

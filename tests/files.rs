@@ -8,6 +8,8 @@
 //! - Following a file while it is appended to, rotated (renamed and
 //!   recreated, with a last write to the renamed file) and truncated: every
 //!   line arrives.
+//! - A followed file rotated while squall was down (killed): the restart
+//!   finds the rotated file by its inode and finishes it first.
 //! - A bad config exits 78 at the component's file:line:col.
 
 use std::collections::BTreeMap;
@@ -254,6 +256,45 @@ fn following_a_file_across_appends_rotation_and_truncation_delivers_every_line()
     assert!(out.stderr.contains("was truncated"), "the truncation was noticed\n{}", out.context());
     let duplicates: u64 = counts.values().map(|c| c - 1).sum();
     eprintln!("follow: 4100 lines, {duplicates} duplicates in the sink");
+}
+
+#[test]
+fn a_file_rotated_while_squall_was_killed_is_finished_after_the_restart() {
+    let ws = Workspace::new("files_rotated_offline");
+    let log = ws.path("app.log");
+    let rotated = ws.path("app.log.1");
+    append_ids(&log, 0..2000);
+    let path = ws.write_topology(
+        "follow.toml",
+        &topology(
+            r#"path = "{dir}/app.log", follow = true, poll_interval_ms = 20, checkpoint_interval_ms = 50"#,
+            "",
+            false,
+        ),
+    );
+    let sink = ws.path("out.jsonl");
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &path);
+    cmd.limit(Duration::from_secs(90));
+    let mut first = cmd.spawn();
+    first.wait_for_stderr("running", Duration::from_secs(20));
+    wait_for_all(&first, &sink, 2000, Duration::from_secs(30));
+    // More lines, and the kill while they may be in flight.
+    append_ids(&log, 2000..3000);
+    first.wait_for_file(&ws.path("app.log.squall-checkpoint"), Duration::from_secs(10));
+    first.signal(libc::SIGKILL);
+    first.wait();
+
+    // While squall is down: rotation, with a last write to the old file.
+    std::fs::rename(&log, &rotated).expect("rename");
+    append_ids(&rotated, 3000..3500);
+    append_ids(&log, 3500..4000);
+
+    let mut second = cmd.spawn();
+    second.wait_for_stderr("was rotated since the checkpoint", Duration::from_secs(20));
+    // Lines 3000..3500 exist only in the rotated file, after the checkpoint.
+    wait_for_all(&second, &sink, 4000, Duration::from_secs(30));
+    second.interrupt();
+    second.wait().assert_code(0);
 }
 
 #[test]

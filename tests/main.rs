@@ -65,3 +65,8 @@ mod throttle;
 // symlink loops as plugins, bare names for inspect, writable libraries, huge
 // numbers and hostile names.
 mod hardening;
+
+// The file connectors: LineSpout resumes from its checkpoint after kill -9
+// with no line skipped, follows a file across rotation and truncation, and
+// JsonLinesSink writes every tuple; bad config exits 78 at file:line:col.
+mod files;

@@ -62,13 +62,16 @@ impl Workspace {
     }
 
     /// The text of a topology with its placeholders filled in: `{testkit}`,
-    /// `{examples}` and `{wait_extra}` become the absolute paths of the built
-    /// plugins, `{dir}` this workspace's directory.
+    /// `{examples}`, `{wait_extra}` and `{files}` become the absolute paths of
+    /// the built plugins, `{dir}` this workspace's directory.
     pub fn fill(&self, toml: &str) -> String {
         let mut text = toml.replace("{dir}", &self.dir.display().to_string());
-        for (placeholder, plugin) in
-            [("{testkit}", "testkit"), ("{examples}", "examples"), ("{wait_extra}", "wait-extra")]
-        {
+        for (placeholder, plugin) in [
+            ("{testkit}", "testkit"),
+            ("{examples}", "examples"),
+            ("{wait_extra}", "wait-extra"),
+            ("{files}", "files"),
+        ] {
             if text.contains(placeholder) {
                 text = text.replace(placeholder, &plugin_path(plugin).display().to_string());
             }
@@ -188,6 +191,12 @@ impl SquallCommand {
     /// Removes an environment variable from the child's environment.
     pub fn env_remove(&mut self, key: impl Into<OsString>) -> &mut Self {
         self.env.insert(key.into(), None);
+        self
+    }
+
+    /// Runs the child in `dir` instead of the workspace's directory.
+    pub fn current_dir(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
+        self.cwd = dir.into();
         self
     }
 

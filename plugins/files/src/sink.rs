@@ -128,6 +128,25 @@ fn trim_torn_tail(file: &mut File) -> io::Result<u64> {
 
 impl Bolt for JsonLinesSink {
     const NAME: &'static str = "JsonLinesSink";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
+        ConfigKey::required(
+            "path",
+            KeyKind::String,
+            "the output file; {task} becomes the task index",
+        ),
+        ConfigKey::optional(
+            "fsync",
+            KeyKind::String,
+            "\"interval\"",
+            "\"always\", \"interval\" or \"never\"",
+        ),
+        ConfigKey::optional(
+            "fsync_interval_ms",
+            KeyKind::Integer,
+            "1000",
+            "with fsync = \"interval\": the interval",
+        ),
+    ]);
     const DESCRIPTION: &'static str =
         "appends each tuple as a JSON line; acks after the write (and fsync, if asked)";
 
@@ -265,15 +284,7 @@ mod tests {
     }
 
     fn context(parallelism: u32, task_index: u32) -> TaskContext {
-        TaskContext {
-            topology: "t".into(),
-            component: "sink".into(),
-            task_id: 3,
-            task_index,
-            parallelism,
-            outputs: Default::default(),
-            downstream: Default::default(),
-        }
+        TaskContext::builder("sink").topology("t").task(3, task_index, parallelism).build()
     }
 
     fn sink(config: &str) -> JsonLinesSink {

@@ -245,6 +245,44 @@ fn millis(key: &str, value: u64) -> Result<Duration> {
 
 impl Spout for LineSpout {
     const NAME: &'static str = "LineSpout";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
+        ConfigKey::required("path", KeyKind::String, "a file, or a directory read in name order"),
+        ConfigKey::maybe(
+            "pattern",
+            KeyKind::String,
+            "directory only: file names to read (* and ?)",
+        ),
+        ConfigKey::optional("follow", KeyKind::Bool, "false", "follow the input like tail -F"),
+        ConfigKey::optional(
+            "poll_interval_ms",
+            KeyKind::Integer,
+            "200",
+            "following: how often an idle spout looks for new data",
+        ),
+        ConfigKey::maybe(
+            "checkpoint",
+            KeyKind::String,
+            "the checkpoint file (default <path>.squall-checkpoint)",
+        ),
+        ConfigKey::optional(
+            "checkpoint_interval_ms",
+            KeyKind::Integer,
+            "1000",
+            "how often the checkpoint is written while it changes",
+        ),
+        ConfigKey::optional(
+            "max_pending",
+            KeyKind::Integer,
+            "10000",
+            "most lines held in flight or acked behind one in flight",
+        ),
+        ConfigKey::optional(
+            "max_line_bytes",
+            KeyKind::Integer,
+            "1048576",
+            "a longer line is emitted in pieces of this many bytes",
+        ),
+    ]);
     const DESCRIPTION: &'static str =
         "lines of a file or directory, reliably; checkpoints the acked prefix; follows like tail -F";
 
@@ -393,15 +431,7 @@ mod tests {
     }
 
     fn context(parallelism: u32) -> TaskContext {
-        TaskContext {
-            topology: "t".into(),
-            component: "lines".into(),
-            task_id: 0,
-            task_index: 0,
-            parallelism,
-            outputs: Default::default(),
-            downstream: Default::default(),
-        }
+        TaskContext::builder("lines").topology("t").task(0, 0, parallelism).build()
     }
 
     fn spout(config: &str) -> LineSpout {

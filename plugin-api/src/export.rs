@@ -4,7 +4,8 @@
 /// `cdylib`.
 ///
 /// Each list is optional, but the lists that are present must come in this
-/// order: `spouts`, `bolts`, `basic_bolts`, `wait_strategies`, `groupings`.
+/// order: `spouts`, `bolts`, `basic_bolts`, `wait_strategies`,
+/// `windowed_bolts`, `groupings`.
 ///
 /// ```text
 /// squall_plugin_api::export_plugin! {
@@ -12,6 +13,7 @@
 ///     bolts: [MyRichBolt],
 ///     basic_bolts: [MyBasicBolt],
 ///     wait_strategies: [MyWait],
+///     windowed_bolts: [MyWindowedBolt],
 ///     groupings: [MyGrouping],
 /// }
 /// ```
@@ -26,6 +28,7 @@ macro_rules! export_plugin {
         $(bolts: [$($bolt:ty),* $(,)?] $(,)?)?
         $(basic_bolts: [$($basic:ty),* $(,)?] $(,)?)?
         $(wait_strategies: [$($wait:ty),* $(,)?] $(,)?)?
+        $(windowed_bolts: [$($windowed:ty),* $(,)?] $(,)?)?
         $(groupings: [$($grouping:ty),* $(,)?] $(,)?)?
     ) => {
         #[doc(hidden)]
@@ -39,6 +42,7 @@ macro_rules! export_plugin {
                 $($(builder.bolt::<$bolt>();)*)?
                 $($(builder.basic_bolt::<$basic>();)*)?
                 $($(builder.wait_strategy::<$wait>();)*)?
+                $($(builder.windowed_bolt::<$windowed>();)*)?
                 $($(builder.grouping::<$grouping>();)*)?
                 builder
             }

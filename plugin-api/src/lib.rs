@@ -125,6 +125,7 @@ mod tuple;
 mod value;
 mod wait;
 mod waker;
+mod window;
 
 pub use abi::{InputDecl, State, StateEntry};
 pub use bolt::{BasicBolt, Bolt};
@@ -142,6 +143,7 @@ pub use tuple::{
 pub use value::{SmallStr, Value};
 pub use wait::{WaitSituation, WaitStrategy};
 pub use waker::Waker;
+pub use window::{Window, WindowedBolt};
 
 #[doc(hidden)]
 pub mod __private {
@@ -153,6 +155,7 @@ pub mod prelude {
     pub use crate::{
         Anchor, BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, ConfigKey, Error,
         Grouping, InputDecl, KeyKind, MessageId, OutputDeclarer, Result, Spout, SpoutCollector,
-        State, StreamId, TaskContext, Tuple, Value, WaitSituation, WaitStrategy, Waker,
+        State, StreamId, TaskContext, Tuple, Value, WaitSituation, WaitStrategy, Waker, Window,
+        WindowedBolt,
     };
 }

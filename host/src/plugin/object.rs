@@ -7,7 +7,7 @@
 use abi_stable::std_types::{ROption, RResult};
 use squall_plugin_api::abi::{
     BoltBox, BoltExtBox, ComponentBox, ComponentExtBox, OutputMut, PResult, SpoutBox, SpoutExtBox,
-    State, TaskContext, TaskExt, WakerBox,
+    State, TaskContext, TaskExt, WakerBox, WindowView,
 };
 use squall_plugin_api::{ErrorKind, MessageId, PluginError, Tuple};
 
@@ -202,6 +202,21 @@ impl BoltObj {
         match self {
             BoltObj::V1(b) => b.cleanup(),
             BoltObj::Ext(b) => b.cleanup(),
+        }
+    }
+
+    /// `execute_window` (windowed bolts, contract 1.1 only).
+    pub fn execute_window(
+        &mut self,
+        window: &WindowView<'_>,
+        output: OutputMut<'_>,
+    ) -> PResult<()> {
+        match self {
+            BoltObj::V1(_) => RResult::RErr(PluginError::new(
+                ErrorKind::RUNTIME,
+                "a contract 1.0 bolt cannot take windows",
+            )),
+            BoltObj::Ext(b) => b.execute_window(window, output),
         }
     }
 

@@ -81,8 +81,7 @@ impl<'a> Binder<'a> {
         for (kind, name, (loc, keys), reference, parallelism, component_config, wait) in decls {
             let wanted =
                 if kind == Kind::Spout { ComponentKind::SPOUT } else { ComponentKind::BOLT };
-            let Some(descriptor) = self.resolve(reference, wanted) else { continue };
-            let ext = self.extension(reference, wanted);
+            let Some((descriptor, ext)) = self.resolve_any(reference, wanted) else { continue };
             if let Some(ext) = ext {
                 self.check_config_keys(ext, reference, loc, keys);
             }
@@ -96,10 +95,12 @@ impl<'a> Binder<'a> {
                 .into_iter()
                 .map(|decl| OutputStream { decl, subscribers: Vec::new() })
                 .collect();
-            let factory = match ext.and_then(|e| e.new.into_option()) {
-                Some(new) => Factory::Ext(new),
-                None => Factory::V1(descriptor.new),
+            let factory = match (ext.and_then(|e| e.new.into_option()), descriptor) {
+                (Some(new), _) => Factory::Ext(new),
+                (None, Some(d)) => Factory::V1(d.new),
+                (None, None) => continue, // `resolve_any` returns one or the other
             };
+            let windowed = ext.is_some_and(|e| e.windowed);
             let input_fields = ext
                 .map(|e| e.input_fields.iter().map(|f| f.to_string()).collect())
                 .unwrap_or_default();
@@ -119,7 +120,9 @@ impl<'a> Binder<'a> {
                 tasks,
                 outputs,
                 default_stream,
-                auto_ack: descriptor.auto_ack,
+                auto_ack: ext
+                    .map_or_else(|| descriptor.is_some_and(|d| d.auto_ack), |e| e.auto_ack),
+                windowed,
                 inputs: Vec::new(),
                 tick_tuple_freq_secs: None,
                 throttle: None,
@@ -167,12 +170,12 @@ impl<'a> Binder<'a> {
     /// declares them. `None` after reporting a config the component refused.
     fn outputs(
         &mut self,
-        descriptor: &ComponentDescriptor,
+        descriptor: Option<&ComponentDescriptor>,
         ext: Option<&ComponentExt>,
         config: &str,
         reference: &ComponentRef,
     ) -> Option<Vec<StreamDecl>> {
-        let Some(ext) = ext else { return Some(descriptor.outputs.to_vec()) };
+        let Some(ext) = ext else { return descriptor.map(|d| d.outputs.to_vec()) };
         match (ext.declare_outputs)(config.into()).into_result() {
             Ok(outputs) => Some(outputs.into_vec()),
             Err(e) => {
@@ -278,6 +281,24 @@ impl<'a> Binder<'a> {
 
     fn error(&mut self, loc: Loc, message: String, help: Option<String>) {
         self.diags.push(&self.config.file, loc, message, help);
+    }
+
+    /// Finds `alias::Component` as a 1.0 descriptor, a 1.1 description, or
+    /// both; a component that exists only in contract 1.1 (a windowed bolt)
+    /// has no 1.0 descriptor. Reports it as [`Binder::resolve`] does when
+    /// neither exists.
+    #[allow(clippy::type_complexity)]
+    fn resolve_any(
+        &mut self,
+        reference: &ComponentRef,
+        wanted: ComponentKind,
+    ) -> Option<(Option<&'a ComponentDescriptor>, Option<&'a ComponentExt>)> {
+        if let Some(ext) = self.extension(reference, wanted) {
+            let libraries = self.libraries;
+            let descriptor = libraries.get(&reference.alias)?.component(&reference.component);
+            return Some((descriptor.filter(|d| d.kind == wanted), Some(ext)));
+        }
+        self.resolve(reference, wanted).map(|d| (Some(d), None))
     }
 
     /// Finds `alias::Component` in its library and checks its kind.

@@ -77,6 +77,9 @@ pub struct Component {
     pub default_stream: Option<u32>,
     /// A basic bolt: the host anchors and acks for it.
     pub auto_ack: bool,
+    /// A windowed bolt (contract 1.1): the host buffers its inputs into
+    /// windows and calls `execute_window`.
+    pub windowed: bool,
     /// Input edges (bolts only).
     pub inputs: Vec<Input>,
     /// Tick tuple period (bolts only).

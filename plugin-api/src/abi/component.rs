@@ -178,6 +178,12 @@ impl CatalogueBuilder {
         self
     }
 
+    /// Adds a windowed bolt (contract 1.1: it has no 1.0 descriptor).
+    pub fn windowed_bolt<B: crate::WindowedBolt>(&mut self) -> &mut Self {
+        self.extensions.push(super::ext_adapt::windowed_bolt_ext::<B>());
+        self
+    }
+
     /// Adds a custom grouping (contract 1.1: it has no 1.0 descriptor).
     pub fn grouping<G: crate::Grouping>(&mut self) -> &mut Self {
         self.extensions.push(super::ext_adapt::grouping_ext::<G>());

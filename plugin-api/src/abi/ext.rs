@@ -101,6 +101,25 @@ pub trait DynSpoutExt: Send {
 /// An owned 1.1 spout object.
 pub type SpoutExtBox = DynSpoutExt_TO<'static, RBox<()>>;
 
+/// One window of a windowed bolt, as the host hands it over: every tuple in
+/// the window, the tuples that entered it since the last window, and the
+/// ones that left it. The views borrow the host's window buffer for the call.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy)]
+pub struct WindowView<'a> {
+    /// Every tuple in the window, oldest first.
+    pub tuples: RSlice<'a, Tuple<'a>>,
+    /// The tuples that entered the window since the previous one.
+    pub new_tuples: RSlice<'a, Tuple<'a>>,
+    /// The tuples that left the window since the previous one.
+    pub expired: RSlice<'a, Tuple<'a>>,
+    /// The window's start: milliseconds since the Unix epoch (event time for
+    /// event-time windows, arrival time otherwise); 0 for count windows.
+    pub start_millis: u64,
+    /// The window's end, as `start_millis`.
+    pub end_millis: u64,
+}
+
 /// A bolt instance built through contract 1.1.
 #[sabi_trait]
 pub trait DynBoltExt: Send {
@@ -110,6 +129,10 @@ pub trait DynBoltExt: Send {
     fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> PResult<()>;
     /// Storm's `cleanup`.
     fn cleanup(&mut self) -> PResult<()>;
+    /// A windowed bolt's window (only for components whose [`ComponentExt`]
+    /// says `windowed`). Emits are anchored by the host to every tuple of
+    /// the window; the host acks each tuple when it leaves its last window.
+    fn execute_window(&mut self, window: &WindowView<'_>, output: OutputMut<'_>) -> PResult<()>;
     /// Saves the instance's state for its successor (`None`: it keeps none).
     fn save_state(&mut self) -> PResult<ROption<State>>;
     /// Takes over a predecessor's state, before `prepare`.
@@ -209,6 +232,9 @@ pub struct ComponentExt {
     pub input_fields: RVec<RString>,
     /// True for a basic bolt: the host anchors its emits and acks its inputs.
     pub auto_ack: bool,
+    /// True for a windowed bolt: the host buffers its inputs into the
+    /// windows its topology entry configures and calls `execute_window`.
+    pub windowed: bool,
     /// The output streams for a given config (outputs may depend on config).
     pub declare_outputs: extern "C" fn(config: RStr<'_>) -> PResult<RVec<StreamDecl>>,
     /// Checks the subscribed inputs; an error refuses the topology at

@@ -8,13 +8,14 @@ use abi_stable::{
 
 use super::ext::{
     BoltExtBox, ComponentExt, ComponentExtBox, DynBoltExt, DynBoltExt_TO, DynGrouping,
-    DynGrouping_TO, DynSpoutExt, DynSpoutExt_TO, GroupingContext, State, WakerBox,
+    DynGrouping_TO, DynSpoutExt, DynSpoutExt_TO, GroupingContext, State, WakerBox, WindowView,
 };
 use super::guard::to_plugin_error;
 use super::{guard, ComponentKind, InputDecl, OutputMut, PResult, TaskContext, TaskExt};
 use crate::{
     BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, ConfigKey, ErrorKind,
     Grouping, MessageId, OutputDeclarer, Spout, SpoutCollector, StreamDecl, Tuple, Value, Waker,
+    Window, WindowedBolt,
 };
 
 fn runtime(e: crate::Error) -> crate::PluginError {
@@ -93,8 +94,42 @@ trait AnyBolt: Send + 'static {
     fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()>;
     fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> crate::Result<()>;
     fn cleanup(&mut self);
+    fn execute_window(
+        &mut self,
+        _window: &WindowView<'_>,
+        _output: OutputMut<'_>,
+    ) -> crate::Result<()> {
+        Err("not a windowed bolt: the host handed it a window".into())
+    }
     fn save_state(&mut self) -> Option<State>;
     fn restore_state(&mut self, state: State) -> crate::Result<()>;
+}
+
+pub(crate) struct Windowed<B>(B);
+
+impl<B: WindowedBolt> AnyBolt for Windowed<B> {
+    fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()> {
+        self.0.prepare(context)
+    }
+    fn execute(&mut self, _input: &Tuple<'_>, _output: OutputMut<'_>) -> crate::Result<()> {
+        Err("a windowed bolt takes windows, not single tuples".into())
+    }
+    fn cleanup(&mut self) {
+        self.0.cleanup();
+    }
+    fn execute_window(
+        &mut self,
+        window: &WindowView<'_>,
+        output: OutputMut<'_>,
+    ) -> crate::Result<()> {
+        self.0.execute(&Window::new(window), &mut BasicCollector::new(output))
+    }
+    fn save_state(&mut self) -> Option<State> {
+        self.0.save_state()
+    }
+    fn restore_state(&mut self, state: State) -> crate::Result<()> {
+        self.0.restore_state(state)
+    }
 }
 
 pub(crate) struct Rich<B>(B);
@@ -153,6 +188,10 @@ impl<B: AnyBolt> DynBoltExt for BoltExtAdapter<B> {
             self.0.cleanup();
             Ok(())
         })
+    }
+
+    fn execute_window(&mut self, window: &WindowView<'_>, output: OutputMut<'_>) -> PResult<()> {
+        guard(|| self.0.execute_window(window, output).map_err(runtime))
     }
 
     fn save_state(&mut self) -> PResult<ROption<State>> {
@@ -297,6 +336,7 @@ pub(crate) fn spout_ext<S: Spout>() -> ComponentExt {
         config_keys,
         input_fields: RVec::new(),
         auto_ack: false,
+        windowed: false,
         declare_outputs: spout_outputs::<S>,
         check_inputs: any_inputs,
         new: ROption::RSome(new_spout::<S>),
@@ -314,6 +354,7 @@ pub(crate) fn bolt_ext<B: Bolt>() -> ComponentExt {
         config_keys,
         input_fields: fields(B::INPUT_FIELDS),
         auto_ack: false,
+        windowed: false,
         declare_outputs: bolt_outputs::<B>,
         check_inputs: bolt_inputs::<B>,
         new: ROption::RSome(new_bolt::<B>),
@@ -331,6 +372,7 @@ pub(crate) fn basic_bolt_ext<B: BasicBolt>() -> ComponentExt {
         config_keys,
         input_fields: fields(B::INPUT_FIELDS),
         auto_ack: true,
+        windowed: false,
         declare_outputs: basic_outputs::<B>,
         check_inputs: basic_inputs::<B>,
         new: ROption::RSome(new_basic::<B>),
@@ -348,6 +390,7 @@ pub(crate) fn wait_ext<W: crate::WaitStrategy>() -> ComponentExt {
         config_keys,
         input_fields: RVec::new(),
         auto_ack: false,
+        windowed: false,
         declare_outputs: no_outputs,
         check_inputs: any_inputs,
         new: ROption::RNone,
@@ -365,8 +408,53 @@ pub(crate) fn grouping_ext<G: Grouping>() -> ComponentExt {
         config_keys,
         input_fields: RVec::new(),
         auto_ack: false,
+        windowed: false,
         declare_outputs: no_outputs,
         check_inputs: any_inputs,
         new: ROption::RSome(new_grouping::<G>),
+    }
+}
+
+extern "C" fn windowed_outputs<B: WindowedBolt>(config: RStr<'_>) -> PResult<RVec<StreamDecl>> {
+    guard(|| {
+        let mut outputs = OutputDeclarer::default();
+        B::declare_outputs_for(&ComponentConfig::new(config.as_str()), &mut outputs)
+            .map_err(self::config)?;
+        Ok(outputs.into_streams().into())
+    })
+}
+
+extern "C" fn windowed_inputs<B: WindowedBolt>(
+    config: RStr<'_>,
+    inputs: RSlice<'_, InputDecl>,
+) -> PResult<()> {
+    guard(|| {
+        B::check_inputs(&ComponentConfig::new(config.as_str()), inputs.as_slice())
+            .map_err(self::config)
+    })
+}
+
+extern "C" fn new_windowed<B: WindowedBolt>(config: RStr<'_>) -> PResult<ComponentExtBox> {
+    guard(|| {
+        let bolt = B::new(&ComponentConfig::new(config.as_str())).map_err(self::config)?;
+        Ok(bolt_box(Windowed(bolt)))
+    })
+}
+
+/// The 1.1 descriptor of a windowed bolt (it has no 1.0 descriptor).
+pub(crate) fn windowed_bolt_ext<B: WindowedBolt>() -> ComponentExt {
+    let (declares_config, config_keys) = keys(B::CONFIG_KEYS);
+    ComponentExt {
+        kind: ComponentKind::BOLT,
+        name: B::NAME.into(),
+        description: B::DESCRIPTION.into(),
+        declares_config,
+        config_keys,
+        input_fields: fields(B::INPUT_FIELDS),
+        auto_ack: false,
+        windowed: true,
+        declare_outputs: windowed_outputs::<B>,
+        check_inputs: windowed_inputs::<B>,
+        new: ROption::RSome(new_windowed::<B>),
     }
 }

@@ -557,3 +557,35 @@ inputs = [{ from = "source" }]
     assert!(out.json.is_none(), "no summary after a second Ctrl-C\n{}", out.context());
     assert!(!out.stderr.contains("drain: "), "the drain was cut short\n{}", out.context());
 }
+
+#[test]
+fn a_custom_grouping_from_a_plugin_routes_each_key_to_at_most_two_tasks() {
+    // examples::PartialKeyGrouping: two candidate tasks per key, the less
+    // loaded one per tuple. Every key cycles 15 times, so each goes to both
+    // of its candidates (when they differ), never to a third task.
+    let (records, out) = run_grouping(
+        "grouping_custom",
+        r#"{ custom = "examples::PartialKeyGrouping", config = { fields = ["sentence"] } }"#,
+    );
+    let total: u64 = records.values().map(|r| r.tuples).sum();
+    assert_eq!(total, KEYS as u64 * ROUNDS, "every tuple arrived once\n{}", out.context());
+    let mut tasks_of: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
+    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    for (task, r) in &records {
+        for (key, n) in &r.keys {
+            tasks_of.entry(key).or_default().insert(*task);
+            *counts.entry(key).or_default() += n;
+        }
+    }
+    assert!(
+        tasks_of.values().all(|t| t.len() <= 2),
+        "a key reached more than two tasks: {tasks_of:?}\n{}",
+        out.context()
+    );
+    assert!(
+        tasks_of.values().any(|t| t.len() == 2),
+        "no key was split over its two candidates: {tasks_of:?}\n{}",
+        out.context()
+    );
+    assert!(counts.values().all(|&n| n == ROUNDS), "{counts:?}\n{}", out.context());
+}

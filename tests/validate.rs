@@ -271,3 +271,52 @@ inputs = [{ from = "source" }]
         out.context()
     );
 }
+
+#[test]
+fn a_custom_grouping_that_does_not_exist_or_gets_a_bad_config_key_is_reported_where_it_is_written()
+{
+    let ws = Workspace::new("custom_grouping");
+    let text = r#"
+[plugins]
+examples = "{examples}"
+testkit = "{testkit}"
+
+[spouts.sentences]
+component = "examples::RandomSentenceSpout"
+
+[bolts.split]
+component = "examples::SplitSentence"
+inputs = [{ from = "sentences" }]
+
+[bolts.a]
+component = "testkit::NullBolt"
+inputs = [{ from = "split", grouping = { custom = "examples::PartialKeyGroupin" } }]
+
+[bolts.b]
+component = "testkit::NullBolt"
+inputs = [{ from = "split", grouping = { custom = "examples::PartialKeyGrouping", config = { field = ["word"] } } }]
+"#;
+    let topology = ws.write_topology("custom.toml", text);
+    let out = SquallCommand::validate(&ws, &topology).output();
+    out.assert_code(EXIT_CONFIG);
+    let lines = diagnostics(&out);
+    assert_eq!(lines.len(), 3, "\n{}", out.context());
+    assert!(
+        lines[0].starts_with(&at(&topology, text, "\"examples::PartialKeyGroupin\"")),
+        "{}",
+        out.context()
+    );
+    assert!(lines[0].contains("exports no custom grouping"), "{}", out.context());
+    // The config typo, with a did-you-mean, and the required key left out
+    // (reported at the grouping's name).
+    let typo = lines.iter().find(|l| l.contains("unknown config key \"field\"")).expect("the typo");
+    assert!(typo.starts_with(&at(&topology, text, "field = [")), "{}", out.context());
+    assert!(typo.contains("did you mean \"fields\""), "{}", out.context());
+    let missing =
+        lines.iter().find(|l| l.contains("needs config key \"fields\"")).expect("missing");
+    assert!(
+        missing.starts_with(&at(&topology, text, "\"examples::PartialKeyGrouping\"")),
+        "{}",
+        out.context()
+    );
+}

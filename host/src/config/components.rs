@@ -174,6 +174,16 @@ fn read_config(w: &mut Walker<'_>, s: &Section<'_, '_>) -> (String, Vec<ConfigKe
         return (String::new(), Vec::new());
     };
     let context = format!("config of {}", s.context);
+    config_document(w, value, table, &context)
+}
+
+/// A config table as a TOML document, with its top-level keys' locations.
+fn config_document(
+    w: &mut Walker<'_>,
+    value: &Value<'_>,
+    table: &toml::de::DeTable<'_>,
+    context: &str,
+) -> (String, Vec<ConfigKeyLoc>) {
     let keys = entries(table)
         .iter()
         .map(|(key, value)| ConfigKeyLoc {
@@ -182,8 +192,8 @@ fn read_config(w: &mut Walker<'_>, s: &Section<'_, '_>) -> (String, Vec<ConfigKe
             kind: toml_kind(value.get_ref()),
         })
         .collect();
-    let table = w.user_table(entries(table), "", &context);
-    (w.document(&table, &value.span(), &context), keys)
+    let table = w.user_table(entries(table), "", context);
+    (w.document(&table, &value.span(), context), keys)
 }
 
 /// The TOML type of a value, as declared config keys name types.
@@ -281,13 +291,47 @@ fn read_grouping(w: &mut Walker<'_>, value: &Value<'_>, owner: &str) -> Option<G
         DeValue::Table(table) => {
             let s = Section::new(table, value.span(), format!("grouping of {owner}"));
             s.check_keys(w, keys::GROUPING_TABLE);
+            if s.get("custom").is_some() {
+                return read_custom_grouping(w, &s);
+            }
+            if let Some(config) = s.get("config") {
+                let help = "only a custom grouping takes a config: { custom = \"alias::Name\", config = {...} }";
+                w.error(
+                    &config.span(),
+                    format!("{} needs \"custom\"", s.what("config")),
+                    Some(help.to_string()),
+                );
+            }
             read_fields(w, &s).map(GroupingSpec::Fields)
         }
         _ => {
-            w.wrong_type(value, &what, "a string or a table { fields = [...] }");
+            w.wrong_type(
+                value,
+                &what,
+                "a string, { fields = [...] } or { custom = \"alias::Name\" }",
+            );
             None
         }
     }
+}
+
+/// `{ custom = "alias::Name", config = {...} }`: a plugin's grouping.
+fn read_custom_grouping(w: &mut Walker<'_>, s: &Section<'_, '_>) -> Option<GroupingSpec> {
+    if let Some(fields) = s.get("fields") {
+        let message = format!("{} cannot have both \"custom\" and \"fields\"", s.context);
+        w.error(&fields.span(), message, None);
+        return None;
+    }
+    let text = s.string(w, "custom")?;
+    let component = component_ref(w, text, &s.context)?;
+    let (config, config_keys) = match s.get("config") {
+        None => (String::new(), Vec::new()),
+        Some(value) => {
+            let table = w.table(value, &s.what("config"))?;
+            config_document(w, value, table, &format!("config of {}", s.context))
+        }
+    };
+    Some(GroupingSpec::Custom { component, config, config_keys })
 }
 
 /// `fields = ["a", "b"]`: not empty, no field twice.

@@ -223,7 +223,7 @@ pub(crate) mod keys {
     pub(crate) const BOLT: &[&str] =
         &["component", "parallelism", "config", "inputs", "tick_tuple_freq_secs", "wait"];
     pub(crate) const INPUT: &[&str] = &["from", "stream", "grouping", "throttle"];
-    pub(crate) const GROUPING_TABLE: &[&str] = &["fields"];
+    pub(crate) const GROUPING_TABLE: &[&str] = &["fields", "custom", "config"];
     /// The groupings written as a name, and what each name means; `fields`
     /// is written as a table (`{ fields = [...] }`).
     pub(crate) const NAMED_GROUPINGS: &[(&str, GroupingSpec)] = &[

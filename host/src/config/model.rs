@@ -306,4 +306,13 @@ pub enum GroupingSpec {
     LocalOrShuffle,
     /// No preference; currently the same as shuffle (as in Storm).
     None,
+    /// A plugin's grouping (contract 1.1): `{ custom = "alias::Name", config = {...} }`.
+    Custom {
+        /// The grouping's implementation.
+        component: ComponentRef,
+        /// Its `config` table as a TOML document.
+        config: String,
+        /// The `config` table's top-level keys, where they are written.
+        config_keys: Vec<ConfigKeyLoc>,
+    },
 }

@@ -63,6 +63,7 @@ fn grouping_label(g: &Grouping, fields: &[String]) -> String {
         Grouping::Direct => "direct".into(),
         Grouping::LocalOrShuffle => "local_or_shuffle".into(),
         Grouping::None => "none".into(),
+        Grouping::Custom(custom) => format!("custom({})", custom.name),
     }
 }
 

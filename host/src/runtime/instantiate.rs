@@ -47,6 +47,14 @@ pub enum StartError {
         /// The limit.
         secs: u64,
     },
+    /// A custom grouping could not be built or prepared.
+    #[error("{component}: {message}")]
+    Grouping {
+        /// The sending component.
+        component: String,
+        /// What failed.
+        message: String,
+    },
     /// A thread could not be spawned.
     #[error("cannot spawn a thread: {0}")]
     Spawn(#[from] std::io::Error),
@@ -61,6 +69,27 @@ pub struct Instances {
     pub bolts: Vec<Option<BoltObj>>,
     /// Per task: the main wait strategy (spout or bolt wait) and the backpressure wait.
     pub waits: Vec<Option<(WaitStrategy, WaitStrategy)>>,
+    /// Per task: its custom groupings' instances, one per subscription.
+    pub groupings: Vec<Vec<CustomInstance>>,
+}
+
+/// A sending task's instance of a custom grouping, for one subscription.
+pub struct CustomInstance {
+    /// The index of the output stream.
+    pub stream: usize,
+    /// The index of the subscriber among the stream's subscribers.
+    pub subscriber: usize,
+    /// The prepared instance.
+    pub instance: squall_plugin_api::abi::GroupingBox,
+}
+
+impl std::fmt::Debug for CustomInstance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CustomInstance")
+            .field("stream", &self.stream)
+            .field("subscriber", &self.subscriber)
+            .finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for Instances {
@@ -105,6 +134,7 @@ fn build(topology: &Topology, progress: &Mutex<String>) -> Result<Instances, Sta
         spouts: (0..n).map(|_| None).collect(),
         bolts: (0..n).map(|_| None).collect(),
         waits: (0..n).map(|_| None).collect(),
+        groupings: (0..n).map(|_| Vec::new()).collect(),
     };
     for c in &topology.components {
         let kind = if c.kind == Kind::Spout { "spout" } else { "bolt" };
@@ -147,6 +177,27 @@ fn build(topology: &Topology, progress: &Mutex<String>) -> Result<Instances, Sta
                 )?,
             );
             out.waits[task as usize] = Some(waits);
+            out.groupings[task as usize] = custom_groupings(topology, c)?;
+        }
+    }
+    Ok(out)
+}
+
+/// Builds and prepares the custom grouping instances one task of `c` routes with.
+fn custom_groupings(
+    topology: &Topology,
+    c: &crate::topology::Component,
+) -> Result<Vec<CustomInstance>, StartError> {
+    let mut out = Vec::new();
+    for (stream, s) in c.outputs.iter().enumerate() {
+        for (subscriber, sub) in s.subscribers.iter().enumerate() {
+            if let crate::topology::grouping::Grouping::Custom(custom) = &sub.grouping {
+                let target = topology.components[sub.component].name.as_str();
+                let instance = custom.instantiate(target, &sub.tasks).map_err(|message| {
+                    StartError::Grouping { component: c.name.clone(), message }
+                })?;
+                out.push(CustomInstance { stream, subscriber, instance });
+            }
         }
     }
     Ok(out)

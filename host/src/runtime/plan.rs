@@ -8,6 +8,7 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use squall_plugin_api::abi::{TaskContext, TaskExt};
 use squall_plugin_api::ComponentTasks;
 
+use super::instantiate::CustomInstance;
 use super::system::SystemTask;
 use super::{Instances, RunningTopology, StartError};
 use crate::acker::ledger::AckLedger;
@@ -135,7 +136,7 @@ impl Plan {
                     flush_interval: Duration::from_millis(
                         topology.settings.batch_flush_interval_millis,
                     ),
-                    streams: routes(c, task),
+                    streams: routes(c, task, &mut instances.groupings[task as usize]),
                     default_stream: c.default_stream,
                     queues: q.data_tx.clone(),
                     ackers: q.acker_tx.clone(),
@@ -254,17 +255,31 @@ impl Plan {
 }
 
 /// One router per subscriber of each output stream, round robin seeded by the task.
-fn routes(c: &Component, task: u32) -> Vec<StreamRoutes> {
+fn routes(c: &Component, task: u32, custom: &mut Vec<CustomInstance>) -> Vec<StreamRoutes> {
     c.outputs
         .iter()
-        .map(|s| StreamRoutes {
+        .enumerate()
+        .map(|(stream, s)| StreamRoutes {
             name: s.decl.name.to_string(),
             direct: s.decl.direct,
             fields: s.decl.fields.len(),
             routers: s
                 .subscribers
                 .iter()
-                .map(|sub| Router::new(sub.grouping.clone(), sub.tasks.clone(), u64::from(task)))
+                .enumerate()
+                .map(|(sub_index, sub)| {
+                    let tasks = sub.tasks.clone();
+                    match custom
+                        .iter()
+                        .position(|c| c.stream == stream && c.subscriber == sub_index)
+                    {
+                        Some(i) => {
+                            let instance = custom.swap_remove(i).instance;
+                            Router::with_instance(sub.grouping.clone(), tasks, instance)
+                        }
+                        None => Router::new(sub.grouping.clone(), tasks, u64::from(task)),
+                    }
+                })
                 .collect(),
         })
         .collect()

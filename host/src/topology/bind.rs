@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use squall_plugin_api::abi::{ComponentDescriptor, ComponentExt, ComponentKind};
 use squall_plugin_api::{StreamDecl, DEFAULT_STREAM};
 
+use super::grouping::CustomGrouping;
 use super::{Component, Grouping, Input, Kind, OutputStream, Subscriber, Topology, WaitPlan};
 use crate::config::{
     suggest, ComponentRef, ConfigKeyLoc, Diagnostics, GroupingSpec, InputDecl, Loc, TopologyConfig,
@@ -458,6 +459,28 @@ impl<'a> Binder<'a> {
             GroupingSpec::Direct => Grouping::Direct,
             GroupingSpec::LocalOrShuffle => Grouping::LocalOrShuffle,
             GroupingSpec::None => Grouping::None,
+            GroupingSpec::Custom { component, config, config_keys } => {
+                let ext = self.extension(component, ComponentKind::GROUPING);
+                let Some(new) = ext.and_then(|e| e.new.into_option()) else {
+                    let message = format!(
+                        "unknown grouping \"{}::{}\": plugin \"{}\" exports no custom grouping of that name",
+                        component.alias, component.component, component.alias
+                    );
+                    self.error(component.loc, message, None);
+                    return None;
+                };
+                if let Some(ext) = ext {
+                    self.check_config_keys(ext, component, component.loc, config_keys);
+                }
+                Grouping::Custom(std::sync::Arc::new(CustomGrouping {
+                    name: format!("{}::{}", component.alias, component.component),
+                    new,
+                    config: config.clone(),
+                    source: input.from.clone(),
+                    stream: input.stream.clone(),
+                    fields: decl.fields.to_vec(),
+                }))
+            }
             GroupingSpec::Fields(fields) => {
                 let mut indexes = Vec::new();
                 for (field, loc) in fields {

@@ -7,9 +7,17 @@
 //! - `fields`: a hash of the selected fields' values (FxHash of the content;
 //!   a string hashes the same whatever its storage), modulo the task count;
 //! - `all`: every task; `global`: the task with the lowest id;
-//! - `direct`: the task the emitter names with `emit_direct`.
+//! - `direct`: the task the emitter names with `emit_direct`;
+//! - `custom` (contract 1.1): a plugin's [`Grouping`](squall_plugin_api::Grouping),
+//!   one instance per sending task and subscription, asked per tuple.
 
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use abi_stable::std_types::{RString, RVec};
+use squall_plugin_api::abi::{ComponentExtBox, GroupingBox, GroupingContext};
+
+use crate::plugin::ExtConstructor;
 
 use squall_plugin_api::Value;
 
@@ -30,6 +38,83 @@ pub enum Grouping {
     LocalOrShuffle,
     /// No preference; the same as shuffle.
     None,
+    /// A plugin's grouping (contract 1.1).
+    Custom(Arc<CustomGrouping>),
+}
+
+/// A custom grouping of one subscription: how to build its instances.
+pub struct CustomGrouping {
+    /// `alias::Name`.
+    pub name: String,
+    /// Builds an instance.
+    pub new: ExtConstructor,
+    /// Its `config` table as a TOML document.
+    pub config: String,
+    /// The sending component.
+    pub source: String,
+    /// The stream.
+    pub stream: String,
+    /// The stream's fields.
+    pub fields: Vec<RString>,
+}
+
+impl CustomGrouping {
+    /// Builds and prepares one instance, for a sending task's subscription
+    /// of `target`, whose tasks are `tasks`.
+    ///
+    /// # Errors
+    /// The constructor or `prepare` failed (or panicked), or built something
+    /// that is not a grouping.
+    pub fn instantiate(&self, target: &str, tasks: &[u32]) -> Result<GroupingBox, String> {
+        let mut instance = match (self.new)(self.config.as_str().into()).into_result() {
+            Ok(ComponentExtBox::Grouping(g)) => g,
+            Ok(_) => return Err(format!("{} is not a grouping", self.name)),
+            Err(e) => return Err(format!("grouping {}: constructor failed: {e}", self.name)),
+        };
+        let context = GroupingContext {
+            source: self.source.as_str().into(),
+            stream: self.stream.as_str().into(),
+            fields: self.fields.clone().into(),
+            target: target.into(),
+            targets: tasks.to_vec().into(),
+        };
+        instance
+            .prepare(&context)
+            .into_result()
+            .map_err(|e| format!("grouping {}: prepare failed: {e}", self.name))?;
+        Ok(instance)
+    }
+}
+
+/// Custom groupings compare by identity: two are equal when they are the
+/// same subscription's.
+impl PartialEq for CustomGrouping {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for CustomGrouping {}
+
+impl std::fmt::Debug for CustomGrouping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CustomGrouping").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+/// One sending task's instance of a custom grouping.
+struct CustomRouter {
+    instance: GroupingBox,
+    /// Indexes the instance chose for the current tuple.
+    chosen: RVec<u32>,
+    /// Their task ids.
+    targets: Vec<u32>,
+}
+
+impl std::fmt::Debug for CustomRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CustomRouter")
+    }
 }
 
 impl Grouping {
@@ -43,16 +128,18 @@ impl Grouping {
             Grouping::Direct => "direct",
             Grouping::LocalOrShuffle => "local_or_shuffle",
             Grouping::None => "none",
+            Grouping::Custom(_) => "custom",
         }
     }
 }
 
 /// Per-producer routing state for one subscriber.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Router {
     grouping: Grouping,
     tasks: Vec<u32>,
     next: usize,
+    custom: Option<CustomRouter>,
 }
 
 /// Where one tuple goes among a subscriber's tasks.
@@ -70,7 +157,15 @@ impl Router {
     /// A router over `tasks` (non-empty), starting round robin at `seed`.
     pub fn new(grouping: Grouping, tasks: Vec<u32>, seed: u64) -> Self {
         let next = (seed % tasks.len().max(1) as u64) as usize;
-        Self { grouping, tasks, next }
+        Self { grouping, tasks, next, custom: None }
+    }
+
+    /// A router with a custom grouping's instance (built by
+    /// [`CustomGrouping::instantiate`] for this sending task).
+    pub fn with_instance(grouping: Grouping, tasks: Vec<u32>, instance: GroupingBox) -> Self {
+        let mut router = Self::new(grouping, tasks, 0);
+        router.custom = Some(CustomRouter { instance, chosen: RVec::new(), targets: Vec::new() });
+        router
     }
 
     /// The grouping.
@@ -113,6 +208,25 @@ impl Router {
                 Some(task) if self.tasks.contains(&task) => Targets::One(task),
                 _ => Targets::Nothing,
             },
+            Grouping::Custom(_) => match &mut self.custom {
+                Some(custom) => custom.route(values, &self.tasks),
+                None => Targets::Nothing,
+            },
+        }
+    }
+}
+
+impl CustomRouter {
+    /// Asks the instance; indexes out of range are dropped.
+    fn route(&mut self, values: &[Value], tasks: &[u32]) -> Targets<'_> {
+        self.chosen.clear();
+        self.instance.choose(values.into(), &mut self.chosen);
+        self.targets.clear();
+        self.targets.extend(self.chosen.iter().filter_map(|&i| tasks.get(i as usize)));
+        match self.targets.as_slice() {
+            [] => Targets::Nothing,
+            [one] => Targets::One(*one),
+            _ => Targets::Many(&self.targets),
         }
     }
 }

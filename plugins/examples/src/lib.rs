@@ -30,6 +30,7 @@
 
 #![warn(missing_docs)]
 
+mod partial_key;
 mod random_sentence;
 mod rng;
 mod split_sentence;
@@ -37,6 +38,7 @@ mod word_count;
 
 use squall_plugin_api::{Result, Tuple};
 
+pub use partial_key::PartialKeyGrouping;
 pub use random_sentence::{Order, RandomSentenceSpout};
 pub use split_sentence::SplitSentence;
 pub use word_count::WordCount;
@@ -44,6 +46,7 @@ pub use word_count::WordCount;
 squall_plugin_api::export_plugin! {
     spouts: [RandomSentenceSpout],
     basic_bolts: [SplitSentence, WordCount],
+    groupings: [PartialKeyGrouping],
 }
 
 /// The input's first value as a string, or an error naming what was expected.

@@ -18,7 +18,7 @@ struct ConstConfig {
     reliable: bool,
     #[serde(default)]
     limit: Option<u64>,
-    #[serde(default = "default_per_call")]
+    #[serde(default = "default_per_call", alias = "batch")]
     per_call: u32,
     #[serde(default)]
     fresh: bool,
@@ -46,7 +46,8 @@ fn default_per_call() -> u32 {
 /// Config: `value` (string, `"hello"`), `reliable` (false; when true every
 /// tuple carries a sequential message id 0, 1, 2, ...; acks and fails are
 /// ignored, nothing is replayed), `limit` (total tuples per task, none by
-/// default), `per_call` (tuples per `next_tuple`, 1), `repeat` (the value is
+/// default), `per_call` or its alias `batch` (tuples per `next_tuple`, 1:
+/// a spout that hands a whole batch over in one call), `repeat` (the value is
 /// `value` repeated this many times, 1; for big values) and `fresh` (false;
 /// when true every emit carries its own copy of the value instead of a
 /// shared reference, so memory use grows with the tuples in flight) and

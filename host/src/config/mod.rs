@@ -272,4 +272,6 @@ fn syntax_error(text: &str, file: &Path, error: &toml::de::Error) -> Diagnostics
 }
 
 #[cfg(test)]
+mod compose_tests;
+#[cfg(test)]
 mod tests;

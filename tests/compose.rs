@@ -106,6 +106,23 @@ fn a_plugin_check_on_an_included_value_points_into_the_included_file() {
 }
 
 #[test]
+fn a_constructor_rejecting_an_included_config_points_into_the_included_file() {
+    let ws = Workspace::new("compose_constructor_in_base");
+    let base = "[plugins]\ntestkit = \"{testkit}\"\n\n[spouts.source]\n\
+                component = \"testkit::ConstSpout\"\nconfig = { per_cal = 3 }\n";
+    let main = "include = [\"conf/base.toml\"]\n\n[bolts.sink]\n\
+                component = \"testkit::NullBolt\"\ninputs = [{ from = \"source\" }]\n";
+    let main = write(&ws, base, main);
+    let out = SquallCommand::validate(&ws, &main).output();
+    out.assert_code(EXIT_CONFIG);
+    let (line, col) = loc_of(&ws.read("conf/base.toml"), "source");
+    let prefix = format!("{}:{line}:{col}: error: ", ws.path("conf/base.toml").display());
+    let error = out.single_error_line();
+    assert!(error.starts_with(&prefix), "expected {prefix}\n{}", out.context());
+    assert!(error.contains("per_cal"), "\n{}", out.context());
+}
+
+#[test]
 fn a_missing_include_and_a_cycle_are_config_errors() {
     let ws = Workspace::new("compose_missing");
     let main = ws.write("main.toml", "include = [\"nope.toml\"]\n");

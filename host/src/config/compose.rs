@@ -54,6 +54,9 @@ pub(crate) struct FileNode {
     includes: Vec<FileNode>,
 }
 
+/// Why an include is refused: the message and a help.
+type Refusal = (String, Option<String>);
+
 /// One entry of an `include` array, resolved.
 struct Include {
     /// The file, resolved against the including file's folder.
@@ -104,7 +107,8 @@ impl Reader<'_> {
         FileNode { path, text, includes: children }
     }
 
-    /// Reads one included file, unless that breaks a rule (reported).
+    /// Reads one included file, unless that breaks a rule (reported at the
+    /// entry in `includer`, whose content is `text`).
     fn child(
         &mut self,
         includer: &Path,
@@ -112,53 +116,56 @@ impl Reader<'_> {
         include: Include,
         chain: &mut Vec<PathBuf>,
     ) -> Option<FileNode> {
-        let report = |reader: &mut Self, message: String, help: Option<String>| {
-            let loc = LineIndex::new(text).loc(include.span.start);
-            reader.diags.push(includer, loc, message, help);
-        };
+        match self.check_limits(&include, chain).and_then(|()| self.read(&include)) {
+            Ok(included) => Some(self.node(include.path, included, chain)),
+            Err((message, help)) => {
+                let loc = LineIndex::new(text).loc(include.span.start);
+                self.diags.push(includer, loc, message, help);
+                None
+            }
+        }
+    }
+
+    /// No cycle, and the depth and file count within their limits.
+    fn check_limits(&mut self, include: &Include, chain: &[PathBuf]) -> Result<(), Refusal> {
         let target = canonical(&include.path);
         if let Some(start) = chain.iter().position(|p| *p == target) {
             let mut names: Vec<String> =
                 chain[start..].iter().map(|p| p.display().to_string()).collect();
             names.push(target.display().to_string());
-            report(self, format!("include cycle: {}", names.join(" -> ")), None);
-            return None;
+            return Err((format!("include cycle: {}", names.join(" -> ")), None));
         }
         if chain.len() > MAX_INCLUDE_DEPTH {
-            let message = format!("includes are nested more than {MAX_INCLUDE_DEPTH} deep");
-            report(self, message, None);
-            return None;
+            return Err((format!("includes are nested more than {MAX_INCLUDE_DEPTH} deep"), None));
         }
         self.files += 1;
         if self.files > MAX_INCLUDED_FILES {
             let message = format!("the topology includes more than {MAX_INCLUDED_FILES} files");
-            report(self, message, None);
-            return None;
+            return Err((message, None));
         }
-        let included = match super::read_topology_file(&include.path) {
-            Ok(included) => included,
-            Err(e) => {
-                let message = format!(
-                    "cannot read included file \"{}\" ({}): {e}",
-                    include.written,
-                    include.path.display()
-                );
-                let help = "a relative include is relative to the folder of the file that \
-                            includes it";
-                report(self, message, Some(help.to_string()));
-                return None;
-            }
-        };
-        self.bytes += included.len();
+        Ok(())
+    }
+
+    /// The included file's text, within the size budget of all files together.
+    fn read(&mut self, include: &Include) -> Result<String, Refusal> {
+        let text = super::read_topology_file(&include.path).map_err(|e| {
+            let message = format!(
+                "cannot read included file \"{}\" ({}): {e}",
+                include.written,
+                include.path.display()
+            );
+            let help = "a relative include is relative to the folder of the file that includes it";
+            (message, Some(help.to_string()))
+        })?;
+        self.bytes += text.len();
         if self.bytes as u64 > super::MAX_TOPOLOGY_BYTES {
             let message = format!(
                 "the topology and its includes are larger than {} MiB together",
                 super::MAX_TOPOLOGY_BYTES >> 20
             );
-            report(self, message, None);
-            return None;
+            return Err((message, None));
         }
-        Some(self.node(include.path, included, chain))
+        Ok(text)
     }
 
     /// The `include` entries of a file, resolved against its folder; reports

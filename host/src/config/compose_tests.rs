@@ -338,3 +338,21 @@ fn the_printed_topology_reads_back_to_the_same_topology() {
     let path = |c: &TopologyConfig| std::path::absolute(&c.plugins[0].path).expect("absolute");
     assert_eq!(path(&again), path(&config));
 }
+
+#[test]
+fn a_diamond_is_applied_twice_but_nesting_is_bounded() {
+    let dir = Dir::new("limits");
+    dir.write("conf/base.toml", BASE);
+    dir.write("left.toml", "include = [\"conf/base.toml\"]\n");
+    dir.write("right.toml", "include = [\"conf/base.toml\"]\n[topology]\nacker_executors = 3\n");
+    let main = dir.write("main.toml", "include = [\"left.toml\", \"right.toml\"]\n");
+    assert_eq!(read_ok(&main, &[]).settings.acker_executors, 3);
+    // A chain of 18 files, each including the next.
+    for i in 0..18 {
+        dir.write(&format!("chain{i}.toml"), &format!("include = [\"chain{}.toml\"]\n", i + 1));
+    }
+    dir.write("chain18.toml", BASE);
+    let diags = read_err(&dir.0.join("chain0.toml"), &[]);
+    assert_eq!(diags.items.len(), 1, "{diags}");
+    assert!(diags.items[0].message.contains("nested more than 16 deep"), "{diags}");
+}

@@ -121,7 +121,9 @@ impl SourceMap {
         let Some(source) = self.sources.get(index) else { return Loc::START };
         let id = u32::try_from(index).unwrap_or(u32::MAX);
         match &source.lines {
-            Some(lines) => locate(&source.text, lines, offset - source.base).in_source(id),
+            Some(lines) => {
+                locate(&source.text, lines, offset.saturating_sub(source.base)).in_source(id)
+            }
             None => Loc { line: 0, col: 0, source: id },
         }
     }

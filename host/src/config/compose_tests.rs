@@ -356,3 +356,28 @@ fn a_diamond_is_applied_twice_but_nesting_is_bounded() {
     assert_eq!(diags.items.len(), 1, "{diags}");
     assert!(diags.items[0].message.contains("nested more than 16 deep"), "{diags}");
 }
+
+#[test]
+fn printing_quotes_odd_keys_and_resolves_table_plugin_paths() {
+    let dir = Dir::new("print_odd");
+    let text = r#"[plugins]
+ex = { path = "lib$$/libex.so", allow_writable = true }
+
+[spouts."s.v2"]
+component = "ex::Spout"
+config = { "a key" = [1, 2.5, "x"], when = 1979-05-27T07:32:00Z, nested = { deep = {} } }
+"#;
+    let (config, printed) = read(&dir.write("main.toml", text), &[]).expect("valid");
+    let printed = printed.expect("printed");
+    assert!(printed.contains("[spouts.\"s.v2\"]\n"), "{printed}");
+    assert!(printed.contains("[plugins.ex]\npath = \""), "{printed}");
+    // `$$` read as `$`, then printed doubled again, absolute.
+    let absolute = std::path::absolute(dir.0.join("lib$/libex.so")).expect("absolute");
+    let expected = format!("path = \"{}\"", absolute.display().to_string().replace('$', "$$"));
+    assert!(printed.contains(&expected), "{expected} in {printed}");
+    let again = read_ok(&dir.write("elsewhere/again.toml", &printed), &[]);
+    assert_eq!(again.spouts[0].name, "s.v2");
+    assert_eq!(again.spouts[0].config, config.spouts[0].config);
+    assert_eq!(again.plugins[0].path, absolute);
+    assert!(again.plugins[0].allow_writable);
+}

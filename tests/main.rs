@@ -26,6 +26,13 @@ mod loading;
 // environment interpolation.
 mod validate;
 
+// Composed topologies: include, --set, validate --print; errors at the
+// file:line:col of an included file.
+mod compose;
+
+// `squall graph`: DOT rendered by Graphviz, and JSON.
+mod graph;
+
 // Panicking plugins: rebuilt under the restart policy, or the topology stops.
 mod faults;
 

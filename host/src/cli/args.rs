@@ -24,6 +24,24 @@ pub enum Command {
     Validate {
         /// The topology file.
         topology: PathBuf,
+        /// Override one key of the topology (repeatable).
+        #[command(flatten)]
+        sets: SetArgs,
+        /// Print the effective topology (after includes and --set) as TOML on
+        /// stdout; the validation summary then goes to stderr.
+        #[arg(long)]
+        print: bool,
+    },
+    /// Print the topology's graph (Graphviz DOT or JSON) without loading any plugin.
+    Graph {
+        /// The topology file.
+        topology: PathBuf,
+        /// Override one key of the topology (repeatable).
+        #[command(flatten)]
+        sets: SetArgs,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "dot")]
+        format: GraphFormat,
     },
     /// Print a plugin library's catalogue.
     Inspect {
@@ -38,11 +56,33 @@ pub enum Command {
     },
 }
 
+/// `--set KEY=VALUE`, repeatable: overrides applied after the includes
+/// (see `docs/topology.md`).
+#[derive(Debug, Default, clap::Args)]
+pub struct SetArgs {
+    /// Override one key: a dotted key and a TOML value (a bare word is a
+    /// string), e.g. --set topology.max_spout_pending=1000. Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<crate::config::Override>,
+}
+
+/// What `squall graph` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GraphFormat {
+    /// Graphviz DOT, for `dot -Tsvg`.
+    Dot,
+    /// The same information as JSON.
+    Json,
+}
+
 /// Arguments of `squall run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// The topology file.
     pub topology: PathBuf,
+    /// Override one key of the topology (repeatable).
+    #[command(flatten)]
+    pub sets: SetArgs,
     /// Stop (gracefully) after this long, e.g. 10s, 500ms, 2m.
     #[arg(long, value_parser = parse_run_duration)]
     pub duration: Option<Duration>,
@@ -102,6 +142,33 @@ mod tests {
         }
         let e = parse(&["run", "t.toml", "--stats-interval", "2days"]).unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
+    }
+
+    #[test]
+    fn set_needs_a_key_and_an_equals_sign() {
+        for bad in ["topology.name", "=1", " =1"] {
+            let e = parse(&["validate", "t.toml", "--set", bad]).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}: {e}");
+        }
+        let Args { command: Command::Validate { sets, print, .. } } =
+            parse(&["validate", "t.toml", "--set", "a.b=1=2", "--set", "c=", "--print"]).unwrap()
+        else {
+            panic!("not a validate command")
+        };
+        let pairs: Vec<(&str, &str)> = sets.sets.iter().map(|s| (s.key(), s.value())).collect();
+        assert_eq!(pairs, [("a.b", "1=2"), ("c", "")]);
+        assert!(print);
+    }
+
+    #[test]
+    fn graph_takes_a_format() {
+        let Args { command: Command::Graph { format, .. } } =
+            parse(&["graph", "t.toml", "--format", "json"]).unwrap()
+        else {
+            panic!("not a graph command")
+        };
+        assert_eq!(format, GraphFormat::Json);
+        assert_eq!(parse(&["graph", "t.toml", "--format", "png"]).unwrap_err().exit_code(), 2);
     }
 
     #[test]

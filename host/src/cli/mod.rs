@@ -1,4 +1,4 @@
-//! The `squall` command line: `run`, `validate`, `inspect`, `top`.
+//! The `squall` command line: `run`, `validate`, `graph`, `inspect`, `top`.
 //!
 //! Every command returns `Result<(), Failure>`; [`exit::exit_code`] is the
 //! one place that prints a failure and maps it to the exit code (see the
@@ -6,6 +6,7 @@
 
 mod args;
 pub mod exit;
+mod graph;
 mod inspect;
 mod run;
 pub mod signals;
@@ -14,10 +15,10 @@ mod validate;
 
 use std::process::ExitCode;
 
-pub use args::{Args, Command};
+pub use args::{Args, Command, GraphFormat, SetArgs};
 pub use exit::{Failure, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_UNAVAILABLE};
 
-use crate::config::Diagnostics;
+use crate::config::{Diagnostics, Override};
 use crate::runtime::StartError;
 use crate::topology::{BindError, Topology};
 
@@ -25,16 +26,24 @@ use crate::topology::{BindError, Topology};
 pub fn run(args: Args) -> ExitCode {
     exit::exit_code(match args.command {
         Command::Run(a) => run::run(a),
-        Command::Validate { topology } => validate::validate(&topology),
+        Command::Validate { topology, sets, print } => {
+            validate::validate(&topology, &sets.sets, print)
+        }
+        Command::Graph { topology, sets, format } => graph::graph(&topology, &sets.sets, format),
         Command::Inspect { plugin } => inspect::inspect(&plugin),
         Command::Top { addr } => top::top(addr),
     })
 }
 
-/// Loads, validates and binds a topology file.
-fn load(path: &std::path::Path) -> Result<Topology, Failure> {
-    let config = crate::config::load(path).map_err(Failure::Config)?;
-    crate::topology::bind(&config).map_err(|e| match e {
+/// Loads, validates and binds a topology file, with `sets` applied.
+fn load(path: &std::path::Path, sets: &[Override]) -> Result<Topology, Failure> {
+    let config = crate::config::load_with(path, sets).map_err(Failure::Config)?;
+    bind(&config)
+}
+
+/// Binds a validated topology to its plugins.
+fn bind(config: &crate::config::TopologyConfig) -> Result<Topology, Failure> {
+    crate::topology::bind(config).map_err(|e| match e {
         BindError::Config(d) => Failure::Config(d),
         BindError::Load(errors) => Failure::Load(errors),
     })
@@ -47,7 +56,7 @@ fn instantiate(topology: &Topology) -> Result<crate::runtime::Instances, Failure
     crate::runtime::instantiate_within(topology, limit).map_err(|e| match e {
         StartError::Constructor { config: true, loc, .. } => {
             let mut d = Diagnostics::new();
-            d.push(&topology.file, loc, e.to_string(), None);
+            d.push_at(&topology.sources, loc, e.to_string(), None);
             Failure::Config(d)
         }
         other => Failure::Start(other),

@@ -13,7 +13,7 @@ use crate::runtime::{RunOutcome, TopologyHandle};
 /// drains it and hands the summary to every reporter.
 pub fn run(args: RunArgs) -> Result<(), Failure> {
     let signals = Signals::install()?;
-    let topology = load(&args.topology)?;
+    let topology = load(&args.topology, &args.sets.sets)?;
     // Bound before any topology thread starts: a port in use is a clean error.
     let http = args
         .http

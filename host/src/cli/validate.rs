@@ -1,17 +1,52 @@
 //! `squall validate`.
 
+use std::io::Write as _;
 use std::path::Path;
 
-use super::{load, Failure};
+use super::{bind, Failure};
+use crate::config::Override;
+use crate::topology::Topology;
 
 /// Loads the plugins, checks the topology, and builds every instance
 /// (constructors check their config) without starting anything.
-pub fn validate(path: &Path) -> Result<(), Failure> {
-    let topology = load(path)?;
+///
+/// With `print`, the effective topology (after includes and `sets`) is
+/// printed as TOML on stdout as soon as the file checks pass, before the
+/// plugins are loaded; the summary then goes to stderr, so that stdout is
+/// one TOML document.
+pub fn validate(path: &Path, sets: &[Override], print: bool) -> Result<(), Failure> {
+    let config = if print {
+        let (config, text) = crate::config::load_effective(path, sets).map_err(Failure::Config)?;
+        write_stdout(&text)?;
+        config
+    } else {
+        crate::config::load_with(path, sets).map_err(Failure::Config)?
+    };
+    let topology = bind(&config)?;
     super::instantiate(&topology)?;
+    let summary = summary(path, &topology);
+    if print {
+        eprint!("{summary}");
+        Ok(())
+    } else {
+        write_stdout(&summary)
+    }
+}
+
+/// Writes `text` on stdout; a closed stdout (`| head`) ends it quietly.
+fn write_stdout(text: &str) -> Result<(), Failure> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// "… is valid (…)", then one line per edge.
+fn summary(path: &Path, topology: &Topology) -> String {
+    use std::fmt::Write as _;
     let tasks: u32 = topology.components.iter().map(|c| c.parallelism()).sum();
-    println!(
-        "{}: topology \"{}\" is valid ({} components, {} tasks, {} acker executors)",
+    let mut out = format!(
+        "{}: topology \"{}\" is valid ({} components, {} tasks, {} acker executors)\n",
         path.display(),
         topology.name,
         topology.components.len(),
@@ -23,7 +58,8 @@ pub fn validate(path: &Path) -> Result<(), Failure> {
             for sub in &s.subscribers {
                 // Stream names come from the plugin's catalogue, not the
                 // checked topology file: escape what a library could smuggle in.
-                println!(
+                let _ = writeln!(
+                    out,
                     "  {} --{}:{:?}--> {}",
                     c.name,
                     crate::plugin::escape_controls(&s.decl.name),
@@ -33,5 +69,5 @@ pub fn validate(path: &Path) -> Result<(), Failure> {
             }
         }
     }
-    Ok(())
+    out
 }

@@ -3,7 +3,8 @@
 //!
 //! # File structure
 //!
-//! Top-level keys: `topology`, `plugins`, `wait`, `spouts`, `bolts`. Any other key,
+//! Top-level keys: `include` (other files to compose; see `config::compose`),
+//! `topology`, `plugins`, `wait`, `spouts`, `bolts`. Any other key,
 //! at any level listed below, is an error (with a "did you mean" when one is close).
 //! Every string value may use environment interpolation (`${VAR}`,
 //! `${VAR:-default}`, `${VAR:?message}`, `$$`; see `config::interpolate`), including
@@ -186,7 +187,9 @@ pub fn backpressure_wait() -> WaitSpec {
 pub(crate) mod keys {
     use crate::config::GroupingSpec;
 
-    pub(crate) const TOP: &[&str] = &["topology", "plugins", "wait", "spouts", "bolts"];
+    /// `include` is read (and removed) by `compose` before the walk; it is
+    /// listed so that a misspelt `includes` gets a "did you mean".
+    pub(crate) const TOP: &[&str] = &["include", "topology", "plugins", "wait", "spouts", "bolts"];
     pub(crate) const TOPOLOGY: &[&str] = &[
         "name",
         "message_timeout_secs",

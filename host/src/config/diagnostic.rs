@@ -9,28 +9,75 @@
 //! ```
 
 use std::fmt;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use crate::plugin::escape_controls;
 
-/// A position in a topology file. Both fields are 1-based; `col` counts characters,
-/// not bytes, so it matches what an editor shows.
+/// A position in one of a topology's sources: the topology file itself, a
+/// file it includes, or a `--set` argument ([`Sources`] names them). `line`
+/// and `col` are 1-based; `col` counts characters, not bytes, so it matches
+/// what an editor shows. A `--set` argument has no lines: its locations are
+/// 0:0, and diagnostics there print no position.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Loc {
-    /// Line number, starting at 1.
+    /// Line number, starting at 1 (0 in a `--set` argument).
     pub line: u32,
-    /// Column in characters, starting at 1.
+    /// Column in characters, starting at 1 (0 in a `--set` argument).
     pub col: u32,
+    /// Which source: an index into [`Sources`]; 0 is the topology file.
+    pub source: u32,
 }
 
 impl Loc {
-    /// The start of the file, used for errors that belong to no particular value.
-    pub const START: Loc = Loc { line: 1, col: 1 };
+    /// The start of the topology file, used for errors that belong to no
+    /// particular value.
+    pub const START: Loc = Loc { line: 1, col: 1, source: 0 };
 
-    /// A location from a 1-based line and column.
+    /// A location in the topology file from a 1-based line and column.
     pub fn new(line: u32, col: u32) -> Self {
-        Loc { line, col }
+        Loc { line, col, source: 0 }
+    }
+
+    /// The same line and column in source `source`.
+    pub fn in_source(self, source: u32) -> Self {
+        Loc { source, ..self }
+    }
+
+    /// `false` for a location in a `--set` argument, which has no lines.
+    pub fn has_position(&self) -> bool {
+        self.line > 0
+    }
+}
+
+/// The names of the sources a topology was read from, in the order of
+/// [`Loc::source`]: the topology file first, then every file it includes
+/// (directly or not), then one `--set KEY=VALUE` per override.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sources {
+    names: Vec<PathBuf>,
+}
+
+impl Sources {
+    /// Sources named `names`, in [`Loc::source`] order.
+    pub fn new(names: Vec<PathBuf>) -> Self {
+        Sources { names }
+    }
+
+    /// One source: the topology file `file`.
+    pub fn single(file: &Path) -> Self {
+        Sources { names: vec![file.to_path_buf()] }
+    }
+
+    /// The name of the source `loc` is in (the first source if `loc`'s is
+    /// unknown).
+    pub fn name(&self, loc: Loc) -> &Path {
+        let index = usize::try_from(loc.source).unwrap_or(usize::MAX);
+        self.names.get(index).or(self.names.first()).map_or(Path::new(""), PathBuf::as_path)
+    }
+
+    /// Every name, in [`Loc::source`] order.
+    pub fn names(&self) -> &[PathBuf] {
+        &self.names
     }
 }
 
@@ -44,7 +91,8 @@ impl fmt::Display for Loc {
 /// how to fix it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
-    /// The file the error is in, as the user named it.
+    /// The file the error is in, as the user named it (or included it), or
+    /// `--set KEY=VALUE` for an error in a command-line override.
     pub file: PathBuf,
     /// Where in the file.
     pub loc: Loc,
@@ -61,7 +109,11 @@ pub struct Diagnostic {
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let file = escape_controls(&self.file.to_string_lossy());
-        write!(f, "{file}:{}: error: {}", self.loc, escape_controls(&self.message))?;
+        if self.loc.has_position() {
+            write!(f, "{file}:{}: error: {}", self.loc, escape_controls(&self.message))?;
+        } else {
+            write!(f, "{file}: error: {}", escape_controls(&self.message))?;
+        }
         if let Some(help) = &self.help {
             write!(f, " (help: {})", escape_controls(help))?;
         }
@@ -100,6 +152,22 @@ impl Diagnostics {
             message: message.into(),
             help,
         });
+    }
+
+    /// Records one error at `loc`, in the source `sources` names for it.
+    pub fn push_at(
+        &mut self,
+        sources: &Sources,
+        loc: Loc,
+        message: impl Into<String>,
+        help: Option<String>,
+    ) {
+        self.push(sources.name(loc), loc, message, help);
+    }
+
+    /// Moves every diagnostic of `other` into this collection.
+    pub fn append(&mut self, other: Diagnostics) {
+        self.items.extend(other.items);
     }
 
     /// `true` when no error was recorded.
@@ -162,32 +230,38 @@ pub(crate) struct LineIndex<'t> {
 
 impl<'t> LineIndex<'t> {
     pub(crate) fn new(text: &'t str) -> Self {
-        let newlines = text.match_indices('\n').map(|(i, _)| i + 1);
-        LineIndex { text, line_starts: std::iter::once(0).chain(newlines).collect() }
+        LineIndex { text, line_starts: line_starts(text) }
     }
 
     /// The location of byte `offset`. Offsets past the end map to just after the
     /// last character; offsets inside a multi-byte character map to that character.
     pub(crate) fn loc(&self, offset: usize) -> Loc {
-        let offset = offset.min(self.text.len());
-        // `line_starts[0] == 0 <= offset`, so the partition point is at least 1.
-        let line = self.line_starts.partition_point(|&start| start <= offset) - 1;
-        let mut start = self.line_starts[line];
-        // A byte-order mark is not a column an editor shows.
-        if start == 0 && self.text.starts_with('\u{feff}') && offset >= 3 {
-            start = 3;
-        }
-        let col = self.text[start..]
-            .char_indices()
-            .take_while(|&(i, c)| start + i + c.len_utf8() <= offset)
-            .count();
-        Loc { line: saturating_u32(line + 1), col: saturating_u32(col + 1) }
+        locate(self.text, &self.line_starts, offset)
     }
+}
 
-    /// The location where `span` starts.
-    pub(crate) fn span_loc(&self, span: &Range<usize>) -> Loc {
-        self.loc(span.start)
+/// The byte offset at which each line of `text` starts; the first is 0.
+pub(crate) fn line_starts(text: &str) -> Vec<usize> {
+    let newlines = text.match_indices('\n').map(|(i, _)| i + 1);
+    std::iter::once(0).chain(newlines).collect()
+}
+
+/// The location (in source 0) of byte `offset` of `text`, whose lines start
+/// at `line_starts`; see [`LineIndex::loc`].
+pub(crate) fn locate(text: &str, line_starts: &[usize], offset: usize) -> Loc {
+    let offset = offset.min(text.len());
+    // `line_starts[0] == 0 <= offset`, so the partition point is at least 1.
+    let line = line_starts.partition_point(|&start| start <= offset).max(1) - 1;
+    let mut start = line_starts.get(line).copied().unwrap_or(0);
+    // A byte-order mark is not a column an editor shows.
+    if start == 0 && text.starts_with('\u{feff}') && offset >= 3 {
+        start = 3;
     }
+    let col = text[start..]
+        .char_indices()
+        .take_while(|&(i, c)| start + i + c.len_utf8() <= offset)
+        .count();
+    Loc::new(saturating_u32(line + 1), saturating_u32(col + 1))
 }
 
 fn saturating_u32(n: usize) -> u32 {

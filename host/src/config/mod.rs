@@ -6,14 +6,19 @@
 //! 1. **Parse.** toml's `de` layer turns the text into a tree of values, each with
 //!    its byte span. A syntax error stops here, as one diagnostic with the
 //!    parser's line and column.
-//! 2. **Read** (`walk` and the readers in `settings`, `wait` and `components`).
+//! 2. **Compose** (`compose`, `overrides`). The files the topology includes
+//!    are read and merged with it, then every `--set` override is applied.
+//!    Every text keeps its own place in one offset space (`source`), so a
+//!    value from an included file or a `--set` argument is reported there.
+//!    A missing file, a cycle or a syntax error in any file stops here.
+//! 3. **Read** (`walk` and the readers in `settings`, `wait` and `components`).
 //!    Each table is walked by hand rather than deserialized with serde, because
 //!    serde stops at the first error. Every value is checked for type and range,
 //!    every string is interpolated from the environment (`${VAR:-default}`, see
 //!    `interpolate`), unknown keys are reported with a "did you mean", and
 //!    defaults ([`defaults`]) fill what is absent. A bad value is reported and
 //!    replaced by its default, so reading always goes on to the end.
-//! 3. **Validate** (`validate`). Checks that span components: at least one
+//! 4. **Validate** (`validate`). Checks that span components: at least one
 //!    spout, one namespace for spouts and bolts, inputs that name a declared
 //!    component, no cycle among bolts.
 //!
@@ -25,19 +30,25 @@
 //! Nothing in [`TopologyConfig`] carries a TOML span: every name the user wrote
 //! carries a [`Loc`] instead, so the checks that need the loaded plugins (the
 //! component exists, the stream and the grouping fields are declared) can point at
-//! the file too. Spouts, bolts and inputs are in file order. Plugin paths are
-//! resolved against the TOML file's directory. Every component reference names a
-//! declared plugin alias.
+//! the file too ([`TopologyConfig::sources`] names the file a [`Loc`] is in).
+//! Spouts, bolts and inputs are in file order (the order of first definition
+//! across included files). Plugin paths are resolved against the directory of
+//! the TOML file that wrote them. Every component reference names a declared
+//! plugin alias.
 //!
 //! The accepted keys, their types and defaults are listed in [`defaults`].
 
 mod components;
+pub mod compose;
 pub mod defaults;
 mod diagnostic;
 mod interpolate;
 pub mod limits;
 mod model;
+mod overrides;
+mod print;
 mod settings;
+mod source;
 mod suggest;
 mod validate;
 mod wait;
@@ -47,11 +58,12 @@ use std::path::{Path, PathBuf};
 
 use toml::de::DeTable;
 
-pub use diagnostic::{Diagnostic, Diagnostics, Loc};
+pub use diagnostic::{Diagnostic, Diagnostics, Loc, Sources};
 pub use model::{
     BoltDecl, ComponentRef, ConfigKeyLoc, GroupingSpec, InputDecl, PluginDecl, Settings, SpoutDecl,
     ThrottleMode, ThrottleRate, ThrottleSpec, WaitDefaults, WaitOverrides, WaitSpec,
 };
+pub use overrides::Override;
 pub use suggest::suggest;
 
 use defaults::keys;
@@ -63,6 +75,9 @@ use walk::Walker;
 pub struct TopologyConfig {
     /// The file as named by the caller.
     pub file: PathBuf,
+    /// The files it was read from (itself first, then its includes) and the
+    /// `--set` arguments: what a [`Loc`]'s `source` names.
+    pub sources: Sources,
     /// The directory relative paths in the file are resolved against (`.` when
     /// the file name has no directory part).
     pub dir: PathBuf,
@@ -82,19 +97,50 @@ pub struct TopologyConfig {
     pub bolts: Vec<BoltDecl>,
 }
 
-/// Reads and validates the topology file at `path`, interpolating from the
-/// process environment.
+/// Reads and validates the topology file at `path` and the files it
+/// includes, interpolating from the process environment.
 ///
 /// # Errors
 ///
-/// Every problem in the file, each with its line and column. A file that cannot
-/// be read is one diagnostic at 1:1.
+/// Every problem in the files, each with its file, line and column. A file that
+/// cannot be read is one diagnostic at 1:1.
 ///
 /// Anything but a regular file (a FIFO, a device, a directory) is refused
 /// before it is read, and so is a file larger than [`MAX_TOPOLOGY_BYTES`].
 pub fn load(path: &Path) -> Result<TopologyConfig, Diagnostics> {
+    load_with(path, &[])
+}
+
+/// [`load`] with `--set` overrides applied after the includes.
+///
+/// # Errors
+///
+/// As [`load`]; an error in an override is reported against its argument.
+pub fn load_with(path: &Path, sets: &[Override]) -> Result<TopologyConfig, Diagnostics> {
+    read_file(path, sets, false).map(|(config, _)| config)
+}
+
+/// [`load_with`], also returning the composed topology as one TOML document
+/// (what `squall validate --print` prints; see the `print` module).
+///
+/// # Errors
+///
+/// As [`load_with`]; nothing is printed for a topology with errors.
+pub fn load_effective(
+    path: &Path,
+    sets: &[Override],
+) -> Result<(TopologyConfig, String), Diagnostics> {
+    let (config, printed) = read_file(path, sets, true)?;
+    Ok((config, printed.unwrap_or_default()))
+}
+
+fn read_file(
+    path: &Path,
+    sets: &[Override],
+    print: bool,
+) -> Result<(TopologyConfig, Option<String>), Diagnostics> {
     match read_topology_file(path) {
-        Ok(text) => parse_str(&text, path),
+        Ok(text) => read_composed(text, path, sets, &|name| std::env::var(name).ok(), print),
         Err(e) => {
             let mut diags = Diagnostics::new();
             diags.push(path, Loc::START, format!("cannot read topology file: {e}"), None);
@@ -148,21 +194,32 @@ pub fn parse_str_with_env(
     file: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<TopologyConfig, Diagnostics> {
-    let dir = match file.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let doc = match DeTable::parse(text) {
-        Ok(doc) => doc,
-        Err(e) => return Err(syntax_error(text, file, &e)),
-    };
-    let mut w = Walker::new(file, &dir, text, env);
-    let (config, budget_loc) = read_document(&mut w, doc.get_ref(), file, &dir);
+    read_composed(text.to_string(), file, &[], env, false).map(|(config, _)| config)
+}
+
+/// Every stage after reading the topology file's `text`: compose, read,
+/// validate; and, when `print` is set, render the composed document.
+fn read_composed(
+    text: String,
+    file: &Path,
+    sets: &[Override],
+    env: &dyn Fn(&str) -> Option<String>,
+    print: bool,
+) -> Result<(TopologyConfig, Option<String>), Diagnostics> {
+    let tree = compose::read_tree(text, file, env)?;
+    let mut map = source::SourceMap::new();
+    let order = compose::add_sources(tree, &mut map);
+    let set_ids = overrides::add_sources(sets, &mut map);
+    let mut doc = compose::merge(&map, &order)?;
+    let mut diags = overrides::apply(&mut doc, &map, &set_ids, sets);
+    let mut w = Walker::new(&map, env);
+    let (config, budget_loc) = read_document(&mut w, &doc, file, map.names());
     validate::check(&mut w, &config);
     validate::check_size(&mut w, &config, budget_loc);
-    let mut diags = w.finish();
+    diags.append(w.finish());
     diags.sort();
-    diags.into_result(config)
+    let printed = print.then(|| print::render(&doc, &config.plugins));
+    diags.into_result((config, printed))
 }
 
 /// Reads every top-level table. `[plugins]` goes first, whatever its place in
@@ -172,15 +229,20 @@ fn read_document(
     w: &mut Walker<'_>,
     doc: &DeTable<'_>,
     file: &Path,
-    dir: &Path,
+    sources: Sources,
 ) -> (TopologyConfig, Loc) {
+    let dir = match file.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
     w.check_keys(doc, keys::TOP, "the top-level table");
     let stem = file.file_stem().map_or_else(|| "topology".into(), |s| s.to_string_lossy());
     let plugins = settings::read_plugins(w, doc.get("plugins"));
     let topology = settings::read_topology(w, doc.get("topology"), &stem);
     let config = TopologyConfig {
         file: file.to_path_buf(),
-        dir: dir.to_path_buf(),
+        sources,
+        dir,
         name: topology.name,
         name_loc: topology.name_loc,
         settings: topology.settings,
@@ -209,5 +271,7 @@ fn syntax_error(text: &str, file: &Path, error: &toml::de::Error) -> Diagnostics
     diags
 }
 
+#[cfg(test)]
+mod compose_tests;
 #[cfg(test)]
 mod tests;

@@ -216,8 +216,8 @@ fn read_plugin(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> Option<P
     let alias: &str = key.get_ref();
     let context = format!("plugin {alias:?}");
     let mut allow_writable = false;
-    let (path, sha256) = match value.get_ref() {
-        toml::de::DeValue::String(_) => (w.string(value, &context)?, None),
+    let (path, sha256, path_span) = match value.get_ref() {
+        toml::de::DeValue::String(_) => (w.string(value, &context)?, None, value.span()),
         toml::de::DeValue::Table(table) => {
             let section = Section::new(table, value.span(), context);
             section.check_keys(w, keys::PLUGIN);
@@ -230,7 +230,8 @@ fn read_plugin(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> Option<P
                 }
                 return None;
             };
-            (path.into_inner(), sha256)
+            let span = path.span();
+            (path.into_inner(), sha256, span)
         }
         _ => {
             w.wrong_type(value, &context, "a path string or a table { path, sha256 }");
@@ -244,18 +245,20 @@ fn read_plugin(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> Option<P
     }
     Some(PluginDecl {
         alias: alias.to_string(),
-        path: resolve(w, path),
+        path: resolve(w, path, &path_span),
         sha256,
         allow_writable,
         loc,
     })
 }
 
-/// A relative library path is relative to the TOML file, not the working directory.
-fn resolve(w: &Walker<'_>, path: String) -> PathBuf {
+/// A relative library path is relative to the TOML file that writes it (at
+/// `span`), not the working directory; one given with `--set` is relative to
+/// the working directory.
+fn resolve(w: &Walker<'_>, path: String, span: &std::ops::Range<usize>) -> PathBuf {
     let path = PathBuf::from(path);
     if path.is_relative() {
-        w.dir().join(path)
+        w.dir_at(span).join(path)
     } else {
         path
     }

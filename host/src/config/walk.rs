@@ -18,8 +18,9 @@ use std::path::Path;
 use toml::de::{DeInteger, DeString, DeTable, DeValue};
 use toml::Spanned;
 
-use super::diagnostic::{Diagnostics, LineIndex, Loc};
+use super::diagnostic::{Diagnostics, Loc, Sources};
 use super::interpolate::interpolate;
+use super::source::SourceMap;
 use super::suggest::did_you_mean;
 
 /// A value in the parsed document.
@@ -27,13 +28,12 @@ pub(crate) type Value<'i> = Spanned<DeValue<'i>>;
 /// A key in the parsed document.
 pub(crate) type Key<'i> = Spanned<DeString<'i>>;
 
-/// The state shared by every reader: the file (for diagnostics and relative
+/// The state shared by every reader: the sources (for diagnostics and relative
 /// paths), the environment (for interpolation), the plugin aliases declared so far
 /// and the diagnostics found so far.
 pub(crate) struct Walker<'a> {
-    file: &'a Path,
-    dir: &'a Path,
-    lines: LineIndex<'a>,
+    sources: &'a SourceMap,
+    names: Sources,
     env: &'a dyn Fn(&str) -> Option<String>,
     /// Aliases from `[plugins]`, in file order; read before any component.
     pub(crate) aliases: Vec<String>,
@@ -41,30 +41,25 @@ pub(crate) struct Walker<'a> {
 }
 
 impl<'a> Walker<'a> {
-    pub(crate) fn new(
-        file: &'a Path,
-        dir: &'a Path,
-        text: &'a str,
-        env: &'a dyn Fn(&str) -> Option<String>,
-    ) -> Self {
+    pub(crate) fn new(sources: &'a SourceMap, env: &'a dyn Fn(&str) -> Option<String>) -> Self {
         Walker {
-            file,
-            dir,
-            lines: LineIndex::new(text),
+            sources,
+            names: sources.names(),
             env,
             aliases: Vec::new(),
             diags: Diagnostics::new(),
         }
     }
 
-    /// The directory relative paths are resolved against.
-    pub(crate) fn dir(&self) -> &Path {
-        self.dir
+    /// The directory relative paths written at `span` are resolved against:
+    /// the folder of the file that wrote them.
+    pub(crate) fn dir_at(&self, span: &Range<usize>) -> &Path {
+        self.sources.dir_at(span.start)
     }
 
     /// Where `span` starts.
     pub(crate) fn loc(&self, span: &Range<usize>) -> Loc {
-        self.lines.span_loc(span)
+        self.sources.loc(span.start)
     }
 
     /// Records an error at the start of `span`.
@@ -75,7 +70,7 @@ impl<'a> Walker<'a> {
 
     /// Records an error at `loc`.
     pub(crate) fn error_at(&mut self, loc: Loc, message: String, help: Option<String>) {
-        self.diags.push(self.file, loc, message, help);
+        self.diags.push_at(&self.names, loc, message, help);
     }
 
     /// Every diagnostic recorded.
@@ -372,7 +367,7 @@ pub(crate) fn entries<'v, 'i>(table: &'v DeTable<'i>) -> Vec<(&'v Key<'i>, &'v V
 
 /// The value of a TOML integer. `None` only past `i128`, which TOML's 64-bit
 /// integers never reach, but the parser hands over digits, not numbers.
-fn integer(int: &DeInteger<'_>) -> Option<i128> {
+pub(crate) fn integer(int: &DeInteger<'_>) -> Option<i128> {
     i128::from_str_radix(int.as_str(), int.radix()).ok()
 }
 
@@ -409,7 +404,8 @@ mod tests {
 
     fn with_doc(text: &str, check: impl FnOnce(&mut Walker<'_>, &DeTable<'_>)) -> Diagnostics {
         let doc = DeTable::parse(text).expect("test document is valid TOML");
-        let mut w = Walker::new(Path::new("t.toml"), Path::new("."), text, &no_env);
+        let sources = SourceMap::single(Path::new("t.toml"), text);
+        let mut w = Walker::new(&sources, &no_env);
         check(&mut w, doc.get_ref());
         w.finish()
     }

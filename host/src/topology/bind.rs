@@ -152,6 +152,7 @@ impl<'a> Binder<'a> {
             components,
             task_count: next_task,
             file: config.file.clone(),
+            sources: config.sources.clone(),
         };
         // A shared mistake (an unknown plugin wait strategy in `[wait.*]`)
         // is met once per component; report it once.
@@ -281,7 +282,7 @@ impl<'a> Binder<'a> {
     }
 
     fn error(&mut self, loc: Loc, message: String, help: Option<String>) {
-        self.diags.push(&self.config.file, loc, message, help);
+        self.diags.push_at(&self.config.sources, loc, message, help);
     }
 
     /// Finds `alias::Component` as a 1.0 descriptor, a 1.1 description, or

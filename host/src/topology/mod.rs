@@ -34,6 +34,9 @@ pub struct Topology {
     pub task_count: u32,
     /// The topology file, for messages.
     pub file: std::path::PathBuf,
+    /// The files (and `--set` arguments) it was read from, which a
+    /// [`crate::config::Loc`] names.
+    pub sources: crate::config::Sources,
 }
 
 impl Topology {

@@ -107,6 +107,7 @@ fn edge_label(input: &InputDecl) -> String {
             let names: Vec<&str> = fields.iter().map(|(f, _)| f.as_str()).collect();
             format!("fields({})", names.join(", "))
         }
+        GroupingSpec::Custom { component, .. } => format!("custom({})", reference(component)),
         other => grouping_name(other).to_string(),
     };
     if input.stream == DEFAULT_STREAM {
@@ -125,6 +126,7 @@ fn grouping_name(grouping: &GroupingSpec) -> &'static str {
         GroupingSpec::Direct => "direct",
         GroupingSpec::LocalOrShuffle => "local_or_shuffle",
         GroupingSpec::None => "none",
+        GroupingSpec::Custom { .. } => "custom",
     }
 }
 
@@ -132,8 +134,18 @@ fn grouping_name(grouping: &GroupingSpec) -> &'static str {
 /// the plugin strategy's `alias::Component`.
 fn wait_label(spec: &WaitSpec) -> String {
     match spec {
-        WaitSpec::Progressive { level1_count, level2_count, level3_sleep_millis } => {
-            format!("progressive {level1_count}/{level2_count}/{level3_sleep_millis}ms")
+        WaitSpec::Progressive {
+            level1_count,
+            level2_count,
+            level3_sleep_millis,
+            level3_max_sleep_millis,
+        } => {
+            let mut label =
+                format!("progressive {level1_count}/{level2_count}/{level3_sleep_millis}ms");
+            if level3_max_sleep_millis > level3_sleep_millis {
+                label.push_str(&format!(" up to {level3_max_sleep_millis}ms"));
+            }
+            label
         }
         WaitSpec::Park { park_micros } => format!("park {park_micros}us"),
         WaitSpec::Plugin { component, .. } => reference(component),
@@ -235,11 +247,17 @@ fn edge_json(to: &str, input: &InputDecl) -> Json {
 
 fn wait_json(spec: &WaitSpec) -> Json {
     match spec {
-        WaitSpec::Progressive { level1_count, level2_count, level3_sleep_millis } => json!({
+        WaitSpec::Progressive {
+            level1_count,
+            level2_count,
+            level3_sleep_millis,
+            level3_max_sleep_millis,
+        } => json!({
             "strategy": "progressive",
             "level1_count": level1_count,
             "level2_count": level2_count,
             "level3_sleep_millis": level3_sleep_millis,
+            "level3_max_sleep_millis": level3_max_sleep_millis,
         }),
         WaitSpec::Park { park_micros } => json!({ "strategy": "park", "park_micros": park_micros }),
         WaitSpec::Plugin { component, config } => json!({

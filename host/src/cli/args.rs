@@ -25,7 +25,7 @@ pub enum Command {
         /// The topology file.
         topology: PathBuf,
     },
-    /// Print a plugin library's catalogue.
+    /// Print a plugin library's catalogue: components, streams, config keys, expected inputs.
     Inspect {
         /// The plugin library (.so).
         plugin: PathBuf,

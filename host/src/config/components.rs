@@ -187,7 +187,7 @@ fn read_config(w: &mut Walker<'_>, s: &Section<'_, '_>) -> (String, Vec<ConfigKe
 }
 
 /// The TOML type of a value, as declared config keys name types.
-fn toml_kind(value: &DeValue<'_>) -> &'static str {
+pub(super) fn toml_kind(value: &DeValue<'_>) -> &'static str {
     match value {
         DeValue::String(_) => "string",
         DeValue::Integer(_) => "integer",

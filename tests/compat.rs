@@ -120,6 +120,14 @@ fn a_plugin_built_against_contract_1_0_loads_and_runs_in_this_host() {
     let inspect = SquallCommand::inspect(&ws, &old).output();
     inspect.assert_code(0);
     assert!(inspect.stdout.contains("(contract 1.0.0)"), "\n{}", inspect.context());
+    // It predates declared config keys: every component says so.
+    let notes: Vec<&str> = inspect.stdout.lines().filter(|l| l.contains("config keys")).collect();
+    assert_eq!(notes.len(), 3, "one per component\n{}", inspect.context());
+    assert!(
+        notes.iter().all(|l| l.trim() == "config keys: not declared (contract 1.0)"),
+        "\n{}",
+        inspect.context()
+    );
 
     // Word count on the 1.0.0 library: exact counts, every sentence acked.
     let toml = word_count_topology(1).replace("{examples}", &old.display().to_string());

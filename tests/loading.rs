@@ -251,6 +251,65 @@ fn inspect_lists_components_with_kinds_streams_fields_and_the_contract_version()
 }
 
 #[test]
+fn inspect_shows_declared_config_keys_and_expected_input_fields() {
+    let ws = Workspace::new("inspect_keys");
+    let out = SquallCommand::inspect(&ws, &plugin_path("testkit")).output();
+    out.assert_code(0);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    // The lines under a component, up to the next component.
+    let section = |name: &str| -> Vec<&str> {
+        let at = lines
+            .iter()
+            .position(|l| l.split_whitespace().nth(1) == Some(name))
+            .unwrap_or_else(|| panic!("no component {name}\n{}", out.context()));
+        lines[at + 1..].iter().take_while(|l| l.starts_with("   ")).copied().collect()
+    };
+    let replay = section("ReplaySpout");
+    let keys_at = replay.iter().position(|l| l.trim() == "config keys:").expect("a key table");
+    let rows: Vec<Vec<&str>> =
+        replay[keys_at + 1..].iter().map(|l| l.split_whitespace().take(3).collect()).collect();
+    assert_eq!(
+        rows,
+        [
+            vec!["messages", "integer", "100000"],
+            vec!["log", "string", "required"],
+            vec!["done_file", "string", "-"]
+        ],
+        "\n{}",
+        out.context()
+    );
+    // The columns line up: every row's type starts at the same column.
+    let type_columns: Vec<usize> = replay[keys_at + 1..]
+        .iter()
+        .map(|l| l.find("integer").or(l.find("string")).unwrap())
+        .collect();
+    assert!(type_columns.windows(2).all(|w| w[0] == w[1]), "{type_columns:?}\n{}", out.context());
+    assert!(replay.last().unwrap().ends_with("created once every message is acked"));
+    assert!(
+        section("NullBolt").iter().any(|l| l.trim() == "config keys: none"),
+        "{}",
+        out.context()
+    );
+    assert!(
+        section("NullBolt").iter().any(|l| l.trim() == "input fields: any"),
+        "{}",
+        out.context()
+    );
+
+    let out = SquallCommand::inspect(&ws, &plugin_path("examples")).output();
+    out.assert_code(0);
+    let lines: Vec<&str> = out.stdout.lines().map(str::trim).collect();
+    let at = lines.iter().position(|l| l.starts_with("bolt") && l.contains(" WordCount")).unwrap();
+    let word_count: Vec<&str> =
+        lines[at + 1..].iter().take_while(|l| !l.starts_with("bolt ")).copied().collect();
+    assert!(word_count.contains(&"input fields: word"), "{}", out.context());
+    assert!(word_count.contains(&"config keys: none"), "{}", out.context());
+    let seed = lines.iter().find(|l| l.starts_with("seed ")).expect("RandomSentenceSpout's seed");
+    let seed: Vec<&str> = seed.split_whitespace().take(3).collect();
+    assert_eq!(seed, ["seed", "integer", "42"], "{}", out.context());
+}
+
+#[test]
 fn inspect_refuses_a_foreign_library_with_one_error_line() {
     let ws = Workspace::new("inspect_foreign");
     let library = plugin_path("broken-not-a-plugin");

@@ -242,7 +242,7 @@ testkit = "{testkit}"
 
 [spouts.source]
 component = "testkit::ConstSpout"
-config = { per_cal = 3 }
+config = { per_call = -1 }
 
 [bolts.sink]
 component = "testkit::NullBolt"
@@ -258,7 +258,7 @@ inputs = [{ from = "source" }]
         out.context()
     );
     assert!(line.contains("\"source\""), "the component is named\n{}", out.context());
-    assert!(line.contains("per_cal"), "the error line names the bad key\n{}", out.context());
+    assert!(line.contains("per_call"), "the error line names the bad key\n{}", out.context());
     let others: Vec<&str> = out
         .stderr
         .lines()
@@ -270,6 +270,191 @@ inputs = [{ from = "source" }]
         others.len() + 1,
         out.context()
     );
+}
+
+#[test]
+fn a_config_key_typo_is_reported_with_a_did_you_mean_before_any_constructor_runs() {
+    let ws = Workspace::new("config_key_typo");
+    let log = ws.path("events.log");
+    // LifecycleSpout's constructor appends "spout:? new" to its log.
+    let text = r#"
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::LifecycleSpout"
+config = { log = "{dir}/events.log", limt = 3 }
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{ from = "source" }]
+"#;
+    let topology = ws.write_topology("typo.toml", text);
+    let out = SquallCommand::validate(&ws, &topology).output();
+    out.assert_code(EXIT_CONFIG);
+    let lines = diagnostics(&out);
+    assert_eq!(lines.len(), 1, "\n{}", out.context());
+    // `{dir}` on the same line moves the column: find it in the written text.
+    assert!(lines[0].starts_with(&at(&topology, &ws.fill(text), "limt")), "{}", out.context());
+    assert!(
+        lines[0].contains("unknown config key \"limt\" for testkit::LifecycleSpout"),
+        "{}",
+        out.context()
+    );
+    assert!(lines[0].contains("did you mean \"limit\"?"), "{}", out.context());
+    assert!(!log.exists(), "the constructor ran before the check\n{}", out.context());
+
+    // The same topology without the typo: validate builds the spout, whose
+    // constructor writes its log (so the check above can tell).
+    let fixed = ws.write_topology("fixed.toml", &text.replace("limt", "limit"));
+    SquallCommand::validate(&ws, &fixed).output().assert_code(0);
+    assert_eq!(ws.read("events.log"), "spout:? new\n");
+}
+
+#[test]
+fn a_wrong_typed_and_a_missing_required_config_key_are_reported() {
+    let ws = Workspace::new("config_key_types");
+    let text = r#"
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+config = { per_call = "64" }
+
+[bolts.sink]
+component = "testkit::RecordBolt"
+inputs = [{ from = "source" }]
+"#;
+    let topology = ws.write_topology("types.toml", text);
+    let out = SquallCommand::validate(&ws, &topology).output();
+    out.assert_code(EXIT_CONFIG);
+    let lines = diagnostics(&out);
+    assert_eq!(lines.len(), 2, "\n{}", out.context());
+    let wrong_type = lines.iter().find(|l| l.contains("per_call")).expect("per_call reported");
+    assert!(wrong_type.starts_with(&at(&topology, text, "per_call")), "{}", out.context());
+    assert!(
+        wrong_type.contains(
+            "config key \"per_call\" of testkit::ConstSpout must be an integer, not a string"
+        ),
+        "{}",
+        out.context()
+    );
+    let missing = lines.iter().find(|l| l.contains("\"out\"")).expect("out reported");
+    assert!(missing.starts_with(&at(&topology, text, "sink]")), "{}", out.context());
+    assert!(
+        missing.contains("testkit::RecordBolt needs config key \"out\" (string)"),
+        "{}",
+        out.context()
+    );
+    assert!(out.stderr.contains("path prefix of the per-task report"), "{}", out.context());
+}
+
+#[test]
+fn a_bolt_whose_input_lacks_its_declared_fields_is_reported() {
+    let ws = Workspace::new("input_fields");
+    let text = r#"
+[plugins]
+testkit = "{testkit}"
+examples = "{examples}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+
+[bolts.count]
+component = "examples::WordCount"
+inputs = [{ from = "source", grouping = "global" }]
+"#;
+    let topology = ws.write_topology("fields.toml", text);
+    let out = SquallCommand::validate(&ws, &topology).output();
+    out.assert_code(EXIT_CONFIG);
+    let lines = diagnostics(&out);
+    assert_eq!(lines.len(), 1, "\n{}", out.context());
+    assert!(
+        lines[0].starts_with(&at(&topology, text, "\"source\", grouping")),
+        "{}",
+        out.context()
+    );
+    assert!(
+        lines[0].contains(
+            "bolt \"count\" (examples::WordCount) needs field(s) word on its inputs, \
+             but stream \"default\" of \"source\" has: value"
+        ),
+        "{}",
+        out.context()
+    );
+}
+
+#[test]
+fn word_count_refuses_a_shuffled_input_when_it_has_several_tasks() {
+    let ws = Workspace::new("check_inputs");
+    let text = r#"
+[plugins]
+examples = "{examples}"
+
+[spouts.sentences]
+component = "examples::RandomSentenceSpout"
+
+[bolts.split]
+component = "examples::SplitSentence"
+inputs = [{ from = "sentences" }]
+
+[bolts.count]
+component = "examples::WordCount"
+parallelism = 2
+inputs = [{ from = "split", grouping = "shuffle" }]
+"#;
+    let topology = ws.write_topology("shuffle.toml", text);
+    let out = SquallCommand::validate(&ws, &topology).output();
+    out.assert_code(EXIT_CONFIG);
+    let lines = diagnostics(&out);
+    assert_eq!(lines.len(), 1, "\n{}", out.context());
+    assert!(lines[0].starts_with(&at(&topology, text, "count]")), "{}", out.context());
+    assert!(
+        lines[0].contains(
+            "bolt \"count\" (examples::WordCount) refuses its inputs: input from \"split\" \
+             uses grouping \"shuffle\"; counting needs grouping = { fields = [\"word\"] }"
+        ),
+        "{}",
+        out.context()
+    );
+}
+
+#[test]
+fn a_plugin_wait_strategy_table_is_checked_against_its_declared_keys() {
+    let ws = Workspace::new("wait_keys");
+    let text = r#"
+[plugins]
+testkit = "{testkit}"
+extra = "{wait_extra}"
+
+[wait.backpressure]
+strategy = "extra::ExponentialBackoff"
+max_sleep_micro = 500
+spin_count = "ten"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{ from = "source" }]
+"#;
+    let topology = ws.write_topology("wait.toml", text);
+    let out = SquallCommand::validate(&ws, &topology).output();
+    out.assert_code(EXIT_CONFIG);
+    // Both components inherit the table: each mistake is still reported once.
+    let lines = diagnostics(&out);
+    assert_eq!(lines.len(), 2, "\n{}", out.context());
+    assert!(lines[0].starts_with(&at(&topology, text, "max_sleep_micro ")), "{}", out.context());
+    assert!(
+        lines[0].contains("unknown config key \"max_sleep_micro\" for extra::ExponentialBackoff"),
+        "{}",
+        out.context()
+    );
+    assert!(lines[0].contains("did you mean \"max_sleep_micros\"?"), "{}", out.context());
+    assert!(lines[1].starts_with(&at(&topology, text, "spin_count")), "{}", out.context());
+    assert!(lines[1].contains("must be an integer, not a string"), "{}", out.context());
 }
 
 #[test]

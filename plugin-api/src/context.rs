@@ -305,3 +305,100 @@ impl TaskContextBuilder {
         self.context
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn the_builder_starts_with_one_task_and_no_settings() {
+        let context = TaskContext::builder("split").build();
+        assert_eq!(context.topology.as_str(), "test");
+        assert_eq!(context.component.as_str(), "split");
+        assert_eq!((context.task_id, context.task_index, context.parallelism), (1, 0, 1));
+        assert!(context.outputs.is_empty() && context.downstream.is_empty());
+        assert_eq!(context.tick_freq(), None);
+        assert_eq!(context.message_timeout(), None);
+        assert_eq!(context.max_spout_pending(), None);
+        assert!(!context.acking());
+        assert!(context.inputs().is_empty());
+        assert!(context.waker().is_none());
+        assert!(!context.waker_taken(), "there was no waker to take");
+    }
+
+    #[test]
+    fn the_builder_sets_every_field_and_the_accessors_read_them() {
+        let mut outputs = OutputDeclarer::default();
+        outputs.declare(&["word"]).declare_direct_stream("direct", &["n"]);
+        let context = TaskContext::builder("count")
+            .topology("wc")
+            .task(7, 2, 4)
+            .outputs(outputs)
+            .downstream("sink", &[8, 9])
+            .tick_freq(Duration::from_secs(5))
+            .message_timeout(Duration::from_millis(1500))
+            .max_spout_pending(64)
+            .ackers(2)
+            .input("split", "default", "fields", &["word"], &["word"])
+            .build();
+        assert_eq!(context.topology.as_str(), "wc");
+        assert_eq!((context.task_id, context.task_index, context.parallelism), (7, 2, 4));
+        assert_eq!(context.stream_id("default"), Some(crate::StreamId::DEFAULT));
+        assert_eq!(context.stream_id("direct"), Some(crate::StreamId(1)));
+        assert_eq!(context.stream_id("nosuch"), None);
+        assert_eq!(context.tasks_of("sink"), [8, 9]);
+        assert_eq!(context.tick_freq(), Some(Duration::from_secs(5)));
+        assert_eq!(context.message_timeout(), Some(Duration::from_millis(1500)));
+        assert_eq!(context.max_spout_pending(), Some(64));
+        assert!(context.acking());
+        let [input] = context.inputs() else { panic!("one input") };
+        assert_eq!(input.component.as_str(), "split");
+        assert_eq!(input.stream.as_str(), "default");
+        assert_eq!(input.grouping.as_str(), "fields");
+        assert_eq!(input.grouping_fields.as_slice(), [RString::from("word")]);
+        assert_eq!(input.fields.as_slice(), [RString::from("word")]);
+        assert_eq!(context.raw().component, context.component);
+        assert_eq!(context.ext().ackers, 2);
+    }
+
+    #[test]
+    fn a_1_0_host_leaves_every_setting_at_its_default() {
+        let raw = TaskContext::builder("old").build().raw().clone();
+        let context = TaskContext::from_host(raw, None, None);
+        assert_eq!(context.tick_freq(), None);
+        assert!(!context.acking());
+        assert_eq!(context.resolve_path("a/b"), PathBuf::from("a/b"));
+    }
+
+    #[test]
+    fn resolve_path_joins_relative_paths_to_the_topology_dir() {
+        let context = TaskContext::builder("c").topology_dir("/srv/topologies").build();
+        assert_eq!(
+            context.resolve_path("data/in.txt"),
+            PathBuf::from("/srv/topologies/data/in.txt")
+        );
+        assert_eq!(context.resolve_path("/var/in.txt"), PathBuf::from("/var/in.txt"));
+        let no_dir = TaskContext::builder("c").build();
+        assert_eq!(no_dir.resolve_path("data/in.txt"), PathBuf::from("data/in.txt"));
+    }
+
+    #[test]
+    fn taking_the_waker_is_recorded_and_it_calls_the_hosts_wake() {
+        let woken = Arc::new(AtomicU32::new(0));
+        let counter = Arc::clone(&woken);
+        let context = TaskContext::builder("source")
+            .waker(move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+            })
+            .build();
+        assert!(!context.waker_taken(), "not taken until asked for");
+        let waker = context.waker().expect("the builder gave one");
+        assert!(context.waker_taken());
+        waker.wake();
+        waker.clone().wake();
+        assert_eq!(woken.load(Ordering::SeqCst), 2);
+    }
+}

@@ -145,6 +145,12 @@ pub use wait::{WaitSituation, WaitStrategy};
 pub use waker::Waker;
 pub use window::{Window, WindowedBolt};
 
+/// The plugin guide, `docs/plugins.md`: its Rust examples compile and run as
+/// doctests (fragments that cannot stand alone are marked `ignore`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/plugins.md")]
+pub struct PluginsGuide;
+
 #[doc(hidden)]
 pub mod __private {
     pub use abi_stable::std_types::RVec;

@@ -14,6 +14,10 @@
 //! }
 //! assert_eq!(recorder.first_strings(), ["word"]);
 //! ```
+//!
+//! [`check_config_keys`] checks a component's declared config keys against
+//! the serde struct that reads its config, and [`tick_tuple`] builds the tick
+//! tuple a bolt with `tick_tuple_freq_secs` receives.
 
 use abi_stable::{
     sabi_trait::TD_Opaque,
@@ -21,8 +25,13 @@ use abi_stable::{
     std_types::{ROption, RSlice},
 };
 
+use serde::de::{self, DeserializeOwned, Visitor};
+
 use crate::abi::{Output, OutputMut, Output_TO};
-use crate::{Anchor, MessageId, Value};
+use crate::{
+    Anchor, ComponentConfig, ConfigKey, KeyKind, MessageId, Tuple, Value, SYSTEM_COMPONENT,
+    TICK_STREAM,
+};
 
 /// One recorded emit.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +49,10 @@ pub struct Emitted {
 }
 
 /// Records every call a component makes on its collector.
+///
+/// Hand [`Recorder::output`] to a collector (`SpoutCollector::new`,
+/// `BoltCollector::new` or `BasicCollector::new`), call the component, drop
+/// the collector, then read the fields.
 #[derive(Debug, Default)]
 pub struct Recorder {
     /// Every emit, in order.
@@ -95,5 +108,328 @@ impl Output for Recorder {
 
     fn reset_timeout(&mut self, anchor: Anchor) {
         self.reset.push(anchor);
+    }
+}
+
+/// The tick tuple the host sends a bolt every `tick_tuple_freq_secs`: no
+/// values, from [`SYSTEM_COMPONENT`] on [`TICK_STREAM`], source task
+/// `u32::MAX` (the host's system task), not anchored
+/// ([`Tuple::is_tick`] is true).
+///
+/// ```
+/// use squall_plugin_api::testing::tick_tuple;
+///
+/// let tick = tick_tuple();
+/// assert!(tick.is_tick());
+/// assert!(tick.values().is_empty());
+/// ```
+pub fn tick_tuple() -> Tuple<'static> {
+    Tuple::new(&[], &[], SYSTEM_COMPONENT, TICK_STREAM, u32::MAX, Anchor::NONE)
+}
+
+/// Checks a component's declared config keys against `T`, the serde struct
+/// its constructor reads the config into; an error says what does not match.
+///
+/// `samples` is a TOML document giving a valid value for every declared key
+/// that has no default (required keys and keys declared with
+/// [`ConfigKey::maybe`]); keys with a default are tried at their default. It
+/// fails when:
+/// - the keys are not declared (`None`), or a name is declared twice;
+/// - the struct's fields and the declared names differ (a field added
+///   without declaring it, or a declared key the struct does not read);
+/// - a sample or default is not valid TOML, does not fit its declared
+///   [`KeyKind`], or names no declared key;
+/// - the config with every declared key does not parse;
+/// - a required key is not required by the struct, or a key declared
+///   optional is (the config without it does not parse);
+/// - a declared default differs from the struct's own (`T` from the
+///   required keys alone differs from `T` with every default written out);
+/// - the struct accepts an undeclared key (it lacks
+///   `#[serde(deny_unknown_fields)]`).
+///
+/// ```
+/// use serde::Deserialize;
+/// use squall_plugin_api::{testing::check_config_keys, ConfigKey, KeyKind};
+///
+/// #[derive(Debug, PartialEq, Deserialize)]
+/// #[serde(deny_unknown_fields)]
+/// struct Config {
+///     path: String,
+///     #[serde(default = "default_batch")]
+///     batch: u32,
+/// }
+/// fn default_batch() -> u32 { 64 }
+///
+/// const KEYS: &[ConfigKey] = &[
+///     ConfigKey::required("path", KeyKind::String, "the file to read"),
+///     ConfigKey::optional("batch", KeyKind::Integer, "64", "lines per call"),
+/// ];
+/// check_config_keys::<Config>(Some(KEYS), r#"path = "in.txt""#).unwrap();
+///
+/// // A declared default that is not the struct's is caught.
+/// const WRONG: &[ConfigKey] = &[
+///     ConfigKey::required("path", KeyKind::String, "the file to read"),
+///     ConfigKey::optional("batch", KeyKind::Integer, "32", "lines per call"),
+/// ];
+/// let err = check_config_keys::<Config>(Some(WRONG), r#"path = "in.txt""#).unwrap_err();
+/// assert!(err.contains("default"), "{err}");
+/// ```
+///
+/// # Errors
+/// The first mismatch found, as a sentence.
+pub fn check_config_keys<T>(
+    keys: Option<&[ConfigKey]>,
+    samples: &str,
+) -> std::result::Result<(), String>
+where
+    T: DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    let keys =
+        keys.ok_or("the component does not declare its config keys (CONFIG_KEYS is None)")?;
+    for (i, key) in keys.iter().enumerate() {
+        if keys[..i].iter().any(|k| k.name == key.name) {
+            return Err(format!("key \"{}\" is declared twice", key.name));
+        }
+    }
+    check_field_names::<T>(keys)?;
+    let samples: toml::Table =
+        samples.parse().map_err(|e| format!("the samples are not a TOML table: {e}"))?;
+    if let Some(name) = samples.keys().find(|s| !keys.iter().any(|k| k.name == s.as_str())) {
+        return Err(format!("sample \"{name}\" names no declared key"));
+    }
+    let mut full = toml::Table::new();
+    let mut required_only = toml::Table::new();
+    let mut with_defaults = toml::Table::new();
+    for key in keys {
+        let default = key.default.map(|text| toml_value(key.name, text)).transpose()?;
+        let value = match (samples.get(key.name), &default) {
+            (Some(sample), _) => sample.clone(),
+            (None, Some(default)) => default.clone(),
+            (None, None) => {
+                return Err(format!("give a sample value for \"{}\" (it has no default)", key.name))
+            }
+        };
+        if !fits(key.kind, &value) {
+            return Err(format!(
+                "key \"{}\" is declared {} but its sample or default is {}",
+                key.name,
+                key.kind.name(),
+                value.type_str()
+            ));
+        }
+        full.insert(key.name.to_owned(), value.clone());
+        if key.required {
+            required_only.insert(key.name.to_owned(), value.clone());
+            with_defaults.insert(key.name.to_owned(), value);
+        } else if let Some(default) = default {
+            with_defaults.insert(key.name.to_owned(), default);
+        }
+    }
+    let parse = |table: &toml::Table| -> std::result::Result<T, String> {
+        let text = toml::to_string(table).map_err(|e| e.to_string())?;
+        ComponentConfig::new(&text).parse::<T>().map_err(|e| format!("{e} (config: {text:?})"))
+    };
+    parse(&full).map_err(|e| format!("a config with every declared key does not parse: {e}"))?;
+    for key in keys {
+        let mut without = full.clone();
+        without.remove(key.name);
+        match (key.required, parse(&without)) {
+            (true, Ok(_)) => {
+                return Err(format!(
+                    "key \"{}\" is declared required, but the struct parses without it",
+                    key.name
+                ))
+            }
+            (false, Err(e)) => {
+                return Err(format!(
+                    "key \"{}\" is declared optional, but the struct needs it: {e}",
+                    key.name
+                ))
+            }
+            _ => {}
+        }
+    }
+    let bare = parse(&required_only)?;
+    let defaults = parse(&with_defaults)?;
+    if bare != defaults {
+        return Err(format!(
+            "a declared default differs from the struct's: with the defaults written out \
+             the config is {defaults:?}, without them {bare:?}"
+        ));
+    }
+    let mut extra = full;
+    extra.insert("__undeclared_key".to_owned(), toml::Value::Boolean(true));
+    if parse(&extra).is_ok() {
+        return Err(
+            "the struct accepts an undeclared key: add #[serde(deny_unknown_fields)]".into()
+        );
+    }
+    Ok(())
+}
+
+/// Parses one TOML value written as text (a declared default).
+fn toml_value(name: &str, text: &str) -> std::result::Result<toml::Value, String> {
+    let mut table: toml::Table = format!("v = {text}")
+        .parse()
+        .map_err(|e| format!("the default of \"{name}\" ({text}) is not a TOML value: {e}"))?;
+    table.remove("v").ok_or_else(|| format!("the default of \"{name}\" is empty"))
+}
+
+/// True when a TOML value fits a declared key type (as `squall validate`
+/// checks it).
+fn fits(kind: KeyKind, value: &toml::Value) -> bool {
+    match kind {
+        KeyKind::Any => true,
+        KeyKind::String | KeyKind::Duration => value.is_str(),
+        KeyKind::Integer => value.is_integer(),
+        KeyKind::Float => value.is_float() || value.is_integer(),
+        KeyKind::Bool => value.is_bool(),
+        KeyKind::Array => value.is_array(),
+        KeyKind::Table => value.is_table(),
+    }
+}
+
+/// Compares the struct's field names with the declared key names.
+fn check_field_names<T: DeserializeOwned>(keys: &[ConfigKey]) -> std::result::Result<(), String> {
+    let mut fields = None;
+    // The deserializer only records the field list serde hands it and then
+    // stops, so this error is expected.
+    let _ = T::deserialize(FieldNames(&mut fields));
+    let fields = fields.ok_or(
+        "the config type is not a plain struct (serde did not list its fields; \
+         `flatten` hides them)",
+    )?;
+    let undeclared: Vec<&str> =
+        fields.iter().copied().filter(|f| !keys.iter().any(|k| k.name == *f)).collect();
+    if !undeclared.is_empty() {
+        return Err(format!("the struct reads undeclared key(s): {}", undeclared.join(", ")));
+    }
+    let unread: Vec<&str> =
+        keys.iter().map(|k| k.name).filter(|name| !fields.contains(name)).collect();
+    if !unread.is_empty() {
+        return Err(format!("declared key(s) the struct does not read: {}", unread.join(", ")));
+    }
+    Ok(())
+}
+
+/// A deserializer that records the field names a derived struct asks for.
+struct FieldNames<'a>(&'a mut Option<&'static [&'static str]>);
+
+impl<'de> de::Deserializer<'de> for FieldNames<'_> {
+    type Error = de::value::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(
+        self,
+        _visitor: V,
+    ) -> std::result::Result<V::Value, Self::Error> {
+        Err(de::Error::custom("not a struct"))
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _visitor: V,
+    ) -> std::result::Result<V::Value, Self::Error> {
+        *self.0 = Some(fields);
+        Err(de::Error::custom("field names recorded"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+
+    use super::*;
+
+    #[derive(Debug, PartialEq, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Conf {
+        path: String,
+        #[serde(default = "three")]
+        count: u32,
+        #[serde(default)]
+        limit: Option<u64>,
+    }
+
+    fn three() -> u32 {
+        3
+    }
+
+    const PATH: ConfigKey = ConfigKey::required("path", KeyKind::String, "a path");
+    const COUNT: ConfigKey = ConfigKey::optional("count", KeyKind::Integer, "3", "a count");
+    const LIMIT: ConfigKey = ConfigKey::maybe("limit", KeyKind::Integer, "a limit");
+    const SAMPLES: &str = "path = \"p\"\nlimit = 9";
+
+    fn check(keys: &[ConfigKey], samples: &str) -> std::result::Result<(), String> {
+        check_config_keys::<Conf>(Some(keys), samples)
+    }
+
+    #[test]
+    fn matching_keys_pass() {
+        check(&[PATH, COUNT, LIMIT], SAMPLES).unwrap();
+    }
+
+    #[test]
+    fn each_kind_of_mismatch_is_caught() {
+        let cases: &[(&[ConfigKey], &str, &str)] = &[
+            (&[PATH, COUNT], "path = \"p\"", "undeclared key(s): limit"),
+            (
+                &[PATH, COUNT, LIMIT, ConfigKey::maybe("x", KeyKind::Bool, "")],
+                "path = \"p\"\nlimit = 1\nx = true",
+                "does not read: x",
+            ),
+            (&[PATH, COUNT, LIMIT], "path = \"p\"", "sample value for \"limit\""),
+            (&[PATH, COUNT, LIMIT], "path = 1\nlimit = 9", "declared string"),
+            (&[PATH, COUNT, LIMIT], "path = \"p\"\nlimit = 9\nnope = 1", "names no declared key"),
+            (
+                &[ConfigKey::maybe("path", KeyKind::String, ""), COUNT, LIMIT],
+                SAMPLES,
+                "struct needs it",
+            ),
+            (
+                &[PATH, ConfigKey::required("count", KeyKind::Integer, ""), LIMIT],
+                "path = \"p\"\nlimit = 9\ncount = 1",
+                "parses without it",
+            ),
+            (
+                &[PATH, ConfigKey::optional("count", KeyKind::Integer, "4", ""), LIMIT],
+                SAMPLES,
+                "default differs",
+            ),
+            (&[PATH, PATH, COUNT, LIMIT], SAMPLES, "declared twice"),
+        ];
+        for (keys, samples, expected) in cases {
+            let err = check(keys, samples).unwrap_err();
+            assert!(err.contains(expected), "expected {expected:?} in {err:?}");
+        }
+        let err = check_config_keys::<Conf>(None, SAMPLES).unwrap_err();
+        assert!(err.contains("does not declare"), "{err}");
+    }
+
+    #[test]
+    fn a_struct_without_deny_unknown_fields_is_caught() {
+        #[derive(Debug, PartialEq, Deserialize)]
+        struct Lax {
+            #[serde(default)]
+            on: bool,
+        }
+        let keys = [ConfigKey::optional("on", KeyKind::Bool, "false", "")];
+        let err = check_config_keys::<Lax>(Some(&keys), "").unwrap_err();
+        assert!(err.contains("deny_unknown_fields"), "{err}");
+    }
+
+    #[test]
+    fn the_tick_tuple_is_a_tick() {
+        let tick = tick_tuple();
+        assert!(tick.is_tick());
+        assert_eq!(tick.source_component(), SYSTEM_COMPONENT);
+        assert_eq!(tick.source_stream(), TICK_STREAM);
     }
 }

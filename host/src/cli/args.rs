@@ -43,7 +43,7 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "dot")]
         format: GraphFormat,
     },
-    /// Print a plugin library's catalogue.
+    /// Print a plugin library's catalogue: components, streams, config keys, expected inputs.
     Inspect {
         /// The plugin library (.so).
         plugin: PathBuf,

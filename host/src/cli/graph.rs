@@ -260,7 +260,7 @@ fn wait_json(spec: &WaitSpec) -> Json {
             "level3_max_sleep_millis": level3_max_sleep_millis,
         }),
         WaitSpec::Park { park_micros } => json!({ "strategy": "park", "park_micros": park_micros }),
-        WaitSpec::Plugin { component, config } => json!({
+        WaitSpec::Plugin { component, config, .. } => json!({
             "strategy": reference(component),
             "config": config,
         }),

@@ -4,10 +4,14 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
-use super::Failure;
-use crate::plugin::{escape_controls, load_library};
+use squall_plugin_api::abi::{ComponentExt, ComponentKind};
 
-/// Prints a library's catalogue: components, kinds, streams, fields, contract version.
+use super::Failure;
+use crate::plugin::{escape_controls, load_library, Library};
+
+/// Prints a library's catalogue: components, kinds, streams, fields, contract
+/// version and (contract 1.1) each component's declared config keys, the
+/// input fields a bolt expects, and the library's custom groupings.
 ///
 /// A closed stdout (`squall inspect x.so | head -1`) ends the output quietly,
 /// as `ls | head` does.
@@ -22,6 +26,15 @@ pub fn inspect(path: &Path) -> Result<(), Failure> {
         .file_stem()
         .map_or_else(|| "plugin".to_owned(), |s| escape_controls(&s.to_string_lossy()));
     let library = load_library(&alias, path, None).map_err(|e| Failure::Load(vec![e]))?;
+    let out = render(&library, path);
+    match std::io::stdout().lock().write_all(out.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// What `inspect` prints for a loaded library.
+fn render(library: &Library, path: &Path) -> String {
     let mut out = String::new();
     let c = &library.catalogue;
     let e = |text: &str| escape_controls(text);
@@ -33,6 +46,7 @@ pub fn inspect(path: &Path) -> Result<(), Failure> {
         e(&c.contract_version)
     );
     let _ = writeln!(out, "path   {}", e(&path.to_string_lossy()));
+    let contract_1_0 = library.extensions.is_empty();
     for d in c.components.iter() {
         let basic = if d.auto_ack { " (basic: acked by the host)" } else { "" };
         let _ = writeln!(out, "  {:<14} {}{}", d.kind.name(), e(&d.name), basic);
@@ -50,9 +64,189 @@ pub fn inspect(path: &Path) -> Result<(), Failure> {
                 fields.join(", ")
             );
         }
+        let ext = library.extension(&d.name, d.kind);
+        write_extension(&mut out, ext, d.kind, contract_1_0);
     }
-    match std::io::stdout().lock().write_all(out.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
+    // Custom groupings have no 1.0 descriptor: only the 1.1 extensions list them.
+    for g in library.extensions.iter().filter(|x| x.kind == ComponentKind::GROUPING) {
+        let _ = writeln!(out, "  {:<14} {}", g.kind.name(), e(&g.name));
+        if !g.description.is_empty() {
+            let _ = writeln!(out, "  {:<14}   {}", "", e(&g.description));
+        }
+        write_extension(&mut out, Some(g), g.kind, false);
+    }
+    out
+}
+
+/// The 1.1 part of one component: the input fields a bolt expects and its
+/// config keys, one aligned row each (`name  type  default  doc`, where the
+/// default reads `required` for a key that must be given and `-` for an
+/// optional key without one).
+fn write_extension(
+    out: &mut String,
+    ext: Option<&ComponentExt>,
+    kind: ComponentKind,
+    contract_1_0: bool,
+) {
+    let e = |text: &str| escape_controls(text);
+    let pad = "";
+    let Some(ext) = ext else {
+        let why = if contract_1_0 { " (contract 1.0)" } else { "" };
+        let _ = writeln!(out, "  {pad:<14}   config keys: not declared{why}");
+        return;
+    };
+    if kind == ComponentKind::BOLT {
+        let fields: Vec<String> = ext.input_fields.iter().map(|f| e(f)).collect();
+        let fields = if fields.is_empty() { "any".to_owned() } else { fields.join(", ") };
+        let _ = writeln!(out, "  {pad:<14}   input fields: {fields}");
+    }
+    if !ext.declares_config {
+        let _ = writeln!(out, "  {pad:<14}   config keys: not declared");
+        return;
+    }
+    if ext.config_keys.is_empty() {
+        let _ = writeln!(out, "  {pad:<14}   config keys: none");
+        return;
+    }
+    let _ = writeln!(out, "  {pad:<14}   config keys:");
+    let rows: Vec<[String; 4]> = ext
+        .config_keys
+        .iter()
+        .map(|k| {
+            let default = if k.required {
+                "required".to_owned()
+            } else if k.default.is_empty() {
+                "-".to_owned()
+            } else {
+                e(&k.default)
+            };
+            [e(&k.name), e(&k.kind), default, e(&k.doc)]
+        })
+        .collect();
+    let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
+    let (name, kind, default) = (width(0), width(1), width(2));
+    for [n, k, d, doc] in &rows {
+        let line = format!("  {pad:<14}     {n:<name$}  {k:<kind$}  {d:<default$}  {doc}");
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use squall_plugin_api::abi::{CatalogueBuilder, GroupingContext};
+    use squall_plugin_api::prelude::*;
+
+    use super::*;
+
+    /// A bolt with keys of every sort and expected input fields.
+    struct Joiner;
+
+    impl BasicBolt for Joiner {
+        const NAME: &'static str = "Joiner";
+        const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
+            ConfigKey::required("path", KeyKind::String, "the file to read"),
+            ConfigKey::optional("window", KeyKind::Duration, "\"5s\"", "how long to wait"),
+            ConfigKey::maybe("limit", KeyKind::Integer, "stop after this many"),
+        ]);
+        const INPUT_FIELDS: &'static [&'static str] = &["user", "ts"];
+
+        fn new(_config: &ComponentConfig<'_>) -> Result<Self> {
+            Ok(Joiner)
+        }
+
+        fn execute(&mut self, _: &Tuple<'_>, _: &mut BasicCollector<'_>) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A spout that does not declare its keys.
+    struct Quiet;
+
+    impl Spout for Quiet {
+        const NAME: &'static str = "Quiet";
+
+        fn declare_outputs(_outputs: &mut OutputDeclarer) {}
+
+        fn new(_config: &ComponentConfig<'_>) -> Result<Self> {
+            Ok(Quiet)
+        }
+
+        fn next_tuple(&mut self, _: &mut SpoutCollector<'_>) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A custom grouping.
+    struct First;
+
+    impl Grouping for First {
+        const NAME: &'static str = "First";
+        const DESCRIPTION: &'static str = "sends everything to the first task";
+        const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
+
+        fn new(_config: &ComponentConfig<'_>) -> Result<Self> {
+            Ok(First)
+        }
+
+        fn prepare(&mut self, _context: &GroupingContext) -> Result<()> {
+            Ok(())
+        }
+
+        fn choose(&mut self, _values: &[Value], targets: &mut Vec<u32>) {
+            targets.push(0);
+        }
+    }
+
+    fn builder() -> CatalogueBuilder {
+        let mut builder = CatalogueBuilder::new("demo", "0.3.0");
+        builder.basic_bolt::<Joiner>().spout::<Quiet>().grouping::<First>();
+        builder
+    }
+
+    fn lines(library: &Library) -> Vec<String> {
+        render(library, Path::new("/p/libdemo.so"))
+            .lines()
+            .map(|l| l.trim_end().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn keys_inputs_and_groupings_are_listed_aligned() {
+        let library = Library {
+            alias: "demo".into(),
+            path: "/p/libdemo.so".into(),
+            catalogue: builder().build(),
+            extensions: builder().build_extensions().into_vec(),
+        };
+        let lines = lines(&library);
+        let expected = [
+            "  bolt           Joiner (basic: acked by the host)",
+            "                   input fields: user, ts",
+            "                   config keys:",
+            "                     path    string    required  the file to read",
+            "                     window  duration  \"5s\"      how long to wait",
+            "                     limit   integer   -         stop after this many",
+            "  spout          Quiet",
+            "                   config keys: not declared",
+            "  grouping       First",
+            "                   sends everything to the first task",
+            "                   config keys: none",
+        ];
+        assert_eq!(lines[2..], expected, "\n{}", lines.join("\n"));
+    }
+
+    #[test]
+    fn a_1_0_library_says_its_keys_are_not_declared() {
+        let library = Library {
+            alias: "demo".into(),
+            path: "/p/libdemo.so".into(),
+            catalogue: builder().build(),
+            extensions: Vec::new(),
+        };
+        let lines = lines(&library);
+        let notes: Vec<&str> =
+            lines.iter().filter(|l| l.contains("config keys")).map(|l| l.trim()).collect();
+        assert_eq!(notes, ["config keys: not declared (contract 1.0)"; 2]);
+        assert!(!lines.iter().any(|l| l.contains("grouping")), "{lines:?}");
     }
 }

@@ -197,7 +197,7 @@ fn config_document(
 }
 
 /// The TOML type of a value, as declared config keys name types.
-fn toml_kind(value: &DeValue<'_>) -> &'static str {
+pub(super) fn toml_kind(value: &DeValue<'_>) -> &'static str {
     match value {
         DeValue::String(_) => "string",
         DeValue::Integer(_) => "integer",

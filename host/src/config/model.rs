@@ -138,6 +138,9 @@ pub enum WaitSpec {
         component: ComponentRef,
         /// Every key of the wait table other than `strategy`, as a TOML document.
         config: String,
+        /// Those keys, where each is written (checked against the keys the
+        /// strategy declares).
+        keys: Vec<ConfigKeyLoc>,
     },
 }
 

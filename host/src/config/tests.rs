@@ -163,6 +163,11 @@ fn the_wordcount_example_parses_with_every_default_right() {
                 loc: Loc::new(18, 12),
             },
             config: "max_sleep_micros = 1000\n".to_string(),
+            keys: vec![ConfigKeyLoc {
+                name: "max_sleep_micros".to_string(),
+                loc: Loc::new(19, 1),
+                kind: "integer",
+            }],
         }
     );
 
@@ -705,7 +710,7 @@ fn wait_strategies_parse_with_situation_defaults_and_plugin_config() {
             level3_max_sleep_millis: 8
         })
     );
-    let Some(WaitSpec::Plugin { component, config }) = &spout.wait.backpressure else {
+    let Some(WaitSpec::Plugin { component, config, keys }) = &spout.wait.backpressure else {
         panic!("plugin strategy expected, got {:?}", spout.wait.backpressure)
     };
     assert_eq!((component.alias.as_str(), component.component.as_str()), ("ex", "Backoff"));
@@ -713,6 +718,8 @@ fn wait_strategies_parse_with_situation_defaults_and_plugin_config() {
     assert_eq!(table.len(), 2);
     assert_eq!(table["max_sleep_micros"].as_integer(), Some(1000));
     assert_eq!(table["name"].as_str(), Some("/opt/squall"));
+    let keys: Vec<(&str, &str)> = keys.iter().map(|k| (k.name.as_str(), k.kind)).collect();
+    assert_eq!(keys, [("max_sleep_micros", "integer"), ("name", "string")]);
 }
 
 #[test]

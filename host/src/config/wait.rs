@@ -7,9 +7,9 @@
 //! The progressive keys override the defaults of the table's *situation* (Storm's
 //! spout, bolt or backpressure defaults), also in a per-component override.
 
-use super::components::component_ref;
+use super::components::{component_ref, toml_kind};
 use super::defaults::{self, keys};
-use super::model::{WaitDefaults, WaitOverrides, WaitSpec};
+use super::model::{ConfigKeyLoc, WaitDefaults, WaitOverrides, WaitSpec};
 use super::walk::{entries, quoted_list, Section, Value, Walker};
 
 /// The three situations in which an executor waits.
@@ -170,15 +170,26 @@ fn progressive(w: &mut Walker<'_>, section: &Section<'_, '_>, situation: Situati
     }
 }
 
-/// A plugin strategy: every key but `strategy` is the plugin's config.
+/// A plugin strategy: every key but `strategy` is the plugin's config. Where
+/// each key is written is kept, for the check against the keys the strategy
+/// declares (at bind time, once the plugin is loaded).
 fn plugin(
     w: &mut Walker<'_>,
     section: &Section<'_, '_>,
     strategy: toml::Spanned<String>,
 ) -> Option<WaitSpec> {
     let component = component_ref(w, strategy, &section.context)?;
-    let rest = entries(section.table).into_iter().filter(|(k, _)| k.get_ref() != "strategy");
+    let rest: Vec<_> =
+        entries(section.table).into_iter().filter(|(k, _)| k.get_ref() != "strategy").collect();
+    let keys = rest
+        .iter()
+        .map(|(key, value)| ConfigKeyLoc {
+            name: key.get_ref().to_string(),
+            loc: w.loc(&key.span()),
+            kind: toml_kind(value.get_ref()),
+        })
+        .collect();
     let table = w.user_table(rest, "", &section.context);
     let config = w.document(&table, &section.span, &section.context);
-    Some(WaitSpec::Plugin { component, config })
+    Some(WaitSpec::Plugin { component, config, keys })
 }

@@ -4,7 +4,9 @@
 //! the place in the TOML file that names the thing: an unknown component (with
 //! "did you mean"), a component of the wrong kind, an undeclared input
 //! stream, a fields grouping on an undeclared field, a direct grouping on a
-//! stream that is not direct (and the reverse).
+//! stream that is not direct (and the reverse), and (contract 1.1) config
+//! keys a component or plugin wait strategy did not declare, input fields a
+//! bolt needs, and inputs a bolt's `check_inputs` refuses.
 
 use std::collections::HashMap;
 
@@ -191,8 +193,9 @@ impl<'a> Binder<'a> {
         }
     }
 
-    /// Reports keys of a component's `config` that it did not declare (with
-    /// a did-you-mean), keys of the wrong type, and required keys left out,
+    /// Reports keys of a component's `config` (or of a plugin wait
+    /// strategy's `[wait.*]` table) that it did not declare (with a
+    /// did-you-mean), keys of the wrong type, and required keys left out,
     /// before any constructor runs.
     fn check_config_keys(
         &mut self,
@@ -363,8 +366,13 @@ impl<'a> Binder<'a> {
     }
 
     fn wait_plan(&mut self, spec: WaitSpec) -> WaitPlan {
-        if let WaitSpec::Plugin { component, config } = &spec {
+        if let WaitSpec::Plugin { component, config, keys } = &spec {
             if let Some(d) = self.resolve(component, ComponentKind::WAIT_STRATEGY) {
+                // A table shared by several components is checked once per
+                // component; `bind` drops the repeated diagnostics.
+                if let Some(ext) = self.extension(component, ComponentKind::WAIT_STRATEGY) {
+                    self.check_config_keys(ext, component, component.loc, keys);
+                }
                 return WaitPlan::Plugin {
                     name: format!("{}::{}", component.alias, component.component),
                     new: d.new,

@@ -211,4 +211,41 @@ mod tests {
         assert_eq!(bolt.report(), "wordcount: apple 1\nwordcount: cow 1\nwordcount: the 2\n");
         assert_eq!(WordCount::default().report(), "");
     }
+
+    #[test]
+    fn saved_counts_restore_into_a_fresh_bolt_and_add_up() {
+        let mut bolt = WordCount::default();
+        for word in ["cow", "moon", "cow"] {
+            bolt.count(word);
+        }
+        let state = bolt.save_state().expect("word count has state");
+        assert_eq!(state.format.as_str(), STATE_FORMAT);
+        assert_eq!(state.entries.len(), 2, "one entry per word");
+
+        let mut restored = WordCount::default();
+        restored.restore_state(state.clone()).unwrap();
+        assert_eq!(restored.report(), "wordcount: cow 2\nwordcount: moon 1\n");
+        // Two tasks' states handed to one task add up.
+        restored.restore_state(state).unwrap();
+        assert_eq!(restored.report(), "wordcount: cow 4\nwordcount: moon 2\n");
+        let mut recorder = Recorder::default();
+        execute(&mut restored, &mut recorder, &[Value::from("moon")], "default", "split");
+        assert_eq!(recorder.emitted[0].values, [Value::from("moon"), Value::U64(3)]);
+    }
+
+    #[test]
+    fn restore_refuses_an_unknown_format_and_malformed_entries() {
+        let mut bolt = WordCount::default();
+        let err = bolt.restore_state(State::new("word-count/0")).unwrap_err().to_string();
+        assert_eq!(err, "unknown state format `word-count/0` (expected `word-count/1`)");
+        let mut short = State::new(STATE_FORMAT);
+        short.push(&[Value::from("cow")], vec![1, 2, 3]);
+        let err = bolt.restore_state(short).unwrap_err().to_string();
+        assert_eq!(err, "a count that is not 8 bytes");
+        let mut keyless = State::new(STATE_FORMAT);
+        keyless.push(&[Value::U64(1)], 1u64.to_le_bytes().to_vec());
+        let err = bolt.restore_state(keyless).unwrap_err().to_string();
+        assert_eq!(err, "a count without its word");
+        assert!(bolt.counts.is_empty(), "nothing was counted from refused states");
+    }
 }

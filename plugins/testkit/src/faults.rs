@@ -108,6 +108,28 @@ impl Bolt for ChaosBolt {
     const NAME: &'static str = "ChaosBolt";
     const DESCRIPTION: &'static str =
         "panics, fails or drops a random share of its inputs; passes the rest";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
+        ConfigKey::optional("fail_rate", KeyKind::Float, "0.0", "share of inputs failed (0 to 1)"),
+        ConfigKey::optional(
+            "drop_rate",
+            KeyKind::Float,
+            "0.0",
+            "share of inputs dropped, so they time out (0 to 1)",
+        ),
+        ConfigKey::optional(
+            "panic_rate",
+            KeyKind::Float,
+            "0.0",
+            "share of inputs that panic (0 to 1)",
+        ),
+        ConfigKey::optional("seed", KeyKind::Integer, "42", "seeds the draws"),
+        ConfigKey::optional(
+            "error_every",
+            KeyKind::Integer,
+            "0",
+            "every N-th input returns an error from execute (0: never)",
+        ),
+    ]);
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["value"]);
@@ -172,6 +194,21 @@ impl PanicBudget {
     }
 }
 
+/// The config keys of [`PanicBolt`] and [`PanicSpout`] ([`PanicConfig`]).
+const PANIC_KEYS: Option<&[ConfigKey]> = Some(&[
+    ConfigKey::optional(
+        "after",
+        KeyKind::Integer,
+        "0",
+        "tuples each instance passes before it panics",
+    ),
+    ConfigKey::maybe(
+        "times",
+        KeyKind::Integer,
+        "panics allowed to all instances of the process together (unlimited when left out)",
+    ),
+]);
+
 /// Panics thrown by every `PanicBolt` of the process.
 static BOLT_PANICS: AtomicU64 = AtomicU64::new(0);
 /// Panics thrown by every `PanicSpout` of the process.
@@ -195,6 +232,7 @@ impl BasicBolt for PanicBolt {
     const NAME: &'static str = "PanicBolt";
     const DESCRIPTION: &'static str =
         "panics after `after` inputs, `times` times per process; else re-emits";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = PANIC_KEYS;
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["value"]);
@@ -237,6 +275,7 @@ impl Spout for PanicSpout {
     const NAME: &'static str = "PanicSpout";
     const DESCRIPTION: &'static str =
         "emits a counter; panics after `after` emits, `times` times per process";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = PANIC_KEYS;
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["value"]);
@@ -269,6 +308,7 @@ pub struct FailOnNew;
 impl Spout for FailOnNew {
     const NAME: &'static str = "FailOnNew";
     const DESCRIPTION: &'static str = "its constructor always returns an error";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["value"]);
@@ -289,7 +329,7 @@ impl Spout for FailOnNew {
 #[derive(Debug)]
 pub struct BlockOnNew;
 
-#[derive(Deserialize)]
+#[derive(Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BlockConfig {
     #[serde(default = "an_hour")]
@@ -303,6 +343,12 @@ fn an_hour() -> u64 {
 impl Spout for BlockOnNew {
     const NAME: &'static str = "BlockOnNew";
     const DESCRIPTION: &'static str = "its constructor blocks for `secs` seconds";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[ConfigKey::optional(
+        "secs",
+        KeyKind::Integer,
+        "3600",
+        "seconds the constructor blocks",
+    )]);
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["value"]);
@@ -327,6 +373,7 @@ pub struct PanicOnNew;
 impl BasicBolt for PanicOnNew {
     const NAME: &'static str = "PanicOnNew";
     const DESCRIPTION: &'static str = "its constructor always panics";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["value"]);
@@ -444,6 +491,18 @@ mod tests {
             PanicBolt { after: 0, budget: PanicBudget { thrown: &THROWN, times: 1 }, executed: 0 };
         assert!(run(&mut rebuilt).is_ok());
         assert_eq!(recorder.emitted.len(), 3);
+    }
+
+    #[test]
+    fn declared_config_keys_match_the_config_structs() {
+        use squall_plugin_api::testing::check_config_keys;
+        check_config_keys::<ChaosConfig>(ChaosBolt::CONFIG_KEYS, "").unwrap();
+        check_config_keys::<PanicConfig>(PanicBolt::CONFIG_KEYS, "times = 3").unwrap();
+        check_config_keys::<PanicConfig>(PanicSpout::CONFIG_KEYS, "times = 3").unwrap();
+        check_config_keys::<BlockConfig>(BlockOnNew::CONFIG_KEYS, "").unwrap();
+        // Their constructors do not read their config: they declare none.
+        assert_eq!(FailOnNew::CONFIG_KEYS, Some(&[][..]));
+        assert_eq!(PanicOnNew::CONFIG_KEYS, Some(&[][..]));
     }
 
     #[test]

@@ -84,12 +84,13 @@ fn shared_or_inline(s: &str) -> Value {
     }
 }
 
+/// The config of components that take none: every key is refused.
+#[derive(Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoConfig {}
+
 /// Refuses any config key, for components that take none.
 fn parse_no_config(config: &ComponentConfig<'_>) -> Result<()> {
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct NoConfig {}
-
     config
         .parse::<NoConfig>()
         .map(drop)
@@ -167,6 +168,18 @@ mod tests {
         ];
         assert_eq!(listing(), expected);
         assert_eq!(__SquallPlugin::catalogue().plugin.as_str(), "squall-testkit");
+    }
+
+    #[test]
+    fn every_component_declares_its_config_keys() {
+        let extensions = __SquallPlugin::extensions();
+        assert_eq!(extensions.len(), __SquallPlugin::catalogue().components.len());
+        for c in extensions.iter() {
+            assert!(c.declares_config, "{} does not declare its config keys", c.name);
+            for key in c.config_keys.iter() {
+                assert!(!key.doc.is_empty(), "{}.{} has no doc", c.name, key.name);
+            }
+        }
     }
 
     #[test]

@@ -85,6 +85,10 @@ pub struct LifecycleSpout {
 impl Spout for LifecycleSpout {
     const NAME: &'static str = "LifecycleSpout";
     const DESCRIPTION: &'static str = "logs each lifecycle call to a file; emits `limit` counters";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
+        ConfigKey::required("log", KeyKind::String, "the file each lifecycle call is appended to"),
+        ConfigKey::optional("limit", KeyKind::Integer, "10", "counters emitted in all"),
+    ]);
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["value"]);
@@ -144,6 +148,11 @@ pub struct LifecycleBolt {
 impl BasicBolt for LifecycleBolt {
     const NAME: &'static str = "LifecycleBolt";
     const DESCRIPTION: &'static str = "logs each lifecycle call to a file; discards its inputs";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[ConfigKey::required(
+        "log",
+        KeyKind::String,
+        "the file each lifecycle call is appended to",
+    )]);
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
         let config: LifecycleBoltConfig = config.parse()?;
@@ -208,6 +217,15 @@ mod tests {
                         sink:4 cleanup\n";
         assert_eq!(text, expected);
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn declared_config_keys_match_the_config_structs() {
+        use squall_plugin_api::testing::check_config_keys;
+        check_config_keys::<LifecycleSpoutConfig>(LifecycleSpout::CONFIG_KEYS, "log = \"l\"")
+            .unwrap();
+        check_config_keys::<LifecycleBoltConfig>(LifecycleBolt::CONFIG_KEYS, "log = \"l\"")
+            .unwrap();
     }
 
     #[test]

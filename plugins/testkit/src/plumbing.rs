@@ -18,7 +18,7 @@ struct ConstConfig {
     reliable: bool,
     #[serde(default)]
     limit: Option<u64>,
-    #[serde(default = "default_per_call", alias = "batch")]
+    #[serde(default = "default_per_call")]
     per_call: u32,
     #[serde(default)]
     fresh: bool,
@@ -46,8 +46,8 @@ fn default_per_call() -> u32 {
 /// Config: `value` (string, `"hello"`), `reliable` (false; when true every
 /// tuple carries a sequential message id 0, 1, 2, ...; acks and fails are
 /// ignored, nothing is replayed), `limit` (total tuples per task, none by
-/// default), `per_call` or its alias `batch` (tuples per `next_tuple`, 1:
-/// a spout that hands a whole batch over in one call), `repeat` (the value is
+/// default), `per_call` (tuples per `next_tuple`, 1; more: a spout that hands
+/// a whole batch over in one call), `repeat` (the value is
 /// `value` repeated this many times, 1; for big values) and `fresh` (false;
 /// when true every emit carries its own copy of the value instead of a
 /// shared reference, so memory use grows with the tuples in flight) and
@@ -72,6 +72,39 @@ pub struct ConstSpout {
 impl Spout for ConstSpout {
     const NAME: &'static str = "ConstSpout";
     const DESCRIPTION: &'static str = "emits one constant string, per_call tuples per next_tuple";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
+        ConfigKey::optional("value", KeyKind::String, "\"hello\"", "the string emitted"),
+        ConfigKey::optional(
+            "reliable",
+            KeyKind::Bool,
+            "false",
+            "emit with sequential message ids (never replayed)",
+        ),
+        ConfigKey::maybe(
+            "limit",
+            KeyKind::Integer,
+            "tuples per task in all (no limit when left out)",
+        ),
+        ConfigKey::optional("per_call", KeyKind::Integer, "1", "tuples per next_tuple call"),
+        ConfigKey::optional(
+            "fresh",
+            KeyKind::Bool,
+            "false",
+            "give every emit its own copy of the value",
+        ),
+        ConfigKey::optional(
+            "repeat",
+            KeyKind::Integer,
+            "1",
+            "the value is `value` repeated this often",
+        ),
+        ConfigKey::optional(
+            "extra_values",
+            KeyKind::Integer,
+            "0",
+            "values emitted beyond the declared field (a plugin bug, for the arity check)",
+        ),
+    ]);
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["value"]);
@@ -133,6 +166,7 @@ pub struct EmptySpout;
 impl Spout for EmptySpout {
     const NAME: &'static str = "EmptySpout";
     const DESCRIPTION: &'static str = "never emits anything (idle-CPU benchmark)";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["value"]);
@@ -155,6 +189,7 @@ pub struct NullBolt;
 impl BasicBolt for NullBolt {
     const NAME: &'static str = "NullBolt";
     const DESCRIPTION: &'static str = "discards every input";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
         parse_no_config(config)?;
@@ -173,6 +208,7 @@ pub struct IdBolt;
 impl BasicBolt for IdBolt {
     const NAME: &'static str = "IdBolt";
     const DESCRIPTION: &'static str = "re-emits every input unchanged";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["value"]);
@@ -211,6 +247,12 @@ pub struct SleepBolt {
 impl BasicBolt for SleepBolt {
     const NAME: &'static str = "SleepBolt";
     const DESCRIPTION: &'static str = "sleeps `micros` per input, then re-emits it";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[ConfigKey::optional(
+        "micros",
+        KeyKind::Integer,
+        "1000",
+        "microseconds slept per input",
+    )]);
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["value"]);
@@ -233,6 +275,16 @@ impl BasicBolt for SleepBolt {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn declared_config_keys_match_the_config_structs() {
+        use squall_plugin_api::testing::check_config_keys;
+        check_config_keys::<ConstConfig>(ConstSpout::CONFIG_KEYS, "limit = 5").unwrap();
+        check_config_keys::<SleepConfig>(SleepBolt::CONFIG_KEYS, "").unwrap();
+        check_config_keys::<crate::NoConfig>(EmptySpout::CONFIG_KEYS, "").unwrap();
+        check_config_keys::<crate::NoConfig>(NullBolt::CONFIG_KEYS, "").unwrap();
+        check_config_keys::<crate::NoConfig>(IdBolt::CONFIG_KEYS, "").unwrap();
+    }
     use squall_plugin_api::testing::Recorder;
 
     fn const_spout(config: &str) -> ConstSpout {

@@ -71,6 +71,11 @@ impl RecordBolt {
 
 impl BasicBolt for RecordBolt {
     const NAME: &'static str = "RecordBolt";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[ConfigKey::required(
+        "out",
+        KeyKind::String,
+        "path prefix of the per-task report <out>.<task_id>",
+    )]);
     const DESCRIPTION: &'static str =
         "counts inputs per first value and ticks; writes <out>.<task_id> at cleanup";
 
@@ -128,6 +133,15 @@ mod tests {
     use squall_plugin_api::{SYSTEM_COMPONENT, TICK_STREAM};
 
     use super::*;
+
+    #[test]
+    fn declared_config_keys_match_the_config_struct() {
+        squall_plugin_api::testing::check_config_keys::<RecordConfig>(
+            RecordBolt::CONFIG_KEYS,
+            "out = \"o\"",
+        )
+        .unwrap();
+    }
     use crate::test_support::{context, temp_dir};
     use squall_plugin_api::testing::Recorder;
 

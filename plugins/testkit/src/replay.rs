@@ -162,6 +162,20 @@ impl Spout for ReplaySpout {
     const NAME: &'static str = "ReplaySpout";
     const DESCRIPTION: &'static str =
         "emits ids 0..messages reliably, replays failures, logs every event";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
+        ConfigKey::optional(
+            "messages",
+            KeyKind::Integer,
+            "100000",
+            "message ids emitted: 0..messages",
+        ),
+        ConfigKey::required(
+            "log",
+            KeyKind::String,
+            "the file every emit, ack and fail is logged to",
+        ),
+        ConfigKey::maybe("done_file", KeyKind::String, "created once every message is acked"),
+    ]);
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["value"]);
@@ -243,6 +257,15 @@ impl Spout for ReplaySpout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn declared_config_keys_match_the_config_struct() {
+        squall_plugin_api::testing::check_config_keys::<ReplayConfig>(
+            ReplaySpout::CONFIG_KEYS,
+            "log = \"l\"\ndone_file = \"d\"",
+        )
+        .unwrap();
+    }
     use crate::test_support::{context, temp_dir};
     use squall_plugin_api::testing::Recorder;
 

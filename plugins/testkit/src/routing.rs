@@ -38,6 +38,10 @@ pub struct DirectSpout {
 
 impl Spout for DirectSpout {
     const NAME: &'static str = "DirectSpout";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
+        ConfigKey::required("target", KeyKind::String, "the component whose tasks are sent to"),
+        ConfigKey::optional("limit", KeyKind::Integer, "1000", "tuples sent in all"),
+    ]);
     const DESCRIPTION: &'static str =
         "emit_direct round-robin over the tasks of `target`; value = target task id";
 
@@ -109,6 +113,8 @@ pub struct MultiStreamSpout {
 
 impl Spout for MultiStreamSpout {
     const NAME: &'static str = "MultiStreamSpout";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> =
+        Some(&[ConfigKey::optional("limit", KeyKind::Integer, "1000", "tuples emitted in all")]);
     const DESCRIPTION: &'static str = "emits a counter on stream \"even\" or \"odd\" by parity";
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
@@ -142,6 +148,13 @@ impl Spout for MultiStreamSpout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn declared_config_keys_match_the_config_structs() {
+        use squall_plugin_api::testing::check_config_keys;
+        check_config_keys::<DirectConfig>(DirectSpout::CONFIG_KEYS, "target = \"t\"").unwrap();
+        check_config_keys::<MultiStreamConfig>(MultiStreamSpout::CONFIG_KEYS, "").unwrap();
+    }
     use crate::test_support::context;
     use squall_plugin_api::testing::Recorder;
 

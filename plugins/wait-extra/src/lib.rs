@@ -128,6 +128,26 @@ impl WaitStrategy for ExponentialBackoff {
     const NAME: &'static str = "ExponentialBackoff";
     const DESCRIPTION: &'static str =
         "spins spin_count times, then sleeps min_sleep_micros doubling up to max_sleep_micros";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
+        ConfigKey::optional(
+            "spin_count",
+            KeyKind::Integer,
+            "10",
+            "idle calls that only spin before the first sleep",
+        ),
+        ConfigKey::optional(
+            "min_sleep_micros",
+            KeyKind::Integer,
+            "1",
+            "the first sleep in microseconds (0 yields the thread)",
+        ),
+        ConfigKey::optional(
+            "max_sleep_micros",
+            KeyKind::Integer,
+            "1000",
+            "the longest sleep in microseconds (at least min_sleep_micros)",
+        ),
+    ]);
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
         let config: BackoffConfig = config.parse()?;
@@ -153,6 +173,15 @@ mod tests {
     use squall_plugin_api::abi::{ComponentKind, PluginSource};
 
     use super::*;
+
+    #[test]
+    fn declared_config_keys_match_the_config_struct() {
+        squall_plugin_api::testing::check_config_keys::<BackoffConfig>(
+            ExponentialBackoff::CONFIG_KEYS,
+            "",
+        )
+        .unwrap();
+    }
 
     fn parse(text: &str) -> Result<BackoffConfig> {
         ComponentConfig::new(text).parse()

@@ -5,13 +5,15 @@ use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::{AsRawFd, IntoRawFd};
 use std::path::{Path, PathBuf};
 
-use abi_stable::library::{AbiHeaderRef, LibraryError, ROOT_MODULE_LOADER_NAME_WITH_NUL};
+use abi_stable::library::{
+    AbiHeaderRef, LibHeader, LibraryError, ROOT_MODULE_LOADER_NAME_WITH_NUL,
+};
 use abi_stable::std_types::RVec;
 use libloading::os::unix::{Library as UnixLibrary, RTLD_LOCAL, RTLD_NOW};
 use sha2::{Digest, Sha256};
 use squall_plugin_api::abi::{
-    v1_0, Catalogue, ComponentDescriptor, ComponentExt, ComponentKind, HostBox, PResult,
-    PanicStrategy, PluginRoot_Ref, CONTRACT_VERSION,
+    lib_header, v1_0, Catalogue, ComponentDescriptor, ComponentExt, ComponentKind, HostBox,
+    PResult, PanicStrategy, PluginRoot_Ref, PluginSource, CONTRACT_VERSION,
 };
 
 use super::error::shown;
@@ -87,7 +89,6 @@ pub fn load_library_with(
     sha256: Option<&str>,
     options: LoadOptions,
 ) -> Result<Library, LoadError> {
-    let (alias_s, path_b) = (alias.to_owned(), path.to_path_buf());
     let file = open_regular(alias, path)?;
     let allow_writable =
         options.allow_writable || std::env::var_os(ALLOW_WRITABLE_ENV).is_some_and(|v| v == "1");
@@ -98,6 +99,47 @@ pub fn load_library_with(
         check_digest(alias, path, &file, expected)?;
     }
     let root = open_root(alias, path, file)?;
+    read_root(alias, path, root)
+}
+
+/// The path a library linked into this process is reported under.
+pub const IN_PROCESS_PATH: &str = "(linked in process)";
+
+/// Reads the catalogue of a plugin crate linked into this process as a Rust
+/// library (`crate-type = ["cdylib", "rlib"]`), through the same root module
+/// `export_plugin!` exports from its `.so`: the contract is checked by
+/// abi_stable, the host's services are attached and the panic strategy is
+/// checked exactly as [`load_library_with`] does, with no `dlopen`. For
+/// in-process tests (the `squall-harness` crate); the library is reported
+/// under [`IN_PROCESS_PATH`].
+///
+/// # Errors
+/// An incompatible contract, a `panic = "abort"` build, or a failing catalogue.
+pub fn load_in_process<P: PluginSource>(alias: &str) -> Result<Library, LoadError> {
+    let path = Path::new(IN_PROCESS_PATH);
+    // abi_stable keeps the initialised root module in the header, which must
+    // outlive every component made from it: one small header per call, kept
+    // for the life of the process like a dlopen'ed library.
+    let header: &'static LibHeader = Box::leak(Box::new(lib_header::<P>()));
+    let root =
+        header.init_root_module::<PluginRoot_Ref>().map_err(|e| LoadError::Incompatible {
+            alias: alias.to_owned(),
+            path: path.to_path_buf(),
+            host_contract: CONTRACT_VERSION,
+            detail: condense(&e),
+        })?;
+    let root = Root {
+        catalogue: root.catalogue(),
+        attach_host: root.attach_host(),
+        panic_strategy: root.panic_strategy(),
+        extensions: root.extensions(),
+    };
+    read_root(alias, path, root)
+}
+
+/// Checks a library's root module and reads its catalogue and 1.1 descriptors.
+fn read_root(alias: &str, path: &Path, root: Root) -> Result<Library, LoadError> {
+    let (alias_s, path_b) = (alias.to_owned(), path.to_path_buf());
     // A `panic = "abort"` library would take the whole host down at its first
     // panic: refuse it before calling any of its code. A 1.0 library does not
     // say; it loads, with a warning.

@@ -17,5 +17,8 @@ pub mod object;
 pub mod services;
 
 pub use error::{escape_controls, LoadError};
-pub use loader::{load_library, load_library_with, Library, LoadOptions, ALLOW_WRITABLE_ENV};
+pub use loader::{
+    load_in_process, load_library, load_library_with, Library, LoadOptions, ALLOW_WRITABLE_ENV,
+    IN_PROCESS_PATH,
+};
 pub use object::{BoltObj, ExtConstructor, Factory, Instance, SpoutObj};

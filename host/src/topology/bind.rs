@@ -39,9 +39,25 @@ pub enum BindError {
 /// [`BindError::Config`] lists every mismatch between the topology and its
 /// plugins, each with file:line:col.
 pub fn bind(config: &TopologyConfig) -> Result<Topology, BindError> {
-    let mut libraries = HashMap::new();
+    bind_with(config, HashMap::new())
+}
+
+/// [`bind`], with some libraries already loaded: an alias of `config` found
+/// in `provided` uses that library and its path is not opened; the other
+/// aliases are loaded from their paths. The in-process test harness hands
+/// over plugins linked into the test binary this way.
+///
+/// # Errors
+/// As [`bind`].
+pub fn bind_with(
+    config: &TopologyConfig,
+    provided: HashMap<String, Library>,
+) -> Result<Topology, BindError> {
+    let mut libraries = provided;
     let mut load_errors = Vec::new();
-    for decl in &config.plugins {
+    let to_load: Vec<_> =
+        config.plugins.iter().filter(|d| !libraries.contains_key(&d.alias)).collect();
+    for decl in to_load {
         let options = LoadOptions {
             allow_writable: decl.allow_writable || config.settings.allow_writable_plugins,
         };

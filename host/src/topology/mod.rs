@@ -13,7 +13,7 @@ use std::ops::Range;
 use squall_plugin_api::abi::{ComponentBox, PResult};
 use squall_plugin_api::{StreamDecl, WaitSituation};
 
-pub use bind::{bind, BindError};
+pub use bind::{bind, bind_with, BindError};
 pub use grouping::Grouping;
 
 use crate::config::{Settings, ThrottleSpec, WaitSpec};

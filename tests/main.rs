@@ -65,3 +65,7 @@ mod throttle;
 // symlink loops as plugins, bare names for inspect, writable libraries, huge
 // numbers and hostile names.
 mod hardening;
+
+// Live reload: bolts swapped while a reliable spout runs, state handed over,
+// every id acked once, a refused change and a rolled back prepare.
+mod reload;

@@ -190,3 +190,46 @@ fn bolts_swap_live_with_their_state_and_no_tuple_lost_and_a_failed_prepare_rolls
     assert_eq!(out.summary()["reloads"]["succeeded"], 2, "\n{ctx}");
     assert_eq!(out.summary()["reloads"]["failed"], 2, "\n{ctx}");
 }
+
+#[test]
+fn watch_coalesces_a_burst_of_writes_into_one_reload() {
+    let ws = Workspace::new("reload_watch");
+    let toml = |micros: u64| {
+        format!(
+            r#"
+[plugins]
+testkit = "{{testkit}}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+throttle = {{ tuples_per_sec = 500 }}
+
+[bolts.work]
+component = "testkit::SleepBolt"
+config = {{ micros = {micros} }}
+inputs = [{{ from = "source" }}]
+"#
+        )
+    };
+    let file = ws.write_topology("watch.toml", &toml(0));
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &file);
+    cmd.arg("--watch").limit(Duration::from_secs(60));
+    let mut child = cmd.spawn();
+    child.wait_for_stat("work", "executed", |n| n >= 50, Duration::from_secs(30));
+    // A burst: three writes 50 ms apart, as an editor's save may do.
+    for micros in [1, 2, 3] {
+        ws.write_topology("watch.toml", &toml(micros));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_for_stderr("reload #1 (--watch) succeeded", Duration::from_secs(10));
+    let log = child.stderr_snapshot();
+    assert!(log.contains(r#"rebuilt "work" (config changed, 1 task"#), "{log}");
+    // Nothing changed since: no second reload.
+    std::thread::sleep(Duration::from_millis(1500));
+    let log = child.stderr_snapshot();
+    assert!(!log.contains("reload #2"), "one reload for the burst\n{log}");
+    child.interrupt();
+    let out = child.wait();
+    out.assert_code(0);
+    assert_eq!(out.summary()["reloads"]["succeeded"], 1, "\n{}", out.context());
+}

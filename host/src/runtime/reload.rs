@@ -367,15 +367,12 @@ impl Reloader {
             };
             Ok((lib, digest))
         });
-        let mut topology = result.map_err(|e| -> Vec<String> {
+        result.map_err(|e| -> Vec<String> {
             match e {
                 BindError::Config(d) => d.items.iter().map(ToString::to_string).collect(),
                 BindError::Load(errors) => errors.iter().map(ToString::to_string).collect(),
             }
-        })?;
-        // The loader recorded the library paths; keep the file's own path.
-        topology.file = config.file.clone();
-        Ok(topology)
+        })
     }
 
     /// Builds a new instance for every task of every changed bolt.
@@ -504,4 +501,128 @@ fn fresh_copy(
     std::fs::copy(path, &copy).map_err(error)?;
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o500)).map_err(error)?;
     Ok(copy)
+}
+
+#[cfg(test)]
+mod tests {
+    use abi_stable::std_types::RStr;
+    use squall_plugin_api::abi::{ComponentBox, PResult};
+    use squall_plugin_api::{ErrorKind, PluginError, StreamDecl};
+
+    use super::*;
+    use crate::config::{Loc, Settings, WaitSpec};
+    use crate::plugin::Factory;
+    use crate::topology::{Grouping, Input, LibraryInfo, OutputStream};
+
+    extern "C" fn never(_config: RStr<'_>) -> PResult<ComponentBox> {
+        abi_stable::std_types::RResult::RErr(PluginError::new(ErrorKind::RUNTIME, "not built"))
+    }
+
+    fn component(name: &str, kind: Kind, tasks: std::ops::Range<u32>) -> Component {
+        let park = WaitPlan::Builtin(WaitSpec::Park { park_micros: 0 });
+        Component {
+            name: name.to_owned(),
+            kind,
+            reference: format!("lib::{name}"),
+            loc: Loc::new(3, 1),
+            factory: Factory::V1(never),
+            input_fields: Vec::new(),
+            config: String::new(),
+            tasks,
+            outputs: vec![OutputStream {
+                decl: StreamDecl {
+                    name: "default".into(),
+                    fields: vec!["value".into()].into(),
+                    direct: false,
+                },
+                subscribers: Vec::new(),
+            }],
+            default_stream: Some(0),
+            auto_ack: true,
+            inputs: Vec::new(),
+            tick_tuple_freq_secs: None,
+            throttle: None,
+            max_spout_pending: None,
+            wait: [park.clone(), park.clone(), park],
+        }
+    }
+
+    /// spout "s" (1 task) -> bolt "b" (2 tasks, shuffle), library digest "d1".
+    fn topology() -> Topology {
+        let mut bolt = component("b", Kind::Bolt, 1..3);
+        bolt.inputs.push(Input {
+            from: 0,
+            stream: 0,
+            grouping: Grouping::Shuffle,
+            loc: Loc::new(9, 1),
+            throttle: None,
+        });
+        Topology {
+            name: "t".into(),
+            settings: Settings::default(),
+            components: vec![component("s", Kind::Spout, 0..1), bolt],
+            task_count: 3,
+            file: "t.toml".into(),
+            libraries: vec![LibraryInfo {
+                alias: "lib".into(),
+                path: "lib.so".into(),
+                digest: "d1".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn an_unchanged_topology_rebuilds_nothing() {
+        assert_eq!(diff(&topology(), &topology()), Ok(vec![]));
+    }
+
+    #[test]
+    fn a_changed_bolt_config_rebuilds_that_bolt() {
+        let mut new = topology();
+        new.components[1].config = "x = 1\n".into();
+        let changes = diff(&topology(), &new).expect("live");
+        assert_eq!(changes, [Change { name: "b".into(), why: vec!["config"] }]);
+    }
+
+    #[test]
+    fn a_changed_library_rebuilds_its_components_and_refuses_for_a_spout() {
+        let mut new = topology();
+        new.libraries[0].digest = "d2".into();
+        let refused = diff(&topology(), &new).expect_err("the spout changed");
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].contains("t.toml:3:1: spout \"s\""), "{refused:?}");
+        assert!(refused[0].contains("swapping a spout live is not supported"), "{refused:?}");
+        // With the spout from another library, only the bolt changes.
+        let (mut old, mut new) = (topology(), new);
+        for t in [&mut old, &mut new] {
+            t.components[0].reference = "other::s".into();
+        }
+        let changes = diff(&old, &new).expect("live");
+        assert_eq!(changes, [Change { name: "b".into(), why: vec!["library"] }]);
+    }
+
+    #[test]
+    fn changes_that_cannot_be_made_live_are_refused_with_their_reasons() {
+        let mut new = topology();
+        new.name = "renamed".into();
+        new.settings.acker_executors += 1;
+        new.components[1].tasks = 1..4;
+        new.components[1].inputs[0].grouping = Grouping::Global;
+        new.components.push(component("c", Kind::Bolt, 4..5));
+        let refused = diff(&topology(), &new).expect_err("refused");
+        let all = refused.join("\n");
+        assert!(all.contains("topology name changed"), "{all}");
+        assert!(all.contains("acker_executors"), "{all}");
+        assert!(all.contains("its parallelism"), "{all}");
+        assert!(all.contains("its inputs or groupings"), "{all}");
+        assert!(all.contains("bolt \"c\" is new"), "{all}");
+    }
+
+    #[test]
+    fn a_removed_component_is_refused() {
+        let mut new = topology();
+        new.components.pop();
+        let refused = diff(&topology(), &new).expect_err("refused");
+        assert!(refused[0].contains("bolt \"b\" was removed"), "{refused:?}");
+    }
 }

@@ -11,8 +11,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::util::{
-    cargo_build_release, plugin_path, read_records, release_dir, squall_bin, Output, SquallCommand,
-    Workspace, SWAP_FLAVOR_VAR, SWAP_PACKAGE,
+    cargo_build_release, plugin_path, read_records, release_dir, squall_bin, swap_build_lock,
+    Output, SquallCommand, Workspace, SWAP_FLAVOR_VAR, SWAP_PACKAGE,
 };
 
 /// EX_UNAVAILABLE: a plugin library could not be loaded or a component built.
@@ -369,6 +369,8 @@ fn run_swap(ws: &Workspace, topology: &Path) -> String {
 #[test]
 fn a_rebuilt_plugin_swapped_in_between_runs_is_picked_up_without_rebuilding_the_host() {
     let ws = Workspace::new("hot_swap");
+    // The live reload test builds other flavours into the same folder.
+    let _build = swap_build_lock();
     let built = release_dir().join("libsquall_swap_demo.so");
     let installed = ws.path("libswap.so");
     let host = squall_bin();

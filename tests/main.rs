@@ -77,3 +77,6 @@ mod hardening;
 // with no line skipped, follows a file across rotation and truncation, and
 // JsonLinesSink writes every tuple; bad config exits 78 at file:line:col.
 mod files;
+// Live reload: bolts swapped while a reliable spout runs, state handed over,
+// every id acked once, a refused change and a rolled back prepare.
+mod reload;

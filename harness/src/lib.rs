@@ -66,7 +66,7 @@ use squall_host::control::RunError;
 use squall_host::metrics::Report;
 use squall_host::plugin::{load_in_process, Library, LoadError, IN_PROCESS_PATH};
 use squall_host::runtime::{self, StartError};
-use squall_host::topology::{bind_with, BindError, Topology};
+use squall_host::topology::{bind_provided, BindError, Topology};
 use squall_plugin_api::abi::PluginSource;
 use squall_plugin_api::{MessageId, Value, DEFAULT_STREAM};
 
@@ -239,11 +239,11 @@ impl Harness {
         let registered = Registered::new();
         let config = self.config()?;
         // Bound once as written, for every component's declared streams.
-        let written = bind_with(&config, self.libraries()?).map_err(bind_error)?;
+        let written = bind_provided(&config, self.libraries()?).map_err(bind_error)?;
         let config = self.rewrite(config, &written, &registered)?;
         let mut libraries = self.libraries()?;
         libraries.insert(ALIAS.to_owned(), load_in_process::<HarnessPlugin>(ALIAS).map_err(one)?);
-        let topology = bind_with(&config, libraries).map_err(bind_error)?;
+        let topology = bind_provided(&config, libraries).map_err(bind_error)?;
         let limit = Duration::from_secs(topology.settings.startup_timeout_secs);
         let instances = runtime::instantiate_within(&topology, limit)?;
         let running = runtime::start(topology, instances)?;

@@ -23,6 +23,13 @@ pub const PACKAGES: &[&str] = &[
 /// The package the hot-swap test rebuilds with another flavour.
 pub const SWAP_PACKAGE: &str = "squall-swap-demo";
 
+/// Held while a test rebuilds `squall-swap-demo` and copies the result: the
+/// tests that swap it build different flavours into the same target folder.
+pub fn swap_build_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The environment variable that picks the flavour baked into `squall-swap-demo`.
 pub const SWAP_FLAVOR_VAR: &str = "SQUALL_SWAP_FLAVOR";
 

@@ -96,6 +96,10 @@ pub struct RunArgs {
     /// PORT (loopback) or HOST:PORT. Off by default.
     #[arg(long, value_name = "ADDR", value_parser = crate::http::parse_addr)]
     pub http: Option<std::net::SocketAddr>,
+    /// Reload live when the topology file or a plugin library it names
+    /// changes (SIGHUP and `POST /api/v1/reload` reload too, always).
+    #[arg(long)]
+    pub watch: bool,
 }
 
 /// The longest `--duration`: 366 days. Longer runs have no `--duration` and

@@ -35,12 +35,17 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     if let Some(deadline) = deadline {
         handle.run().set_deadline(deadline);
     }
+    crate::runtime::Reloader::new(args.topology.clone(), handle.clone()).spawn()?;
+    if args.watch {
+        crate::runtime::watch::spawn(args.topology.clone(), handle.clone())?;
+    }
     signals.attach(handle.clone());
     let http = http.map(|server| server.serve(handle.clone())).transpose()?;
     tracing::info!(topology = %name, "running; SIGINT (Ctrl-C) or SIGTERM drains and stops, a second one exits at once");
     let interval = (!args.stats_interval.is_zero()).then_some(args.stats_interval);
     let reason = run_loop(&handle, &signals, deadline, interval, &mut reporters);
     tracing::info!("{reason}: draining");
+    let reloads = handle.reloads();
     let RunOutcome { report, drain, error } = running.stop();
     if let Some(http) = http {
         http.stop();
@@ -52,6 +57,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         error: error.as_ref().map(ToString::to_string),
         elapsed_secs: report.elapsed_secs,
         drain,
+        reloads: crate::metrics::ReloadSummary { succeeded: reloads.0, failed: reloads.1 },
         components: report.components,
     };
     for r in &mut reporters {

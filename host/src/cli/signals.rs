@@ -3,8 +3,9 @@
 //! - The first SIGINT (Ctrl-C) or SIGTERM (`docker stop`, `kubectl delete
 //!   pod`, `systemctl stop`) starts the graceful drain.
 //! - A second SIGINT or SIGTERM exits at once with 130.
-//! - SIGHUP is reserved for reloading; until that exists it is logged and
-//!   the topology keeps running.
+//! - SIGHUP reloads the topology file live (see `runtime::reload`); the
+//!   reload logs its own summary line, and a failed reload leaves the
+//!   topology running as it was.
 //!
 //! A dedicated thread reads the signals (through `signal-hook`'s self-pipe,
 //! so nothing but a flag write runs in the handler itself) and drains the
@@ -70,7 +71,10 @@ fn on_signal(shared: &Shared, signal: i32) {
         SIGINT => "interrupt",
         SIGTERM => "SIGTERM",
         SIGHUP => {
-            tracing::warn!("SIGHUP: reloading is not available yet; the topology keeps running");
+            match shared.handle.get().map(|h| h.request_reload("SIGHUP")) {
+                Some(Some(_)) => tracing::info!("SIGHUP: reloading the topology file"),
+                _ => tracing::warn!("SIGHUP: the topology is not running yet; nothing reloaded"),
+            }
             return;
         }
         _ => return,

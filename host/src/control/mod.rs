@@ -10,11 +10,14 @@ mod error;
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
 
 pub use error::{RunError, TaskName};
 
 use crate::acker::msg::Reply;
+use crate::plugin::{BoltObj, Factory};
 use crate::throttle::{Canceler, ThrottleOutcome, Throttler};
 
 /// The topology's run state, shared by every thread.
@@ -143,6 +146,53 @@ pub enum Control {
     /// Deactivate the spout: `deactivate` is called once and `next_tuple`
     /// no more, while acks and timeouts keep flowing (Storm's `deactivate`).
     Deactivate,
+    /// Replace the bolt instance between two tuples (a live reload; bolts
+    /// only). Boxed: it is much larger than the other messages.
+    SwapBolt(Box<BoltSwap>),
+}
+
+/// A live swap of one bolt task's instance, in two phases so that every task
+/// of every changed component swaps, or none does.
+///
+/// 1. Take over: the old instance's `save_state` goes to the new instance's
+///    `restore_state`, then the new instance is prepared. The old instance is
+///    untouched: a failure here (or in another task) means "keep the old".
+///    The outcome goes to `ready`.
+/// 2. Decision: the executor waits (at most `decision_timeout`) for the
+///    reloader's verdict on `decision`. Commit: `cleanup` on the old
+///    instance, the new one continues with the same queue and anchors.
+///    Anything else (abort, timeout, reloader gone): the new instance, if it
+///    was prepared, gets `cleanup` and is dropped; the old one goes on.
+///
+/// The executor reports the outcome and its pause on `done`.
+#[derive(Debug)]
+pub struct BoltSwap {
+    /// The new instance, built but not prepared.
+    pub bolt: BoltObj,
+    /// How to rebuild the new version after a panic.
+    pub factory: Factory,
+    /// The new version's config, for rebuilding.
+    pub config: String,
+    /// Phase 1's outcome, with the task: `Ok` when the new instance took
+    /// over the state and prepared.
+    pub ready: Sender<(u32, Result<(), String>)>,
+    /// The reloader's verdict: `true` commits.
+    pub decision: Receiver<bool>,
+    /// The longest the executor waits for the verdict before it keeps the old instance.
+    pub decision_timeout: Duration,
+    /// Where the executor reports how the swap ended.
+    pub done: Sender<SwapDone>,
+}
+
+/// How one task's swap ended.
+#[derive(Debug, Clone, Copy)]
+pub struct SwapDone {
+    /// The task.
+    pub task: u32,
+    /// True when the new instance runs now.
+    pub committed: bool,
+    /// How long the task executed no tuple because of the swap.
+    pub pause: Duration,
 }
 
 #[cfg(test)]

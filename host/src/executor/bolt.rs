@@ -19,7 +19,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use abi_stable::{sabi_trait::TD_Opaque, std_types::RString};
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{ROption, RString};
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError};
 use squall_plugin_api::abi::{OutputMut, Output_TO, TaskContext};
 use squall_plugin_api::{Anchor, PluginError, Tuple, SYSTEM_COMPONENT, TICK_STREAM};
@@ -31,7 +32,7 @@ use super::output::{HostOutput, Side};
 use super::spout::ThrottleUnit;
 use super::tracking::InputTracker;
 use super::transfer::EmitError;
-use crate::control::{Control, RunError, RunState};
+use crate::control::{BoltSwap, Control, RunError, RunState, SwapDone};
 use crate::ids::TaskId;
 use crate::metrics::{LocalHistogram, LocalStats, StatField};
 use crate::plugin::{BoltObj, Instance};
@@ -382,9 +383,75 @@ impl BoltExecutor {
                     );
                     self.execute(turn, name, &tuple);
                 }
+                Ok(Control::SwapBolt(swap)) => {
+                    // Between two tuples: the rest of a partly executed batch
+                    // and everything queued go to whichever instance wins.
+                    self.publish(turn);
+                    self.swap(*swap);
+                }
                 Ok(Control::Replies(_) | Control::Activate | Control::Deactivate) => {}
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return ticks,
             }
+        }
+    }
+
+    /// A live swap (see [`BoltSwap`]): the new instance takes over the old
+    /// one's state and is prepared while the old one is left as it is, so
+    /// rolling back is keeping the old one.
+    fn swap(&mut self, request: BoltSwap) {
+        let started = Instant::now();
+        let BoltSwap { bolt: mut new, factory, config, ready, decision, decision_timeout, done } =
+            request;
+        let taken = self.take_over(&mut new);
+        let prepared = taken.is_ok();
+        // A reloader that has gone away (it gave up waiting) has aborted.
+        let delivered = ready.send((self.core.name.task.0, taken)).is_ok();
+        let commit =
+            prepared && delivered && decision.recv_timeout(decision_timeout).unwrap_or(false);
+        if commit {
+            let old = std::mem::replace(&mut self.bolt, new);
+            self.retire(old, "the old instance");
+            self.core.constructor = factory;
+            self.core.config = config;
+        } else if prepared {
+            // Prepared but not wanted (another task failed): it never executed.
+            self.retire(new, "the rolled back new instance");
+        }
+        let pause = started.elapsed();
+        let _ = done.send(SwapDone { task: self.core.name.task.0, committed: commit, pause });
+    }
+
+    /// Phase 1 of a swap: state handed over, then `prepare` on `new`.
+    fn take_over(&mut self, new: &mut BoltObj) -> Result<(), String> {
+        if self.core.poisoned {
+            return Err("the running instance reached the restart limit".to_owned());
+        }
+        let state = self
+            .bolt
+            .save_state()
+            .into_result()
+            .map_err(|e| format!("save_state on the running instance: {e}"))?;
+        match (state, new.takes_state()) {
+            (ROption::RSome(state), true) => new
+                .restore_state(state)
+                .into_result()
+                .map_err(|e| format!("restore_state on the new instance: {e}"))?,
+            (ROption::RSome(state), false) => tracing::warn!(
+                "{}: the new version was built against contract 1.0 and cannot take over                  state `{}`; it starts with fresh state",
+                self.core.label,
+                state.format
+            ),
+            (ROption::RNone, _) => {}
+        }
+        new.prepare(&self.core.context, &self.core.ext)
+            .into_result()
+            .map_err(|e| format!("prepare on the new instance: {e}"))
+    }
+
+    /// `cleanup` on an instance leaving the task.
+    fn retire(&self, mut bolt: BoltObj, which: &str) {
+        if let Err(e) = bolt.cleanup().into_result() {
+            tracing::warn!("{}: cleanup of {which}: {e}", self.core.label);
         }
     }
 

@@ -347,6 +347,9 @@ impl SpoutExecutor {
                 Ok(Control::TickTuple) => handled += 1,
                 Ok(Control::Activate) => self.enabled = true,
                 Ok(Control::Deactivate) => self.enabled = false,
+                // Only bolts swap live; dropping the request tells the
+                // reloader (its `ready` channel disconnects).
+                Ok(Control::SwapBolt(_)) => {}
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return handled,
             }
         }

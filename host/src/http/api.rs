@@ -134,6 +134,8 @@ pub fn topology(handle: &TopologyHandle, history: &History) -> Answer {
         "name": t.name,
         "state": state(handle),
         "uptime_secs": handle.elapsed().as_secs_f64(),
+        "reloads": handle.reloads().0,
+        "failed_reloads": handle.reloads().1,
         "error": handle.fatal().map(|e| e.to_string()),
         "windows": WINDOWS.iter().map(|w| w.0).collect::<Vec<_>>(),
         "components": components,
@@ -289,6 +291,29 @@ pub fn drain(handle: &TopologyHandle) -> Answer {
     tracing::info!("drain requested over HTTP");
     handle.drain();
     Answer { status: 202, body: json!({ "ok": true, "state": state(handle) }) }
+}
+
+/// `POST /api/v1/reload`: reloads the topology file live and answers when
+/// the reload is over: 200 with its summary line, 409 with why it failed
+/// (the topology then runs unchanged), 503 when this run cannot reload.
+pub fn reload(handle: &TopologyHandle) -> Answer {
+    let Some(outcome) = handle.request_reload("HTTP") else {
+        return Answer::error(503, "reloading is not available for this run");
+    };
+    // A reload waits at most twice the swap timeout for its tasks, plus loading.
+    let limit = crate::runtime::reload::SWAP_TIMEOUT * 3;
+    let outcome = outcome.recv_timeout(limit);
+    let (reloads, failed) = handle.reloads();
+    match outcome {
+        Ok(Ok(summary)) => Answer::ok(
+            json!({ "ok": true, "summary": summary, "reloads": reloads, "failed_reloads": failed }),
+        ),
+        Ok(Err(reason)) => Answer {
+            status: 409,
+            body: json!({ "ok": false, "error": reason, "reloads": reloads, "failed_reloads": failed }),
+        },
+        Err(_) => Answer::error(504, "the reload did not finish in time; see the log"),
+    }
 }
 
 /// `GET /healthz`: the process serves (liveness).

@@ -131,6 +131,7 @@ enum Route<'a> {
     Component(&'a str),
     Steer { activate: bool },
     Drain,
+    Reload,
     Healthz,
     Readyz,
 }
@@ -138,7 +139,7 @@ enum Route<'a> {
 impl Route<'_> {
     fn method(&self) -> Method {
         match self {
-            Route::Steer { .. } | Route::Drain => Method::Post,
+            Route::Steer { .. } | Route::Drain | Route::Reload => Method::Post,
             _ => Method::Get,
         }
     }
@@ -152,6 +153,7 @@ fn route(path: &str) -> Option<Route<'_>> {
         "/api/v1/activate" => Route::Steer { activate: true },
         "/api/v1/deactivate" => Route::Steer { activate: false },
         "/api/v1/drain" => Route::Drain,
+        "/api/v1/reload" => Route::Reload,
         "/healthz" => Route::Healthz,
         "/readyz" => Route::Readyz,
         p => {
@@ -232,6 +234,7 @@ fn respond(request: Request, handle: &TopologyHandle, history: &History) {
             api::steer(handle, activate, query_param(query, "component").as_deref())
         }
         Route::Drain => api::drain(handle),
+        Route::Reload => api::reload(handle),
         Route::Healthz => api::healthz(handle),
         Route::Readyz => api::readyz(handle),
     };

@@ -141,6 +141,17 @@ pub fn render(handle: &TopologyHandle) -> String {
             }
         }
     }
+    let (reloads, failed_reloads) = handle.reloads();
+    let topology_label = format!("topology=\"{}\"", escape(&topology.name));
+    header(&mut out, "squall_reloads_total", "counter", "Live reloads that succeeded.");
+    let _ = writeln!(out, "squall_reloads_total{{{topology_label}}} {reloads}");
+    header(
+        &mut out,
+        "squall_reload_failures_total",
+        "counter",
+        "Live reloads that failed or were refused (the topology ran on unchanged).",
+    );
+    let _ = writeln!(out, "squall_reload_failures_total{{{topology_label}}} {failed_reloads}");
     header(&mut out, "squall_failed_total", "counter", "Failures, by reason.");
     for (labels, stats, _, _) in &tasks {
         for (reason, field) in REASONS {

@@ -114,8 +114,19 @@ pub struct RunSummary {
     pub elapsed_secs: f64,
     /// How the drain went.
     pub drain: crate::runtime::DrainReport,
+    /// Live reloads during the run.
+    pub reloads: ReloadSummary,
     /// Per component.
     pub components: Vec<ComponentSummary>,
+}
+
+/// Live reloads during a run (SIGHUP, `POST /api/v1/reload`, `--watch`).
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct ReloadSummary {
+    /// Reloads that succeeded.
+    pub succeeded: u64,
+    /// Reloads that failed or were refused; the topology ran on unchanged.
+    pub failed: u64,
 }
 
 fn secs(nanos: u64) -> f64 {

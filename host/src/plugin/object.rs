@@ -228,6 +228,11 @@ impl BoltObj {
         }
     }
 
+    /// True when it can take over state (built against contract 1.1).
+    pub fn takes_state(&self) -> bool {
+        matches!(self, BoltObj::Ext(_))
+    }
+
     /// Takes over a predecessor's state (a 1.0 bolt refuses any).
     pub fn restore_state(&mut self, state: State) -> PResult<()> {
         match self {

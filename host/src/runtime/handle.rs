@@ -1,11 +1,13 @@
 //! [`TopologyHandle`]: what other parts of the host hold while a topology
 //! runs, to watch it and steer it.
 
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
+use super::reload::{ReloadCounts, ReloadRequest};
 use crate::control::{Control, RunControl, RunError, RunState};
 use crate::executor::batch::Batch;
 use crate::metrics::{Report, StatField, TaskStats};
@@ -44,6 +46,8 @@ struct Shared {
     queues: Vec<Option<Sender<Batch>>>,
     controls: Vec<Sender<Control>>,
     started: Instant,
+    reloads: ReloadCounts,
+    reloader: OnceLock<Sender<ReloadRequest>>,
 }
 
 impl TopologyHandle {
@@ -55,7 +59,19 @@ impl TopologyHandle {
         controls: Vec<Sender<Control>>,
         started: Instant,
     ) -> Self {
-        Self { inner: Arc::new(Shared { topology, run, stats, queues, controls, started }) }
+        let (reloads, reloader) = (ReloadCounts::default(), OnceLock::new());
+        Self {
+            inner: Arc::new(Shared {
+                topology,
+                run,
+                stats,
+                queues,
+                controls,
+                started,
+                reloads,
+                reloader,
+            }),
+        }
     }
 
     /// The topology.
@@ -129,6 +145,40 @@ impl TopologyHandle {
     /// stops the topology.
     pub fn drain(&self) {
         self.inner.run.advance(RunState::Draining);
+    }
+
+    /// The reload counts.
+    pub fn reload_counts(&self) -> &ReloadCounts {
+        &self.inner.reloads
+    }
+
+    /// `(succeeded, failed)` reloads so far.
+    pub fn reloads(&self) -> (u64, u64) {
+        let c = &self.inner.reloads;
+        (c.reloads.load(Ordering::Relaxed), c.failed.load(Ordering::Relaxed))
+    }
+
+    /// Registers the reload thread (once).
+    pub(super) fn set_reloader(&self, requests: Sender<ReloadRequest>) {
+        let _ = self.inner.reloader.set(requests);
+    }
+
+    /// Asks for a reload; `None` when reloading is not set up for this run
+    /// (the topology was not started from a file) or its thread has ended.
+    /// The receiver gets the summary line, or why the reload failed.
+    pub fn request_reload(
+        &self,
+        trigger: &'static str,
+    ) -> Option<crossbeam_channel::Receiver<Result<String, String>>> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let request = ReloadRequest { trigger, reply: Some(tx) };
+        self.inner.reloader.get()?.send(request).ok()?;
+        Some(rx)
+    }
+
+    /// Sends `message` to task `task`; false when the task has ended.
+    pub(super) fn send_control(&self, task: u32, message: Control) -> bool {
+        self.inner.controls.get(task as usize).is_some_and(|c| c.send(message).is_ok())
     }
 
     /// Waits until `at`, or until the drain begins, whichever is first;

@@ -42,7 +42,9 @@
 mod handle;
 mod instantiate;
 mod plan;
+pub mod reload;
 mod system;
+pub mod watch;
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -53,6 +55,7 @@ use crossbeam_channel::Sender;
 pub use handle::{HandleError, TopologyHandle};
 pub use instantiate::{instantiate, instantiate_within, wait_strategy, Instances, StartError};
 pub use plan::Plan;
+pub use reload::Reloader;
 pub use system::SystemTask;
 
 use crate::control::{Control, RunControl, RunError, RunState};

@@ -14,10 +14,12 @@ use squall_plugin_api::abi::{ComponentDescriptor, ComponentExt, ComponentKind};
 use squall_plugin_api::{StreamDecl, DEFAULT_STREAM};
 
 use super::grouping::CustomGrouping;
-use super::{Component, Grouping, Input, Kind, OutputStream, Subscriber, Topology, WaitPlan};
+use super::{
+    Component, Grouping, Input, Kind, LibraryInfo, OutputStream, Subscriber, Topology, WaitPlan,
+};
 use crate::config::{
-    suggest, ComponentRef, ConfigKeyLoc, Diagnostics, GroupingSpec, InputDecl, Loc, TopologyConfig,
-    WaitOverrides, WaitSpec,
+    suggest, ComponentRef, ConfigKeyLoc, Diagnostics, GroupingSpec, InputDecl, Loc, PluginDecl,
+    TopologyConfig, WaitOverrides, WaitSpec,
 };
 use crate::plugin::{load_library_with, Factory, Library, LoadError, LoadOptions};
 
@@ -39,21 +41,58 @@ pub enum BindError {
 /// [`BindError::Config`] lists every mismatch between the topology and its
 /// plugins, each with file:line:col.
 pub fn bind(config: &TopologyConfig) -> Result<Topology, BindError> {
-    bind_with(config, HashMap::new())
+    bind_with(config, &mut |decl, options| {
+        // Loaded first: the loader refuses a FIFO or a device before reading.
+        let lib = load_library_with(&decl.alias, &decl.path, decl.sha256.as_deref(), options)?;
+        let digest = match &decl.sha256 {
+            Some(pinned) => pinned.to_ascii_lowercase(),
+            None => sha256_file(&decl.alias, &decl.path)?,
+        };
+        Ok((lib, digest))
+    })
 }
 
 /// [`bind`], with some libraries already loaded: an alias of `config` found
-/// in `provided` uses that library and its path is not opened; the other
-/// aliases are loaded from their paths. The in-process test harness hands
-/// over plugins linked into the test binary this way.
+/// in `provided` uses that library and its path is not opened (its digest
+/// reads `in-process`); the other aliases are loaded from their paths. The
+/// in-process test harness hands over plugins linked into the test binary
+/// this way.
+///
+/// # Errors
+/// As [`bind`].
+pub fn bind_provided(
+    config: &TopologyConfig,
+    mut provided: HashMap<String, Library>,
+) -> Result<Topology, BindError> {
+    bind_with(config, &mut |decl, options| {
+        if let Some(lib) = provided.remove(&decl.alias) {
+            return Ok((lib, "in-process".to_owned()));
+        }
+        let lib = load_library_with(&decl.alias, &decl.path, decl.sha256.as_deref(), options)?;
+        let digest = match &decl.sha256 {
+            Some(pinned) => pinned.to_ascii_lowercase(),
+            None => sha256_file(&decl.alias, &decl.path)?,
+        };
+        Ok((lib, digest))
+    })
+}
+
+/// How [`bind_with`] loads one `[plugins]` entry: the library and the
+/// SHA-256 (lowercase hex) of the bytes it was loaded from.
+pub type LibraryLoader<'l> =
+    dyn FnMut(&PluginDecl, LoadOptions) -> Result<(Library, String), LoadError> + 'l;
+
+/// As [`bind`], with each library loaded by `load` (a live reload loads a
+/// changed library from a fresh copy: see `runtime::reload`).
 ///
 /// # Errors
 /// As [`bind`].
 pub fn bind_with(
     config: &TopologyConfig,
-    provided: HashMap<String, Library>,
+    load: &mut LibraryLoader<'_>,
 ) -> Result<Topology, BindError> {
-    let mut libraries = provided;
+    let mut libraries = HashMap::new();
+    let mut infos = Vec::new();
     let mut load_errors = Vec::new();
     let to_load: Vec<_> =
         config.plugins.iter().filter(|d| !libraries.contains_key(&d.alias)).collect();
@@ -61,8 +100,13 @@ pub fn bind_with(
         let options = LoadOptions {
             allow_writable: decl.allow_writable || config.settings.allow_writable_plugins,
         };
-        match load_library_with(&decl.alias, &decl.path, decl.sha256.as_deref(), options) {
-            Ok(lib) => {
+        match load(decl, options) {
+            Ok((lib, digest)) => {
+                infos.push(LibraryInfo {
+                    alias: decl.alias.clone(),
+                    path: decl.path.clone(),
+                    digest,
+                });
                 libraries.insert(decl.alias.clone(), lib);
             }
             Err(e) => load_errors.push(e),
@@ -71,7 +115,45 @@ pub fn bind_with(
     if !load_errors.is_empty() {
         return Err(BindError::Load(load_errors));
     }
-    Binder { config, libraries: &libraries, diags: Diagnostics::new() }.bind()
+    let mut topology =
+        Binder { config, libraries: &libraries, diags: Diagnostics::new() }.bind()?;
+    topology.libraries = infos;
+    Ok(topology)
+}
+
+/// The SHA-256 of the file at `path`, as 64 lowercase hex digits.
+///
+/// # Errors
+/// When the file cannot be read.
+pub fn sha256_file(alias: &str, path: &std::path::Path) -> Result<String, LoadError> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let read_error = |source: std::io::Error| match source.raw_os_error() {
+        Some(libc::ENOENT) => LoadError::Missing { alias: alias.to_owned(), path: path.into() },
+        _ => LoadError::Read { alias: alias.to_owned(), path: path.to_path_buf(), source },
+    };
+    // O_NONBLOCK: a path that became a FIFO is not waited on.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(read_error)?;
+    if !file.metadata().map_err(read_error)?.is_file() {
+        return Err(read_error(std::io::Error::other("not a regular file")));
+    }
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(read_error(e)),
+        };
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 struct Binder<'a> {
@@ -171,6 +253,7 @@ impl<'a> Binder<'a> {
             task_count: next_task,
             file: config.file.clone(),
             sources: config.sources.clone(),
+            libraries: Vec::new(),
         };
         // A shared mistake (an unknown plugin wait strategy in `[wait.*]`)
         // is met once per component; report it once.

@@ -13,7 +13,7 @@ use std::ops::Range;
 use squall_plugin_api::abi::{ComponentBox, PResult};
 use squall_plugin_api::{StreamDecl, WaitSituation};
 
-pub use bind::{bind, bind_with, BindError};
+pub use bind::{bind, bind_provided, bind_with, sha256_file, BindError, LibraryLoader};
 pub use grouping::Grouping;
 
 use crate::config::{Settings, ThrottleSpec, WaitSpec};
@@ -37,6 +37,28 @@ pub struct Topology {
     /// The files (and `--set` arguments) it was read from, which a
     /// [`crate::config::Loc`] names.
     pub sources: crate::config::Sources,
+    /// The plugin libraries, in `[plugins]` order, with the digest of the
+    /// bytes loaded (a live reload rebuilds the components of a library
+    /// whose digest changed).
+    pub libraries: Vec<LibraryInfo>,
+}
+
+/// One loaded plugin library.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LibraryInfo {
+    /// Its alias in `[plugins]`.
+    pub alias: String,
+    /// The path the topology names.
+    pub path: std::path::PathBuf,
+    /// SHA-256 of the bytes loaded, 64 lowercase hex digits.
+    pub digest: String,
+}
+
+impl Component {
+    /// The alias of the library the component comes from.
+    pub fn alias(&self) -> &str {
+        self.reference.split("::").next().unwrap_or_default()
+    }
 }
 
 impl Topology {

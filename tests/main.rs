@@ -65,3 +65,7 @@ mod throttle;
 // symlink loops as plugins, bare names for inspect, writable libraries, huge
 // numbers and hostile names.
 mod hardening;
+
+// The NATS JetStream connector against the real server: no loss under chaos,
+// a killed host, SIGTERM and a cut connection; config errors.
+mod nats;

@@ -13,6 +13,7 @@ pub const PACKAGES: &[&str] = &[
     "squall-host",
     "squall-examples",
     "squall-testkit",
+    "squall-nats",
     "squall-wait-extra",
     "squall-broken-not-a-plugin",
     "squall-broken-abi-mismatch",

@@ -80,3 +80,6 @@ mod files;
 // Live reload: bolts swapped while a reliable spout runs, state handed over,
 // every id acked once, a refused change and a rolled back prepare.
 mod reload;
+// The NATS JetStream connector against the real server: no loss under chaos,
+// a killed host, SIGTERM and a cut connection; config errors.
+mod nats;

@@ -14,6 +14,7 @@ pub const PACKAGES: &[&str] = &[
     "squall-examples",
     "squall-testkit",
     "squall-files",
+    "squall-nats",
     "squall-wait-extra",
     "squall-broken-not-a-plugin",
     "squall-broken-abi-mismatch",

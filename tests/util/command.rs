@@ -62,8 +62,8 @@ impl Workspace {
     }
 
     /// The text of a topology with its placeholders filled in: `{testkit}`,
-    /// `{examples}`, `{wait_extra}` and `{files}` become the absolute paths of
-    /// the built plugins, `{dir}` this workspace's directory.
+    /// `{examples}`, `{wait_extra}`, `{files}`, `{nats}` and `{redis}` become the
+    /// absolute paths of the built plugins, `{dir}` this workspace's directory.
     pub fn fill(&self, toml: &str) -> String {
         let mut text = toml.replace("{dir}", &self.dir.display().to_string());
         for (placeholder, plugin) in [
@@ -71,6 +71,7 @@ impl Workspace {
             ("{examples}", "examples"),
             ("{wait_extra}", "wait-extra"),
             ("{files}", "files"),
+            ("{nats}", "nats"),
         ] {
             if text.contains(placeholder) {
                 text = text.replace(placeholder, &plugin_path(plugin).display().to_string());

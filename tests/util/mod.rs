@@ -12,11 +12,13 @@
 mod build;
 mod command;
 mod logs;
+mod proxy;
 mod services;
 
 pub use build::*;
 pub use command::*;
 pub use logs::*;
+pub use proxy::*;
 pub use services::*;
 
 #[cfg(test)]

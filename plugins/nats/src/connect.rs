@@ -1,0 +1,256 @@
+//! The connection settings both components share, the bounded connect retry,
+//! and the small runtime each component runs its client on.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_nats::{Client, ConnectOptions, ServerAddr};
+use serde::{Deserialize, Deserializer};
+
+/// How to reach the server: the keys every NATS component accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connection {
+    /// `nats://host:port` (or `tls://…`), comma-separated for several servers.
+    pub url: String,
+    /// A `.creds` file (JWT and NKey seed).
+    pub credentials_file: Option<PathBuf>,
+    /// A bearer token.
+    pub token: Option<String>,
+    /// Require TLS.
+    pub tls: bool,
+    /// A PEM file of root certificates to trust (implies TLS).
+    pub ca_file: Option<PathBuf>,
+    /// The time limit of one connection attempt.
+    pub connect_timeout: Duration,
+    /// Attempts at start before giving up (at least 1).
+    pub connect_attempts: u32,
+}
+
+/// The default server: the local one.
+pub fn default_url() -> String {
+    "nats://127.0.0.1:4222".to_owned()
+}
+
+/// 2 s per connection attempt.
+pub fn default_connect_timeout() -> Duration {
+    Duration::from_secs(2)
+}
+
+/// 5 attempts at start.
+pub fn default_connect_attempts() -> u32 {
+    5
+}
+
+/// Deserialises a humantime duration: `"2s"`, `"500ms"`, `"1m 30s"`.
+pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    humantime::parse_duration(&text).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "{text:?} is not a duration ({e}); write e.g. \"2s\" or \"500ms\""
+        ))
+    })
+}
+
+/// Deserialises an optional humantime duration.
+pub fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    duration(d).map(Some)
+}
+
+impl Connection {
+    /// Checks what can be checked without a server: the URL parses, the
+    /// attempt count and timeout are positive, the files exist.
+    ///
+    /// # Errors
+    /// The first problem, naming the key.
+    pub fn check(&self) -> squall_plugin_api::Result<()> {
+        if self.url.trim().is_empty() {
+            return Err("url must not be empty".into());
+        }
+        for server in self.url.split(',') {
+            ServerAddr::from_str(server.trim()).map_err(|e| {
+                format!("url {:?} is not a NATS server address: {e}", server.trim())
+            })?;
+        }
+        if self.connect_attempts == 0 {
+            return Err("connect_attempts must be at least 1".into());
+        }
+        if self.connect_timeout.is_zero() {
+            return Err("connect_timeout must be longer than 0".into());
+        }
+        for (key, path) in
+            [("credentials_file", &self.credentials_file), ("ca_file", &self.ca_file)]
+        {
+            if let Some(path) = path {
+                if !path.is_file() {
+                    return Err(format!("{key} {:?} is not a readable file", path.display()).into());
+                }
+            }
+        }
+        if self.credentials_file.is_some() && self.token.is_some() {
+            return Err("give credentials_file or token, not both".into());
+        }
+        Ok(())
+    }
+
+    fn servers(&self) -> Vec<ServerAddr> {
+        self.url.split(',').filter_map(|s| ServerAddr::from_str(s.trim()).ok()).collect()
+    }
+
+    async fn options(&self, name: &str) -> Result<ConnectOptions, String> {
+        let mut options = match &self.credentials_file {
+            Some(path) => ConnectOptions::with_credentials_file(path)
+                .await
+                .map_err(|e| format!("credentials_file {:?}: {e}", path.display()))?,
+            None => ConnectOptions::new(),
+        };
+        if let Some(token) = &self.token {
+            options = options.token(token.clone());
+        }
+        if self.tls || self.ca_file.is_some() {
+            options = options.require_tls(true);
+        }
+        if let Some(ca) = &self.ca_file {
+            options = options.add_root_certificates(ca.clone());
+        }
+        // After the first connection the client reconnects on its own, for
+        // ever, with its own backoff; acks and publishes wait in its buffer.
+        Ok(options
+            .name(name)
+            .connection_timeout(self.connect_timeout)
+            .max_reconnects(None::<usize>))
+    }
+
+    /// One connection attempt.
+    ///
+    /// # Errors
+    /// The server cannot be reached, refuses the credentials, or the
+    /// credentials file cannot be read.
+    pub async fn connect_once(&self, name: &str) -> Result<Client, String> {
+        let options = self.options(name).await?;
+        options
+            .connect(self.servers())
+            .await
+            .map_err(|e| format!("cannot connect to {}: {e}", self.url))
+    }
+
+    /// Connects, trying `connect_attempts` times with a pause that doubles
+    /// from 250 ms (at most 2 s) between attempts, so an unreachable server is
+    /// a clear error after a bounded time, never a hang.
+    ///
+    /// # Errors
+    /// The last attempt's error, with the number of attempts.
+    pub async fn connect(&self, name: &str) -> Result<Client, String> {
+        let mut pause = Duration::from_millis(250);
+        let mut last = String::new();
+        for attempt in 1..=self.connect_attempts {
+            match self.connect_once(name).await {
+                Ok(client) => return Ok(client),
+                Err(e) => last = e,
+            }
+            if attempt < self.connect_attempts {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+        }
+        Err(format!("{last} (gave up after {} attempts)", self.connect_attempts))
+    }
+}
+
+/// A single-threaded tokio runtime for one component's I/O thread.
+///
+/// # Errors
+/// The operating system refused the runtime's resources.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build()
+}
+
+/// Where "a message is ready for `next_tuple`" is announced, in one place.
+///
+/// Today it does nothing: the spout executor polls `next_tuple` under its
+/// wait strategy. When plugin-api 1.1's wake handle lands
+/// (`context.waker()` in `open`), it is stored here and `ready` calls its
+/// `wake()`, so an idle spout costs no CPU.
+#[derive(Debug, Clone, Default)]
+pub struct ReadyHook;
+
+impl ReadyHook {
+    /// A message was put into the spout's channel.
+    pub fn ready(&self) {}
+}
+
+/// The `Connection` keys, repeated in each component's config struct (serde's
+/// `flatten` does not combine with `deny_unknown_fields`).
+macro_rules! connection_keys {
+    ($(#[$meta:meta])* $vis:vis struct $name:ident { $($(#[$fmeta:meta])* $field:ident : $ty:ty,)* }) => {
+        $(#[$meta])*
+        $vis struct $name {
+            $($(#[$fmeta])* $field: $ty,)*
+            #[serde(default = "crate::connect::default_url")]
+            url: String,
+            #[serde(default)]
+            credentials_file: Option<std::path::PathBuf>,
+            #[serde(default)]
+            token: Option<String>,
+            #[serde(default)]
+            tls: bool,
+            #[serde(default)]
+            ca_file: Option<std::path::PathBuf>,
+            #[serde(default = "crate::connect::default_connect_timeout", deserialize_with = "crate::connect::duration")]
+            connect_timeout: std::time::Duration,
+            #[serde(default = "crate::connect::default_connect_attempts")]
+            connect_attempts: u32,
+        }
+
+        impl $name {
+            fn connection(&self) -> crate::connect::Connection {
+                crate::connect::Connection {
+                    url: self.url.clone(),
+                    credentials_file: self.credentials_file.clone(),
+                    token: self.token.clone(),
+                    tls: self.tls,
+                    ca_file: self.ca_file.clone(),
+                    connect_timeout: self.connect_timeout,
+                    connect_attempts: self.connect_attempts,
+                }
+            }
+        }
+    };
+}
+pub(crate) use connection_keys;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn(url: &str) -> Connection {
+        Connection {
+            url: url.into(),
+            credentials_file: None,
+            token: None,
+            tls: false,
+            ca_file: None,
+            connect_timeout: Duration::from_millis(200),
+            connect_attempts: 2,
+        }
+    }
+
+    #[test]
+    fn check_refuses_a_bad_url_and_a_missing_file() {
+        assert!(conn("nats://127.0.0.1:4222").check().is_ok());
+        assert!(conn("nats://a:1, nats://b:2").check().is_ok());
+        let e = conn("http://[::1").check().unwrap_err().to_string();
+        assert!(e.contains("not a NATS server address"), "{e}");
+        let mut c = conn("nats://127.0.0.1:4222");
+        c.ca_file = Some("/nonexistent/ca.pem".into());
+        assert!(c.check().unwrap_err().to_string().contains("ca_file"));
+    }
+
+    #[test]
+    fn connect_gives_up_after_its_attempts() {
+        // Port 1 on loopback refuses at once.
+        let rt = runtime().unwrap();
+        let e = rt.block_on(conn("nats://127.0.0.1:1").connect("test")).unwrap_err();
+        assert!(e.contains("gave up after 2 attempts"), "{e}");
+    }
+}

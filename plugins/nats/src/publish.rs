@@ -1,0 +1,388 @@
+//! [`JetStreamPublish`]: a rich bolt that publishes each input to JetStream
+//! and acks it only after the server's PubAck.
+//!
+//! # Threads
+//! `prepare` starts an I/O thread with a single-threaded tokio runtime and
+//! the async-nats client. `execute` hands each input's subject and payload to
+//! it over a channel and returns: publishes are pipelined, many in flight,
+//! no round trip per tuple. For each publish a task awaits the PubAck (at
+//! most `ack_timeout`) and sends the outcome back over a second channel.
+//!
+//! Acks must come from the bolt's own thread, so the outcomes are collected
+//! there: at the start of every `execute`, including tick tuples. Give the
+//! bolt `tick_tuple_freq_secs = 1` so that acks keep flowing when input
+//! stops. With `max_in_flight` publishes outstanding, `execute` waits for
+//! the oldest outcomes before it publishes more: that is the bolt's
+//! back-pressure.
+//!
+//! A failed publish or a PubAck that does not come in time fails the input
+//! (the spout then replays it: at-least-once, so duplicates are possible;
+//! set `message_id_field` to let the server drop them within its duplicate
+//! window).
+
+use std::future::IntoFuture;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use bytes::Bytes;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use serde::Deserialize;
+use squall_plugin_api::metrics::{self, Counter};
+use squall_plugin_api::prelude::*;
+use tokio::sync::mpsc;
+
+use crate::connect::{connection_keys, runtime};
+use crate::template::SubjectTemplate;
+
+connection_keys! {
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct PublishConfig {
+        subject: String,
+        #[serde(default)]
+        payload_field: Option<String>,
+        #[serde(default)]
+        message_id_field: Option<String>,
+        #[serde(default = "default_max_in_flight")]
+        max_in_flight: usize,
+        #[serde(default = "default_ack_timeout", deserialize_with = "crate::connect::duration")]
+        ack_timeout: Duration,
+        #[serde(default)]
+        create_stream: Option<String>,
+        #[serde(default)]
+        stream_subjects: Vec<String>,
+        #[serde(default)]
+        stream_max_messages: Option<i64>,
+    }
+}
+
+fn default_max_in_flight() -> usize {
+    4096
+}
+fn default_ack_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
+/// One publish for the I/O thread.
+#[derive(Debug)]
+struct Publish {
+    anchor: Anchor,
+    subject: String,
+    payload: Bytes,
+    message_id: Option<String>,
+}
+
+/// The outcome of one publish.
+#[derive(Debug)]
+struct Outcome {
+    anchor: Anchor,
+    result: std::result::Result<(), String>,
+}
+
+#[derive(Debug)]
+struct Io {
+    publishes: mpsc::UnboundedSender<Publish>,
+    outcomes: Receiver<Outcome>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[derive(Debug, Clone)]
+struct PublishMetrics {
+    published: Counter,
+    failed: Counter,
+}
+
+/// Publishes each input to a subject built from a template over its fields,
+/// and acks it after the server's PubAck (see the module doc and
+/// docs/connectors.md).
+#[derive(Debug)]
+pub struct JetStreamPublish {
+    config: PublishConfig,
+    template: SubjectTemplate,
+    label: String,
+    io: Option<Io>,
+    in_flight: usize,
+    subject: String,
+    metrics: Option<PublishMetrics>,
+    failures: u64,
+}
+
+impl Bolt for JetStreamPublish {
+    const NAME: &'static str = "JetStreamPublish";
+    const DESCRIPTION: &'static str =
+        "publishes each input to JetStream (subject from a template); acks it after the PubAck";
+
+    fn declare_outputs(_outputs: &mut OutputDeclarer) {}
+
+    fn new(config: &ComponentConfig<'_>) -> Result<Self> {
+        let config: PublishConfig = config.parse()?;
+        config.connection().check()?;
+        let template = SubjectTemplate::parse(&config.subject)?;
+        if config.max_in_flight == 0 {
+            return Err("max_in_flight must be at least 1".into());
+        }
+        if config.ack_timeout.is_zero() {
+            return Err("ack_timeout must be longer than 0".into());
+        }
+        if config.create_stream.is_some() == config.stream_subjects.is_empty() {
+            return Err("create_stream and stream_subjects go together: the stream to create if absent, and its subjects".into());
+        }
+        if config.stream_max_messages.is_some_and(|n| n < 1) {
+            return Err("stream_max_messages must be at least 1".into());
+        }
+        Ok(Self {
+            config,
+            template,
+            label: String::new(),
+            io: None,
+            in_flight: 0,
+            subject: String::new(),
+            metrics: None,
+            failures: 0,
+        })
+    }
+
+    fn prepare(&mut self, context: &TaskContext) -> Result<()> {
+        self.label = format!("{} task {}", context.component, context.task_id);
+        self.metrics = Some(PublishMetrics {
+            published: metrics::counter(
+                "nats_published",
+                "Inputs published and acked by JetStream.",
+            ),
+            failed: metrics::counter(
+                "nats_publish_failed",
+                "Publishes that failed or timed out (inputs failed).",
+            ),
+        });
+        let (publish_tx, publish_rx) = mpsc::unbounded_channel();
+        let (outcome_tx, outcome_rx) = crossbeam_channel::unbounded();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let connection = self.config.connection();
+        let ack_timeout = self.config.ack_timeout;
+        let stream = self.config.create_stream.clone().map(|name| jetstream::stream::Config {
+            name,
+            subjects: self.config.stream_subjects.clone(),
+            max_messages: self.config.stream_max_messages.unwrap_or(-1),
+            ..Default::default()
+        });
+        let name = format!("squall {} {}", context.topology, self.label);
+        let thread = std::thread::Builder::new()
+            .name(format!("nats-{}-{}", context.component, context.task_id))
+            .spawn(move || {
+                let rt = match runtime() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(format!("cannot start the I/O runtime: {e}")));
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    let client = match connection.connect(&name).await {
+                        Ok(c) => c,
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    if let Some(stream) = stream {
+                        let name = stream.name.clone();
+                        if let Err(e) =
+                            jetstream::new(client.clone()).get_or_create_stream(stream).await
+                        {
+                            let _ =
+                                ready_tx.send(Err(format!("cannot create stream {name:?}: {e}")));
+                            return;
+                        }
+                    }
+                    let _ = ready_tx.send(Ok(()));
+                    publish_loop(client, publish_rx, outcome_tx, ack_timeout).await;
+                });
+            })?;
+        self.io = Some(Io { publishes: publish_tx, outcomes: outcome_rx, thread: Some(thread) });
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => Err("the NATS I/O thread ended before connecting".into()),
+        }
+    }
+
+    fn execute(&mut self, input: &Tuple<'_>, collector: &mut BoltCollector<'_>) -> Result<()> {
+        self.collect(collector, None);
+        if input.is_tick() {
+            return Ok(());
+        }
+        // Back-pressure: wait for room among the in-flight publishes.
+        while self.in_flight >= self.config.max_in_flight {
+            if !self.collect(collector, Some(self.config.ack_timeout * 2)) {
+                break;
+            }
+        }
+        self.template.render_into(input, &mut self.subject)?;
+        let payload = self.payload(input)?;
+        let message_id = match &self.config.message_id_field {
+            Some(f) => Some(
+                input
+                    .field(f)
+                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                    .ok_or_else(|| format!("message_id_field: the input has no field {f:?}"))?,
+            ),
+            None => None,
+        };
+        let io = self.io.as_ref().ok_or("the NATS connection is not open")?;
+        io.publishes
+            .send(Publish {
+                anchor: input.anchor(),
+                subject: self.subject.clone(),
+                payload,
+                message_id,
+            })
+            .map_err(|_| "the NATS I/O thread has stopped")?;
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    fn cleanup(&mut self) {
+        if let Some(mut io) = self.io.take() {
+            drop(io.publishes);
+            // The loop ends once its channel closes and the outcomes are in
+            // (each at most ack_timeout away).
+            if let Some(t) = io.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl JetStreamPublish {
+    /// Acks or fails every input whose outcome is in. With `wait`, first
+    /// waits up to that long for one. Returns false if the wait timed out or
+    /// the I/O thread is gone.
+    fn collect(&mut self, collector: &mut BoltCollector<'_>, wait: Option<Duration>) -> bool {
+        let Some(io) = &self.io else { return false };
+        let mut first = match wait {
+            Some(w) => match io.outcomes.recv_timeout(w) {
+                Ok(o) => Some(o),
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return false,
+            },
+            None => None,
+        };
+        let metrics = self.metrics.as_ref().expect("metrics are registered in prepare");
+        while let Some(outcome) = first.take().or_else(|| io.outcomes.try_recv().ok()) {
+            self.in_flight -= 1;
+            match outcome.result {
+                Ok(()) => {
+                    metrics.published.inc();
+                    collector.ack(outcome.anchor);
+                }
+                Err(e) => {
+                    metrics.failed.inc();
+                    self.failures += 1;
+                    if self.failures.is_power_of_two() {
+                        squall_plugin_api::warn!(
+                            "{}: publish failed, input failed: {e} (failure #{})",
+                            self.label,
+                            self.failures
+                        );
+                    }
+                    collector.fail(outcome.anchor);
+                }
+            }
+        }
+        true
+    }
+
+    fn payload(&self, input: &Tuple<'_>) -> Result<Bytes> {
+        match &self.config.payload_field {
+            Some(field) => {
+                let value = input
+                    .field(field)
+                    .ok_or_else(|| format!("payload_field: the input has no field {field:?}"))?;
+                Ok(value_bytes(value))
+            }
+            None => {
+                let mut object = serde_json::Map::new();
+                for (name, value) in input.fields().iter().zip(input.values()) {
+                    object.insert(name.to_string(), to_json(value));
+                }
+                Ok(Bytes::from(serde_json::to_vec(&object)?))
+            }
+        }
+    }
+}
+
+/// A value as a payload: bytes and strings as they are, anything else in
+/// its `Display` form.
+fn value_bytes(value: &Value) -> Bytes {
+    if let Some(b) = value.as_bytes() {
+        return Bytes::copy_from_slice(b);
+    }
+    if let Some(s) = value.as_str() {
+        return Bytes::copy_from_slice(s.as_bytes());
+    }
+    Bytes::from(value.to_string())
+}
+
+/// A value as JSON: bytes as a UTF-8 string when they are one, else an
+/// array of numbers.
+fn to_json(value: &Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    match value {
+        Value::Null => J::Null,
+        Value::Bool(b) => J::Bool(*b),
+        Value::I64(n) => J::from(*n),
+        Value::U64(n) => J::from(*n),
+        Value::F64(f) => J::from(*f),
+        Value::List(items) => J::Array(items.iter().map(to_json).collect()),
+        other => match (other.as_str(), other.as_bytes()) {
+            (Some(s), _) => J::String(s.to_owned()),
+            (None, Some(b)) => match std::str::from_utf8(b) {
+                Ok(s) => J::String(s.to_owned()),
+                Err(_) => J::Array(b.iter().map(|&x| J::from(x)).collect()),
+            },
+            (None, None) => J::String(other.to_string()),
+        },
+    }
+}
+
+/// The I/O side: publish each request at once (pipelined), and await its
+/// PubAck in a task of its own that reports the outcome.
+async fn publish_loop(
+    client: async_nats::Client,
+    mut publishes: mpsc::UnboundedReceiver<Publish>,
+    outcomes: Sender<Outcome>,
+    ack_timeout: Duration,
+) {
+    let js = jetstream::new(client.clone());
+    let mut tasks = tokio::task::JoinSet::new();
+    while let Some(p) = publishes.recv().await {
+        let sent = match p.message_id {
+            Some(id) => {
+                let mut headers = async_nats::HeaderMap::new();
+                headers.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
+                js.publish_with_headers(p.subject, headers, p.payload).await
+            }
+            None => js.publish(p.subject, p.payload).await,
+        };
+        let anchor = p.anchor;
+        match sent {
+            Ok(ack) => {
+                let outcomes = outcomes.clone();
+                tasks.spawn(async move {
+                    let result = match tokio::time::timeout(ack_timeout, ack.into_future()).await {
+                        Ok(Ok(_)) => Ok(()),
+                        Ok(Err(e)) => Err(e.to_string()),
+                        Err(_) => Err(format!("no PubAck within ack_timeout = {ack_timeout:?}")),
+                    };
+                    let _ = outcomes.send(Outcome { anchor, result });
+                });
+            }
+            Err(e) => {
+                let _ = outcomes.send(Outcome { anchor, result: Err(e.to_string()) });
+            }
+        }
+        // Reap finished tasks so the set does not grow.
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+    let _ = client.flush().await;
+}

@@ -14,6 +14,7 @@ pub const PACKAGES: &[&str] = &[
     "squall-examples",
     "squall-testkit",
     "squall-wait-extra",
+    "squall-redis",
     "squall-broken-not-a-plugin",
     "squall-broken-abi-mismatch",
     "squall-broken-version-mismatch",

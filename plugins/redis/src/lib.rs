@@ -8,6 +8,8 @@
 //!   dead-letter stream.
 //! - [`StreamAppend`] XADDs its inputs to a stream in pipelines and acks each
 //!   input after the server's reply.
+//! - [`EntryField`] emits one named field of an entry on `["value"]`, for
+//!   bolts that read a single value.
 //!
 //! Both use the blocking client of the `redis` crate. The spout's I/O runs on
 //! one thread of its own per task, handing entries over a bounded channel, so
@@ -39,13 +41,16 @@
 
 mod append;
 mod conn;
+mod field;
 mod reader;
 mod spout;
 
 pub use append::StreamAppend;
+pub use field::EntryField;
 pub use spout::StreamSpout;
 
 squall_plugin_api::export_plugin! {
     spouts: [StreamSpout],
     bolts: [StreamAppend],
+    basic_bolts: [EntryField],
 }

@@ -65,3 +65,8 @@ mod throttle;
 // symlink loops as plugins, bare names for inspect, writable libraries, huge
 // numbers and hostile names.
 mod hardening;
+
+// The Redis Streams connector against the local server: no loss under chaos
+// and a restart, a host killed (-9) among three, SIGTERM's flushed acks, a
+// cut connection, bad config.
+mod redis;

@@ -62,13 +62,16 @@ impl Workspace {
     }
 
     /// The text of a topology with its placeholders filled in: `{testkit}`,
-    /// `{examples}` and `{wait_extra}` become the absolute paths of the built
-    /// plugins, `{dir}` this workspace's directory.
+    /// `{examples}`, `{wait_extra}` and `{redis}` become the absolute paths of
+    /// the built plugins, `{dir}` this workspace's directory.
     pub fn fill(&self, toml: &str) -> String {
         let mut text = toml.replace("{dir}", &self.dir.display().to_string());
-        for (placeholder, plugin) in
-            [("{testkit}", "testkit"), ("{examples}", "examples"), ("{wait_extra}", "wait-extra")]
-        {
+        for (placeholder, plugin) in [
+            ("{testkit}", "testkit"),
+            ("{examples}", "examples"),
+            ("{wait_extra}", "wait-extra"),
+            ("{redis}", "redis"),
+        ] {
             if text.contains(placeholder) {
                 text = text.replace(placeholder, &plugin_path(plugin).display().to_string());
             }

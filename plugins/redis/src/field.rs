@@ -40,7 +40,7 @@ impl BasicBolt for EntryField {
 
     fn execute(&mut self, input: &Tuple<'_>, collector: &mut BasicCollector<'_>) -> Result<()> {
         let list = input.field("fields").and_then(Value::as_list).ok_or_else(|| {
-            format!("the input has no `fields` list (is it from redis::StreamSpout?)")
+            "the input has no `fields` list (is it from redis::StreamSpout?)".to_owned()
         })?;
         let value = list
             .chunks_exact(2)

@@ -586,3 +586,58 @@ inputs = [{{ from = "source" }}]
     );
     assert!(out.elapsed < Duration::from_secs(20), "bounded: {:?}", out.elapsed);
 }
+
+#[test]
+fn entries_that_keep_failing_go_to_the_dead_letter_stream_with_the_reason() {
+    if !require_service(REDIS) {
+        return;
+    }
+    const TOTAL: u64 = 200;
+    let n = names("redis_dead");
+    let mut con = connect();
+    fill(&mut con, &n.input, 0, TOTAL);
+    let ws = Workspace::new("redis_dead");
+    let options = Options {
+        url: URL,
+        spout: "max_deliver = 3",
+        middle: "component = \"testkit::ChaosBolt\"\nconfig = { fail_rate = 1.0 }",
+        message_timeout_secs: 30,
+    };
+    let path = topology(&ws, "dead.toml", &n, &options);
+    let child = start(&ws, &path);
+    wait_until(
+        Duration::from_secs(60),
+        || xlen(&mut connect(), &n.dead) >= TOTAL,
+        || {
+            format!(
+                "{} dead-lettered\n{}",
+                xlen(&mut connect(), &n.dead),
+                tail(&child.stderr_snapshot(), 30)
+            )
+        },
+    );
+    wait_until(
+        Duration::from_secs(10),
+        || pending_count(&mut connect(), &n.input, &n.group) == 0,
+        || "entries still pending".to_owned(),
+    );
+    child.interrupt();
+    let out = child.wait();
+    assert_clean(&out);
+    assert_eq!(xlen(&mut con, &n.output), 0, "every input failed");
+    let dead = read_all(&mut con, &n.dead);
+    assert_eq!(dead.len() as u64, TOTAL, "each entry dead-lettered once");
+    let field = |pairs: &[(String, String)], key: &str| {
+        pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()).unwrap_or_default()
+    };
+    let uids: HashSet<u64> =
+        dead.iter().map(|(_, p)| field(p, "uid").parse().expect("uid")).collect();
+    assert_eq!(uids, (0..TOTAL).collect());
+    for (_, pairs) in &dead {
+        assert_eq!(field(pairs, "deliveries"), "3", "{pairs:?}");
+        assert_eq!(field(pairs, "source_stream"), n.input, "{pairs:?}");
+        assert!(field(pairs, "reason").contains("failed 3 deliveries"), "{pairs:?}");
+        assert_eq!(field(pairs, "body"), "x", "the original fields follow: {pairs:?}");
+    }
+    assert!(out.stderr.contains("dead-lettered"), "the log says so\n{}", out.context());
+}

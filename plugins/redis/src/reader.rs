@@ -108,6 +108,8 @@ pub(crate) struct Reader {
     stopping: bool,
     metrics: ReaderMetrics,
     errors: u64,
+    /// Entries this reader has dead-lettered (for rate-limited logging).
+    dead_lettered: u64,
 }
 
 impl std::fmt::Debug for Reader {
@@ -147,6 +149,7 @@ impl Reader {
             stopping: false,
             metrics,
             errors: 0,
+            dead_lettered: 0,
         }
     }
 
@@ -299,13 +302,17 @@ impl Reader {
             let dead = self.dead.pop().expect("just looked");
             self.outstanding.remove(&dead.entry.id);
             ReaderMetrics::add(&self.metrics.dead_lettered, 1);
-            squall_plugin_api::warn!(
-                "redis stream {:?}: entry {} dead-lettered to {:?}: {}",
-                self.settings.stream,
-                dead.entry.id,
-                self.settings.dead_letter_stream,
-                dead.reason
-            );
+            self.dead_lettered += 1;
+            let n = self.dead_lettered;
+            if n.is_power_of_two() || n % 1000 == 0 {
+                squall_plugin_api::warn!(
+                    "redis stream {:?}: entry {} dead-lettered to {:?}: {} ({n} so far)",
+                    self.settings.stream,
+                    dead.entry.id,
+                    self.settings.dead_letter_stream,
+                    dead.reason
+                );
+            }
         }
         Ok(())
     }

@@ -27,7 +27,7 @@ pub(crate) fn connect_once(
     timeouts: Timeouts,
     block: Duration,
 ) -> redis::RedisResult<Connection> {
-    let attempt = timeouts.connect.clamp(Duration::from_millis(100), Duration::from_secs(2));
+    let attempt = timeouts.connect.min(Duration::from_secs(2));
     let con = client.get_connection_with_timeout(attempt)?;
     con.set_read_timeout(Some(block + timeouts.reply))?;
     con.set_write_timeout(Some(timeouts.reply))?;

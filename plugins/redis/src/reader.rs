@@ -86,6 +86,10 @@ impl ReaderMetrics {
 /// Most ids in one XACK.
 const ACK_CHUNK: usize = 1000;
 
+/// How long the final flush may wait for a connection, and for a reply.
+const CLOSE_CONNECT: Duration = Duration::from_millis(500);
+const CLOSE_REPLY: Duration = Duration::from_secs(1);
+
 /// The longest pause between two reconnection attempts.
 const MAX_RECONNECT_PAUSE: Duration = Duration::from_secs(2);
 
@@ -172,8 +176,19 @@ impl Reader {
                 }
             }
         }
-        // Final flush: one reconnection attempt if needed, then give up;
-        // whatever is not acked stays pending in the group.
+        // Final flush, kept short (the host reports a close that outlasts
+        // the drain by 2 s): one reconnection attempt of at most 500 ms if
+        // needed, replies within 1 s, then give up; whatever is not acked
+        // stays pending in the group.
+        self.settings.timeouts = Timeouts {
+            connect: self.settings.timeouts.connect.min(CLOSE_CONNECT),
+            reply: self.settings.timeouts.reply.min(CLOSE_REPLY),
+        };
+        self.settings.block = Duration::ZERO;
+        if let Some(con) = &self.con {
+            let _ = con.set_read_timeout(Some(CLOSE_REPLY));
+            let _ = con.set_write_timeout(Some(CLOSE_REPLY));
+        }
         if let Err(e) = self.flush() {
             self.report(&e);
             if conn::is_connection_error(&e) {
@@ -298,7 +313,23 @@ impl Reader {
         while let Some(dead) = self.dead.last() {
             let pipe = dead_letter_pipeline(&self.settings, dead);
             let con = self.connection()?;
-            pipe.query::<RedisValue>(con)?;
+            if let Err(e) = pipe.query::<RedisValue>(con) {
+                if conn::is_connection_error(&e) {
+                    return Err(e);
+                }
+                // Refused (say, the dead-letter key is not a stream): the
+                // entry stays pending in the group, to be claimed and tried
+                // again after min_idle; the reads go on meanwhile.
+                let dead = self.dead.pop().expect("just looked");
+                self.outstanding.remove(&dead.entry.id);
+                squall_plugin_api::error!(
+                    "redis stream {:?}: cannot dead-letter entry {} to {:?}: {e}; it stays pending",
+                    self.settings.stream,
+                    dead.entry.id,
+                    self.settings.dead_letter_stream
+                );
+                continue;
+            }
             let dead = self.dead.pop().expect("just looked");
             self.outstanding.remove(&dead.entry.id);
             ReaderMetrics::add(&self.metrics.dead_lettered, 1);

@@ -84,9 +84,11 @@ impl SpoutConfig {
         if !(1..=10_000).contains(&self.batch) {
             return Err(format!("batch must be between 1 and 10000, got {}", self.batch).into());
         }
-        if !(1..=10_000).contains(&self.block_ms) {
+        // Bounded so that close (which waits for the read in progress) ends
+        // well within the host's 2 s grace after the drain.
+        if !(1..=1_000).contains(&self.block_ms) {
             return Err(
-                format!("block_ms must be between 1 and 10000, got {}", self.block_ms).into()
+                format!("block_ms must be between 1 and 1000, got {}", self.block_ms).into()
             );
         }
         if self.claim_interval_ms == 0 {

@@ -65,6 +65,8 @@ pub(crate) struct Settings {
     pub max_deliver: u64,
     pub dead_letter_stream: String,
     pub timeouts: Timeouts,
+    /// How long an ack may wait to be sent with others.
+    pub ack_interval: Duration,
 }
 
 /// The counters the reader updates (registered by the spout in `open`).
@@ -107,6 +109,8 @@ pub(crate) struct Reader {
     /// claim that returns one of them (it was idle too long in this very
     /// task) must not deliver it twice.
     outstanding: HashSet<String>,
+    /// When the oldest unsent ack arrived.
+    acks_since: Option<Instant>,
     claim_cursor: String,
     next_claim: Instant,
     stopping: bool,
@@ -148,6 +152,7 @@ impl Reader {
             acks: Vec::new(),
             dead: Vec::new(),
             outstanding: HashSet::new(),
+            acks_since: None,
             claim_cursor: "0-0".to_owned(),
             next_claim: Instant::now(),
             stopping: false,
@@ -189,11 +194,11 @@ impl Reader {
             let _ = con.set_read_timeout(Some(CLOSE_REPLY));
             let _ = con.set_write_timeout(Some(CLOSE_REPLY));
         }
-        if let Err(e) = self.flush() {
+        if let Err(e) = self.flush(true) {
             self.report(&e);
             if conn::is_connection_error(&e) {
                 self.con = None;
-                if let Err(e) = self.flush() {
+                if let Err(e) = self.flush(true) {
                     self.report(&e);
                 }
             }
@@ -251,7 +256,10 @@ impl Reader {
                 },
             };
             match command {
-                Command::Ack(id) => self.acks.push(id),
+                Command::Ack(id) => {
+                    self.acks_since.get_or_insert_with(Instant::now);
+                    self.acks.push(id);
+                }
                 Command::DeadLetter(d) => self.dead.push(d),
                 Command::Stop => self.stopping = true,
             }
@@ -276,7 +284,7 @@ impl Reader {
 
     /// One round: flush, claim when due, read what there is room for.
     fn step(&mut self) -> redis::RedisResult<()> {
-        self.flush()?;
+        self.flush(false)?;
         if self.stopping {
             return Ok(());
         }
@@ -298,9 +306,14 @@ impl Reader {
         self.capacity.saturating_sub(self.entries.len())
     }
 
-    /// Sends the buffered acks and dead letters (each kept until its reply).
-    fn flush(&mut self) -> redis::RedisResult<()> {
-        while !self.acks.is_empty() {
+    /// Sends the buffered dead letters, and the acks when `all`, when
+    /// [`ACK_CHUNK`] have gathered or when the oldest has waited
+    /// `ack_interval` (each kept until its reply).
+    fn flush(&mut self, all: bool) -> redis::RedisResult<()> {
+        let due = all
+            || self.acks.len() >= ACK_CHUNK
+            || self.acks_since.is_some_and(|t| t.elapsed() >= self.settings.ack_interval);
+        while due && !self.acks.is_empty() {
             let n = self.acks.len().min(ACK_CHUNK);
             let mut cmd = redis::cmd("XACK");
             cmd.arg(&self.settings.stream).arg(&self.settings.group).arg(&self.acks[..n]);
@@ -308,6 +321,9 @@ impl Reader {
             cmd.query::<RedisValue>(con)?;
             for id in self.acks.drain(..n) {
                 self.outstanding.remove(&id);
+            }
+            if self.acks.is_empty() {
+                self.acks_since = None;
             }
         }
         while let Some(dead) = self.dead.last() {

@@ -42,6 +42,8 @@ struct SpoutConfig {
     start_id: String,
     #[serde(default = "default_connect_timeout_ms")]
     connect_timeout_ms: u64,
+    #[serde(default = "default_ack_interval_ms")]
+    ack_interval_ms: u64,
 }
 
 fn default_batch() -> usize {
@@ -71,6 +73,9 @@ fn default_start_id() -> String {
 fn default_connect_timeout_ms() -> u64 {
     5_000
 }
+fn default_ack_interval_ms() -> u64 {
+    100
+}
 
 impl SpoutConfig {
     fn validate(&self) -> Result<()> {
@@ -99,6 +104,13 @@ impl SpoutConfig {
         }
         if self.max_pending == 0 {
             return Err("max_pending must be at least 1".into());
+        }
+        if self.ack_interval_ms > 60_000 {
+            return Err(format!(
+                "ack_interval_ms must be at most 60000, got {}",
+                self.ack_interval_ms
+            )
+            .into());
         }
         if self.connect_timeout_ms == 0 {
             return Err("connect_timeout_ms must be at least 1".into());
@@ -346,6 +358,7 @@ impl Spout for StreamSpout {
                 .clone()
                 .unwrap_or_else(|| format!("{}:dead", c.stream)),
             timeouts,
+            ack_interval: Duration::from_millis(c.ack_interval_ms),
         };
         let reader_metrics = ReaderMetrics {
             claimed: Some(metrics::counter(

@@ -496,7 +496,113 @@ impl Drop for StreamSpout {
 
 #[cfg(test)]
 mod tests {
+    use squall_plugin_api::testing::Recorder;
+
     use super::*;
+
+    /// A spout whose I/O thread is the test: it feeds entries and reads
+    /// the commands.
+    fn spout(extra: &str) -> (StreamSpout, Sender<Delivery>, Receiver<Command>) {
+        let toml = format!("url = \"redis://127.0.0.1/\"\nstream = \"s\"\ngroup = \"g\"\n{extra}");
+        let mut spout = StreamSpout::new(&ComponentConfig::new(&toml)).unwrap();
+        let (entries_tx, entries_rx) = crossbeam_channel::bounded(16);
+        let (commands_tx, commands_rx) = crossbeam_channel::unbounded();
+        spout.io = Some(Io { entries: entries_rx, commands: commands_tx, thread: None });
+        (spout, entries_tx, commands_rx)
+    }
+
+    fn delivery(id: &str, deliveries: u64) -> Delivery {
+        let entry =
+            RawEntry { id: id.into(), fields: vec![(b"uid".to_vec(), id.as_bytes().to_vec())] };
+        Delivery { entry, deliveries }
+    }
+
+    fn next(spout: &mut StreamSpout) -> Vec<(String, u64)> {
+        let mut recorder = Recorder::default();
+        spout.next_tuple(&mut SpoutCollector::new(recorder.output())).unwrap();
+        recorder
+            .emitted
+            .iter()
+            .map(|e| (e.values[0].as_str().unwrap().to_owned(), e.message_id.unwrap().0))
+            .collect()
+    }
+
+    fn commands(rx: &Receiver<Command>) -> Vec<String> {
+        rx.try_iter()
+            .map(|c| match c {
+                Command::Ack(id) => format!("ack {id}"),
+                Command::DeadLetter(d) => {
+                    format!("dead {} {} {}", d.entry.id, d.deliveries, d.reason)
+                }
+                Command::Stop => "stop".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_entry_is_acked_only_when_its_tree_is_and_a_failed_one_is_replayed_with_its_id() {
+        let (mut spout, entries, rx) = spout("max_deliver = 3");
+        entries.send(delivery("1-0", 1)).unwrap();
+        entries.send(delivery("1-1", 1)).unwrap();
+        let emitted = next(&mut spout);
+        assert_eq!(emitted.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(), ["1-0", "1-1"]);
+        assert!(commands(&rx).is_empty(), "nothing is acked on emit");
+        spout.ack(MessageId(emitted[0].1));
+        assert_eq!(commands(&rx), ["ack 1-0"]);
+        spout.fail(MessageId(emitted[1].1));
+        assert!(commands(&rx).is_empty(), "a fail is replayed, not acked");
+        assert_eq!(next(&mut spout), [("1-1".to_owned(), emitted[1].1)]);
+        spout.ack(MessageId(emitted[1].1));
+        assert_eq!(commands(&rx), ["ack 1-1"]);
+        // Ids it does not know (a predecessor's) are ignored.
+        spout.ack(MessageId(u64::MAX));
+        spout.fail(MessageId(u64::MAX));
+        assert!(commands(&rx).is_empty());
+        assert!(next(&mut spout).is_empty());
+    }
+
+    #[test]
+    fn the_last_allowed_delivery_failing_dead_letters_the_entry() {
+        let (mut spout, entries, rx) = spout("max_deliver = 2");
+        // A claimed entry already delivered twice by Redis's count.
+        entries.send(delivery("2-0", 2)).unwrap();
+        entries.send(delivery("2-1", 1)).unwrap();
+        let emitted = next(&mut spout);
+        spout.fail(MessageId(emitted[0].1));
+        spout.fail(MessageId(emitted[1].1));
+        assert_eq!(commands(&rx), ["dead 2-0 2 failed 2 deliveries (max_deliver = 2)"]);
+        let replayed = next(&mut spout);
+        assert_eq!(replayed, [("2-1".to_owned(), emitted[1].1)]);
+        spout.fail(MessageId(replayed[0].1));
+        assert_eq!(commands(&rx), ["dead 2-1 2 failed 2 deliveries (max_deliver = 2)"]);
+        assert!(next(&mut spout).is_empty());
+    }
+
+    #[test]
+    fn max_pending_bounds_what_is_in_flight_and_the_rest_waits_in_the_channel() {
+        let (mut spout, entries, _rx) = spout("max_pending = 2");
+        for i in 0..5 {
+            entries.send(delivery(&format!("3-{i}"), 1)).unwrap();
+        }
+        let emitted = next(&mut spout);
+        assert_eq!(emitted.len(), 2);
+        assert!(next(&mut spout).is_empty(), "two in flight");
+        assert_eq!(entries.len(), 3, "the rest stays in the channel");
+        spout.ack(MessageId(emitted[0].1));
+        assert_eq!(next(&mut spout).len(), 1);
+    }
+
+    #[test]
+    fn fails_during_the_drain_leave_the_entry_pending_without_a_delivery() {
+        let (mut spout, entries, rx) = spout("max_deliver = 1");
+        entries.send(delivery("4-0", 1)).unwrap();
+        let emitted = next(&mut spout);
+        spout.deactivate();
+        spout.fail(MessageId(emitted[0].1));
+        assert!(commands(&rx).is_empty(), "neither acked nor dead-lettered");
+        assert!(spout.pending.is_empty() && spout.replay.is_empty());
+        spout.close();
+    }
 
     #[test]
     fn fields_become_a_flat_list_of_names_and_values() {

@@ -1,6 +1,7 @@
 //! [`StreamAppend`]: XADDs its inputs to a Redis stream in pipelines, and
 //! acks each input after the server's reply.
 
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -47,13 +48,6 @@ fn default_connect_timeout_ms() -> u64 {
     5_000
 }
 
-/// One buffered input: its anchor and the XADD field pairs.
-#[derive(Debug)]
-struct Pending {
-    anchor: Anchor,
-    pairs: Vec<(Vec<u8>, Vec<u8>)>,
-}
-
 /// The bolt's counters.
 #[derive(Debug)]
 struct AppendMetrics {
@@ -78,7 +72,10 @@ pub struct StreamAppend {
     config: AppendConfig,
     client: redis::Client,
     con: Option<redis::Connection>,
-    buffer: Vec<Pending>,
+    /// The XADDs of the buffered inputs, built as they arrive.
+    pipe: redis::Pipeline,
+    /// The buffered inputs, in the pipeline's order.
+    buffer: Vec<Anchor>,
     oldest: Option<Instant>,
     metrics: Option<AppendMetrics>,
     errors: u64,
@@ -95,25 +92,28 @@ impl std::fmt::Debug for StreamAppend {
 }
 
 /// The bytes Redis stores for one tuple value; `None` for a list.
-fn value_bytes(value: &Value) -> Option<Vec<u8>> {
+fn value_bytes(value: &Value) -> Option<Cow<'_, [u8]>> {
     if let Some(b) = value.as_bytes() {
-        return Some(b.to_vec());
+        return Some(Cow::Borrowed(b));
     }
     if let Some(s) = value.as_str() {
-        return Some(s.as_bytes().to_vec());
+        return Some(Cow::Borrowed(s.as_bytes()));
     }
-    Some(match value {
+    Some(Cow::Owned(match value {
         Value::Null => Vec::new(),
         Value::Bool(b) => b.to_string().into_bytes(),
         Value::I64(n) => n.to_string().into_bytes(),
         Value::U64(n) => n.to_string().into_bytes(),
         Value::F64(n) => n.to_string().into_bytes(),
         _ => return None,
-    })
+    }))
 }
 
+/// One XADD field pair, borrowed from the input where it can be.
+type Pair<'a> = (Cow<'a, [u8]>, Cow<'a, [u8]>);
+
 /// The XADD field pairs of `input` (see [`StreamAppend`]).
-fn pairs_of(input: &Tuple<'_>, only: Option<&[String]>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+fn pairs_of<'a>(input: &Tuple<'a>, only: Option<&[String]>) -> Result<Vec<Pair<'a>>> {
     let mut pairs = Vec::new();
     for (i, value) in input.values().iter().enumerate() {
         let name = input.fields().get(i).map(|f| f.as_str()).unwrap_or("");
@@ -145,7 +145,7 @@ fn pairs_of(input: &Tuple<'_>, only: Option<&[String]>) -> Result<Vec<(Vec<u8>, 
             if name.is_empty() {
                 return Err(format!("value #{i} has no field name").into());
             }
-            pairs.push((name.as_bytes().to_vec(), v));
+            pairs.push((Cow::Borrowed(name.as_bytes()), v));
         }
     }
     if pairs.is_empty() {
@@ -169,27 +169,15 @@ impl StreamAppend {
         if self.buffer.is_empty() {
             return;
         }
-        let mut pipe = redis::pipe();
-        for p in &self.buffer {
-            let cmd = pipe.cmd("XADD").arg(&self.config.stream);
-            if let Some(n) = self.config.maxlen {
-                cmd.arg("MAXLEN");
-                if self.config.approx {
-                    cmd.arg("~");
-                }
-                cmd.arg(n);
-            }
-            cmd.arg("*");
-            for (k, v) in &p.pairs {
-                cmd.arg(k).arg(v);
-            }
-        }
+        let pipe = std::mem::take(&mut self.pipe);
         let sent = self.send(&pipe);
+        self.pipe = pipe;
+        self.pipe.clear();
         let n = self.buffer.len() as u64;
         match sent {
             Ok(()) => {
-                for p in self.buffer.drain(..) {
-                    collector.ack(p.anchor);
+                for anchor in self.buffer.drain(..) {
+                    collector.ack(anchor);
                 }
                 if let Some(m) = &self.metrics {
                     m.appended.add(n);
@@ -205,8 +193,8 @@ impl StreamAppend {
                         self.errors
                     );
                 }
-                for p in self.buffer.drain(..) {
-                    collector.fail(p.anchor);
+                for anchor in self.buffer.drain(..) {
+                    collector.fail(anchor);
                 }
                 if let Some(m) = &self.metrics {
                     m.failed.add(n);
@@ -259,6 +247,7 @@ impl Bolt for StreamAppend {
             config,
             client,
             con: None,
+            pipe: redis::pipe(),
             buffer: Vec::new(),
             oldest: None,
             metrics: None,
@@ -287,7 +276,19 @@ impl Bolt for StreamAppend {
         }
         // An input that cannot become an entry is failed by the host (Err).
         let pairs = pairs_of(input, self.config.fields.as_deref())?;
-        self.buffer.push(Pending { anchor: input.anchor(), pairs });
+        let cmd = self.pipe.cmd("XADD").arg(&self.config.stream);
+        if let Some(n) = self.config.maxlen {
+            cmd.arg("MAXLEN");
+            if self.config.approx {
+                cmd.arg("~");
+            }
+            cmd.arg(n);
+        }
+        cmd.arg("*");
+        for (k, v) in &pairs {
+            cmd.arg(k.as_ref()).arg(v.as_ref());
+        }
+        self.buffer.push(input.anchor());
         let oldest = *self.oldest.get_or_insert_with(Instant::now);
         if self.buffer.len() >= self.config.batch
             || oldest.elapsed() >= Duration::from_millis(self.config.linger_ms)

@@ -12,11 +12,11 @@
 //! wait in memory meanwhile, and entries already in the channel are not
 //! affected.
 
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use redis::{Client, Connection, RedisError, Value as RedisValue};
+use rustc_hash::FxHashSet;
 use squall_plugin_api::host::metrics::Counter;
 
 use crate::conn::{self, RawEntry, Timeouts};
@@ -108,7 +108,7 @@ pub(crate) struct Reader {
     /// Entries handed to the spout and not yet acked or dead-lettered: a
     /// claim that returns one of them (it was idle too long in this very
     /// task) must not deliver it twice.
-    outstanding: HashSet<String>,
+    outstanding: FxHashSet<String>,
     /// When the oldest unsent ack arrived.
     acks_since: Option<Instant>,
     claim_cursor: String,
@@ -151,7 +151,7 @@ impl Reader {
             commands,
             acks: Vec::new(),
             dead: Vec::new(),
-            outstanding: HashSet::new(),
+            outstanding: FxHashSet::default(),
             acks_since: None,
             claim_cursor: "0-0".to_owned(),
             next_claim: Instant::now(),

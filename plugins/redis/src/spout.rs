@@ -1,11 +1,12 @@
 //! [`StreamSpout`]: reads a Redis stream through a consumer group, at least once.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
+use rustc_hash::FxHashMap;
 use serde::Deserialize;
 use squall_plugin_api::host::metrics::{self, Counter};
 use squall_plugin_api::prelude::*;
@@ -170,7 +171,7 @@ pub struct StreamSpout {
     config: SpoutConfig,
     client: redis::Client,
     io: Option<Io>,
-    pending: HashMap<u64, InFlight>,
+    pending: FxHashMap<u64, InFlight>,
     replay: VecDeque<u64>,
     draining: bool,
     metrics: Option<SpoutMetrics>,
@@ -322,7 +323,7 @@ impl Spout for StreamSpout {
             config,
             client,
             io: None,
-            pending: HashMap::new(),
+            pending: FxHashMap::default(),
             replay: VecDeque::new(),
             draining: false,
             metrics: None,

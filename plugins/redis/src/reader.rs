@@ -85,6 +85,15 @@ impl ReaderMetrics {
     }
 }
 
+/// Where entries not read as new come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// XAUTOCLAIM: idle in some consumer of the group.
+    Claimed,
+    /// This consumer's own pending list.
+    Own,
+}
+
 /// Most ids in one XACK.
 const ACK_CHUNK: usize = 1000;
 
@@ -112,6 +121,10 @@ pub(crate) struct Reader {
     /// When the oldest unsent ack arrived.
     acks_since: Option<Instant>,
     claim_cursor: String,
+    /// Whether this consumer's own pending entries are to be read back
+    /// (at start and after a reconnection), and from which id.
+    recover: bool,
+    own_cursor: String,
     next_claim: Instant,
     stopping: bool,
     metrics: ReaderMetrics,
@@ -154,6 +167,8 @@ impl Reader {
             outstanding: FxHashSet::default(),
             acks_since: None,
             claim_cursor: "0-0".to_owned(),
+            recover: true,
+            own_cursor: "0".to_owned(),
             next_claim: Instant::now(),
             stopping: false,
             metrics,
@@ -215,7 +230,7 @@ impl Reader {
         }
     }
 
-    /// Logs an error: the 1st, 10th, 100th ... time.
+    /// Logs an error: the 1st, 2nd, 4th, 8th ... and every 100th time.
     fn report(&mut self, e: &RedisError) {
         self.errors += 1;
         if self.errors.is_power_of_two() || self.errors % 100 == 0 {
@@ -272,6 +287,10 @@ impl Reader {
             let con =
                 conn::connect_once(&self.client, self.settings.timeouts, self.settings.block)?;
             ReaderMetrics::add(&self.metrics.reconnects, 1);
+            // A reply lost with the old connection may have handed entries
+            // to this consumer: read them back from its pending list.
+            self.recover = true;
+            self.own_cursor = "0".to_owned();
             squall_plugin_api::info!(
                 "redis stream {:?}: reconnected as consumer {:?}",
                 self.settings.stream,
@@ -287,6 +306,9 @@ impl Reader {
         self.flush(false)?;
         if self.stopping {
             return Ok(());
+        }
+        if self.recover {
+            self.recover_own()?;
         }
         if Instant::now() >= self.next_claim {
             self.claim()?;
@@ -394,7 +416,7 @@ impl Reader {
                 .filter(|e| !self.outstanding.contains(&e.id))
                 .collect();
             if !claimed.is_empty() {
-                self.deliver_claimed(claimed)?;
+                self.deliver_claimed(claimed, Source::Claimed)?;
             }
             self.claim_cursor = cursor;
             if self.claim_cursor == "0-0" {
@@ -404,9 +426,49 @@ impl Reader {
         Ok(())
     }
 
-    /// Looks up the delivery counts of claimed entries (one pipelined
-    /// XPENDING each), then delivers or dead-letters each.
-    fn deliver_claimed(&mut self, claimed: Vec<RawEntry>) -> redis::RedisResult<()> {
+    /// Reads this consumer's own pending entries (XREADGROUP ... 0, in
+    /// pages) and delivers those not in flight here: after a reconnection,
+    /// entries whose XREADGROUP reply was lost on the way, and at start,
+    /// what a previous process of the same consumer name left pending.
+    fn recover_own(&mut self) -> redis::RedisResult<()> {
+        loop {
+            let room = self.room();
+            if room == 0 {
+                return Ok(()); // the rest on a later round
+            }
+            let s = &self.settings;
+            let mut cmd = redis::cmd("XREADGROUP");
+            cmd.arg("GROUP")
+                .arg(&s.group)
+                .arg(&s.consumer)
+                .arg("COUNT")
+                .arg(room.min(s.batch))
+                .arg("STREAMS")
+                .arg(&s.stream)
+                .arg(&self.own_cursor);
+            let reply: RedisValue = cmd.query(self.connection()?)?;
+            let page = conn::xreadgroup_entries(&reply);
+            let Some(last) = page.last() else {
+                self.recover = false;
+                self.own_cursor = "0".to_owned();
+                return Ok(());
+            };
+            self.own_cursor = last.id.clone();
+            let mine: Vec<RawEntry> =
+                page.into_iter().filter(|e| !self.outstanding.contains(&e.id)).collect();
+            if !mine.is_empty() {
+                self.deliver_claimed(mine, Source::Own)?;
+            }
+        }
+    }
+
+    /// Looks up the delivery counts of claimed or recovered entries (one
+    /// pipelined XPENDING each), then delivers or dead-letters each.
+    fn deliver_claimed(
+        &mut self,
+        claimed: Vec<RawEntry>,
+        source: Source,
+    ) -> redis::RedisResult<()> {
         let mut pipe = redis::pipe();
         for e in &claimed {
             pipe.cmd("XPENDING")
@@ -417,13 +479,23 @@ impl Reader {
                 .arg(1);
         }
         let counts: Vec<RedisValue> = pipe.query(self.connection()?)?;
-        ReaderMetrics::add(&self.metrics.claimed, claimed.len() as u64);
-        squall_plugin_api::info!(
-            "redis stream {:?}: claimed {} idle entries for consumer {:?}",
-            self.settings.stream,
-            claimed.len(),
-            self.settings.consumer
-        );
+        match source {
+            Source::Claimed => {
+                ReaderMetrics::add(&self.metrics.claimed, claimed.len() as u64);
+                squall_plugin_api::info!(
+                    "redis stream {:?}: claimed {} idle entries for consumer {:?}",
+                    self.settings.stream,
+                    claimed.len(),
+                    self.settings.consumer
+                );
+            }
+            Source::Own => squall_plugin_api::info!(
+                "redis stream {:?}: recovered {} entries pending for consumer {:?}",
+                self.settings.stream,
+                claimed.len(),
+                self.settings.consumer
+            ),
+        }
         for (entry, count) in claimed.into_iter().zip(counts.iter()) {
             // [[id, consumer, idle, deliveries]]; the claim already counted.
             let deliveries = conn::items(count)

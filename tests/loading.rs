@@ -244,10 +244,11 @@ fn inspect_lists_components_with_kinds_streams_fields_and_the_contract_version()
         ["stream even [value]", "stream odd [value]"]
     );
     assert_eq!(streams_of("bolt", "IdBolt"), ["stream default [value]"]);
+    assert_eq!(streams_of("bolt", "PackBolt"), ["stream default [value]"]);
     assert_eq!(streams_of("bolt", "NullBolt"), Vec::<&str>::new());
     let components =
         lines.iter().filter(|l| l.starts_with("spout ") || l.starts_with("bolt ")).count();
-    assert_eq!(components, 17, "every testkit component is listed\n{}", out.context());
+    assert_eq!(components, 18, "every testkit component is listed\n{}", out.context());
 }
 
 #[test]

@@ -83,3 +83,7 @@ mod reload;
 // The NATS JetStream connector against the real server: no loss under chaos,
 // a killed host, SIGTERM and a cut connection; config errors.
 mod nats;
+// The Redis Streams connector against the local server: no loss under chaos
+// and a restart, a host killed (-9) among three, SIGTERM's flushed acks, a
+// cut connection, bad config.
+mod redis;

@@ -16,6 +16,7 @@ pub const PACKAGES: &[&str] = &[
     "squall-files",
     "squall-nats",
     "squall-wait-extra",
+    "squall-redis",
     "squall-broken-not-a-plugin",
     "squall-broken-abi-mismatch",
     "squall-broken-version-mismatch",

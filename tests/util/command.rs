@@ -72,6 +72,7 @@ impl Workspace {
             ("{wait_extra}", "wait-extra"),
             ("{files}", "files"),
             ("{nats}", "nats"),
+            ("{redis}", "redis"),
         ] {
             if text.contains(placeholder) {
                 text = text.replace(placeholder, &plugin_path(plugin).display().to_string());

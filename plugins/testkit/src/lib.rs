@@ -6,7 +6,8 @@
 //! - [`ConstSpout`] emits one constant string, `per_call` tuples per call;
 //!   [`EmptySpout`] never emits (idle CPU).
 //! - [`NullBolt`] discards; [`IdBolt`] re-emits; [`SleepBolt`] re-emits after a
-//!   pause (a slow consumer for backpressure).
+//!   pause (a slow consumer for backpressure); [`PackBolt`] packs a tuple's
+//!   names and values into one list value.
 //!
 //! Fault injection:
 //! - [`ChaosBolt`] panics, fails or drops a random share of its inputs.
@@ -60,7 +61,7 @@ use squall_plugin_api::{ComponentConfig, Result, SmallStr, Value};
 
 pub use faults::{BlockOnNew, ChaosBolt, FailOnNew, PanicBolt, PanicOnNew, PanicSpout};
 pub use lifecycle::{LifecycleBolt, LifecycleSpout};
-pub use plumbing::{ConstSpout, EmptySpout, IdBolt, NullBolt, SleepBolt};
+pub use plumbing::{ConstSpout, EmptySpout, IdBolt, NullBolt, PackBolt, SleepBolt};
 pub use record::RecordBolt;
 pub use replay::ReplaySpout;
 pub use routing::{DirectSpout, MultiStreamSpout};
@@ -71,7 +72,7 @@ squall_plugin_api::export_plugin! {
         DirectSpout, MultiStreamSpout,
     ],
     bolts: [ChaosBolt],
-    basic_bolts: [NullBolt, IdBolt, PanicBolt, PanicOnNew, SleepBolt, RecordBolt, LifecycleBolt],
+    basic_bolts: [NullBolt, IdBolt, PackBolt, PanicBolt, PanicOnNew, SleepBolt, RecordBolt, LifecycleBolt],
 }
 
 /// A string value to emit again and again: inline when short, shared (one
@@ -160,6 +161,7 @@ mod tests {
             ("bolt", "ChaosBolt".into(), false, default()),
             ("bolt", "NullBolt".into(), true, vec![]),
             ("bolt", "IdBolt".into(), true, default()),
+            ("bolt", "PackBolt".into(), true, default()),
             ("bolt", "PanicBolt".into(), true, default()),
             ("bolt", "PanicOnNew".into(), true, default()),
             ("bolt", "SleepBolt".into(), true, default()),

@@ -1,5 +1,5 @@
 //! Benchmark plumbing: [`ConstSpout`], [`EmptySpout`], [`NullBolt`],
-//! [`IdBolt`] and [`SleepBolt`].
+//! [`IdBolt`], [`PackBolt`] and [`SleepBolt`].
 
 use std::time::Duration;
 
@@ -225,6 +225,44 @@ impl BasicBolt for IdBolt {
     }
 }
 
+/// Packs every input into one value on `["value"]`: a list of the input's
+/// field names and values, alternating, with a list value spliced in as its
+/// items. So `id = "1-0", fields = ["a", "1"]` becomes `["id", "1-0", "a",
+/// "1"]`: a multi-field tuple made fit for the single-field testkit bolts
+/// (such as [`ChaosBolt`](crate::ChaosBolt)), and still a name/value list.
+#[derive(Debug)]
+pub struct PackBolt;
+
+impl BasicBolt for PackBolt {
+    const NAME: &'static str = "PackBolt";
+    const DESCRIPTION: &'static str = "packs each input's names and values into one list";
+
+    fn declare_outputs(outputs: &mut OutputDeclarer) {
+        outputs.declare(&["value"]);
+    }
+
+    fn new(config: &ComponentConfig<'_>) -> Result<Self> {
+        parse_no_config(config)?;
+        Ok(PackBolt)
+    }
+
+    fn execute(&mut self, input: &Tuple<'_>, collector: &mut BasicCollector<'_>) -> Result<()> {
+        let mut packed = Vec::with_capacity(input.values().len() * 2);
+        for (i, value) in input.values().iter().enumerate() {
+            match value.as_list() {
+                Some(items) => packed.extend(items.iter().cloned()),
+                None => {
+                    let name = input.fields().get(i).map_or("", |f| f.as_str());
+                    packed.push(Value::from(name));
+                    packed.push(value.clone());
+                }
+            }
+        }
+        collector.emit(&[Value::List(packed.into())]);
+        Ok(())
+    }
+}
+
 /// [`SleepBolt`]'s config.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -332,6 +370,18 @@ mod tests {
         sleep.execute(&input, &mut BasicCollector::new(recorder.output())).unwrap();
         assert_eq!(recorder.emitted.len(), 2);
         assert!(recorder.emitted.iter().all(|e| e.values == values));
+    }
+
+    #[test]
+    fn pack_bolt_splices_lists_and_pairs_other_values_with_their_names() {
+        let values =
+            [Value::from("1-0"), Value::List(vec![Value::from("a"), Value::U64(1)].into())];
+        let input = Tuple::new(&values, &[], "spout", "default", 1, Anchor(9));
+        let mut recorder = Recorder::default();
+        PackBolt.execute(&input, &mut BasicCollector::new(recorder.output())).unwrap();
+        assert_eq!(recorder.emitted.len(), 1);
+        let packed = [Value::from(""), Value::from("1-0"), Value::from("a"), Value::U64(1)];
+        assert_eq!(recorder.emitted[0].values, [Value::List(packed.to_vec().into())]);
     }
 
     #[test]

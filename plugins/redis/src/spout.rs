@@ -1,0 +1,638 @@
+//! [`StreamSpout`]: reads a Redis stream through a consumer group, at least once.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use rustc_hash::FxHashMap;
+use serde::Deserialize;
+use squall_plugin_api::host::metrics::{self, Counter};
+use squall_plugin_api::prelude::*;
+
+use crate::conn::{self, RawEntry, Timeouts};
+use crate::reader::{Command, DeadLetter, Delivery, Reader, ReaderMetrics, Settings};
+
+/// The spout's `config` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpoutConfig {
+    url: String,
+    stream: String,
+    group: String,
+    #[serde(default)]
+    consumer: Option<String>,
+    #[serde(default = "default_batch")]
+    batch: usize,
+    #[serde(default = "default_block_ms")]
+    block_ms: u64,
+    #[serde(default = "default_min_idle_ms")]
+    min_idle_ms: u64,
+    #[serde(default = "default_claim_interval_ms")]
+    claim_interval_ms: u64,
+    #[serde(default = "default_max_deliver")]
+    max_deliver: u64,
+    #[serde(default)]
+    dead_letter_stream: Option<String>,
+    #[serde(default = "default_max_pending")]
+    max_pending: usize,
+    #[serde(default = "default_true")]
+    create_group: bool,
+    #[serde(default = "default_start_id")]
+    start_id: String,
+    #[serde(default = "default_connect_timeout_ms")]
+    connect_timeout_ms: u64,
+    #[serde(default = "default_ack_interval_ms")]
+    ack_interval_ms: u64,
+}
+
+fn default_batch() -> usize {
+    100
+}
+fn default_block_ms() -> u64 {
+    500
+}
+fn default_min_idle_ms() -> u64 {
+    60_000
+}
+fn default_claim_interval_ms() -> u64 {
+    10_000
+}
+fn default_max_deliver() -> u64 {
+    5
+}
+fn default_max_pending() -> usize {
+    1000
+}
+fn default_true() -> bool {
+    true
+}
+fn default_start_id() -> String {
+    "0".to_owned()
+}
+fn default_connect_timeout_ms() -> u64 {
+    5_000
+}
+fn default_ack_interval_ms() -> u64 {
+    100
+}
+
+impl SpoutConfig {
+    fn validate(&self) -> Result<()> {
+        for (key, value) in
+            [("stream", &self.stream), ("group", &self.group), ("start_id", &self.start_id)]
+        {
+            if value.is_empty() {
+                return Err(format!("{key} must not be empty").into());
+            }
+        }
+        if !(1..=10_000).contains(&self.batch) {
+            return Err(format!("batch must be between 1 and 10000, got {}", self.batch).into());
+        }
+        // Bounded so that close (which waits for the read in progress) ends
+        // well within the host's 2 s grace after the drain.
+        if !(1..=1_000).contains(&self.block_ms) {
+            return Err(
+                format!("block_ms must be between 1 and 1000, got {}", self.block_ms).into()
+            );
+        }
+        if self.claim_interval_ms == 0 {
+            return Err("claim_interval_ms must be at least 1".into());
+        }
+        if self.max_deliver == 0 {
+            return Err("max_deliver must be at least 1".into());
+        }
+        if self.max_pending == 0 {
+            return Err("max_pending must be at least 1".into());
+        }
+        if self.ack_interval_ms > 60_000 {
+            return Err(format!(
+                "ack_interval_ms must be at most 60000, got {}",
+                self.ack_interval_ms
+            )
+            .into());
+        }
+        if self.connect_timeout_ms == 0 {
+            return Err("connect_timeout_ms must be at least 1".into());
+        }
+        if self.consumer.as_deref() == Some("") {
+            return Err("consumer must not be empty".into());
+        }
+        if self.dead_letter_stream.as_deref() == Some(&self.stream) {
+            return Err("dead_letter_stream must differ from stream".into());
+        }
+        Ok(())
+    }
+}
+
+/// Message ids of every spout task in the process: unique across tasks and
+/// across an instance rebuilt after a panic, whose predecessor's ids may
+/// still come back to it.
+static NEXT_MESSAGE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// An entry emitted and not yet acked.
+#[derive(Debug)]
+struct InFlight {
+    entry_id: Value,
+    fields: Value,
+    raw: RawEntry,
+    deliveries: u64,
+}
+
+/// The I/O thread and the two channels to it.
+#[derive(Debug)]
+struct Io {
+    entries: Receiver<Delivery>,
+    commands: Sender<Command>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The spout's counters.
+#[derive(Debug)]
+struct SpoutMetrics {
+    redeliveries: Counter,
+}
+
+/// Reads a Redis stream through a consumer group (XREADGROUP) and emits one
+/// tuple per entry on `["id", "fields"]`: `id` is the entry id (a string)
+/// and `fields` a list of alternating field names and values (strings, or
+/// bytes when not UTF-8), in the entry's order.
+///
+/// Each tuple is tracked: the entry is XACKed only when its whole tuple tree
+/// is acked (at least once). A failed tree is re-emitted from the spout's
+/// memory; after `max_deliver` deliveries the entry goes to the dead-letter
+/// stream with the reason and is XACKed. Entries left idle by dead consumers
+/// are claimed with XAUTOCLAIM at start and every `claim_interval_ms`.
+/// Redis I/O runs on a thread of its own; `next_tuple` only takes from a
+/// bounded channel. Every key is described in `docs/connectors-redis.md`.
+#[derive(Debug)]
+pub struct StreamSpout {
+    config: SpoutConfig,
+    client: redis::Client,
+    io: Option<Io>,
+    pending: FxHashMap<u64, InFlight>,
+    replay: VecDeque<u64>,
+    draining: bool,
+    metrics: Option<SpoutMetrics>,
+}
+
+impl StreamSpout {
+    /// The consumer name: the configured one (with the task index appended
+    /// when there are several tasks), or `<host>-<pid>-<task index>`.
+    fn consumer_name(&self, context: &TaskContext) -> String {
+        match &self.config.consumer {
+            Some(name) if context.parallelism > 1 => format!("{name}-{}", context.task_index),
+            Some(name) => name.clone(),
+            None => format!("{}-{}-{}", hostname(), std::process::id(), context.task_index),
+        }
+    }
+
+    /// XGROUP CREATE ... MKSTREAM, tolerating a group that already exists.
+    fn create_group(&self, con: &mut redis::Connection) -> Result<()> {
+        let c = &self.config;
+        let created = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(&c.stream)
+            .arg(&c.group)
+            .arg(&c.start_id)
+            .arg("MKSTREAM")
+            .query::<redis::Value>(con);
+        match created {
+            Ok(_) => {
+                squall_plugin_api::info!(
+                    "redis stream {:?}: created group {:?} at {}",
+                    c.stream,
+                    c.group,
+                    c.start_id
+                );
+                Ok(())
+            }
+            Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
+            Err(e) => {
+                Err(format!("cannot create group {:?} on stream {:?}: {e}", c.group, c.stream)
+                    .into())
+            }
+        }
+    }
+
+    /// Checks that the group exists (when the spout is not to create it).
+    fn check_group(&self, con: &mut redis::Connection) -> Result<()> {
+        let c = &self.config;
+        let groups: redis::Value = redis::cmd("XINFO")
+            .arg("GROUPS")
+            .arg(&c.stream)
+            .query(con)
+            .map_err(|e| format!("stream {:?}: {e}", c.stream))?;
+        let found = conn::items(&groups).iter().any(|g| {
+            let fields = conn::items(g);
+            let map_name = match g {
+                redis::Value::Map(m) => m
+                    .iter()
+                    .find(|(k, _)| conn::text(k).as_deref() == Some("name"))
+                    .and_then(|(_, v)| conn::text(v)),
+                _ => None,
+            };
+            map_name.as_deref() == Some(c.group.as_str())
+                || fields.chunks_exact(2).any(|p| {
+                    conn::text(&p[0]).as_deref() == Some("name")
+                        && conn::text(&p[1]).as_deref() == Some(c.group.as_str())
+                })
+        });
+        if found {
+            Ok(())
+        } else {
+            Err(format!(
+                "stream {:?} has no consumer group {:?} (and create_group = false)",
+                c.stream, c.group
+            )
+            .into())
+        }
+    }
+
+    fn send(&self, command: Command) {
+        if let Some(io) = &self.io {
+            // The reader only exits after Stop or when we drop the sender.
+            let _ = io.commands.send(command);
+        }
+    }
+
+    /// Hands an entry to the reader for the dead-letter stream (the reader
+    /// counts it once written).
+    fn dead_letter(&mut self, flight: InFlight, reason: String) {
+        self.send(Command::DeadLetter(DeadLetter {
+            entry: flight.raw,
+            deliveries: flight.deliveries,
+            reason,
+        }));
+    }
+
+    /// Stops the reader and waits for its final flush.
+    fn stop_io(&mut self) {
+        if let Some(mut io) = self.io.take() {
+            let _ = io.commands.send(Command::Stop);
+            if let Some(thread) = io.thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+/// This machine's host name, for default consumer names.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| "squall".to_owned())
+}
+
+/// A field name or value as a tuple value: a string when it is UTF-8.
+pub(crate) fn bytes_value(bytes: &[u8]) -> Value {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Value::from(s),
+        Err(_) => Value::from(bytes.to_vec()),
+    }
+}
+
+/// The `fields` value of an entry: `[name1, value1, name2, value2, ...]`.
+fn fields_value(entry: &RawEntry) -> Value {
+    let mut list = Vec::with_capacity(entry.fields.len() * 2);
+    for (k, v) in &entry.fields {
+        list.push(bytes_value(k));
+        list.push(bytes_value(v));
+    }
+    Value::List(list.into())
+}
+
+impl Spout for StreamSpout {
+    const NAME: &'static str = "StreamSpout";
+    const DESCRIPTION: &'static str =
+        "reads a Redis stream through a consumer group; XACKs when the tuple tree completes";
+
+    fn declare_outputs(outputs: &mut OutputDeclarer) {
+        outputs.declare(&["id", "fields"]);
+    }
+
+    fn new(config: &ComponentConfig<'_>) -> Result<Self> {
+        let config: SpoutConfig = config.parse()?;
+        config.validate()?;
+        let client = conn::client(&config.url)?;
+        Ok(Self {
+            config,
+            client,
+            io: None,
+            pending: FxHashMap::default(),
+            replay: VecDeque::new(),
+            draining: false,
+            metrics: None,
+        })
+    }
+
+    fn open(&mut self, context: &TaskContext) -> Result<()> {
+        let c = &self.config;
+        let timeouts = Timeouts {
+            connect: Duration::from_millis(c.connect_timeout_ms),
+            reply: Duration::from_secs(5),
+        };
+        let block = Duration::from_millis(c.block_ms);
+        let mut con = conn::connect_with_retry(&self.client, timeouts, block)?;
+        if c.create_group {
+            self.create_group(&mut con)?;
+        } else {
+            self.check_group(&mut con)?;
+        }
+        let c = &self.config;
+        let consumer = self.consumer_name(context);
+        let settings = Settings {
+            stream: c.stream.clone(),
+            group: c.group.clone(),
+            consumer: consumer.clone(),
+            batch: c.batch,
+            block,
+            min_idle: Duration::from_millis(c.min_idle_ms),
+            claim_interval: Duration::from_millis(c.claim_interval_ms),
+            max_deliver: c.max_deliver,
+            dead_letter_stream: c
+                .dead_letter_stream
+                .clone()
+                .unwrap_or_else(|| format!("{}:dead", c.stream)),
+            timeouts,
+            ack_interval: Duration::from_millis(c.ack_interval_ms),
+        };
+        let reader_metrics = ReaderMetrics {
+            claimed: Some(metrics::counter(
+                "redis_claimed",
+                "Idle entries claimed from other consumers with XAUTOCLAIM.",
+            )),
+            dead_lettered: Some(metrics::counter(
+                "redis_dead_lettered",
+                "Entries moved to the dead-letter stream after max_deliver deliveries.",
+            )),
+            reconnects: Some(metrics::counter(
+                "redis_reconnects",
+                "Connections to Redis reopened after a loss.",
+            )),
+        };
+        self.metrics = Some(SpoutMetrics {
+            redeliveries: metrics::counter(
+                "redis_redeliveries",
+                "Entries re-emitted after their tuple tree failed.",
+            ),
+        });
+        // Room for two reads: the reader can fetch the next batch while the
+        // spout emits the last one, and no more.
+        let (entries_tx, entries_rx) = crossbeam_channel::bounded(c.batch * 2);
+        let (commands_tx, commands_rx) = crossbeam_channel::unbounded();
+        let reader = Reader::new(
+            self.client.clone(),
+            con,
+            settings,
+            entries_tx,
+            commands_rx,
+            reader_metrics,
+        );
+        let thread = std::thread::Builder::new()
+            .name(format!("redis-{}-{}", context.component, context.task_index))
+            .spawn(move || reader.run())
+            .map_err(|e| format!("cannot start the redis reader thread: {e}"))?;
+        squall_plugin_api::info!(
+            "reading redis stream {:?} in group {:?} as consumer {:?}",
+            c.stream,
+            c.group,
+            consumer
+        );
+        self.io = Some(Io { entries: entries_rx, commands: commands_tx, thread: Some(thread) });
+        Ok(())
+    }
+
+    fn next_tuple(&mut self, collector: &mut SpoutCollector<'_>) -> Result<()> {
+        // Failed entries first, then new ones; never more than max_pending
+        // in flight, never waiting.
+        let mut budget = self.config.batch;
+        while budget > 0 {
+            let Some(id) = self.replay.pop_front() else { break };
+            if let Some(flight) = self.pending.get(&id) {
+                collector.emit_with_id(&[flight.entry_id.clone(), flight.fields.clone()], id);
+                if let Some(m) = &self.metrics {
+                    m.redeliveries.inc();
+                }
+                budget -= 1;
+            }
+        }
+        let Some(io) = &self.io else { return Ok(()) };
+        while budget > 0 && self.pending.len() < self.config.max_pending {
+            let Ok(delivery) = io.entries.try_recv() else { break };
+            let id = NEXT_MESSAGE_ID.fetch_add(1, Ordering::Relaxed);
+            let flight = InFlight {
+                entry_id: Value::from(delivery.entry.id.as_str()),
+                fields: fields_value(&delivery.entry),
+                raw: delivery.entry,
+                deliveries: delivery.deliveries,
+            };
+            collector.emit_with_id(&[flight.entry_id.clone(), flight.fields.clone()], id);
+            self.pending.insert(id, flight);
+            budget -= 1;
+        }
+        Ok(())
+    }
+
+    fn ack(&mut self, message_id: MessageId) {
+        if let Some(flight) = self.pending.remove(&message_id.0) {
+            self.send(Command::Ack(flight.raw.id));
+        }
+    }
+
+    fn fail(&mut self, message_id: MessageId) {
+        let id = message_id.0;
+        if self.draining {
+            // Failed by the drain (or while it runs): leave the entry pending
+            // in the group, where XAUTOCLAIM finds it; no delivery is counted.
+            self.pending.remove(&id);
+            return;
+        }
+        let Some(flight) = self.pending.get_mut(&id) else { return };
+        if flight.deliveries >= self.config.max_deliver {
+            let flight = self.pending.remove(&id).expect("just found");
+            let reason = format!(
+                "failed {} deliveries (max_deliver = {})",
+                flight.deliveries, self.config.max_deliver
+            );
+            self.dead_letter(flight, reason);
+        } else {
+            flight.deliveries += 1;
+            self.replay.push_back(id);
+        }
+    }
+
+    fn deactivate(&mut self) {
+        self.draining = true;
+    }
+
+    fn close(&mut self) {
+        // Every ack the host delivered has been sent to the reader; its final
+        // flush writes them before it exits.
+        self.stop_io();
+        if !self.pending.is_empty() {
+            squall_plugin_api::info!(
+                "redis stream {:?}: {} entries not acked at close stay pending in group {:?}",
+                self.config.stream,
+                self.pending.len(),
+                self.config.group
+            );
+        }
+    }
+}
+
+impl Drop for StreamSpout {
+    fn drop(&mut self) {
+        // A rebuild after a panic drops the instance without close: dropping
+        // the sender makes the reader flush and exit on its own.
+        if let Some(io) = self.io.take() {
+            drop(io.commands);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use squall_plugin_api::testing::Recorder;
+
+    use super::*;
+
+    /// A spout whose I/O thread is the test: it feeds entries and reads
+    /// the commands.
+    fn spout(extra: &str) -> (StreamSpout, Sender<Delivery>, Receiver<Command>) {
+        let toml = format!("url = \"redis://127.0.0.1/\"\nstream = \"s\"\ngroup = \"g\"\n{extra}");
+        let mut spout = StreamSpout::new(&ComponentConfig::new(&toml)).unwrap();
+        let (entries_tx, entries_rx) = crossbeam_channel::bounded(16);
+        let (commands_tx, commands_rx) = crossbeam_channel::unbounded();
+        spout.io = Some(Io { entries: entries_rx, commands: commands_tx, thread: None });
+        (spout, entries_tx, commands_rx)
+    }
+
+    fn delivery(id: &str, deliveries: u64) -> Delivery {
+        let entry =
+            RawEntry { id: id.into(), fields: vec![(b"uid".to_vec(), id.as_bytes().to_vec())] };
+        Delivery { entry, deliveries }
+    }
+
+    fn next(spout: &mut StreamSpout) -> Vec<(String, u64)> {
+        let mut recorder = Recorder::default();
+        spout.next_tuple(&mut SpoutCollector::new(recorder.output())).unwrap();
+        recorder
+            .emitted
+            .iter()
+            .map(|e| (e.values[0].as_str().unwrap().to_owned(), e.message_id.unwrap().0))
+            .collect()
+    }
+
+    fn commands(rx: &Receiver<Command>) -> Vec<String> {
+        rx.try_iter()
+            .map(|c| match c {
+                Command::Ack(id) => format!("ack {id}"),
+                Command::DeadLetter(d) => {
+                    format!("dead {} {} {}", d.entry.id, d.deliveries, d.reason)
+                }
+                Command::Stop => "stop".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_entry_is_acked_only_when_its_tree_is_and_a_failed_one_is_replayed_with_its_id() {
+        let (mut spout, entries, rx) = spout("max_deliver = 3");
+        entries.send(delivery("1-0", 1)).unwrap();
+        entries.send(delivery("1-1", 1)).unwrap();
+        let emitted = next(&mut spout);
+        assert_eq!(emitted.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(), ["1-0", "1-1"]);
+        assert!(commands(&rx).is_empty(), "nothing is acked on emit");
+        spout.ack(MessageId(emitted[0].1));
+        assert_eq!(commands(&rx), ["ack 1-0"]);
+        spout.fail(MessageId(emitted[1].1));
+        assert!(commands(&rx).is_empty(), "a fail is replayed, not acked");
+        assert_eq!(next(&mut spout), [("1-1".to_owned(), emitted[1].1)]);
+        spout.ack(MessageId(emitted[1].1));
+        assert_eq!(commands(&rx), ["ack 1-1"]);
+        // Ids it does not know (a predecessor's) are ignored.
+        spout.ack(MessageId(u64::MAX));
+        spout.fail(MessageId(u64::MAX));
+        assert!(commands(&rx).is_empty());
+        assert!(next(&mut spout).is_empty());
+    }
+
+    #[test]
+    fn the_last_allowed_delivery_failing_dead_letters_the_entry() {
+        let (mut spout, entries, rx) = spout("max_deliver = 2");
+        // A claimed entry already delivered twice by Redis's count.
+        entries.send(delivery("2-0", 2)).unwrap();
+        entries.send(delivery("2-1", 1)).unwrap();
+        let emitted = next(&mut spout);
+        spout.fail(MessageId(emitted[0].1));
+        spout.fail(MessageId(emitted[1].1));
+        assert_eq!(commands(&rx), ["dead 2-0 2 failed 2 deliveries (max_deliver = 2)"]);
+        let replayed = next(&mut spout);
+        assert_eq!(replayed, [("2-1".to_owned(), emitted[1].1)]);
+        spout.fail(MessageId(replayed[0].1));
+        assert_eq!(commands(&rx), ["dead 2-1 2 failed 2 deliveries (max_deliver = 2)"]);
+        assert!(next(&mut spout).is_empty());
+    }
+
+    #[test]
+    fn max_pending_bounds_what_is_in_flight_and_the_rest_waits_in_the_channel() {
+        let (mut spout, entries, _rx) = spout("max_pending = 2");
+        for i in 0..5 {
+            entries.send(delivery(&format!("3-{i}"), 1)).unwrap();
+        }
+        let emitted = next(&mut spout);
+        assert_eq!(emitted.len(), 2);
+        assert!(next(&mut spout).is_empty(), "two in flight");
+        assert_eq!(entries.len(), 3, "the rest stays in the channel");
+        spout.ack(MessageId(emitted[0].1));
+        assert_eq!(next(&mut spout).len(), 1);
+    }
+
+    #[test]
+    fn fails_during_the_drain_leave_the_entry_pending_without_a_delivery() {
+        let (mut spout, entries, rx) = spout("max_deliver = 1");
+        entries.send(delivery("4-0", 1)).unwrap();
+        let emitted = next(&mut spout);
+        spout.deactivate();
+        spout.fail(MessageId(emitted[0].1));
+        assert!(commands(&rx).is_empty(), "neither acked nor dead-lettered");
+        assert!(spout.pending.is_empty() && spout.replay.is_empty());
+        spout.close();
+    }
+
+    #[test]
+    fn fields_become_a_flat_list_of_names_and_values() {
+        let entry = RawEntry {
+            id: "1-0".into(),
+            fields: vec![(b"a".to_vec(), b"1".to_vec()), (b"bin".to_vec(), vec![0xff, 0])],
+        };
+        let value = fields_value(&entry);
+        let list = value.as_list().unwrap();
+        assert_eq!(list.len(), 4);
+        assert_eq!(list[0].as_str(), Some("a"));
+        assert_eq!(list[1].as_str(), Some("1"));
+        assert_eq!(list[2].as_str(), Some("bin"));
+        assert_eq!(list[3].as_bytes(), Some(&[0xff, 0][..]));
+    }
+
+    #[test]
+    fn config_errors_name_the_key() {
+        let bad = |toml: &str| match StreamSpout::new(&ComponentConfig::new(toml)) {
+            Ok(_) => panic!("accepted {toml}"),
+            Err(e) => e.to_string(),
+        };
+        let base = "url = \"redis://127.0.0.1/\"\nstream = \"s\"\ngroup = \"g\"\n";
+        assert!(bad(&format!("{base}colour = 1")).contains("colour"));
+        assert!(bad("url = \"nope://x\"\nstream = \"s\"\ngroup = \"g\"").contains("url"));
+        assert!(bad(&format!("{base}batch = 0")).contains("batch"));
+        assert!(bad(&format!("{base}max_deliver = 0")).contains("max_deliver"));
+        assert!(bad(&format!("{base}dead_letter_stream = \"s\"")).contains("dead_letter_stream"));
+        assert!(bad("stream = \"s\"\ngroup = \"g\"").contains("url"));
+        assert!(StreamSpout::new(&ComponentConfig::new(base)).is_ok());
+    }
+}

@@ -65,3 +65,7 @@ mod throttle;
 // symlink loops as plugins, bare names for inspect, writable libraries, huge
 // numbers and hostile names.
 mod hardening;
+
+// `squall new plugin`: the generated crate builds, passes its unit and
+// in-process tests, and runs; existing folders and bad names are refused.
+mod new_plugin;

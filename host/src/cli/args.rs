@@ -30,12 +30,26 @@ pub enum Command {
         /// The plugin library (.so).
         plugin: PathBuf,
     },
+    /// Write a new project from a template.
+    New {
+        /// What to create.
+        #[command(subcommand)]
+        what: NewCommand,
+    },
     /// A live terminal dashboard of a topology run with --http (q quits).
     Top {
         /// The --http address of `squall run`: PORT (loopback) or HOST:PORT.
         #[arg(value_name = "ADDR", value_parser = crate::http::parse_addr)]
         addr: std::net::SocketAddr,
     },
+}
+
+/// What `squall new` creates.
+#[derive(Debug, Subcommand)]
+pub enum NewCommand {
+    /// A plugin crate: a spout and a bolt with tests, a topology that runs
+    /// them, and a README.
+    Plugin(super::new::NewPluginArgs),
 }
 
 /// Arguments of `squall run`.

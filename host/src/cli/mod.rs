@@ -1,4 +1,4 @@
-//! The `squall` command line: `run`, `validate`, `inspect`, `top`.
+//! The `squall` command line: `run`, `validate`, `inspect`, `new`, `top`.
 //!
 //! Every command returns `Result<(), Failure>`; [`exit::exit_code`] is the
 //! one place that prints a failure and maps it to the exit code (see the
@@ -7,6 +7,7 @@
 mod args;
 pub mod exit;
 mod inspect;
+mod new;
 mod run;
 pub mod signals;
 mod top;
@@ -14,7 +15,7 @@ mod validate;
 
 use std::process::ExitCode;
 
-pub use args::{Args, Command};
+pub use args::{Args, Command, NewCommand};
 pub use exit::{Failure, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_UNAVAILABLE};
 
 use crate::config::Diagnostics;
@@ -27,6 +28,7 @@ pub fn run(args: Args) -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Validate { topology } => validate::validate(&topology),
         Command::Inspect { plugin } => inspect::inspect(&plugin),
+        Command::New { what: NewCommand::Plugin(a) } => new::new_plugin(a),
         Command::Top { addr } => top::top(addr),
     })
 }

@@ -87,3 +87,6 @@ mod nats;
 // and a restart, a host killed (-9) among three, SIGTERM's flushed acks, a
 // cut connection, bad config.
 mod redis;
+// `squall new plugin`: the generated crate builds, passes its unit and
+// in-process tests, and runs; existing folders and bad names are refused.
+mod new_plugin;

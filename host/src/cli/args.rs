@@ -48,6 +48,12 @@ pub enum Command {
         /// The plugin library (.so).
         plugin: PathBuf,
     },
+    /// Write a new project from a template.
+    New {
+        /// What to create.
+        #[command(subcommand)]
+        what: NewCommand,
+    },
     /// A live terminal dashboard of a topology run with --http (q quits).
     Top {
         /// The --http address of `squall run`: PORT (loopback) or HOST:PORT.
@@ -73,6 +79,14 @@ pub enum GraphFormat {
     Dot,
     /// The same information as JSON.
     Json,
+}
+
+/// What `squall new` creates.
+#[derive(Debug, Subcommand)]
+pub enum NewCommand {
+    /// A plugin crate: a spout and a bolt with tests, a topology that runs
+    /// them, and a README.
+    Plugin(super::new::NewPluginArgs),
 }
 
 /// Arguments of `squall run`.

@@ -1,4 +1,4 @@
-//! The `squall` command line: `run`, `validate`, `graph`, `inspect`, `top`.
+//! The `squall` command line: `run`, `validate`, `graph`, `inspect`, `new`, `top`.
 //!
 //! Every command returns `Result<(), Failure>`; [`exit::exit_code`] is the
 //! one place that prints a failure and maps it to the exit code (see the
@@ -8,6 +8,7 @@ mod args;
 pub mod exit;
 mod graph;
 mod inspect;
+mod new;
 mod run;
 pub mod signals;
 mod top;
@@ -15,7 +16,7 @@ mod validate;
 
 use std::process::ExitCode;
 
-pub use args::{Args, Command, GraphFormat, SetArgs};
+pub use args::{Args, Command, GraphFormat, NewCommand, SetArgs};
 pub use exit::{Failure, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_UNAVAILABLE};
 
 use crate::config::{Diagnostics, Override};
@@ -31,6 +32,7 @@ pub fn run(args: Args) -> ExitCode {
         }
         Command::Graph { topology, sets, format } => graph::graph(&topology, &sets.sets, format),
         Command::Inspect { plugin } => inspect::inspect(&plugin),
+        Command::New { what: NewCommand::Plugin(a) } => new::new_plugin(a),
         Command::Top { addr } => top::top(addr),
     })
 }

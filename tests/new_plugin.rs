@@ -1,0 +1,104 @@
+//! `squall new plugin`: the generated crate builds, passes its own tests
+//! (unit tests and the in-process harness test) and runs under the host;
+//! an existing folder and bad names are refused.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::util::{self, SquallCommand, Workspace};
+
+/// `cargo ARGS --release --offline` in the generated crate, with a target
+/// directory kept under this test binary's target root (so later runs reuse
+/// the build). Panics with cargo's output when it fails.
+fn cargo_in(dir: &Path, args: &[&str]) -> String {
+    let mut cmd = util::cargo();
+    cmd.current_dir(dir)
+        .args(args)
+        .args(["--release", "--offline"])
+        .env("CARGO_TARGET_DIR", util::target_root().join("new-plugin"))
+        .env_remove("RUSTFLAGS");
+    let out = run(&mut cmd);
+    assert!(
+        out.status.success(),
+        "cargo {args:?} in {} failed ({}):\n{}\n{}",
+        dir.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn run(cmd: &mut Command) -> std::process::Output {
+    cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+#[test]
+fn a_new_plugin_builds_passes_its_tests_and_runs() {
+    let ws = Workspace::new("new-plugin");
+    let api = util::workspace_root().join("plugin-api");
+    let mut new = SquallCommand::new(&ws, ["new", "plugin", "my-plugin", "--api-path"]);
+    new.arg(&api);
+    let out = new.output();
+    out.assert_code(0);
+    let dir = ws.path("my-plugin");
+    for file in [
+        "Cargo.toml",
+        "src/lib.rs",
+        "src/spout.rs",
+        "src/bolt.rs",
+        "tests/harness.rs",
+        "topology.toml",
+        "README.md",
+    ] {
+        assert!(dir.join(file).is_file(), "{file} was not written\n{}", out.context());
+    }
+    let manifest = ws.read("my-plugin/Cargo.toml");
+    assert!(manifest.contains("crate-type = [\"cdylib\", \"rlib\"]"), "{manifest}");
+    assert!(manifest.contains("panic = \"unwind\""), "{manifest}");
+    assert!(manifest.contains("version = \"1.1\", path = "), "{manifest}");
+
+    let tests = cargo_in(&dir, &["test"]);
+    for test in [
+        "emits_numbers_with_themselves_as_ids_up_to_the_limit",
+        "a_failed_number_is_emitted_again",
+        "emits_the_number_and_its_square",
+        "every_fed_number_is_squared_and_acked",
+        "a_tuple_the_bolt_rejects_is_failed",
+    ] {
+        assert!(tests.contains(&format!("{test} ... ok")), "{test} did not pass:\n{tests}");
+    }
+    cargo_in(&dir, &["build"]);
+
+    let release = util::target_root().join("new-plugin").join("release");
+    let mut run = SquallCommand::run(&ws, &dir.join("topology.toml"), "2s");
+    run.env("SQUALL_PLUGIN_DIR", &release);
+    let out = run.output();
+    out.assert_code(0);
+    let acked = out.stat("numbers", "acked");
+    assert!(acked > 0, "no number was acked\n{}", out.context());
+    assert!(out.stat("square", "executed") >= acked, "\n{}", out.context());
+    assert_eq!(out.stat("numbers", "failed"), 0, "\n{}", out.context());
+}
+
+#[test]
+fn new_plugin_refuses_a_non_empty_folder_and_bad_names() {
+    let ws = Workspace::new("new-plugin-refusals");
+    ws.write("taken.txt", "");
+    let mut cmd = SquallCommand::new(&ws, ["new", "plugin", "ok-name", "--path"]);
+    cmd.arg(ws.dir());
+    let out = cmd.output();
+    out.assert_code(1);
+    assert!(out.stderr.contains("exists and is not empty"), "{}", out.context());
+
+    for (name, why) in [
+        ("9lives", "must start with an ASCII letter"),
+        ("a.b", "'.' is not allowed"),
+        ("fn", "reserved"),
+    ] {
+        let out = SquallCommand::new(&ws, ["new", "plugin", name]).output();
+        out.assert_code(1);
+        assert!(out.stderr.contains(why), "{name}: {}", out.context());
+        assert!(!ws.path(name).exists(), "{name}: nothing may be written");
+    }
+}

@@ -165,18 +165,22 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build()
 }
 
-/// Where "a message is ready for `next_tuple`" is announced, in one place.
-///
-/// Today it does nothing: the spout executor polls `next_tuple` under its
-/// wait strategy. When plugin-api 1.1's wake handle lands
-/// (`context.waker()` in `open`), it is stored here and `ready` calls its
-/// `wake()`, so an idle spout costs no CPU.
+/// Where "a message is ready for `next_tuple`" is announced, in one place:
+/// it wakes the spout's executor through the wake handle of contract 1.1
+/// (`context.waker()` in `open`), so an idle spout blocks instead of
+/// polling. Without a handle (a 1.0 host) it does nothing, and the executor
+/// polls `next_tuple` under its wait strategy.
 #[derive(Debug, Clone, Default)]
-pub struct ReadyHook;
+pub struct ReadyHook(pub Option<squall_plugin_api::Waker>);
 
 impl ReadyHook {
     /// A message was put into the spout's channel.
-    pub fn ready(&self) {}
+    #[inline]
+    pub fn ready(&self) {
+        if let Some(waker) = &self.0 {
+            waker.wake();
+        }
+    }
 }
 
 /// The `Connection` keys, repeated in each component's config struct (serde's

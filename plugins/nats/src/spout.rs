@@ -358,6 +358,7 @@ impl Spout for JetStreamSpout {
         let config = self.config.clone();
         let name = format!("squall {} {}", context.topology, self.label);
         let label = self.label.clone();
+        let hook = ReadyHook(context.waker());
         let thread = std::thread::Builder::new()
             .name(format!("nats-{}-{}", context.component, context.task_id))
             .spawn(move || {
@@ -368,7 +369,7 @@ impl Spout for JetStreamSpout {
                         return;
                     }
                 };
-                rt.block_on(io_main(config, name, label, message_tx, command_rx, ready_tx));
+                rt.block_on(io_main(config, name, label, message_tx, command_rx, ready_tx, hook));
                 let _ = done_tx.send(());
             })?;
         self.io = Some(Io {
@@ -542,6 +543,7 @@ async fn io_main(
     messages: mpsc::Sender<jetstream::Message>,
     mut commands: mpsc::UnboundedReceiver<Command>,
     ready: std::sync::mpsc::Sender<std::result::Result<(), String>>,
+    hook: ReadyHook,
 ) {
     let connection: Connection = config.connection();
     let client = match connection.connect(&name).await {
@@ -561,7 +563,8 @@ async fn io_main(
     let _ = ready.send(Ok(()));
     let js = jetstream::new(client.clone());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let puller = tokio::spawn(pull(consumer, config.clone(), label.clone(), messages, stop_rx));
+    let puller =
+        tokio::spawn(pull(consumer, config.clone(), label.clone(), messages, stop_rx, hook));
     let mut puller = Some(puller);
     let dead_letter_subject: Option<Arc<str>> =
         config.dead_letter_subject.as_deref().map(Arc::from);
@@ -613,8 +616,8 @@ async fn pull(
     label: String,
     messages: mpsc::Sender<jetstream::Message>,
     mut stop: tokio::sync::watch::Receiver<bool>,
+    hook: ReadyHook,
 ) {
-    let hook = ReadyHook;
     let mut errors = 0u64;
     loop {
         if *stop.borrow() {

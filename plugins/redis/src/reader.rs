@@ -131,6 +131,9 @@ pub(crate) struct Reader {
     errors: u64,
     /// Entries this reader has dead-lettered (for rate-limited logging).
     dead_lettered: u64,
+    /// The spout's wake handle (contract 1.1), called for every entry handed
+    /// over, so the executor blocks while the stream is idle.
+    waker: Option<squall_plugin_api::Waker>,
 }
 
 impl std::fmt::Debug for Reader {
@@ -172,6 +175,7 @@ impl Reader {
             next_claim: Instant::now(),
             stopping: false,
             metrics,
+            waker: None,
             errors: 0,
             dead_lettered: 0,
         }
@@ -545,14 +549,23 @@ impl Reader {
         Ok(())
     }
 
+    /// Wakes the spout's executor for every entry handed over (the spout's
+    /// wake handle from `context.waker()`).
+    pub(crate) fn with_waker(mut self, waker: Option<squall_plugin_api::Waker>) -> Self {
+        self.waker = waker;
+        self
+    }
+
     /// Hands one entry to the spout. This is the one place where "an entry
-    /// arrived in the channel": a wake handle (contract 1.1's
-    /// `context.waker()`) is to be called here once it exists.
+    /// arrived in the channel", so it wakes the executor.
     fn deliver(&mut self, delivery: Delivery) {
         // The reads never ask for more than the room left and only this
         // thread sends, so this never waits; if the spout is gone, the entry
         // just stays pending in the group.
         let _ = self.entries.send(delivery);
+        if let Some(waker) = &self.waker {
+            waker.wake();
+        }
     }
 }
 

@@ -392,7 +392,8 @@ impl Spout for StreamSpout {
             entries_tx,
             commands_rx,
             reader_metrics,
-        );
+        )
+        .with_waker(context.waker());
         let thread = std::thread::Builder::new()
             .name(format!("redis-{}-{}", context.component, context.task_index))
             .spawn(move || reader.run())

@@ -42,6 +42,7 @@ mod suggest;
 mod validate;
 mod wait;
 mod walk;
+pub mod window;
 
 use std::path::{Path, PathBuf};
 
@@ -53,6 +54,7 @@ pub use model::{
     ThrottleMode, ThrottleRate, ThrottleSpec, WaitDefaults, WaitOverrides, WaitSpec,
 };
 pub use suggest::suggest;
+pub use window::{WindowDecl, WindowSize};
 
 use defaults::keys;
 use walk::Walker;
@@ -160,6 +162,7 @@ pub fn parse_str_with_env(
     let (config, budget_loc) = read_document(&mut w, doc.get_ref(), file, &dir);
     validate::check(&mut w, &config);
     validate::check_size(&mut w, &config, budget_loc);
+    window::check_window_timeouts(&mut w, &config);
     let mut diags = w.finish();
     diags.sort();
     diags.into_result(config)

@@ -32,18 +32,21 @@
 
 mod random_sentence;
 mod rng;
+mod rolling_top_n;
 mod split_sentence;
 mod word_count;
 
 use squall_plugin_api::{Result, Tuple};
 
 pub use random_sentence::{Order, RandomSentenceSpout};
+pub use rolling_top_n::RollingTopN;
 pub use split_sentence::SplitSentence;
 pub use word_count::WordCount;
 
 squall_plugin_api::export_plugin! {
     spouts: [RandomSentenceSpout],
     basic_bolts: [SplitSentence, WordCount],
+    windowed_bolts: [RollingTopN],
 }
 
 /// The input's first value as a string, or an error naming what was expected.

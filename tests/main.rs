@@ -70,3 +70,7 @@ mod hardening;
 // with no line skipped, follows a file across rotation and truncation, and
 // JsonLinesSink writes every tuple; bad config exits 78 at file:line:col.
 mod files;
+
+// Windowed bolts: count tumbling and time sliding windows with acking on:
+// every message acked exactly once, the windows' shapes as configured.
+mod windows;

@@ -54,6 +54,7 @@ mod rng;
 mod routing;
 #[cfg(test)]
 mod test_support;
+mod window;
 
 use serde::Deserialize;
 use squall_plugin_api::{ComponentConfig, Result, SmallStr, Value};
@@ -64,6 +65,7 @@ pub use plumbing::{ConstSpout, EmptySpout, IdBolt, NullBolt, SleepBolt};
 pub use record::RecordBolt;
 pub use replay::ReplaySpout;
 pub use routing::{DirectSpout, MultiStreamSpout};
+pub use window::WindowSizeBolt;
 
 squall_plugin_api::export_plugin! {
     spouts: [
@@ -72,6 +74,7 @@ squall_plugin_api::export_plugin! {
     ],
     bolts: [ChaosBolt],
     basic_bolts: [NullBolt, IdBolt, PanicBolt, PanicOnNew, SleepBolt, RecordBolt, LifecycleBolt],
+    windowed_bolts: [WindowSizeBolt],
 }
 
 /// A string value to emit again and again: inline when short, shared (one

@@ -211,7 +211,67 @@ pub(crate) fn check_window_timeouts(w: &mut Walker<'_>, config: &TopologyConfig)
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration_millis;
+    use std::path::Path;
+
+    use super::{parse_duration_millis, WindowDecl, WindowSize};
+
+    fn topology(bolt_extra: &str, timeout: u64) -> String {
+        format!(
+            "[topology]\nmessage_timeout_secs = {timeout}\n\n[plugins]\nex = \"libex.so\"\n\n\
+             [spouts.s]\ncomponent = \"ex::Spout\"\n\n[bolts.w]\ncomponent = \"ex::W\"\n\
+             inputs = [{{ from = \"s\" }}]\n{bolt_extra}\n"
+        )
+    }
+
+    fn parse(text: &str) -> Result<Option<WindowDecl>, Vec<String>> {
+        match crate::config::parse_str_with_env(text, Path::new("t.toml"), &|_| None) {
+            Ok(config) => Ok(config.bolts[0].window.clone()),
+            Err(diags) => {
+                Err(diags.items.iter().map(|d| format!("{} {}", d.loc, d.message)).collect())
+            }
+        }
+    }
+
+    #[test]
+    fn windows_are_read() {
+        let w = parse(&topology("window = { length = \"30s\", slide = \"5s\" }", 60)).unwrap();
+        let w = w.unwrap();
+        assert_eq!(w.size, WindowSize::Time { length_millis: 30_000, slide_millis: 5_000 });
+        assert_eq!((w.loc.line, w.loc.col), (13, 10));
+        let w = parse(&topology("window = { length_count = 1000 }", 30)).unwrap().unwrap();
+        assert_eq!(w.size, WindowSize::Count { length: 1000, slide: 1000 });
+        let text =
+            topology("window = { length = \"10s\" }\ntimestamp_field = \"ts\"\nlag = \"2s\"", 30);
+        let w = parse(&text).unwrap().unwrap();
+        assert_eq!((w.timestamp_field.as_deref(), w.lag_millis), (Some("ts"), 2000));
+        assert_eq!(parse(&topology("", 30)).unwrap(), None);
+    }
+
+    #[test]
+    fn bad_windows_are_reported_where_they_are_written() {
+        let cases = [
+            ("window = { length = \"30s\", slide_count = 5 }", "13:10", "mixes time"),
+            ("window = { length = \"5s\", slide = \"6s\" }", "13:35", "longer than the window"),
+            ("window = { lenght = \"5s\" }", "13:12", "unknown key"),
+            ("window = { length = \"5\" }", "13:21", "no unit"),
+            ("window = { length_count = 10 }\ntimestamp_field = \"ts\"", "14:19", "count window"),
+            ("lag = \"1s\"", "13:7", "needs a window"),
+            ("window = { length = \"5s\" }\nlag = \"1s\"", "14:7", "needs a timestamp_field"),
+            // Storm's rule: 20 s + 15 s is not less than the 30 s timeout.
+            ("window = { length = \"20s\", slide = \"15s\" }", "13:10", "message_timeout_secs"),
+        ];
+        for (extra, at, says) in cases {
+            let errors = parse(&topology(extra, 30)).expect_err(extra);
+            assert!(
+                errors.iter().any(|e| e.starts_with(at) && e.contains(says)),
+                "{extra}: expected `{says}` at {at}, got {errors:?}"
+            );
+        }
+        // Without timeouts the rule does not apply.
+        let text = topology("window = { length = \"20s\", slide = \"15s\" }", 30)
+            .replace("[topology]\n", "[topology]\nenable_message_timeouts = false\n");
+        assert!(parse(&text).is_ok());
+    }
 
     #[test]
     fn durations() {

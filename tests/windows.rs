@@ -83,3 +83,62 @@ fn time_sliding_windows_ack_every_message_once() {
     let held: u64 = recorded(&ws, 2).iter().map(|(k, n)| k.parse::<u64>().unwrap() * n).sum();
     assert_eq!(held, 4 * 2000);
 }
+
+#[test]
+fn event_time_windows_send_late_tuples_on_the_late_stream_and_ack_them() {
+    let ws = Workspace::new("windows_late");
+    // Timestamps (ms): 500 arrives after the watermark reached 3000, 200
+    // after it reached 10000: both are late. 20000 never leaves its window.
+    let toml = r#"
+[topology]
+message_timeout_secs = 5
+acker_executors = 1
+
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::ListSpout"
+config = { values = [1000, 2000, 3000, 500, 4000, 10000, 200, 20000], out = "{dir}/acks" }
+
+[bolts.window]
+component = "testkit::WindowSizeBolt"
+window = { length = "1s" }
+timestamp_field = "value"
+lag = "0s"
+inputs = [{ from = "source", grouping = "global" }]
+
+[bolts.record]
+component = "testkit::RecordBolt"
+config = { out = "{dir}/record" }
+inputs = [{ from = "window" }]
+
+[bolts.late]
+component = "testkit::RecordBolt"
+config = { out = "{dir}/late" }
+inputs = [{ from = "window", stream = "late" }]
+"#;
+    let topology = ws.write_topology("topology.toml", toml);
+    let out = SquallCommand::run(&ws, &topology, "3s").output();
+    let ctx = format!("status: {}\n--- stderr\n{}", out.status, tail(&out.stderr, 40));
+    out.assert_code(0);
+    let late: Vec<(String, u64)> = ws
+        .read("late.3")
+        .lines()
+        .filter_map(|l| l.strip_prefix("key "))
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(k, n)| (k.to_string(), n.parse().unwrap()))
+        .collect();
+    assert_eq!(late, vec![("200".to_string(), 1), ("500".to_string(), 1)], "{ctx}");
+    // Five windows with one tuple ([1000, 2000) ... [10000, 11000)), two
+    // with only the previous window's expired tuple.
+    assert_eq!(recorded(&ws, 2), vec![("0".to_string(), 2), ("1".to_string(), 5)], "{ctx}");
+    // Ids 0..=6 acked exactly once (3 and 6 are the late ones); 7 (20000)
+    // is still in its window at shutdown.
+    let acks = ws.read("acks");
+    for id in 0..=6 {
+        let n = acks.lines().filter(|l| *l == format!("acked {id}")).count();
+        assert_eq!(n, 1, "id {id}:\n{acks}\n{ctx}");
+    }
+    assert!(!acks.lines().any(|l| l == "acked 7"), "{acks}\n{ctx}");
+}

@@ -65,12 +65,12 @@ pub use plumbing::{ConstSpout, EmptySpout, IdBolt, NullBolt, SleepBolt};
 pub use record::RecordBolt;
 pub use replay::ReplaySpout;
 pub use routing::{DirectSpout, MultiStreamSpout};
-pub use window::WindowSizeBolt;
+pub use window::{ListSpout, WindowSizeBolt};
 
 squall_plugin_api::export_plugin! {
     spouts: [
         ConstSpout, EmptySpout, PanicSpout, FailOnNew, BlockOnNew, ReplaySpout, LifecycleSpout,
-        DirectSpout, MultiStreamSpout,
+        DirectSpout, MultiStreamSpout, ListSpout,
     ],
     bolts: [ChaosBolt],
     basic_bolts: [NullBolt, IdBolt, PanicBolt, PanicOnNew, SleepBolt, RecordBolt, LifecycleBolt],

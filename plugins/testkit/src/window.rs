@@ -43,3 +43,57 @@ impl WindowedBolt for WindowSizeBolt {
         Ok(())
     }
 }
+
+/// [`ListSpout`]'s config.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListConfig {
+    values: Vec<u64>,
+    out: String,
+}
+
+/// Emits each of its `values` once, in order, as `U64` on `["value"]`, with
+/// message id = its index, and writes `acked <i>` / `failed <i>` lines (in
+/// the order they came) to `out` at close. For event-time windows: the
+/// values are the timestamps.
+#[derive(Debug)]
+pub struct ListSpout {
+    values: Vec<u64>,
+    next: usize,
+    out: String,
+    log: String,
+}
+
+impl Spout for ListSpout {
+    const NAME: &'static str = "ListSpout";
+    const DESCRIPTION: &'static str = "emits a list of integers once each, reliably";
+
+    fn declare_outputs(outputs: &mut OutputDeclarer) {
+        outputs.declare(&["value"]);
+    }
+
+    fn new(config: &ComponentConfig<'_>) -> Result<Self> {
+        let config: ListConfig = config.parse()?;
+        Ok(Self { values: config.values, next: 0, out: config.out, log: String::new() })
+    }
+
+    fn next_tuple(&mut self, collector: &mut SpoutCollector<'_>) -> Result<()> {
+        if let Some(&v) = self.values.get(self.next) {
+            collector.emit_with_id(&[Value::U64(v)], self.next as u64);
+            self.next += 1;
+        }
+        Ok(())
+    }
+
+    fn ack(&mut self, message_id: MessageId) {
+        self.log.push_str(&format!("acked {}\n", message_id.0));
+    }
+
+    fn fail(&mut self, message_id: MessageId) {
+        self.log.push_str(&format!("failed {}\n", message_id.0));
+    }
+
+    fn close(&mut self) {
+        let _ = std::fs::write(&self.out, &self.log);
+    }
+}

@@ -20,6 +20,9 @@
 //!   ack and fail.
 //! - [`RecordBolt`] writes what reached each task (per-key counts, ticks).
 //! - [`LifecycleSpout`] / [`LifecycleBolt`] log every lifecycle call.
+//! - [`ListSpout`] emits a list of integers once each, reliably, and logs acks
+//!   and fails (event-time timestamps for windowed bolts).
+//! - [`WindowSizeBolt`] (windowed, contract 1.1) emits each window's shape.
 //!
 //! Routing:
 //! - [`DirectSpout`] sends with `emit_direct`; [`MultiStreamSpout`] emits on
@@ -159,6 +162,7 @@ mod tests {
                 false,
                 vec![value_stream("even", false), value_stream("odd", false)],
             ),
+            ("spout", "ListSpout".into(), false, default()),
             ("bolt", "ChaosBolt".into(), false, default()),
             ("bolt", "NullBolt".into(), true, vec![]),
             ("bolt", "IdBolt".into(), true, default()),

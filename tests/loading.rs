@@ -247,7 +247,7 @@ fn inspect_lists_components_with_kinds_streams_fields_and_the_contract_version()
     assert_eq!(streams_of("bolt", "NullBolt"), Vec::<&str>::new());
     let components =
         lines.iter().filter(|l| l.starts_with("spout ") || l.starts_with("bolt ")).count();
-    assert_eq!(components, 17, "every testkit component is listed\n{}", out.context());
+    assert_eq!(components, 18, "every testkit component is listed\n{}", out.context());
 }
 
 #[test]

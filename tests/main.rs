@@ -90,3 +90,7 @@ mod redis;
 // `squall new plugin`: the generated crate builds, passes its unit and
 // in-process tests, and runs; existing folders and bad names are refused.
 mod new_plugin;
+
+// Windowed bolts: count tumbling and time sliding windows with acking on:
+// every message acked exactly once, the windows' shapes as configured.
+mod windows;

@@ -406,6 +406,7 @@ impl Harness {
                 config_keys: Vec::new(),
                 inputs,
                 tick_tuple_freq_secs: None,
+                window: None,
                 wait: WaitOverrides::default(),
             });
         }

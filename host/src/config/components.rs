@@ -105,6 +105,7 @@ fn read_bolt(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> BoltDecl {
         inputs: Vec::new(),
         tick_tuple_freq_secs: None,
         wait: WaitOverrides::default(),
+        window: None,
     };
     let Some(table) = w.table(value, &owner) else { return bolt };
     let s = Section::new(table, key.span(), owner);
@@ -121,6 +122,7 @@ fn read_bolt(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> BoltDecl {
     if let Some(v) = s.get("wait") {
         bolt.wait = read_wait_overrides(w, v, &s.context, Situation::BOLT);
     }
+    bolt.window = super::window::read_window(w, &s);
     bolt
 }
 

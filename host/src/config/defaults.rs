@@ -223,8 +223,17 @@ pub(crate) mod keys {
     pub(crate) const STRATEGIES: &[&str] = &["progressive", "park"];
     pub(crate) const SPOUT: &[&str] =
         &["component", "parallelism", "config", "throttle", "max_spout_pending", "wait"];
-    pub(crate) const BOLT: &[&str] =
-        &["component", "parallelism", "config", "inputs", "tick_tuple_freq_secs", "wait"];
+    pub(crate) const BOLT: &[&str] = &[
+        "component",
+        "parallelism",
+        "config",
+        "inputs",
+        "tick_tuple_freq_secs",
+        "wait",
+        "window",
+        "timestamp_field",
+        "lag",
+    ];
     pub(crate) const INPUT: &[&str] = &["from", "stream", "grouping", "throttle"];
     pub(crate) const GROUPING_TABLE: &[&str] = &["fields", "custom", "config"];
     /// The groupings written as a name, and what each name means; `fields`

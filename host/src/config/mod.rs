@@ -53,6 +53,7 @@ mod suggest;
 mod validate;
 mod wait;
 mod walk;
+pub mod window;
 
 use std::path::{Path, PathBuf};
 
@@ -65,6 +66,7 @@ pub use model::{
 };
 pub use overrides::Override;
 pub use suggest::suggest;
+pub use window::{WindowDecl, WindowSize};
 
 use defaults::keys;
 use walk::Walker;
@@ -216,6 +218,7 @@ fn read_composed(
     let (config, budget_loc) = read_document(&mut w, &doc, file, map.names());
     validate::check(&mut w, &config);
     validate::check_size(&mut w, &config, budget_loc);
+    window::check_window_timeouts(&mut w, &config);
     diags.append(w.finish());
     diags.sort();
     let printed = print.then(|| print::render(&doc, &config.plugins));

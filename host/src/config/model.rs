@@ -269,6 +269,8 @@ pub struct BoltDecl {
     pub tick_tuple_freq_secs: Option<u64>,
     /// Wait strategy overrides (`bolt`, `backpressure`).
     pub wait: WaitOverrides,
+    /// The window of a windowed bolt (`window`, `timestamp_field`, `lag`).
+    pub window: Option<super::window::WindowDecl>,
 }
 
 /// One element of a bolt's `inputs` array: a subscription to a stream.

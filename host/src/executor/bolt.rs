@@ -40,6 +40,9 @@ use crate::throttle::Throttler;
 use crate::wait::progressive::Level;
 use crate::wait::WaitStrategy;
 
+mod windowed;
+pub use windowed::WindowState;
+
 /// How long an idle bolt blocks on its queues before a housekeeping turn
 /// (publishing stats, noticing shutdown).
 const DEEP_IDLE: std::time::Duration = std::time::Duration::from_millis(100);
@@ -77,6 +80,8 @@ pub struct BoltExecutor {
     throttles: Vec<(Throttler, ThrottleUnit)>,
     recycle: Vec<Sender<Batch>>,
     queue_bytes: Option<Arc<QueueBytes>>,
+    /// A windowed bolt's buffer and triggers (`None`: an ordinary bolt).
+    window: Option<Box<WindowState>>,
 }
 
 /// A bolt task's inputs and their settings.
@@ -96,6 +101,8 @@ pub struct BoltInputs {
     pub recycle: Vec<Sender<Batch>>,
     /// The byte budget of the receive queue (`receive_buffer_bytes`).
     pub queue_bytes: Option<Arc<QueueBytes>>,
+    /// A windowed bolt's window state.
+    pub window: Option<Box<WindowState>>,
 }
 
 impl BoltExecutor {
@@ -112,6 +119,7 @@ impl BoltExecutor {
             throttles: inputs.throttles,
             recycle: inputs.recycle,
             queue_bytes: inputs.queue_bytes,
+            window: inputs.window,
         }
     }
 
@@ -170,6 +178,9 @@ impl BoltExecutor {
             let ticks = self.drain_control(&mut turn, &name);
             // 3. consume
             let consumed = self.consume(&mut turn, &name);
+            if self.window.is_some() {
+                self.run_windows(&mut turn, &name);
+            }
             // 4. wait
             if consumed == 0 && ticks == 0 {
                 self.core.transfer.flush_all(&mut turn.stats);
@@ -198,6 +209,11 @@ impl BoltExecutor {
                 Level::Park => PARK_WAIT,
                 Level::Sleep => DEEP_IDLE,
             };
+            // A windowed bolt wakes for its next window's end.
+            let timeout = match self.window.as_ref().and_then(|w| w.until_deadline()) {
+                Some(until) => timeout.min(until),
+                None => timeout,
+            };
             let mut select = Select::new();
             select.recv(&self.receive);
             select.recv(&self.core.control);
@@ -208,7 +224,17 @@ impl BoltExecutor {
     }
 
     /// Executes queued tuples until the queue is empty or emits are pending.
+    /// A windowed bolt buffers them instead; the choice is made once per turn.
     fn consume(&mut self, turn: &mut Turn, name: &str) -> u64 {
+        if self.window.is_some() {
+            self.consume_with::<true>(turn, name)
+        } else {
+            self.consume_with::<false>(turn, name)
+        }
+    }
+
+    #[inline(always)]
+    fn consume_with<const WINDOWED: bool>(&mut self, turn: &mut Turn, name: &str) -> u64 {
         let started = Instant::now();
         let sources = self.sources.clone();
         let mut consumed = 0;
@@ -234,18 +260,23 @@ impl BoltExecutor {
                 if !self.throttles.is_empty() {
                     self.throttle_edge(turn, component, stream, values);
                 }
-                let (component_name, streams) = &sources.components[component];
-                let (stream_name, fields) = &streams[stream as usize];
-                let anchor = self.inputs.begin(ids);
-                let tuple = Tuple::new(
-                    values,
-                    fields,
-                    component_name,
-                    stream_name,
-                    batch.source_task.0,
-                    anchor,
-                );
-                self.execute(turn, name, &tuple);
+                if WINDOWED {
+                    let from = (component as u32, stream, batch.source_task.0);
+                    self.window_tuple(turn, name, from, values, ids);
+                } else {
+                    let (component_name, streams) = &sources.components[component];
+                    let (stream_name, fields) = &streams[stream as usize];
+                    let anchor = self.inputs.begin(ids);
+                    let tuple = Tuple::new(
+                        values,
+                        fields,
+                        component_name,
+                        stream_name,
+                        batch.source_task.0,
+                        anchor,
+                    );
+                    self.execute(turn, name, &tuple);
+                }
                 turn.stats.add(StatField::Executed, 1);
                 consumed += 1;
                 if self.core.transfer.has_pending() {
@@ -368,6 +399,9 @@ impl BoltExecutor {
             match self.core.control.try_recv() {
                 Ok(Control::TimeoutTick) => {
                     self.inputs.rotate();
+                }
+                Ok(Control::TickTuple) if self.window.is_some() => {
+                    // Tick tuples never enter a window.
                 }
                 Ok(Control::TickTuple) => {
                     ticks += 1;

@@ -387,6 +387,7 @@ fn bolt_rig(downstream_capacity: usize, recorder: &Recorder, run: Arc<RunControl
     let waits = (recorder.strategy(BOLT), recorder.strategy(BP));
     let core = core(Kind::Bolt, 1, transfer(1, 2, queue, vec![]), control, waits, &stats, run);
     let inputs = BoltInputs {
+        window: None,
         auto_ack: true,
         receive,
         sources: Arc::new(sources),

@@ -14,6 +14,7 @@ pub mod spout;
 pub mod tracking;
 pub mod transfer;
 pub mod wake;
+pub mod window;
 
 #[cfg(test)]
 mod loop_tests;

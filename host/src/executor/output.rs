@@ -26,6 +26,14 @@ pub enum Side<'a> {
         /// A basic bolt: emits are anchored to the current input.
         auto_ack: bool,
     },
+    /// A windowed bolt's window (or late tuple): every emit is anchored to
+    /// `anchors`; acks and fails are the host's.
+    Window {
+        /// Its tracked inputs.
+        inputs: &'a mut InputTracker,
+        /// The window's tuples.
+        anchors: &'a [Anchor],
+    },
 }
 
 /// The object behind the `Output` handed to plugin code for one call.
@@ -95,6 +103,18 @@ impl Output for HostOutput<'_> {
                 }
                 ROption::RNone => self.push_untracked(stream, targets, values),
             },
+            Side::Window { inputs, anchors } => {
+                if !acking || !inputs.any_tracked(anchors) {
+                    self.push_untracked(stream, targets, values);
+                    return;
+                }
+                for i in 0..targets {
+                    let edge = self.transfer.rng.next_nonzero();
+                    let target = self.transfer.target(i);
+                    let ids = inputs.anchor_edge(anchors, edge);
+                    self.transfer.push(target, stream, values, ids, self.stats);
+                }
+            }
             Side::Bolt { inputs, auto_ack } => {
                 let current = [inputs.current_anchor()];
                 let anchors: &[Anchor] = if *auto_ack { &current } else { anchors.as_slice() };

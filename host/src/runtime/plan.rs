@@ -17,7 +17,7 @@ use crate::acker::task::AckerTask;
 use crate::config::{ThrottleRate, ThrottleSpec};
 use crate::control::{Control, RunControl, TaskName};
 use crate::executor::batch::{Batch, QueueBytes};
-use crate::executor::bolt::{BoltExecutor, BoltInputs, SourceTable};
+use crate::executor::bolt::{BoltExecutor, BoltInputs, SourceTable, WindowState};
 use crate::executor::core::TaskCore;
 use crate::executor::spout::{SpoutExecutor, SpoutOptions, ThrottleUnit};
 use crate::executor::transfer::{StreamRoutes, Transfer, TransferWiring};
@@ -178,6 +178,11 @@ impl Plan {
                             throttles,
                             recycle: q.recycle_tx.clone(),
                             queue_bytes: q.queue_bytes[t].clone(),
+                            window: c.window.as_ref().map(|w| {
+                                let outputs: Vec<&str> =
+                                    c.outputs.iter().map(|s| s.decl.name.as_str()).collect();
+                                Box::new(WindowState::new(w, &sources, &outputs))
+                            }),
                         };
                         bolts.push(BoltExecutor::new(core, bolt, inputs));
                     }

@@ -540,6 +540,7 @@ mod tests {
             default_stream: Some(0),
             auto_ack: true,
             windowed: false,
+            window: None,
             inputs: Vec::new(),
             tick_tuple_freq_secs: None,
             throttle: None,

@@ -18,9 +18,12 @@ use super::{
     Component, Grouping, Input, Kind, LibraryInfo, OutputStream, Subscriber, Topology, WaitPlan,
 };
 use crate::config::{
-    suggest, ComponentRef, ConfigKeyLoc, Diagnostics, GroupingSpec, InputDecl, Loc, PluginDecl,
-    TopologyConfig, WaitOverrides, WaitSpec,
+    suggest, BoltDecl, ComponentRef, ConfigKeyLoc, Diagnostics, GroupingSpec, InputDecl, Loc,
+    PluginDecl, TopologyConfig, WaitOverrides, WaitSpec,
 };
+
+/// The stream a windowed bolt sends its late tuples on (event time).
+pub const LATE_STREAM: &str = "late";
 use crate::plugin::{load_library_with, Factory, Library, LoadError, LoadOptions};
 
 /// Why a topology could not be bound.
@@ -224,6 +227,7 @@ impl<'a> Binder<'a> {
                 auto_ack: ext
                     .map_or_else(|| descriptor.is_some_and(|d| d.auto_ack), |e| e.auto_ack),
                 windowed,
+                window: None,
                 inputs: Vec::new(),
                 tick_tuple_freq_secs: None,
                 throttle: None,
@@ -240,10 +244,15 @@ impl<'a> Binder<'a> {
         }
         for bolt in &config.bolts {
             let Some(&to) = names.get(bolt.name.as_str()) else { continue };
+            self.bind_window(&mut components, &names, to, bolt);
+        }
+        for bolt in &config.bolts {
+            let Some(&to) = names.get(bolt.name.as_str()) else { continue };
             components[to].tick_tuple_freq_secs = bolt.tick_tuple_freq_secs;
             for input in &bolt.inputs {
                 self.bind_input(&mut components, &names, to, input);
             }
+            self.check_timestamp_field(&components, to);
             self.check_inputs(&components, to, &bolt.component);
         }
         let topology = Topology {
@@ -485,6 +494,80 @@ impl<'a> Binder<'a> {
             });
         }
         WaitPlan::Builtin(spec)
+    }
+
+    /// A windowed bolt needs a `window` and any other bolt refuses one; a
+    /// windowed bolt gets a `late` stream (unless it declares one) with the
+    /// fields of its first input, for event-time tuples behind the watermark.
+    fn bind_window(
+        &mut self,
+        components: &mut [Component],
+        names: &HashMap<&str, usize>,
+        to: usize,
+        bolt: &BoltDecl,
+    ) {
+        let component = &components[to];
+        match (&bolt.window, component.windowed) {
+            (None, true) => {
+                let message = format!(
+                    "bolt \"{}\" ({}) is a windowed bolt: it needs a window",
+                    bolt.name, component.reference
+                );
+                let help = "add window = { length = \"10s\" } or window = { length_count = 100 }";
+                self.error(bolt.loc, message, Some(help.to_string()));
+                return;
+            }
+            (Some(window), false) => {
+                let message = format!(
+                    "bolt \"{}\" ({}) is not a windowed bolt: it takes no window",
+                    bolt.name, component.reference
+                );
+                self.error(window.loc, message, Some("remove its window".to_string()));
+                return;
+            }
+            (None, false) => return,
+            (Some(_), true) => {}
+        }
+        components[to].window = bolt.window.clone();
+        if components[to].outputs.iter().any(|s| s.decl.name.as_str() == LATE_STREAM) {
+            return;
+        }
+        let fields = bolt
+            .inputs
+            .first()
+            .and_then(|input| {
+                let source = &components[*names.get(input.from.as_str())?];
+                let stream =
+                    source.outputs.iter().find(|s| s.decl.name.as_str() == input.stream)?;
+                Some(stream.decl.fields.clone())
+            })
+            .unwrap_or_default();
+        components[to].outputs.push(OutputStream {
+            decl: StreamDecl { name: LATE_STREAM.into(), fields, direct: false },
+            subscribers: Vec::new(),
+        });
+    }
+
+    /// An event-time window needs its timestamp field on every input.
+    fn check_timestamp_field(&mut self, components: &[Component], to: usize) {
+        let bolt = &components[to];
+        let Some(field) = bolt.window.as_ref().and_then(|w| w.timestamp_field.as_ref()) else {
+            return;
+        };
+        for input in &bolt.inputs {
+            let decl = &components[input.from].outputs[input.stream as usize].decl;
+            if !decl.fields.iter().any(|f| f.as_str() == field) {
+                let fields: Vec<&str> = decl.fields.iter().map(|f| f.as_str()).collect();
+                let message = format!(
+                    "bolt \"{}\" takes its event time from field \"{field}\", but stream \"{}\" of \"{}\" has: {}",
+                    bolt.name,
+                    decl.name,
+                    components[input.from].name,
+                    fields.join(", ")
+                );
+                self.error(input.loc, message, None);
+            }
+        }
     }
 
     fn bind_input(

@@ -13,7 +13,9 @@ use std::ops::Range;
 use squall_plugin_api::abi::{ComponentBox, PResult};
 use squall_plugin_api::{StreamDecl, WaitSituation};
 
-pub use bind::{bind, bind_provided, bind_with, sha256_file, BindError, LibraryLoader};
+pub use bind::{
+    bind, bind_provided, bind_with, sha256_file, BindError, LibraryLoader, LATE_STREAM,
+};
 pub use grouping::Grouping;
 
 use crate::config::{Settings, ThrottleSpec, WaitSpec};
@@ -105,6 +107,8 @@ pub struct Component {
     /// A windowed bolt (contract 1.1): the host buffers its inputs into
     /// windows and calls `execute_window`.
     pub windowed: bool,
+    /// A windowed bolt's window (its `window`, `timestamp_field`, `lag`).
+    pub window: Option<crate::config::WindowDecl>,
     /// Input edges (bolts only).
     pub inputs: Vec<Input>,
     /// Tick tuple period (bolts only).

@@ -33,6 +33,7 @@
 mod partial_key;
 mod random_sentence;
 mod rng;
+mod rolling_top_n;
 mod split_sentence;
 mod word_count;
 
@@ -40,12 +41,14 @@ use squall_plugin_api::{Result, Tuple};
 
 pub use partial_key::PartialKeyGrouping;
 pub use random_sentence::{Order, RandomSentenceSpout};
+pub use rolling_top_n::RollingTopN;
 pub use split_sentence::SplitSentence;
 pub use word_count::WordCount;
 
 squall_plugin_api::export_plugin! {
     spouts: [RandomSentenceSpout],
     basic_bolts: [SplitSentence, WordCount],
+    windowed_bolts: [RollingTopN],
     groupings: [PartialKeyGrouping],
 }
 

@@ -21,6 +21,9 @@
 //!   ack and fail.
 //! - [`RecordBolt`] writes what reached each task (per-key counts, ticks).
 //! - [`LifecycleSpout`] / [`LifecycleBolt`] log every lifecycle call.
+//! - [`ListSpout`] emits a list of integers once each, reliably, and logs acks
+//!   and fails (event-time timestamps for windowed bolts).
+//! - [`WindowSizeBolt`] (windowed, contract 1.1) emits each window's shape.
 //!
 //! Routing:
 //! - [`DirectSpout`] sends with `emit_direct`; [`MultiStreamSpout`] emits on
@@ -55,6 +58,7 @@ mod rng;
 mod routing;
 #[cfg(test)]
 mod test_support;
+mod window;
 
 use serde::Deserialize;
 use squall_plugin_api::{ComponentConfig, Result, SmallStr, Value};
@@ -65,14 +69,16 @@ pub use plumbing::{ConstSpout, EmptySpout, IdBolt, NullBolt, PackBolt, SleepBolt
 pub use record::RecordBolt;
 pub use replay::ReplaySpout;
 pub use routing::{DirectSpout, MultiStreamSpout};
+pub use window::{ListSpout, WindowSizeBolt};
 
 squall_plugin_api::export_plugin! {
     spouts: [
         ConstSpout, EmptySpout, PanicSpout, FailOnNew, BlockOnNew, ReplaySpout, LifecycleSpout,
-        DirectSpout, MultiStreamSpout,
+        DirectSpout, MultiStreamSpout, ListSpout,
     ],
     bolts: [ChaosBolt],
     basic_bolts: [NullBolt, IdBolt, PackBolt, PanicBolt, PanicOnNew, SleepBolt, RecordBolt, LifecycleBolt],
+    windowed_bolts: [WindowSizeBolt],
 }
 
 /// A string value to emit again and again: inline when short, shared (one
@@ -158,6 +164,7 @@ mod tests {
                 false,
                 vec![value_stream("even", false), value_stream("odd", false)],
             ),
+            ("spout", "ListSpout".into(), false, default()),
             ("bolt", "ChaosBolt".into(), false, default()),
             ("bolt", "NullBolt".into(), true, vec![]),
             ("bolt", "IdBolt".into(), true, default()),

@@ -1,0 +1,287 @@
+//! A bolt's window: `window = { length = "30s", slide = "5s" }` (time) or
+//! `window = { length_count = 1000, slide_count = 100 }` (count), tumbling
+//! when the slide is absent or equal to the length; `timestamp_field = "ts"`
+//! and `lag = "2s"` make a time window run on event time.
+//!
+//! Whether the component is a windowed bolt is known only once its plugin is
+//! loaded; `topology` checks that (a windowed bolt needs `window`, any other
+//! bolt refuses it).
+
+use super::diagnostic::Loc;
+use super::limits;
+use super::walk::{Section, Value, Walker};
+use super::TopologyConfig;
+
+/// The keys of a `window` table.
+pub(crate) const WINDOW_KEYS: &[&str] = &["length", "slide", "length_count", "slide_count"];
+
+/// The largest `length_count`: the buffer holds up to twice that many tuples.
+pub const MAX_WINDOW_COUNT: u64 = 10_000_000;
+
+/// How a window is cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowSize {
+    /// By tuple count.
+    Count {
+        /// Tuples per window.
+        length: u64,
+        /// Tuples between two windows (`== length`: tumbling).
+        slide: u64,
+    },
+    /// By time.
+    Time {
+        /// Duration of a window, in milliseconds.
+        length_millis: u64,
+        /// Time between two window ends, in milliseconds.
+        slide_millis: u64,
+    },
+}
+
+/// A bolt's `window`, `timestamp_field` and `lag`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowDecl {
+    /// Where `window` is written.
+    pub loc: Loc,
+    /// Count or time, length and slide.
+    pub size: WindowSize,
+    /// Event time: the input field holding each tuple's timestamp (integer
+    /// milliseconds since the epoch).
+    pub timestamp_field: Option<String>,
+    /// Event time: how far the watermark trails the largest timestamp seen
+    /// (milliseconds; 0 when absent).
+    pub lag_millis: u64,
+}
+
+/// Parses a duration: an integer followed by `ms`, `s`, `m` or `h`.
+pub fn parse_duration_millis(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let factor = match unit.trim() {
+        "ms" => 1,
+        "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "" => return Err(format!("\"{text}\" has no unit")),
+        other => return Err(format!("\"{text}\" has an unknown unit \"{other}\"")),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("\"{text}\" does not start with a number"))?;
+    n.checked_mul(factor)
+        .filter(|&ms| ms <= limits::MAX_DURATION_SECS * 1000)
+        .ok_or_else(|| format!("\"{text}\" is longer than {} s", limits::MAX_DURATION_SECS))
+}
+
+/// The duration under `key` of `s`, in milliseconds (0 only when `zero`).
+fn duration(w: &mut Walker<'_>, s: &Section<'_, '_>, key: &str, zero: bool) -> Option<u64> {
+    let value = s.get(key)?;
+    let text = w.string(value, &s.what(key))?;
+    match parse_duration_millis(&text) {
+        Ok(0) if !zero => {
+            w.error(&value.span(), format!("{} must be longer than 0", s.what(key)), None);
+            None
+        }
+        Ok(ms) => Some(ms),
+        Err(e) => {
+            let help = "write a whole number and a unit: \"500ms\", \"30s\", \"5m\", \"1h\"";
+            w.error(&value.span(), format!("{} is invalid: {e}", s.what(key)), Some(help.into()));
+            None
+        }
+    }
+}
+
+/// Reads `window`, `timestamp_field` and `lag` of a bolt's section (`None`
+/// when it has no `window`, or on an error, which is reported).
+pub(crate) fn read_window(w: &mut Walker<'_>, bolt: &Section<'_, '_>) -> Option<WindowDecl> {
+    let Some(value) = bolt.get("window") else {
+        for key in ["timestamp_field", "lag"] {
+            if let Some(v) = bolt.get(key) {
+                let help = "add a time window: window = { length = \"10s\" }";
+                w.error(&v.span(), format!("{} needs a window", bolt.what(key)), Some(help.into()));
+            }
+        }
+        return None;
+    };
+    let loc = w.loc(&value.span());
+    let table = w.table(value, &bolt.what("window"))?;
+    let s = Section::new(table, value.span(), bolt.what("window"));
+    s.check_keys(w, WINDOW_KEYS);
+    let size = window_size(w, &s, value)?;
+    let timestamp_field = match bolt.string(w, "timestamp_field") {
+        Some(field) if matches!(size, WindowSize::Count { .. }) => {
+            let help = "event time needs a time window: window = { length = \"10s\" }";
+            let message = "timestamp_field needs a time window, not a count window";
+            w.error(&field.span(), message.into(), Some(help.into()));
+            return None;
+        }
+        field => field.map(|f| f.into_inner()),
+    };
+    let lag_millis = match bolt.get("lag") {
+        Some(v) if timestamp_field.is_none() => {
+            let help = "name the event-time field: timestamp_field = \"ts\"";
+            w.error(
+                &v.span(),
+                format!("{} needs a timestamp_field", bolt.what("lag")),
+                Some(help.into()),
+            );
+            return None;
+        }
+        Some(_) => duration(w, bolt, "lag", true)?,
+        None => 0,
+    };
+    Some(WindowDecl { loc, size, timestamp_field, lag_millis })
+}
+
+fn window_size(w: &mut Walker<'_>, s: &Section<'_, '_>, value: &Value<'_>) -> Option<WindowSize> {
+    let time = s.get("length").is_some() || s.get("slide").is_some();
+    let count = s.get("length_count").is_some() || s.get("slide_count").is_some();
+    let help = "write window = { length = \"30s\", slide = \"5s\" } (time) or \
+                { length_count = 1000, slide_count = 100 } (count)";
+    if time && count {
+        let message = format!("{} mixes time (length, slide) and count keys", s.context);
+        w.error(&value.span(), message, Some(help.into()));
+        return None;
+    }
+    let size = if count {
+        let Some(length) = s.uint(w, "length_count", 1, MAX_WINDOW_COUNT) else {
+            if s.get("length_count").is_none() {
+                s.missing(w, "length_count", Some(help.into()));
+            }
+            return None;
+        };
+        let slide = match s.get("slide_count") {
+            Some(_) => s.uint(w, "slide_count", 1, MAX_WINDOW_COUNT)?,
+            None => length,
+        };
+        WindowSize::Count { length, slide }
+    } else {
+        let Some(length_millis) = duration(w, s, "length", false) else {
+            if s.get("length").is_none() {
+                s.missing(w, "length", Some(help.into()));
+            }
+            return None;
+        };
+        let slide_millis = match s.get("slide") {
+            Some(_) => duration(w, s, "slide", false)?,
+            None => length_millis,
+        };
+        WindowSize::Time { length_millis, slide_millis }
+    };
+    let (length, slide, key) = match size {
+        WindowSize::Count { length, slide } => (length, slide, "slide_count"),
+        WindowSize::Time { length_millis, slide_millis } => (length_millis, slide_millis, "slide"),
+    };
+    if slide > length {
+        let span = s.get(key).map_or(value.span(), |v| v.span());
+        let message = format!("{} is longer than the window", s.what(key));
+        let help = "a tuple would be in no window: make the slide at most the length";
+        w.error(&span, message, Some(help.into()));
+        return None;
+    }
+    Some(size)
+}
+
+/// Storm's rule: with message timeouts on, a time window's length plus its
+/// slide (and the event-time lag) must be shorter than the message timeout,
+/// or its tuples time out while they wait in the window. Reported at the
+/// window.
+pub(crate) fn check_window_timeouts(w: &mut Walker<'_>, config: &TopologyConfig) {
+    let settings = &config.settings;
+    if !settings.enable_message_timeouts || settings.acker_executors == 0 {
+        return;
+    }
+    let timeout_millis = settings.message_timeout_secs.saturating_mul(1000);
+    for bolt in &config.bolts {
+        let Some(window) = &bolt.window else { continue };
+        let WindowSize::Time { length_millis, slide_millis } = window.size else { continue };
+        let held = length_millis + slide_millis + window.lag_millis;
+        if held >= timeout_millis {
+            let message = format!(
+                "the window of bolt {:?} holds tuples up to {held} ms (length + slide + lag), \
+                 not less than message_timeout_secs ({} s)",
+                bolt.name, settings.message_timeout_secs
+            );
+            let help = format!(
+                "raise topology.message_timeout_secs above {} or shorten the window",
+                held.div_ceil(1000)
+            );
+            w.error_at(window.loc, message, Some(help));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{parse_duration_millis, WindowDecl, WindowSize};
+
+    fn topology(bolt_extra: &str, timeout: u64) -> String {
+        format!(
+            "[topology]\nmessage_timeout_secs = {timeout}\n\n[plugins]\nex = \"libex.so\"\n\n\
+             [spouts.s]\ncomponent = \"ex::Spout\"\n\n[bolts.w]\ncomponent = \"ex::W\"\n\
+             inputs = [{{ from = \"s\" }}]\n{bolt_extra}\n"
+        )
+    }
+
+    fn parse(text: &str) -> Result<Option<WindowDecl>, Vec<String>> {
+        match crate::config::parse_str_with_env(text, Path::new("t.toml"), &|_| None) {
+            Ok(config) => Ok(config.bolts[0].window.clone()),
+            Err(diags) => {
+                Err(diags.items.iter().map(|d| format!("{} {}", d.loc, d.message)).collect())
+            }
+        }
+    }
+
+    #[test]
+    fn windows_are_read() {
+        let w = parse(&topology("window = { length = \"30s\", slide = \"5s\" }", 60)).unwrap();
+        let w = w.unwrap();
+        assert_eq!(w.size, WindowSize::Time { length_millis: 30_000, slide_millis: 5_000 });
+        assert_eq!((w.loc.line, w.loc.col), (13, 10));
+        let w = parse(&topology("window = { length_count = 1000 }", 30)).unwrap().unwrap();
+        assert_eq!(w.size, WindowSize::Count { length: 1000, slide: 1000 });
+        let text =
+            topology("window = { length = \"10s\" }\ntimestamp_field = \"ts\"\nlag = \"2s\"", 30);
+        let w = parse(&text).unwrap().unwrap();
+        assert_eq!((w.timestamp_field.as_deref(), w.lag_millis), (Some("ts"), 2000));
+        assert_eq!(parse(&topology("", 30)).unwrap(), None);
+    }
+
+    #[test]
+    fn bad_windows_are_reported_where_they_are_written() {
+        let cases = [
+            ("window = { length = \"30s\", slide_count = 5 }", "13:10", "mixes time"),
+            ("window = { length = \"5s\", slide = \"6s\" }", "13:35", "longer than the window"),
+            ("window = { lenght = \"5s\" }", "13:12", "unknown key"),
+            ("window = { length = \"5\" }", "13:21", "no unit"),
+            ("window = { length_count = 10 }\ntimestamp_field = \"ts\"", "14:19", "count window"),
+            ("lag = \"1s\"", "13:7", "needs a window"),
+            ("window = { length = \"5s\" }\nlag = \"1s\"", "14:7", "needs a timestamp_field"),
+            // Storm's rule: 20 s + 15 s is not less than the 30 s timeout.
+            ("window = { length = \"20s\", slide = \"15s\" }", "13:10", "message_timeout_secs"),
+        ];
+        for (extra, at, says) in cases {
+            let errors = parse(&topology(extra, 30)).expect_err(extra);
+            assert!(
+                errors.iter().any(|e| e.starts_with(at) && e.contains(says)),
+                "{extra}: expected `{says}` at {at}, got {errors:?}"
+            );
+        }
+        // Without timeouts the rule does not apply.
+        let text = topology("window = { length = \"20s\", slide = \"15s\" }", 30)
+            .replace("[topology]\n", "[topology]\nenable_message_timeouts = false\n");
+        assert!(parse(&text).is_ok());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_millis("30s"), Ok(30_000));
+        assert_eq!(parse_duration_millis("250ms"), Ok(250));
+        assert_eq!(parse_duration_millis("2m"), Ok(120_000));
+        assert_eq!(parse_duration_millis("1h"), Ok(3_600_000));
+        assert!(parse_duration_millis("30").unwrap_err().contains("no unit"));
+        assert!(parse_duration_millis("3d").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration_millis("s").unwrap_err().contains("number"));
+        assert!(parse_duration_millis("99999999999h").unwrap_err().contains("longer"));
+    }
+}

@@ -1,0 +1,253 @@
+//! The windowed bolt task: the part of the bolt loop that only windowed bolts
+//! run (the loop picks it once per turn, so ordinary bolts never pay for it).
+//!
+//! Each input tuple is copied into the [`Windower`]'s buffer with its anchor,
+//! and its tracking moves to the input tracker's open map (as a rich bolt's
+//! unacked input). A due window is handed to `execute_window` as a
+//! [`WindowView`] over the buffer; its emits are anchored to every tuple of
+//! the window. Then the tuples no later window holds are acked (or failed,
+//! when `execute_window` returned an error or panicked). Event-time tuples
+//! behind the watermark go out on the `late` stream, anchored to themselves,
+//! and are acked at once. Tick tuples never enter a window.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{ROption, RSlice};
+use squall_plugin_api::abi::{Output, OutputMut, Output_TO, WindowView};
+use squall_plugin_api::{Anchor, Tuple, Value};
+
+use super::super::count_error;
+use super::super::output::{HostOutput, Side};
+use super::super::window::{Pushed, Trigger, Windower};
+use super::{BoltExecutor, SourceTable, Turn};
+use crate::config::{WindowDecl, WindowSize};
+use crate::ids::{EdgeId, RootId};
+use crate::metrics::StatField;
+
+/// A buffered input tuple: an owned copy of its values, where it came from,
+/// and its anchor in the input tracker.
+#[derive(Debug)]
+pub struct Held {
+    values: Vec<Value>,
+    component: u32,
+    stream: u32,
+    task: u32,
+    anchor: Anchor,
+}
+
+impl Held {
+    fn view<'a>(&'a self, sources: &'a SourceTable, anchor: Anchor) -> Tuple<'a> {
+        let (component, streams) = &sources.components[self.component as usize];
+        let (stream, fields) = &streams[self.stream as usize];
+        Tuple::new(&self.values, fields, component, stream, self.task, anchor)
+    }
+}
+
+/// What a windowed bolt task adds to a bolt task.
+#[derive(Debug)]
+pub struct WindowState {
+    windower: Windower<Held>,
+    /// Event time: per source component and stream, the timestamp field's
+    /// position.
+    timestamp_index: Option<Vec<Vec<Option<usize>>>>,
+    /// The `late` stream's index among the bolt's outputs.
+    late_stream: Option<u32>,
+}
+
+impl WindowState {
+    /// The state for a bolt with `window`, fed from `sources`, whose output
+    /// streams are `outputs`.
+    pub fn new(window: &WindowDecl, sources: &SourceTable, outputs: &[&str]) -> Self {
+        let trigger = match window.size {
+            WindowSize::Count { length, slide } => {
+                Trigger::Count { length: length as usize, slide: slide as usize }
+            }
+            WindowSize::Time { length_millis, slide_millis } => Trigger::Time {
+                length: length_millis,
+                slide: slide_millis,
+                lag: window.timestamp_field.as_ref().map(|_| window.lag_millis),
+            },
+        };
+        let timestamp_index = window.timestamp_field.as_ref().map(|field| {
+            sources
+                .components
+                .iter()
+                .map(|(_, streams)| {
+                    streams
+                        .iter()
+                        .map(|(_, fields)| fields.iter().position(|f| f.as_str() == field))
+                        .collect()
+                })
+                .collect()
+        });
+        let late_stream =
+            outputs.iter().position(|s| *s == crate::topology::LATE_STREAM).map(|i| i as u32);
+        Self { windower: Windower::new(trigger), timestamp_index, late_stream }
+    }
+
+    /// How long the bolt may block before its next processing-time window.
+    pub fn until_deadline(&self) -> Option<Duration> {
+        let deadline = self.windower.next_deadline()?;
+        Some(Duration::from_millis(deadline.saturating_sub(now_millis())))
+    }
+}
+
+fn now_millis() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+impl BoltExecutor {
+    /// Buffers one input tuple (a late one goes out on `late` and is acked),
+    /// then runs the windows it made due.
+    pub(super) fn window_tuple(
+        &mut self,
+        turn: &mut Turn,
+        name: &str,
+        (component, stream, task): (u32, u32, u32),
+        values: &[Value],
+        ids: &[(RootId, EdgeId)],
+    ) {
+        let Some(state) = self.window.as_mut() else { return };
+        let time = match &state.timestamp_index {
+            None => now_millis(),
+            Some(index) => {
+                let at = index[component as usize][stream as usize];
+                match at.and_then(|i| values.get(i)) {
+                    Some(Value::I64(ts)) if *ts >= 0 => *ts as u64,
+                    Some(Value::U64(ts)) => *ts,
+                    _ => {
+                        // No usable timestamp: the tuple cannot be placed.
+                        let anchor = self.inputs.begin(ids);
+                        let message = "a tuple without an integer timestamp field (ms since the \
+                                       epoch) was failed";
+                        count_error(&mut turn.stats, &self.core.shared, name, message);
+                        let (transfer, stats) = (&mut self.core.transfer, &mut turn.stats);
+                        self.inputs.fail(anchor, transfer, stats, StatField::FailedExplicit);
+                        return;
+                    }
+                }
+            }
+        };
+        let anchor = self.inputs.begin(ids);
+        // Tracked until the tuple leaves its last window.
+        self.inputs.finish(true, false, &mut self.core.transfer, &mut turn.stats);
+        let held = Held { values: values.to_vec(), component, stream, task, anchor };
+        if let Pushed::Late(held) = state.windower.push(time, held) {
+            self.late(turn, name, held);
+        }
+        self.run_windows(turn, name);
+    }
+
+    /// Emits a late tuple on `late`, anchored to it, then acks it.
+    fn late(&mut self, turn: &mut Turn, name: &str, held: Held) {
+        if let Some(late) = self.window.as_ref().and_then(|s| s.late_stream) {
+            let anchors = [held.anchor];
+            let mut output = HostOutput {
+                transfer: &mut self.core.transfer,
+                stats: &mut turn.stats,
+                error: &mut turn.emit_error,
+                side: Side::Window { inputs: &mut self.inputs, anchors: &anchors },
+            };
+            output.emit(
+                late,
+                RSlice::from_slice(&held.values),
+                RSlice::from_slice(&[]),
+                ROption::RNone,
+                ROption::RNone,
+            );
+        }
+        if let Some(e) = turn.emit_error.take() {
+            count_error(&mut turn.stats, &self.core.shared, name, &format!("late: {e}"));
+        }
+        self.inputs.ack(held.anchor, &mut self.core.transfer, &mut turn.stats);
+    }
+
+    /// Runs every window that is due now (until emits back up: the rest
+    /// run on the next turn).
+    pub(super) fn run_windows(&mut self, turn: &mut Turn, name: &str) {
+        let now = now_millis();
+        loop {
+            let Some(state) = self.window.as_mut() else { return };
+            let Some(firing) = state.windower.fire(now) else { return };
+            let mut panic = None;
+            let ok = if self.core.poisoned {
+                false
+            } else {
+                let sources = &*self.sources;
+                let buffer = state.windower.buffer();
+                let mut anchors = Vec::with_capacity(firing.tuples.len());
+                let tuples: Vec<Tuple<'_>> = firing
+                    .tuples
+                    .clone()
+                    .map(|i| {
+                        let held = &buffer[i].item;
+                        anchors.push(held.anchor);
+                        held.view(sources, held.anchor)
+                    })
+                    .collect();
+                let expired: Vec<Tuple<'_>> = state
+                    .windower
+                    .expired()
+                    .iter()
+                    .map(|e| e.item.view(sources, Anchor::NONE))
+                    .collect();
+                let new_from = firing.new_tuples.start - firing.tuples.start;
+                let view = WindowView {
+                    tuples: RSlice::from_slice(&tuples),
+                    new_tuples: RSlice::from_slice(&tuples[new_from..]),
+                    expired: RSlice::from_slice(&expired),
+                    start_millis: firing.start,
+                    end_millis: firing.end,
+                };
+                let mut output = HostOutput {
+                    transfer: &mut self.core.transfer,
+                    stats: &mut turn.stats,
+                    error: &mut turn.emit_error,
+                    side: Side::Window { inputs: &mut self.inputs, anchors: &anchors },
+                };
+                let output: OutputMut<'_> = Output_TO::from_ptr(&mut output, TD_Opaque);
+                let result = self.bolt.execute_window(&view, output).into_result();
+                if let Some(e) = turn.emit_error.take() {
+                    count_error(&mut turn.stats, &self.core.shared, name, &format!("window: {e}"));
+                }
+                match result {
+                    Ok(()) => true,
+                    Err(e) => {
+                        let message = format!("execute_window: {e}");
+                        count_error(&mut turn.stats, &self.core.shared, name, &message);
+                        if e.is_panic() {
+                            panic = Some(e);
+                        }
+                        false
+                    }
+                }
+            };
+            settle(self, turn, ok);
+            if let Some(e) = panic {
+                self.restart(turn, e);
+            }
+            if self.core.transfer.has_pending() {
+                return;
+            }
+        }
+    }
+}
+
+/// Acks (or fails) the tuples that left their last window.
+fn settle(bolt: &mut BoltExecutor, turn: &mut Turn, ok: bool) {
+    let Some(state) = bolt.window.as_mut() else { return };
+    for entry in state.windower.settle() {
+        let anchor = entry.item.anchor;
+        if ok {
+            bolt.inputs.ack(anchor, &mut bolt.core.transfer, &mut turn.stats);
+        } else {
+            bolt.inputs.fail(
+                anchor,
+                &mut bolt.core.transfer,
+                &mut turn.stats,
+                StatField::FailedExplicit,
+            );
+        }
+    }
+}

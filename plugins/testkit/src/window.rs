@@ -1,0 +1,99 @@
+//! [`WindowSizeBolt`]: a windowed bolt that reports each window's shape.
+
+use squall_plugin_api::prelude::*;
+
+/// Emits one tuple per window on the default stream
+/// `["tuples", "new", "expired", "first"]`: how many tuples the window holds,
+/// how many entered and left since the previous window, and the first
+/// value of its oldest tuple's `Display` (empty for an empty window). Takes
+/// no config; the window is set in the topology.
+#[derive(Debug, Default)]
+pub struct WindowSizeBolt;
+
+impl WindowedBolt for WindowSizeBolt {
+    const NAME: &'static str = "WindowSizeBolt";
+    const DESCRIPTION: &'static str = "emits (tuples, new, expired, first) per window";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
+
+    fn declare_outputs(outputs: &mut OutputDeclarer) {
+        outputs.declare(&["tuples", "new", "expired", "first"]);
+    }
+
+    fn new(_config: &ComponentConfig<'_>) -> Result<Self> {
+        Ok(Self)
+    }
+
+    fn execute(&mut self, window: &Window<'_>, collector: &mut BasicCollector<'_>) -> Result<()> {
+        let first = window
+            .tuples()
+            .first()
+            .and_then(|t| t.get(0))
+            .map(|v| match v {
+                Value::U64(n) => n.to_string(),
+                Value::I64(n) => n.to_string(),
+                other => format!("{other:?}"),
+            })
+            .unwrap_or_default();
+        collector.emit(&[
+            Value::U64(window.tuples().len() as u64),
+            Value::U64(window.new_tuples().len() as u64),
+            Value::U64(window.expired().len() as u64),
+            Value::from(first.as_str()),
+        ]);
+        Ok(())
+    }
+}
+
+/// [`ListSpout`]'s config.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListConfig {
+    values: Vec<u64>,
+    out: String,
+}
+
+/// Emits each of its `values` once, in order, as `U64` on `["value"]`, with
+/// message id = its index, and writes `acked <i>` / `failed <i>` lines (in
+/// the order they came) to `out` at close. For event-time windows: the
+/// values are the timestamps.
+#[derive(Debug)]
+pub struct ListSpout {
+    values: Vec<u64>,
+    next: usize,
+    out: String,
+    log: String,
+}
+
+impl Spout for ListSpout {
+    const NAME: &'static str = "ListSpout";
+    const DESCRIPTION: &'static str = "emits a list of integers once each, reliably";
+
+    fn declare_outputs(outputs: &mut OutputDeclarer) {
+        outputs.declare(&["value"]);
+    }
+
+    fn new(config: &ComponentConfig<'_>) -> Result<Self> {
+        let config: ListConfig = config.parse()?;
+        Ok(Self { values: config.values, next: 0, out: config.out, log: String::new() })
+    }
+
+    fn next_tuple(&mut self, collector: &mut SpoutCollector<'_>) -> Result<()> {
+        if let Some(&v) = self.values.get(self.next) {
+            collector.emit_with_id(&[Value::U64(v)], self.next as u64);
+            self.next += 1;
+        }
+        Ok(())
+    }
+
+    fn ack(&mut self, message_id: MessageId) {
+        self.log.push_str(&format!("acked {}\n", message_id.0));
+    }
+
+    fn fail(&mut self, message_id: MessageId) {
+        self.log.push_str(&format!("failed {}\n", message_id.0));
+    }
+
+    fn close(&mut self) {
+        let _ = std::fs::write(&self.out, &self.log);
+    }
+}

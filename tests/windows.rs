@@ -1,0 +1,144 @@
+//! Windowed bolts end to end: a reliable `testkit::ReplaySpout` feeds a
+//! `testkit::WindowSizeBolt` (one `(tuples, new, expired, first)` tuple per
+//! window), recorded by `testkit::RecordBolt`. Every message id must be
+//! acked exactly once: a tuple is acked when it leaves its last window.
+
+use std::time::Duration;
+
+use crate::util::{tail, ReplayLog, SquallCommand, Workspace};
+
+/// Runs `topology` until the spout's done file appears, then interrupts it;
+/// checks the exit and that every id `0..messages` was acked exactly once.
+fn run_all_acked(ws: &Workspace, topology: &str, messages: u64) {
+    let topology = ws.write_topology("topology.toml", topology);
+    let mut cmd = SquallCommand::run_until_interrupted(ws, &topology);
+    cmd.limit(Duration::from_secs(90));
+    let mut child = cmd.spawn();
+    child.wait_for_file(&ws.path("done"), Duration::from_secs(60));
+    child.interrupt();
+    let out = child.wait();
+    let ctx = format!("status: {}\n--- stderr\n{}", out.status, tail(&out.stderr, 40));
+    out.assert_code(0);
+    let tally = ReplayLog::read(ws, "replay.log").tally();
+    assert_eq!(tally.len() as u64, messages, "ids in the log\n{ctx}");
+    for id in 0..messages {
+        let acks = tally.get(&id).map_or(0, |t| t.acks);
+        assert_eq!(acks, 1, "id {id} acked {acks} times\n{ctx}");
+    }
+}
+
+/// The `key <key> <count>` lines of the RecordBolt's file for task `task`.
+fn recorded(ws: &Workspace, task: u32) -> Vec<(String, u64)> {
+    ws.read(format!("record.{task}"))
+        .lines()
+        .filter_map(|l| l.strip_prefix("key "))
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(k, n)| (k.to_string(), n.parse().expect("a count")))
+        .collect()
+}
+
+fn topology(messages: u64, window: &str) -> String {
+    format!(
+        r#"
+[topology]
+message_timeout_secs = 30
+max_spout_pending = 500
+acker_executors = 1
+
+[plugins]
+testkit = "{{testkit}}"
+
+[spouts.source]
+component = "testkit::ReplaySpout"
+config = {{ messages = {messages}, log = "{{dir}}/replay.log", done_file = "{{dir}}/done" }}
+
+[bolts.window]
+component = "testkit::WindowSizeBolt"
+{window}
+inputs = [{{ from = "source", grouping = "global" }}]
+
+[bolts.record]
+component = "testkit::RecordBolt"
+config = {{ out = "{{dir}}/record" }}
+inputs = [{{ from = "window" }}]
+"#
+    )
+}
+
+#[test]
+fn count_tumbling_windows_ack_every_message_once_and_hold_length_count_tuples() {
+    let ws = Workspace::new("windows_count");
+    run_all_acked(&ws, &topology(1000, "window = { length_count = 100 }"), 1000);
+    // Tasks: source 0, window 1, record 2. Ten full windows, nothing else.
+    assert_eq!(recorded(&ws, 2), vec![("100".to_string(), 10)]);
+}
+
+#[test]
+fn time_sliding_windows_ack_every_message_once() {
+    let ws = Workspace::new("windows_time");
+    let window = r#"window = { length = "2s", slide = "500ms" }"#;
+    run_all_acked(&ws, &topology(2000, window), 2000);
+    // Every tuple is in exactly length / slide = 4 windows (all of them
+    // fired: the last tuple was acked, so its last window ran).
+    let held: u64 = recorded(&ws, 2).iter().map(|(k, n)| k.parse::<u64>().unwrap() * n).sum();
+    assert_eq!(held, 4 * 2000);
+}
+
+#[test]
+fn event_time_windows_send_late_tuples_on_the_late_stream_and_ack_them() {
+    let ws = Workspace::new("windows_late");
+    // Timestamps (ms): 500 arrives after the watermark reached 3000, 200
+    // after it reached 10000: both are late. 20000 never leaves its window.
+    let toml = r#"
+[topology]
+message_timeout_secs = 5
+acker_executors = 1
+
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::ListSpout"
+config = { values = [1000, 2000, 3000, 500, 4000, 10000, 200, 20000], out = "{dir}/acks" }
+
+[bolts.window]
+component = "testkit::WindowSizeBolt"
+window = { length = "1s" }
+timestamp_field = "value"
+lag = "0s"
+inputs = [{ from = "source", grouping = "global" }]
+
+[bolts.record]
+component = "testkit::RecordBolt"
+config = { out = "{dir}/record" }
+inputs = [{ from = "window" }]
+
+[bolts.late]
+component = "testkit::RecordBolt"
+config = { out = "{dir}/late" }
+inputs = [{ from = "window", stream = "late" }]
+"#;
+    let topology = ws.write_topology("topology.toml", toml);
+    let out = SquallCommand::run(&ws, &topology, "3s").output();
+    let ctx = format!("status: {}\n--- stderr\n{}", out.status, tail(&out.stderr, 40));
+    out.assert_code(0);
+    let late: Vec<(String, u64)> = ws
+        .read("late.3")
+        .lines()
+        .filter_map(|l| l.strip_prefix("key "))
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(k, n)| (k.to_string(), n.parse().unwrap()))
+        .collect();
+    assert_eq!(late, vec![("200".to_string(), 1), ("500".to_string(), 1)], "{ctx}");
+    // Five windows with one tuple ([1000, 2000) ... [10000, 11000)), two
+    // with only the previous window's expired tuple.
+    assert_eq!(recorded(&ws, 2), vec![("0".to_string(), 2), ("1".to_string(), 5)], "{ctx}");
+    // Ids 0..=6 acked exactly once (3 and 6 are the late ones); 7 (20000)
+    // is still in its window at shutdown.
+    let acks = ws.read("acks");
+    for id in 0..=6 {
+        let n = acks.lines().filter(|l| *l == format!("acked {id}")).count();
+        assert_eq!(n, 1, "id {id}:\n{acks}\n{ctx}");
+    }
+    assert!(!acks.lines().any(|l| l == "acked 7"), "{acks}\n{ctx}");
+}

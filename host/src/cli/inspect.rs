@@ -67,11 +67,30 @@ fn render(library: &Library, path: &Path) -> String {
         let ext = library.extension(&d.name, d.kind);
         write_extension(&mut out, ext, d.kind, contract_1_0);
     }
-    // Custom groupings have no 1.0 descriptor: only the 1.1 extensions list them.
-    for g in library.extensions.iter().filter(|x| x.kind == ComponentKind::GROUPING) {
-        let _ = writeln!(out, "  {:<14} {}", g.kind.name(), e(&g.name));
+    // Windowed bolts and custom groupings have no 1.0 descriptor: only the
+    // 1.1 extensions list them.
+    let ext_only = library.extensions.iter().filter(|x| {
+        !c.components.iter().any(|d| d.kind == x.kind && d.name.as_str() == x.name.as_str())
+    });
+    for g in ext_only {
+        let windowed = if g.windowed { " (windowed: the host buffers its windows)" } else { "" };
+        let _ = writeln!(out, "  {:<14} {}{windowed}", g.kind.name(), e(&g.name));
         if !g.description.is_empty() {
             let _ = writeln!(out, "  {:<14}   {}", "", e(&g.description));
+        }
+        if g.kind != ComponentKind::GROUPING {
+            if let Ok(outputs) = (g.declare_outputs)("".into()).into_result() {
+                for s in outputs.iter() {
+                    let fields: Vec<String> = s.fields.iter().map(|f| e(f)).collect();
+                    let _ = writeln!(
+                        out,
+                        "  {:<14}   stream {} [{}]",
+                        "",
+                        e(&s.name),
+                        fields.join(", ")
+                    );
+                }
+            }
         }
         write_extension(&mut out, Some(g), g.kind, false);
     }

@@ -73,6 +73,19 @@ pub fn cargo() -> Command {
         .unwrap_or_else(|| OsString::from("cargo"));
     let mut cmd = Command::new(program);
     cmd.current_dir(workspace_root());
+    // The package variables cargo set for this test must not reach the
+    // nested build: ring's build script reruns when CARGO_PKG_* change, so
+    // inheriting them rebuilt the TLS stack (and squall-nats) on every
+    // switch between a plain `cargo build` and a test run.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_")
+            || key.starts_with("CARGO_MANIFEST_")
+            || matches!(&*key, "CARGO_CRATE_NAME" | "CARGO_PRIMARY_PACKAGE" | "CARGO_BIN_NAME")
+        {
+            cmd.env_remove(&*key);
+        }
+    }
     cmd
 }
 

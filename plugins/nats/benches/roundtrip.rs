@@ -71,7 +71,18 @@ fn target_dir(root: &Path) -> PathBuf {
 
 fn build(root: &Path) {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
+    let mut cmd = Command::new(cargo);
+    // Not the bench's own CARGO_PKG_*: ring's build script reruns on them.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy().into_owned();
+        if key.starts_with("CARGO_PKG_")
+            || key.starts_with("CARGO_MANIFEST_")
+            || key == "CARGO_CRATE_NAME"
+        {
+            cmd.env_remove(key);
+        }
+    }
+    let status = cmd
         .current_dir(root)
         .args([
             "build",

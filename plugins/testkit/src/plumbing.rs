@@ -236,6 +236,7 @@ pub struct PackBolt;
 impl BasicBolt for PackBolt {
     const NAME: &'static str = "PackBolt";
     const DESCRIPTION: &'static str = "packs each input's names and values into one list";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["value"]);

@@ -67,6 +67,10 @@ pub struct ListSpout {
 impl Spout for ListSpout {
     const NAME: &'static str = "ListSpout";
     const DESCRIPTION: &'static str = "emits a list of integers once each, reliably";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
+        ConfigKey::required("values", KeyKind::Array, "the integers to emit, in order"),
+        ConfigKey::required("out", KeyKind::String, "where acked/failed lines go at close"),
+    ]);
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["value"]);

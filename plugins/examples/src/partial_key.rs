@@ -25,7 +25,9 @@ struct PartialKeyConfig {
 /// two partial counts per key.
 ///
 /// The hashes are FxHash of the field values with two fixed seeds: every
-/// host picks the same two candidates for a key.
+/// host picks the same two candidates for a key. The second hash picks
+/// among the tasks other than the first candidate, so with two or more
+/// tasks the candidates always differ.
 #[derive(Debug)]
 pub struct PartialKeyGrouping {
     fields: Vec<String>,
@@ -36,14 +38,26 @@ pub struct PartialKeyGrouping {
 }
 
 impl PartialKeyGrouping {
-    fn candidate(&self, values: &[Value], seed: u64) -> usize {
+    fn hash(&self, values: &[Value], seed: u64) -> u64 {
         let mut hasher = FxHasher::default();
         seed.hash(&mut hasher);
         for &i in &self.indexes {
             values.get(i).unwrap_or(&Value::Null).hash(&mut hasher);
         }
         let h = hasher.finish();
-        ((h ^ (h >> 32)) % self.sent.len() as u64) as usize
+        h ^ (h >> 32)
+    }
+
+    /// The key's two candidate tasks (indexes), distinct when there are at
+    /// least two targets: the second hash picks among the other targets.
+    fn candidates(&self, values: &[Value]) -> (usize, usize) {
+        let n = self.sent.len() as u64;
+        let first = self.hash(values, 0x9E37_79B9_7F4A_7C15) % n;
+        if n == 1 {
+            return (0, 0);
+        }
+        let offset = 1 + self.hash(values, 0xC2B2_AE3D_27D4_EB4F) % (n - 1);
+        (first as usize, ((first + offset) % n) as usize)
     }
 }
 
@@ -83,8 +97,7 @@ impl Grouping for PartialKeyGrouping {
     }
 
     fn choose(&mut self, values: &[Value], targets: &mut Vec<u32>) {
-        let first = self.candidate(values, 0x9E37_79B9_7F4A_7C15);
-        let second = self.candidate(values, 0xC2B2_AE3D_27D4_EB4F);
+        let (first, second) = self.candidates(values);
         let pick = if self.sent[second] < self.sent[first] { second } else { first };
         self.sent[pick] += 1;
         targets.push(pick as u32);
@@ -140,8 +153,9 @@ mod tests {
         let (a, b) = (grouping(8), grouping(8));
         for word in ["x", "hot", "w17"] {
             let v = [Value::from(word)];
-            assert_eq!(a.candidate(&v, 1), b.candidate(&v, 1));
-            assert_eq!(a.candidate(&v, 2), b.candidate(&v, 2));
+            let (first, second) = a.candidates(&v);
+            assert_eq!((first, second), b.candidates(&v));
+            assert_ne!(first, second, "two distinct candidates for {word}");
         }
     }
 

@@ -109,7 +109,7 @@ fn a_plugin_check_on_an_included_value_points_into_the_included_file() {
 fn a_constructor_rejecting_an_included_config_points_into_the_included_file() {
     let ws = Workspace::new("compose_constructor_in_base");
     let base = "[plugins]\ntestkit = \"{testkit}\"\n\n[spouts.source]\n\
-                component = \"testkit::ConstSpout\"\nconfig = { per_cal = 3 }\n";
+                component = \"testkit::ConstSpout\"\nconfig = { per_call = 0 }\n";
     let main = "include = [\"conf/base.toml\"]\n\n[bolts.sink]\n\
                 component = \"testkit::NullBolt\"\ninputs = [{ from = \"source\" }]\n";
     let main = write(&ws, base, main);
@@ -119,7 +119,7 @@ fn a_constructor_rejecting_an_included_config_points_into_the_included_file() {
     let prefix = format!("{}:{line}:{col}: error: ", ws.path("conf/base.toml").display());
     let error = out.single_error_line();
     assert!(error.starts_with(&prefix), "expected {prefix}\n{}", out.context());
-    assert!(error.contains("per_cal"), "\n{}", out.context());
+    assert!(error.contains("per_call must be at least 1"), "\n{}", out.context());
 }
 
 #[test]

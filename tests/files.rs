@@ -301,14 +301,23 @@ fn a_file_rotated_while_squall_was_killed_is_finished_after_the_restart() {
 fn a_bad_line_spout_config_exits_78_at_the_component() {
     let ws = Workspace::new("files_bad_config");
     ws.write("input.txt", "x\n");
-    for (name, config, expected) in [
-        ("typo", r#"path = "{dir}/input.txt", folow = true"#, "unknown field `folow`"),
-        ("missing_path", r#"follow = true"#, "missing field `path`"),
-        ("no_file", r#"path = "{dir}/nope.txt""#, "nope.txt"),
+    // The first two are caught by the declared config keys, before the
+    // constructor runs (at the key, or at the component for a missing key);
+    // the others by the constructor, at the component.
+    for (name, config, expected, at) in [
+        (
+            "typo",
+            r#"path = "{dir}/input.txt", folow = true"#,
+            "unknown config key \"folow\" for files::LineSpout",
+            "folow",
+        ),
+        ("missing_path", r#"follow = true"#, "needs config key \"path\"", "[spouts.lines]"),
+        ("no_file", r#"path = "{dir}/nope.txt""#, "nope.txt", "[spouts.lines]"),
         (
             "pattern_on_file",
             r#"path = "{dir}/input.txt", pattern = "*.log""#,
             "pattern applies to a directory",
+            "[spouts.lines]",
         ),
     ] {
         let text = topology(config, "", false);
@@ -316,10 +325,12 @@ fn a_bad_line_spout_config_exits_78_at_the_component() {
         let out = SquallCommand::validate(&ws, &path).output();
         out.assert_code(78);
         let line = out.single_error_line();
-        let (row, col) = loc_of(&text, "[spouts.lines]");
+        let (row, col) = loc_of(&text, at);
         let prefix = format!("{}:{row}:", path.display());
         assert!(line.starts_with(&prefix), "{name}: not at {prefix}{col}\n{}", out.context());
-        assert!(line.contains("\"lines\""), "{name}: names the component\n{}", out.context());
+        let by_keys = name == "typo" || name == "missing_path";
+        let names = if by_keys { "files::LineSpout" } else { "\"lines\"" };
+        assert!(line.contains(names), "{name}: names the component\n{}", out.context());
         assert!(line.contains(expected), "{name}: says {expected:?}\n{}", out.context());
         // `run` refuses it the same way, before anything runs.
         let out = SquallCommand::run(&ws, &path, "1s").output();

@@ -246,47 +246,62 @@ extern "C" fn any_inputs(_config: RStr<'_>, _inputs: RSlice<'_, InputDecl>) -> P
     PResult::ROk(())
 }
 
-extern "C" fn spout_outputs<S: Spout>(config: RStr<'_>) -> PResult<RVec<StreamDecl>> {
+/// How each kind of component declares its outputs and checks its inputs,
+/// so one pair of boundary functions serves them all.
+trait Declares {
+    fn declare(config: &ComponentConfig<'_>, outputs: &mut OutputDeclarer) -> crate::Result<()>;
+    fn check(_config: &ComponentConfig<'_>, _inputs: &[InputDecl]) -> crate::Result<()> {
+        Ok(())
+    }
+}
+
+impl<S: Spout> Declares for SpoutExtAdapter<S> {
+    fn declare(config: &ComponentConfig<'_>, outputs: &mut OutputDeclarer) -> crate::Result<()> {
+        S::declare_outputs_for(config, outputs)
+    }
+}
+
+impl<B: Bolt> Declares for Rich<B> {
+    fn declare(config: &ComponentConfig<'_>, outputs: &mut OutputDeclarer) -> crate::Result<()> {
+        B::declare_outputs_for(config, outputs)
+    }
+    fn check(config: &ComponentConfig<'_>, inputs: &[InputDecl]) -> crate::Result<()> {
+        B::check_inputs(config, inputs)
+    }
+}
+
+impl<B: BasicBolt> Declares for Basic<B> {
+    fn declare(config: &ComponentConfig<'_>, outputs: &mut OutputDeclarer) -> crate::Result<()> {
+        B::declare_outputs_for(config, outputs)
+    }
+    fn check(config: &ComponentConfig<'_>, inputs: &[InputDecl]) -> crate::Result<()> {
+        B::check_inputs(config, inputs)
+    }
+}
+
+impl<B: WindowedBolt> Declares for Windowed<B> {
+    fn declare(config: &ComponentConfig<'_>, outputs: &mut OutputDeclarer) -> crate::Result<()> {
+        B::declare_outputs_for(config, outputs)
+    }
+    fn check(config: &ComponentConfig<'_>, inputs: &[InputDecl]) -> crate::Result<()> {
+        B::check_inputs(config, inputs)
+    }
+}
+
+extern "C" fn outputs_of<D: Declares>(config: RStr<'_>) -> PResult<RVec<StreamDecl>> {
     guard(|| {
         let mut outputs = OutputDeclarer::default();
-        S::declare_outputs_for(&ComponentConfig::new(config.as_str()), &mut outputs)
-            .map_err(self::config)?;
+        D::declare(&ComponentConfig::new(config.as_str()), &mut outputs).map_err(self::config)?;
         Ok(outputs.into_streams().into())
     })
 }
 
-extern "C" fn bolt_outputs<B: Bolt>(config: RStr<'_>) -> PResult<RVec<StreamDecl>> {
-    guard(|| {
-        let mut outputs = OutputDeclarer::default();
-        B::declare_outputs_for(&ComponentConfig::new(config.as_str()), &mut outputs)
-            .map_err(self::config)?;
-        Ok(outputs.into_streams().into())
-    })
-}
-
-extern "C" fn basic_outputs<B: BasicBolt>(config: RStr<'_>) -> PResult<RVec<StreamDecl>> {
-    guard(|| {
-        let mut outputs = OutputDeclarer::default();
-        B::declare_outputs_for(&ComponentConfig::new(config.as_str()), &mut outputs)
-            .map_err(self::config)?;
-        Ok(outputs.into_streams().into())
-    })
-}
-
-extern "C" fn bolt_inputs<B: Bolt>(config: RStr<'_>, inputs: RSlice<'_, InputDecl>) -> PResult<()> {
-    guard(|| {
-        B::check_inputs(&ComponentConfig::new(config.as_str()), inputs.as_slice())
-            .map_err(self::config)
-    })
-}
-
-extern "C" fn basic_inputs<B: BasicBolt>(
+extern "C" fn inputs_of<D: Declares>(
     config: RStr<'_>,
     inputs: RSlice<'_, InputDecl>,
 ) -> PResult<()> {
     guard(|| {
-        B::check_inputs(&ComponentConfig::new(config.as_str()), inputs.as_slice())
-            .map_err(self::config)
+        D::check(&ComponentConfig::new(config.as_str()), inputs.as_slice()).map_err(self::config)
     })
 }
 
@@ -337,7 +352,7 @@ pub(crate) fn spout_ext<S: Spout>() -> ComponentExt {
         input_fields: RVec::new(),
         auto_ack: false,
         windowed: false,
-        declare_outputs: spout_outputs::<S>,
+        declare_outputs: outputs_of::<SpoutExtAdapter<S>>,
         check_inputs: any_inputs,
         new: ROption::RSome(new_spout::<S>),
     }
@@ -355,8 +370,8 @@ pub(crate) fn bolt_ext<B: Bolt>() -> ComponentExt {
         input_fields: fields(B::INPUT_FIELDS),
         auto_ack: false,
         windowed: false,
-        declare_outputs: bolt_outputs::<B>,
-        check_inputs: bolt_inputs::<B>,
+        declare_outputs: outputs_of::<Rich<B>>,
+        check_inputs: inputs_of::<Rich<B>>,
         new: ROption::RSome(new_bolt::<B>),
     }
 }
@@ -373,8 +388,8 @@ pub(crate) fn basic_bolt_ext<B: BasicBolt>() -> ComponentExt {
         input_fields: fields(B::INPUT_FIELDS),
         auto_ack: true,
         windowed: false,
-        declare_outputs: basic_outputs::<B>,
-        check_inputs: basic_inputs::<B>,
+        declare_outputs: outputs_of::<Basic<B>>,
+        check_inputs: inputs_of::<Basic<B>>,
         new: ROption::RSome(new_basic::<B>),
     }
 }
@@ -415,25 +430,6 @@ pub(crate) fn grouping_ext<G: Grouping>() -> ComponentExt {
     }
 }
 
-extern "C" fn windowed_outputs<B: WindowedBolt>(config: RStr<'_>) -> PResult<RVec<StreamDecl>> {
-    guard(|| {
-        let mut outputs = OutputDeclarer::default();
-        B::declare_outputs_for(&ComponentConfig::new(config.as_str()), &mut outputs)
-            .map_err(self::config)?;
-        Ok(outputs.into_streams().into())
-    })
-}
-
-extern "C" fn windowed_inputs<B: WindowedBolt>(
-    config: RStr<'_>,
-    inputs: RSlice<'_, InputDecl>,
-) -> PResult<()> {
-    guard(|| {
-        B::check_inputs(&ComponentConfig::new(config.as_str()), inputs.as_slice())
-            .map_err(self::config)
-    })
-}
-
 extern "C" fn new_windowed<B: WindowedBolt>(config: RStr<'_>) -> PResult<ComponentExtBox> {
     guard(|| {
         let bolt = B::new(&ComponentConfig::new(config.as_str())).map_err(self::config)?;
@@ -453,8 +449,8 @@ pub(crate) fn windowed_bolt_ext<B: WindowedBolt>() -> ComponentExt {
         input_fields: fields(B::INPUT_FIELDS),
         auto_ack: false,
         windowed: true,
-        declare_outputs: windowed_outputs::<B>,
-        check_inputs: windowed_inputs::<B>,
+        declare_outputs: outputs_of::<Windowed<B>>,
+        check_inputs: inputs_of::<Windowed<B>>,
         new: ROption::RSome(new_windowed::<B>),
     }
 }

@@ -18,6 +18,14 @@ pub trait Spout: Send + Sized + 'static {
     /// `squall validate` reports any other key, with a did-you-mean, before
     /// [`Spout::new`] runs, and `squall inspect` prints them.
     const CONFIG_KEYS: Option<&'static [ConfigKey]> = None;
+    /// Contract 1.1: true when a message id this spout emits can be acked or
+    /// failed by a later instance that took over its state (the id names the
+    /// message in the source, e.g. a broker's delivery, rather than an entry
+    /// of this instance's memory). A live swap then hands the pending trees
+    /// to the new instance at once, with no drain. False (the default): the
+    /// old instance is deactivated and its pending trees complete or fail
+    /// back to it, bounded by the message timeout, before the new one opens.
+    const IDS_SURVIVE_SWAP: bool = false;
 
     /// Declares the output streams and their fields.
     fn declare_outputs(outputs: &mut OutputDeclarer);

@@ -17,7 +17,7 @@ use crossbeam_channel::{Receiver, Sender};
 pub use error::{RunError, TaskName};
 
 use crate::acker::msg::Reply;
-use crate::plugin::{BoltObj, Factory};
+use crate::plugin::{BoltObj, Factory, SpoutObj};
 use crate::throttle::{Canceler, ThrottleOutcome, Throttler};
 
 /// The topology's run state, shared by every thread.
@@ -149,30 +149,42 @@ pub enum Control {
     /// Replace the bolt instance between two tuples (a live reload; bolts
     /// only). Boxed: it is much larger than the other messages.
     SwapBolt(Box<BoltSwap>),
+    /// Replace the spout instance (a live reload; spouts only): deactivate,
+    /// drain, hand over, activate. Boxed like [`Control::SwapBolt`].
+    SwapSpout(Box<SpoutSwap>),
 }
 
-/// A live swap of one bolt task's instance, in two phases so that every task
-/// of every changed component swaps, or none does.
+/// A live swap of one task's instance, in two phases so that every task of
+/// every changed component swaps, or none does.
 ///
+/// 0. A spout first deactivates the old instance and lets its pending trees
+///    complete or fail back to it, for at most `drain` (none when its ids
+///    survive the swap, see `Spout::IDS_SURVIVE_SWAP`: the pending trees are
+///    then handed to the new instance). A bolt swaps between two tuples.
 /// 1. Take over: the old instance's `save_state` goes to the new instance's
-///    `restore_state`, then the new instance is prepared. The old instance is
-///    untouched: a failure here (or in another task) means "keep the old".
-///    The outcome goes to `ready`.
+///    `restore_state`, then the new instance is prepared (opened). The old
+///    instance is untouched: a failure here (or in another task) means "keep
+///    the old". The outcome goes to `ready`.
 /// 2. Decision: the executor waits (at most `decision_timeout`) for the
-///    reloader's verdict on `decision`. Commit: `cleanup` on the old
-///    instance, the new one continues with the same queue and anchors.
-///    Anything else (abort, timeout, reloader gone): the new instance, if it
-///    was prepared, gets `cleanup` and is dropped; the old one goes on.
+///    reloader's verdict on `decision`. Commit: `cleanup` (`close`) on the
+///    old instance; the new one continues with the same queue and anchors
+///    (and, for a spout, is activated). Anything else (abort, timeout,
+///    reloader gone): the new instance, if it was prepared, is cleaned up
+///    and dropped; the old one goes on (a spout is activated again).
 ///
 /// The executor reports the outcome and its pause on `done`.
 #[derive(Debug)]
-pub struct BoltSwap {
+pub struct Swap<T> {
     /// The new instance, built but not prepared.
-    pub bolt: BoltObj,
+    pub instance: T,
     /// How to rebuild the new version after a panic.
     pub factory: Factory,
     /// The new version's config, for rebuilding.
     pub config: String,
+    /// Spouts only: the longest the old instance's pending trees may take
+    /// to complete before the rest are failed back to it; `None` hands them
+    /// to the new instance with no drain.
+    pub drain: Option<Duration>,
     /// Phase 1's outcome, with the task: `Ok` when the new instance took
     /// over the state and prepared.
     pub ready: Sender<(u32, Result<(), String>)>,
@@ -184,6 +196,12 @@ pub struct BoltSwap {
     pub done: Sender<SwapDone>,
 }
 
+/// A live swap of a bolt task's instance.
+pub type BoltSwap = Swap<BoltObj>;
+
+/// A live swap of a spout task's instance.
+pub type SpoutSwap = Swap<SpoutObj>;
+
 /// How one task's swap ended.
 #[derive(Debug, Clone, Copy)]
 pub struct SwapDone {
@@ -191,7 +209,8 @@ pub struct SwapDone {
     pub task: u32,
     /// True when the new instance runs now.
     pub committed: bool,
-    /// How long the task executed no tuple because of the swap.
+    /// How long the task executed no tuple (a spout: emitted none) because
+    /// of the swap.
     pub pause: Duration,
 }
 

@@ -424,6 +424,8 @@ impl BoltExecutor {
                     self.swap(*swap);
                 }
                 Ok(Control::Replies(_) | Control::Activate | Control::Deactivate) => {}
+                // Only spouts take a spout swap; dropping it tells the reloader.
+                Ok(Control::SwapSpout(_)) => {}
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return ticks,
             }
         }
@@ -434,8 +436,16 @@ impl BoltExecutor {
     /// rolling back is keeping the old one.
     fn swap(&mut self, request: BoltSwap) {
         let started = Instant::now();
-        let BoltSwap { bolt: mut new, factory, config, ready, decision, decision_timeout, done } =
-            request;
+        let BoltSwap {
+            instance: mut new,
+            factory,
+            config,
+            ready,
+            decision,
+            decision_timeout,
+            done,
+            ..
+        } = request;
         let taken = self.take_over(&mut new);
         let prepared = taken.is_ok();
         // A reloader that has gone away (it gave up waiting) has aborted.

@@ -43,16 +43,31 @@ struct ScriptedSpout {
     calls: Arc<AtomicUsize>,
     reliable: bool,
     next_id: u64,
+    /// Where its lifecycle calls, acks and fails are logged, as `tag:call`.
+    events: Option<(&'static str, Events)>,
+}
+
+type Events = Arc<Mutex<Vec<String>>>;
+
+impl ScriptedSpout {
+    fn log(&self, event: impl std::fmt::Display) {
+        if let Some((tag, events)) = &self.events {
+            events.lock().unwrap().push(format!("{tag}:{event}"));
+        }
+    }
 }
 
 impl DynSpout for ScriptedSpout {
     fn open(&mut self, _: &TaskContext) -> PResult<()> {
+        self.log("open");
         ROk(())
     }
     fn activate(&mut self) -> PResult<()> {
+        self.log("activate");
         ROk(())
     }
     fn deactivate(&mut self) -> PResult<()> {
+        self.log("deactivate");
         ROk(())
     }
     fn next_tuple(&mut self, mut output: OutputMut<'_>) -> PResult<()> {
@@ -70,13 +85,16 @@ impl DynSpout for ScriptedSpout {
         }
         ROk(())
     }
-    fn ack(&mut self, _: MessageId) -> PResult<()> {
+    fn ack(&mut self, id: MessageId) -> PResult<()> {
+        self.log(format_args!("ack {}", id.0));
         ROk(())
     }
-    fn fail(&mut self, _: MessageId) -> PResult<()> {
+    fn fail(&mut self, id: MessageId) -> PResult<()> {
+        self.log(format_args!("fail {}", id.0));
         ROk(())
     }
     fn close(&mut self) -> PResult<()> {
+        self.log("close");
         ROk(())
     }
 }
@@ -210,7 +228,7 @@ fn spout_rig_skipping(
     recvq_skips: u32,
 ) -> SpoutRig {
     let calls = Arc::new(AtomicUsize::new(0));
-    let spout = ScriptedSpout { script, calls: calls.clone(), reliable, next_id: 0 };
+    let spout = ScriptedSpout { script, calls: calls.clone(), reliable, next_id: 0, events: None };
     let stats = Arc::new(TaskStats::default());
     let waits = (recorder.strategy(SPOUT), recorder.strategy(BP));
     let core = core(Kind::Spout, 0, transfer(0, 1, queue, ackers), control, waits, &stats, run);
@@ -551,4 +569,226 @@ fn a_deactivated_spout_stops_calling_next_tuple_until_it_is_activated_again() {
     // the next turn (wait 4), and the turn after activates and emits.
     assert_eq!(&seen[..5], [1, 1, 1, 1, 1], "no next_tuple while deactivated: {seen:?}");
     assert_eq!(seen[5], 11, "activated again, the spout emits its script: {seen:?}");
+}
+
+/// A reliable spout task (max pending 2, one acker) whose instance logs as
+/// `old`, running on its own thread; the test plays the acker and the reloader.
+struct SwapRig {
+    to_spout: Sender<Control>,
+    from_spout: Receiver<AckerInput>,
+    run: Arc<RunControl>,
+    events: Events,
+    stats: Arc<TaskStats>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl SwapRig {
+    fn start() -> Self {
+        let run = Arc::new(RunControl::default());
+        let (queue, downstream) = bounded::<Batch>(1024);
+        std::mem::forget(downstream); // a consumer that never reads, and never disconnects
+        let (to_spout, control) = unbounded();
+        let (acker, from_spout) = unbounded::<AckerInput>();
+        let recorder = Recorder::new(|_, _, _| {});
+        let mut rig = spout_rig(
+            vec![1; 1000],
+            true,
+            queue,
+            control,
+            vec![acker],
+            Some(2),
+            &recorder,
+            run.clone(),
+        );
+        let events = Events::default();
+        let old = ScriptedSpout {
+            script: vec![1; 1000],
+            calls: rig.calls.clone(),
+            reliable: true,
+            next_id: 0,
+            events: Some(("old", events.clone())),
+        };
+        rig.executor.replace_instance(SpoutObj::V1(DynSpout_TO::from_value(old, TD_Opaque)));
+        let stats = rig.stats.clone();
+        let executor = rig.executor;
+        let thread = std::thread::spawn(move || executor.run());
+        Self { to_spout, from_spout, run, events, stats, thread }
+    }
+
+    /// The roots of the next `n` trees the spout starts.
+    fn roots(&self, n: usize) -> Vec<crate::ids::RootId> {
+        let mut roots = Vec::new();
+        while roots.len() < n {
+            if let Ok(AckerInput::Msgs(msgs)) = self.from_spout.recv() {
+                roots.extend(msgs.into_iter().filter_map(|m| match m {
+                    AckerMsg::Init { root, .. } => Some(root),
+                    _ => None,
+                }));
+            }
+        }
+        roots
+    }
+
+    fn reply(&self, roots: &[crate::ids::RootId], kind: ReplyKind) {
+        let at = std::time::Instant::now();
+        let replies = roots.iter().map(|&root| Reply { root, kind, at }).collect();
+        self.to_spout.send(Control::Replies(replies)).unwrap();
+    }
+
+    /// Sends a swap to a new instance logging as `new`; the reloader's ends.
+    fn swap(&self, drain: Option<Duration>) -> SwapEnds {
+        let (ready_tx, ready) = bounded(1);
+        let (decide, decision) = bounded(1);
+        let (done_tx, done) = bounded(1);
+        let new = ScriptedSpout {
+            script: vec![1; 1000],
+            calls: Arc::default(),
+            reliable: true,
+            next_id: 1000,
+            events: Some(("new", self.events.clone())),
+        };
+        let request = crate::control::SpoutSwap {
+            instance: SpoutObj::V1(DynSpout_TO::from_value(new, TD_Opaque)),
+            factory: Factory::V1(unused_constructor),
+            config: String::new(),
+            drain,
+            ready: ready_tx,
+            decision,
+            decision_timeout: Duration::from_secs(10),
+            done: done_tx,
+        };
+        self.to_spout.send(Control::SwapSpout(Box::new(request))).unwrap();
+        SwapEnds { ready, decide, done }
+    }
+
+    fn events(&self) -> Vec<String> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Waits until an event satisfies `pred`.
+    fn wait_for(&self, pred: impl Fn(&str) -> bool) {
+        while !self.events().iter().any(|e| pred(e)) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn stop(self) -> (Vec<String>, Arc<TaskStats>) {
+        self.run.advance(RunState::Stopping);
+        let events = self.events.clone();
+        self.thread.join().unwrap();
+        let events = events.lock().unwrap().clone();
+        (events, self.stats)
+    }
+}
+
+struct SwapEnds {
+    ready: Receiver<(u32, Result<(), String>)>,
+    decide: Sender<bool>,
+    done: Receiver<crate::control::SwapDone>,
+}
+
+#[test]
+fn a_spout_swap_drains_the_old_instance_before_the_new_one_opens() {
+    let rig = SwapRig::start();
+    let roots = rig.roots(2); // held at max pending 2
+    let ends = rig.swap(Some(Duration::from_secs(30)));
+    rig.wait_for(|e| e == "old:deactivate");
+    // The old instance still has two trees pending: no new instance yet.
+    std::thread::sleep(Duration::from_millis(30));
+    assert!(ends.ready.try_recv().is_err(), "opened before the drain: {:?}", rig.events());
+    rig.reply(&roots, ReplyKind::Acked);
+    assert_eq!(ends.ready.recv().unwrap(), (0, Ok(())));
+    ends.decide.send(true).unwrap();
+    assert!(ends.done.recv().unwrap().committed);
+    rig.wait_for(|e| e == "new:activate");
+    let new_roots = rig.roots(2); // the new instance emits
+    rig.reply(&new_roots, ReplyKind::Acked);
+    rig.wait_for(|e| e.starts_with("new:ack"));
+    let (events, stats) = rig.stop();
+    assert_eq!(
+        &events[..8],
+        [
+            "old:open",
+            "old:activate",
+            "old:deactivate",
+            "old:ack 0",
+            "old:ack 1",
+            "new:open",
+            "old:close",
+            "new:activate"
+        ],
+        "{events:?}"
+    );
+    assert!(events.contains(&"new:ack 1000".to_owned()), "{events:?}");
+    assert!(!events.iter().any(|e| e.starts_with("old:") && e.contains("100")), "{events:?}");
+    assert_eq!(stats.get(StatField::FailedTimeout), 0);
+}
+
+#[test]
+fn a_spout_whose_ids_survive_hands_its_pending_trees_to_the_new_instance() {
+    let rig = SwapRig::start();
+    let roots = rig.roots(2);
+    let ends = rig.swap(None);
+    assert_eq!(ends.ready.recv().unwrap(), (0, Ok(())), "no drain: at once");
+    ends.decide.send(true).unwrap();
+    assert!(ends.done.recv().unwrap().committed);
+    rig.reply(&roots, ReplyKind::Acked);
+    rig.wait_for(|e| e == "new:ack 1");
+    let (events, _) = rig.stop();
+    assert_eq!(
+        &events[..5],
+        ["old:open", "old:activate", "old:deactivate", "new:open", "old:close"],
+        "{events:?}"
+    );
+    assert!(events.contains(&"new:ack 0".to_owned()), "{events:?}");
+    assert!(!events.iter().any(|e| e.starts_with("old:ack")), "{events:?}");
+}
+
+#[test]
+fn a_drain_that_times_out_fails_the_rest_back_to_the_old_instance() {
+    let rig = SwapRig::start();
+    let _roots = rig.roots(2); // never acked
+    let ends = rig.swap(Some(Duration::from_millis(50)));
+    assert_eq!(ends.ready.recv().unwrap(), (0, Ok(())));
+    ends.decide.send(true).unwrap();
+    assert!(ends.done.recv().unwrap().committed);
+    let (events, stats) = rig.stop();
+    assert_eq!(
+        &events[..6],
+        ["old:open", "old:activate", "old:deactivate", "old:fail 0", "old:fail 1", "new:open"],
+        "{events:?}"
+    );
+    assert_eq!(stats.get(StatField::FailedTimeout), 2);
+}
+
+#[test]
+fn a_spout_swap_that_is_not_committed_reactivates_the_old_instance() {
+    let rig = SwapRig::start();
+    let roots = rig.roots(2);
+    let ends = rig.swap(Some(Duration::from_secs(30)));
+    rig.wait_for(|e| e == "old:deactivate");
+    rig.reply(&roots, ReplyKind::Acked);
+    assert_eq!(ends.ready.recv().unwrap(), (0, Ok(())));
+    ends.decide.send(false).unwrap(); // another task failed
+    assert!(!ends.done.recv().unwrap().committed);
+    let more = rig.roots(2); // the old instance emits again
+    rig.reply(&more, ReplyKind::Acked);
+    rig.wait_for(|e| e == "old:ack 3");
+    let (events, _) = rig.stop();
+    assert_eq!(
+        &events[..9],
+        [
+            "old:open",
+            "old:activate",
+            "old:deactivate",
+            "old:ack 0",
+            "old:ack 1",
+            "new:open",
+            "new:close",
+            "old:activate",
+            "old:ack 2"
+        ],
+        "{events:?}"
+    );
+    assert!(!events.contains(&"new:activate".to_owned()), "{events:?}");
 }

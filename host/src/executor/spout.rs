@@ -27,6 +27,7 @@
 use std::time::Instant;
 
 use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::ROption;
 use crossbeam_channel::{Receiver, Select, TryRecvError};
 use squall_plugin_api::abi::{OutputMut, Output_TO, TaskContext, WakerBox};
 use squall_plugin_api::{MessageId, PluginError};
@@ -38,7 +39,7 @@ use super::tracking::SpoutTracker;
 use super::transfer::EmitError;
 use super::wake::spout_waker;
 use crate::acker::msg::ReplyKind;
-use crate::control::{Control, RunError, RunState};
+use crate::control::{Control, RunError, RunState, SpoutSwap, SwapDone};
 use crate::metrics::{LocalHistogram, LocalStats, StatField};
 use crate::plugin::{Instance, SpoutObj};
 use crate::throttle::Throttler;
@@ -74,6 +75,17 @@ pub struct SpoutExecutor {
     /// When the drain began: the pending trees and the counters then, so the
     /// drain's figures come from this task's own pending map, exactly.
     drain_base: Option<(u64, LocalStats)>,
+    /// A live swap under way: the old instance is deactivated and drains.
+    swap: Option<PendingSwap>,
+}
+
+/// A live swap waiting for the old instance's pending trees.
+struct PendingSwap {
+    request: SpoutSwap,
+    /// When the request arrived (the pause starts there).
+    started: Instant,
+    /// When the drain gives up on the trees still pending (`None`: no drain).
+    until: Option<Instant>,
 }
 
 /// A spout task's own settings.
@@ -103,12 +115,19 @@ impl SpoutExecutor {
             throttle: options.throttle,
             enabled: true,
             drain_base: None,
+            swap: None,
         }
     }
 
     /// The task's context.
     pub fn context(&self) -> &TaskContext {
         &self.core.context
+    }
+
+    /// Replaces the instance before the task starts (tests).
+    #[cfg(test)]
+    pub(crate) fn replace_instance(&mut self, spout: SpoutObj) {
+        self.spout = spout;
     }
 }
 
@@ -158,7 +177,7 @@ impl SpoutExecutor {
                 break;
             }
             // The common case costs two compares; the transitions are cold.
-            let wanted = state == RunState::Running && self.enabled;
+            let wanted = state == RunState::Running && self.enabled && self.swap.is_none();
             if wanted != turn.active || (state == RunState::Draining && self.drain_base.is_none()) {
                 self.follow(&mut turn, &name, state);
             }
@@ -170,6 +189,9 @@ impl SpoutExecutor {
                 until_receive -= 1;
                 0
             };
+            if self.swap.is_some() {
+                self.advance_swap(&mut turn, &name, state);
+            }
             iteration += 1;
             // 2. gate
             let gated = self.max_pending.is_some_and(|max| self.tracker.pending.len() >= max);
@@ -196,9 +218,10 @@ impl SpoutExecutor {
                 self.core.transfer.flush_all(&mut turn.stats);
                 self.publish(&mut turn);
                 let started = Instant::now();
-                if gated && acking {
+                if (gated && acking) || self.swap.is_some() {
                     // Only an acker reply (or a timeout tick) can ungate the
-                    // spout: wait for it on the control queue.
+                    // spout, or finish a swap's drain: wait for it on the
+                    // control queue.
                     self.block(false);
                 } else if self.wakes && turn.active && !gated {
                     self.block(true);
@@ -249,7 +272,7 @@ impl SpoutExecutor {
         if state == RunState::Draining {
             self.mark_drain(turn);
         }
-        let wanted = state == RunState::Running && self.enabled;
+        let wanted = state == RunState::Running && self.enabled && self.swap.is_none();
         if wanted && !turn.active {
             turn.active = true;
             self.call(turn, name, |s| s.activate());
@@ -310,6 +333,130 @@ impl SpoutExecutor {
         emitted
     }
 
+    /// A swap request: the old instance is deactivated by the next turn
+    /// (`wanted` is false while a swap is under way) and drains.
+    #[cold]
+    fn begin_swap(&mut self, request: SpoutSwap) {
+        if self.swap.is_some() {
+            let busy = Err("another swap of this task is under way".to_owned());
+            let _ = request.ready.send((self.core.name.task.0, busy));
+            return;
+        }
+        let started = Instant::now();
+        let until = request.drain.map(|d| started + d);
+        self.swap = Some(PendingSwap { request, started, until });
+    }
+
+    /// Goes on with a swap once the old instance has drained (or the drain
+    /// timed out, or there is none): the rest of the swap runs at once.
+    #[cold]
+    #[inline(never)]
+    fn advance_swap(&mut self, turn: &mut Turn, name: &str, state: RunState) {
+        let task = self.core.name.task.0;
+        let Some(swap) = &self.swap else { return };
+        if state != RunState::Running {
+            let swap = self.swap.take().expect("checked");
+            let refused = Err("the topology began draining".to_owned());
+            let _ = swap.request.ready.send((task, refused));
+            let pause = swap.started.elapsed();
+            let _ = swap.request.done.send(SwapDone { task, committed: false, pause });
+            return;
+        }
+        if turn.active {
+            return; // deactivated by `follow` first
+        }
+        let drained = swap.until.is_none() || self.tracker.pending.is_empty();
+        let overdue = swap.until.is_some_and(|until| Instant::now() >= until);
+        if !drained && !overdue {
+            return;
+        }
+        let swap = self.swap.take().expect("checked");
+        if !drained {
+            // Bounded by the message timeout: what is still pending fails
+            // back to the instance that emitted it.
+            let late: Vec<MessageId> =
+                self.tracker.pending.drain_all().map(|(_, p)| p.message_id).collect();
+            for id in late {
+                self.fail(turn, name, id, StatField::FailedTimeout);
+            }
+        }
+        self.core.transfer.flush_all(&mut turn.stats);
+        self.publish(turn);
+        self.swap_now(swap);
+    }
+
+    /// Phases 1 and 2 of a swap (see [`SpoutSwap`]); the new instance, if
+    /// committed, is activated by the next turn.
+    fn swap_now(&mut self, swap: PendingSwap) {
+        let task = self.core.name.task.0;
+        let SpoutSwap {
+            instance: mut new,
+            factory,
+            config,
+            ready,
+            decision,
+            decision_timeout,
+            done,
+            ..
+        } = swap.request;
+        let taken = self.take_over(&mut new);
+        let report = taken.as_ref().map(|_| ()).map_err(Clone::clone);
+        // A reloader that has gone away (it gave up waiting) has aborted.
+        let delivered = ready.send((task, report)).is_ok();
+        let commit =
+            taken.is_ok() && delivered && decision.recv_timeout(decision_timeout).unwrap_or(false);
+        match taken {
+            Ok(wakes) if commit => {
+                let old = std::mem::replace(&mut self.spout, new);
+                self.retire(old, "the old instance");
+                self.wakes = wakes;
+                self.core.constructor = factory;
+                self.core.config = config;
+            }
+            // Opened but not wanted (another task failed): it never emitted.
+            Ok(_) => self.retire(new, "the rolled back new instance"),
+            Err(_) => {}
+        }
+        let pause = swap.started.elapsed();
+        let _ = done.send(SwapDone { task, committed: commit, pause });
+    }
+
+    /// Phase 1 of a swap: state handed over, then `open` on `new`; whether
+    /// it took its wake handle.
+    fn take_over(&mut self, new: &mut SpoutObj) -> Result<bool, String> {
+        if self.core.poisoned {
+            return Err("the running instance reached the restart limit".to_owned());
+        }
+        let state = self
+            .spout
+            .save_state()
+            .into_result()
+            .map_err(|e| format!("save_state on the running instance: {e}"))?;
+        match (state, new.takes_state()) {
+            (ROption::RSome(state), true) => new
+                .restore_state(state)
+                .into_result()
+                .map_err(|e| format!("restore_state on the new instance: {e}"))?,
+            (ROption::RSome(state), false) => tracing::warn!(
+                "{}: the new version was built against contract 1.0 and cannot take over \
+                 state `{}`; it starts with fresh state",
+                self.core.label,
+                state.format
+            ),
+            (ROption::RNone, _) => {}
+        }
+        new.open(&self.core.context, &self.core.ext, &self.waker.0)
+            .into_result()
+            .map_err(|e| format!("open on the new instance: {e}"))
+    }
+
+    /// `close` on an instance leaving the task.
+    fn retire(&self, mut spout: SpoutObj, which: &str) {
+        if let Err(e) = spout.close().into_result() {
+            tracing::warn!("{}: close of {which}: {e}", self.core.label);
+        }
+    }
+
     /// Handles acker replies and timeout ticks; returns the messages handled.
     fn drain_control(&mut self, turn: &mut Turn, name: &str) -> u64 {
         let mut handled = 0;
@@ -347,7 +494,11 @@ impl SpoutExecutor {
                 Ok(Control::TickTuple) => handled += 1,
                 Ok(Control::Activate) => self.enabled = true,
                 Ok(Control::Deactivate) => self.enabled = false,
-                // Only bolts swap live; dropping the request tells the
+                Ok(Control::SwapSpout(request)) => {
+                    handled += 1;
+                    self.begin_swap(*request);
+                }
+                // Only bolts take a bolt swap; dropping the request tells the
                 // reloader (its `ready` channel disconnects).
                 Ok(Control::SwapBolt(_)) => {}
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return handled,

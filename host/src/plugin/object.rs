@@ -153,6 +153,11 @@ impl SpoutObj {
         }
     }
 
+    /// True when it can take over state (built against contract 1.1).
+    pub fn takes_state(&self) -> bool {
+        matches!(self, SpoutObj::Ext(_))
+    }
+
     /// Takes over a predecessor's state (a 1.0 spout refuses any).
     pub fn restore_state(&mut self, state: State) -> PResult<()> {
         match self {

@@ -11,10 +11,12 @@
 //! 2. Diff by component name ([`diff`]). A change that cannot be made live
 //!    refuses the whole reload, with its reason.
 //! 3. Construct every new instance. Nothing running has been touched yet.
-//! 4. Swap in two phases ([`BoltSwap`]): every task of every changed bolt
-//!    hands its state to its new instance and prepares it; only when all of
-//!    them succeeded are they told to commit, otherwise every task keeps its
-//!    old instance.
+//! 4. Swap in two phases ([`Swap`]): every task of every changed component
+//!    hands its state to its new instance and prepares (opens) it; only when
+//!    all of them succeeded are they told to commit, otherwise every task
+//!    keeps its old instance. A spout's old instance is deactivated and
+//!    drained first (its pending trees complete or fail back to it, bounded
+//!    by the message timeout), unless its message ids survive the swap.
 //!
 //! On any error the running topology is left as it was.
 
@@ -27,8 +29,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, Sender};
 
 use super::TopologyHandle;
-use crate::control::{BoltSwap, Control, SwapDone};
-use crate::plugin::{load_library_with, BoltObj, Instance, LoadError};
+use crate::control::{Control, Swap, SwapDone};
+use crate::plugin::{load_library_with, BoltObj, Instance, LoadError, SpoutObj};
 use crate::topology::{sha256_file, BindError, Component, Kind, Topology, WaitPlan};
 
 /// How long a reload waits for every task to prepare its new instance (and
@@ -140,9 +142,6 @@ pub fn diff(old: &Topology, new: &Topology) -> Result<Vec<Change>, Vec<String>> 
         if o.config != n.config {
             why.push("config");
         }
-        if !why.is_empty() && n.kind == Kind::Spout {
-            not_live.push("its library or config (swapping a spout live is not supported yet)");
-        }
         if !not_live.is_empty() {
             refused.push(format!(
                 "{at}: {} {:?}: {} changed, which cannot change live",
@@ -212,7 +211,13 @@ fn digest<'t>(t: &'t Topology, c: &Component) -> Option<&'t str> {
 }
 
 /// A new instance for one task: component name, task, instance, new component.
-type Built<'t> = (String, u32, BoltObj, &'t Component);
+type Built<'t> = (String, u32, New, &'t Component);
+
+/// A new instance, built but not prepared.
+enum New {
+    Spout(SpoutObj),
+    Bolt(BoltObj),
+}
 
 /// Reloads the topology file of a running topology.
 #[derive(Debug)]
@@ -375,7 +380,7 @@ impl Reloader {
         })
     }
 
-    /// Builds a new instance for every task of every changed bolt.
+    /// Builds a new instance for every task of every changed component.
     fn construct<'t>(
         &self,
         new: &'t Topology,
@@ -388,16 +393,22 @@ impl Reloader {
             let o = self.current.components.iter().find(|c| c.name == change.name).expect("diffed");
             for task in o.tasks.clone() {
                 let at = format!("{}:{}:{}", new.file.display(), n.loc.line, n.loc.col);
+                let kind = kind(n.kind);
                 match n.factory.build(&n.config) {
-                    Ok(Instance::Bolt(b)) => out.push((n.name.clone(), task, b, n)),
+                    Ok(Instance::Bolt(b)) if n.kind == Kind::Bolt => {
+                        out.push((n.name.clone(), task, New::Bolt(b), n));
+                    }
+                    Ok(Instance::Spout(s)) if n.kind == Kind::Spout => {
+                        out.push((n.name.clone(), task, New::Spout(s), n));
+                    }
                     Ok(_) => errors.push(format!(
-                        "{at}: bolt {:?} ({}): the constructor returned a component of another kind",
+                        "{at}: {kind} {:?} ({}): the constructor returned a component of another kind",
                         n.name, n.reference
                     )),
                     Err(e) => {
                         let what = if e.is_panic() { "panicked" } else { "failed" };
                         errors.push(format!(
-                            "{at}: bolt {:?} ({}): constructor {what}: {}",
+                            "{at}: {kind} {:?} ({}): constructor {what}: {}",
                             n.name, n.reference, e.message
                         ));
                     }
@@ -417,38 +428,62 @@ impl Reloader {
         let (done_tx, done_rx) = bounded::<SwapDone>(total);
         let mut verdicts: Vec<Sender<bool>> = Vec::new();
         let mut names = std::collections::HashMap::new();
-        for (name, task, bolt, component) in built {
+        let mut longest_drain = Duration::ZERO;
+        for (name, task, instance, component) in built {
             let (decision_tx, decision_rx) = bounded(1);
-            let request = BoltSwap {
-                bolt,
-                factory: component.factory,
-                config: component.config.clone(),
-                ready: ready_tx.clone(),
-                decision: decision_rx,
-                decision_timeout: SWAP_TIMEOUT,
-                done: done_tx.clone(),
+            let drain = self.drain_limit(component);
+            longest_drain = longest_drain.max(drain.unwrap_or_default());
+            let factory = component.factory;
+            let config = component.config.clone();
+            let (ready, done) = (ready_tx.clone(), done_tx.clone());
+            let decision_timeout = SWAP_TIMEOUT;
+            let message = match instance {
+                New::Bolt(instance) => Control::SwapBolt(Box::new(Swap {
+                    instance,
+                    factory,
+                    config,
+                    drain: None,
+                    ready,
+                    decision: decision_rx,
+                    decision_timeout,
+                    done,
+                })),
+                New::Spout(instance) => Control::SwapSpout(Box::new(Swap {
+                    instance,
+                    factory,
+                    config,
+                    drain,
+                    ready,
+                    decision: decision_rx,
+                    decision_timeout,
+                    done,
+                })),
             };
-            if !self.handle.send_control(task, Control::SwapBolt(Box::new(request))) {
-                return Err(vec![format!("bolt {name:?} task {task} has stopped")]);
+            if !self.handle.send_control(task, message) {
+                return Err(vec![format!(
+                    "{} {name:?} task {task} has stopped",
+                    kind(component.kind)
+                )]);
             }
             verdicts.push(decision_tx);
             names.insert(task, name);
         }
         drop((ready_tx, done_tx));
-        // Phase 1: every task took over its state and prepared its new instance.
-        let deadline = Instant::now() + SWAP_TIMEOUT;
+        // Phase 1: every task took over its state and prepared its new
+        // instance (a spout after its old instance drained).
+        let deadline = Instant::now() + longest_drain + SWAP_TIMEOUT;
         let mut errors = Vec::new();
         for _ in 0..total {
             match ready_rx.recv_deadline(deadline) {
                 Ok((_, Ok(()))) => {}
                 Ok((task, Err(e))) => {
-                    errors.push(format!("bolt {:?} task {task}: {e}", names[&task]));
+                    errors.push(format!("{:?} task {task}: {e}", names[&task]));
                 }
                 Err(_) => {
                     errors.push(format!(
-                        "not every task prepared its new instance within {} s (a task busy in \
+                        "not every task prepared its new instance within {:.0} s (a task busy in \
                          plugin code or under backpressure)",
-                        SWAP_TIMEOUT.as_secs()
+                        (longest_drain + SWAP_TIMEOUT).as_secs_f64()
                     ));
                     break;
                 }
@@ -465,7 +500,7 @@ impl Reloader {
         while let Ok(done) = done_rx.recv_deadline(deadline) {
             if commit && !done.committed {
                 errors.push(format!(
-                    "bolt {:?} task {}: the verdict arrived too late; it kept its old instance",
+                    "{:?} task {}: the verdict arrived too late; it kept its old instance",
                     names[&done.task], done.task
                 ));
             }
@@ -479,6 +514,23 @@ impl Reloader {
         } else {
             Err(errors)
         }
+    }
+}
+
+impl Reloader {
+    /// How long a swapped spout's old instance may drain: the message
+    /// timeout (or [`SWAP_TIMEOUT`] with timeouts off); `None` for bolts and
+    /// for spouts whose ids survive the swap.
+    fn drain_limit(&self, c: &Component) -> Option<Duration> {
+        if c.kind != Kind::Spout || c.ids_survive_swap {
+            return None;
+        }
+        let settings = &self.current.settings;
+        Some(if settings.enable_message_timeouts {
+            Duration::from_secs(settings.message_timeout_secs)
+        } else {
+            SWAP_TIMEOUT
+        })
     }
 }
 
@@ -540,6 +592,7 @@ mod tests {
             default_stream: Some(0),
             auto_ack: true,
             windowed: false,
+            ids_survive_swap: false,
             window: None,
             inputs: Vec::new(),
             tick_tuple_freq_secs: None,
@@ -588,13 +641,17 @@ mod tests {
     }
 
     #[test]
-    fn a_changed_library_rebuilds_its_components_and_refuses_for_a_spout() {
+    fn a_changed_library_rebuilds_every_component_it_holds_spouts_included() {
         let mut new = topology();
         new.libraries[0].digest = "d2".into();
-        let refused = diff(&topology(), &new).expect_err("the spout changed");
-        assert_eq!(refused.len(), 1, "{refused:?}");
-        assert!(refused[0].contains("t.toml:3:1: spout \"s\""), "{refused:?}");
-        assert!(refused[0].contains("swapping a spout live is not supported"), "{refused:?}");
+        let changes = diff(&topology(), &new).expect("live");
+        assert_eq!(
+            changes,
+            [
+                Change { name: "s".into(), why: vec!["library"] },
+                Change { name: "b".into(), why: vec!["library"] }
+            ]
+        );
         // With the spout from another library, only the bolt changes.
         let (mut old, mut new) = (topology(), new);
         for t in [&mut old, &mut new] {

@@ -227,6 +227,7 @@ impl<'a> Binder<'a> {
                 auto_ack: ext
                     .map_or_else(|| descriptor.is_some_and(|d| d.auto_ack), |e| e.auto_ack),
                 windowed,
+                ids_survive_swap: ext.is_some_and(|e| e.ids_survive_swap),
                 window: None,
                 inputs: Vec::new(),
                 tick_tuple_freq_secs: None,

@@ -107,6 +107,9 @@ pub struct Component {
     /// A windowed bolt (contract 1.1): the host buffers its inputs into
     /// windows and calls `execute_window`.
     pub windowed: bool,
+    /// A spout whose message ids its successor can ack (contract 1.1,
+    /// `Spout::IDS_SURVIVE_SWAP`): a live swap needs no drain.
+    pub ids_survive_swap: bool,
     /// A windowed bolt's window (its `window`, `timestamp_field`, `lag`).
     pub window: Option<crate::config::WindowDecl>,
     /// Input edges (bolts only).

@@ -235,6 +235,10 @@ pub struct ComponentExt {
     /// True for a windowed bolt: the host buffers its inputs into the
     /// windows its topology entry configures and calls `execute_window`.
     pub windowed: bool,
+    /// True for a spout whose message ids can be acked or failed by the
+    /// instance that replaces it in a live swap: the swap hands its pending
+    /// trees over instead of draining them (`Spout::IDS_SURVIVE_SWAP`).
+    pub ids_survive_swap: bool,
     /// The output streams for a given config (outputs may depend on config).
     pub declare_outputs: extern "C" fn(config: RStr<'_>) -> PResult<RVec<StreamDecl>>,
     /// Checks the subscribed inputs; an error refuses the topology at

@@ -17,8 +17,13 @@ use crossbeam_channel::{Receiver, Sender};
 pub use error::{RunError, TaskName};
 
 use crate::acker::msg::Reply;
+use crate::executor::batch::{Batch, QueueBytes};
+use crate::executor::bolt::SourceTable;
+use crate::executor::transfer::StreamRoutes;
 use crate::plugin::{BoltObj, Factory, SpoutObj};
 use crate::throttle::{Canceler, ThrottleOutcome, Throttler};
+use squall_plugin_api::State;
+use std::sync::Arc;
 
 /// The topology's run state, shared by every thread.
 #[derive(Debug)]
@@ -152,6 +157,58 @@ pub enum Control {
     /// Replace the spout instance (a live reload; spouts only): deactivate,
     /// drain, hand over, activate. Boxed like [`Control::SwapBolt`].
     SwapSpout(Box<SpoutSwap>),
+    /// Replace the task's routes (a live reload added or replaced tasks
+    /// downstream): everything already emitted is handed to the old targets
+    /// first.
+    Rewire(Box<Rewire>),
+    /// Leave the topology (a live reload retired the task, or rolls back one
+    /// it added): a bolt executes what is queued, hands over its state, and
+    /// exits. Sent once no upstream task routes to it any more.
+    Retire(Retire),
+}
+
+/// New routes for one task (see [`Control::Rewire`]).
+#[derive(Debug)]
+pub struct Rewire {
+    /// The component's output streams with their routers, by stream index.
+    pub streams: Vec<StreamRoutes>,
+    /// Every task's data queue, by task id.
+    pub queues: Vec<Option<Sender<Batch>>>,
+    /// Every task's queue byte budget, by task id.
+    pub queue_bytes: Vec<Option<Arc<QueueBytes>>>,
+    /// Bolts downstream of replaced tasks: the new task → component table.
+    pub sources: Option<Arc<SourceTable>>,
+    /// Told the task id once the old routes are flushed and the new ones in place.
+    pub done: Sender<u32>,
+}
+
+/// How a retiring task hands over (see [`Control::Retire`]).
+#[derive(Debug)]
+pub struct Retire {
+    /// Where the task sends its saved state (`None`: it keeps none), with
+    /// its task id, once its queue is empty. `None`: the state is dropped.
+    pub state: Option<Sender<(u32, Option<State>)>>,
+}
+
+/// How a task that a live reload starts begins (see [`Start`]).
+#[derive(Debug)]
+pub enum Start {
+    /// A new component's task: prepare, report the outcome, and on failure
+    /// exit without failing the run (the reload rolls back).
+    Added {
+        /// The outcome of `prepare`, with the task id.
+        prepared: Sender<(u32, Result<(), String>)>,
+    },
+    /// A task of a component whose parallelism changed: wait for the state
+    /// its keys had in the retired tasks, restore it, then prepare.
+    Resized {
+        /// The state (`None`: none) from the reloader.
+        state: Receiver<Option<State>>,
+        /// The longest it waits for the state before it starts fresh.
+        limit: Duration,
+        /// The outcome of restore and prepare, with the task id.
+        prepared: Sender<(u32, Result<(), String>)>,
+    },
 }
 
 /// A live swap of one task's instance, in two phases so that every task of

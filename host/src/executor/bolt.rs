@@ -23,7 +23,7 @@ use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{ROption, RString};
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError};
 use squall_plugin_api::abi::{OutputMut, Output_TO, TaskContext};
-use squall_plugin_api::{Anchor, PluginError, Tuple, SYSTEM_COMPONENT, TICK_STREAM};
+use squall_plugin_api::{Anchor, PluginError, State, Tuple, SYSTEM_COMPONENT, TICK_STREAM};
 
 use super::batch::{Batch, QueueBytes};
 use super::core::TaskCore;
@@ -32,7 +32,7 @@ use super::output::{HostOutput, Side};
 use super::spout::ThrottleUnit;
 use super::tracking::InputTracker;
 use super::transfer::EmitError;
-use crate::control::{BoltSwap, Control, RunError, RunState, SwapDone};
+use crate::control::{BoltSwap, Control, Retire, RunError, RunState, Start, SwapDone};
 use crate::ids::TaskId;
 use crate::metrics::{LocalHistogram, LocalStats, StatField};
 use crate::plugin::{BoltObj, Instance};
@@ -82,6 +82,10 @@ pub struct BoltExecutor {
     queue_bytes: Option<Arc<QueueBytes>>,
     /// A windowed bolt's buffer and triggers (`None`: an ordinary bolt).
     window: Option<Box<WindowState>>,
+    /// How a task a live reload started begins (`None`: at topology start).
+    start: Option<Start>,
+    /// Set when a live reload retires the task: it leaves once its queue is empty.
+    retiring: Option<Retire>,
 }
 
 /// A bolt task's inputs and their settings.
@@ -120,7 +124,16 @@ impl BoltExecutor {
             recycle: inputs.recycle,
             queue_bytes: inputs.queue_bytes,
             window: inputs.window,
+            start: None,
+            retiring: None,
         }
+    }
+
+    /// A task started by a live reload begins as `start` says.
+    #[must_use]
+    pub fn starting(mut self, start: Start) -> Self {
+        self.start = Some(start);
+        self
     }
 
     /// The task's context.
@@ -158,13 +171,15 @@ impl BoltExecutor {
             self.core.name.task.0,
             self.core.shared.clone(),
         );
-        if let Err(e) = self.bolt.prepare(&self.core.context, &self.core.ext).into_result() {
-            let cause = e.to_string();
-            self.core.fail(|task| RunError::Lifecycle { task, call: "prepare", cause });
+        if !self.begin() {
             return self.finish(&mut turn, &name);
         }
         let (mut bolt_counter, mut bp_counter) = (0u32, 0u32);
         while self.core.run.state() != RunState::Stopping {
+            if self.retiring.is_some() && self.left(&turn) {
+                self.hand_over();
+                break;
+            }
             // 1. pending emits first
             if !self.core.transfer.flush_pending(&mut turn.stats) {
                 self.publish(&mut turn);
@@ -193,6 +208,84 @@ impl BoltExecutor {
             }
         }
         self.finish(&mut turn, &name);
+    }
+
+    /// Prepares the instance (a resized task first takes over its keys'
+    /// state); false when the task must not run. A failure at topology start,
+    /// or in a resized task, fails the run; a failure of a task a reload
+    /// added is reported to the reloader, which rolls back.
+    fn begin(&mut self) -> bool {
+        let start = self.start.take();
+        let result = match &start {
+            Some(Start::Resized { state, limit, .. }) => {
+                let state = state
+                    .recv_timeout(*limit)
+                    .map_err(|_| format!("no state arrived within {} s", limit.as_secs()));
+                state.and_then(|s| self.take_state(s)).and_then(|()| self.prepare())
+            }
+            _ => self.prepare(),
+        };
+        let task = self.core.name.task.0;
+        match start {
+            Some(Start::Added { prepared }) => {
+                let ok = result.is_ok();
+                let _ = prepared.send((task, result));
+                ok
+            }
+            Some(Start::Resized { prepared, .. }) => {
+                let _ = prepared.send((task, result.clone()));
+                result
+                    .map_err(|cause| {
+                        self.core.fail(|task| RunError::Lifecycle { task, call: "prepare", cause });
+                    })
+                    .is_ok()
+            }
+            None => result
+                .map_err(|cause| {
+                    self.core.fail(|task| RunError::Lifecycle { task, call: "prepare", cause });
+                })
+                .is_ok(),
+        }
+    }
+
+    fn prepare(&mut self) -> Result<(), String> {
+        self.bolt
+            .prepare(&self.core.context, &self.core.ext)
+            .into_result()
+            .map_err(|e| e.to_string())
+    }
+
+    /// Restores the state the retired tasks held for this task's keys.
+    fn take_state(&mut self, state: Option<State>) -> Result<(), String> {
+        let Some(state) = state else { return Ok(()) };
+        if !self.bolt.takes_state() {
+            tracing::warn!(
+                "{}: built against contract 1.0, it cannot take over state `{}`; it starts fresh",
+                self.core.label,
+                state.format
+            );
+            return Ok(());
+        }
+        self.bolt.restore_state(state).into_result().map_err(|e| format!("restore_state: {e}"))
+    }
+
+    /// A retiring task has left when nothing is queued, nothing is half
+    /// executed and nothing waits to be sent (no upstream routes to it now).
+    fn left(&self, turn: &Turn) -> bool {
+        self.receive.is_empty() && turn.current.is_none() && !self.core.transfer.has_pending()
+    }
+
+    /// Sends the state to the reloader, as [`Retire`] asks.
+    fn hand_over(&mut self) {
+        let Some(Retire { state: Some(to) }) = self.retiring.take() else { return };
+        let state = match self.bolt.save_state().into_result() {
+            Ok(state) => state.into_option(),
+            Err(e) => {
+                tracing::warn!("{}: save_state while retiring: {e}", self.core.label);
+                None
+            }
+        };
+        let _ = to.send((self.core.name.task.0, state));
     }
 
     /// The bolt wait. At progressive level 3 a bolt blocks on its receive
@@ -426,6 +519,12 @@ impl BoltExecutor {
                 Ok(Control::Replies(_) | Control::Activate | Control::Deactivate) => {}
                 // Only spouts take a spout swap; dropping it tells the reloader.
                 Ok(Control::SwapSpout(_)) => {}
+                Ok(Control::Rewire(rewire)) => {
+                    if let Some(sources) = self.core.rewire(*rewire, &mut turn.stats) {
+                        self.sources = sources;
+                    }
+                }
+                Ok(Control::Retire(retire)) => self.retiring = Some(retire),
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return ticks,
             }
         }

@@ -15,6 +15,10 @@ use crate::metrics::{LocalStats, StatField, TaskStats};
 use crate::plugin::{Factory, Instance};
 use crate::wait::WaitStrategy;
 
+/// The longest a task waits for full downstream queues to take what it
+/// batched before it takes new routes.
+const REWIRE_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The parts every executor task is built from.
 #[derive(Debug)]
 pub struct TaskCore {
@@ -84,6 +88,33 @@ impl TaskCore {
             restarts,
             poisoned: false,
         }
+    }
+
+    /// Takes new routes (a live reload): flushes what is batched for the
+    /// old ones first, so every tuple emitted before reaches the task it was
+    /// routed to, then reports on `rewire.done`. The new task → component
+    /// table, for a bolt downstream of replaced tasks.
+    pub fn rewire(
+        &mut self,
+        rewire: crate::control::Rewire,
+        stats: &mut LocalStats,
+    ) -> Option<Arc<crate::executor::bolt::SourceTable>> {
+        self.transfer.flush_all(stats);
+        let deadline = Instant::now() + REWIRE_FLUSH_LIMIT;
+        while !self.transfer.flush_pending(stats) && Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        if self.transfer.has_pending() {
+            tracing::warn!(
+                "{}: downstream queues stayed full for {} s while taking new routes; \
+                 the batches still waiting go on to their old targets",
+                self.label,
+                REWIRE_FLUSH_LIMIT.as_secs()
+            );
+        }
+        self.transfer.rewire(rewire.streams, rewire.queues, rewire.queue_bytes);
+        let _ = rewire.done.send(self.name.task.0);
+        rewire.sources
     }
 
     /// Records a fatal error for this task.

@@ -501,6 +501,11 @@ impl SpoutExecutor {
                 // Only bolts take a bolt swap; dropping the request tells the
                 // reloader (its `ready` channel disconnects).
                 Ok(Control::SwapBolt(_)) => {}
+                Ok(Control::Rewire(rewire)) => {
+                    let _ = self.core.rewire(*rewire, &mut turn.stats);
+                }
+                // Spouts are not retired live (a reload refuses that).
+                Ok(Control::Retire(_)) => {}
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return handled,
             }
         }

@@ -168,6 +168,24 @@ impl Transfer {
         }
     }
 
+    /// Replaces the routes and the queues: a live reload added or replaced
+    /// tasks downstream. Call it with nothing batched for the old routes
+    /// (see [`TaskCore::rewire`](super::core::TaskCore::rewire)).
+    pub fn rewire(
+        &mut self,
+        streams: Vec<StreamRoutes>,
+        queues: Vec<Option<Sender<Batch>>>,
+        queue_bytes: Vec<Option<std::sync::Arc<QueueBytes>>>,
+    ) {
+        self.streams = streams;
+        self.queues = queues;
+        if self.outgoing.len() < self.queues.len() {
+            self.outgoing.resize_with(self.queues.len(), || None);
+        }
+        self.budgeted = queue_bytes.iter().any(Option::is_some);
+        self.queue_bytes = queue_bytes;
+    }
+
     /// True when emitted bytes are counted (a byte-rate throttle).
     #[inline]
     pub fn counts_bytes(&self) -> bool {

@@ -8,7 +8,7 @@ use super::history::{Counts, History, WindowStats};
 use crate::metrics::StatField;
 use crate::runtime::{HandleError, TopologyHandle};
 use crate::topology::grouping::Grouping;
-use crate::topology::{Component, Kind};
+use crate::topology::{Component, Kind, Topology};
 
 /// The windows of `/api/v1/topology`: name and length in seconds (`None` = all time).
 pub const WINDOWS: &[(&str, Option<f64>)] =
@@ -148,8 +148,7 @@ pub fn topology(handle: &TopologyHandle, history: &History) -> Answer {
     }))
 }
 
-fn find<'a>(handle: &'a TopologyHandle, name: &str) -> Result<(usize, &'a Component), Answer> {
-    let t = handle.topology();
+fn find<'t>(t: &'t Topology, name: &str) -> Result<(usize, &'t Component), Answer> {
     t.components.iter().enumerate().find(|(_, c)| c.name == name).ok_or_else(|| {
         let e = HandleError::UnknownComponent {
             name: name.to_owned(),
@@ -161,11 +160,11 @@ fn find<'a>(handle: &'a TopologyHandle, name: &str) -> Result<(usize, &'a Compon
 
 /// `GET /api/v1/components/{name}`.
 pub fn component(handle: &TopologyHandle, history: &History, name: &str) -> Answer {
-    let (i, c) = match find(handle, name) {
+    let t = handle.topology();
+    let (i, c) = match find(&t, name) {
         Ok(found) => found,
         Err(answer) => return answer,
     };
-    let t = handle.topology();
     let elapsed = handle.elapsed().as_secs_f64();
     let tasks: Vec<Json> = c
         .tasks

@@ -173,7 +173,7 @@ impl History {
             samples
                 .iter()
                 .find(|s| elapsed - s.secs <= w + 0.5)
-                .map(|s| (s.secs, s.counts[component]))
+                .map(|s| (s.secs, s.counts.get(component).copied().unwrap_or_default()))
         });
         let (from, base) = start.unwrap_or((0.0, Counts::default()));
         let secs = (elapsed - from).max(1e-9);

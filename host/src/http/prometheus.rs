@@ -10,7 +10,7 @@ use hdrhistogram::Histogram;
 
 use crate::metrics::{StatField, TaskStats};
 use crate::runtime::TopologyHandle;
-use crate::topology::Kind;
+use crate::topology::{Kind, Topology};
 
 /// Upper bounds (seconds) of the latency histograms' buckets: 10 µs to 10 s.
 const BUCKETS: &[f64] = &[
@@ -116,9 +116,10 @@ const REASONS: &[(&str, StatField)] = &[
 /// Renders every metric of the running topology.
 pub fn render(handle: &TopologyHandle) -> String {
     let mut out = String::with_capacity(16 * 1024);
-    let topology = handle.topology();
+    let topology_arc = handle.topology();
+    let topology: &Topology = &topology_arc;
     let elapsed = handle.elapsed().as_secs_f64();
-    let tasks: Vec<(String, &TaskStats, Kind, u32)> = topology
+    let tasks: Vec<(String, std::sync::Arc<TaskStats>, Kind, u32)> = topology
         .components
         .iter()
         .flat_map(|c| {
@@ -198,6 +199,8 @@ pub fn render(handle: &TopologyHandle) -> String {
             );
         }
     }
+    let tasks: Vec<(String, &TaskStats, Kind, u32)> =
+        tasks.iter().map(|(l, s, k, t)| (l.clone(), &**s, *k, *t)).collect();
     user_metrics(&mut out, &tasks);
     process(&mut out);
     out

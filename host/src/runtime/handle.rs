@@ -2,14 +2,15 @@
 //! runs, to watch it and steer it.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
+use super::plan::Wiring;
 use super::reload::{ReloadCounts, ReloadRequest};
 use crate::control::{Control, RunControl, RunError, RunState};
-use crate::executor::batch::Batch;
 use crate::metrics::{Report, StatField, TaskStats};
 use crate::topology::{Kind, Topology};
 
@@ -40,48 +41,106 @@ pub struct TopologyHandle {
 
 #[derive(Debug)]
 struct Shared {
-    topology: Arc<Topology>,
+    live: Arc<LiveCell>,
     run: Arc<RunControl>,
-    stats: Vec<Arc<TaskStats>>,
-    queues: Vec<Option<Sender<Batch>>>,
-    controls: Vec<Sender<Control>>,
     started: Instant,
     reloads: ReloadCounts,
     reloader: OnceLock<Sender<ReloadRequest>>,
+    /// Threads started by live reloads (new tasks), joined at stop.
+    late_threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// The running topology as it is now: its components and tasks, and every
+/// queue by task id. A live reload that adds or replaces tasks installs a
+/// new one; readers take a snapshot ([`LiveCell::get`]), never per tuple.
+#[derive(Debug)]
+pub struct Live {
+    /// The topology (components keep their task ids across reloads).
+    pub topology: Arc<Topology>,
+    /// Every queue and counter, by task id.
+    pub wiring: Wiring,
+}
+
+/// The shared, replaceable [`Live`].
+#[derive(Debug)]
+pub struct LiveCell {
+    live: RwLock<Arc<Live>>,
+}
+
+impl LiveCell {
+    /// A cell holding `topology` wired as `wiring`.
+    pub fn new(topology: Arc<Topology>, wiring: Wiring) -> Self {
+        Self { live: RwLock::new(Arc::new(Live { topology, wiring })) }
+    }
+
+    /// A snapshot.
+    pub fn get(&self) -> Arc<Live> {
+        match self.live.read() {
+            Ok(live) => live.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Installs a new state.
+    pub fn set(&self, live: Live) {
+        let live = Arc::new(live);
+        match self.live.write() {
+            Ok(mut slot) => *slot = live,
+            Err(poisoned) => *poisoned.into_inner() = live,
+        }
+    }
 }
 
 impl TopologyHandle {
-    pub(super) fn new(
-        topology: Arc<Topology>,
-        run: Arc<RunControl>,
-        stats: Vec<Arc<TaskStats>>,
-        queues: Vec<Option<Sender<Batch>>>,
-        controls: Vec<Sender<Control>>,
-        started: Instant,
-    ) -> Self {
+    pub(super) fn new(live: Arc<LiveCell>, run: Arc<RunControl>, started: Instant) -> Self {
         let (reloads, reloader) = (ReloadCounts::default(), OnceLock::new());
         Self {
             inner: Arc::new(Shared {
-                topology,
+                live,
                 run,
-                stats,
-                queues,
-                controls,
                 started,
                 reloads,
                 reloader,
+                late_threads: Mutex::default(),
             }),
         }
     }
 
-    /// The topology.
-    pub fn topology(&self) -> &Topology {
-        &self.inner.topology
+    /// The topology as it runs now.
+    pub fn topology(&self) -> Arc<Topology> {
+        self.inner.live.get().topology.clone()
+    }
+
+    /// The live topology and its queues.
+    pub fn live(&self) -> Arc<Live> {
+        self.inner.live.get()
+    }
+
+    /// Installs the topology and queues a live reload built.
+    pub(super) fn install(&self, live: Live) {
+        self.inner.live.set(live);
+    }
+
+    /// Keeps a thread a live reload started, to join it at stop.
+    pub(super) fn adopt_thread(&self, thread: JoinHandle<()>) {
+        if let Ok(mut threads) = self.inner.late_threads.lock() {
+            threads.push(thread);
+        }
+    }
+
+    /// The threads live reloads started.
+    pub(super) fn take_late_threads(&self) -> Vec<JoinHandle<()>> {
+        self.inner.late_threads.lock().map(|mut t| std::mem::take(&mut *t)).unwrap_or_default()
     }
 
     /// The run state shared with every thread.
     pub fn run(&self) -> &RunControl {
         &self.inner.run
+    }
+
+    /// The run state, to hand to a thread a live reload starts.
+    pub(super) fn run_shared(&self) -> Arc<RunControl> {
+        self.inner.run.clone()
     }
 
     /// The current phase.
@@ -103,20 +162,22 @@ impl TopologyHandle {
     ///
     /// # Panics
     /// When `task` is not a task of the topology.
-    pub fn task_stats(&self, task: u32) -> &TaskStats {
-        &self.inner.stats[task as usize]
+    pub fn task_stats(&self, task: u32) -> Arc<TaskStats> {
+        self.inner.live.get().wiring.stats[task as usize].clone()
     }
 
     /// Batches waiting in task `task`'s receive queue (0 for spouts).
     pub fn queue_depth(&self, task: u32) -> usize {
-        self.inner.queues.get(task as usize).and_then(Option::as_ref).map_or(0, Sender::len)
+        let live = self.inner.live.get();
+        live.wiring.data.get(task as usize).and_then(Option::as_ref).map_or(0, Sender::len)
     }
 
     /// A snapshot of every component's published figures.
     pub fn report(&self) -> Report {
+        let live = self.inner.live.get();
         let depths: Vec<u64> =
-            self.inner.queues.iter().map(|q| q.as_ref().map_or(0, |q| q.len() as u64)).collect();
-        Report::collect(&self.inner.topology, &self.inner.stats, &depths, self.elapsed())
+            live.wiring.data.iter().map(|q| q.as_ref().map_or(0, |q| q.len() as u64)).collect();
+        Report::collect(&live.topology, &live.wiring.stats, &depths, self.elapsed())
     }
 
     /// Deactivates the spouts of `component`, or every spout: `deactivate`
@@ -178,7 +239,8 @@ impl TopologyHandle {
 
     /// Sends `message` to task `task`; false when the task has ended.
     pub(super) fn send_control(&self, task: u32, message: Control) -> bool {
-        self.inner.controls.get(task as usize).is_some_and(|c| c.send(message).is_ok())
+        let live = self.inner.live.get();
+        live.wiring.controls.get(task as usize).is_some_and(|c| c.send(message).is_ok())
     }
 
     /// Waits until `at`, or until the drain begins, whichever is first;
@@ -192,7 +254,8 @@ impl TopologyHandle {
         component: Option<&str>,
         message: impl Fn() -> Control,
     ) -> Result<usize, HandleError> {
-        let topology = &self.inner.topology;
+        let live = self.inner.live.get();
+        let topology = &live.topology;
         let chosen: Vec<_> = match component {
             None => topology.components.iter().filter(|c| c.kind == Kind::Spout).collect(),
             Some(name) => {
@@ -215,7 +278,7 @@ impl TopologyHandle {
         for c in chosen {
             for t in c.tasks.clone() {
                 // A task that already ended has dropped its receiver; nothing to tell.
-                if self.inner.controls[t as usize].send(message()).is_ok() {
+                if live.wiring.controls[t as usize].send(message()).is_ok() {
                     told += 1;
                 }
             }
@@ -225,13 +288,13 @@ impl TopologyHandle {
 
     /// The sum of a published counter over the tasks of one kind (or all).
     pub(super) fn sum(&self, kind: Option<Kind>, field: StatField) -> u64 {
-        self.inner
-            .topology
+        let live = self.inner.live.get();
+        live.topology
             .components
             .iter()
             .filter(|c| kind.is_none_or(|k| c.kind == k))
-            .flat_map(|c| c.tasks.clone())
-            .map(|t| self.inner.stats[t as usize].get(field))
+            .flat_map(|c| c.counted_tasks())
+            .map(|t| live.wiring.stats[t as usize].get(field))
             .sum()
     }
 
@@ -243,7 +306,7 @@ impl TopologyHandle {
         let unsent = self.sum(None, StatField::Unsent);
         let transferred = self.sum(None, StatField::Transferred);
         let received = self.sum(Some(Kind::Bolt), StatField::Received);
-        let queued: usize = self.inner.queues.iter().flatten().map(Sender::len).sum();
+        let queued: usize = self.live().wiring.data.iter().flatten().map(Sender::len).sum();
         (active == 0 && pending == 0 && unsent == 0 && queued == 0 && transferred == received)
             .then_some((transferred, self.sum(Some(Kind::Bolt), StatField::Executed)))
     }
@@ -252,15 +315,16 @@ impl TopologyHandle {
     /// (bolts) and pending trees (spouts). "nothing visible" if none does.
     pub(super) fn backlog_summary(&self) -> String {
         let mut parts = Vec::new();
-        for c in &self.inner.topology.components {
+        let live = self.inner.live.get();
+        for c in &live.topology.components {
             let tasks = c.tasks.clone();
             let queued: usize = tasks
                 .clone()
-                .filter_map(|t| self.inner.queues[t as usize].as_ref())
+                .filter_map(|t| live.wiring.data[t as usize].as_ref())
                 .map(Sender::len)
                 .sum();
             let pending: u64 =
-                tasks.map(|t| self.inner.stats[t as usize].get(StatField::Pending)).sum();
+                tasks.map(|t| live.wiring.stats[t as usize].get(StatField::Pending)).sum();
             if queued > 0 {
                 parts.push(format!("{:?}: {queued} queued batches", c.name));
             }

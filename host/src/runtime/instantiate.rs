@@ -128,7 +128,24 @@ pub fn instantiate(topology: &Topology) -> Result<Instances, StartError> {
     build(topology, &Mutex::new(String::new()))
 }
 
+/// Builds the instances of the components `only` names (a live reload's
+/// new tasks); every other task's slots stay empty.
+///
+/// # Errors
+/// As [`instantiate`].
+pub fn instantiate_only(topology: &Topology, only: &[&str]) -> Result<Instances, StartError> {
+    build_some(topology, &Mutex::new(String::new()), &|c| only.contains(&c.name.as_str()))
+}
+
 fn build(topology: &Topology, progress: &Mutex<String>) -> Result<Instances, StartError> {
+    build_some(topology, progress, &|_| true)
+}
+
+fn build_some(
+    topology: &Topology,
+    progress: &Mutex<String>,
+    only: &dyn Fn(&crate::topology::Component) -> bool,
+) -> Result<Instances, StartError> {
     let n = topology.task_count as usize;
     let mut out = Instances {
         spouts: (0..n).map(|_| None).collect(),
@@ -136,7 +153,7 @@ fn build(topology: &Topology, progress: &Mutex<String>) -> Result<Instances, Sta
         waits: (0..n).map(|_| None).collect(),
         groupings: (0..n).map(|_| Vec::new()).collect(),
     };
-    for c in &topology.components {
+    for c in topology.components.iter().filter(|c| only(c)) {
         let kind = if c.kind == Kind::Spout { "spout" } else { "bolt" };
         let main = if c.kind == Kind::Spout {
             WaitSituation::SPOUT_WAIT
@@ -184,7 +201,7 @@ fn build(topology: &Topology, progress: &Mutex<String>) -> Result<Instances, Sta
 }
 
 /// Builds and prepares the custom grouping instances one task of `c` routes with.
-fn custom_groupings(
+pub(super) fn custom_groupings(
     topology: &Topology,
     c: &crate::topology::Component,
 ) -> Result<Vec<CustomInstance>, StartError> {

@@ -39,6 +39,7 @@
 //! its downstream already stopped; such tuples are untracked or belong to a
 //! tree the spout has just failed, so nothing is lost silently.
 
+mod grow;
 mod handle;
 mod instantiate;
 mod plan;
@@ -50,17 +51,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Sender;
-
-pub use handle::{HandleError, TopologyHandle};
+pub use handle::{HandleError, Live, LiveCell, TopologyHandle};
 pub use instantiate::{instantiate, instantiate_within, wait_strategy, Instances, StartError};
-pub use plan::Plan;
+pub use plan::{Plan, Wiring};
 pub use reload::Reloader;
 pub use system::SystemTask;
 
-use crate::control::{Control, RunControl, RunError, RunState};
-use crate::executor::batch::Batch;
-use crate::metrics::{Report, StatField, TaskStats};
+use crate::control::{RunControl, RunError, RunState};
+use crate::metrics::{Report, StatField};
 use crate::topology::{Kind, Topology};
 
 /// Builds and starts `topology`: [`Plan::new`], then [`Plan::spawn`].
@@ -119,15 +117,8 @@ pub struct RunOutcome {
 pub const JOIN_GRACE: Duration = Duration::from_secs(2);
 
 impl RunningTopology {
-    fn new(
-        topology: Arc<Topology>,
-        run: Arc<RunControl>,
-        stats: Vec<Arc<TaskStats>>,
-        queues: Vec<Option<Sender<Batch>>>,
-        controls: Vec<Sender<Control>>,
-        threads: Vec<JoinHandle<()>>,
-    ) -> Self {
-        let handle = TopologyHandle::new(topology, run, stats, queues, controls, Instant::now());
+    fn new(live: Arc<LiveCell>, run: Arc<RunControl>, threads: Vec<JoinHandle<()>>) -> Self {
+        let handle = TopologyHandle::new(live, run, Instant::now());
         Self { handle, threads }
     }
 
@@ -188,6 +179,7 @@ impl RunningTopology {
     /// Joins every thread; a thread still running `JOIN_GRACE` after
     /// `Stopping` (a plugin call that blocks) is left behind and named.
     fn join(&mut self) -> Vec<String> {
+        self.threads.extend(self.handle.take_late_threads());
         let grace_end = Instant::now() + JOIN_GRACE;
         while self.threads.iter().any(|t| !t.is_finished()) && Instant::now() < grace_end {
             std::thread::sleep(Duration::from_millis(5));

@@ -42,12 +42,8 @@ pub struct Plan {
     pub topology: Arc<Topology>,
     /// The run state every thread will share.
     pub run: Arc<RunControl>,
-    /// Published counters per task id.
-    pub stats: Vec<Arc<TaskStats>>,
-    /// The data queue of each bolt task, by task id (`None` for spouts).
-    pub queues: Vec<Option<Sender<Batch>>>,
-    /// The control queue of each task, by task id.
-    pub controls: Vec<Sender<Control>>,
+    /// Every queue by task id, and the published counters.
+    pub wiring: Wiring,
     /// One executor per spout task.
     pub spouts: Vec<SpoutExecutor>,
     /// One executor per bolt task.
@@ -58,59 +54,175 @@ pub struct Plan {
     pub system: SystemTask,
 }
 
-/// Both ends of every queue of a topology, before the executors take theirs.
-struct Queues {
-    data_tx: Vec<Option<Sender<Batch>>>,
-    data_rx: Vec<Option<Receiver<Batch>>>,
-    control_tx: Vec<Sender<Control>>,
-    control_rx: Vec<Option<Receiver<Control>>>,
-    acker_tx: Vec<Sender<AckerInput>>,
-    acker_rx: Vec<Receiver<AckerInput>>,
-    recycle_tx: Vec<Sender<Batch>>,
-    recycle_rx: Vec<Option<Receiver<Batch>>>,
-    /// Byte budgets of the bolt tasks' queues, by task id (`receive_buffer_bytes`).
-    queue_bytes: Vec<Option<Arc<QueueBytes>>>,
+/// The sending ends of every queue of a running topology, by task id, and
+/// every task's published counters. A live reload that adds tasks grows it
+/// (tasks are never renumbered; a retired task keeps its slot).
+#[derive(Debug, Clone)]
+pub struct Wiring {
+    /// The data queue of each bolt task (`None` for spouts).
+    pub data: Vec<Option<Sender<Batch>>>,
+    /// The control queue of each task.
+    pub controls: Vec<Sender<Control>>,
+    /// The acker tasks' queues.
+    pub ackers: Vec<Sender<AckerInput>>,
+    /// Where consumers hand emptied batches back to each producer task.
+    pub recycle: Vec<Sender<Batch>>,
+    /// Byte budgets of the bolt tasks' queues (`receive_buffer_bytes`).
+    pub queue_bytes: Vec<Option<Arc<QueueBytes>>>,
+    /// Published counters of each task.
+    pub stats: Vec<Arc<TaskStats>>,
 }
 
-impl Queues {
-    /// A bounded data channel per bolt task (`receive_buffer_size /
-    /// producer_batch_size` batches), an unbounded control channel per task,
-    /// an unbounded channel per acker, and a small recycling channel per task.
-    fn new(topology: &Topology) -> Self {
+/// The receiving ends of one task's queues, before its executor takes them.
+#[derive(Debug)]
+pub struct TaskEnds {
+    data: Option<Receiver<Batch>>,
+    control: Receiver<Control>,
+    recycled: Receiver<Batch>,
+}
+
+/// The acker queues' receiving ends.
+type AckerEnds = Vec<Receiver<AckerInput>>;
+
+impl Wiring {
+    /// Every queue of `topology`: a bounded data channel per bolt task
+    /// (`receive_buffer_size / producer_batch_size` batches), an unbounded
+    /// control channel per task, an unbounded channel per acker, and a small
+    /// recycling channel per task.
+    fn new(topology: &Topology) -> (Self, Vec<Option<TaskEnds>>, AckerEnds) {
+        let (ackers, acker_ends) =
+            (0..topology.settings.acker_executors).map(|_| unbounded()).unzip();
+        let mut wiring = Self {
+            data: Vec::new(),
+            controls: Vec::new(),
+            ackers,
+            recycle: Vec::new(),
+            queue_bytes: Vec::new(),
+            stats: Vec::new(),
+        };
+        let all: Vec<u32> = (0..topology.task_count).collect();
+        let ends = wiring.grow(topology, &all);
+        (wiring, ends, acker_ends)
+    }
+
+    /// Adds the queues of `tasks` (task ids of `topology`, past the current
+    /// end) and returns their receiving ends, by task id.
+    pub fn grow(&mut self, topology: &Topology, tasks: &[u32]) -> Vec<Option<TaskEnds>> {
         let settings = &topology.settings;
-        let n = topology.task_count as usize;
         let capacity = (settings.receive_buffer_size / settings.producer_batch_size.max(1)).max(1);
-        let mut data_tx: Vec<Option<Sender<Batch>>> = vec![None; n];
-        let mut data_rx: Vec<Option<Receiver<Batch>>> = (0..n).map(|_| None).collect();
+        let n = topology.task_count as usize;
+        let mut ends: Vec<Option<TaskEnds>> = (0..n).map(|_| None).collect();
+        let mut bolt = vec![false; n];
         for c in topology.components.iter().filter(|c| c.kind == Kind::Bolt) {
             for t in c.tasks.clone() {
-                let (tx, rx) = bounded(capacity);
-                data_tx[t as usize] = Some(tx);
-                data_rx[t as usize] = Some(rx);
+                bolt[t as usize] = true;
             }
         }
-        let (control_tx, control_rx) =
-            (0..n).map(|_| unbounded()).map(|(t, r)| (t, Some(r))).unzip();
-        let (acker_tx, acker_rx) = (0..settings.acker_executors).map(|_| unbounded()).unzip();
-        // Emptied batches go back to their producer (bounded: extras are freed).
-        let (recycle_tx, recycle_rx) =
-            (0..n).map(|_| bounded(RECYCLED_BATCHES)).map(|(t, r)| (t, Some(r))).unzip();
-        let queue_bytes = (0..n)
-            .map(|t| {
-                (settings.receive_buffer_bytes > 0 && data_tx[t].is_some())
-                    .then(|| Arc::new(QueueBytes::new(settings.receive_buffer_bytes)))
-            })
-            .collect();
-        Self {
-            data_tx,
-            data_rx,
-            control_tx,
-            control_rx,
-            acker_tx,
-            acker_rx,
-            recycle_tx,
-            recycle_rx,
-            queue_bytes,
+        while self.controls.len() < n {
+            // Filled below for the tasks built here; any other new slot stays closed.
+            self.data.push(None);
+            self.controls.push(bounded(0).0);
+            self.recycle.push(bounded(0).0);
+            self.queue_bytes.push(None);
+            self.stats.push(Arc::new(TaskStats::default()));
+        }
+        for &t in tasks {
+            let t = t as usize;
+            let data = bolt[t].then(|| bounded(capacity));
+            let (control_tx, control) = unbounded();
+            // Emptied batches go back to their producer (bounded: extras are freed).
+            let (recycle_tx, recycled) = bounded(RECYCLED_BATCHES);
+            self.data[t] = data.as_ref().map(|(tx, _)| tx.clone());
+            self.controls[t] = control_tx;
+            self.recycle[t] = recycle_tx;
+            self.queue_bytes[t] = (settings.receive_buffer_bytes > 0 && bolt[t])
+                .then(|| Arc::new(QueueBytes::new(settings.receive_buffer_bytes)));
+            ends[t] = Some(TaskEnds { data: data.map(|(_, rx)| rx), control, recycled });
+        }
+        ends
+    }
+}
+
+/// A built executor of either kind.
+pub enum Executor {
+    /// A spout task.
+    Spout(SpoutExecutor),
+    /// A bolt task.
+    Bolt(BoltExecutor),
+}
+
+/// Builds the executor of task `task` of `c` around its instance.
+///
+/// # Panics
+/// When `instances` lacks the task's instance or waits: they are built for
+/// every task this is called for.
+#[allow(clippy::too_many_arguments)] // the parts of a task, each from its own owner
+pub fn task_executor(
+    topology: &Topology,
+    c: &Component,
+    task: u32,
+    instances: &mut Instances,
+    wiring: &Wiring,
+    ends: TaskEnds,
+    sources: &Arc<SourceTable>,
+    run: &Arc<RunControl>,
+) -> Executor {
+    let t = task as usize;
+    let waits = instances.waits[t].take().expect("instantiate builds every wait");
+    let throttle = c.throttle.as_ref().map(throttler);
+    let count_bytes = matches!(throttle, Some((_, ThrottleUnit::Bytes)));
+    let transfer_wiring = TransferWiring {
+        batch_size: topology.settings.producer_batch_size,
+        flush_interval: Duration::from_millis(topology.settings.batch_flush_interval_millis),
+        streams: routes(c, task, &mut instances.groupings[t]),
+        default_stream: c.default_stream,
+        queues: wiring.data.clone(),
+        ackers: wiring.ackers.clone(),
+        recycled: Some(ends.recycled),
+        count_bytes,
+        queue_bytes: wiring.queue_bytes.clone(),
+    };
+    let core = TaskCore::new(
+        TaskName { kind: c.kind, component: c.name.clone(), task: TaskId(task) },
+        context(topology, c, task),
+        c.factory,
+        c.config.clone(),
+        Transfer::new(TaskId(task), transfer_wiring),
+        ends.control,
+        waits,
+        wiring.stats[t].clone(),
+        run.clone(),
+        RestartPolicy::from_settings(&topology.settings),
+    );
+    match c.kind {
+        Kind::Spout => {
+            let spout = instances.spouts[t].take().expect("a spout per spout task");
+            let options = SpoutOptions {
+                max_pending: c.max_spout_pending.map(|m| m as usize),
+                recvq_skips: topology.settings.spout_recvq_skips,
+                timeout_buckets: topology.settings.timeout_buckets as usize,
+                throttle,
+            };
+            Executor::Spout(SpoutExecutor::new(core, spout, options))
+        }
+        Kind::Bolt => {
+            let bolt = instances.bolts[t].take().expect("a bolt per bolt task");
+            let (edge_throttle, throttles) = edge_throttles(topology, c);
+            let inputs = BoltInputs {
+                auto_ack: c.auto_ack,
+                receive: ends.data.expect("bolts have a receive queue"),
+                sources: sources.clone(),
+                edge_throttle,
+                throttles,
+                recycle: wiring.recycle.clone(),
+                queue_bytes: wiring.queue_bytes[t].clone(),
+                window: c.window.as_ref().map(|w| {
+                    let outputs: Vec<&str> =
+                        c.outputs.iter().map(|s| s.decl.name.as_str()).collect();
+                    Box::new(WindowState::new(w, sources, &outputs))
+                }),
+            };
+            Executor::Bolt(BoltExecutor::new(core, bolt, inputs))
         }
     }
 }
@@ -120,109 +232,39 @@ impl Plan {
     pub fn new(topology: Topology, mut instances: Instances) -> Self {
         let topology = Arc::new(topology);
         let run = Arc::new(RunControl::default());
-        let n = topology.task_count as usize;
-        let stats: Vec<Arc<TaskStats>> = (0..n).map(|_| Arc::new(TaskStats::default())).collect();
-        let mut q = Queues::new(&topology);
+        let (wiring, mut ends, acker_ends) = Wiring::new(&topology);
         let sources = Arc::new(source_table(&topology));
         let (mut spouts, mut bolts) = (Vec::new(), Vec::new());
         for c in &topology.components {
             for task in c.tasks.clone() {
-                let t = task as usize;
-                let waits = instances.waits[t].take().expect("instantiate builds every wait");
-                let throttle = c.throttle.as_ref().map(throttler);
-                let count_bytes = matches!(throttle, Some((_, ThrottleUnit::Bytes)));
-                let wiring = TransferWiring {
-                    batch_size: topology.settings.producer_batch_size,
-                    flush_interval: Duration::from_millis(
-                        topology.settings.batch_flush_interval_millis,
-                    ),
-                    streams: routes(c, task, &mut instances.groupings[task as usize]),
-                    default_stream: c.default_stream,
-                    queues: q.data_tx.clone(),
-                    ackers: q.acker_tx.clone(),
-                    recycled: q.recycle_rx[t].take(),
-                    count_bytes,
-                    queue_bytes: q.queue_bytes.clone(),
-                };
-                let core = TaskCore::new(
-                    TaskName { kind: c.kind, component: c.name.clone(), task: TaskId(task) },
-                    context(&topology, c, task),
-                    c.factory,
-                    c.config.clone(),
-                    Transfer::new(TaskId(task), wiring),
-                    q.control_rx[t].take().expect("one control receiver per task"),
-                    waits,
-                    stats[t].clone(),
-                    run.clone(),
-                    RestartPolicy::from_settings(&topology.settings),
+                let task_ends = ends[task as usize].take().expect("queues for every task");
+                let built = task_executor(
+                    &topology,
+                    c,
+                    task,
+                    &mut instances,
+                    &wiring,
+                    task_ends,
+                    &sources,
+                    &run,
                 );
-                match c.kind {
-                    Kind::Spout => {
-                        let spout = instances.spouts[t].take().expect("a spout per spout task");
-                        let options = SpoutOptions {
-                            max_pending: c.max_spout_pending.map(|m| m as usize),
-                            recvq_skips: topology.settings.spout_recvq_skips,
-                            timeout_buckets: topology.settings.timeout_buckets as usize,
-                            throttle,
-                        };
-                        spouts.push(SpoutExecutor::new(core, spout, options));
-                    }
-                    Kind::Bolt => {
-                        let bolt = instances.bolts[t].take().expect("a bolt per bolt task");
-                        let (edge_throttle, throttles) = edge_throttles(&topology, c);
-                        let inputs = BoltInputs {
-                            auto_ack: c.auto_ack,
-                            receive: q.data_rx[t].take().expect("bolts have a receive queue"),
-                            sources: sources.clone(),
-                            edge_throttle,
-                            throttles,
-                            recycle: q.recycle_tx.clone(),
-                            queue_bytes: q.queue_bytes[t].clone(),
-                            window: c.window.as_ref().map(|w| {
-                                let outputs: Vec<&str> =
-                                    c.outputs.iter().map(|s| s.decl.name.as_str()).collect();
-                                Box::new(WindowState::new(w, &sources, &outputs))
-                            }),
-                        };
-                        bolts.push(BoltExecutor::new(core, bolt, inputs));
-                    }
+                match built {
+                    Executor::Spout(s) => spouts.push(s),
+                    Executor::Bolt(b) => bolts.push(b),
                 }
             }
         }
-        Self::assemble(topology, run, stats, q, spouts, bolts)
-    }
-
-    fn assemble(
-        topology: Arc<Topology>,
-        run: Arc<RunControl>,
-        stats: Vec<Arc<TaskStats>>,
-        q: Queues,
-        spouts: Vec<SpoutExecutor>,
-        bolts: Vec<BoltExecutor>,
-    ) -> Self {
-        let ackers = q
-            .acker_rx
+        let ackers = acker_ends
             .into_iter()
             .map(|input| AckerTask {
                 ledger: AckLedger::new(ACKER_BUCKETS),
                 input,
-                spouts: q.control_tx.clone(),
+                spouts: wiring.controls.clone(),
                 run: run.clone(),
             })
             .collect();
-        let system =
-            SystemTask::new(&topology, run.clone(), q.control_tx.clone(), q.acker_tx.clone());
-        Self {
-            topology,
-            run,
-            stats,
-            queues: q.data_tx,
-            controls: q.control_tx,
-            spouts,
-            bolts,
-            ackers,
-            system,
-        }
+        let system = SystemTask::new(&topology, run.clone(), wiring.ackers.clone());
+        Self { topology, run, wiring, spouts, bolts, ackers, system }
     }
 
     /// Starts one thread per task, one per acker, and the system thread.
@@ -231,7 +273,8 @@ impl Plan {
     /// When a thread cannot be spawned; the threads already started are
     /// stopped first.
     pub fn spawn(self) -> Result<RunningTopology, StartError> {
-        let Plan { topology, run, stats, queues, controls, spouts, bolts, ackers, system } = self;
+        let Plan { topology, run, wiring, spouts, bolts, ackers, system } = self;
+        let live = Arc::new(super::handle::LiveCell::new(topology, wiring));
         let mut threads = Vec::new();
         let spawned = (|| {
             for s in spouts {
@@ -245,10 +288,11 @@ impl Plan {
             for (i, acker) in ackers.into_iter().enumerate() {
                 threads.push(super::spawn(format!("__acker-{i}"), &run, move || acker.run())?);
             }
-            threads.push(super::spawn("__system".into(), &run, move || system.run())?);
+            let cell = live.clone();
+            threads.push(super::spawn("__system".into(), &run, move || system.run(&cell))?);
             Ok::<_, std::io::Error>(())
         })();
-        let running = RunningTopology::new(topology, run, stats, queues, controls, threads);
+        let running = RunningTopology::new(live, run, threads);
         match spawned {
             Ok(()) => Ok(running),
             Err(e) => {
@@ -260,7 +304,11 @@ impl Plan {
 }
 
 /// One router per subscriber of each output stream, round robin seeded by the task.
-fn routes(c: &Component, task: u32, custom: &mut Vec<CustomInstance>) -> Vec<StreamRoutes> {
+pub(super) fn routes(
+    c: &Component,
+    task: u32,
+    custom: &mut Vec<CustomInstance>,
+) -> Vec<StreamRoutes> {
     c.outputs
         .iter()
         .enumerate()
@@ -315,7 +363,8 @@ fn context(topology: &Topology, c: &Component, task: u32) -> (TaskContext, TaskE
     (context, topology.task_ext(c))
 }
 
-fn source_table(topology: &Topology) -> SourceTable {
+/// Which component each task belongs to, and every component's streams.
+pub fn source_table(topology: &Topology) -> SourceTable {
     let mut table = SourceTable {
         task_component: vec![0; topology.task_count as usize],
         components: Vec::new(),

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
+use super::grow::Growth;
 use super::TopologyHandle;
 use crate::control::{Control, Swap, SwapDone};
 use crate::plugin::{load_library_with, BoltObj, Instance, LoadError, SpoutObj};
@@ -64,12 +65,33 @@ pub struct Change {
     pub why: Vec<&'static str>,
 }
 
-/// Compares the running topology with the new one by component name: the
-/// bolts to rebuild, or every reason the change cannot be made live.
+/// What a reload changes, by component name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Diff {
+    /// Components rebuilt in place (library or config changed).
+    pub rebuilt: Vec<Change>,
+    /// Bolts added.
+    pub added: Vec<String>,
+    /// Bolts whose parallelism changed (rebuilt with the new library and
+    /// config, if those changed too).
+    pub resized: Vec<String>,
+}
+
+impl Diff {
+    /// True when nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.rebuilt.is_empty() && self.added.is_empty() && self.resized.is_empty()
+    }
+}
+
+/// Compares the running topology with the new one (aligned by
+/// [`grow::align`](super::grow::align)) by component name: the components
+/// to rebuild, add and resize, or every reason the change cannot be made
+/// live.
 ///
 /// # Errors
 /// One line per change that cannot be made live.
-pub fn diff(old: &Topology, new: &Topology) -> Result<Vec<Change>, Vec<String>> {
+pub fn diff(old: &Topology, new: &Topology) -> Result<Diff, Vec<String>> {
     let mut refused = Vec::new();
     if old.name != new.name {
         refused.push(format!(
@@ -93,17 +115,20 @@ pub fn diff(old: &Topology, new: &Topology) -> Result<Vec<Change>, Vec<String>> 
             ));
         }
     }
-    let mut changes = Vec::new();
+    let mut changes = Diff::default();
     for n in &new.components {
         let Some(o) = old.components.iter().find(|o| o.name == n.name) else {
-            refused.push(format!(
-                "{}:{}:{}: {} {:?} is new; adding components live is not supported yet",
-                new.file.display(),
-                n.loc.line,
-                n.loc.col,
-                kind(n.kind),
-                n.name
-            ));
+            if n.kind == Kind::Bolt {
+                changes.added.push(n.name.clone());
+            } else {
+                refused.push(format!(
+                    "{}:{}:{}: spout {:?} is new; adding spouts live is not supported",
+                    new.file.display(),
+                    n.loc.line,
+                    n.loc.col,
+                    n.name
+                ));
+            }
             continue;
         };
         let at = format!("{}:{}:{}", new.file.display(), n.loc.line, n.loc.col);
@@ -111,8 +136,12 @@ pub fn diff(old: &Topology, new: &Topology) -> Result<Vec<Change>, Vec<String>> 
         if o.kind != n.kind {
             not_live.push("its kind");
         }
-        if o.parallelism() != n.parallelism() {
-            not_live.push("its parallelism (a live rebalance is not supported)");
+        let resized = o.parallelism() != n.parallelism();
+        if resized && n.kind == Kind::Spout {
+            not_live.push("its parallelism (spouts are not rebalanced live)");
+        }
+        if resized && n.windowed {
+            not_live.push("its parallelism (a windowed bolt's windows are held by its tasks)");
         }
         if inputs(old, o) != inputs(new, n) {
             not_live.push("its inputs or groupings");
@@ -149,8 +178,10 @@ pub fn diff(old: &Topology, new: &Topology) -> Result<Vec<Change>, Vec<String>> 
                 n.name,
                 not_live.join(", ")
             ));
+        } else if resized {
+            changes.resized.push(n.name.clone());
         } else if !why.is_empty() {
-            changes.push(Change { name: n.name.clone(), why });
+            changes.rebuilt.push(Change { name: n.name.clone(), why });
         }
     }
     if refused.is_empty() {
@@ -233,7 +264,7 @@ pub struct Reloader {
 impl Reloader {
     /// A reloader for `handle`, whose topology was read from `file`.
     pub fn new(file: PathBuf, handle: TopologyHandle) -> Self {
-        let current = handle.topology().clone();
+        let current = Topology::clone(&handle.topology());
         let scratch = std::env::temp_dir().join(format!("squall-reload-{}", std::process::id()));
         Self { file, current, handle, scratch, copies: 0 }
     }
@@ -307,15 +338,42 @@ impl Reloader {
         if self.handle.state() != crate::control::RunState::Running {
             return Err(vec!["the topology is draining".to_owned()]);
         }
-        let new = self.bind()?;
-        let changes = diff(&self.current, &new)?;
-        if changes.is_empty() {
+        let bound = self.bind()?;
+        let new = super::grow::align(&self.current, bound);
+        let diff = diff(&self.current, &new)?;
+        if diff.is_empty() {
             self.current = new;
             return Ok("nothing changed".to_owned());
         }
-        let built = self.construct(&new, &changes)?;
-        let pauses = self.swap(built)?;
-        let mut summary = String::from("rebuilt ");
+        let changes = &diff.rebuilt;
+        let built = self.construct(&new, changes)?;
+        let mut growth =
+            Growth::build(&self.handle, &new, diff.added.clone(), diff.resized.clone())?;
+        // Added bolts prepare before anything running is touched.
+        let failed = growth.start_added(&self.handle);
+        if !failed.is_empty() {
+            growth.abandon();
+            return Err(failed);
+        }
+        let pauses = match self.swap(built) {
+            Ok(pauses) => pauses,
+            Err(errors) => {
+                growth.abandon();
+                return Err(errors);
+            }
+        };
+        let grown = if growth.is_empty() {
+            Vec::new()
+        } else {
+            let grown = growth.commit(&self.handle, &self.current);
+            // Committed: the new topology runs now, whatever the outcome.
+            self.current = new.clone();
+            grown?
+        };
+        let mut summary = String::new();
+        if !changes.is_empty() {
+            summary.push_str("rebuilt ");
+        }
         for (i, change) in changes.iter().enumerate() {
             let (tasks, pause) = pauses
                 .iter()
@@ -331,7 +389,14 @@ impl Reloader {
                 pause.as_secs_f64() * 1e3
             );
         }
-        let unchanged = new.components.len() - changes.len();
+        for line in &grown {
+            if !summary.is_empty() {
+                summary.push_str("; ");
+            }
+            summary.push_str(line);
+        }
+        let unchanged =
+            new.components.len() - changes.len() - diff.added.len() - diff.resized.len();
         let _ = write!(summary, "; {unchanged} component(s) unchanged kept running");
         self.current = new;
         Ok(summary)
@@ -581,6 +646,7 @@ mod tests {
             input_fields: Vec::new(),
             config: String::new(),
             tasks,
+            retired: Vec::new(),
             outputs: vec![OutputStream {
                 decl: StreamDecl {
                     name: "default".into(),
@@ -629,14 +695,14 @@ mod tests {
 
     #[test]
     fn an_unchanged_topology_rebuilds_nothing() {
-        assert_eq!(diff(&topology(), &topology()), Ok(vec![]));
+        assert_eq!(diff(&topology(), &topology()), Ok(Diff::default()));
     }
 
     #[test]
     fn a_changed_bolt_config_rebuilds_that_bolt() {
         let mut new = topology();
         new.components[1].config = "x = 1\n".into();
-        let changes = diff(&topology(), &new).expect("live");
+        let changes = diff(&topology(), &new).expect("live").rebuilt;
         assert_eq!(changes, [Change { name: "b".into(), why: vec!["config"] }]);
     }
 
@@ -644,7 +710,7 @@ mod tests {
     fn a_changed_library_rebuilds_every_component_it_holds_spouts_included() {
         let mut new = topology();
         new.libraries[0].digest = "d2".into();
-        let changes = diff(&topology(), &new).expect("live");
+        let changes = diff(&topology(), &new).expect("live").rebuilt;
         assert_eq!(
             changes,
             [
@@ -657,7 +723,7 @@ mod tests {
         for t in [&mut old, &mut new] {
             t.components[0].reference = "other::s".into();
         }
-        let changes = diff(&old, &new).expect("live");
+        let changes = diff(&old, &new).expect("live").rebuilt;
         assert_eq!(changes, [Change { name: "b".into(), why: vec!["library"] }]);
     }
 
@@ -666,16 +732,77 @@ mod tests {
         let mut new = topology();
         new.name = "renamed".into();
         new.settings.acker_executors += 1;
-        new.components[1].tasks = 1..4;
+        new.components[0].tasks = 0..2;
         new.components[1].inputs[0].grouping = Grouping::Global;
-        new.components.push(component("c", Kind::Bolt, 4..5));
+        new.components.push(component("c", Kind::Spout, 4..5));
         let refused = diff(&topology(), &new).expect_err("refused");
         let all = refused.join("\n");
         assert!(all.contains("topology name changed"), "{all}");
         assert!(all.contains("acker_executors"), "{all}");
-        assert!(all.contains("its parallelism"), "{all}");
+        assert!(all.contains("spouts are not rebalanced live"), "{all}");
         assert!(all.contains("its inputs or groupings"), "{all}");
-        assert!(all.contains("bolt \"c\" is new"), "{all}");
+        assert!(all.contains("spout \"c\" is new"), "{all}");
+    }
+
+    #[test]
+    fn a_new_bolt_is_added_and_a_bolt_with_another_parallelism_is_resized() {
+        let mut new = topology();
+        new.components[1].tasks = 1..4;
+        new.components[1].config = "x = 1\n".into();
+        new.components.push(component("c", Kind::Bolt, 4..5));
+        let d = diff(&topology(), &new).expect("live");
+        assert_eq!(
+            d,
+            Diff { rebuilt: vec![], added: vec!["c".into()], resized: vec!["b".into()] },
+            "a resized bolt is rebuilt by the resize, with its new config"
+        );
+    }
+
+    #[test]
+    fn align_keeps_running_task_ids_and_numbers_new_tasks_past_the_last() {
+        // Old: s (task 0) -> b (tasks 1, 2). New file order: c, b (3 tasks), s.
+        let old = topology();
+        let mut b = component("b", Kind::Bolt, 1..4);
+        let mut c = component("c", Kind::Bolt, 4..5);
+        let s = component("s", Kind::Spout, 0..1);
+        for (to, from) in [(&mut b, 2usize), (&mut c, 2)] {
+            to.inputs.push(Input {
+                from,
+                stream: 0,
+                grouping: Grouping::Shuffle,
+                loc: Loc::new(9, 1),
+                throttle: None,
+            });
+        }
+        let mut s = s;
+        for sub in [0usize, 1] {
+            let tasks = if sub == 0 { vec![4] } else { vec![1, 2, 3] };
+            s.outputs[0].subscribers.push(crate::topology::Subscriber {
+                component: sub,
+                grouping: Grouping::Shuffle,
+                tasks,
+            });
+        }
+        let mut new = old.clone();
+        new.components = vec![c, b, s];
+        new.task_count = 5;
+        let aligned = super::super::grow::align(&old, new);
+        let names: Vec<&str> = aligned.components.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["s", "b", "c"], "running components keep their index");
+        assert_eq!(aligned.components[0].tasks, 0..1, "the spout keeps its task");
+        // Fresh ids in the new file's order: c first, then b.
+        assert_eq!(aligned.components[1].tasks, 4..7, "resized: fresh ids");
+        assert_eq!(aligned.components[1].retired, [1, 2], "its old ids still count");
+        assert_eq!(aligned.components[2].tasks, 3..4, "added: fresh ids");
+        assert_eq!(aligned.task_count, 7);
+        let subs: Vec<(usize, Vec<u32>)> = aligned.components[0].outputs[0]
+            .subscribers
+            .iter()
+            .map(|s| (s.component, s.tasks.clone()))
+            .collect();
+        assert_eq!(subs, [(2, vec![3]), (1, vec![4, 5, 6])]);
+        assert_eq!(aligned.components[1].inputs[0].from, 0);
+        assert_eq!(aligned.components[2].inputs[0].from, 0);
     }
 
     #[test]

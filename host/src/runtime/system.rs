@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
+use super::LiveCell;
 use crate::acker::msg::AckerInput;
 use crate::control::{Control, RunControl, RunState};
 use crate::topology::Topology;
@@ -19,58 +20,72 @@ use crate::topology::Topology;
 /// The longest the system thread sleeps before it looks at the run state.
 const MAX_SLEEP: Duration = Duration::from_millis(250);
 
-/// The system task: sends timeout ticks to spouts and ackers, and tick
-/// tuples to bolts that asked for them.
+/// The system task: sends timeout ticks to spouts, bolts and ackers, and
+/// tick tuples to bolts that asked for them. It reads the live topology
+/// ([`LiveCell`]) at every tick, so tasks a live reload adds get theirs.
 #[derive(Debug)]
 pub struct SystemTask {
     run: Arc<RunControl>,
-    controls: Vec<Sender<Control>>,
     ackers: Vec<Sender<AckerInput>>,
     /// `message_timeout_secs`, when timeouts are on and trees are tracked.
     timeout_period: Option<Duration>,
-    /// Per bolt with `tick_tuple_freq_secs`: its period and its tasks.
-    tick_bolts: Vec<(Duration, Vec<u32>)>,
+}
+
+/// Per bolt with `tick_tuple_freq_secs`: its name and period.
+fn tick_bolts(topology: &Topology) -> Vec<(String, Duration)> {
+    topology
+        .components
+        .iter()
+        .filter_map(|c| Some((c.name.clone(), Duration::from_secs(c.tick_tuple_freq_secs?.max(1)))))
+        .collect()
 }
 
 impl SystemTask {
     /// The system task of `topology`.
-    pub fn new(
-        topology: &Topology,
-        run: Arc<RunControl>,
-        controls: Vec<Sender<Control>>,
-        ackers: Vec<Sender<AckerInput>>,
-    ) -> Self {
+    pub fn new(topology: &Topology, run: Arc<RunControl>, ackers: Vec<Sender<AckerInput>>) -> Self {
         let settings = &topology.settings;
         // Storm: spouts and ackers get timeout ticks only when trees are tracked
         // and message timeouts are enabled.
         let timeout_period = (settings.enable_message_timeouts && !ackers.is_empty())
             .then(|| Duration::from_secs(settings.message_timeout_secs.max(1)));
-        let tick_bolts = topology
-            .components
-            .iter()
-            .filter_map(|c| {
-                let period = Duration::from_secs(c.tick_tuple_freq_secs?.max(1));
-                Some((period, c.tasks.clone().collect()))
-            })
-            .collect();
-        Self { run, controls, ackers, timeout_period, tick_bolts }
+        Self { run, ackers, timeout_period }
     }
 
     /// Runs until the topology stops.
-    pub fn run(self) {
+    pub fn run(self, live: &LiveCell) {
         let start = Instant::now();
         let mut next_timeout = self.timeout_period.map(|p| start + p);
-        let mut next_tick: Vec<Instant> = self.tick_bolts.iter().map(|(p, _)| start + *p).collect();
+        let mut ticks: Vec<(String, Duration, Instant)> = Vec::new();
+        let mut seen: Option<Arc<Topology>> = None;
         while self.run.state() != RunState::Stopping {
-            let next = next_tick.iter().chain(&next_timeout).min().copied();
+            let now_live = live.get();
+            if !seen.as_ref().is_some_and(|t| Arc::ptr_eq(t, &now_live.topology)) {
+                // A bolt keeps its schedule across reloads; a new one starts its own.
+                let now = Instant::now();
+                ticks = tick_bolts(&now_live.topology)
+                    .into_iter()
+                    .map(|(name, period)| {
+                        let next = ticks
+                            .iter()
+                            .find(|(n, p, _)| *n == name && *p == period)
+                            .map_or(now.max(start) + period, |(_, _, next)| *next);
+                        (name, period, next)
+                    })
+                    .collect();
+                seen = Some(now_live.topology.clone());
+            }
+            let next = ticks.iter().map(|(_, _, n)| n).chain(&next_timeout).min().copied();
             let now = Instant::now();
             let sleep = next.map_or(MAX_SLEEP, |n| n.saturating_duration_since(now)).min(MAX_SLEEP);
+            drop(now_live);
             crate::wait::nap(sleep, &self.run.canceler);
+            let now_live = live.get();
+            let controls = &now_live.wiring.controls;
             let now = Instant::now();
             if let (Some(period), Some(next)) = (self.timeout_period, next_timeout.as_mut()) {
                 if now >= *next {
                     *next += period;
-                    for control in &self.controls {
+                    for control in controls {
                         let _ = control.send(Control::TimeoutTick);
                     }
                     for acker in &self.ackers {
@@ -78,11 +93,12 @@ impl SystemTask {
                     }
                 }
             }
-            for ((period, tasks), next) in self.tick_bolts.iter().zip(&mut next_tick) {
+            for (name, period, next) in &mut ticks {
                 if now >= *next {
                     *next += *period;
-                    for &t in tasks {
-                        let _ = self.controls[t as usize].send(Control::TickTuple);
+                    let tasks = now_live.topology.components.iter().find(|c| c.name == *name);
+                    for t in tasks.map(|c| c.tasks.clone()).into_iter().flatten() {
+                        let _ = controls[t as usize].send(Control::TickTuple);
                     }
                 }
             }

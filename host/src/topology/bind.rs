@@ -222,6 +222,7 @@ impl<'a> Binder<'a> {
                 input_fields,
                 config: component_config.clone(),
                 tasks,
+                retired: Vec::new(),
                 outputs,
                 default_stream,
                 auto_ack: ext

@@ -153,6 +153,21 @@ pub enum Targets<'a> {
     Nothing,
 }
 
+/// The index, among `n` tasks, of the task a fields grouping sends `key`
+/// (the values of the grouping fields, in grouping order) to. A live change
+/// of parallelism hands keyed state to the same task with it.
+#[inline]
+pub fn key_index<'v>(key: impl Iterator<Item = &'v Value>, n: usize) -> usize {
+    let mut hasher = rustc_hash::FxHasher::default();
+    for v in key {
+        v.hash(&mut hasher);
+    }
+    // Mix the high bits in: FxHash's low bits are weak for modulo.
+    let h = hasher.finish();
+    let h = h ^ (h >> 32);
+    (h % n.max(1) as u64) as usize
+}
+
 impl Router {
     /// A router over `tasks` (non-empty), starting round robin at `seed`.
     pub fn new(grouping: Grouping, tasks: Vec<u32>, seed: u64) -> Self {
@@ -193,14 +208,8 @@ impl Router {
                 Targets::One(task)
             }
             Grouping::Fields(indexes) => {
-                let mut hasher = rustc_hash::FxHasher::default();
-                for &i in indexes {
-                    values.get(i).unwrap_or(&Value::Null).hash(&mut hasher);
-                }
-                // Mix the high bits in: FxHash's low bits are weak for modulo.
-                let h = hasher.finish();
-                let h = h ^ (h >> 32);
-                Targets::One(self.tasks[(h % self.tasks.len() as u64) as usize])
+                let key = indexes.iter().map(|&i| values.get(i).unwrap_or(&Value::Null));
+                Targets::One(self.tasks[key_index(key, self.tasks.len())])
             }
             Grouping::All => Targets::Many(&self.tasks),
             Grouping::Global => Targets::One(self.tasks[0]),

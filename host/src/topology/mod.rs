@@ -98,6 +98,9 @@ pub struct Component {
     pub config: String,
     /// Its task ids.
     pub tasks: Range<u32>,
+    /// Task ids it had before a live change of parallelism: no longer
+    /// running, their counters still count.
+    pub retired: Vec<u32>,
     /// Declared output streams, each with its subscribers.
     pub outputs: Vec<OutputStream>,
     /// The index of the stream called `"default"`, if declared.
@@ -125,6 +128,12 @@ pub struct Component {
 }
 
 impl Component {
+    /// Every task whose counters belong to this component: its tasks, and
+    /// those a live change of parallelism retired.
+    pub fn counted_tasks(&self) -> impl Iterator<Item = u32> + '_ {
+        self.tasks.clone().chain(self.retired.iter().copied())
+    }
+
     /// The number of tasks.
     pub fn parallelism(&self) -> u32 {
         self.tasks.end - self.tasks.start

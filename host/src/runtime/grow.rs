@@ -1,0 +1,523 @@
+//! Growing a running topology: bolts added live, and bolts whose
+//! parallelism changes live (Storm's `rebalance`), with keyed state handed
+//! to the task that now owns each key.
+//!
+//! # Task ids
+//! Running tasks are never renumbered. [`align`] gives the new topology's
+//! components the task ids they run under, and gives the tasks of an added
+//! component, and every task of a resized one, fresh ids past the last one.
+//! A resized component's old ids are kept in its `retired` list: their
+//! threads end, their counters still count.
+//!
+//! # Adding a bolt
+//! Its tasks are built, started and prepared before anything running is
+//! touched; a failed `prepare` rolls the reload back (the tasks leave, no
+//! upstream task ever routed to them). On commit, every task of every
+//! component it subscribes to takes new routes ([`Control::Rewire`]).
+//!
+//! # Changing a bolt's parallelism
+//! 1. The new tasks are built (constructors ran before the commit) and
+//!    started; each waits for its state before `prepare`.
+//! 2. Every upstream task takes routes to the new tasks, after handing what
+//!    it had batched to the old ones; bolts downstream learn the new task ids.
+//! 3. Each old task executes what is queued, saves its state and leaves.
+//! 4. Keyed entries go to the new task the fields grouping routes their key
+//!    to ([`key_index`]); an entry with an empty key goes from old task index
+//!    `i` to new task index `i % new_parallelism`. Each new task restores
+//!    its share and prepares. A failure there fails the run: the old tasks
+//!    are gone.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+use squall_plugin_api::State;
+
+use super::instantiate::{custom_groupings, instantiate_only};
+use super::plan::{routes, source_table, task_executor, Executor, Wiring};
+use super::{Live, TopologyHandle};
+use crate::control::{Control, Retire, Rewire, Start};
+use crate::executor::bolt::BoltExecutor;
+use crate::topology::grouping::key_index;
+use crate::topology::{Component, Kind, Topology};
+
+/// How long each step of a live growth waits for the tasks it involves.
+pub const GROW_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Orders and numbers `new` as the running `old` runs: components that
+/// exist in both keep their index and, with the same parallelism, their
+/// task ids; added components come last; added and resized tasks get ids
+/// from `old.task_count` on.
+pub fn align(old: &Topology, new: Topology) -> Topology {
+    let Topology { name, settings, components, file, sources, libraries, .. } = new;
+    let n = components.len();
+    let mut order: Vec<usize> = old
+        .components
+        .iter()
+        .filter_map(|o| components.iter().position(|c| c.name == o.name))
+        .collect();
+    let added: Vec<usize> = (0..n).filter(|i| !order.contains(i)).collect();
+    order.extend(added);
+    let mut position = vec![0; n];
+    for (k, &i) in order.iter().enumerate() {
+        position[i] = k;
+    }
+    let mut next = old.task_count;
+    let mut tasks = Vec::with_capacity(n);
+    let mut retired = Vec::with_capacity(n);
+    for c in &components {
+        let p = c.parallelism();
+        match old.components.iter().find(|o| o.name == c.name) {
+            Some(o) if o.parallelism() == p => {
+                tasks.push(o.tasks.clone());
+                retired.push(o.retired.clone());
+            }
+            found => {
+                tasks.push(next..next + p);
+                next += p;
+                let before = found.map(|o| o.counted_tasks().collect()).unwrap_or_default();
+                retired.push(before);
+            }
+        }
+    }
+    let mut slots: Vec<Option<Component>> = components.into_iter().map(Some).collect();
+    let mut aligned = Vec::with_capacity(n);
+    for &i in &order {
+        let Some(mut c) = slots[i].take() else { continue };
+        c.tasks = tasks[i].clone();
+        c.retired = std::mem::take(&mut retired[i]);
+        for input in &mut c.inputs {
+            input.from = position[input.from];
+        }
+        for stream in &mut c.outputs {
+            for sub in &mut stream.subscribers {
+                sub.tasks = tasks[sub.component].clone().collect();
+                sub.component = position[sub.component];
+            }
+        }
+        aligned.push(c);
+    }
+    Topology { name, settings, components: aligned, task_count: next, file, sources, libraries }
+}
+
+/// Tasks a reload adds, built before anything running is touched.
+pub struct Growth {
+    topology: Arc<Topology>,
+    /// The live wiring, grown by the new tasks' queues.
+    wiring: Wiring,
+    /// Added bolts: their names.
+    added: Vec<String>,
+    /// Resized bolts: their names.
+    resized: Vec<String>,
+    /// Executors of added tasks, started before the commit.
+    added_tasks: Vec<(u32, BoltExecutor)>,
+    /// `prepare` outcomes of the added tasks.
+    added_prepared: Receiver<(u32, Result<(), String>)>,
+    /// Executors of resized tasks, started at the commit, with where their state goes.
+    resized_tasks: Vec<(u32, BoltExecutor, Sender<Option<State>>)>,
+    /// Restore-and-prepare outcomes of the resized tasks.
+    resized_prepared: Receiver<(u32, Result<(), String>)>,
+}
+
+impl std::fmt::Debug for Growth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Growth")
+            .field("added", &self.added)
+            .field("resized", &self.resized)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Growth {
+    /// Builds the tasks of `added` and `resized` components of `topology`
+    /// (aligned), and their queues.
+    ///
+    /// # Errors
+    /// A constructor that failed, with the component's file:line:col.
+    pub fn build(
+        handle: &TopologyHandle,
+        topology: &Topology,
+        added: Vec<String>,
+        resized: Vec<String>,
+    ) -> Result<Self, Vec<String>> {
+        let names: Vec<&str> = added.iter().chain(&resized).map(String::as_str).collect();
+        let mut instances = instantiate_only(topology, &names).map_err(|e| {
+            let at = match &e {
+                super::StartError::Constructor { loc, .. } => {
+                    format!("{}:{}:{}: ", topology.file.display(), loc.line, loc.col)
+                }
+                _ => String::new(),
+            };
+            vec![format!("{at}{e}")]
+        })?;
+        let topology = Arc::new(topology.clone());
+        let new_tasks: Vec<u32> = topology
+            .components
+            .iter()
+            .filter(|c| names.contains(&c.name.as_str()))
+            .flat_map(|c| c.tasks.clone())
+            .collect();
+        let mut wiring = handle.live().wiring.clone();
+        let mut ends = wiring.grow(&topology, &new_tasks);
+        let sources = Arc::new(source_table(&topology));
+        let run = handle.run_shared();
+        let (added_tx, added_prepared) = bounded(new_tasks.len().max(1));
+        let (resized_tx, resized_prepared) = bounded(new_tasks.len().max(1));
+        let (mut added_tasks, mut resized_tasks) = (Vec::new(), Vec::new());
+        for c in topology.components.iter().filter(|c| names.contains(&c.name.as_str())) {
+            for task in c.tasks.clone() {
+                let Some(task_ends) = ends[task as usize].take() else { continue };
+                let built = task_executor(
+                    &topology,
+                    c,
+                    task,
+                    &mut instances,
+                    &wiring,
+                    task_ends,
+                    &sources,
+                    &run,
+                );
+                let Executor::Bolt(bolt) = built else { continue };
+                if added.contains(&c.name) {
+                    let start = Start::Added { prepared: added_tx.clone() };
+                    added_tasks.push((task, bolt.starting(start)));
+                } else {
+                    let (state_tx, state) = bounded(1);
+                    let prepared = resized_tx.clone();
+                    let start = Start::Resized { state, limit: GROW_TIMEOUT * 3, prepared };
+                    resized_tasks.push((task, bolt.starting(start), state_tx));
+                }
+            }
+        }
+        Ok(Self {
+            topology,
+            wiring,
+            added,
+            resized,
+            added_tasks,
+            added_prepared,
+            resized_tasks,
+            resized_prepared,
+        })
+    }
+
+    /// True when the reload adds or resizes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.resized.is_empty()
+    }
+
+    /// Starts the added tasks and waits until each has prepared; every
+    /// failure, by component and task. The tasks receive nothing yet.
+    pub fn start_added(&mut self, handle: &TopologyHandle) -> Vec<String> {
+        let run = handle.run_shared();
+        let total = self.added_tasks.len();
+        let mut errors = Vec::new();
+        for (task, bolt) in self.added_tasks.drain(..) {
+            let name = format!("{}-{task}", bolt.context().component);
+            match super::spawn(name, &run, move || bolt.run()) {
+                Ok(thread) => handle.adopt_thread(thread),
+                Err(e) => errors.push(format!("task {task}: cannot start its thread: {e}")),
+            }
+        }
+        let deadline = Instant::now() + GROW_TIMEOUT;
+        let mut ready = 0;
+        while ready + errors.len() < total {
+            match self.added_prepared.recv_deadline(deadline) {
+                Ok((_, Ok(()))) => ready += 1,
+                Ok((task, Err(e))) => errors.push(format!(
+                    "bolt {:?} task {task}: prepare on the new component: {e}",
+                    self.component_of(task)
+                )),
+                Err(_) => {
+                    errors.push(format!(
+                        "the added tasks did not prepare within {} s",
+                        GROW_TIMEOUT.as_secs()
+                    ));
+                    break;
+                }
+            }
+        }
+        errors
+    }
+
+    /// Rolls back: the added tasks leave (nothing routes to them), the
+    /// resized tasks were never started.
+    pub fn abandon(self) {
+        for c in self.topology.components.iter().filter(|c| self.added.contains(&c.name)) {
+            for t in c.tasks.clone() {
+                let _ =
+                    self.wiring.controls[t as usize].send(Control::Retire(Retire { state: None }));
+            }
+        }
+    }
+
+    fn component_of(&self, task: u32) -> &str {
+        self.topology
+            .components
+            .iter()
+            .find(|c| c.tasks.contains(&task))
+            .map_or("?", |c| c.name.as_str())
+    }
+
+    /// Commits: installs the new topology, starts the resized tasks, gives
+    /// every affected task its new routes, retires the resized components'
+    /// old tasks and hands their state over. Returns one line per growth,
+    /// with its pause.
+    ///
+    /// # Errors
+    /// What failed; after this point the new topology runs regardless (a
+    /// resized task that fails to take its state fails the run).
+    pub fn commit(
+        self,
+        handle: &TopologyHandle,
+        old: &Topology,
+    ) -> Result<Vec<String>, Vec<String>> {
+        let started = Instant::now();
+        let Growth { topology, wiring, added, resized, resized_tasks, resized_prepared, .. } = self;
+        let run = handle.run_shared();
+        let mut errors = Vec::new();
+        let mut state_to: HashMap<u32, Sender<Option<State>>> = HashMap::new();
+        for (task, bolt, state) in resized_tasks {
+            let name = format!("{}-{task}", bolt.context().component);
+            match super::spawn(name, &run, move || bolt.run()) {
+                Ok(thread) => handle.adopt_thread(thread),
+                Err(e) => errors.push(format!("task {task}: cannot start its thread: {e}")),
+            }
+            state_to.insert(task, state);
+        }
+        handle.install(Live { topology: topology.clone(), wiring: wiring.clone() });
+        // New routes for every component that sends to an added or resized
+        // one, and the new task table for every bolt that receives from a
+        // resized one.
+        let grown: Vec<usize> = (0..topology.components.len())
+            .filter(|&i| {
+                let name = &topology.components[i].name;
+                added.contains(name) || resized.contains(name)
+            })
+            .collect();
+        let sources = Arc::new(source_table(&topology));
+        let (done_tx, done_rx) = bounded(topology.task_count as usize);
+        let mut told = 0;
+        for c in &topology.components {
+            if added.contains(&c.name) || resized.contains(&c.name) {
+                continue;
+            }
+            let upstream =
+                c.outputs.iter().flat_map(|s| &s.subscribers).any(|s| grown.contains(&s.component));
+            let downstream =
+                c.inputs.iter().any(|i| resized.contains(&topology.components[i.from].name));
+            if !upstream && !downstream {
+                continue;
+            }
+            for task in c.tasks.clone() {
+                let mut custom = match custom_groupings(&topology, c) {
+                    Ok(custom) => custom,
+                    Err(e) => {
+                        errors.push(e.to_string());
+                        Vec::new()
+                    }
+                };
+                let rewire = Rewire {
+                    streams: routes(c, task, &mut custom),
+                    queues: wiring.data.clone(),
+                    queue_bytes: wiring.queue_bytes.clone(),
+                    sources: (downstream && c.kind == Kind::Bolt).then(|| sources.clone()),
+                    done: done_tx.clone(),
+                };
+                if wiring.controls[task as usize].send(Control::Rewire(Box::new(rewire))).is_ok() {
+                    told += 1;
+                }
+            }
+        }
+        let deadline = Instant::now() + GROW_TIMEOUT * 2;
+        for _ in 0..told {
+            if done_rx.recv_deadline(deadline).is_err() {
+                errors.push(format!(
+                    "not every upstream task took its new routes within {} s",
+                    (GROW_TIMEOUT * 2).as_secs()
+                ));
+                break;
+            }
+        }
+        let rewired = started.elapsed();
+        let mut lines: Vec<String> = added
+            .iter()
+            .map(|name| {
+                let n = topology
+                    .components
+                    .iter()
+                    .find(|c| c.name == *name)
+                    .map_or(0, Component::parallelism);
+                format!(
+                    "added {name:?} ({n} task{}, upstream rewired in {:.2} ms)",
+                    if n == 1 { "" } else { "s" },
+                    rewired.as_secs_f64() * 1e3
+                )
+            })
+            .collect();
+        for name in &resized {
+            match hand_over(handle, old, &topology, name, &state_to, &resized_prepared) {
+                Ok(line) => lines.push(line),
+                Err(e) => errors.push(e),
+            }
+        }
+        if errors.is_empty() {
+            Ok(lines)
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+/// Retires the old tasks of resized component `name`, re-partitions their
+/// state over the new tasks and waits until each new task prepared.
+fn hand_over(
+    handle: &TopologyHandle,
+    old: &Topology,
+    new: &Topology,
+    name: &str,
+    state_to: &HashMap<u32, Sender<Option<State>>>,
+    prepared: &Receiver<(u32, Result<(), String>)>,
+) -> Result<String, String> {
+    let started = Instant::now();
+    let (Some(before), Some(after)) = (
+        old.components.iter().find(|c| c.name == name),
+        new.components.iter().find(|c| c.name == name),
+    ) else {
+        return Err(format!("bolt {name:?} vanished during the reload"));
+    };
+    let (states_tx, states_rx) = bounded(before.parallelism() as usize);
+    let live = handle.live();
+    for task in before.tasks.clone() {
+        let retire = Retire { state: Some(states_tx.clone()) };
+        let _ = live.wiring.controls[task as usize].send(Control::Retire(retire));
+    }
+    drop(states_tx);
+    let deadline = Instant::now() + GROW_TIMEOUT * 2;
+    let mut states: BTreeMap<u32, Option<State>> = BTreeMap::new();
+    while states.len() < before.parallelism() as usize {
+        match states_rx.recv_deadline(deadline) {
+            Ok((task, state)) => {
+                states.insert(task - before.tasks.start, state);
+            }
+            Err(_) => {
+                return Err(format!(
+                    "bolt {name:?}: {} of {} old tasks handed over their state within {} s",
+                    states.len(),
+                    before.parallelism(),
+                    (GROW_TIMEOUT * 2).as_secs()
+                ))
+            }
+        }
+    }
+    let shares = partition(states, after.parallelism() as usize)
+        .map_err(|e| format!("bolt {name:?}: {e}"))?;
+    let entries: usize = shares.iter().flatten().map(|s| s.entries.len()).sum();
+    for (i, share) in shares.into_iter().enumerate() {
+        let task = after.tasks.start + i as u32;
+        if let Some(to) = state_to.get(&task) {
+            let _ = to.send(share);
+        }
+    }
+    let deadline = Instant::now() + GROW_TIMEOUT * 3;
+    for _ in after.tasks.clone() {
+        match prepared.recv_deadline(deadline) {
+            Ok((_, Ok(()))) => {}
+            Ok((task, Err(e))) => return Err(format!("bolt {name:?} task {task}: {e}")),
+            Err(_) => return Err(format!("bolt {name:?}: the new tasks did not prepare in time")),
+        }
+    }
+    Ok(format!(
+        "resized {name:?} from {} to {} tasks ({entries} state entries moved, pause {:.2} ms)",
+        before.parallelism(),
+        after.parallelism(),
+        started.elapsed().as_secs_f64() * 1e3
+    ))
+}
+
+/// Splits the states of the old tasks (by old task index) over `n` new
+/// tasks: keyed entries by [`key_index`], an entry with an empty key from
+/// old index `i` to new index `i % n`.
+///
+/// # Errors
+/// Old tasks that saved different formats.
+pub fn partition(
+    states: BTreeMap<u32, Option<State>>,
+    n: usize,
+) -> Result<Vec<Option<State>>, String> {
+    let mut format: Option<String> = None;
+    let mut shares: Vec<Option<State>> = (0..n).map(|_| None).collect();
+    for (index, state) in states {
+        let Some(state) = state else { continue };
+        match &format {
+            Some(f) if f.as_str() != state.format.as_str() => {
+                return Err(format!(
+                    "its tasks saved state in different formats (`{f}` and `{}`)",
+                    state.format
+                ))
+            }
+            _ => format = Some(state.format.to_string()),
+        }
+        for entry in state.entries {
+            let to = if entry.key.is_empty() {
+                index as usize % n
+            } else {
+                key_index(entry.key.iter(), n)
+            };
+            shares[to].get_or_insert_with(|| State::new(state.format.as_str())).entries.push(entry);
+        }
+    }
+    Ok(shares)
+}
+
+#[cfg(test)]
+mod tests {
+    use squall_plugin_api::Value;
+
+    use super::*;
+
+    fn keyed(words: &[&str]) -> State {
+        let mut state = State::new("wc/1");
+        for w in words {
+            state.push(&[Value::from(*w)], vec![1]);
+        }
+        state
+    }
+
+    #[test]
+    fn keyed_entries_go_where_the_fields_grouping_routes_their_key() {
+        let words = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        let states = BTreeMap::from([(0, Some(keyed(&words[..4]))), (1, Some(keyed(&words[4..])))]);
+        let shares = partition(states, 3).expect("one format");
+        let mut router = crate::topology::grouping::Router::new(
+            crate::topology::Grouping::Fields(vec![0]),
+            vec![10, 11, 12],
+            0,
+        );
+        let mut seen = 0;
+        for (i, share) in shares.iter().enumerate() {
+            for entry in share.iter().flat_map(|s| s.entries.iter()) {
+                seen += 1;
+                let routed = match router.route(&entry.key, None) {
+                    crate::topology::grouping::Targets::One(t) => t,
+                    _ => panic!("fields routes to one task"),
+                };
+                assert_eq!(routed, 10 + i as u32, "key {:?} is routed to its state", entry.key);
+            }
+        }
+        assert_eq!(seen, words.len(), "every entry is handed over once");
+    }
+
+    #[test]
+    fn unkeyed_entries_go_by_task_index_and_mixed_formats_are_refused() {
+        let mut whole = State::new("wc/1");
+        whole.push(&[], vec![7]);
+        let states = BTreeMap::from([(0, None), (3, Some(whole))]);
+        let shares = partition(states, 2).expect("one format");
+        assert!(shares[0].is_none());
+        assert_eq!(shares[1].as_ref().map(|s| s.entries.len()), Some(1));
+        let states = BTreeMap::from([(0, Some(keyed(&["a"]))), (1, Some(State::new("other/1")))]);
+        assert!(partition(states, 2).unwrap_err().contains("different formats"));
+    }
+}

@@ -1,9 +1,10 @@
-//! Live reload (issue 11): bolts swapped while a reliable spout emits at a
-//! steady rate with acking on. A rebuilt library (with visibly new
-//! behaviour), a changed config, a change that cannot be made live (a new
-//! bolt: refused), and a new version whose `prepare` fails (rolled back).
-//! Every message id is acked exactly once, and the counts kept in the
-//! swapped bolts' state are exact across the swaps.
+//! Live reload (issue 11): components swapped while a reliable spout emits
+//! at a steady rate with acking on. A rebuilt library (with visibly new
+//! behaviour), a changed config, a bolt added, the spout itself swapped
+//! (drained first), the word counter resized from 2 to 3 tasks (its keyed
+//! state re-partitioned), and a new version whose `prepare` fails (rolled
+//! back). Every message id is acked exactly once, and the counts kept in
+//! the swapped bolts' state are exact across the swaps.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,7 +17,7 @@ use crate::util::{
 };
 
 /// Messages the spout emits, at [`RATE`] per second.
-const MESSAGES: u64 = 8000;
+const MESSAGES: u64 = 12000;
 const RATE: u64 = 1000;
 /// Distinct words (`FlavorBolt`'s `modulo`).
 const WORDS: u64 = 10;
@@ -38,6 +39,11 @@ fn build_swap_demo(flavor: Option<&str>, to: &Path) {
 
 /// The topology, with the `tag` bolt's config and any extra text.
 fn topology(tag_config: &str, extra: &str) -> String {
+    topology_with(tag_config, "one", 2, extra)
+}
+
+/// The topology, with the spout's label and the counter's parallelism too.
+fn topology_with(tag_config: &str, spout_label: &str, counters: u32, extra: &str) -> String {
     format!(
         r#"
 [topology]
@@ -50,7 +56,7 @@ examples = "{{dir}}/libexamples.so"
 
 [spouts.ids]
 component = "testkit::ReplaySpout"
-config = {{ messages = {MESSAGES}, log = "{{dir}}/replay.log", done_file = "{{dir}}/done" }}
+config = {{ messages = {MESSAGES}, log = "{{dir}}/replay.log", done_file = "{{dir}}/done", label = "{spout_label}" }}
 throttle = {{ tuples_per_sec = {RATE} }}
 
 [bolts.tag]
@@ -60,7 +66,7 @@ inputs = [{{ from = "ids" }}]
 
 [bolts.count]
 component = "examples::WordCount"
-parallelism = 2
+parallelism = {counters}
 inputs = [{{ from = "tag", grouping = {{ fields = ["word"] }} }}]
 {extra}"#
     )
@@ -121,25 +127,40 @@ fn bolts_swap_live_with_their_state_and_no_tuple_lost_and_a_failed_prepare_rolls
     assert!(summary.contains("2 component(s) unchanged"), "{summary}");
     executed = child.wait_for_stat("tag", "executed", |n| n >= executed + 300, step);
 
-    // (c) a new bolt: not supported live yet, refused with its reason; the
-    // topology runs on unchanged.
+    // (c) a new bolt: added live, subscribed to `tag`; it executes tuples.
     let added =
         "\n[bolts.extra]\ncomponent = \"testkit::NullBolt\"\ninputs = [{ from = \"tag\" }]\n";
     ws.write_topology("reload.toml", &topology(r#"label = "two""#, added));
     let answer = request(addr, "POST", "/api/v1/reload");
-    assert_eq!(answer.status, 409, "{}", answer.body);
-    let error = answer.json()["error"].as_str().expect("an error").to_owned();
-    assert!(
-        error.contains(r#"bolt "extra" is new; adding components live is not supported"#),
-        "{error}"
-    );
-    assert!(error.contains("reload.toml:"), "the reason names file:line:col: {error}");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let summary = answer.json()["summary"].as_str().expect("a summary").to_owned();
+    assert!(summary.contains(r#"added "extra" (1 task, upstream rewired"#), "{summary}");
+    child.wait_for_stat("extra", "executed", |n| n >= 300, step);
+    executed = child.wait_for_stat("tag", "executed", |n| n >= executed + 300, step);
 
-    // (d) a new version whose prepare fails: rolled back, the old instance runs on.
-    let failing = r#"label = "three", fail_prepare = true"#;
-    ws.write_topology("reload.toml", &topology(failing, ""));
+    // (d) the spout swapped: its old instance drains, the new one takes over
+    // its progress (a ReplaySpout's ids mean something only to the instance
+    // that emitted them, so without the drain their acks would be strays).
+    ws.write_topology("reload.toml", &topology_with(r#"label = "two""#, "two", 2, added));
     child.signal(libc::SIGHUP);
-    child.wait_for_stderr("reload #4 (SIGHUP) failed, rolled back", step);
+    child.wait_for_stderr("reload #4 (SIGHUP) succeeded", step);
+    let log = child.stderr_snapshot();
+    assert!(log.contains(r#"rebuilt "ids" (config changed, 1 task"#), "{log}");
+    executed = child.wait_for_stat("tag", "executed", |n| n >= executed + 300, step);
+
+    // (e) the counter resized from 2 to 3 tasks: its counts follow their words.
+    ws.write_topology("reload.toml", &topology_with(r#"label = "two""#, "two", 3, added));
+    let answer = request(addr, "POST", "/api/v1/reload");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let summary = answer.json()["summary"].as_str().expect("a summary").to_owned();
+    assert!(summary.contains(r#"resized "count" from 2 to 3 tasks"#), "{summary}");
+    executed = child.wait_for_stat("tag", "executed", |n| n >= executed + 300, step);
+
+    // (f) a new version whose prepare fails: rolled back, the old instance runs on.
+    let failing = r#"label = "three", fail_prepare = true"#;
+    ws.write_topology("reload.toml", &topology_with(failing, "two", 3, added));
+    child.signal(libc::SIGHUP);
+    child.wait_for_stderr("reload #6 (SIGHUP) failed, rolled back", step);
     let log = child.stderr_snapshot();
     assert!(log.contains("prepare on the new instance: prepare fails on purpose"), "{log}");
     child.wait_for_stat("tag", "executed", |n| n >= executed + 300, step);
@@ -150,8 +171,17 @@ fn bolts_swap_live_with_their_state_and_no_tuple_lost_and_a_failed_prepare_rolls
     let ctx = out.context();
     out.assert_code(0);
 
-    // Every message id acked exactly once, none failed.
+    // The spout swap showed: the new instance opened with the old one's progress.
+    let opened: Vec<&str> =
+        out.stdout.lines().filter(|l| l.starts_with("replay spout opened: ")).collect();
+    assert_eq!(opened.len(), 2, "{opened:?}\n{ctx}");
+    assert!(opened[0].starts_with("replay spout opened: label one, next id 0,"), "{opened:?}");
+    assert!(opened[1].starts_with("replay spout opened: label two, next id "), "{opened:?}");
+    assert!(!opened[1].contains("next id 0,"), "the new instance took over: {opened:?}");
+
+    // Every message id acked exactly once, none failed, no stray ack.
     let replay = ReplayLog::read(&ws, "replay.log");
+    assert_eq!(replay.strays(), 0, "acks reached an instance that did not emit them\n{ctx}");
     let tally = replay.tally();
     assert_eq!(tally.len() as u64, MESSAGES, "every id was emitted\n{ctx}");
     for (id, t) in &tally {
@@ -187,8 +217,8 @@ fn bolts_swap_live_with_their_state_and_no_tuple_lost_and_a_failed_prepare_rolls
         format!("swap-demo bolt cleanup: flavor v2 label two seen {MESSAGES}"),
         "\n{ctx}"
     );
-    assert_eq!(out.summary()["reloads"]["succeeded"], 2, "\n{ctx}");
-    assert_eq!(out.summary()["reloads"]["failed"], 2, "\n{ctx}");
+    assert_eq!(out.summary()["reloads"]["succeeded"], 5, "\n{ctx}");
+    assert_eq!(out.summary()["reloads"]["failed"], 1, "\n{ctx}");
 }
 
 #[test]

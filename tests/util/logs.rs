@@ -42,6 +42,9 @@ pub enum ReplayEvent {
     Fail(u64),
     /// `close`: the spout's `close` ran.
     Close,
+    /// `stray-ack <id>` or `stray-fail <id>`: an ack or fail reached an
+    /// instance that did not emit the id.
+    Stray(u64),
 }
 
 /// What a `testkit::ReplaySpout` log says about one message id.
@@ -66,7 +69,8 @@ pub struct ReplayLog {
 
 impl ReplayLog {
     /// Reads and parses the log at `rel` in `ws`; panics naming the line on
-    /// anything but `emit <id>`, `ack <id>`, `fail <id>` and `close`.
+    /// anything but `emit <id>`, `ack <id>`, `fail <id>`, `stray-ack <id>`,
+    /// `stray-fail <id>` and `close`.
     pub fn read(ws: &Workspace, rel: &str) -> Self {
         Self::parse(rel, &ws.read(rel))
     }
@@ -88,6 +92,7 @@ impl ReplayLog {
                     "emit" => ReplayEvent::Emit(id),
                     "ack" => ReplayEvent::Ack(id),
                     "fail" => ReplayEvent::Fail(id),
+                    "stray-ack" | "stray-fail" => ReplayEvent::Stray(id),
                     _ => bad(),
                 }
             })
@@ -115,6 +120,11 @@ impl ReplayLog {
         self.count(|e| matches!(e, ReplayEvent::Fail(_)))
     }
 
+    /// `stray-ack` and `stray-fail` lines.
+    pub fn strays(&self) -> u64 {
+        self.count(|e| matches!(e, ReplayEvent::Stray(_)))
+    }
+
     /// The 0-based positions of the `close` lines.
     pub fn closes(&self) -> Vec<usize> {
         (0..self.events.len()).filter(|&i| self.events[i] == ReplayEvent::Close).collect()
@@ -129,7 +139,7 @@ impl ReplayLog {
                 ReplayEvent::Emit(id) => (id, 0),
                 ReplayEvent::Ack(id) => (id, 1),
                 ReplayEvent::Fail(id) => (id, 2),
-                ReplayEvent::Close => continue,
+                ReplayEvent::Close | ReplayEvent::Stray(_) => continue,
             };
             let t = tally.entry(id).or_default();
             match field {
@@ -157,7 +167,7 @@ impl ReplayLog {
                     *emits += 1;
                 }
                 ReplayEvent::Fail(id) => seen.entry(id).or_default().1 += 1,
-                ReplayEvent::Ack(_) | ReplayEvent::Close => {}
+                ReplayEvent::Ack(_) | ReplayEvent::Close | ReplayEvent::Stray(_) => {}
             }
         }
         None
@@ -171,7 +181,10 @@ impl ReplayLog {
             .iter()
             .enumerate()
             .filter(|(_, e)| match e {
-                ReplayEvent::Emit(x) | ReplayEvent::Ack(x) | ReplayEvent::Fail(x) => *x == id,
+                ReplayEvent::Emit(x)
+                | ReplayEvent::Ack(x)
+                | ReplayEvent::Fail(x)
+                | ReplayEvent::Stray(x) => *x == id,
                 ReplayEvent::Close => false,
             })
             .map(|(i, e)| format!("  line {}: {e:?}", i + 1))

@@ -179,6 +179,7 @@ impl Growth {
                     &run,
                 );
                 let Executor::Bolt(bolt) = built else { continue };
+                let bolt = *bolt;
                 if added.contains(&c.name) {
                     let start = Start::Added { prepared: added_tx.clone() };
                     added_tasks.push((task, bolt.starting(start)));

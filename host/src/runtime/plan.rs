@@ -146,9 +146,9 @@ impl Wiring {
 /// A built executor of either kind.
 pub enum Executor {
     /// A spout task.
-    Spout(SpoutExecutor),
+    Spout(Box<SpoutExecutor>),
     /// A bolt task.
-    Bolt(BoltExecutor),
+    Bolt(Box<BoltExecutor>),
 }
 
 /// Builds the executor of task `task` of `c` around its instance.
@@ -203,7 +203,7 @@ pub fn task_executor(
                 timeout_buckets: topology.settings.timeout_buckets as usize,
                 throttle,
             };
-            Executor::Spout(SpoutExecutor::new(core, spout, options))
+            Executor::Spout(Box::new(SpoutExecutor::new(core, spout, options)))
         }
         Kind::Bolt => {
             let bolt = instances.bolts[t].take().expect("a bolt per bolt task");
@@ -222,7 +222,7 @@ pub fn task_executor(
                     Box::new(WindowState::new(w, sources, &outputs))
                 }),
             };
-            Executor::Bolt(BoltExecutor::new(core, bolt, inputs))
+            Executor::Bolt(Box::new(BoltExecutor::new(core, bolt, inputs)))
         }
     }
 }
@@ -249,8 +249,8 @@ impl Plan {
                     &run,
                 );
                 match built {
-                    Executor::Spout(s) => spouts.push(s),
-                    Executor::Bolt(b) => bolts.push(b),
+                    Executor::Spout(s) => spouts.push(*s),
+                    Executor::Bolt(b) => bolts.push(*b),
                 }
             }
         }

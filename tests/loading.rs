@@ -275,7 +275,8 @@ fn inspect_shows_declared_config_keys_and_expected_input_fields() {
         [
             vec!["messages", "integer", "100000"],
             vec!["log", "string", "required"],
-            vec!["done_file", "string", "-"]
+            vec!["done_file", "string", "-"],
+            vec!["label", "string", "-"]
         ],
         "\n{}",
         out.context()

@@ -114,10 +114,63 @@ impl BasicBolt for PlainEcho {
     }
 }
 
+/// Emits, per input, the grouping of each of its subscriptions as its
+/// context reports it: `["grouping", "custom"]`.
+#[derive(Default)]
+struct InputEcho {
+    inputs: Vec<Vec<Value>>,
+}
+
+impl BasicBolt for InputEcho {
+    const NAME: &'static str = "InputEcho";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
+
+    fn declare_outputs(outputs: &mut OutputDeclarer) {
+        outputs.declare(&["grouping", "custom"]);
+    }
+
+    fn new(_config: &ComponentConfig<'_>) -> Result<Self> {
+        Ok(Self::default())
+    }
+
+    fn prepare(&mut self, context: &TaskContext) -> Result<()> {
+        self.inputs = context
+            .inputs()
+            .iter()
+            .map(|i| vec![Value::from(i.grouping.as_str()), Value::from(i.custom.as_str())])
+            .collect();
+        Ok(())
+    }
+
+    fn execute(&mut self, _input: &Tuple<'_>, collector: &mut BasicCollector<'_>) -> Result<()> {
+        for values in &self.inputs {
+            collector.emit(values);
+        }
+        Ok(())
+    }
+}
+
+/// Sends every tuple to the first task.
+struct First;
+
+impl Grouping for First {
+    const NAME: &'static str = "First";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
+
+    fn new(_config: &ComponentConfig<'_>) -> Result<Self> {
+        Ok(First)
+    }
+
+    fn choose(&mut self, _values: &[Value], targets: &mut Vec<u32>) {
+        targets.push(0);
+    }
+}
+
 squall_plugin_api::export_plugin! {
     spouts: [Stamps],
-    basic_bolts: [PlainEcho],
+    basic_bolts: [PlainEcho, InputEcho],
     windowed_bolts: [WindowEcho],
+    groupings: [First],
 }
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -198,4 +251,25 @@ lag = "500ms"
         values
     };
     assert_eq!(done.values("windows", "default"), [with(1), with(2)]);
+}
+
+#[test]
+fn a_custom_grouping_is_named_in_the_inputs_of_the_context() {
+    let topology = r#"
+[spouts.stamps]
+component = "w::Stamps"
+
+[bolts.inputs]
+component = "w::InputEcho"
+inputs = [{ from = "stamps", grouping = { custom = "w::First" } }]
+"#;
+    let done = Harness::new(topology)
+        .plugin::<__SquallPlugin>("w")
+        .feed("stamps", stamps(&[1]))
+        .run_until_complete(TIMEOUT)
+        .expect("the run completes");
+    assert_eq!(
+        done.values("inputs", "default"),
+        [vec![Value::from("custom"), Value::from("w::First")]]
+    );
 }

@@ -94,3 +94,7 @@ mod new_plugin;
 // Windowed bolts: count tumbling and time sliding windows with acking on:
 // every message acked exactly once, the windows' shapes as configured.
 mod windows;
+
+// Outputs declared from config: examples::Project's fields checked downstream
+// (file:line:col), upstream (check_inputs), in inspect, and in a run.
+mod project;

@@ -117,7 +117,11 @@ fn a_bad_field_list_is_reported_once_at_the_component() {
         ),
         // A string, not a list: the declared key's type, before the plugin
         // sees the config.
-        (r#""word""#, "config key \"fields\" of examples::Project must be an array", "\"word\" }"),
+        (
+            r#""word""#,
+            "config key \"fields\" of examples::Project must be an array, not a string",
+            r#"fields = "word""#,
+        ),
     ] {
         let text = topology(fields, r#"["word"]"#);
         let path = ws.write_topology("project.toml", &text);

@@ -95,6 +95,8 @@ mod new_plugin;
 // every message acked exactly once, the windows' shapes as configured.
 mod windows;
 
-// Outputs declared from config: examples::Project's fields checked downstream
-// (file:line:col), upstream (check_inputs), in inspect, and in a run.
-mod project;
+// Plugin authoring (contract 1.1): outputs declared from config
+// (examples::Project's fields checked downstream at file:line:col, upstream
+// by check_inputs, in inspect and in a run); every shipped library declares
+// its config keys.
+mod authoring;

@@ -1,8 +1,13 @@
-//! Outputs declared from config (contract 1.1): `examples::Project` emits
-//! the fields its config lists. `squall validate` checks what subscribes to
-//! it against those fields, and what it subscribes to against its list;
-//! `squall inspect` says its streams come from its config; `squall run`
-//! emits the projection.
+//! Plugin authoring, contract 1.1.
+//!
+//! Outputs declared from config: `examples::Project` emits the fields its
+//! config lists. `squall validate` checks what subscribes to it against
+//! those fields, and what it subscribes to against its list; `squall
+//! inspect` says its streams come from its config; `squall run` emits the
+//! projection.
+//!
+//! Declared config keys: every library shipped with squall declares the
+//! keys of every component (the connectors' own tests check theirs).
 
 use crate::util::{loc_of, plugin_path, read_records, SquallCommand, Workspace};
 
@@ -191,4 +196,24 @@ inputs = [{ from = "project" }]
     // RecordBolt keys tuples by their first value: the running counts.
     assert_eq!(report.keys.get("1"), Some(&2), "\n{}", out.context());
     assert_eq!(report.keys.get("2"), Some(&1), "\n{}", out.context());
+}
+
+#[test]
+fn every_shipped_component_declares_its_config_keys() {
+    let ws = Workspace::new("declared_keys");
+    for library in ["examples", "testkit", "files", "wait-extra"] {
+        let out = SquallCommand::inspect(&ws, &plugin_path(library)).output();
+        out.assert_code(0);
+        let components =
+            out.stdout.lines().filter(|l| l.starts_with("  ") && !l.starts_with("   ")).count();
+        let declared = out
+            .stdout
+            .lines()
+            .map(str::trim)
+            .filter(|l| *l == "config keys:" || *l == "config keys: none")
+            .count();
+        assert!(components > 0, "{library}: no components listed\n{}", out.context());
+        assert_eq!(declared, components, "{library}: every component declares\n{}", out.context());
+        assert!(!out.stdout.contains("not declared"), "{library}\n{}", out.context());
+    }
 }

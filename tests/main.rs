@@ -94,3 +94,9 @@ mod new_plugin;
 // Windowed bolts: count tumbling and time sliding windows with acking on:
 // every message acked exactly once, the windows' shapes as configured.
 mod windows;
+
+// Plugin authoring (contract 1.1): outputs declared from config
+// (examples::Project's fields checked downstream at file:line:col, upstream
+// by check_inputs, in inspect and in a run); every shipped library declares
+// its config keys.
+mod authoring;

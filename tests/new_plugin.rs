@@ -60,6 +60,7 @@ fn a_new_plugin_builds_passes_its_tests_and_runs() {
 
     let tests = cargo_in(&dir, &["test"]);
     for test in [
+        "the_declared_config_keys_match_the_config_struct",
         "emits_numbers_with_themselves_as_ids_up_to_the_limit",
         "a_failed_number_is_emitted_again",
         "emits_the_number_and_its_square",

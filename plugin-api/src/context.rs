@@ -1,7 +1,7 @@
 //! What a component instance learns about its place in the topology.
 
 use abi_stable::{
-    std_types::{RString, RVec},
+    std_types::{ROption, RString, RVec},
     StableAbi,
 };
 
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::abi;
-use crate::{Waker, DEFAULT_STREAM};
+use crate::{Waker, WindowSpec, DEFAULT_STREAM};
 
 /// One declared output stream: its name, its fields, and whether it is direct.
 #[repr(C)]
@@ -103,6 +103,7 @@ impl TaskContext {
             ackers: 0,
             inputs: RVec::new(),
             topology_dir: RString::new(),
+            window: ROption::RNone,
         });
         Self { raw, ext, waker, waker_taken: Cell::new(false) }
     }
@@ -160,6 +161,12 @@ impl TaskContext {
     /// The inputs this component subscribes to.
     pub fn inputs(&self) -> &[abi::InputDecl] {
         &self.ext.inputs
+    }
+
+    /// A windowed bolt's window, as its topology entry configures it
+    /// (`None` for every other component, and under a 1.0 host).
+    pub fn window(&self) -> Option<WindowSpec> {
+        self.ext.window.as_ref().into_option().and_then(WindowSpec::from_settings)
     }
 
     /// Resolves a path from the component's config the way the topology's
@@ -287,6 +294,12 @@ impl TaskContextBuilder {
         self
     }
 
+    /// Sets the window [`TaskContext::window`] returns (a windowed bolt's).
+    pub fn window(mut self, window: WindowSpec) -> Self {
+        self.context.ext.window = ROption::RSome(window.to_settings());
+        self
+    }
+
     /// Sets the folder [`TaskContext::resolve_path`] resolves against.
     pub fn topology_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.context.ext.topology_dir = dir.as_ref().to_string_lossy().as_ref().into();
@@ -325,6 +338,7 @@ mod tests {
         assert_eq!(context.max_spout_pending(), None);
         assert!(!context.acking());
         assert!(context.inputs().is_empty());
+        assert_eq!(context.window(), None);
         assert!(context.waker().is_none());
         assert!(!context.waker_taken(), "there was no waker to take");
     }
@@ -362,6 +376,46 @@ mod tests {
         assert_eq!(input.fields.as_slice(), [RString::from("word")]);
         assert_eq!(context.raw().component, context.component);
         assert_eq!(context.ext().ackers, 2);
+        assert_eq!(context.window(), None, "not a windowed bolt");
+    }
+
+    #[test]
+    fn the_window_crosses_the_boundary_and_reads_back_the_same() {
+        use crate::{EventTime, WindowSize};
+        let count = WindowSpec::count(1000, 100);
+        let time = WindowSpec::time(Duration::from_secs(30), Duration::from_secs(30));
+        let event = WindowSpec::time(Duration::from_secs(10), Duration::from_millis(2500))
+            .with_event_time("ts", Duration::from_secs(2));
+        for spec in [&count, &time, &event] {
+            let context = TaskContext::builder("top").window(spec.clone()).build();
+            assert_eq!(context.window().as_ref(), Some(spec));
+        }
+        let settings = event.to_settings();
+        assert_eq!(settings.kind, abi::WindowKind::TIME);
+        assert_eq!((settings.length, settings.slide), (10_000, 2500));
+        assert_eq!(settings.timestamp_field.as_str(), "ts");
+        assert_eq!(settings.lag_millis, 2000);
+        assert_eq!(
+            event.event_time,
+            Some(EventTime { timestamp_field: "ts".into(), lag: Duration::from_secs(2) })
+        );
+        let settings = count.to_settings();
+        assert_eq!(settings.kind, abi::WindowKind::COUNT);
+        assert_eq!((settings.length, settings.slide), (1000, 100));
+        assert!(settings.timestamp_field.is_empty() && settings.lag_millis == 0);
+        assert_eq!(count.size, WindowSize::Count { length: 1000, slide: 100 });
+        assert!(!count.is_tumbling() && time.is_tumbling() && !event.is_tumbling());
+    }
+
+    #[test]
+    fn a_window_kind_this_contract_does_not_know_reads_as_no_window() {
+        let mut settings = WindowSpec::count(3, 3).to_settings();
+        settings.kind = abi::WindowKind(9);
+        let raw = TaskContext::builder("top").build().raw().clone();
+        let mut ext = TaskContext::builder("top").build().ext().clone();
+        ext.window = ROption::RSome(settings);
+        let context = TaskContext::from_host(raw, Some(ext), None);
+        assert_eq!(context.window(), None);
     }
 
     #[test]

@@ -143,7 +143,7 @@ pub use tuple::{
 pub use value::{SmallStr, Value};
 pub use wait::{WaitSituation, WaitStrategy};
 pub use waker::Waker;
-pub use window::{Window, WindowedBolt};
+pub use window::{EventTime, Window, WindowSize, WindowSpec, WindowedBolt};
 
 /// The plugin guide, `docs/plugins.md`: its Rust examples compile and run as
 /// doctests (fragments that cannot stand alone are marked `ignore`).
@@ -162,6 +162,6 @@ pub mod prelude {
         Anchor, BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, ConfigKey, Error,
         Grouping, InputDecl, KeyKind, MessageId, OutputDeclarer, Result, Spout, SpoutCollector,
         State, StreamId, TaskContext, Tuple, Value, WaitSituation, WaitStrategy, Waker, Window,
-        WindowedBolt,
+        WindowSize, WindowSpec, WindowedBolt,
     };
 }

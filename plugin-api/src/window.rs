@@ -8,7 +8,9 @@
 //! every tuple of the window; a tuple is acked when it leaves the last window
 //! that holds it.
 
-use crate::abi::{InputDecl, WindowView};
+use std::time::Duration;
+
+use crate::abi::{InputDecl, WindowKind, WindowSettings, WindowView};
 use crate::{
     BasicCollector, ComponentConfig, ConfigKey, OutputDeclarer, Result, State, TaskContext, Tuple,
 };
@@ -50,6 +52,121 @@ impl<'a> Window<'a> {
     /// windows).
     pub fn end_millis(&self) -> u64 {
         self.view.end_millis
+    }
+}
+
+/// How a window is cut (part of a [`WindowSpec`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowSize {
+    /// By tuple count: `window = { length_count = .., slide_count = .. }`.
+    Count {
+        /// Tuples per window.
+        length: u64,
+        /// Tuples between two windows (`== length`: tumbling).
+        slide: u64,
+    },
+    /// By time: `window = { length = "..", slide = ".." }`.
+    Time {
+        /// The window's duration.
+        length: Duration,
+        /// The time between two window ends (`== length`: tumbling).
+        slide: Duration,
+    },
+}
+
+/// Event time: the window runs on a field of the tuples instead of the
+/// clock (part of a [`WindowSpec`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventTime {
+    /// The input field holding each tuple's timestamp (integer milliseconds
+    /// since the Unix epoch): the topology's `timestamp_field`.
+    pub timestamp_field: String,
+    /// How far the watermark trails the largest timestamp seen: the
+    /// topology's `lag` (zero when absent).
+    pub lag: Duration,
+}
+
+/// A windowed bolt's window as its topology entry configures it (`window`,
+/// `timestamp_field`, `lag`), read in `prepare` with
+/// [`TaskContext::window`](crate::TaskContext::window).
+///
+/// ```
+/// use std::time::Duration;
+/// use squall_plugin_api::prelude::*;
+///
+/// let spec = WindowSpec::time(Duration::from_secs(30), Duration::from_secs(5))
+///     .with_event_time("ts", Duration::from_secs(2));
+/// let context = TaskContext::builder("top").window(spec.clone()).build();
+/// assert_eq!(context.window(), Some(spec));
+/// assert!(!context.window().unwrap().is_tumbling());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowSpec {
+    /// Count or time, length and slide.
+    pub size: WindowSize,
+    /// Event time (time windows only), or `None` for processing time.
+    pub event_time: Option<EventTime>,
+}
+
+impl WindowSpec {
+    /// A count window of `length` tuples that fires every `slide` tuples.
+    pub fn count(length: u64, slide: u64) -> Self {
+        Self { size: WindowSize::Count { length, slide }, event_time: None }
+    }
+
+    /// A processing-time window of `length` whose ends are `slide` apart.
+    pub fn time(length: Duration, slide: Duration) -> Self {
+        Self { size: WindowSize::Time { length, slide }, event_time: None }
+    }
+
+    /// The same window on event time: timestamps from `timestamp_field`, the
+    /// watermark `lag` behind the largest one seen. (The host runs event
+    /// time on time windows only.)
+    pub fn with_event_time(mut self, timestamp_field: &str, lag: Duration) -> Self {
+        self.event_time = Some(EventTime { timestamp_field: timestamp_field.to_owned(), lag });
+        self
+    }
+
+    /// True when each tuple is in exactly one window (slide == length).
+    pub fn is_tumbling(&self) -> bool {
+        match self.size {
+            WindowSize::Count { length, slide } => slide == length,
+            WindowSize::Time { length, slide } => slide == length,
+        }
+    }
+
+    /// Reads what crossed the boundary (`None` for a kind this contract
+    /// does not know).
+    pub fn from_settings(settings: &WindowSettings) -> Option<Self> {
+        let size = match settings.kind {
+            WindowKind::COUNT => {
+                WindowSize::Count { length: settings.length, slide: settings.slide }
+            }
+            WindowKind::TIME => WindowSize::Time {
+                length: Duration::from_millis(settings.length),
+                slide: Duration::from_millis(settings.slide),
+            },
+            _ => return None,
+        };
+        let event_time = (!settings.timestamp_field.is_empty()).then(|| EventTime {
+            timestamp_field: settings.timestamp_field.to_string(),
+            lag: Duration::from_millis(settings.lag_millis),
+        });
+        Some(Self { size, event_time })
+    }
+
+    /// What crosses the boundary (durations in whole milliseconds).
+    pub fn to_settings(&self) -> WindowSettings {
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let (kind, length, slide) = match self.size {
+            WindowSize::Count { length, slide } => (WindowKind::COUNT, length, slide),
+            WindowSize::Time { length, slide } => (WindowKind::TIME, millis(length), millis(slide)),
+        };
+        let (timestamp_field, lag_millis) = match &self.event_time {
+            Some(e) => (e.timestamp_field.as_str().into(), millis(e.lag)),
+            None => (Default::default(), 0),
+        };
+        WindowSettings { kind, length, slide, timestamp_field, lag_millis }
     }
 }
 
@@ -100,6 +217,7 @@ pub trait WindowedBolt: Send + Sized + 'static {
     fn new(config: &ComponentConfig<'_>) -> Result<Self>;
 
     /// Called once on the task's thread before the first window.
+    /// [`TaskContext::window`] gives the window the topology configured.
     ///
     /// # Errors
     /// When the bolt cannot start.

@@ -5,6 +5,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use squall_plugin_api::abi::{ComponentExt, ComponentKind};
+use squall_plugin_api::StreamDecl;
 
 use super::Failure;
 use crate::plugin::{escape_controls, load_library, Library};
@@ -53,18 +54,8 @@ fn render(library: &Library, path: &Path) -> String {
         if !d.description.is_empty() {
             let _ = writeln!(out, "  {:<14}   {}", "", e(&d.description));
         }
-        for s in d.outputs.iter() {
-            let fields: Vec<String> = s.fields.iter().map(|f| e(f)).collect();
-            let direct = if s.direct { " direct" } else { "" };
-            let _ = writeln!(
-                out,
-                "  {:<14}   stream {}{direct} [{}]",
-                "",
-                e(&s.name),
-                fields.join(", ")
-            );
-        }
         let ext = library.extension(&d.name, d.kind);
+        write_streams(&mut out, &d.outputs, ext);
         write_extension(&mut out, ext, d.kind, contract_1_0);
     }
     // Windowed bolts and custom groupings have no 1.0 descriptor: only the
@@ -79,22 +70,42 @@ fn render(library: &Library, path: &Path) -> String {
             let _ = writeln!(out, "  {:<14}   {}", "", e(&g.description));
         }
         if g.kind != ComponentKind::GROUPING {
-            if let Ok(outputs) = (g.declare_outputs)("".into()).into_result() {
-                for s in outputs.iter() {
-                    let fields: Vec<String> = s.fields.iter().map(|f| e(f)).collect();
-                    let _ = writeln!(
-                        out,
-                        "  {:<14}   stream {} [{}]",
-                        "",
-                        e(&s.name),
-                        fields.join(", ")
-                    );
-                }
-            }
+            write_streams(&mut out, &[], Some(g));
         }
         write_extension(&mut out, Some(g), g.kind, false);
     }
     out
+}
+
+/// One `stream NAME [fields]` line per output stream. A 1.1 component's
+/// streams are what it declares for an empty config (they may depend on the
+/// config); when it refuses an empty config, a line says they come from its
+/// config. Otherwise, the 1.0 descriptor's `outputs`.
+fn write_streams(out: &mut String, outputs: &[StreamDecl], ext: Option<&ComponentExt>) {
+    let e = |text: &str| escape_controls(text);
+    let declared;
+    let outputs = match ext.map(|x| (x.declare_outputs)("".into()).into_result()) {
+        Some(Ok(streams)) => {
+            declared = streams;
+            declared.as_slice()
+        }
+        Some(Err(error)) => {
+            let _ = writeln!(
+                out,
+                "  {:<14}   streams: declared from its config (without one: {})",
+                "",
+                e(&error.message)
+            );
+            return;
+        }
+        None => outputs,
+    };
+    for s in outputs {
+        let fields: Vec<String> = s.fields.iter().map(|f| e(f)).collect();
+        let direct = if s.direct { " direct" } else { "" };
+        let _ =
+            writeln!(out, "  {:<14}   stream {}{direct} [{}]", "", e(&s.name), fields.join(", "));
+    }
 }
 
 /// The 1.1 part of one component: the input fields a bolt expects and its
@@ -267,5 +278,57 @@ mod tests {
             lines.iter().filter(|l| l.contains("config keys")).map(|l| l.trim()).collect();
         assert_eq!(notes, ["config keys: not declared (contract 1.0)"; 2]);
         assert!(!lines.iter().any(|l| l.contains("grouping")), "{lines:?}");
+    }
+
+    /// A bolt whose stream has the fields its config lists (none: refused).
+    struct Pick;
+
+    impl BasicBolt for Pick {
+        const NAME: &'static str = "Pick";
+        const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
+
+        fn declare_outputs_for(
+            config: &ComponentConfig<'_>,
+            outputs: &mut OutputDeclarer,
+        ) -> Result<()> {
+            let fields: Vec<String> = config.as_str().split_whitespace().map(Into::into).collect();
+            if fields.is_empty() {
+                return Err("no fields listed".into());
+            }
+            let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+            outputs.declare(&fields);
+            Ok(())
+        }
+
+        fn new(_config: &ComponentConfig<'_>) -> Result<Self> {
+            Ok(Pick)
+        }
+
+        fn execute(&mut self, _: &Tuple<'_>, _: &mut BasicCollector<'_>) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn streams_declared_from_the_config_are_said_to_be() {
+        let builder = || {
+            let mut builder = CatalogueBuilder::new("demo", "0.3.0");
+            builder.basic_bolt::<Pick>();
+            builder
+        };
+        let library = Library {
+            alias: "demo".into(),
+            path: "/p/libdemo.so".into(),
+            catalogue: builder().build(),
+            extensions: builder().build_extensions().into_vec(),
+        };
+        let lines = lines(&library);
+        let expected = [
+            "  bolt           Pick (basic: acked by the host)",
+            "                   streams: declared from its config (without one: no fields listed)",
+            "                   input fields: any",
+            "                   config keys: none",
+        ];
+        assert_eq!(lines[2..], expected, "\n{}", lines.join("\n"));
     }
 }

@@ -137,6 +137,7 @@ fn context(task: u32) -> (TaskContext, TaskExt) {
         ackers: 0,
         inputs: Default::default(),
         topology_dir: Default::default(),
+        window: Default::default(),
     };
     (context, ext)
 }

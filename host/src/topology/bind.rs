@@ -186,10 +186,16 @@ impl<'a> Binder<'a> {
             let wanted =
                 if kind == Kind::Spout { ComponentKind::SPOUT } else { ComponentKind::BOLT };
             let Some((descriptor, ext)) = self.resolve_any(reference, wanted) else { continue };
+            // A config whose keys are wrong is reported there, not again
+            // when the component refuses it while declaring its outputs.
+            let errors = self.diags.items.len();
             if let Some(ext) = ext {
                 self.check_config_keys(ext, reference, loc, keys);
             }
-            let Some(declared) = self.outputs(descriptor, ext, component_config, reference) else {
+            let keys_ok = self.diags.items.len() == errors;
+            let Some(declared) =
+                self.outputs(descriptor, ext, component_config, reference, keys_ok)
+            else {
                 continue;
             };
             let tasks = next_task..next_task + parallelism;
@@ -281,17 +287,20 @@ impl<'a> Binder<'a> {
 
     /// The component's output streams: from its config when it is a 1.1
     /// component (outputs may depend on config), else as its 1.0 descriptor
-    /// declares them. `None` after reporting a config the component refused.
+    /// declares them. `None` when the component refused its config, which
+    /// is reported unless `report` is false (its keys were reported wrong).
     fn outputs(
         &mut self,
         descriptor: Option<&ComponentDescriptor>,
         ext: Option<&ComponentExt>,
         config: &str,
         reference: &ComponentRef,
+        report: bool,
     ) -> Option<Vec<StreamDecl>> {
         let Some(ext) = ext else { return descriptor.map(|d| d.outputs.to_vec()) };
         match (ext.declare_outputs)(config.into()).into_result() {
             Ok(outputs) => Some(outputs.into_vec()),
+            Err(_) if !report => None,
             Err(e) => {
                 let message = format!(
                     "{}::{} refused its config while declaring its outputs: {}",

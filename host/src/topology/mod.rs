@@ -176,7 +176,10 @@ pub fn input_decls(
                 grouping: grouping.into(),
                 grouping_fields,
                 fields: decl.fields.clone(),
-                custom: Default::default(),
+                custom: match &input.grouping {
+                    Grouping::Custom(custom) => custom.name.as_str().into(),
+                    _ => Default::default(),
+                },
             }
         })
         .collect()
@@ -198,7 +201,27 @@ impl Topology {
             ackers: self.settings.acker_executors,
             inputs: input_decls(&self.components, component).into(),
             topology_dir: dir.into(),
+            window: component.window.as_ref().map(window_settings).into(),
         }
+    }
+}
+
+/// A bolt's window as contract 1.1 tells it to the bolt.
+fn window_settings(window: &crate::config::WindowDecl) -> squall_plugin_api::abi::WindowSettings {
+    use crate::config::WindowSize;
+    use squall_plugin_api::abi::{WindowKind, WindowSettings};
+    let (kind, length, slide) = match window.size {
+        WindowSize::Count { length, slide } => (WindowKind::COUNT, length, slide),
+        WindowSize::Time { length_millis, slide_millis } => {
+            (WindowKind::TIME, length_millis, slide_millis)
+        }
+    };
+    WindowSettings {
+        kind,
+        length,
+        slide,
+        timestamp_field: window.timestamp_field.as_deref().unwrap_or_default().into(),
+        lag_millis: window.lag_millis,
     }
 }
 
@@ -253,4 +276,53 @@ pub enum WaitPlan {
         /// Where the strategy is named in the topology file.
         loc: crate::config::Loc,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use squall_plugin_api::abi::WindowKind;
+    use squall_plugin_api::{TaskContext, WindowSpec};
+
+    use super::window_settings;
+    use crate::config::{Loc, WindowDecl, WindowSize};
+
+    /// What the bolt reads back from the settings the host builds.
+    fn read_back(window: &WindowDecl) -> Option<WindowSpec> {
+        let context = TaskContext::builder("w").build();
+        let mut ext = context.ext().clone();
+        ext.window = abi_stable::std_types::ROption::RSome(window_settings(window));
+        TaskContext::from_host(context.raw().clone(), Some(ext), None).window()
+    }
+
+    #[test]
+    fn a_count_window_crosses_as_tuples() {
+        let window = WindowDecl {
+            loc: Loc::START,
+            size: WindowSize::Count { length: 1000, slide: 100 },
+            timestamp_field: None,
+            lag_millis: 0,
+        };
+        let settings = window_settings(&window);
+        assert_eq!(settings.kind, WindowKind::COUNT);
+        assert_eq!((settings.length, settings.slide), (1000, 100));
+        assert!(settings.timestamp_field.is_empty());
+        assert_eq!(read_back(&window), Some(WindowSpec::count(1000, 100)));
+    }
+
+    #[test]
+    fn an_event_time_window_crosses_with_its_field_and_lag() {
+        use std::time::Duration;
+        let window = WindowDecl {
+            loc: Loc::START,
+            size: WindowSize::Time { length_millis: 30_000, slide_millis: 5_000 },
+            timestamp_field: Some("ts".into()),
+            lag_millis: 2_000,
+        };
+        let settings = window_settings(&window);
+        assert_eq!(settings.kind, WindowKind::TIME);
+        assert_eq!((settings.length, settings.slide, settings.lag_millis), (30_000, 5_000, 2_000));
+        let expected = WindowSpec::time(Duration::from_secs(30), Duration::from_secs(5))
+            .with_event_time("ts", Duration::from_secs(2));
+        assert_eq!(read_back(&window), Some(expected));
+    }
 }

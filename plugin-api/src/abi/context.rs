@@ -6,7 +6,7 @@
 //! both through [`crate::TaskContext`].
 
 use abi_stable::{
-    std_types::{RString, RVec},
+    std_types::{ROption, RString, RVec},
     StableAbi,
 };
 
@@ -87,4 +87,41 @@ pub struct TaskExt {
     /// The folder of the topology file, against which relative config paths
     /// are resolved.
     pub topology_dir: RString,
+    /// A windowed bolt's window, as its topology entry configures it
+    /// (`RNone` for every other component).
+    pub window: ROption<WindowSettings>,
+}
+
+/// How a window is measured: an open set, as [`ComponentKind`](super::ComponentKind)
+/// (a plugin reads a kind it does not know as no window).
+#[repr(transparent)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WindowKind(pub u8);
+
+impl WindowKind {
+    /// By tuple count: `length` and `slide` are numbers of tuples.
+    pub const COUNT: Self = Self(0);
+    /// By time: `length` and `slide` are milliseconds.
+    pub const TIME: Self = Self(1);
+}
+
+/// A windowed bolt's window, as it crosses the boundary (contract 1.1).
+/// Plugin code reads it as a [`WindowSpec`](crate::WindowSpec) through
+/// [`crate::TaskContext::window`].
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct WindowSettings {
+    /// Count or time.
+    pub kind: WindowKind,
+    /// The window's length: tuples (count) or milliseconds (time).
+    pub length: u64,
+    /// How far it moves between two windows, in the same unit; equal to
+    /// `length` for a tumbling window.
+    pub slide: u64,
+    /// Event time: the input field that holds each tuple's timestamp
+    /// (empty: processing time, and always for count windows).
+    pub timestamp_field: RString,
+    /// Event time: how far the watermark trails the largest timestamp seen,
+    /// in milliseconds (0 otherwise).
+    pub lag_millis: u64,
 }

@@ -27,7 +27,7 @@ mod root;
 pub use component::{
     Catalogue, CatalogueBuilder, ComponentBox, ComponentDescriptor, ComponentKind,
 };
-pub use context::{InputDecl, TaskContext, TaskExt};
+pub use context::{InputDecl, TaskContext, TaskExt, WindowKind, WindowSettings};
 pub use dyn_bolt::{BoltBox, DynBolt, DynBolt_TO};
 pub use dyn_spout::{DynSpout, DynSpout_TO, SpoutBox};
 pub use dyn_wait::{DynWaitStrategy, DynWaitStrategy_TO, WaitStrategyBox};

@@ -6,6 +6,10 @@
 //! - [`SplitSentence`] splits each sentence into words (`["word"]`).
 //! - [`WordCount`] counts the words it sees (`["word", "count"]`) and prints
 //!   its totals at shutdown, one `wordcount: <word> <count>` line per word.
+//! - [`RollingTopN`] (a windowed bolt) ranks the words of each window.
+//! - [`Project`] keeps the fields its config lists: its outputs are declared
+//!   from its config.
+//! - [`PartialKeyGrouping`] is a custom grouping (two candidate tasks per key).
 //!
 //! This is Storm's `WordCountTopology` (storm-starter), with the spout's
 //! sentences and the bolts' behaviour kept the same.
@@ -31,6 +35,7 @@
 #![warn(missing_docs)]
 
 mod partial_key;
+mod project;
 mod random_sentence;
 mod rng;
 mod rolling_top_n;
@@ -40,6 +45,7 @@ mod word_count;
 use squall_plugin_api::{Result, Tuple};
 
 pub use partial_key::PartialKeyGrouping;
+pub use project::Project;
 pub use random_sentence::{Order, RandomSentenceSpout};
 pub use rolling_top_n::RollingTopN;
 pub use split_sentence::SplitSentence;
@@ -47,7 +53,7 @@ pub use word_count::WordCount;
 
 squall_plugin_api::export_plugin! {
     spouts: [RandomSentenceSpout],
-    basic_bolts: [SplitSentence, WordCount],
+    basic_bolts: [SplitSentence, WordCount, Project],
     windowed_bolts: [RollingTopN],
     groupings: [PartialKeyGrouping],
 }
@@ -70,7 +76,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn catalogue_lists_the_three_components_with_their_fields() {
+    fn catalogue_lists_the_1_0_components_with_their_fields() {
         let catalogue = __SquallPlugin::catalogue();
         assert_eq!(catalogue.plugin.as_str(), "squall-examples");
         let listed: Vec<_> = catalogue
@@ -104,6 +110,8 @@ mod tests {
                 ),
                 (ComponentKind::BOLT, "SplitSentence".to_owned(), true, default(&["word"])),
                 (ComponentKind::BOLT, "WordCount".to_owned(), true, default(&["word", "count"])),
+                // Its streams come from its config: the 1.0 descriptor has none.
+                (ComponentKind::BOLT, "Project".to_owned(), true, vec![]),
             ]
         );
     }

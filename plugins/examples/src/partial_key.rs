@@ -9,7 +9,7 @@ use squall_plugin_api::abi::GroupingContext;
 use squall_plugin_api::prelude::*;
 
 /// The grouping's `config` table.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PartialKeyConfig {
     /// The fields that make the key.
@@ -171,5 +171,14 @@ mod tests {
         };
         let e = g.prepare(&context).unwrap_err().to_string();
         assert!(e.contains("no field \"wrod\""), "{e}");
+    }
+
+    #[test]
+    fn the_config_keys_match_the_config_struct() {
+        squall_plugin_api::testing::check_config_keys::<PartialKeyConfig>(
+            PartialKeyGrouping::CONFIG_KEYS,
+            "fields = [\"word\"]",
+        )
+        .unwrap();
     }
 }

@@ -333,4 +333,13 @@ mod tests {
         spout.ack(MessageId(2));
         assert!(spout.pending.is_empty());
     }
+
+    #[test]
+    fn the_config_keys_match_the_config_struct() {
+        squall_plugin_api::testing::check_config_keys::<RandomSentenceConfig>(
+            RandomSentenceSpout::CONFIG_KEYS,
+            "sentences = [\"a b\"]\nlimit = 3",
+        )
+        .unwrap();
+    }
 }

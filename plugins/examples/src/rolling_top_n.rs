@@ -143,4 +143,13 @@ mod tests {
         );
         assert!(!bolt.counts.contains_key("b"));
     }
+
+    #[test]
+    fn the_config_keys_match_the_config_struct() {
+        squall_plugin_api::testing::check_config_keys::<RollingTopNConfig>(
+            RollingTopN::CONFIG_KEYS,
+            "",
+        )
+        .unwrap();
+    }
 }

@@ -147,3 +147,26 @@ fn an_invalid_topology_reports_its_line() {
     assert!(e.to_string().contains("harness.toml:2:"), "{e}");
     assert!(e.to_string().contains("NoSuchSpout"), "{e}");
 }
+
+#[test]
+fn project_emits_the_listed_fields_of_word_count_in_the_listed_order() {
+    let text = format!(
+        "{WORDCOUNT}
+[bolts.project]
+component = \"examples::Project\"
+config = {{ fields = [\"count\", \"word\"] }}
+inputs = [{{ from = \"count\", grouping = \"shuffle\" }}]
+"
+    );
+    let done = Harness::new(&text)
+        .plugin::<__SquallPlugin>("examples")
+        .feed("sentences", sentences(&["b a b"]))
+        .run_until_complete(TIMEOUT)
+        .expect("the run completes");
+
+    assert_eq!(done.acked_by("sentences"), [MessageId(0)]);
+    let mut projected = done.values("project", "default");
+    projected.sort_by_key(|v| (v[0].as_u64(), v[1].as_str().map(str::to_owned)));
+    let row = |count: u64, word: &str| vec![Value::U64(count), Value::from(word)];
+    assert_eq!(projected, [row(1, "a"), row(1, "b"), row(2, "b")]);
+}

@@ -27,7 +27,7 @@ pub enum Fsync {
 }
 
 /// The sink's `config` table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SinkConfig {
     /// The output file; `{task}` becomes the task index.
@@ -140,11 +140,12 @@ impl Bolt for JsonLinesSink {
             "\"interval\"",
             "\"always\", \"interval\" or \"never\"",
         ),
-        ConfigKey::optional(
+        // No declared default: writing one out would be refused under
+        // fsync = "always" or "never"; "interval" uses 1000 when it is absent.
+        ConfigKey::maybe(
             "fsync_interval_ms",
             KeyKind::Integer,
-            "1000",
-            "with fsync = \"interval\": the interval",
+            "with fsync = \"interval\" only: the interval (1000 when absent)",
         ),
     ]);
     const DESCRIPTION: &'static str =
@@ -410,5 +411,14 @@ mod tests {
         execute(&mut sink, &mut recorder, 1, "a").unwrap();
         assert!(dir.join("out-1.jsonl").exists());
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_config_keys_match_the_config_struct() {
+        squall_plugin_api::testing::check_config_keys::<SinkConfig>(
+            JsonLinesSink::CONFIG_KEYS,
+            "path = \"out.jsonl\"\nfsync_interval_ms = 250",
+        )
+        .unwrap();
     }
 }

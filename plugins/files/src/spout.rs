@@ -15,7 +15,7 @@ use crate::pattern::Pattern;
 use crate::source::{FileId, Input, Reader};
 
 /// The spout's `config` table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LineSpoutConfig {
     /// A file, or a directory whose files are read in name order.
@@ -645,5 +645,14 @@ mod tests {
         let lines: Vec<_> = next(&mut second, 4).into_iter().map(|(_, l)| l).collect();
         assert_eq!(lines, ["two"]);
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_config_keys_match_the_config_struct() {
+        squall_plugin_api::testing::check_config_keys::<LineSpoutConfig>(
+            LineSpout::CONFIG_KEYS,
+            "path = \"in.txt\"\npattern = \"*.log\"\ncheckpoint = \"c\"",
+        )
+        .unwrap();
     }
 }

@@ -513,7 +513,6 @@ fn bad_configs_are_one_line_errors_at_the_spout_with_exit_78() {
     broker.create_stream(&stream, &unique_name("bad"));
     let missing_stream = unique_name("NOSUCH");
     let cases = [
-        (format!(r#"stream = "{stream}", consumer = "c", bogus = 1"#), "bogus".to_owned()),
         (
             format!(r#"url = "nats://127.0.0.1:notaport", stream = "{stream}", consumer = "c""#),
             "not a NATS server address".to_owned(),
@@ -543,6 +542,33 @@ fn bad_configs_are_one_line_errors_at_the_spout_with_exit_78() {
                 "{mode} {config}: {line}"
             );
         }
+    }
+}
+
+#[test]
+fn a_spout_key_typo_is_reported_at_the_key_with_a_did_you_mean_and_exit_78() {
+    // The declared keys are checked before the constructor runs, so no
+    // server is needed: the stream and consumer named here do not exist.
+    let ws = Workspace::new("nats-typo");
+    let config = r#"stream = "S", consumer = "c", ack_wiat = "5s""#;
+    let topology = spout_topology(&ws, config);
+    let text = std::fs::read_to_string(&topology).unwrap();
+    let (row, col) = loc_of(&text, "ack_wiat");
+    let at = format!("{}:{row}:{col}: error: ", topology.display());
+    for mode in ["validate", "run"] {
+        let out = if mode == "validate" {
+            SquallCommand::validate(&ws, &topology).output()
+        } else {
+            SquallCommand::run(&ws, &topology, "5s").output()
+        };
+        out.assert_code(78);
+        let line = out.single_error_line();
+        assert!(line.starts_with(&at), "{mode}: not at {at}\n{}", out.context());
+        assert!(
+            line.contains("unknown config key \"ack_wiat\" for nats::JetStreamSpout"),
+            "{mode}: {line}"
+        );
+        assert!(line.contains("did you mean \"ack_wait\"?"), "{mode}: {line}");
     }
 }
 

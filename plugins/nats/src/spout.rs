@@ -43,7 +43,7 @@ use squall_plugin_api::metrics::{self, Counter, Gauge};
 use squall_plugin_api::prelude::*;
 use tokio::sync::mpsc;
 
-use crate::connect::{connection_keys, runtime, Connection, ReadyHook};
+use crate::connect::{connection_keys, declare_keys, runtime, Connection, ReadyHook};
 
 /// The header a dead-lettered message carries its reason in.
 pub const DEAD_LETTER_REASON: &str = "Squall-Dead-Letter-Reason";
@@ -63,7 +63,7 @@ enum Emit {
 }
 
 connection_keys! {
-    #[derive(Debug, Clone, Deserialize)]
+    #[derive(Debug, Clone, PartialEq, Deserialize)]
     #[serde(deny_unknown_fields)]
     struct SpoutConfig {
         stream: String,
@@ -306,6 +306,78 @@ pub struct JetStreamSpout {
 
 impl Spout for JetStreamSpout {
     const NAME: &'static str = "JetStreamSpout";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = declare_keys![
+        ConfigKey::required("stream", KeyKind::String, "the JetStream stream"),
+        ConfigKey::required("consumer", KeyKind::String, "the durable pull consumer"),
+        ConfigKey::optional(
+            "create_consumer",
+            KeyKind::Bool,
+            "false",
+            "create the durable consumer if it is absent",
+        ),
+        ConfigKey::maybe(
+            "subject",
+            KeyKind::String,
+            "the created consumer's filter subject (only with create_consumer)",
+        ),
+        ConfigKey::optional(
+            "batch",
+            KeyKind::Integer,
+            "256",
+            "most messages per pull; the capacity of the channel to next_tuple",
+        ),
+        ConfigKey::optional(
+            "fetch_wait",
+            KeyKind::Duration,
+            "\"1s\"",
+            "how long one pull request waits for messages",
+        ),
+        ConfigKey::optional(
+            "ack_wait",
+            KeyKind::Duration,
+            "\"30s\"",
+            "the created consumer's ack wait (redelivery after it)",
+        ),
+        ConfigKey::optional(
+            "max_ack_pending",
+            KeyKind::Integer,
+            "1000",
+            "the created consumer's limit of unacked messages",
+        ),
+        ConfigKey::maybe(
+            "max_deliver",
+            KeyKind::Integer,
+            "deliveries after which a message is dead (default unlimited)",
+        ),
+        ConfigKey::maybe(
+            "dead_letter_subject",
+            KeyKind::String,
+            "where dead messages are published (needs max_deliver)",
+        ),
+        ConfigKey::maybe(
+            "nak_delay",
+            KeyKind::Duration,
+            "how long the server waits to redeliver a failed message (default at once)",
+        ),
+        ConfigKey::optional(
+            "emit",
+            KeyKind::String,
+            "\"message\"",
+            "\"message\": [subject, payload, headers]; \"payload\": [payload] on stream payload",
+        ),
+        ConfigKey::optional(
+            "close_timeout",
+            KeyKind::Duration,
+            "\"5s\"",
+            "how long close waits for its acks and naks to be flushed",
+        ),
+        ConfigKey::optional(
+            "unsafe_ack_on_emit",
+            KeyKind::Bool,
+            "false",
+            "tests only: ack on emit, not on tree completion (loses messages on failure)",
+        ),
+    ];
     const DESCRIPTION: &'static str =
         "pulls from a durable JetStream consumer; acks on tree completion, naks on failure";
 
@@ -708,4 +780,27 @@ async fn dead_letter(
     }
     squall_plugin_api::warn!("{label}: dead-lettered a message of {}: {reason}", message.subject);
     let _ = message.ack_with(AckKind::Term).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use squall_plugin_api::testing::check_config_keys;
+
+    use super::*;
+    use crate::connect::CONNECTION_SAMPLES;
+
+    #[test]
+    fn declared_keys_match_the_config_struct() {
+        let samples = format!(
+            r#"
+stream = "ORDERS"
+consumer = "squall"
+subject = "orders.>"
+max_deliver = 3
+dead_letter_subject = "dead.orders"
+nak_delay = "2s"
+{CONNECTION_SAMPLES}"#
+        );
+        check_config_keys::<SpoutConfig>(JetStreamSpout::CONFIG_KEYS, &samples).unwrap();
+    }
 }

@@ -12,7 +12,8 @@
 //! - the **commander** carries out what the spout decided (ack, nak, dead
 //!   letter, stop), in the order the spout decided it.
 //!
-//! `next_tuple` never blocks: it takes at most one message from the channel.
+//! `next_tuple` never blocks: it takes what the channel holds, at most
+//! `batch` messages per call.
 //!
 //! # Guarantees
 //! A message is acked to JetStream only when squall acks its tree; a failed
@@ -462,44 +463,24 @@ impl Spout for JetStreamSpout {
     }
 
     fn next_tuple(&mut self, collector: &mut SpoutCollector<'_>) -> Result<()> {
-        let Some(io) = &mut self.io else { return Ok(()) };
-        let message = match io.messages.try_recv() {
-            Ok(m) => m,
-            Err(mpsc::error::TryRecvError::Empty) => return Ok(()),
-            Err(mpsc::error::TryRecvError::Disconnected) => {
-                if !std::mem::replace(&mut self.io_gone_reported, true) {
-                    return Err(format!("{}: the NATS I/O thread has stopped", self.label).into());
+        // Up to `batch` messages per call: one call per message would cost
+        // a plugin crossing and an executor turn each.
+        for _ in 0..self.config.batch {
+            let Some(io) = &mut self.io else { return Ok(()) };
+            let message = match io.messages.try_recv() {
+                Ok(m) => m,
+                Err(mpsc::error::TryRecvError::Empty) => return Ok(()),
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    if !std::mem::replace(&mut self.io_gone_reported, true) {
+                        return Err(
+                            format!("{}: the NATS I/O thread has stopped", self.label).into()
+                        );
+                    }
+                    return Ok(());
                 }
-                return Ok(());
-            }
-        };
-        let metrics = self.metrics.as_ref().expect("metrics are registered in open");
-        metrics.received.inc();
-        let deliveries = message.info().map_or(1, |i| i.delivered);
-        if deliveries > 1 {
-            metrics.redelivered.inc();
+            };
+            self.take(message, collector);
         }
-        if let Some(max) = self.config.max_deliver {
-            if deliveries > max {
-                metrics.dead_lettered.inc();
-                let reason = format!("delivered {deliveries} times, more than max_deliver = {max}");
-                self.command(Command::DeadLetter { message, reason, deliveries });
-                return Ok(());
-            }
-        }
-        let id = self.next_id;
-        self.next_id += 1;
-        let payload = Value::shared_bytes(&message.payload);
-        let values = self.values(&message, payload);
-        collector.emit_to(self.stream, &values, Some(MessageId(id)));
-        let metrics = self.metrics.as_ref().expect("metrics are registered in open");
-        if self.config.ack_on_emit {
-            metrics.acked.inc();
-            self.command(Command::Ack(message));
-            return Ok(());
-        }
-        self.held.insert(id, Held { message, deliveries });
-        metrics.held.set(self.held.len() as i64);
         Ok(())
     }
 
@@ -580,6 +561,36 @@ impl Spout for JetStreamSpout {
 }
 
 impl JetStreamSpout {
+    /// Emits one received message (or dead-letters it when it was delivered
+    /// more than `max_deliver` times) and holds it until its tree completes.
+    fn take(&mut self, message: jetstream::Message, collector: &mut SpoutCollector<'_>) {
+        let metrics = self.metrics.as_ref().expect("metrics are registered in open");
+        metrics.received.inc();
+        let deliveries = message.info().map_or(1, |i| i.delivered);
+        if deliveries > 1 {
+            metrics.redelivered.inc();
+        }
+        if let Some(max) = self.config.max_deliver {
+            if deliveries > max {
+                metrics.dead_lettered.inc();
+                let reason = format!("delivered {deliveries} times, more than max_deliver = {max}");
+                self.command(Command::DeadLetter { message, reason, deliveries });
+                return;
+            }
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.emit(&message, collector, MessageId(id));
+        let metrics = self.metrics.as_ref().expect("metrics are registered in open");
+        if self.config.ack_on_emit {
+            metrics.acked.inc();
+            self.command(Command::Ack(message));
+            return;
+        }
+        self.held.insert(id, Held { message, deliveries });
+        metrics.held.set(self.held.len() as i64);
+    }
+
     fn command(&self, command: Command) {
         if let Some(io) = &self.io {
             // A send fails only when the I/O thread has ended; the message is
@@ -588,9 +599,17 @@ impl JetStreamSpout {
         }
     }
 
-    fn values(&mut self, message: &jetstream::Message, payload: Value) -> Vec<Value> {
+    /// Emits a message's values on the configured stream (no `Vec`: the
+    /// values are built on the stack).
+    fn emit(
+        &mut self,
+        message: &jetstream::Message,
+        collector: &mut SpoutCollector<'_>,
+        id: MessageId,
+    ) {
+        let payload = Value::shared_bytes(&message.payload);
         match self.config.emit {
-            Emit::Payload => vec![payload],
+            Emit::Payload => collector.emit_to(self.stream, &[payload], Some(id)),
             Emit::Message => {
                 self.headers.clear();
                 if let Some(headers) = &message.headers {
@@ -600,7 +619,9 @@ impl JetStreamSpout {
                         }
                     }
                 }
-                vec![Value::str(message.subject.as_str()), payload, Value::str(&self.headers)]
+                let values =
+                    [Value::str(message.subject.as_str()), payload, Value::str(&self.headers)];
+                collector.emit_to(self.stream, &values, Some(id));
             }
         }
     }

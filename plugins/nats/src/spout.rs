@@ -63,6 +63,16 @@ enum Emit {
     Payload,
 }
 
+/// How the payload is emitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum PayloadAs {
+    /// As bytes (a shared buffer), as it came.
+    Bytes,
+    /// As a string, decoded as UTF-8 (invalid sequences become U+FFFD).
+    String,
+}
+
 connection_keys! {
     #[derive(Debug, Clone, PartialEq, Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -89,6 +99,10 @@ connection_keys! {
         nak_delay: Option<Duration>,
         #[serde(default = "default_emit")]
         emit: Emit,
+        #[serde(default = "default_payload_as")]
+        payload_as: PayloadAs,
+        #[serde(default = "default_payload_field")]
+        payload_field: String,
         #[serde(default = "default_close_timeout", deserialize_with = "crate::connect::duration")]
         close_timeout: Duration,
         /// For tests only: ack to the broker on emit, not on tree
@@ -113,6 +127,12 @@ fn default_max_ack_pending() -> i64 {
 }
 fn default_emit() -> Emit {
     Emit::Message
+}
+fn default_payload_as() -> PayloadAs {
+    PayloadAs::Bytes
+}
+fn default_payload_field() -> String {
+    "payload".to_owned()
 }
 fn default_close_timeout() -> Duration {
     Duration::from_secs(5)
@@ -145,6 +165,16 @@ impl SpoutConfig {
         }
         if self.dead_letter_subject.is_some() && self.max_deliver.is_none() {
             return Err("dead_letter_subject needs max_deliver (after how many deliveries a message is dead)".into());
+        }
+        if self.payload_field.is_empty()
+            || (self.emit == Emit::Message
+                && ["subject", "headers"].contains(&self.payload_field.as_str()))
+        {
+            return Err(format!(
+                "payload_field {:?} must be a non-empty name other than \"subject\" and \"headers\"",
+                self.payload_field
+            )
+            .into());
         }
         if self.subject.is_some() && !self.create_consumer {
             return Err(
@@ -367,6 +397,18 @@ impl Spout for JetStreamSpout {
             "\"message\": [subject, payload, headers]; \"payload\": [payload] on stream payload",
         ),
         ConfigKey::optional(
+            "payload_as",
+            KeyKind::String,
+            "\"bytes\"",
+            "\"bytes\", or \"string\" (decoded as UTF-8, invalid sequences replaced)",
+        ),
+        ConfigKey::optional(
+            "payload_field",
+            KeyKind::String,
+            "\"payload\"",
+            "the name of the payload's field in the emitted tuples",
+        ),
+        ConfigKey::optional(
             "close_timeout",
             KeyKind::Duration,
             "\"5s\"",
@@ -384,6 +426,23 @@ impl Spout for JetStreamSpout {
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["subject", "payload", "headers"]).declare_stream("payload", &["payload"]);
+    }
+
+    /// With `payload_field`, the payload's field has that name on both
+    /// streams.
+    fn declare_outputs_for(
+        config: &ComponentConfig<'_>,
+        outputs: &mut OutputDeclarer,
+    ) -> Result<()> {
+        /// Only the key that shapes the outputs; the rest is checked by `new`.
+        #[derive(Deserialize)]
+        struct Outputs {
+            #[serde(default = "default_payload_field")]
+            payload_field: String,
+        }
+        let field = config.parse::<Outputs>()?.payload_field;
+        outputs.declare(&["subject", &field, "headers"]).declare_stream("payload", &[&field]);
+        Ok(())
     }
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
@@ -607,7 +666,13 @@ impl JetStreamSpout {
         collector: &mut SpoutCollector<'_>,
         id: MessageId,
     ) {
-        let payload = Value::shared_bytes(&message.payload);
+        let payload = match self.config.payload_as {
+            PayloadAs::Bytes => Value::shared_bytes(&message.payload),
+            PayloadAs::String => match std::str::from_utf8(&message.payload) {
+                Ok(text) => Value::str(text),
+                Err(_) => Value::str(&String::from_utf8_lossy(&message.payload)),
+            },
+        };
         match self.config.emit {
             Emit::Payload => collector.emit_to(self.stream, &[payload], Some(id)),
             Emit::Message => {
@@ -823,5 +888,43 @@ nak_delay = "2s"
 {CONNECTION_SAMPLES}"#
         );
         check_config_keys::<SpoutConfig>(JetStreamSpout::CONFIG_KEYS, &samples).unwrap();
+    }
+
+    #[test]
+    fn payload_field_names_the_payload_on_both_streams() {
+        let streams = |config: &str| {
+            let mut outputs = OutputDeclarer::default();
+            JetStreamSpout::declare_outputs_for(&ComponentConfig::new(config), &mut outputs)
+                .unwrap();
+            outputs
+                .into_streams()
+                .into_iter()
+                .map(|s| {
+                    let fields: Vec<String> = s.fields.iter().map(|f| f.to_string()).collect();
+                    format!("{} [{}]", s.name, fields.join(", "))
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            streams(r#"stream = "S""#),
+            ["default [subject, payload, headers]", "payload [payload]"]
+        );
+        assert_eq!(
+            streams("stream = \"S\"\npayload_field = \"word\""),
+            ["default [subject, word, headers]", "payload [word]"]
+        );
+    }
+
+    #[test]
+    fn payload_field_must_not_shadow_the_other_fields() {
+        let config = |extra: &str| {
+            let text = format!("stream = \"S\"\nconsumer = \"c\"\n{extra}");
+            ComponentConfig::new(&text).parse::<SpoutConfig>().unwrap().check()
+        };
+        assert!(config("payload_field = \"word\"").is_ok());
+        assert!(config("payload_field = \"subject\"").is_err());
+        assert!(config("payload_field = \"\"").is_err());
+        // Only the payload stream is emitted: "headers" names nothing else.
+        assert!(config("payload_field = \"headers\"\nemit = \"payload\"").is_ok());
     }
 }

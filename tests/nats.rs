@@ -179,6 +179,25 @@ impl Broker {
         })
     }
 
+    /// The messages in `stream`, 0 while it does not exist.
+    fn message_count_if_any(&self, stream: &str) -> u64 {
+        let exists = self.rt.block_on(self.js.get_stream(stream)).is_ok();
+        if exists {
+            self.message_count(stream)
+        } else {
+            0
+        }
+    }
+
+    /// `(num_ack_pending, num_pending)` of a consumer; `None` while it (or
+    /// its stream) does not exist or does not answer.
+    fn pending_if_any(&self, stream: &str, consumer: &str) -> Option<(usize, u64)> {
+        self.rt.block_on(async {
+            let info = self.js.get_stream(stream).await.ok()?.consumer_info(consumer).await.ok()?;
+            Some((info.num_ack_pending, info.num_pending))
+        })
+    }
+
     /// `(num_ack_pending, num_pending)` of a consumer.
     fn pending(&self, stream: &str, consumer: &str) -> (usize, u64) {
         self.rt.block_on(async {
@@ -592,4 +611,119 @@ fn an_unreachable_server_is_a_clear_error_after_bounded_retries() {
         out.context()
     );
     assert!(started.elapsed() < Duration::from_secs(25), "took {:?}", started.elapsed());
+}
+
+/// FNV-1a 64 of `word` modulo `n`: the partition `{partition(word, n)}`
+/// picks (docs/connectors.md gives the constants).
+fn partition_of(word: &str, n: u64) -> u64 {
+    let hash = word.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    hash % n
+}
+
+/// The `wordcount: <word> <count>` lines a WordCount prints at cleanup.
+fn word_counts(stdout: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut counts = std::collections::BTreeMap::new();
+    for line in stdout.lines() {
+        if let Some(rest) = line.strip_prefix("wordcount: ") {
+            let (word, count) = rest.rsplit_once(' ').expect("word and count");
+            let previous = counts.insert(word.to_owned(), count.parse::<u64>().unwrap());
+            assert!(previous.is_none(), "{word} was counted by two tasks of one process");
+        }
+    }
+    counts
+}
+
+#[test]
+fn keyed_work_across_hosts_counts_each_word_once_on_the_host_of_its_partition() {
+    if !require_service(NATS) {
+        return;
+    }
+    // The shipped topologies of docs/scaling.md, as shipped, with names
+    // made unique and the input made known through --set: group A splits
+    // 500 sentences into 2 partitions; two group B hosts read one each.
+    let mut broker = Broker::connect();
+    let stream = unique_name("SCALE");
+    let prefix = unique_name("scale");
+    broker.streams.push(stream.clone());
+    let sentences = ["the cow jumped over the moon", "an apple a day", "the moon and the cow"];
+    let rounds = 100;
+    let mut expected = std::collections::BTreeMap::<String, u64>::new();
+    for s in sentences {
+        for w in s.split_whitespace() {
+            *expected.entry(w.to_owned()).or_default() += rounds;
+        }
+    }
+    let total: u64 = expected.values().sum();
+    let quoted: Vec<String> = sentences.iter().map(|s| format!("{s:?}")).collect();
+    let spout_config = format!(
+        "{{ order = \"cycle\", limit = {}, sentences = [{}] }}",
+        rounds * sentences.len() as u64,
+        quoted.join(", ")
+    );
+    let ws = Workspace::new("nats-scale");
+    let scale = workspace_root().join("topologies/scale");
+    let set = |cmd: &mut SquallCommand, key: &str, value: &str| {
+        cmd.arg("--set").arg(format!("{key}={value}"));
+    };
+
+    let mut group_a = SquallCommand::run_until_interrupted(&ws, &scale.join("words-split.toml"));
+    group_a.env("SQUALL_PLUGIN_DIR", release_dir()).limit(Duration::from_secs(240));
+    set(&mut group_a, "spouts.sentences.config", &spout_config);
+    set(&mut group_a, "bolts.publish.config.subject", &format!("{prefix}.{{partition(word, 2)}}"));
+    set(&mut group_a, "bolts.publish.config.create_stream", &stream);
+    set(&mut group_a, "bolts.publish.config.stream_subjects", &format!("[\"{prefix}.>\"]"));
+    let group_a = group_a.spawn();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while broker.message_count_if_any(&stream) < total {
+        assert!(Instant::now() < deadline, "group A did not publish {total} words");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let hosts: Vec<(String, Running)> = (0..2)
+        .map(|k| {
+            let consumer = format!("count-{k}");
+            let topology = scale.join("words-count.toml");
+            let mut validate = SquallCommand::validate(&ws, &topology);
+            let mut run = SquallCommand::run_until_interrupted(&ws, &topology);
+            for cmd in [&mut validate, &mut run] {
+                cmd.env("SQUALL_PLUGIN_DIR", release_dir()).limit(Duration::from_secs(240));
+                set(cmd, "spouts.words.config.stream", &stream);
+                set(cmd, "spouts.words.config.subject", &format!("{prefix}.{k}"));
+                set(cmd, "spouts.words.config.consumer", &consumer);
+            }
+            validate.output().assert_code(0);
+            (consumer, run.spawn())
+        })
+        .collect();
+    // Every word delivered and acked by its host.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for (consumer, _) in &hosts {
+        loop {
+            let pending = broker.pending_if_any(&stream, consumer);
+            if pending == Some((0, 0)) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{consumer} did not finish: {pending:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    group_a.terminate();
+    group_a.wait().assert_code(0);
+    assert_eq!(broker.message_count(&stream), total, "group A published every word once");
+
+    let mut counted = std::collections::BTreeMap::<String, u64>::new();
+    for (k, (_, host)) in hosts.into_iter().enumerate() {
+        host.terminate();
+        let out = host.wait();
+        out.assert_code(0);
+        let counts = word_counts(&out.stdout);
+        assert!(!counts.is_empty(), "host {k} counted nothing\n{}", out.context());
+        for (word, count) in counts {
+            assert_eq!(partition_of(&word, 2), k as u64, "{word} was counted on host {k}");
+            assert!(counted.insert(word.clone(), count).is_none(), "{word} was counted twice");
+        }
+    }
+    assert_eq!(counted, expected, "the per-word counts over both hosts");
 }

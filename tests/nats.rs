@@ -727,3 +727,52 @@ fn keyed_work_across_hosts_counts_each_word_once_on_the_host_of_its_partition() 
     }
     assert_eq!(counted, expected, "the per-word counts over both hosts");
 }
+
+#[test]
+fn inspect_lists_the_declared_keys_of_every_connector_component() {
+    let ws = Workspace::new("connector-inspect");
+    for (plugin, components) in [
+        ("nats", &["JetStreamSpout", "JetStreamPublish"][..]),
+        ("redis", &["StreamSpout", "StreamAppend", "EntryField"][..]),
+    ] {
+        let out = SquallCommand::inspect(&ws, &plugin_path(plugin)).output();
+        out.assert_code(0);
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        for name in components {
+            // The key rows under the component, up to the next component.
+            let at = lines
+                .iter()
+                .position(|l| l.split_whitespace().nth(1) == Some(name))
+                .unwrap_or_else(|| panic!("no component {name}\n{}", out.context()));
+            let section: Vec<&str> =
+                lines[at + 1..].iter().take_while(|l| l.starts_with("   ")).copied().collect();
+            let keys_at = section
+                .iter()
+                .position(|l| l.trim() == "config keys:")
+                .unwrap_or_else(|| panic!("{name} lists no keys\n{}", out.context()));
+            let rows: Vec<Vec<&str>> = section[keys_at + 1..]
+                .iter()
+                .map(|l| l.split_whitespace().take(3).collect())
+                .collect();
+            let expect: &[&[&str]] = match *name {
+                "JetStreamSpout" => &[
+                    &["stream", "string", "required"],
+                    &["ack_wait", "duration", "\"30s\""],
+                    &["payload_as", "string", "\"bytes\""],
+                    &["connect_attempts", "integer", "5"],
+                ],
+                "JetStreamPublish" => &[
+                    &["subject", "string", "required"],
+                    &["max_in_flight", "integer", "4096"],
+                    &["url", "string", "\"nats://127.0.0.1:4222\""],
+                ],
+                "StreamSpout" => &[&["group", "string", "required"], &["batch", "integer", "100"]],
+                "StreamAppend" => &[&["maxlen", "integer", "-"], &["approx", "bool", "true"]],
+                _ => &[&["field", "string", "required"]],
+            };
+            for row in expect {
+                assert!(rows.iter().any(|r| r == row), "{name}: no row {row:?}\n{}", out.context());
+            }
+        }
+    }
+}

@@ -179,6 +179,25 @@ impl Broker {
         })
     }
 
+    /// The messages in `stream`, 0 while it does not exist.
+    fn message_count_if_any(&self, stream: &str) -> u64 {
+        let exists = self.rt.block_on(self.js.get_stream(stream)).is_ok();
+        if exists {
+            self.message_count(stream)
+        } else {
+            0
+        }
+    }
+
+    /// `(num_ack_pending, num_pending)` of a consumer; `None` while it (or
+    /// its stream) does not exist or does not answer.
+    fn pending_if_any(&self, stream: &str, consumer: &str) -> Option<(usize, u64)> {
+        self.rt.block_on(async {
+            let info = self.js.get_stream(stream).await.ok()?.consumer_info(consumer).await.ok()?;
+            Some((info.num_ack_pending, info.num_pending))
+        })
+    }
+
     /// `(num_ack_pending, num_pending)` of a consumer.
     fn pending(&self, stream: &str, consumer: &str) -> (usize, u64) {
         self.rt.block_on(async {
@@ -513,7 +532,6 @@ fn bad_configs_are_one_line_errors_at_the_spout_with_exit_78() {
     broker.create_stream(&stream, &unique_name("bad"));
     let missing_stream = unique_name("NOSUCH");
     let cases = [
-        (format!(r#"stream = "{stream}", consumer = "c", bogus = 1"#), "bogus".to_owned()),
         (
             format!(r#"url = "nats://127.0.0.1:notaport", stream = "{stream}", consumer = "c""#),
             "not a NATS server address".to_owned(),
@@ -547,6 +565,33 @@ fn bad_configs_are_one_line_errors_at_the_spout_with_exit_78() {
 }
 
 #[test]
+fn a_spout_key_typo_is_reported_at_the_key_with_a_did_you_mean_and_exit_78() {
+    // The declared keys are checked before the constructor runs, so no
+    // server is needed: the stream and consumer named here do not exist.
+    let ws = Workspace::new("nats-typo");
+    let config = r#"stream = "S", consumer = "c", ack_wiat = "5s""#;
+    let topology = spout_topology(&ws, config);
+    let text = std::fs::read_to_string(&topology).unwrap();
+    let (row, col) = loc_of(&text, "ack_wiat");
+    let at = format!("{}:{row}:{col}: error: ", topology.display());
+    for mode in ["validate", "run"] {
+        let out = if mode == "validate" {
+            SquallCommand::validate(&ws, &topology).output()
+        } else {
+            SquallCommand::run(&ws, &topology, "5s").output()
+        };
+        out.assert_code(78);
+        let line = out.single_error_line();
+        assert!(line.starts_with(&at), "{mode}: not at {at}\n{}", out.context());
+        assert!(
+            line.contains("unknown config key \"ack_wiat\" for nats::JetStreamSpout"),
+            "{mode}: {line}"
+        );
+        assert!(line.contains("did you mean \"ack_wait\"?"), "{mode}: {line}");
+    }
+}
+
+#[test]
 fn an_unreachable_server_is_a_clear_error_after_bounded_retries() {
     // No server needed: port 1 on loopback refuses.
     let ws = Workspace::new("nats-unreachable");
@@ -566,4 +611,168 @@ fn an_unreachable_server_is_a_clear_error_after_bounded_retries() {
         out.context()
     );
     assert!(started.elapsed() < Duration::from_secs(25), "took {:?}", started.elapsed());
+}
+
+/// FNV-1a 64 of `word` modulo `n`: the partition `{partition(word, n)}`
+/// picks (docs/connectors.md gives the constants).
+fn partition_of(word: &str, n: u64) -> u64 {
+    let hash = word.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    hash % n
+}
+
+/// The `wordcount: <word> <count>` lines a WordCount prints at cleanup.
+fn word_counts(stdout: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut counts = std::collections::BTreeMap::new();
+    for line in stdout.lines() {
+        if let Some(rest) = line.strip_prefix("wordcount: ") {
+            let (word, count) = rest.rsplit_once(' ').expect("word and count");
+            let previous = counts.insert(word.to_owned(), count.parse::<u64>().unwrap());
+            assert!(previous.is_none(), "{word} was counted by two tasks of one process");
+        }
+    }
+    counts
+}
+
+#[test]
+fn keyed_work_across_hosts_counts_each_word_once_on_the_host_of_its_partition() {
+    if !require_service(NATS) {
+        return;
+    }
+    // The shipped topologies of docs/scaling.md, as shipped, with names
+    // made unique and the input made known through --set: group A splits
+    // 500 sentences into 2 partitions; two group B hosts read one each.
+    let mut broker = Broker::connect();
+    let stream = unique_name("SCALE");
+    let prefix = unique_name("scale");
+    broker.streams.push(stream.clone());
+    let sentences = ["the cow jumped over the moon", "an apple a day", "the moon and the cow"];
+    let rounds = 100;
+    let mut expected = std::collections::BTreeMap::<String, u64>::new();
+    for s in sentences {
+        for w in s.split_whitespace() {
+            *expected.entry(w.to_owned()).or_default() += rounds;
+        }
+    }
+    let total: u64 = expected.values().sum();
+    let quoted: Vec<String> = sentences.iter().map(|s| format!("{s:?}")).collect();
+    let spout_config = format!(
+        "{{ order = \"cycle\", limit = {}, sentences = [{}] }}",
+        rounds * sentences.len() as u64,
+        quoted.join(", ")
+    );
+    let ws = Workspace::new("nats-scale");
+    let scale = workspace_root().join("topologies/scale");
+    let set = |cmd: &mut SquallCommand, key: &str, value: &str| {
+        cmd.arg("--set").arg(format!("{key}={value}"));
+    };
+
+    let mut group_a = SquallCommand::run_until_interrupted(&ws, &scale.join("words-split.toml"));
+    group_a.env("SQUALL_PLUGIN_DIR", release_dir()).limit(Duration::from_secs(240));
+    set(&mut group_a, "spouts.sentences.config", &spout_config);
+    set(&mut group_a, "bolts.publish.config.subject", &format!("{prefix}.{{partition(word, 2)}}"));
+    set(&mut group_a, "bolts.publish.config.create_stream", &stream);
+    set(&mut group_a, "bolts.publish.config.stream_subjects", &format!("[\"{prefix}.>\"]"));
+    let group_a = group_a.spawn();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while broker.message_count_if_any(&stream) < total {
+        assert!(Instant::now() < deadline, "group A did not publish {total} words");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let hosts: Vec<(String, Running)> = (0..2)
+        .map(|k| {
+            let consumer = format!("count-{k}");
+            let topology = scale.join("words-count.toml");
+            let mut validate = SquallCommand::validate(&ws, &topology);
+            let mut run = SquallCommand::run_until_interrupted(&ws, &topology);
+            for cmd in [&mut validate, &mut run] {
+                cmd.env("SQUALL_PLUGIN_DIR", release_dir()).limit(Duration::from_secs(240));
+                set(cmd, "spouts.words.config.stream", &stream);
+                set(cmd, "spouts.words.config.subject", &format!("{prefix}.{k}"));
+                set(cmd, "spouts.words.config.consumer", &consumer);
+            }
+            validate.output().assert_code(0);
+            (consumer, run.spawn())
+        })
+        .collect();
+    // Every word delivered and acked by its host.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for (consumer, _) in &hosts {
+        loop {
+            let pending = broker.pending_if_any(&stream, consumer);
+            if pending == Some((0, 0)) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{consumer} did not finish: {pending:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    group_a.terminate();
+    group_a.wait().assert_code(0);
+    assert_eq!(broker.message_count(&stream), total, "group A published every word once");
+
+    let mut counted = std::collections::BTreeMap::<String, u64>::new();
+    for (k, (_, host)) in hosts.into_iter().enumerate() {
+        host.terminate();
+        let out = host.wait();
+        out.assert_code(0);
+        let counts = word_counts(&out.stdout);
+        assert!(!counts.is_empty(), "host {k} counted nothing\n{}", out.context());
+        for (word, count) in counts {
+            assert_eq!(partition_of(&word, 2), k as u64, "{word} was counted on host {k}");
+            assert!(counted.insert(word.clone(), count).is_none(), "{word} was counted twice");
+        }
+    }
+    assert_eq!(counted, expected, "the per-word counts over both hosts");
+}
+
+#[test]
+fn inspect_lists_the_declared_keys_of_every_connector_component() {
+    let ws = Workspace::new("connector-inspect");
+    for (plugin, components) in [
+        ("nats", &["JetStreamSpout", "JetStreamPublish"][..]),
+        ("redis", &["StreamSpout", "StreamAppend", "EntryField"][..]),
+    ] {
+        let out = SquallCommand::inspect(&ws, &plugin_path(plugin)).output();
+        out.assert_code(0);
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        for name in components {
+            // The key rows under the component, up to the next component.
+            let at = lines
+                .iter()
+                .position(|l| l.split_whitespace().nth(1) == Some(name))
+                .unwrap_or_else(|| panic!("no component {name}\n{}", out.context()));
+            let section: Vec<&str> =
+                lines[at + 1..].iter().take_while(|l| l.starts_with("   ")).copied().collect();
+            let keys_at = section
+                .iter()
+                .position(|l| l.trim() == "config keys:")
+                .unwrap_or_else(|| panic!("{name} lists no keys\n{}", out.context()));
+            let rows: Vec<Vec<&str>> = section[keys_at + 1..]
+                .iter()
+                .map(|l| l.split_whitespace().take(3).collect())
+                .collect();
+            let expect: &[&[&str]] = match *name {
+                "JetStreamSpout" => &[
+                    &["stream", "string", "required"],
+                    &["ack_wait", "duration", "\"30s\""],
+                    &["payload_as", "string", "\"bytes\""],
+                    &["connect_attempts", "integer", "5"],
+                ],
+                "JetStreamPublish" => &[
+                    &["subject", "string", "required"],
+                    &["max_in_flight", "integer", "4096"],
+                    &["url", "string", "\"nats://127.0.0.1:4222\""],
+                ],
+                "StreamSpout" => &[&["group", "string", "required"], &["batch", "integer", "100"]],
+                "StreamAppend" => &[&["maxlen", "integer", "-"], &["approx", "bool", "true"]],
+                _ => &[&["field", "string", "required"]],
+            };
+            for row in expect {
+                assert!(rows.iter().any(|r| r == row), "{name}: no row {row:?}\n{}", out.context());
+            }
+        }
+    }
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use ::redis::{Connection, Value as RedisValue};
 
 use crate::util::{
-    require_service, tail, unique_name, Output, Running, SquallCommand, Workspace, REDIS,
+    loc_of, require_service, tail, unique_name, Output, Running, SquallCommand, Workspace, REDIS,
 };
 
 const URL: &str = "redis://127.0.0.1:6379";
@@ -561,7 +561,13 @@ inputs = [{{ from = "source" }}]
     let out = SquallCommand::validate(&ws, &unknown).output();
     out.assert_code(78);
     let line = out.single_error_line();
-    assert!(line.contains("unknown.toml:6:9: error:") && line.contains("colour"), "{line}");
+    // Caught by the declared keys, at the key, before the constructor runs.
+    let (row, col) = loc_of(&std::fs::read_to_string(&unknown).unwrap(), "colour");
+    assert!(
+        line.contains(&format!("unknown.toml:{row}:{col}: error:"))
+            && line.contains("unknown config key \"colour\" for redis::StreamSpout"),
+        "{line}"
+    );
 
     let bad_url = write("url.toml", "url = \"http://127.0.0.1\", stream = \"s\", group = \"g\"");
     let out = SquallCommand::run(&ws, &bad_url, "5s").output();

@@ -17,7 +17,9 @@
 //! cargo bench -p squall-nats --bench roundtrip
 //! ```
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,21 +27,19 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, consumer, stream};
 use futures_util::StreamExt;
 
-const URL: &str = "127.0.0.1:4222";
+use common::{build, median, release_dir, unique, URL};
 
 fn main() {
     if std::env::args().any(|a| a == "--test") {
         // `cargo bench -- --test` (bench smoke): compile-only check.
         return;
     }
-    if std::net::TcpStream::connect_timeout(&URL.parse().unwrap(), Duration::from_secs(1)).is_err()
-    {
-        eprintln!("roundtrip bench: no NATS server on {URL}; skipped");
+    if !common::server_up("roundtrip") {
         return;
     }
     let n: u64 =
         std::env::var("SQUALL_NATS_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = common::root();
     build(&root);
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -49,7 +49,10 @@ fn main() {
     for round in 1..=3 {
         let s = rt.block_on(round_squall(&js, &root, n));
         let b = rt.block_on(round_baseline(&js, n));
-        println!("round {round}: squall {s:.0} msg/s, async-nats {b:.0} msg/s");
+        println!(
+            "round {round}: squall {s:.0} msg/s, async-nats {b:.0} msg/s (load average {})",
+            common::load_average()
+        );
         squall.push(s);
         baseline.push(b);
     }
@@ -60,57 +63,12 @@ fn main() {
     );
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn target_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
-}
-
-fn build(root: &Path) {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    // Not the bench's own CARGO_PKG_*: ring's build script reruns on them.
-    for (key, _) in std::env::vars_os() {
-        let key = key.to_string_lossy().into_owned();
-        if key.starts_with("CARGO_PKG_")
-            || key.starts_with("CARGO_MANIFEST_")
-            || key == "CARGO_CRATE_NAME"
-        {
-            cmd.env_remove(key);
-        }
-    }
-    let status = cmd
-        .current_dir(root)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "squall-host",
-            "-p",
-            "squall-testkit",
-            "-p",
-            "squall-nats",
-        ])
-        .status()
-        .expect("run cargo build");
-    assert!(status.success(), "cargo build failed");
-}
-
 struct Streams {
     input: String,
     in_subject: String,
     consumer: String,
     output: String,
     out_subject: String,
-}
-
-fn unique(prefix: &str) -> String {
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    format!("{prefix}_{}_{nanos}", std::process::id())
 }
 
 /// Fresh input and output streams, a durable consumer, and `n` messages.
@@ -190,7 +148,7 @@ async fn measure(js: &jetstream::Context, output: &str, n: u64) -> f64 {
 
 async fn round_squall(js: &jetstream::Context, root: &Path, n: u64) -> f64 {
     let s = setup(js, n).await;
-    let release = target_dir(root).join("release");
+    let release = release_dir(root);
     let dir = std::env::temp_dir().join(unique("squall-nats-bench"));
     std::fs::create_dir_all(&dir).unwrap();
     let topology = dir.join("bench.toml");

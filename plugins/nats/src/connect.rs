@@ -223,6 +223,57 @@ macro_rules! connection_keys {
 }
 pub(crate) use connection_keys;
 
+/// The declared config keys of a NATS component: its own `$key`s followed by
+/// the [`Connection`] keys every component accepts (the declarations of the
+/// fields [`connection_keys!`] adds), as a `CONFIG_KEYS` value.
+macro_rules! declare_keys {
+    ($($key:expr),* $(,)?) => {
+        Some(&[
+            $($key,)*
+            squall_plugin_api::ConfigKey::optional(
+                "url",
+                squall_plugin_api::KeyKind::String,
+                "\"nats://127.0.0.1:4222\"",
+                "the server; several comma-separated",
+            ),
+            squall_plugin_api::ConfigKey::maybe(
+                "credentials_file",
+                squall_plugin_api::KeyKind::String,
+                "a .creds file (user JWT and NKey seed)",
+            ),
+            squall_plugin_api::ConfigKey::maybe("token", squall_plugin_api::KeyKind::String, "a bearer token (not with credentials_file)"),
+            squall_plugin_api::ConfigKey::optional("tls", squall_plugin_api::KeyKind::Bool, "false", "require TLS"),
+            squall_plugin_api::ConfigKey::maybe(
+                "ca_file",
+                squall_plugin_api::KeyKind::String,
+                "a PEM file of root certificates to trust (implies tls)",
+            ),
+            squall_plugin_api::ConfigKey::optional(
+                "connect_timeout",
+                squall_plugin_api::KeyKind::Duration,
+                "\"2s\"",
+                "the limit of one connection attempt",
+            ),
+            squall_plugin_api::ConfigKey::optional(
+                "connect_attempts",
+                squall_plugin_api::KeyKind::Integer,
+                "5",
+                "connection attempts at start before giving up",
+            ),
+        ])
+    };
+}
+pub(crate) use declare_keys;
+
+/// Sample values of the connection keys that have no default, for
+/// `testing::check_config_keys`.
+#[cfg(test)]
+pub(crate) const CONNECTION_SAMPLES: &str = r#"
+credentials_file = "/etc/nats/user.creds"
+token = "secret"
+ca_file = "/etc/nats/ca.pem"
+"#;
+
 #[cfg(test)]
 mod tests {
     use super::*;

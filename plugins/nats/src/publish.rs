@@ -31,11 +31,11 @@ use squall_plugin_api::metrics::{self, Counter};
 use squall_plugin_api::prelude::*;
 use tokio::sync::mpsc;
 
-use crate::connect::{connection_keys, runtime};
+use crate::connect::{connection_keys, declare_keys, runtime};
 use crate::template::SubjectTemplate;
 
 connection_keys! {
-    #[derive(Debug, Clone, Deserialize)]
+    #[derive(Debug, Clone, PartialEq, Deserialize)]
     #[serde(deny_unknown_fields)]
     struct PublishConfig {
         subject: String,
@@ -109,6 +109,51 @@ pub struct JetStreamPublish {
 
 impl Bolt for JetStreamPublish {
     const NAME: &'static str = "JetStreamPublish";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = declare_keys![
+        ConfigKey::required(
+            "subject",
+            KeyKind::String,
+            "the subject template: literal text, {field}, {partition(field, N)}",
+        ),
+        ConfigKey::maybe(
+            "payload_field",
+            KeyKind::String,
+            "the field whose value is the payload (default: all fields as JSON)",
+        ),
+        ConfigKey::maybe(
+            "message_id_field",
+            KeyKind::String,
+            "a field whose value becomes the Nats-Msg-Id header",
+        ),
+        ConfigKey::optional(
+            "max_in_flight",
+            KeyKind::Integer,
+            "4096",
+            "publishes awaiting their PubAck before execute waits",
+        ),
+        ConfigKey::optional(
+            "ack_timeout",
+            KeyKind::Duration,
+            "\"5s\"",
+            "how long a PubAck may take; a later one fails the input",
+        ),
+        ConfigKey::maybe(
+            "create_stream",
+            KeyKind::String,
+            "create this stream in prepare if absent (with stream_subjects)",
+        ),
+        ConfigKey::optional(
+            "stream_subjects",
+            KeyKind::Array,
+            "[]",
+            "the subjects of the stream to create (only with create_stream)",
+        ),
+        ConfigKey::maybe(
+            "stream_max_messages",
+            KeyKind::Integer,
+            "the created stream keeps only the newest this many messages",
+        ),
+    ];
     const DESCRIPTION: &'static str =
         "publishes each input to JetStream (subject from a template); acks it after the PubAck";
 
@@ -385,4 +430,26 @@ async fn publish_loop(
     }
     while tasks.join_next().await.is_some() {}
     let _ = client.flush().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use squall_plugin_api::testing::check_config_keys;
+
+    use super::*;
+    use crate::connect::CONNECTION_SAMPLES;
+
+    #[test]
+    fn declared_keys_match_the_config_struct() {
+        let samples = format!(
+            r#"
+subject = "counts.{{word}}"
+payload_field = "count"
+message_id_field = "id"
+create_stream = "COUNTS"
+stream_max_messages = 1000
+{CONNECTION_SAMPLES}"#
+        );
+        check_config_keys::<PublishConfig>(JetStreamPublish::CONFIG_KEYS, &samples).unwrap();
+    }
 }

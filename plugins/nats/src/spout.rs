@@ -12,7 +12,8 @@
 //! - the **commander** carries out what the spout decided (ack, nak, dead
 //!   letter, stop), in the order the spout decided it.
 //!
-//! `next_tuple` never blocks: it takes at most one message from the channel.
+//! `next_tuple` never blocks: it takes what the channel holds, at most
+//! `batch` messages per call.
 //!
 //! # Guarantees
 //! A message is acked to JetStream only when squall acks its tree; a failed
@@ -43,7 +44,7 @@ use squall_plugin_api::metrics::{self, Counter, Gauge};
 use squall_plugin_api::prelude::*;
 use tokio::sync::mpsc;
 
-use crate::connect::{connection_keys, runtime, Connection, ReadyHook};
+use crate::connect::{connection_keys, declare_keys, runtime, Connection, ReadyHook};
 
 /// The header a dead-lettered message carries its reason in.
 pub const DEAD_LETTER_REASON: &str = "Squall-Dead-Letter-Reason";
@@ -62,8 +63,18 @@ enum Emit {
     Payload,
 }
 
+/// How the payload is emitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum PayloadAs {
+    /// As bytes (a shared buffer), as it came.
+    Bytes,
+    /// As a string, decoded as UTF-8 (invalid sequences become U+FFFD).
+    String,
+}
+
 connection_keys! {
-    #[derive(Debug, Clone, Deserialize)]
+    #[derive(Debug, Clone, PartialEq, Deserialize)]
     #[serde(deny_unknown_fields)]
     struct SpoutConfig {
         stream: String,
@@ -88,6 +99,10 @@ connection_keys! {
         nak_delay: Option<Duration>,
         #[serde(default = "default_emit")]
         emit: Emit,
+        #[serde(default = "default_payload_as")]
+        payload_as: PayloadAs,
+        #[serde(default = "default_payload_field")]
+        payload_field: String,
         #[serde(default = "default_close_timeout", deserialize_with = "crate::connect::duration")]
         close_timeout: Duration,
         /// For tests only: ack to the broker on emit, not on tree
@@ -112,6 +127,12 @@ fn default_max_ack_pending() -> i64 {
 }
 fn default_emit() -> Emit {
     Emit::Message
+}
+fn default_payload_as() -> PayloadAs {
+    PayloadAs::Bytes
+}
+fn default_payload_field() -> String {
+    "payload".to_owned()
 }
 fn default_close_timeout() -> Duration {
     Duration::from_secs(5)
@@ -144,6 +165,16 @@ impl SpoutConfig {
         }
         if self.dead_letter_subject.is_some() && self.max_deliver.is_none() {
             return Err("dead_letter_subject needs max_deliver (after how many deliveries a message is dead)".into());
+        }
+        if self.payload_field.is_empty()
+            || (self.emit == Emit::Message
+                && ["subject", "headers"].contains(&self.payload_field.as_str()))
+        {
+            return Err(format!(
+                "payload_field {:?} must be a non-empty name other than \"subject\" and \"headers\"",
+                self.payload_field
+            )
+            .into());
         }
         if self.subject.is_some() && !self.create_consumer {
             return Err(
@@ -306,11 +337,112 @@ pub struct JetStreamSpout {
 
 impl Spout for JetStreamSpout {
     const NAME: &'static str = "JetStreamSpout";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = declare_keys![
+        ConfigKey::required("stream", KeyKind::String, "the JetStream stream"),
+        ConfigKey::required("consumer", KeyKind::String, "the durable pull consumer"),
+        ConfigKey::optional(
+            "create_consumer",
+            KeyKind::Bool,
+            "false",
+            "create the durable consumer if it is absent",
+        ),
+        ConfigKey::maybe(
+            "subject",
+            KeyKind::String,
+            "the created consumer's filter subject (only with create_consumer)",
+        ),
+        ConfigKey::optional(
+            "batch",
+            KeyKind::Integer,
+            "256",
+            "most messages per pull; the capacity of the channel to next_tuple",
+        ),
+        ConfigKey::optional(
+            "fetch_wait",
+            KeyKind::Duration,
+            "\"1s\"",
+            "how long one pull request waits for messages",
+        ),
+        ConfigKey::optional(
+            "ack_wait",
+            KeyKind::Duration,
+            "\"30s\"",
+            "the created consumer's ack wait (redelivery after it)",
+        ),
+        ConfigKey::optional(
+            "max_ack_pending",
+            KeyKind::Integer,
+            "1000",
+            "the created consumer's limit of unacked messages",
+        ),
+        ConfigKey::maybe(
+            "max_deliver",
+            KeyKind::Integer,
+            "deliveries after which a message is dead (default unlimited)",
+        ),
+        ConfigKey::maybe(
+            "dead_letter_subject",
+            KeyKind::String,
+            "where dead messages are published (needs max_deliver)",
+        ),
+        ConfigKey::maybe(
+            "nak_delay",
+            KeyKind::Duration,
+            "how long the server waits to redeliver a failed message (default at once)",
+        ),
+        ConfigKey::optional(
+            "emit",
+            KeyKind::String,
+            "\"message\"",
+            "\"message\": [subject, payload, headers]; \"payload\": [payload] on stream payload",
+        ),
+        ConfigKey::optional(
+            "payload_as",
+            KeyKind::String,
+            "\"bytes\"",
+            "\"bytes\", or \"string\" (decoded as UTF-8, invalid sequences replaced)",
+        ),
+        ConfigKey::optional(
+            "payload_field",
+            KeyKind::String,
+            "\"payload\"",
+            "the name of the payload's field in the emitted tuples",
+        ),
+        ConfigKey::optional(
+            "close_timeout",
+            KeyKind::Duration,
+            "\"5s\"",
+            "how long close waits for its acks and naks to be flushed",
+        ),
+        ConfigKey::optional(
+            "unsafe_ack_on_emit",
+            KeyKind::Bool,
+            "false",
+            "tests only: ack on emit, not on tree completion (loses messages on failure)",
+        ),
+    ];
     const DESCRIPTION: &'static str =
         "pulls from a durable JetStream consumer; acks on tree completion, naks on failure";
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["subject", "payload", "headers"]).declare_stream("payload", &["payload"]);
+    }
+
+    /// With `payload_field`, the payload's field has that name on both
+    /// streams.
+    fn declare_outputs_for(
+        config: &ComponentConfig<'_>,
+        outputs: &mut OutputDeclarer,
+    ) -> Result<()> {
+        /// Only the key that shapes the outputs; the rest is checked by `new`.
+        #[derive(Deserialize)]
+        struct Outputs {
+            #[serde(default = "default_payload_field")]
+            payload_field: String,
+        }
+        let field = config.parse::<Outputs>()?.payload_field;
+        outputs.declare(&["subject", &field, "headers"]).declare_stream("payload", &[&field]);
+        Ok(())
     }
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
@@ -390,44 +522,24 @@ impl Spout for JetStreamSpout {
     }
 
     fn next_tuple(&mut self, collector: &mut SpoutCollector<'_>) -> Result<()> {
-        let Some(io) = &mut self.io else { return Ok(()) };
-        let message = match io.messages.try_recv() {
-            Ok(m) => m,
-            Err(mpsc::error::TryRecvError::Empty) => return Ok(()),
-            Err(mpsc::error::TryRecvError::Disconnected) => {
-                if !std::mem::replace(&mut self.io_gone_reported, true) {
-                    return Err(format!("{}: the NATS I/O thread has stopped", self.label).into());
+        // Up to `batch` messages per call: one call per message would cost
+        // a plugin crossing and an executor turn each.
+        for _ in 0..self.config.batch {
+            let Some(io) = &mut self.io else { return Ok(()) };
+            let message = match io.messages.try_recv() {
+                Ok(m) => m,
+                Err(mpsc::error::TryRecvError::Empty) => return Ok(()),
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    if !std::mem::replace(&mut self.io_gone_reported, true) {
+                        return Err(
+                            format!("{}: the NATS I/O thread has stopped", self.label).into()
+                        );
+                    }
+                    return Ok(());
                 }
-                return Ok(());
-            }
-        };
-        let metrics = self.metrics.as_ref().expect("metrics are registered in open");
-        metrics.received.inc();
-        let deliveries = message.info().map_or(1, |i| i.delivered);
-        if deliveries > 1 {
-            metrics.redelivered.inc();
+            };
+            self.take(message, collector);
         }
-        if let Some(max) = self.config.max_deliver {
-            if deliveries > max {
-                metrics.dead_lettered.inc();
-                let reason = format!("delivered {deliveries} times, more than max_deliver = {max}");
-                self.command(Command::DeadLetter { message, reason, deliveries });
-                return Ok(());
-            }
-        }
-        let id = self.next_id;
-        self.next_id += 1;
-        let payload = Value::shared_bytes(&message.payload);
-        let values = self.values(&message, payload);
-        collector.emit_to(self.stream, &values, Some(MessageId(id)));
-        let metrics = self.metrics.as_ref().expect("metrics are registered in open");
-        if self.config.ack_on_emit {
-            metrics.acked.inc();
-            self.command(Command::Ack(message));
-            return Ok(());
-        }
-        self.held.insert(id, Held { message, deliveries });
-        metrics.held.set(self.held.len() as i64);
         Ok(())
     }
 
@@ -508,6 +620,36 @@ impl Spout for JetStreamSpout {
 }
 
 impl JetStreamSpout {
+    /// Emits one received message (or dead-letters it when it was delivered
+    /// more than `max_deliver` times) and holds it until its tree completes.
+    fn take(&mut self, message: jetstream::Message, collector: &mut SpoutCollector<'_>) {
+        let metrics = self.metrics.as_ref().expect("metrics are registered in open");
+        metrics.received.inc();
+        let deliveries = message.info().map_or(1, |i| i.delivered);
+        if deliveries > 1 {
+            metrics.redelivered.inc();
+        }
+        if let Some(max) = self.config.max_deliver {
+            if deliveries > max {
+                metrics.dead_lettered.inc();
+                let reason = format!("delivered {deliveries} times, more than max_deliver = {max}");
+                self.command(Command::DeadLetter { message, reason, deliveries });
+                return;
+            }
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.emit(&message, collector, MessageId(id));
+        let metrics = self.metrics.as_ref().expect("metrics are registered in open");
+        if self.config.ack_on_emit {
+            metrics.acked.inc();
+            self.command(Command::Ack(message));
+            return;
+        }
+        self.held.insert(id, Held { message, deliveries });
+        metrics.held.set(self.held.len() as i64);
+    }
+
     fn command(&self, command: Command) {
         if let Some(io) = &self.io {
             // A send fails only when the I/O thread has ended; the message is
@@ -516,9 +658,23 @@ impl JetStreamSpout {
         }
     }
 
-    fn values(&mut self, message: &jetstream::Message, payload: Value) -> Vec<Value> {
+    /// Emits a message's values on the configured stream (no `Vec`: the
+    /// values are built on the stack).
+    fn emit(
+        &mut self,
+        message: &jetstream::Message,
+        collector: &mut SpoutCollector<'_>,
+        id: MessageId,
+    ) {
+        let payload = match self.config.payload_as {
+            PayloadAs::Bytes => Value::shared_bytes(&message.payload),
+            PayloadAs::String => match std::str::from_utf8(&message.payload) {
+                Ok(text) => Value::str(text),
+                Err(_) => Value::str(&String::from_utf8_lossy(&message.payload)),
+            },
+        };
         match self.config.emit {
-            Emit::Payload => vec![payload],
+            Emit::Payload => collector.emit_to(self.stream, &[payload], Some(id)),
             Emit::Message => {
                 self.headers.clear();
                 if let Some(headers) = &message.headers {
@@ -528,7 +684,9 @@ impl JetStreamSpout {
                         }
                     }
                 }
-                vec![Value::str(message.subject.as_str()), payload, Value::str(&self.headers)]
+                let values =
+                    [Value::str(message.subject.as_str()), payload, Value::str(&self.headers)];
+                collector.emit_to(self.stream, &values, Some(id));
             }
         }
     }
@@ -708,4 +866,65 @@ async fn dead_letter(
     }
     squall_plugin_api::warn!("{label}: dead-lettered a message of {}: {reason}", message.subject);
     let _ = message.ack_with(AckKind::Term).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use squall_plugin_api::testing::check_config_keys;
+
+    use super::*;
+    use crate::connect::CONNECTION_SAMPLES;
+
+    #[test]
+    fn declared_keys_match_the_config_struct() {
+        let samples = format!(
+            r#"
+stream = "ORDERS"
+consumer = "squall"
+subject = "orders.>"
+max_deliver = 3
+dead_letter_subject = "dead.orders"
+nak_delay = "2s"
+{CONNECTION_SAMPLES}"#
+        );
+        check_config_keys::<SpoutConfig>(JetStreamSpout::CONFIG_KEYS, &samples).unwrap();
+    }
+
+    #[test]
+    fn payload_field_names_the_payload_on_both_streams() {
+        let streams = |config: &str| {
+            let mut outputs = OutputDeclarer::default();
+            JetStreamSpout::declare_outputs_for(&ComponentConfig::new(config), &mut outputs)
+                .unwrap();
+            outputs
+                .into_streams()
+                .into_iter()
+                .map(|s| {
+                    let fields: Vec<String> = s.fields.iter().map(|f| f.to_string()).collect();
+                    format!("{} [{}]", s.name, fields.join(", "))
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            streams(r#"stream = "S""#),
+            ["default [subject, payload, headers]", "payload [payload]"]
+        );
+        assert_eq!(
+            streams("stream = \"S\"\npayload_field = \"word\""),
+            ["default [subject, word, headers]", "payload [word]"]
+        );
+    }
+
+    #[test]
+    fn payload_field_must_not_shadow_the_other_fields() {
+        let config = |extra: &str| {
+            let text = format!("stream = \"S\"\nconsumer = \"c\"\n{extra}");
+            ComponentConfig::new(&text).parse::<SpoutConfig>().unwrap().check()
+        };
+        assert!(config("payload_field = \"word\"").is_ok());
+        assert!(config("payload_field = \"subject\"").is_err());
+        assert!(config("payload_field = \"\"").is_err());
+        // Only the payload stream is emitted: "headers" names nothing else.
+        assert!(config("payload_field = \"headers\"\nemit = \"payload\"").is_ok());
+    }
 }

@@ -11,7 +11,7 @@ use squall_plugin_api::prelude::*;
 use crate::conn::{self, Timeouts};
 
 /// The bolt's `config` table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AppendConfig {
     url: String,
@@ -225,6 +225,36 @@ impl StreamAppend {
 
 impl Bolt for StreamAppend {
     const NAME: &'static str = "StreamAppend";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
+        ConfigKey::required("url", KeyKind::String, "redis://[user:password@]host[:port][/db]"),
+        ConfigKey::required("stream", KeyKind::String, "the stream to append to"),
+        ConfigKey::maybe("maxlen", KeyKind::Integer, "XADD ... MAXLEN [~] n: cap the stream"),
+        ConfigKey::optional(
+            "approx",
+            KeyKind::Bool,
+            "true",
+            "approximate trimming (~) with maxlen",
+        ),
+        ConfigKey::optional("batch", KeyKind::Integer, "100", "inputs per pipeline"),
+        ConfigKey::optional(
+            "linger_ms",
+            KeyKind::Integer,
+            "50",
+            "a partial batch is sent when its oldest input is this old",
+        ),
+        ConfigKey::maybe(
+            "fields",
+            KeyKind::Array,
+            "only these input fields become entry fields (default all)",
+        ),
+        ConfigKey::optional("timeout_ms", KeyKind::Integer, "5000", "reply timeout of a pipeline"),
+        ConfigKey::optional(
+            "connect_timeout_ms",
+            KeyKind::Integer,
+            "5000",
+            "how long prepare retries the first connection",
+        ),
+    ]);
     const DESCRIPTION: &'static str =
         "XADDs each input to a Redis stream in pipelines; acks after the reply";
 
@@ -314,8 +344,20 @@ impl Bolt for StreamAppend {
 #[cfg(test)]
 mod tests {
     use abi_stable::std_types::RString;
+    use squall_plugin_api::testing::check_config_keys;
 
     use super::*;
+
+    #[test]
+    fn declared_keys_match_the_config_struct() {
+        let samples = r#"
+url = "redis://127.0.0.1/"
+stream = "out"
+maxlen = 100000
+fields = ["uid", "body"]
+"#;
+        check_config_keys::<AppendConfig>(StreamAppend::CONFIG_KEYS, samples).unwrap();
+    }
 
     #[test]
     fn list_fields_splice_and_other_fields_keep_their_names() {

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use squall_plugin_api::prelude::*;
 
 /// The bolt's `config` table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FieldConfig {
     field: String,
@@ -24,6 +24,11 @@ pub struct EntryField {
 
 impl BasicBolt for EntryField {
     const NAME: &'static str = "EntryField";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[ConfigKey::required(
+        "field",
+        KeyKind::String,
+        "the entry field whose value is emitted",
+    )]);
     const DESCRIPTION: &'static str = "emits one named field of a stream entry";
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
@@ -49,5 +54,17 @@ impl BasicBolt for EntryField {
             .ok_or_else(|| format!("the entry has no field {:?}", self.field))?;
         collector.emit(std::slice::from_ref(value));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use squall_plugin_api::testing::check_config_keys;
+
+    use super::*;
+
+    #[test]
+    fn declared_keys_match_the_config_struct() {
+        check_config_keys::<FieldConfig>(EntryField::CONFIG_KEYS, r#"field = "body""#).unwrap();
     }
 }

@@ -15,7 +15,7 @@ use crate::conn::{self, RawEntry, Timeouts};
 use crate::reader::{Command, DeadLetter, Delivery, Reader, ReaderMetrics, Settings};
 
 /// The spout's `config` table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SpoutConfig {
     url: String,
@@ -308,6 +308,71 @@ fn fields_value(entry: &RawEntry) -> Value {
 
 impl Spout for StreamSpout {
     const NAME: &'static str = "StreamSpout";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
+        ConfigKey::required("url", KeyKind::String, "redis://[user:password@]host[:port][/db]"),
+        ConfigKey::required("stream", KeyKind::String, "the stream to read"),
+        ConfigKey::required("group", KeyKind::String, "the consumer group"),
+        ConfigKey::maybe(
+            "consumer",
+            KeyKind::String,
+            "this task's consumer name (default <hostname>-<pid>-<task index>)",
+        ),
+        ConfigKey::optional(
+            "batch",
+            KeyKind::Integer,
+            "100",
+            "most entries per XREADGROUP and XAUTOCLAIM page, and per next_tuple",
+        ),
+        ConfigKey::optional(
+            "block_ms",
+            KeyKind::Integer,
+            "500",
+            "how long an XREADGROUP waits for new entries (1 ... 1000)",
+        ),
+        ConfigKey::optional(
+            "min_idle_ms",
+            KeyKind::Integer,
+            "60000",
+            "entries pending this long in any consumer are claimed",
+        ),
+        ConfigKey::optional("claim_interval_ms", KeyKind::Integer, "10000", "how often to claim"),
+        ConfigKey::optional(
+            "max_deliver",
+            KeyKind::Integer,
+            "5",
+            "deliveries before an entry goes to the dead-letter stream",
+        ),
+        ConfigKey::maybe(
+            "dead_letter_stream",
+            KeyKind::String,
+            "where dead entries go (default <stream>:dead)",
+        ),
+        ConfigKey::optional("max_pending", KeyKind::Integer, "1000", "most entries in flight"),
+        ConfigKey::optional(
+            "create_group",
+            KeyKind::Bool,
+            "true",
+            "create the group (and the stream) if it does not exist",
+        ),
+        ConfigKey::optional(
+            "start_id",
+            KeyKind::String,
+            "\"0\"",
+            "where a created group starts: \"0\" the whole stream, \"$\" new entries",
+        ),
+        ConfigKey::optional(
+            "connect_timeout_ms",
+            KeyKind::Integer,
+            "5000",
+            "how long open retries the first connection",
+        ),
+        ConfigKey::optional(
+            "ack_interval_ms",
+            KeyKind::Integer,
+            "100",
+            "the longest an ack waits to be sent with others (0 ... 60000)",
+        ),
+    ]);
     const DESCRIPTION: &'static str =
         "reads a Redis stream through a consumer group; XACKs when the tuple tree completes";
 
@@ -498,9 +563,21 @@ impl Drop for StreamSpout {
 
 #[cfg(test)]
 mod tests {
-    use squall_plugin_api::testing::Recorder;
+    use squall_plugin_api::testing::{check_config_keys, Recorder};
 
     use super::*;
+
+    #[test]
+    fn declared_keys_match_the_config_struct() {
+        let samples = r#"
+url = "redis://127.0.0.1/"
+stream = "events"
+group = "squall"
+consumer = "c1"
+dead_letter_stream = "events:dead"
+"#;
+        check_config_keys::<SpoutConfig>(StreamSpout::CONFIG_KEYS, samples).unwrap();
+    }
 
     /// A spout whose I/O thread is the test: it feeds entries and reads
     /// the commands.

@@ -20,6 +20,8 @@
 //! - [`ReplaySpout`] emits ids reliably, replays failures and logs every emit,
 //!   ack and fail.
 //! - [`RecordBolt`] writes what reached each task (per-key counts, ticks).
+//! - [`LatencyBolt`] writes percentiles of execute time minus a send time
+//!   carried in the input (latency benches against a broker).
 //! - [`LifecycleSpout`] / [`LifecycleBolt`] log every lifecycle call.
 //! - [`ListSpout`] emits a list of integers once each, reliably, and logs acks
 //!   and fails (event-time timestamps for windowed bolts).
@@ -50,6 +52,7 @@
 #![warn(missing_docs)]
 
 mod faults;
+mod latency;
 mod lifecycle;
 mod plumbing;
 mod record;
@@ -64,6 +67,7 @@ use serde::Deserialize;
 use squall_plugin_api::{ComponentConfig, Result, SmallStr, Value};
 
 pub use faults::{BlockOnNew, ChaosBolt, FailOnNew, PanicBolt, PanicOnNew, PanicSpout};
+pub use latency::LatencyBolt;
 pub use lifecycle::{LifecycleBolt, LifecycleSpout};
 pub use plumbing::{ConstSpout, EmptySpout, IdBolt, NullBolt, PackBolt, SleepBolt};
 pub use record::RecordBolt;
@@ -77,7 +81,7 @@ squall_plugin_api::export_plugin! {
         DirectSpout, MultiStreamSpout, ListSpout,
     ],
     bolts: [ChaosBolt],
-    basic_bolts: [NullBolt, IdBolt, PackBolt, PanicBolt, PanicOnNew, SleepBolt, RecordBolt, LifecycleBolt],
+    basic_bolts: [NullBolt, IdBolt, PackBolt, PanicBolt, PanicOnNew, SleepBolt, RecordBolt, LifecycleBolt, LatencyBolt],
     windowed_bolts: [WindowSizeBolt],
 }
 
@@ -174,6 +178,7 @@ mod tests {
             ("bolt", "SleepBolt".into(), true, default()),
             ("bolt", "RecordBolt".into(), true, vec![]),
             ("bolt", "LifecycleBolt".into(), true, vec![]),
+            ("bolt", "LatencyBolt".into(), true, vec![]),
         ];
         assert_eq!(listing(), expected);
         assert_eq!(__SquallPlugin::catalogue().plugin.as_str(), "squall-testkit");

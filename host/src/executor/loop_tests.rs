@@ -754,11 +754,12 @@ fn a_drain_that_times_out_fails_the_rest_back_to_the_old_instance() {
     ends.decide.send(true).unwrap();
     assert!(ends.done.recv().unwrap().committed);
     let (events, stats) = rig.stop();
-    assert_eq!(
-        &events[..6],
-        ["old:open", "old:activate", "old:deactivate", "old:fail 0", "old:fail 1", "new:open"],
-        "{events:?}"
-    );
+    assert_eq!(&events[..3], ["old:open", "old:activate", "old:deactivate"], "{events:?}");
+    // The pending map hands its entries back in no set order.
+    let mut failed = events[3..5].to_vec();
+    failed.sort();
+    assert_eq!(failed, ["old:fail 0", "old:fail 1"], "{events:?}");
+    assert_eq!(events[5], "new:open", "{events:?}");
     assert_eq!(stats.get(StatField::FailedTimeout), 2);
 }
 

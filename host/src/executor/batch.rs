@@ -117,6 +117,24 @@ impl Batch {
         });
     }
 
+    /// Appends `count` untracked tuples of `arity` values each, whose values
+    /// are back to back in `values` (`count * arity` of them).
+    #[inline]
+    pub fn push_many(&mut self, stream: u32, arity: usize, count: usize, values: &[Value]) {
+        debug_assert_eq!(values.len(), count * arity);
+        let base = self.values.len();
+        self.values.reserve(values.len());
+        for v in values {
+            self.values.push(v.clone());
+        }
+        let ids_end = self.ids.len() as u32;
+        self.tuples.extend((1..=count).map(|i| Header {
+            stream,
+            values_end: (base + i * arity) as u32,
+            ids_end,
+        }));
+    }
+
     /// Empties the batch, keeping its buffers for reuse.
     pub fn clear(&mut self) {
         self.tuples.clear();

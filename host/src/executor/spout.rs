@@ -26,9 +26,8 @@
 
 use std::time::Instant;
 
-use abi_stable::sabi_trait::TD_Opaque;
 use crossbeam_channel::{Receiver, Select, TryRecvError};
-use squall_plugin_api::abi::{OutputMut, Output_TO, TaskContext, WakerBox};
+use squall_plugin_api::abi::{TaskContext, WakerBox};
 use squall_plugin_api::{MessageId, PluginError};
 
 use super::core::TaskCore;
@@ -274,14 +273,13 @@ impl SpoutExecutor {
                 error: &mut turn.emit_error,
                 side: Side::Spout { tracker: &mut self.tracker, task: self.core.name.task },
             };
-            let output: OutputMut<'_> = Output_TO::from_ptr(&mut output, TD_Opaque);
             if timed {
                 let started = Instant::now();
-                let result = self.spout.next_tuple(output).into_result();
+                let result = self.spout.next_tuple(&mut output).into_result();
                 turn.stats.add(StatField::BusyNanos, started.elapsed().as_nanos() as u64 * 64);
                 result
             } else {
-                self.spout.next_tuple(output).into_result()
+                self.spout.next_tuple(&mut output).into_result()
             }
         };
         let emitted = turn.stats.get(StatField::Emitted) - before;

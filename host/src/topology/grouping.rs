@@ -178,6 +178,22 @@ impl Router {
         &self.tasks
     }
 
+    /// The one task this router sends every tuple to, when that does not
+    /// depend on the tuple: a shuffle-like or `all` grouping over a single
+    /// task, or `global`. `None` for the others (fields, direct and custom
+    /// groupings always route per tuple).
+    #[inline]
+    pub fn single_target(&self) -> Option<u32> {
+        match (&self.grouping, self.tasks.as_slice()) {
+            (
+                Grouping::Shuffle | Grouping::LocalOrShuffle | Grouping::None | Grouping::All,
+                [task],
+            ) => Some(*task),
+            (Grouping::Global, [first, ..]) => Some(*first),
+            _ => None,
+        }
+    }
+
     /// Chooses the target tasks of a tuple. `direct` is the task named by
     /// `emit_direct`; it is honoured only by a direct grouping and only if it
     /// is one of this subscriber's tasks.

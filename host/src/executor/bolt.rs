@@ -254,6 +254,7 @@ impl BoltExecutor {
                 },
             };
             let component = sources.task_component[batch.source_task.0 as usize] as usize;
+            let (component_name, streams) = &sources.components[component];
             while pos < batch.len() {
                 let (stream, values, ids) = batch.tuple(pos);
                 pos += 1;
@@ -264,7 +265,6 @@ impl BoltExecutor {
                     let from = (component as u32, stream, batch.source_task.0);
                     self.window_tuple(turn, name, from, values, ids);
                 } else {
-                    let (component_name, streams) = &sources.components[component];
                     let (stream_name, fields) = &streams[stream as usize];
                     let anchor = self.inputs.begin(ids);
                     let tuple = Tuple::new(

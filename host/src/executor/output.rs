@@ -69,7 +69,40 @@ impl Output for HostOutput<'_> {
         message_id: ROption<MessageId>,
         direct_task: ROption<u32>,
     ) {
-        let values = values.as_slice();
+        self.emit_one(stream, values.as_slice(), anchors, message_id, direct_task);
+    }
+
+    fn ack(&mut self, anchor: Anchor) {
+        if let Side::Bolt { inputs, .. } = &mut self.side {
+            inputs.ack(anchor, self.transfer, self.stats);
+        }
+    }
+
+    fn fail(&mut self, anchor: Anchor) {
+        if let Side::Bolt { inputs, .. } = &mut self.side {
+            inputs.fail(anchor, self.transfer, self.stats, StatField::FailedExplicit);
+        }
+    }
+
+    fn reset_timeout(&mut self, anchor: Anchor) {
+        if let Side::Bolt { inputs, .. } = &mut self.side {
+            inputs.reset_timeout(anchor, self.transfer);
+        }
+    }
+}
+
+impl HostOutput<'_> {
+    /// One emit, for both the 1.0 [`Output`] and the 1.1 [`SpoutOutput`]
+    /// (inlined into each, so neither pays a call more than the other).
+    #[inline(always)]
+    fn emit_one(
+        &mut self,
+        stream: u32,
+        values: &[Value],
+        anchors: RSlice<'_, Anchor>,
+        message_id: ROption<MessageId>,
+        direct_task: ROption<u32>,
+    ) {
         let (stream, targets) =
             match self.transfer.route(StreamId(stream), values, direct_task.into_option()) {
                 Ok(routed) => routed,
@@ -131,24 +164,6 @@ impl Output for HostOutput<'_> {
             }
         }
     }
-
-    fn ack(&mut self, anchor: Anchor) {
-        if let Side::Bolt { inputs, .. } = &mut self.side {
-            inputs.ack(anchor, self.transfer, self.stats);
-        }
-    }
-
-    fn fail(&mut self, anchor: Anchor) {
-        if let Side::Bolt { inputs, .. } = &mut self.side {
-            inputs.fail(anchor, self.transfer, self.stats, StatField::FailedExplicit);
-        }
-    }
-
-    fn reset_timeout(&mut self, anchor: Anchor) {
-        if let Side::Bolt { inputs, .. } = &mut self.side {
-            inputs.reset_timeout(anchor, self.transfer);
-        }
-    }
 }
 
 /// What a contract 1.1 spout emits through: `emit` is the 1.0 emit without
@@ -162,7 +177,7 @@ impl SpoutOutput for HostOutput<'_> {
         message_id: ROption<MessageId>,
         direct_task: ROption<u32>,
     ) {
-        Output::emit(self, stream, values, RSlice::default(), message_id, direct_task);
+        self.emit_one(stream, values.as_slice(), RSlice::default(), message_id, direct_task);
     }
 
     fn emit_many(
@@ -431,7 +446,9 @@ mod tests {
         };
         let values = tuples(4);
         let ids = [MessageId(1), MessageId(2)];
-        let cases: [(u32, u32, &[Value], &[MessageId], &str); 6] = [
+        // (stream, count, values, ids, what the error says)
+        type Case<'a> = (u32, u32, &'a [Value], &'a [MessageId], &'a str);
+        let cases: [Case<'_>; 6] = [
             (
                 u32::MAX,
                 3,

@@ -289,8 +289,13 @@ impl SpoutExecutor {
         if let Some(e) = turn.emit_error.take() {
             count_error(&mut turn.stats, &self.core.shared, name, &format!("next_tuple: {e}"));
         }
-        for id in std::mem::take(&mut self.tracker.ack_now) {
-            self.ack(turn, name, id, None);
+        if !self.tracker.ack_now.is_empty() {
+            // The list goes back afterwards, so its buffer is reused.
+            let mut ids = std::mem::take(&mut self.tracker.ack_now);
+            for id in ids.drain(..) {
+                self.ack(turn, name, id, None);
+            }
+            self.tracker.ack_now = ids;
         }
         if emitted > 0 {
             if let Some((throttler, unit)) = &mut self.throttle {

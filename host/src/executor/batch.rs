@@ -178,14 +178,35 @@ impl Batch {
     /// The `i`th tuple: its stream, values and ids.
     #[inline]
     pub fn tuple(&self, i: usize) -> (u32, &[Value], &[(RootId, EdgeId)]) {
+        let (stream, values, ids, _) = self.tuple_at(i, self.starts(i));
+        (stream, values, ids)
+    }
+
+    /// Where the `i`th tuple's values and ids start: where the one before ends.
+    #[inline]
+    pub fn starts(&self, i: usize) -> (usize, usize) {
+        match i.checked_sub(1) {
+            Some(p) => {
+                let p = self.tuples[p];
+                (p.values_end as usize, p.ids_end as usize)
+            }
+            None => (0, 0),
+        }
+    }
+
+    /// The `i`th tuple, whose values and ids start at `starts` (from
+    /// [`starts`](Self::starts), or the previous call's last element): its
+    /// stream, values and ids, and where the next tuple's start. A loop over
+    /// the tuples reads each header once.
+    #[inline(always)]
+    pub fn tuple_at(
+        &self,
+        i: usize,
+        (v0, i0): (usize, usize),
+    ) -> (u32, &[Value], &[(RootId, EdgeId)], (usize, usize)) {
         let h = self.tuples[i];
-        let (v0, i0) = if i == 0 {
-            (0, 0)
-        } else {
-            let p = self.tuples[i - 1];
-            (p.values_end as usize, p.ids_end as usize)
-        };
-        (h.stream, &self.values[v0..h.values_end as usize], &self.ids[i0..h.ids_end as usize])
+        let (v1, i1) = (h.values_end as usize, h.ids_end as usize);
+        (h.stream, &self.values[v0..v1], &self.ids[i0..i1], (v1, i1))
     }
 }
 
@@ -217,5 +238,13 @@ mod tests {
         assert_eq!(b.tuple(1).1, &[Value::from("x")][..]);
         assert_eq!(b.tuple(1).2, &[(RootId(9), EdgeId(8)), (RootId(7), EdgeId(6))][..]);
         assert_eq!(b.tuple(2), (0, &[][..], &[(RootId(5), EdgeId(4))][..]));
+        // Walking with `tuple_at` gives the same tuples.
+        let mut starts = b.starts(1);
+        for i in 1..3 {
+            let (stream, values, ids, next) = b.tuple_at(i, starts);
+            assert_eq!((stream, values, ids), b.tuple(i));
+            starts = next;
+        }
+        assert_eq!(starts, (3, 3));
     }
 }

@@ -91,6 +91,9 @@ fn copy(value: &Value) -> Value {
     }
 }
 
+/// One tuple of a [`Batch`]: its stream, values and ack ids.
+pub type TupleRef<'a> = (u32, &'a [Value], &'a [(RootId, EdgeId)]);
+
 /// Where one tuple of a [`Batch`] lives.
 #[derive(Debug, Clone, Copy)]
 pub struct Header {
@@ -177,9 +180,8 @@ impl Batch {
 
     /// The `i`th tuple: its stream, values and ids.
     #[inline]
-    pub fn tuple(&self, i: usize) -> (u32, &[Value], &[(RootId, EdgeId)]) {
-        let (stream, values, ids, _) = self.tuple_at(i, self.starts(i));
-        (stream, values, ids)
+    pub fn tuple(&self, i: usize) -> TupleRef<'_> {
+        self.tuple_at(i, self.starts(i)).0
     }
 
     /// Where the `i`th tuple's values and ids start: where the one before ends.
@@ -199,14 +201,10 @@ impl Batch {
     /// stream, values and ids, and where the next tuple's start. A loop over
     /// the tuples reads each header once.
     #[inline(always)]
-    pub fn tuple_at(
-        &self,
-        i: usize,
-        (v0, i0): (usize, usize),
-    ) -> (u32, &[Value], &[(RootId, EdgeId)], (usize, usize)) {
+    pub fn tuple_at(&self, i: usize, (v0, i0): (usize, usize)) -> (TupleRef<'_>, (usize, usize)) {
         let h = self.tuples[i];
         let (v1, i1) = (h.values_end as usize, h.ids_end as usize);
-        (h.stream, &self.values[v0..v1], &self.ids[i0..i1], (v1, i1))
+        ((h.stream, &self.values[v0..v1], &self.ids[i0..i1]), (v1, i1))
     }
 }
 
@@ -241,8 +239,8 @@ mod tests {
         // Walking with `tuple_at` gives the same tuples.
         let mut starts = b.starts(1);
         for i in 1..3 {
-            let (stream, values, ids, next) = b.tuple_at(i, starts);
-            assert_eq!((stream, values, ids), b.tuple(i));
+            let (tuple, next) = b.tuple_at(i, starts);
+            assert_eq!(tuple, b.tuple(i));
             starts = next;
         }
         assert_eq!(starts, (3, 3));

@@ -257,7 +257,7 @@ impl BoltExecutor {
             let (component_name, streams) = &sources.components[component];
             let mut starts = batch.starts(pos);
             while pos < batch.len() {
-                let (stream, values, ids, next) = batch.tuple_at(pos, starts);
+                let ((stream, values, ids), next) = batch.tuple_at(pos, starts);
                 starts = next;
                 pos += 1;
                 if !self.throttles.is_empty() {

@@ -175,6 +175,72 @@ inputs = [{ from = "fast" }]
 }
 
 #[test]
+fn an_emit_many_with_the_wrong_number_of_values_is_refused_whole_counted_and_logged() {
+    let ws = Workspace::new("arity_many");
+    let topology = ws.write_topology(
+        "arity.toml",
+        r#"
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+config = { extra_values = 1, limit = 100, per_call = 10 }
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{ from = "source" }]
+"#,
+    );
+    let out = SquallCommand::run(&ws, &topology, "1s").output();
+    let ctx = out.context();
+    out.assert_code(0);
+    assert_eq!(out.stat("source", "errors"), 10, "one error per refused call of 10 tuples\n{ctx}");
+    assert_eq!(out.stat("source", "emitted"), 0, "\n{ctx}");
+    assert_eq!(out.stat("sink", "executed"), 0, "no wrong tuple is delivered\n{ctx}");
+    let line = out.stderr.lines().find(|l| l.contains("emit_many on stream")).unwrap_or("");
+    assert!(
+        line.contains("spout \"source\" task 0")
+            && line.contains(
+                "of 10 tuples with 20 values and 0 message ids, but it declares 1 fields"
+            ),
+        "one log line names the component, the stream and the counts\n{ctx}"
+    );
+}
+
+#[test]
+fn a_spout_emitting_many_per_call_delivers_and_acks_every_tuple_once() {
+    let ws = Workspace::new("emit_many");
+    let topology = ws.write_topology(
+        "many.toml",
+        r#"
+[topology]
+acker_executors = 1
+producer_batch_size = 100
+
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+config = { reliable = true, limit = 10000, per_call = 64 }
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{ from = "source", grouping = "shuffle" }]
+parallelism = 3
+"#,
+    );
+    let out = SquallCommand::run(&ws, &topology, "3s").output();
+    let ctx = out.context();
+    out.assert_code(0);
+    assert_eq!(out.stat("source", "emitted"), 10_000, "\n{ctx}");
+    assert_eq!(out.stat("source", "acked"), 10_000, "every tree completes\n{ctx}");
+    assert_eq!(out.stat("source", "errors"), 0, "\n{ctx}");
+    assert_eq!(out.stat("sink", "executed"), 10_000, "each tuple once\n{ctx}");
+}
+
+#[test]
 fn an_emit_with_the_wrong_number_of_values_is_refused_counted_and_logged() {
     let ws = Workspace::new("arity");
     let topology = ws.write_topology(

@@ -6,18 +6,41 @@
 
 use abi_stable::std_types::ROption;
 
-use crate::abi::OutputMut;
+use crate::abi::{OutputMut, SpoutOutputMut};
 use crate::{Anchor, MessageId, StreamId, Value};
 
 /// Handed to a spout's `next_tuple`.
+///
+/// Besides one-tuple emits it offers [`emit_many`](Self::emit_many), which
+/// hands a whole run of tuples to the host in one call: a spout that has
+/// many tuples at hand (a broker fetch, a file chunk) pays the boundary
+/// crossing, the stream lookup and the arity check once per call instead
+/// of once per tuple.
 pub struct SpoutCollector<'a> {
-    output: OutputMut<'a>,
+    output: SpoutOut<'a>,
+}
+
+/// The host object behind a [`SpoutCollector`].
+enum SpoutOut<'a> {
+    /// A contract 1.0 output (a 1.0 host, or a test's recorder): many-tuple
+    /// emits are made one tuple at a time.
+    V1(OutputMut<'a>),
+    /// A contract 1.1 spout output, with `emit_many`.
+    Ext(SpoutOutputMut<'a>),
 }
 
 impl<'a> SpoutCollector<'a> {
-    /// Wraps the host's output object.
+    /// Wraps the host's contract 1.0 output object (also what
+    /// [`Recorder::output`](crate::testing::Recorder::output) returns).
     pub fn new(output: OutputMut<'a>) -> Self {
-        Self { output }
+        Self { output: SpoutOut::V1(output) }
+    }
+
+    /// Wraps the host's contract 1.1 spout output object (also what
+    /// [`Recorder::spout_output`](crate::testing::Recorder::spout_output)
+    /// returns).
+    pub fn from_ext(output: SpoutOutputMut<'a>) -> Self {
+        Self { output: SpoutOut::Ext(output) }
     }
 
     /// Emits an untracked tuple on the default stream.
@@ -33,13 +56,7 @@ impl<'a> SpoutCollector<'a> {
 
     /// Emits on a declared stream, tracked when `message_id` is set.
     pub fn emit_to(&mut self, stream: StreamId, values: &[Value], message_id: Option<MessageId>) {
-        self.output.emit(
-            stream.0,
-            values.into(),
-            (&[][..]).into(),
-            message_id.into(),
-            ROption::RNone,
-        );
+        self.emit_raw(stream, values, message_id, None);
     }
 
     /// Emits on a direct stream to one task of a subscribing component.
@@ -50,13 +67,82 @@ impl<'a> SpoutCollector<'a> {
         values: &[Value],
         message_id: Option<MessageId>,
     ) {
-        self.output.emit(
-            stream.0,
-            values.into(),
-            (&[][..]).into(),
-            message_id.into(),
-            ROption::RSome(task),
-        );
+        self.emit_raw(stream, values, message_id, Some(task));
+    }
+
+    /// Emits `count` untracked tuples on the default stream in one call.
+    /// `values` holds their values back to back: `count` times the stream's
+    /// field count. A call whose length does not fit emits nothing and is
+    /// counted as an error of the spout, as an emit with the wrong number of
+    /// values is.
+    ///
+    /// ```ignore
+    /// // 64 one-field tuples: values[i] is tuple i's only field.
+    /// collector.emit_many(64, &values[..64]);
+    /// ```
+    pub fn emit_many(&mut self, count: usize, values: &[Value]) {
+        self.emit_many_to(StreamId::DEFAULT, count, values, &[]);
+    }
+
+    /// Emits one tuple per message id on the default stream in one call,
+    /// each tracked under its id (as [`emit_with_id`](Self::emit_with_id)):
+    /// `values` holds the tuples' values back to back.
+    pub fn emit_many_with_ids(&mut self, values: &[Value], message_ids: &[MessageId]) {
+        self.emit_many_to(StreamId::DEFAULT, message_ids.len(), values, message_ids);
+    }
+
+    /// Emits `count` tuples on a declared, non-direct stream in one call:
+    /// `values` holds their values back to back, and `message_ids` is empty
+    /// (untracked) or holds one id per tuple.
+    pub fn emit_many_to(
+        &mut self,
+        stream: StreamId,
+        count: usize,
+        values: &[Value],
+        message_ids: &[MessageId],
+    ) {
+        match &mut self.output {
+            SpoutOut::Ext(output) => {
+                // A count beyond u32 cannot match the values: the host refuses it.
+                let count = u32::try_from(count).unwrap_or(u32::MAX);
+                output.emit_many(stream.0, count, values.into(), message_ids.into());
+            }
+            SpoutOut::V1(_) => {
+                // One emit per tuple; a call whose shape is wrong emits nothing.
+                if count == 0
+                    || values.len() % count != 0
+                    || !(message_ids.is_empty() || message_ids.len() == count)
+                {
+                    return;
+                }
+                let arity = values.len() / count;
+                for i in 0..count {
+                    let id = message_ids.get(i).copied();
+                    self.emit_raw(stream, &values[i * arity..(i + 1) * arity], id, None);
+                }
+            }
+        }
+    }
+
+    fn emit_raw(
+        &mut self,
+        stream: StreamId,
+        values: &[Value],
+        message_id: Option<MessageId>,
+        direct: Option<u32>,
+    ) {
+        match &mut self.output {
+            SpoutOut::V1(output) => output.emit(
+                stream.0,
+                values.into(),
+                (&[][..]).into(),
+                message_id.into(),
+                direct.into(),
+            ),
+            SpoutOut::Ext(output) => {
+                output.emit(stream.0, values.into(), message_id.into(), direct.into());
+            }
+        }
     }
 }
 
@@ -169,5 +255,70 @@ impl<'a> BasicCollector<'a> {
 impl std::fmt::Debug for BasicCollector<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("BasicCollector")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Recorder;
+
+    fn words(words: &[&str]) -> Vec<Value> {
+        words.iter().map(|w| Value::from(*w)).collect()
+    }
+
+    #[test]
+    fn emit_many_reaches_a_1_1_output_as_one_call_with_every_tuple() {
+        let values = words(&["a", "1", "b", "2", "c", "3"]);
+        let mut recorder = Recorder::default();
+        let mut collector = SpoutCollector::from_ext(recorder.spout_output());
+        collector.emit_many(3, &values);
+        collector.emit_many_with_ids(&values[..4], &[MessageId(7), MessageId(8)]);
+        collector.emit(&values[..2]);
+        drop(collector);
+        assert_eq!(recorder.emit_many_calls, [3, 2]);
+        let tuples: Vec<_> = recorder.emitted.iter().map(|e| e.values.clone()).collect();
+        assert_eq!(
+            tuples,
+            [
+                &values[0..2],
+                &values[2..4],
+                &values[4..6],
+                &values[0..2],
+                &values[2..4],
+                &values[0..2]
+            ]
+        );
+        let ids: Vec<_> = recorder.emitted.iter().map(|e| e.message_id).collect();
+        assert_eq!(ids, [None, None, None, Some(MessageId(7)), Some(MessageId(8)), None]);
+    }
+
+    #[test]
+    fn emit_many_on_a_1_0_output_emits_the_tuples_one_by_one() {
+        let values = words(&["a", "1", "b", "2"]);
+        let mut recorder = Recorder::default();
+        let mut collector = SpoutCollector::new(recorder.output());
+        collector.emit_many_to(StreamId(1), 2, &values, &[MessageId(1), MessageId(2)]);
+        // Shapes that cannot be split emit nothing.
+        collector.emit_many(3, &values);
+        collector.emit_many_with_ids(&values, &[MessageId(3), MessageId(4), MessageId(5)]);
+        drop(collector);
+        assert!(recorder.emit_many_calls.is_empty());
+        assert_eq!(recorder.emitted.len(), 2);
+        assert_eq!(recorder.emitted[1].values, &values[2..]);
+        assert_eq!(recorder.emitted[1].stream, 1);
+        assert_eq!(recorder.emitted[1].message_id, Some(MessageId(2)));
+    }
+
+    #[test]
+    fn the_recorder_refuses_an_emit_many_that_does_not_split_evenly() {
+        let values = words(&["a", "b", "c"]);
+        let mut recorder = Recorder::default();
+        let mut collector = SpoutCollector::from_ext(recorder.spout_output());
+        collector.emit_many(2, &values);
+        collector.emit_many_with_ids(&values, &[MessageId(1), MessageId(2)]);
+        drop(collector);
+        assert_eq!(recorder.refused, 2);
+        assert!(recorder.emitted.is_empty());
     }
 }

@@ -27,7 +27,7 @@ use abi_stable::{
 
 use serde::de::{self, DeserializeOwned, Visitor};
 
-use crate::abi::{Output, OutputMut, Output_TO};
+use crate::abi::{Output, OutputMut, Output_TO, SpoutOutput, SpoutOutputMut, SpoutOutput_TO};
 use crate::{
     Anchor, ComponentConfig, ConfigKey, KeyKind, MessageId, Tuple, Value, SYSTEM_COMPONENT,
     TICK_STREAM,
@@ -51,8 +51,10 @@ pub struct Emitted {
 /// Records every call a component makes on its collector.
 ///
 /// Hand [`Recorder::output`] to a collector (`SpoutCollector::new`,
-/// `BoltCollector::new` or `BasicCollector::new`), call the component, drop
-/// the collector, then read the fields.
+/// `BoltCollector::new` or `BasicCollector::new`), or
+/// [`Recorder::spout_output`] to `SpoutCollector::from_ext` (the contract
+/// 1.1 spout output a host hands a spout, with `emit_many`), call the
+/// component, drop the collector, then read the fields.
 #[derive(Debug, Default)]
 pub struct Recorder {
     /// Every emit, in order.
@@ -63,12 +65,27 @@ pub struct Recorder {
     pub failed: Vec<Anchor>,
     /// Every input whose timeout was reset.
     pub reset: Vec<Anchor>,
+    /// The tuple count of every `emit_many` call, in order (its tuples are
+    /// in [`emitted`](Self::emitted), one entry each).
+    pub emit_many_calls: Vec<u32>,
+    /// `emit_many` calls refused because their values, count and ids did
+    /// not fit together (a host counts them as errors).
+    pub refused: usize,
 }
 
 impl Recorder {
     /// The host-side object a collector wraps, e.g. `SpoutCollector::new(recorder.output())`.
     pub fn output(&mut self) -> OutputMut<'_> {
         Output_TO::from_ptr(RMut::new(self), TD_Opaque)
+    }
+
+    /// The contract 1.1 spout output a collector wraps, e.g.
+    /// `SpoutCollector::from_ext(recorder.spout_output())`: `emit_many`
+    /// arrives as one call. The recorder does not know the declared fields,
+    /// so a call is refused only when its values do not split evenly into
+    /// `count` tuples or its ids are neither none nor one per tuple.
+    pub fn spout_output(&mut self) -> SpoutOutputMut<'_> {
+        SpoutOutput_TO::from_ptr(RMut::new(self), TD_Opaque)
     }
 
     /// The first value of every emit, as strings.
@@ -108,6 +125,44 @@ impl Output for Recorder {
 
     fn reset_timeout(&mut self, anchor: Anchor) {
         self.reset.push(anchor);
+    }
+}
+
+impl SpoutOutput for Recorder {
+    fn emit(
+        &mut self,
+        stream: u32,
+        values: RSlice<'_, Value>,
+        message_id: ROption<MessageId>,
+        direct_task: ROption<u32>,
+    ) {
+        Output::emit(self, stream, values, RSlice::default(), message_id, direct_task);
+    }
+
+    fn emit_many(
+        &mut self,
+        stream: u32,
+        count: u32,
+        values: RSlice<'_, Value>,
+        message_ids: RSlice<'_, MessageId>,
+    ) {
+        let n = count as usize;
+        let fits = if n == 0 { values.is_empty() } else { values.len() % n == 0 };
+        if !fits || !(message_ids.is_empty() || message_ids.len() == n) {
+            self.refused += 1;
+            return;
+        }
+        self.emit_many_calls.push(count);
+        let arity = values.len().checked_div(n).unwrap_or(0);
+        for i in 0..n {
+            self.emitted.push(Emitted {
+                stream,
+                values: values[i * arity..(i + 1) * arity].to_vec(),
+                anchors: Vec::new(),
+                message_id: message_ids.get(i).copied(),
+                direct_task: None,
+            });
+        }
     }
 }
 

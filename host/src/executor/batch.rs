@@ -75,6 +75,25 @@ impl QueueBytes {
     }
 }
 
+/// A copy of `value`: inline for the variants without a heap part (the
+/// common ones: numbers and short strings), `Clone` for the others. The
+/// derived `clone` is a call per value on the emit path.
+#[inline(always)]
+fn copy(value: &Value) -> Value {
+    match value {
+        Value::SmallStr(s) => Value::SmallStr(*s),
+        Value::I64(n) => Value::I64(*n),
+        Value::U64(n) => Value::U64(*n),
+        Value::F64(n) => Value::F64(*n),
+        Value::Bool(b) => Value::Bool(*b),
+        Value::Null => Value::Null,
+        other => other.clone(),
+    }
+}
+
+/// One tuple of a [`Batch`]: its stream, values and ack ids.
+pub type TupleRef<'a> = (u32, &'a [Value], &'a [(RootId, EdgeId)]);
+
 /// Where one tuple of a [`Batch`] lives.
 #[derive(Debug, Clone, Copy)]
 pub struct Header {
@@ -99,22 +118,46 @@ impl Batch {
     }
 
     /// Appends one tuple.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, stream: u32, values: &[Value], ids: &[(RootId, EdgeId)]) {
         // One clone per value in a plain loop: `extend_from_slice` compiled
         // to a generic `Cloned::fold` that cost ~45 more instructions per
         // tuple (callgrind, const → id → null), after unrelated changes
         // moved the inlining.
-        self.values.reserve(values.len());
-        for v in values {
-            self.values.push(v.clone());
+        if let [value] = values {
+            self.values.push(copy(value));
+        } else {
+            self.values.reserve(values.len());
+            for v in values {
+                self.values.push(copy(v));
+            }
         }
-        self.ids.extend_from_slice(ids);
+        if !ids.is_empty() {
+            self.ids.extend_from_slice(ids);
+        }
         self.tuples.push(Header {
             stream,
             values_end: self.values.len() as u32,
             ids_end: self.ids.len() as u32,
         });
+    }
+
+    /// Appends `count` untracked tuples of `arity` values each, whose values
+    /// are back to back in `values` (`count * arity` of them).
+    #[inline]
+    pub fn push_many(&mut self, stream: u32, arity: usize, count: usize, values: &[Value]) {
+        debug_assert_eq!(values.len(), count * arity);
+        let base = self.values.len();
+        self.values.reserve(values.len());
+        for v in values {
+            self.values.push(copy(v));
+        }
+        let ids_end = self.ids.len() as u32;
+        self.tuples.extend((1..=count).map(|i| Header {
+            stream,
+            values_end: (base + i * arity) as u32,
+            ids_end,
+        }));
     }
 
     /// Empties the batch, keeping its buffers for reuse.
@@ -137,15 +180,31 @@ impl Batch {
 
     /// The `i`th tuple: its stream, values and ids.
     #[inline]
-    pub fn tuple(&self, i: usize) -> (u32, &[Value], &[(RootId, EdgeId)]) {
+    pub fn tuple(&self, i: usize) -> TupleRef<'_> {
+        self.tuple_at(i, self.starts(i)).0
+    }
+
+    /// Where the `i`th tuple's values and ids start: where the one before ends.
+    #[inline]
+    pub fn starts(&self, i: usize) -> (usize, usize) {
+        match i.checked_sub(1) {
+            Some(p) => {
+                let p = self.tuples[p];
+                (p.values_end as usize, p.ids_end as usize)
+            }
+            None => (0, 0),
+        }
+    }
+
+    /// The `i`th tuple, whose values and ids start at `starts` (from
+    /// [`starts`](Self::starts), or the previous call's last element): its
+    /// stream, values and ids, and where the next tuple's start. A loop over
+    /// the tuples reads each header once.
+    #[inline(always)]
+    pub fn tuple_at(&self, i: usize, (v0, i0): (usize, usize)) -> (TupleRef<'_>, (usize, usize)) {
         let h = self.tuples[i];
-        let (v0, i0) = if i == 0 {
-            (0, 0)
-        } else {
-            let p = self.tuples[i - 1];
-            (p.values_end as usize, p.ids_end as usize)
-        };
-        (h.stream, &self.values[v0..h.values_end as usize], &self.ids[i0..h.ids_end as usize])
+        let (v1, i1) = (h.values_end as usize, h.ids_end as usize);
+        ((h.stream, &self.values[v0..v1], &self.ids[i0..i1]), (v1, i1))
     }
 }
 
@@ -177,5 +236,13 @@ mod tests {
         assert_eq!(b.tuple(1).1, &[Value::from("x")][..]);
         assert_eq!(b.tuple(1).2, &[(RootId(9), EdgeId(8)), (RootId(7), EdgeId(6))][..]);
         assert_eq!(b.tuple(2), (0, &[][..], &[(RootId(5), EdgeId(4))][..]));
+        // Walking with `tuple_at` gives the same tuples.
+        let mut starts = b.starts(1);
+        for i in 1..3 {
+            let (tuple, next) = b.tuple_at(i, starts);
+            assert_eq!(tuple, b.tuple(i));
+            starts = next;
+        }
+        assert_eq!(starts, (3, 3));
     }
 }

@@ -347,8 +347,11 @@ impl BoltExecutor {
                 },
             };
             let component = sources.task_component[batch.source_task.0 as usize] as usize;
+            let (component_name, streams) = &sources.components[component];
+            let mut starts = batch.starts(pos);
             while pos < batch.len() {
-                let (stream, values, ids) = batch.tuple(pos);
+                let ((stream, values, ids), next) = batch.tuple_at(pos, starts);
+                starts = next;
                 pos += 1;
                 if !self.throttles.is_empty() {
                     self.throttle_edge(turn, component, stream, values);
@@ -357,7 +360,6 @@ impl BoltExecutor {
                     let from = (component as u32, stream, batch.source_task.0);
                     self.window_tuple(turn, name, from, values, ids);
                 } else {
-                    let (component_name, streams) = &sources.components[component];
                     let (stream_name, fields) = &streams[stream as usize];
                     let anchor = self.inputs.begin(ids);
                     let tuple = Tuple::new(
@@ -436,6 +438,8 @@ impl BoltExecutor {
     }
 
     /// Executes one tuple and settles its ack.
+    // Inlined: it runs once per tuple, and its failure paths are calls.
+    #[inline(always)]
     fn execute(&mut self, turn: &mut Turn, name: &str, tuple: &Tuple<'_>) {
         if self.core.poisoned {
             self.inputs.fail_current_panic(&mut self.core.transfer, &mut turn.stats);

@@ -2,7 +2,7 @@
 //! reset_timeout calls do.
 
 use abi_stable::std_types::{ROption, RSlice};
-use squall_plugin_api::abi::Output;
+use squall_plugin_api::abi::{Output, SpoutOutput};
 use squall_plugin_api::{Anchor, MessageId, StreamId, Value};
 
 use super::tracking::{InputTracker, SpoutTracker};
@@ -69,7 +69,40 @@ impl Output for HostOutput<'_> {
         message_id: ROption<MessageId>,
         direct_task: ROption<u32>,
     ) {
-        let values = values.as_slice();
+        self.emit_one(stream, values.as_slice(), anchors, message_id, direct_task);
+    }
+
+    fn ack(&mut self, anchor: Anchor) {
+        if let Side::Bolt { inputs, .. } = &mut self.side {
+            inputs.ack(anchor, self.transfer, self.stats);
+        }
+    }
+
+    fn fail(&mut self, anchor: Anchor) {
+        if let Side::Bolt { inputs, .. } = &mut self.side {
+            inputs.fail(anchor, self.transfer, self.stats, StatField::FailedExplicit);
+        }
+    }
+
+    fn reset_timeout(&mut self, anchor: Anchor) {
+        if let Side::Bolt { inputs, .. } = &mut self.side {
+            inputs.reset_timeout(anchor, self.transfer);
+        }
+    }
+}
+
+impl HostOutput<'_> {
+    /// One emit, for both the 1.0 [`Output`] and the 1.1 [`SpoutOutput`]
+    /// (inlined into each, so neither pays a call more than the other).
+    #[inline(always)]
+    fn emit_one(
+        &mut self,
+        stream: u32,
+        values: &[Value],
+        anchors: RSlice<'_, Anchor>,
+        message_id: ROption<MessageId>,
+        direct_task: ROption<u32>,
+    ) {
         let (stream, targets) =
             match self.transfer.route(StreamId(stream), values, direct_task.into_option()) {
                 Ok(routed) => routed,
@@ -131,22 +164,364 @@ impl Output for HostOutput<'_> {
             }
         }
     }
+}
 
-    fn ack(&mut self, anchor: Anchor) {
-        if let Side::Bolt { inputs, .. } = &mut self.side {
-            inputs.ack(anchor, self.transfer, self.stats);
+/// What a contract 1.1 spout emits through: `emit` is the 1.0 emit without
+/// anchors; `emit_many` checks the stream and the shape once per call.
+impl SpoutOutput for HostOutput<'_> {
+    #[inline]
+    fn emit(
+        &mut self,
+        stream: u32,
+        values: RSlice<'_, Value>,
+        message_id: ROption<MessageId>,
+        direct_task: ROption<u32>,
+    ) {
+        self.emit_one(stream, values.as_slice(), RSlice::default(), message_id, direct_task);
+    }
+
+    fn emit_many(
+        &mut self,
+        stream: u32,
+        count: u32,
+        values: RSlice<'_, Value>,
+        message_ids: RSlice<'_, MessageId>,
+    ) {
+        let (values, ids, count) = (values.as_slice(), message_ids.as_slice(), count as usize);
+        let (stream, arity) =
+            match self.transfer.check_many(StreamId(stream), count, values.len(), ids.len()) {
+                Ok(checked) => checked,
+                Err(e) => {
+                    self.error.get_or_insert(e);
+                    return;
+                }
+            };
+        if count == 0 {
+            return;
+        }
+        if !matches!(self.side, Side::Spout { .. }) {
+            // Only spout executors hand out a spout output; anything else
+            // emits the tuples one by one, as plain emits.
+            for i in 0..count {
+                let tuple = &values[i * arity..(i + 1) * arity];
+                let id = ids.get(i).copied().into();
+                Output::emit(self, stream, tuple.into(), RSlice::default(), id, ROption::RNone);
+            }
+            return;
+        }
+        self.stats.add(StatField::Emitted, count as u64);
+        if self.transfer.counts_bytes() {
+            self.transfer.emitted_bytes +=
+                values.iter().map(|v| v.encoded_len() as u64).sum::<u64>();
+        }
+        let acking = self.transfer.acking();
+        let Side::Spout { tracker, task } = &mut self.side else { return };
+        if ids.is_empty() || !acking {
+            tracker.ack_now.extend_from_slice(ids);
+            self.transfer.push_many(stream, arity, count, values, self.stats);
+            return;
+        }
+        let task = *task;
+        for (i, &id) in ids.iter().enumerate() {
+            let tuple = &values[i * arity..(i + 1) * arity];
+            let targets = self.transfer.route_checked(stream, tuple);
+            if targets > 0 {
+                tracker.emit_tracked(self.transfer, self.stats, (stream, targets), tuple, id, task);
+            } else {
+                tracker.ack_now.push(id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use crossbeam_channel::{unbounded, Receiver};
+
+    use super::*;
+    use crate::acker::msg::AckerInput;
+    use crate::executor::batch::Batch;
+    use crate::executor::tracking::SpoutTracker;
+    use crate::executor::transfer::{StreamRoutes, TransferWiring};
+    use crate::ids::TaskId;
+    use crate::topology::grouping::{Grouping, Router};
+
+    /// What each task received: (stream, values, ack ids) in order.
+    type Received = BTreeMap<u32, Vec<(u32, Vec<Value>, usize)>>;
+
+    /// Task 0's transfer to tasks 1..=tasks over `streams`, in batches of
+    /// `batch_size`, with `ackers` acker queues; and the task queues.
+    fn wired(
+        streams: Vec<StreamRoutes>,
+        tasks: u32,
+        batch_size: usize,
+        ackers: Vec<crossbeam_channel::Sender<AckerInput>>,
+    ) -> (Transfer, Vec<Option<Receiver<Batch>>>) {
+        let mut queues = vec![None];
+        let mut receivers = vec![None];
+        for _ in 1..=tasks {
+            let (tx, rx) = unbounded();
+            queues.push(Some(tx));
+            receivers.push(Some(rx));
+        }
+        let wiring = TransferWiring {
+            batch_size,
+            flush_interval: Duration::ZERO,
+            default_stream: Some(0),
+            streams,
+            queues,
+            ackers,
+            recycled: None,
+            count_bytes: false,
+            queue_bytes: Vec::new(),
+        };
+        (Transfer::new(TaskId(0), wiring), receivers)
+    }
+
+    fn stream(name: &str, fields: usize, direct: bool, routers: Vec<Router>) -> StreamRoutes {
+        StreamRoutes { name: name.into(), direct, fields, routers }
+    }
+
+    /// The routers of the mixed topology: shuffle over 1..=3, fields on the
+    /// first value over 4..=5, all over 6..=7, local-or-shuffle over 8.
+    fn mixed_routers() -> Vec<Router> {
+        vec![
+            Router::new(Grouping::Shuffle, vec![1, 2, 3], 7),
+            Router::new(Grouping::Fields(vec![0]), vec![4, 5], 0),
+            Router::new(Grouping::All, vec![6, 7], 0),
+            Router::new(Grouping::LocalOrShuffle, vec![8], 3),
+        ]
+    }
+
+    fn drain(
+        transfer: &mut Transfer,
+        stats: &mut LocalStats,
+        queues: &[Option<Receiver<Batch>>],
+    ) -> Received {
+        transfer.flush_all(stats);
+        let mut out = Received::new();
+        for (task, queue) in queues.iter().enumerate() {
+            let Some(queue) = queue else { continue };
+            for batch in queue.try_iter() {
+                for i in 0..batch.len() {
+                    let (stream, values, ids) = batch.tuple(i);
+                    out.entry(task as u32).or_default().push((stream, values.to_vec(), ids.len()));
+                }
+            }
+        }
+        out
+    }
+
+    struct Rig {
+        transfer: Transfer,
+        queues: Vec<Option<Receiver<Batch>>>,
+        stats: LocalStats,
+        error: Option<EmitError>,
+        tracker: SpoutTracker,
+    }
+
+    impl Rig {
+        fn new(streams: Vec<StreamRoutes>, tasks: u32, batch_size: usize) -> Self {
+            Self::acking(streams, tasks, batch_size, Vec::new())
+        }
+
+        fn acking(
+            streams: Vec<StreamRoutes>,
+            tasks: u32,
+            batch_size: usize,
+            ackers: Vec<crossbeam_channel::Sender<AckerInput>>,
+        ) -> Self {
+            let (transfer, queues) = wired(streams, tasks, batch_size, ackers);
+            let (stats, error, tracker) = (LocalStats::default(), None, SpoutTracker::new(2));
+            Self { transfer, queues, stats, error, tracker }
+        }
+
+        fn output(&mut self) -> HostOutput<'_> {
+            HostOutput {
+                transfer: &mut self.transfer,
+                stats: &mut self.stats,
+                error: &mut self.error,
+                side: Side::Spout { tracker: &mut self.tracker, task: TaskId(0) },
+            }
+        }
+
+        fn received(&mut self) -> Received {
+            drain(&mut self.transfer, &mut self.stats, &self.queues)
         }
     }
 
-    fn fail(&mut self, anchor: Anchor) {
-        if let Side::Bolt { inputs, .. } = &mut self.side {
-            inputs.fail(anchor, self.transfer, self.stats, StatField::FailedExplicit);
+    /// Two values per tuple; the first cycles over 5 words, so the fields
+    /// grouping sees repeated keys.
+    fn tuples(n: usize) -> Vec<Value> {
+        (0..n)
+            .flat_map(|i| [Value::from(["a", "b", "c", "d", "e"][i % 5]), Value::I64(i as i64)])
+            .collect()
+    }
+
+    #[test]
+    fn emit_many_routes_every_tuple_as_one_emit_per_tuple_does() {
+        let values = tuples(50);
+        let mut many = Rig::new(vec![stream("default", 2, false, mixed_routers())], 8, 4);
+        SpoutOutput::emit_many(
+            &mut many.output(),
+            u32::MAX,
+            50,
+            values.as_slice().into(),
+            RSlice::default(),
+        );
+        let mut single = Rig::new(vec![stream("default", 2, false, mixed_routers())], 8, 4);
+        for tuple in values.chunks(2) {
+            SpoutOutput::emit(
+                &mut single.output(),
+                u32::MAX,
+                tuple.into(),
+                ROption::RNone,
+                ROption::RNone,
+            );
+        }
+        assert_eq!(many.error, None);
+        assert_eq!(many.stats.get(StatField::Emitted), 50);
+        assert_eq!(single.stats.get(StatField::Emitted), 50);
+        let (got, want) = (many.received(), single.received());
+        assert_eq!(got, want, "the same tuples reach the same tasks in the same order");
+        let count = |task: u32| got.get(&task).map_or(0, Vec::len);
+        // shuffle: an even spread; fields: every tuple once, by key; all:
+        // every tuple to each task; one task: everything.
+        assert_eq!([count(1), count(2), count(3)].iter().sum::<usize>(), 50);
+        assert!([1, 2, 3].iter().all(|&t| (16..=17).contains(&count(t))), "{got:?}");
+        assert_eq!(count(4) + count(5), 50);
+        assert_eq!((count(6), count(7), count(8)), (50, 50, 50));
+        for task in [4, 5] {
+            for (_, values, _) in got.get(&task).into_iter().flatten() {
+                let mut router = Router::new(Grouping::Fields(vec![0]), vec![4, 5], 0);
+                assert_eq!(
+                    router.route(values, None),
+                    crate::topology::grouping::Targets::One(task)
+                );
+            }
+        }
+        let in_order: Vec<_> = got[&8].iter().map(|(_, v, _)| v[1].clone()).collect();
+        assert_eq!(in_order, (0..50).map(Value::I64).collect::<Vec<_>>());
+        assert_eq!(many.stats.get(StatField::Transferred), 250, "50 + 50 + 2 × 50 + 50");
+    }
+
+    #[test]
+    fn emit_many_to_one_task_fills_batches_up_to_the_batch_size_in_order() {
+        for grouping in [Grouping::Shuffle, Grouping::All, Grouping::Global, Grouping::None] {
+            let routers = vec![Router::new(grouping.clone(), vec![1], 0)];
+            let mut rig = Rig::new(vec![stream("default", 2, false, routers)], 1, 7);
+            let values = tuples(20);
+            let mut output = rig.output();
+            SpoutOutput::emit_many(&mut output, u32::MAX, 3, values[..6].into(), RSlice::default());
+            SpoutOutput::emit_many(
+                &mut output,
+                u32::MAX,
+                17,
+                values[6..].into(),
+                RSlice::default(),
+            );
+            let sizes: Vec<_> =
+                rig.queues[1].as_ref().unwrap().try_iter().map(|b| b.len()).collect();
+            assert_eq!(sizes, [7, 7], "{}: full batches are sent at once", grouping.name());
+            assert_eq!(rig.stats.get(StatField::Transferred), 14);
+            rig.transfer.flush_all(&mut rig.stats);
+            let rest: Vec<_> = rig.queues[1].as_ref().unwrap().try_iter().collect();
+            assert_eq!(rest.len(), 1);
+            assert_eq!(rest[0].len(), 6);
+            assert_eq!(rest[0].tuple(5), (0, &values[38..40], &[][..]));
+            assert_eq!(rig.stats.get(StatField::Emitted), 20);
         }
     }
 
-    fn reset_timeout(&mut self, anchor: Anchor) {
-        if let Side::Bolt { inputs, .. } = &mut self.side {
-            inputs.reset_timeout(anchor, self.transfer);
+    #[test]
+    fn emit_many_refuses_a_call_whose_shape_breaks_a_rule_and_emits_nothing() {
+        let streams = || {
+            vec![
+                stream("default", 2, false, vec![Router::new(Grouping::Shuffle, vec![1], 0)]),
+                stream("direct", 2, true, vec![Router::new(Grouping::Direct, vec![1], 0)]),
+            ]
+        };
+        let values = tuples(4);
+        let ids = [MessageId(1), MessageId(2)];
+        // (stream, count, values, ids, what the error says)
+        type Case<'a> = (u32, u32, &'a [Value], &'a [MessageId], &'a str);
+        let cases: [Case<'_>; 6] = [
+            (
+                u32::MAX,
+                3,
+                &values[..],
+                &[],
+                "emit_many on stream \"default\" of 3 tuples with 8 values",
+            ),
+            (u32::MAX, 4, &values[..7], &[], "of 4 tuples with 7 values"),
+            (u32::MAX, 4, &values[..], &ids, "with 8 values and 2 message ids"),
+            (u32::MAX, 0, &values[..2], &[], "of 0 tuples with 2 values"),
+            (1, 4, &values[..], &[], "emit_direct on stream \"direct\""),
+            (5, 4, &values[..], &[], "emit on undeclared stream #5"),
+        ];
+        for (stream_id, count, values, ids, message) in cases {
+            let mut rig = Rig::new(streams(), 1, 1);
+            SpoutOutput::emit_many(&mut rig.output(), stream_id, count, values.into(), ids.into());
+            let error = rig.error.take().expect("refused").to_string();
+            assert!(error.contains(message), "{error}");
+            assert_eq!(rig.stats.get(StatField::Emitted), 0);
+            assert!(rig.received().is_empty());
+            assert!(rig.tracker.ack_now.is_empty());
         }
+        let mut rig = Rig::new(streams(), 1, 1);
+        SpoutOutput::emit_many(
+            &mut rig.output(),
+            u32::MAX,
+            0,
+            RSlice::default(),
+            RSlice::default(),
+        );
+        assert_eq!(rig.error, None, "an empty call is fine");
+    }
+
+    #[test]
+    fn emit_many_with_ids_tracks_every_tuple_when_acking_and_acks_at_once_without() {
+        let routers = || vec![Router::new(Grouping::All, vec![1, 2], 0)];
+        let values = tuples(5);
+        let ids: Vec<_> = (10..15).map(MessageId).collect();
+        let (acker, inits) = unbounded();
+        let mut rig =
+            Rig::acking(vec![stream("default", 2, false, routers())], 2, 100, vec![acker]);
+        SpoutOutput::emit_many(
+            &mut rig.output(),
+            u32::MAX,
+            5,
+            values.as_slice().into(),
+            ids.as_slice().into(),
+        );
+        assert_eq!(rig.error, None);
+        assert_eq!(rig.tracker.pending.len(), 5, "one pending root per tuple");
+        assert!(rig.tracker.ack_now.is_empty());
+        let got = rig.received();
+        assert!(got[&1].iter().chain(&got[&2]).all(|(_, _, ids)| *ids == 1), "one edge each");
+        assert_eq!((got[&1].len(), got[&2].len()), (5, 5));
+        let msgs: usize = inits
+            .try_iter()
+            .map(|m| match m {
+                AckerInput::Msgs(m) => m.len(),
+                AckerInput::Tick => 0,
+            })
+            .sum();
+        assert_eq!(msgs, 5, "one init per tree");
+
+        let mut rig = Rig::new(vec![stream("default", 2, false, routers())], 2, 100);
+        SpoutOutput::emit_many(
+            &mut rig.output(),
+            u32::MAX,
+            5,
+            values.as_slice().into(),
+            ids.as_slice().into(),
+        );
+        assert_eq!(rig.tracker.ack_now, ids, "no acker: acked when the call returns");
+        assert_eq!(rig.tracker.pending.len(), 0);
+        assert_eq!(rig.received()[&2].len(), 5);
     }
 }

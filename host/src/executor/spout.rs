@@ -26,10 +26,9 @@
 
 use std::time::Instant;
 
-use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::ROption;
 use crossbeam_channel::{Receiver, Select, TryRecvError};
-use squall_plugin_api::abi::{OutputMut, Output_TO, TaskContext, WakerBox};
+use squall_plugin_api::abi::{TaskContext, WakerBox};
 use squall_plugin_api::{MessageId, PluginError};
 
 use super::core::TaskCore;
@@ -297,14 +296,13 @@ impl SpoutExecutor {
                 error: &mut turn.emit_error,
                 side: Side::Spout { tracker: &mut self.tracker, task: self.core.name.task },
             };
-            let output: OutputMut<'_> = Output_TO::from_ptr(&mut output, TD_Opaque);
             if timed {
                 let started = Instant::now();
-                let result = self.spout.next_tuple(output).into_result();
+                let result = self.spout.next_tuple(&mut output).into_result();
                 turn.stats.add(StatField::BusyNanos, started.elapsed().as_nanos() as u64 * 64);
                 result
             } else {
-                self.spout.next_tuple(output).into_result()
+                self.spout.next_tuple(&mut output).into_result()
             }
         };
         let emitted = turn.stats.get(StatField::Emitted) - before;
@@ -314,8 +312,13 @@ impl SpoutExecutor {
         if let Some(e) = turn.emit_error.take() {
             count_error(&mut turn.stats, &self.core.shared, name, &format!("next_tuple: {e}"));
         }
-        for id in std::mem::take(&mut self.tracker.ack_now) {
-            self.ack(turn, name, id, None);
+        if !self.tracker.ack_now.is_empty() {
+            // The list goes back afterwards, so its buffer is reused.
+            let mut ids = std::mem::take(&mut self.tracker.ack_now);
+            for id in ids.drain(..) {
+                self.ack(turn, name, id, None);
+            }
+            self.tracker.ack_now = ids;
         }
         if emitted > 0 {
             if let Some((throttler, unit)) = &mut self.throttle {

@@ -41,6 +41,25 @@ pub enum EmitError {
     /// `emit_direct` on a stream that is not direct, or the reverse.
     #[error("emit_direct on stream \"{0}\" which is not declared direct (or a plain emit on a direct stream)")]
     DirectMismatch(String),
+    /// An `emit_many` whose values or message ids do not fit its tuple
+    /// count. Boxed, so the emit path's `Result` stays small.
+    #[error("emit_many on stream \"{}\" of {} tuples with {} values and {} message ids, but it declares {} fields (values must be {} × {}, ids none or {})", .0.stream, .0.count, .0.values, .0.ids, .0.declared, .0.count, .0.declared, .0.count)]
+    Many(Box<ManyMismatch>),
+}
+
+/// What an [`EmitError::Many`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManyMismatch {
+    /// The stream's name.
+    pub stream: String,
+    /// Fields the stream declares.
+    pub declared: usize,
+    /// Tuples the call announced.
+    pub count: usize,
+    /// Values it carried.
+    pub values: usize,
+    /// Message ids it carried.
+    pub ids: usize,
 }
 
 /// What an [`EmitError::Arity`] reports.
@@ -59,6 +78,19 @@ pub struct ArityMismatch {
 #[inline(never)]
 fn arity_error(stream: &str, declared: usize, got: usize) -> EmitError {
     EmitError::Arity(Box::new(ArityMismatch { stream: stream.to_owned(), declared, got }))
+}
+
+/// Builds the `emit_many` shape error, out of the emit path.
+#[cold]
+#[inline(never)]
+fn many_error(stream: &str, declared: usize, count: usize, values: usize, ids: usize) -> EmitError {
+    EmitError::Many(Box::new(ManyMismatch {
+        stream: stream.to_owned(),
+        declared,
+        count,
+        values,
+        ids,
+    }))
 }
 
 /// One output stream's routing: its name, whether it is direct, and one router per subscriber.
@@ -141,6 +173,20 @@ pub struct Transfer {
     budgeted: bool,
 }
 
+impl StreamRoutes {
+    /// The one task every tuple of this stream goes to, when the stream has
+    /// one subscriber whose grouping sends everything to a single task
+    /// (shuffle-like or `all` over one task, `global`): then a run of tuples
+    /// can be appended to one batch without routing each.
+    #[inline]
+    fn single_target(&self) -> Option<u32> {
+        match self.routers.as_slice() {
+            [router] => router.single_target(),
+            _ => None,
+        }
+    }
+}
+
 impl Transfer {
     /// A transfer for `task`, wired as `wiring` says.
     pub fn new(task: TaskId, wiring: TransferWiring) -> Self {
@@ -201,20 +247,26 @@ impl Transfer {
     ///
     /// # Errors
     /// When the stream is undeclared or directness does not match.
-    #[inline]
+    // Always inlined: its one caller is the emit path, where a call's
+    // prologue and epilogue cost as much as the routing of a shuffle.
+    #[inline(always)]
     pub fn route(
         &mut self,
         stream: StreamId,
         values: &[Value],
         direct: Option<u32>,
     ) -> Result<(u32, usize), EmitError> {
-        let stream = if stream == StreamId::DEFAULT {
-            self.default_stream.ok_or(EmitError::NoDefaultStream)?
-        } else {
+        // No `ok_or(error)?`: it builds the error, and drops it, on every call.
+        let stream = if stream != StreamId::DEFAULT {
             stream.0
+        } else if let Some(default) = self.default_stream {
+            default
+        } else {
+            return Err(EmitError::NoDefaultStream);
         };
-        let routes =
-            self.streams.get_mut(stream as usize).ok_or(EmitError::UndeclaredStream(stream))?;
+        let Some(routes) = self.streams.get_mut(stream as usize) else {
+            return Err(EmitError::UndeclaredStream(stream));
+        };
         if routes.direct != direct.is_some() {
             return Err(EmitError::DirectMismatch(routes.name.clone()));
         }
@@ -232,24 +284,100 @@ impl Transfer {
         Ok((stream, self.targets.len()))
     }
 
-    /// The `i`th target of the last [`route`](Self::route).
-    #[inline]
-    pub fn target(&self, i: usize) -> u32 {
-        self.targets[i]
+    /// Checks an `emit_many` of `count` tuples carrying `values` values and
+    /// `ids` message ids: the stream must be declared and not direct, the
+    /// values `count` times its field count, the ids none or one per tuple.
+    /// Returns the stream's index and its field count.
+    ///
+    /// # Errors
+    /// When any rule is broken: the call then emits nothing.
+    pub fn check_many(
+        &self,
+        stream: StreamId,
+        count: usize,
+        values: usize,
+        ids: usize,
+    ) -> Result<(u32, usize), EmitError> {
+        let stream = if stream != StreamId::DEFAULT {
+            stream.0
+        } else if let Some(default) = self.default_stream {
+            default
+        } else {
+            return Err(EmitError::NoDefaultStream);
+        };
+        let Some(routes) = self.streams.get(stream as usize) else {
+            return Err(EmitError::UndeclaredStream(stream));
+        };
+        if routes.direct {
+            return Err(EmitError::DirectMismatch(routes.name.clone()));
+        }
+        if count.checked_mul(routes.fields) != Some(values) || (ids != 0 && ids != count) {
+            return Err(many_error(&routes.name, routes.fields, count, values, ids));
+        }
+        Ok((stream, routes.fields))
     }
 
-    /// Appends a routed tuple to `target`'s outgoing batch, sending the batch when full.
+    /// Routes one tuple of a stream already checked by
+    /// [`check_many`](Self::check_many): fills the target list and returns
+    /// how many targets.
     #[inline]
-    pub fn push(
+    pub fn route_checked(&mut self, stream: u32, values: &[Value]) -> usize {
+        self.targets.clear();
+        for router in &mut self.streams[stream as usize].routers {
+            match router.route(values, None) {
+                Targets::One(t) => self.targets.push(t),
+                Targets::Many(ts) => self.targets.extend_from_slice(ts),
+                Targets::Nothing => {}
+            }
+        }
+        self.targets.len()
+    }
+
+    /// Appends `count` untracked tuples of `arity` values each (`values`
+    /// back to back) on a stream checked by [`check_many`](Self::check_many).
+    /// When the whole stream goes to one task, runs of tuples are appended
+    /// to its batch at once, up to the batch size; otherwise each tuple is
+    /// routed as by [`route`](Self::route).
+    pub fn push_many(
         &mut self,
-        target: u32,
         stream: u32,
+        arity: usize,
+        count: usize,
         values: &[Value],
-        ids: &[(RootId, EdgeId)],
         stats: &mut LocalStats,
     ) {
+        let Some(target) = self.streams[stream as usize].single_target() else {
+            for i in 0..count {
+                let tuple = &values[i * arity..(i + 1) * arity];
+                for t in 0..self.route_checked(stream, tuple) {
+                    let target = self.targets[t];
+                    self.push(target, stream, tuple, &[], stats);
+                }
+            }
+            return;
+        };
+        let (budgeted, batch_size) = (self.budgeted, self.batch_size);
+        let mut done = 0;
+        while done < count {
+            let batch = self.batch_for(target);
+            let n = batch_size.saturating_sub(batch.len()).clamp(1, count - done);
+            let run = &values[done * arity..(done + n) * arity];
+            batch.push_many(stream, arity, n, run);
+            if budgeted {
+                count_bytes(batch, run);
+            }
+            if batch.len() >= batch_size {
+                self.send(target, stats);
+            }
+            done += n;
+        }
+    }
+
+    /// `target`'s outgoing batch, taking a recycled or new one when it has none.
+    #[inline]
+    fn batch_for(&mut self, target: u32) -> &mut Batch {
         let slot = &mut self.outgoing[target as usize];
-        let batch = match slot {
+        match slot {
             Some(b) => b,
             None => {
                 self.active.push(target);
@@ -259,12 +387,32 @@ impl Transfer {
                 };
                 slot.insert(batch)
             }
-        };
+        }
+    }
+
+    /// The `i`th target of the last [`route`](Self::route).
+    #[inline]
+    pub fn target(&self, i: usize) -> u32 {
+        self.targets[i]
+    }
+
+    /// Appends a routed tuple to `target`'s outgoing batch, sending the batch when full.
+    #[inline(always)]
+    pub fn push(
+        &mut self,
+        target: u32,
+        stream: u32,
+        values: &[Value],
+        ids: &[(RootId, EdgeId)],
+        stats: &mut LocalStats,
+    ) {
+        let (budgeted, batch_size) = (self.budgeted, self.batch_size);
+        let batch = self.batch_for(target);
         batch.push(stream, values, ids);
-        if self.budgeted {
+        if budgeted {
             count_bytes(batch, values);
         }
-        if batch.len() >= self.batch_size {
+        if batch.len() >= batch_size {
             self.send(target, stats);
         }
     }

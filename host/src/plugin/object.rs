@@ -4,10 +4,12 @@
 //! a call on a 1.0 object that 1.0 lacks (state, wake handle) answers as a
 //! component without that feature would.
 
+use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{ROption, RResult};
 use squall_plugin_api::abi::{
-    BoltBox, BoltExtBox, ComponentBox, ComponentExtBox, OutputMut, PResult, SpoutBox, SpoutExtBox,
-    State, TaskContext, TaskExt, WakerBox, WindowView,
+    BoltBox, BoltExtBox, ComponentBox, ComponentExtBox, Output, OutputMut, Output_TO, PResult,
+    SpoutBox, SpoutExtBox, SpoutOutput, SpoutOutput_TO, State, TaskContext, TaskExt, WakerBox,
+    WindowView,
 };
 use squall_plugin_api::{ErrorKind, MessageId, PluginError, Tuple};
 
@@ -111,12 +113,13 @@ impl SpoutObj {
         }
     }
 
-    /// `next_tuple`.
+    /// `next_tuple`, emitting through `output`: as a 1.0 [`Output`] to a
+    /// 1.0 spout, as a 1.1 [`SpoutOutput`] (with `emit_many`) to a 1.1 spout.
     #[inline]
-    pub fn next_tuple(&mut self, output: OutputMut<'_>) -> PResult<()> {
+    pub fn next_tuple<O: Output + SpoutOutput>(&mut self, output: &mut O) -> PResult<()> {
         match self {
-            SpoutObj::V1(s) => s.next_tuple(output),
-            SpoutObj::Ext(s) => s.next_tuple(output),
+            SpoutObj::V1(s) => s.next_tuple(Output_TO::from_ptr(output, TD_Opaque)),
+            SpoutObj::Ext(s) => s.next_tuple(SpoutOutput_TO::from_ptr(output, TD_Opaque)),
         }
     }
 

@@ -193,19 +193,54 @@ impl Router {
         &self.tasks
     }
 
+    /// The one task this router sends every tuple to, when that does not
+    /// depend on the tuple: a shuffle-like or `all` grouping over a single
+    /// task, or `global`. `None` for the others (fields, direct and custom
+    /// groupings always route per tuple).
+    #[inline]
+    pub fn single_target(&self) -> Option<u32> {
+        match (&self.grouping, self.tasks.as_slice()) {
+            (
+                Grouping::Shuffle | Grouping::LocalOrShuffle | Grouping::None | Grouping::All,
+                [task],
+            ) => Some(*task),
+            (Grouping::Global, [first, ..]) => Some(*first),
+            _ => None,
+        }
+    }
+
     /// Chooses the target tasks of a tuple. `direct` is the task named by
     /// `emit_direct`; it is honoured only by a direct grouping and only if it
     /// is one of this subscriber's tasks.
-    #[inline]
+    // The shuffle-like groupings, the most common, are always inlined into
+    // the emit path; the others are a call away.
+    #[inline(always)]
     pub fn route(&mut self, values: &[Value], direct: Option<u32>) -> Targets<'_> {
         match &self.grouping {
             Grouping::Shuffle | Grouping::LocalOrShuffle | Grouping::None => {
-                let task = self.tasks[self.next];
-                self.next += 1;
-                if self.next == self.tasks.len() {
-                    self.next = 0;
-                }
-                Targets::One(task)
+                Targets::One(self.next_round_robin())
+            }
+            _ => self.route_other(values, direct),
+        }
+    }
+
+    /// The next task of the round robin.
+    #[inline(always)]
+    fn next_round_robin(&mut self) -> u32 {
+        let task = self.tasks[self.next];
+        self.next += 1;
+        if self.next == self.tasks.len() {
+            self.next = 0;
+        }
+        task
+    }
+
+    /// [`route`](Self::route) for the groupings that are not shuffle-like.
+    #[inline]
+    fn route_other(&mut self, values: &[Value], direct: Option<u32>) -> Targets<'_> {
+        match &self.grouping {
+            Grouping::Shuffle | Grouping::LocalOrShuffle | Grouping::None => {
+                Targets::One(self.next_round_robin())
             }
             Grouping::Fields(indexes) => {
                 let key = indexes.iter().map(|&i| values.get(i).unwrap_or(&Value::Null));

@@ -14,12 +14,49 @@
 
 use abi_stable::{
     sabi_trait,
+    sabi_types::RMut,
     std_types::{RArc, RBox, ROption, RSlice, RStr, RString, RVec},
     StableAbi,
 };
 
 use super::{ComponentKind, InputDecl, OutputMut, PResult, TaskContext, TaskExt};
-use crate::{StreamDecl, Tuple, Value};
+use crate::{MessageId, StreamDecl, Tuple, Value};
+
+/// What a 1.1 spout's `next_tuple` emits through, implemented by the host:
+/// the 1.0 [`Output`](super::Output)'s emit, and `emit_many`, which hands
+/// over many tuples in one call (one boundary crossing, one stream lookup
+/// and one arity check for all of them).
+#[sabi_trait]
+pub trait SpoutOutput {
+    /// Emits one tuple, as [`Output::emit`](super::Output::emit) without
+    /// anchors: `stream` is an index into the declared streams or `u32::MAX`
+    /// for `"default"`, `message_id` tracks it, `direct_task` is set for
+    /// `emit_direct`.
+    fn emit(
+        &mut self,
+        stream: u32,
+        values: RSlice<'_, Value>,
+        message_id: ROption<MessageId>,
+        direct_task: ROption<u32>,
+    );
+
+    /// Emits `count` tuples on `stream` (not a direct stream): `values`
+    /// holds their values back to back, the stream's field count each, so
+    /// its length must be `count` times that. `message_ids` is empty
+    /// (untracked) or holds one id per tuple. A call that breaks a rule
+    /// emits nothing; the error is recorded as for `emit`.
+    #[sabi(last_prefix_field)]
+    fn emit_many(
+        &mut self,
+        stream: u32,
+        count: u32,
+        values: RSlice<'_, Value>,
+        message_ids: RSlice<'_, MessageId>,
+    );
+}
+
+/// A borrowed [`SpoutOutput`] object, valid for one `next_tuple` call.
+pub type SpoutOutputMut<'a> = SpoutOutput_TO<'a, RMut<'a, ()>>;
 
 /// A wake handle, implemented by the host: `wake` tells a spout's executor
 /// that `next_tuple` has something to emit.
@@ -84,11 +121,11 @@ pub trait DynSpoutExt: Send {
     /// Storm's `deactivate`.
     fn deactivate(&mut self) -> PResult<()>;
     /// Emits zero or more tuples through `output`. Must not block.
-    fn next_tuple(&mut self, output: OutputMut<'_>) -> PResult<()>;
+    fn next_tuple(&mut self, output: SpoutOutputMut<'_>) -> PResult<()>;
     /// The tree of `message_id` completed.
-    fn ack(&mut self, message_id: crate::MessageId) -> PResult<()>;
+    fn ack(&mut self, message_id: MessageId) -> PResult<()>;
     /// The tree of `message_id` failed or timed out.
-    fn fail(&mut self, message_id: crate::MessageId) -> PResult<()>;
+    fn fail(&mut self, message_id: MessageId) -> PResult<()>;
     /// Storm's `close`.
     fn close(&mut self) -> PResult<()>;
     /// Saves the instance's state for its successor (`None`: it keeps none).

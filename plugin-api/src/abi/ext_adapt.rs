@@ -8,7 +8,8 @@ use abi_stable::{
 
 use super::ext::{
     BoltExtBox, ComponentExt, ComponentExtBox, DynBoltExt, DynBoltExt_TO, DynGrouping,
-    DynGrouping_TO, DynSpoutExt, DynSpoutExt_TO, GroupingContext, State, WakerBox, WindowView,
+    DynGrouping_TO, DynSpoutExt, DynSpoutExt_TO, GroupingContext, SpoutOutputMut, State, WakerBox,
+    WindowView,
 };
 use super::guard::to_plugin_error;
 use super::{guard, ComponentKind, InputDecl, OutputMut, PResult, TaskContext, TaskExt};
@@ -55,8 +56,8 @@ impl<S: Spout> DynSpoutExt for SpoutExtAdapter<S> {
         })
     }
 
-    fn next_tuple(&mut self, output: OutputMut<'_>) -> PResult<()> {
-        guard(|| self.0.next_tuple(&mut SpoutCollector::new(output)).map_err(runtime))
+    fn next_tuple(&mut self, output: SpoutOutputMut<'_>) -> PResult<()> {
+        guard(|| self.0.next_tuple(&mut SpoutCollector::from_ext(output)).map_err(runtime))
     }
 
     fn ack(&mut self, message_id: MessageId) -> PResult<()> {

@@ -34,7 +34,8 @@ pub use dyn_wait::{DynWaitStrategy, DynWaitStrategy_TO, WaitStrategyBox};
 pub use ext::{
     BoltExtBox, ComponentExt, ComponentExtBox, ConfigKeyDecl, DynBoltExt, DynBoltExt_TO,
     DynGrouping, DynGrouping_TO, DynSpoutExt, DynSpoutExt_TO, DynWaker, DynWaker_TO, GroupingBox,
-    GroupingContext, SpoutExtBox, State, StateEntry, WakerBox, WindowView,
+    GroupingContext, SpoutExtBox, SpoutOutput, SpoutOutputMut, SpoutOutput_TO, State, StateEntry,
+    WakerBox, WindowView,
 };
 pub use guard::{guard, PResult};
 pub use host::{

@@ -56,6 +56,9 @@ fn default_per_call() -> u32 {
 ///
 /// The value is built once; an emit copies it by reference, so short values
 /// (up to 31 bytes, stored inline) and long ones (shared) allocate nothing.
+/// With `per_call` above 1 the tuples of a call go out in one
+/// [`SpoutCollector::emit_many`] (or `emit_many_with_ids`), from a buffer of
+/// copies built once.
 #[derive(Debug)]
 pub struct ConstSpout {
     value: Value,
@@ -67,7 +70,15 @@ pub struct ConstSpout {
     per_call: u32,
     /// Tuples emitted so far; also the next message id.
     emitted: u64,
+    /// With `per_call` above 1: the values of up to [`MANY_CHUNK`] tuples,
+    /// back to back, handed to `emit_many`.
+    many: Vec<Value>,
+    /// The message ids of one `emit_many_with_ids` call (reused).
+    ids: Vec<MessageId>,
 }
+
+/// The most tuples one `emit_many` call of [`ConstSpout`] carries (bounds its buffer).
+const MANY_CHUNK: usize = 1024;
 
 impl Spout for ConstSpout {
     const NAME: &'static str = "ConstSpout";
@@ -119,8 +130,16 @@ impl Spout for ConstSpout {
             return Err("repeat must be at least 1".into());
         }
         let text = config.value.repeat(config.repeat);
+        let value = shared_or_inline(&text);
+        let many = if config.per_call > 1 {
+            let one = if config.fresh { Value::from(text.as_str()) } else { value.clone() };
+            let tuples = (config.per_call as usize).min(MANY_CHUNK);
+            vec![one; tuples * (1 + config.extra_values)]
+        } else {
+            Vec::new()
+        };
         Ok(Self {
-            value: shared_or_inline(&text),
+            value,
             text,
             fresh: config.fresh,
             extra_values: config.extra_values,
@@ -128,6 +147,8 @@ impl Spout for ConstSpout {
             limit: config.limit,
             per_call: config.per_call,
             emitted: 0,
+            many,
+            ids: Vec::new(),
         })
     }
 
@@ -135,6 +156,9 @@ impl Spout for ConstSpout {
         let mut count = u64::from(self.per_call);
         if let Some(limit) = self.limit {
             count = count.min(limit.saturating_sub(self.emitted));
+        }
+        if self.per_call > 1 {
+            return self.emit_many(count, collector);
         }
         let fresh;
         let wrong;
@@ -154,6 +178,27 @@ impl Spout for ConstSpout {
                 collector.emit(values);
             }
             self.emitted += 1;
+        }
+        Ok(())
+    }
+}
+
+impl ConstSpout {
+    /// Emits `count` tuples with `emit_many`, [`MANY_CHUNK`] at most per call.
+    fn emit_many(&mut self, mut count: u64, collector: &mut SpoutCollector<'_>) -> Result<()> {
+        let arity = 1 + self.extra_values;
+        while count > 0 {
+            let n = (count as usize).min(self.many.len() / arity);
+            let values = &self.many[..n * arity];
+            if self.reliable {
+                self.ids.clear();
+                self.ids.extend((self.emitted..self.emitted + n as u64).map(MessageId));
+                collector.emit_many_with_ids(values, &self.ids);
+            } else {
+                collector.emit_many(n, values);
+            }
+            self.emitted += n as u64;
+            count -= n as u64;
         }
         Ok(())
     }
@@ -351,6 +396,25 @@ mod tests {
         }
         let ids: Vec<_> = recorder.emitted.iter().map(|e| e.message_id.unwrap().0).collect();
         assert_eq!(ids, [0, 1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn const_spout_hands_per_call_tuples_over_in_one_emit_many() {
+        let mut spout = const_spout("value = \"x\"\nreliable = true\nper_call = 3\nlimit = 7");
+        let mut recorder = Recorder::default();
+        for _ in 0..4 {
+            spout.next_tuple(&mut SpoutCollector::from_ext(recorder.spout_output())).unwrap();
+        }
+        assert_eq!(recorder.emit_many_calls, [3, 3, 1], "one call per next_tuple, up to the limit");
+        let ids: Vec<_> = recorder.emitted.iter().map(|e| e.message_id.unwrap().0).collect();
+        assert_eq!(ids, [0, 1, 2, 3, 4, 5, 6]);
+        assert!(recorder.emitted.iter().all(|e| e.values == [Value::from("x")]));
+
+        let mut spout = const_spout("per_call = 2500\nextra_values = 1");
+        let mut recorder = Recorder::default();
+        spout.next_tuple(&mut SpoutCollector::from_ext(recorder.spout_output())).unwrap();
+        assert_eq!(recorder.emit_many_calls, [1024, 1024, 452], "in chunks of at most 1024");
+        assert!(recorder.emitted.iter().all(|e| e.values.len() == 2 && e.message_id.is_none()));
     }
 
     #[test]

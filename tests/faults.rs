@@ -252,6 +252,7 @@ testkit = "{testkit}"
 [spouts.source]
 component = "testkit::ConstSpout"
 config = { extra_values = 1, limit = 100 }
+parallelism = 2
 
 [bolts.sink]
 component = "testkit::NullBolt"
@@ -261,12 +262,15 @@ inputs = [{ from = "source" }]
     let out = SquallCommand::run(&ws, &topology, "1s").output();
     let ctx = out.context();
     out.assert_code(0);
-    assert_eq!(out.stat("source", "errors"), 100, "every wrong emit is counted\n{ctx}");
+    assert_eq!(out.stat("source", "errors"), 200, "every wrong emit is counted\n{ctx}");
     assert_eq!(out.stat("sink", "executed"), 0, "no wrong tuple is delivered\n{ctx}");
-    let line = out.stderr.lines().find(|l| l.contains("values, but it declares")).unwrap_or("");
+    let lines: Vec<&str> =
+        out.stderr.lines().filter(|l| l.contains("values, but it declares")).collect();
+    assert_eq!(lines.len(), 1, "logged once for the component, not per task or error\n{ctx}");
     assert!(
-        line.contains("spout \"source\" task 0")
-            && line.contains("emit on stream \"default\" with 2 values, but it declares 1 fields"),
-        "one log line names the component, the stream and both counts\n{ctx}"
+        lines[0].contains("spout \"source\" task")
+            && lines[0]
+                .contains("emit on stream \"default\" with 2 values, but it declares 1 fields"),
+        "the line names the component, the stream and both counts\n{ctx}"
     );
 }

@@ -27,11 +27,11 @@ use squall_plugin_api::{Anchor, PluginError, State, Tuple, SYSTEM_COMPONENT, TIC
 
 use super::batch::{Batch, QueueBytes};
 use super::core::TaskCore;
-use super::count_error;
 use super::output::{HostOutput, Side};
 use super::spout::ThrottleUnit;
 use super::tracking::InputTracker;
 use super::transfer::EmitError;
+use super::{count_emit_error, count_error};
 use crate::control::{BoltSwap, Control, Retire, RunError, RunState, Start, SwapDone};
 use crate::ids::TaskId;
 use crate::metrics::{LocalHistogram, LocalStats, StatField};
@@ -456,7 +456,7 @@ impl BoltExecutor {
             self.bolt.execute(tuple, output).into_result()
         };
         if let Some(e) = turn.emit_error.take() {
-            count_error(&mut turn.stats, &self.core.shared, name, &format!("execute: {e}"));
+            count_emit_error(&mut turn.stats, &self.core, "execute", &e);
         }
         match result {
             Ok(()) => {

@@ -59,11 +59,54 @@ pub(crate) fn count_error(
     name: &str,
     message: &str,
 ) {
+    count_error_logging(stats, shared, name, message, true);
+}
+
+/// Counts a refused emit of `core`'s task made in `call`, as
+/// [`count_error`] does, except that a value count that differs from the
+/// stream's fields (a plugin bug, the same at every call) is logged once per
+/// topology, component and stream, whatever the number of tasks.
+#[cold]
+pub(crate) fn count_emit_error(
+    stats: &mut crate::metrics::LocalStats,
+    core: &core::TaskCore,
+    call: &str,
+    e: &transfer::EmitError,
+) {
+    let message = format!("{call}: {e}");
+    let log = match e {
+        transfer::EmitError::Arity(a) => {
+            static SEEN: std::sync::Mutex<std::collections::BTreeSet<(String, String, String)>> =
+                std::sync::Mutex::new(std::collections::BTreeSet::new());
+            let key =
+                (core.context.topology.to_string(), core.name.component.clone(), a.stream.clone());
+            let first = SEEN.lock().map(|mut seen| seen.insert(key)).unwrap_or(true);
+            if first {
+                tracing::error!(
+                    "{}: {message} (logged once per component and stream; every one is counted \
+                     in `errors`)",
+                    core.label
+                );
+            }
+            false
+        }
+        _ => true,
+    };
+    count_error_logging(stats, &core.shared, &core.label, &message, log);
+}
+
+fn count_error_logging(
+    stats: &mut crate::metrics::LocalStats,
+    shared: &crate::metrics::TaskStats,
+    name: &str,
+    message: &str,
+    log: bool,
+) {
     use crate::metrics::StatField;
     stats.add(StatField::Errors, 1);
     let n = stats.get(StatField::Errors);
     let logged = (n as f64).log10().fract() == 0.0;
-    if logged {
+    if logged && log {
         tracing::warn!("{name}: {message} (error #{n})");
     }
     let now = std::time::SystemTime::now()

@@ -32,11 +32,11 @@ use squall_plugin_api::abi::{TaskContext, WakerBox};
 use squall_plugin_api::{MessageId, PluginError};
 
 use super::core::TaskCore;
-use super::count_error;
 use super::output::{HostOutput, Side};
 use super::tracking::SpoutTracker;
 use super::transfer::EmitError;
 use super::wake::spout_waker;
+use super::{count_emit_error, count_error};
 use crate::acker::msg::ReplyKind;
 use crate::control::{Control, RunError, RunState, SpoutSwap, SwapDone};
 use crate::metrics::{LocalHistogram, LocalStats, StatField};
@@ -310,7 +310,7 @@ impl SpoutExecutor {
             self.plugin_error(turn, name, "next_tuple", e);
         }
         if let Some(e) = turn.emit_error.take() {
-            count_error(&mut turn.stats, &self.core.shared, name, &format!("next_tuple: {e}"));
+            count_emit_error(&mut turn.stats, &self.core, "next_tuple", &e);
         }
         if !self.tracker.ack_now.is_empty() {
             // The list goes back afterwards, so its buffer is reused.

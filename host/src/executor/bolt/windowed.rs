@@ -17,9 +17,9 @@ use abi_stable::std_types::{ROption, RSlice};
 use squall_plugin_api::abi::{Output, OutputMut, Output_TO, WindowView};
 use squall_plugin_api::{Anchor, Tuple, Value};
 
-use super::super::count_error;
 use super::super::output::{HostOutput, Side};
 use super::super::window::{Pushed, Trigger, Windower};
+use super::super::{count_emit_error, count_error};
 use super::{BoltExecutor, SourceTable, Turn};
 use crate::config::{WindowDecl, WindowSize};
 use crate::ids::{EdgeId, RootId};
@@ -134,13 +134,13 @@ impl BoltExecutor {
         self.inputs.finish(true, false, &mut self.core.transfer, &mut turn.stats);
         let held = Held { values: values.to_vec(), component, stream, task, anchor };
         if let Pushed::Late(held) = state.windower.push(time, held) {
-            self.late(turn, name, held);
+            self.late(turn, held);
         }
         self.run_windows(turn, name);
     }
 
     /// Emits a late tuple on `late`, anchored to it, then acks it.
-    fn late(&mut self, turn: &mut Turn, name: &str, held: Held) {
+    fn late(&mut self, turn: &mut Turn, held: Held) {
         if let Some(late) = self.window.as_ref().and_then(|s| s.late_stream) {
             let anchors = [held.anchor];
             let mut output = HostOutput {
@@ -158,7 +158,7 @@ impl BoltExecutor {
             );
         }
         if let Some(e) = turn.emit_error.take() {
-            count_error(&mut turn.stats, &self.core.shared, name, &format!("late: {e}"));
+            count_emit_error(&mut turn.stats, &self.core, "late", &e);
         }
         self.inputs.ack(held.anchor, &mut self.core.transfer, &mut turn.stats);
     }
@@ -209,7 +209,7 @@ impl BoltExecutor {
                 let output: OutputMut<'_> = Output_TO::from_ptr(&mut output, TD_Opaque);
                 let result = self.bolt.execute_window(&view, output).into_result();
                 if let Some(e) = turn.emit_error.take() {
-                    count_error(&mut turn.stats, &self.core.shared, name, &format!("window: {e}"));
+                    count_emit_error(&mut turn.stats, &self.core, "window", &e);
                 }
                 match result {
                     Ok(()) => true,

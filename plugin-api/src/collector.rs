@@ -110,7 +110,7 @@ impl<'a> SpoutCollector<'a> {
             SpoutOut::V1(_) => {
                 // One emit per tuple; a call whose shape is wrong emits nothing.
                 if count == 0
-                    || values.len() % count != 0
+                    || !values.len().is_multiple_of(count)
                     || !(message_ids.is_empty() || message_ids.len() == count)
                 {
                     return;

@@ -147,7 +147,7 @@ impl SpoutOutput for Recorder {
         message_ids: RSlice<'_, MessageId>,
     ) {
         let n = count as usize;
-        let fits = if n == 0 { values.is_empty() } else { values.len() % n == 0 };
+        let fits = if n == 0 { values.is_empty() } else { values.len().is_multiple_of(n) };
         if !fits || !(message_ids.is_empty() || message_ids.len() == n) {
             self.refused += 1;
             return;

@@ -196,7 +196,7 @@ impl SpoutExecutor {
             let gated = self.max_pending.is_some_and(|max| self.tracker.pending.len() >= max);
             // 3. pending emits
             let clear = self.core.transfer.flush_pending(&mut turn.stats);
-            if iteration % 64 == 0 {
+            if iteration.is_multiple_of(64) {
                 self.core.transfer.flush_if_due(Instant::now(), &mut turn.stats);
                 self.publish(&mut turn);
             }

@@ -185,7 +185,7 @@ impl StreamAppend {
             }
             Err(e) => {
                 self.errors += 1;
-                if self.errors.is_power_of_two() || self.errors % 100 == 0 {
+                if self.errors.is_power_of_two() || self.errors.is_multiple_of(100) {
                     squall_plugin_api::warn!(
                         "redis stream {:?}: XADD of {n} entries failed, inputs failed for replay: \
                          {e} (error #{})",

@@ -237,7 +237,7 @@ impl Reader {
     /// Logs an error: the 1st, 2nd, 4th, 8th ... and every 100th time.
     fn report(&mut self, e: &RedisError) {
         self.errors += 1;
-        if self.errors.is_power_of_two() || self.errors % 100 == 0 {
+        if self.errors.is_power_of_two() || self.errors.is_multiple_of(100) {
             squall_plugin_api::warn!(
                 "redis stream {:?} group {:?}: {e} (error #{}); retrying",
                 self.settings.stream,
@@ -377,7 +377,7 @@ impl Reader {
             ReaderMetrics::add(&self.metrics.dead_lettered, 1);
             self.dead_lettered += 1;
             let n = self.dead_lettered;
-            if n.is_power_of_two() || n % 1000 == 0 {
+            if n.is_power_of_two() || n.is_multiple_of(1000) {
                 squall_plugin_api::warn!(
                     "redis stream {:?}: entry {} dead-lettered to {:?}: {} ({n} so far)",
                     self.settings.stream,

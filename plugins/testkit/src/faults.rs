@@ -145,7 +145,7 @@ impl Bolt for ChaosBolt {
     fn execute(&mut self, input: &Tuple<'_>, collector: &mut BoltCollector<'_>) -> Result<()> {
         self.inputs += 1;
         let every = self.config.error_every;
-        if every > 0 && self.inputs % every == 0 {
+        if every > 0 && self.inputs.is_multiple_of(every) {
             return Err(format!("chaos: error on purpose (input #{})", self.inputs).into());
         }
         match self.config.action(self.rng.next_f64()) {

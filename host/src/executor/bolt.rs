@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{ROption, RString};
+use abi_stable::std_types::RString;
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError};
 use squall_plugin_api::abi::{OutputMut, Output_TO, TaskContext};
 use squall_plugin_api::{Anchor, PluginError, State, Tuple, SYSTEM_COMPONENT, TICK_STREAM};
@@ -257,16 +257,8 @@ impl BoltExecutor {
 
     /// Restores the state the retired tasks held for this task's keys.
     fn take_state(&mut self, state: Option<State>) -> Result<(), String> {
-        let Some(state) = state else { return Ok(()) };
-        if !self.bolt.takes_state() {
-            tracing::warn!(
-                "{}: built against contract 1.0, it cannot take over state `{}`; it starts fresh",
-                self.core.label,
-                state.format
-            );
-            return Ok(());
-        }
-        self.bolt.restore_state(state).into_result().map_err(|e| format!("restore_state: {e}"))
+        let takes_state = self.bolt.takes_state();
+        self.core.hand_state(state, takes_state, |s| self.bolt.restore_state(s))
     }
 
     /// A retiring task has left when nothing is queued, nothing is half
@@ -578,18 +570,8 @@ impl BoltExecutor {
             .save_state()
             .into_result()
             .map_err(|e| format!("save_state on the running instance: {e}"))?;
-        match (state, new.takes_state()) {
-            (ROption::RSome(state), true) => new
-                .restore_state(state)
-                .into_result()
-                .map_err(|e| format!("restore_state on the new instance: {e}"))?,
-            (ROption::RSome(state), false) => tracing::warn!(
-                "{}: the new version was built against contract 1.0 and cannot take over                  state `{}`; it starts with fresh state",
-                self.core.label,
-                state.format
-            ),
-            (ROption::RNone, _) => {}
-        }
+        let takes_state = new.takes_state();
+        self.core.hand_state(state.into_option(), takes_state, |s| new.restore_state(s))?;
         new.prepare(&self.core.context, &self.core.ext)
             .into_result()
             .map_err(|e| format!("prepare on the new instance: {e}"))

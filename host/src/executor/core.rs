@@ -117,6 +117,32 @@ impl TaskCore {
         rewire.sources
     }
 
+    /// Hands `state`, saved by the instance a new one replaces, to the new
+    /// one through `restore`. A new instance built against contract 1.0
+    /// (`takes_state` false) cannot take state: it starts fresh, with a
+    /// warning.
+    ///
+    /// # Errors
+    /// The new instance refused the state.
+    pub fn hand_state(
+        &self,
+        state: Option<squall_plugin_api::State>,
+        takes_state: bool,
+        restore: impl FnOnce(squall_plugin_api::State) -> squall_plugin_api::abi::PResult<()>,
+    ) -> Result<(), String> {
+        let Some(state) = state else { return Ok(()) };
+        if !takes_state {
+            tracing::warn!(
+                "{}: the new version was built against contract 1.0 and cannot take over \
+                 state `{}`; it starts with fresh state",
+                self.label,
+                state.format
+            );
+            return Ok(());
+        }
+        restore(state).into_result().map_err(|e| format!("restore_state on the new instance: {e}"))
+    }
+
     /// Records a fatal error for this task.
     pub fn fail(&self, error: impl FnOnce(TaskName) -> RunError) {
         self.run.fail(error(self.name.clone()));

@@ -26,7 +26,6 @@
 
 use std::time::Instant;
 
-use abi_stable::std_types::ROption;
 use crossbeam_channel::{Receiver, Select, TryRecvError};
 use squall_plugin_api::abi::{TaskContext, WakerBox};
 use squall_plugin_api::{MessageId, PluginError};
@@ -435,19 +434,8 @@ impl SpoutExecutor {
             .save_state()
             .into_result()
             .map_err(|e| format!("save_state on the running instance: {e}"))?;
-        match (state, new.takes_state()) {
-            (ROption::RSome(state), true) => new
-                .restore_state(state)
-                .into_result()
-                .map_err(|e| format!("restore_state on the new instance: {e}"))?,
-            (ROption::RSome(state), false) => tracing::warn!(
-                "{}: the new version was built against contract 1.0 and cannot take over \
-                 state `{}`; it starts with fresh state",
-                self.core.label,
-                state.format
-            ),
-            (ROption::RNone, _) => {}
-        }
+        let takes_state = new.takes_state();
+        self.core.hand_state(state.into_option(), takes_state, |s| new.restore_state(s))?;
         new.open(&self.core.context, &self.core.ext, &self.waker.0)
             .into_result()
             .map_err(|e| format!("open on the new instance: {e}"))

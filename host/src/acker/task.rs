@@ -1,7 +1,9 @@
 //! The acker task: a thin loop around an [`AckLedger`].
 //!
 //! # State machine
-//! Block on the acker's channel (an idle acker costs no CPU), then for each
+//! Block on the acker's channel (an idle acker costs no CPU; right after a
+//! batch it first polls the channel for `spin`, see the wait module's
+//! deliberate differences), then for each
 //! message batch apply every message to the ledger, collect completions per
 //! spout task, and send each spout its replies in one control message. A
 //! `Tick` rotates the ledger; expired roots are dropped silently, as in
@@ -29,19 +31,30 @@ pub struct AckerTask {
     pub spouts: Vec<Sender<Control>>,
     /// Run state.
     pub run: Arc<RunControl>,
+    /// How long it polls its queue when it runs out of messages before it
+    /// blocks (the bolt wait's `spin_micros`).
+    pub spin: Duration,
 }
 
 impl AckerTask {
     /// Runs until the topology stops.
     pub fn run(mut self) {
         let mut replies: Vec<Vec<Reply>> = self.spouts.iter().map(|_| Vec::new()).collect();
+        // True after a batch of messages: the next wait spins first.
+        let mut busy = false;
         loop {
+            if busy && self.input.is_empty() {
+                let input = &self.input;
+                crate::wait::spin_until(self.spin, || !input.is_empty());
+            }
+            busy = false;
             match self.input.recv_timeout(Duration::from_millis(50)) {
                 Ok(AckerInput::Msgs(msgs)) => {
                     for msg in msgs {
                         self.apply(msg, &mut replies);
                     }
                     self.send(&mut replies);
+                    busy = true;
                 }
                 Ok(AckerInput::Tick) => {
                     let dropped = self.ledger.rotate();

@@ -139,11 +139,15 @@ fn wait_label(spec: &WaitSpec) -> String {
             level2_count,
             level3_sleep_millis,
             level3_max_sleep_millis,
+            spin_micros,
         } => {
             let mut label =
                 format!("progressive {level1_count}/{level2_count}/{level3_sleep_millis}ms");
             if level3_max_sleep_millis > level3_sleep_millis {
                 label.push_str(&format!(" up to {level3_max_sleep_millis}ms"));
+            }
+            if *spin_micros > 0 {
+                label.push_str(&format!(" after a {spin_micros}us spin"));
             }
             label
         }
@@ -252,12 +256,14 @@ fn wait_json(spec: &WaitSpec) -> Json {
             level2_count,
             level3_sleep_millis,
             level3_max_sleep_millis,
+            spin_micros,
         } => json!({
             "strategy": "progressive",
             "level1_count": level1_count,
             "level2_count": level2_count,
             "level3_sleep_millis": level3_sleep_millis,
             "level3_max_sleep_millis": level3_max_sleep_millis,
+            "spin_micros": spin_micros,
         }),
         WaitSpec::Park { park_micros } => json!({ "strategy": "park", "park_micros": park_micros }),
         WaitSpec::Plugin { component, config, .. } => json!({

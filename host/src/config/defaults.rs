@@ -143,6 +143,10 @@ pub const SPOUT_WAIT_LEVELS: (u32, u32, u64) = (0, 0, 1);
 /// `level3_sleep_millis` on every idle turn (see the wait module's deliberate
 /// differences).
 pub const SPOUT_IDLE_MAX_SLEEP_MILLIS: u64 = 8;
+/// How long a bolt (and an acker) polls its queues when it runs out of work,
+/// before it waits as its strategy says (`spin_micros` of the bolt wait).
+/// Not in Storm; see the wait module's deliberate differences.
+pub const BOLT_SPIN_MICROS: u64 = 20;
 /// Storm's bolt wait levels: 1 / 1000 / 1 ms (seed 000).
 pub const BOLT_WAIT_LEVELS: (u32, u32, u64) = (1, 1000, 1);
 /// Storm's backpressure wait levels: 1 / 1000 / 1 ms (seed 000).
@@ -150,13 +154,14 @@ pub const BACKPRESSURE_WAIT_LEVELS: (u32, u32, u64) = (1, 1000, 1);
 
 /// The progressive strategy with `levels` as
 /// `(level1_count, level2_count, level3_sleep_millis)`.
-/// No back-off: every level-3 sleep is `level3_sleep_millis`.
+/// No back-off: every level-3 sleep is `level3_sleep_millis`. No spin.
 pub fn progressive((level1_count, level2_count, level3_sleep_millis): (u32, u32, u64)) -> WaitSpec {
     WaitSpec::Progressive {
         level1_count,
         level2_count,
         level3_sleep_millis,
         level3_max_sleep_millis: level3_sleep_millis,
+        spin_micros: 0,
     }
 }
 
@@ -169,12 +174,21 @@ pub fn spout_wait() -> WaitSpec {
         level2_count,
         level3_sleep_millis,
         level3_max_sleep_millis: SPOUT_IDLE_MAX_SLEEP_MILLIS,
+        spin_micros: 0,
     }
 }
 
-/// Storm's bolt wait: progressive 1 / 1000 / 1 ms.
+/// Storm's bolt wait, progressive 1 / 1000 / 1 ms, after squall's spin of
+/// [`BOLT_SPIN_MICROS`].
 pub fn bolt_wait() -> WaitSpec {
-    progressive(BOLT_WAIT_LEVELS)
+    let (level1_count, level2_count, level3_sleep_millis) = BOLT_WAIT_LEVELS;
+    WaitSpec::Progressive {
+        level1_count,
+        level2_count,
+        level3_sleep_millis,
+        level3_max_sleep_millis: level3_sleep_millis,
+        spin_micros: BOLT_SPIN_MICROS,
+    }
 }
 
 /// Storm's backpressure wait: progressive 1 / 1000 / 1 ms.
@@ -218,6 +232,15 @@ pub(crate) mod keys {
         "level2_count",
         "level3_sleep_millis",
         "level3_max_sleep_millis",
+    ];
+    /// The bolt wait's progressive keys: the others and `spin_micros`.
+    pub(crate) const PROGRESSIVE_BOLT: &[&str] = &[
+        "strategy",
+        "level1_count",
+        "level2_count",
+        "level3_sleep_millis",
+        "level3_max_sleep_millis",
+        "spin_micros",
     ];
     pub(crate) const PARK: &[&str] = &["strategy", "park_micros"];
     pub(crate) const STRATEGIES: &[&str] = &["progressive", "park"];

@@ -19,6 +19,8 @@ pub const MAX_MILLIS: u64 = 60_000;
 /// Longest `park_micros` of the park wait strategy: one minute, like
 /// `level3_sleep_millis` (the drain cuts either short).
 pub const MAX_PARK_MICROS: u64 = 60_000_000;
+/// Longest `spin_micros` of the bolt wait: 10 ms (a spin burns a core).
+pub const MAX_SPIN_MICROS: u64 = 10_000;
 
 /// Most tasks of one spout or bolt (`parallelism`).
 pub const MAX_PARALLELISM: u32 = 1_024;

@@ -241,7 +241,12 @@ fn read_document(
     w.check_keys(doc, keys::TOP, "the top-level table");
     let stem = file.file_stem().map_or_else(|| "topology".into(), |s| s.to_string_lossy());
     let plugins = settings::read_plugins(w, doc.get("plugins"));
-    let topology = settings::read_topology(w, doc.get("topology"), &stem);
+    let mut topology = settings::read_topology(w, doc.get("topology"), &stem);
+    let wait = wait::read_wait_defaults(w, doc.get("wait"));
+    topology.settings.acker_spin_micros = match wait.bolt {
+        WaitSpec::Progressive { spin_micros, .. } => spin_micros,
+        _ => 0,
+    };
     let config = TopologyConfig {
         file: file.to_path_buf(),
         sources,
@@ -250,7 +255,7 @@ fn read_document(
         name_loc: topology.name_loc,
         settings: topology.settings,
         plugins,
-        wait: wait::read_wait_defaults(w, doc.get("wait")),
+        wait,
         spouts: components::read_spouts(w, doc.get("spouts")),
         bolts: components::read_bolts(w, doc.get("bolts")),
     };

@@ -57,6 +57,10 @@ pub struct Settings {
     /// `http`: where `squall run` serves metrics, the REST API and the live
     /// page (`--http` overrides it); off when `None`.
     pub http: Option<std::net::SocketAddr>,
+    /// How long an acker polls its queue when it runs out of messages: the
+    /// `spin_micros` of `[wait.bolt]` (Storm's acker is a bolt), 0 when the
+    /// bolt wait is not progressive. Not a `[topology]` key.
+    pub acker_spin_micros: u64,
 }
 
 impl Default for Settings {
@@ -79,6 +83,7 @@ impl Default for Settings {
             memory_budget_mib: super::limits::MEMORY_BUDGET_MIB,
             receive_buffer_bytes: 0,
             http: None,
+            acker_spin_micros: defaults::BOLT_SPIN_MICROS,
         }
     }
 }
@@ -126,6 +131,9 @@ pub enum WaitSpec {
         /// The longest level-3 sleep: each idle turn at level 3 doubles the
         /// sleep, from `level3_sleep_millis` up to this (equal: no back-off).
         level3_max_sleep_millis: u64,
+        /// The bolt wait only (squall's own): how long the first idle turn
+        /// after work polls the queues before level 1 (0 = no spin).
+        spin_micros: u64,
     },
     /// Storm's `WaitStrategyPark`: park for `park_micros` (0 = busy spin).
     Park {

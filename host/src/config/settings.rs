@@ -174,6 +174,8 @@ fn read_settings(w: &mut Walker<'_>, s: &Section<'_, '_>) -> Settings {
         receive_buffer_bytes: s.u64_in(w, "receive_buffer_bytes", 0, 0, MAX_RECEIVE_BUFFER_BYTES),
         // Read by `read_topology`, which reports a bad address at its place.
         http: None,
+        // Filled from `[wait.bolt]` once it is read.
+        acker_spin_micros: defaults::BOLT_SPIN_MICROS,
     }
 }
 

@@ -129,6 +129,7 @@ fn the_wordcount_example_parses_with_every_default_right() {
             memory_budget_mib: 4096,
             receive_buffer_bytes: 0,
             http: None,
+            acker_spin_micros: 20,
         }
     );
     assert_eq!(
@@ -229,7 +230,8 @@ fn an_empty_topology_section_takes_storm_defaults_and_the_file_stem_as_name() {
             level1_count: 0,
             level2_count: 0,
             level3_sleep_millis: 1,
-            level3_max_sleep_millis: 8
+            level3_max_sleep_millis: 8,
+            spin_micros: 0,
         }
     );
     assert_eq!(
@@ -238,10 +240,12 @@ fn an_empty_topology_section_takes_storm_defaults_and_the_file_stem_as_name() {
             level1_count: 1,
             level2_count: 1000,
             level3_sleep_millis: 1,
-            level3_max_sleep_millis: 1
+            level3_max_sleep_millis: 1,
+            spin_micros: 20,
         }
     );
-    assert_eq!(config.wait.backpressure, config.wait.bolt);
+    // Backpressure has the bolt's levels and no spin.
+    assert_eq!(config.wait.backpressure, crate::config::defaults::backpressure_wait());
     let spout = &config.spouts[0];
     assert_eq!((spout.parallelism, spout.config.as_str(), spout.throttle.as_ref()), (1, "", None));
 }
@@ -345,7 +349,8 @@ wait.bolt = { strategy = "progressive", level2 = 4 }
             "16:51 unknown key \"field\" in grouping of input 1 of bolt \"b\" \
              [did you mean \"fields\"?]",
             "17:41 unknown key \"level2\" in wait.bolt of bolt \"b\" \
-             [expected \"strategy\", \"level1_count\", \"level2_count\", \"level3_sleep_millis\" or \"level3_max_sleep_millis\"]",
+             [expected \"strategy\", \"level1_count\", \"level2_count\", \"level3_sleep_millis\", \
+             \"level3_max_sleep_millis\" or \"spin_micros\"]",
         ]
     );
 }
@@ -696,7 +701,8 @@ fn wait_strategies_parse_with_situation_defaults_and_plugin_config() {
             level1_count: 1,
             level2_count: 7,
             level3_sleep_millis: 1,
-            level3_max_sleep_millis: 1
+            level3_max_sleep_millis: 1,
+            spin_micros: 20,
         }
     );
     assert_eq!(config.wait.backpressure, WaitSpec::Park { park_micros: 100 });
@@ -707,7 +713,8 @@ fn wait_strategies_parse_with_situation_defaults_and_plugin_config() {
             level1_count: 0,
             level2_count: 0,
             level3_sleep_millis: 5,
-            level3_max_sleep_millis: 8
+            level3_max_sleep_millis: 8,
+            spin_micros: 0,
         })
     );
     let Some(WaitSpec::Plugin { component, config, keys }) = &spout.wait.backpressure else {
@@ -1220,4 +1227,32 @@ mod fuzz {
             }
         }
     }
+}
+
+#[test]
+fn the_bolt_wait_spin_is_read_and_feeds_the_acker_and_only_the_bolt_wait_takes_it() {
+    let config = parse_ok(&format!("{BASE}[wait.bolt]\nspin_micros = 0\n"));
+    assert!(
+        matches!(
+            config.wait.bolt,
+            WaitSpec::Progressive { spin_micros: 0, level2_count: 1000, .. }
+        ),
+        "{:?}",
+        config.wait.bolt
+    );
+    assert_eq!(config.settings.acker_spin_micros, 0, "the acker spins as the bolt wait says");
+    let config = parse_ok(&format!("{BASE}[wait.bolt]\nspin_micros = 150\n"));
+    assert_eq!(config.settings.acker_spin_micros, 150);
+    // A park bolt wait does not spin, and neither does the acker.
+    let config = parse_ok(&format!("{BASE}[wait.bolt]\nstrategy = \"park\"\n"));
+    assert_eq!(config.settings.acker_spin_micros, 0);
+    // Default: 20 us for both.
+    assert_eq!(parse_ok(BASE).settings.acker_spin_micros, 20);
+    let errs = errors(&format!("{BASE}[wait.spout]\nspin_micros = 5\n"));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].starts_with("7:1 unknown key \"spin_micros\" in [wait.spout]"), "{errs:?}");
+    let errs = errors(&format!("{BASE}[wait.bolt]\nspin_micros = 20000\n"));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].starts_with("7:15 "), "{errs:?}");
+    assert!(errs[0].contains("10000"), "the limit is named: {errs:?}");
 }

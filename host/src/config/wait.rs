@@ -150,7 +150,9 @@ fn read_wait_spec(
 }
 
 fn progressive(w: &mut Walker<'_>, section: &Section<'_, '_>, situation: Situation) -> WaitSpec {
-    section.check_keys(w, keys::PROGRESSIVE);
+    // Only the bolt wait polls a queue, so only it spins.
+    let spins = situation == Situation::Bolt;
+    section.check_keys(w, if spins { keys::PROGRESSIVE_BOLT } else { keys::PROGRESSIVE });
     let (level1_count, level2_count, level3_sleep_millis) = situation.default_levels();
     let sleep =
         section.u64_in(w, "level3_sleep_millis", level3_sleep_millis, 0, super::limits::MAX_MILLIS);
@@ -167,6 +169,17 @@ fn progressive(w: &mut Walker<'_>, section: &Section<'_, '_>, situation: Situati
         level2_count: section.u32_or(w, "level2_count", level2_count, 0),
         level3_sleep_millis: sleep,
         level3_max_sleep_millis: max.max(sleep),
+        spin_micros: if spins {
+            section.u64_in(
+                w,
+                "spin_micros",
+                defaults::BOLT_SPIN_MICROS,
+                0,
+                super::limits::MAX_SPIN_MICROS,
+            )
+        } else {
+            0
+        },
     }
 }
 

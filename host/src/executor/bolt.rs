@@ -286,6 +286,14 @@ impl BoltExecutor {
     /// module's deliberate differences).
     fn idle(&mut self, counter: u32) -> u32 {
         if let WaitStrategy::Progressive(p) = &self.core.wait {
+            // The first idle turn after work polls the queues for a while: a
+            // tuple that follows soon is taken without a futex wake-up.
+            if counter == 0 && !p.spin.is_zero() {
+                let (receive, control) = (&self.receive, &self.core.control);
+                if crate::wait::spin_until(p.spin, || !receive.is_empty() || !control.is_empty()) {
+                    return 0;
+                }
+            }
             let (level, next) = p.level(counter);
             let timeout = match level {
                 Level::Spin => return p.idle(counter, &self.core.run.canceler),

@@ -261,6 +261,7 @@ impl Plan {
                 input,
                 spouts: wiring.controls.clone(),
                 run: run.clone(),
+                spin: std::time::Duration::from_micros(topology.settings.acker_spin_micros),
             })
             .collect();
         let system = SystemTask::new(&topology, run.clone(), wiring.ackers.clone());

@@ -39,6 +39,10 @@ pub struct Progressive {
     /// The longest sleep: each further call doubles the sleep up to this
     /// (equal to `level3_sleep_millis`: no back-off, Storm's behaviour).
     pub level3_max_sleep_millis: u64,
+    /// How long the first idle turn after work polls the queues before
+    /// level 1 (squall's own, the bolt wait only; 0 = no spin). The
+    /// executor does the polling: see [`super::spin_until`].
+    pub spin: Duration,
 }
 
 /// How many doublings a level-3 counter remembers (2^16 ms is past any cap).
@@ -52,7 +56,14 @@ impl Progressive {
             level2_count,
             level3_sleep_millis,
             level3_max_sleep_millis: level3_sleep_millis,
+            spin: Duration::ZERO,
         }
+    }
+
+    /// The same levels, after a spin of `micros` µs on the first idle turn.
+    pub fn with_spin(mut self, micros: u64) -> Self {
+        self.spin = Duration::from_micros(micros);
+        self
     }
 
     /// The same levels, backing off up to `max_millis` at level 3.
@@ -74,7 +85,7 @@ impl Progressive {
             }
             WaitSituation::BOLT_WAIT => {
                 let (l1, l2, l3) = BOLT_WAIT_LEVELS;
-                Self::new(l1, l2, l3)
+                Self::new(l1, l2, l3).with_spin(crate::config::defaults::BOLT_SPIN_MICROS)
             }
             _ => {
                 let (l1, l2, l3) = BACKPRESSURE_WAIT_LEVELS;

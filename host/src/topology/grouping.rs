@@ -162,10 +162,12 @@ pub fn key_index<'v>(key: impl Iterator<Item = &'v Value>, n: usize) -> usize {
     for v in key {
         v.hash(&mut hasher);
     }
-    // Mix the high bits in: FxHash's low bits are weak for modulo.
+    // A multiply and a shift map the hash onto 0..n by its high bits
+    // (Lemire's range reduction), which FxHash mixes well. A `%` compiled
+    // to a 64-bit division: 36 % of the fields grouping's samples in the
+    // word-count split bolt (`perf annotate`).
     let h = hasher.finish();
-    let h = h ^ (h >> 32);
-    (h % n.max(1) as u64) as usize
+    ((u128::from(h) * n.max(1) as u128) >> 64) as usize
 }
 
 impl Router {
@@ -317,6 +319,36 @@ mod tests {
         }
         let used: std::collections::HashSet<u32> = seen.values().copied().collect();
         assert_eq!(used.len(), 4, "50 keys should reach all 4 tasks");
+    }
+
+    #[test]
+    fn key_index_spreads_strings_and_integers_evenly_over_any_task_count() {
+        // 20,000 distinct keys of each kind: every task gets within 10 % of
+        // its share, for task counts that are and are not powers of two.
+        let strings: Vec<Value> = (0..20_000).map(|i| Value::from(format!("word{i}"))).collect();
+        let ints: Vec<Value> = (0..20_000).map(Value::I64).collect();
+        let spaced: Vec<Value> = (0..20_000).map(|i| Value::U64(i << 20)).collect();
+        for keys in [&strings, &ints, &spaced] {
+            for n in [2usize, 3, 4, 7, 16] {
+                let mut per_task = vec![0usize; n];
+                for k in keys.iter() {
+                    let i = key_index(std::iter::once(k), n);
+                    assert!(i < n);
+                    per_task[i] += 1;
+                }
+                let share = keys.len() / n;
+                for (task, &c) in per_task.iter().enumerate() {
+                    assert!(
+                        c.abs_diff(share) <= share / 10,
+                        "{n} tasks: task {task} got {c} of {} keys ({:?})",
+                        keys.len(),
+                        &keys[0]
+                    );
+                }
+            }
+        }
+        assert_eq!(key_index(std::iter::once(&Value::from("x")), 1), 0);
+        assert_eq!(key_index(std::iter::once(&Value::from("x")), 0), 0, "no task: index 0");
     }
 
     #[test]

@@ -66,4 +66,6 @@ pub enum AckerInput {
     Msgs(Vec<AckerMsg>),
     /// Rotate the pending map.
     Tick,
+    /// Nothing to do: ends the acker's wait so that it sees a new run state.
+    Wake,
 }

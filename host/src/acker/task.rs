@@ -20,6 +20,10 @@ use super::msg::{AckerInput, AckerMsg, Reply, ReplyKind};
 use crate::control::{Control, RunControl, RunState};
 use crate::ids::EdgeId;
 
+/// How long an idle acker blocks before it looks at the run state again. A
+/// change of run state wakes it at once ([`AckerInput::Wake`]).
+const IDLE_WAIT: Duration = Duration::from_secs(1);
+
 /// An acker task.
 #[derive(Debug)]
 pub struct AckerTask {
@@ -48,7 +52,7 @@ impl AckerTask {
                 crate::wait::spin_until(self.spin, || !input.is_empty());
             }
             busy = false;
-            match self.input.recv_timeout(Duration::from_millis(50)) {
+            match self.input.recv_timeout(IDLE_WAIT) {
                 Ok(AckerInput::Msgs(msgs)) => {
                     for msg in msgs {
                         self.apply(msg, &mut replies);
@@ -62,7 +66,7 @@ impl AckerTask {
                         tracing::debug!(dropped, "acker dropped expired trees");
                     }
                 }
-                Err(RecvTimeoutError::Timeout) => {}
+                Ok(AckerInput::Wake) | Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
             }
             if self.run.state() == RunState::Stopping && self.input.is_empty() {

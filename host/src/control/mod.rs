@@ -35,6 +35,19 @@ pub struct RunControl {
     pub canceler: Canceler,
     /// When the run's time is up (`squall run --duration`); set at most once.
     deadline: OnceLock<Instant>,
+    /// Wakes every task and acker that blocks on its queues, so that each
+    /// sees a new run state at once (set by the runtime when it starts).
+    waker: OnceLock<StateWaker>,
+}
+
+/// What [`RunControl::set_waker`] takes: called on every change of state
+/// from `Draining` on.
+pub struct StateWaker(pub Box<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for StateWaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StateWaker")
+    }
 }
 
 /// The phases of a run (see `runtime`'s shutdown protocol).
@@ -56,6 +69,7 @@ impl Default for RunControl {
             fatal: Mutex::new(None),
             canceler: Canceler::new(),
             deadline: OnceLock::new(),
+            waker: OnceLock::new(),
         }
     }
 }
@@ -81,10 +95,22 @@ impl RunControl {
     /// throttle, so the drain finishes the trees in flight instead of waiting
     /// out the rate.
     pub fn advance(&self, state: RunState) {
-        self.state.fetch_max(state as u8, Ordering::AcqRel);
+        let before = self.state.fetch_max(state as u8, Ordering::AcqRel);
         if state >= RunState::Draining {
             self.canceler.cancel();
+            if (state as u8) > before {
+                if let Some(StateWaker(wake)) = self.waker.get() {
+                    wake();
+                }
+            }
         }
+    }
+
+    /// Sets what wakes the blocked tasks on a change of state (only the
+    /// first call counts). Tasks block on their queues for up to a second
+    /// when idle; the wake makes them see `Draining` and `Stopping` at once.
+    pub fn set_waker(&self, wake: StateWaker) {
+        let _ = self.waker.set(wake);
     }
 
     /// Sets the run's deadline (`--duration`); only the first call counts.
@@ -165,6 +191,9 @@ pub enum Control {
     /// it added): a bolt executes what is queued, hands over its state, and
     /// exits. Sent once no upstream task routes to it any more.
     Retire(Retire),
+    /// Nothing to do: ends a blocking wait so that the task sees a new run
+    /// state (see [`RunControl::set_waker`]).
+    Wake,
 }
 
 /// New routes for one task (see [`Control::Rewire`]).
@@ -276,6 +305,25 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn each_later_run_state_wakes_the_tasks_once() {
+        let run = RunControl::default();
+        let (tx, wakes) = crossbeam_channel::unbounded();
+        run.set_waker(StateWaker(Box::new(move || {
+            let _ = tx.send(());
+        })));
+        run.advance(RunState::Running);
+        assert_eq!(wakes.try_iter().count(), 0, "no change, no wake");
+        run.advance(RunState::Draining);
+        assert_eq!(wakes.try_iter().count(), 1);
+        run.advance(RunState::Draining);
+        assert_eq!(wakes.try_iter().count(), 0, "the same state again wakes nobody");
+        run.advance(RunState::Stopping);
+        run.advance(RunState::Draining);
+        assert_eq!(wakes.try_iter().count(), 1, "Stopping wakes; going back is ignored");
+        assert_eq!(run.state(), RunState::Stopping);
+    }
 
     #[test]
     fn run_state_only_moves_forward() {

@@ -589,6 +589,11 @@ impl SwapRig {
         let (queue, downstream) = bounded::<Batch>(1024);
         std::mem::forget(downstream); // a consumer that never reads, and never disconnects
         let (to_spout, control) = unbounded();
+        // As the runtime does: a change of run state wakes the blocked spout.
+        let wake = to_spout.clone();
+        run.set_waker(crate::control::StateWaker(Box::new(move || {
+            let _ = wake.send(Control::Wake);
+        })));
         let (acker, from_spout) = unbounded::<AckerInput>();
         let recorder = Recorder::new(|_, _, _| {});
         let mut rig = spout_rig(

@@ -43,7 +43,13 @@ use crate::plugin::{Instance, SpoutObj};
 use crate::throttle::Throttler;
 
 /// The longest an idle spout blocks before it looks at the run state again.
-const BLOCK_LIMIT: std::time::Duration = std::time::Duration::from_millis(100);
+/// A change of run state ends the wait at once ([`Control::Wake`]); this
+/// only bounds how long a missed wake could go unnoticed.
+const BLOCK_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The longest a spout whose swap is draining blocks: the drain's deadline
+/// is checked between two waits.
+const SWAP_BLOCK_LIMIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// How a throttle counts a spout's output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,7 +263,8 @@ impl SpoutExecutor {
         if woken {
             select.recv(&self.waker.1);
         }
-        let _ = select.ready_timeout(BLOCK_LIMIT);
+        let limit = if self.swap.is_some() { SWAP_BLOCK_LIMIT } else { BLOCK_LIMIT };
+        let _ = select.ready_timeout(limit);
         // One token stands for every wake since the last turn.
         let _ = self.waker.1.try_recv();
     }
@@ -483,6 +490,7 @@ impl SpoutExecutor {
                     }
                 }
                 Ok(Control::TickTuple) => handled += 1,
+                Ok(Control::Wake) => {}
                 Ok(Control::Activate) => self.enabled = true,
                 Ok(Control::Deactivate) => self.enabled = false,
                 Ok(Control::SwapSpout(request)) => {

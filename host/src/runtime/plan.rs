@@ -276,6 +276,20 @@ impl Plan {
     pub fn spawn(self) -> Result<RunningTopology, StartError> {
         let Plan { topology, run, wiring, spouts, bolts, ackers, system } = self;
         let live = Arc::new(super::handle::LiveCell::new(topology, wiring));
+        // A change of run state wakes every task and acker blocked on its
+        // queues (they block for up to a second when idle). Weak: the run
+        // control must not keep the wiring alive.
+        let cell = Arc::downgrade(&live);
+        run.set_waker(crate::control::StateWaker(Box::new(move || {
+            let Some(live) = cell.upgrade() else { return };
+            let live = live.get();
+            for control in &live.wiring.controls {
+                let _ = control.send(crate::control::Control::Wake);
+            }
+            for acker in &live.wiring.ackers {
+                let _ = acker.send(crate::acker::msg::AckerInput::Wake);
+            }
+        })));
         let mut threads = Vec::new();
         let spawned = (|| {
             for s in spouts {

@@ -18,7 +18,9 @@ use crate::control::{Control, RunControl, RunState};
 use crate::topology::Topology;
 
 /// The longest the system thread sleeps before it looks at the run state.
-const MAX_SLEEP: Duration = Duration::from_millis(250);
+/// The drain ends its sleep at once (it waits on the run's canceler), so
+/// this only bounds how late a tick bolt added by a live reload ticks first.
+const MAX_SLEEP: Duration = Duration::from_secs(1);
 
 /// The system task: sends timeout ticks to spouts, bolts and ackers, and
 /// tick tuples to bolts that asked for them. It reads the live topology

@@ -8,7 +8,13 @@
 //! - `wordcount`: sentence spout → split → count on a fields grouping (sentences/s);
 //! - the first two again with acking on (acked trees/s), and complete latency
 //!   at half the measured maximum rate;
-//! - the CPU an idle topology uses with the default wait strategies (rusage).
+//! - issue 12's targets: complete latency at smooth-throttled rates, with
+//!   the default settings and with the named low-latency profile
+//!   (`topologies/profiles/low-latency.toml`); the CPU an idle topology and
+//!   a spout held at max pending use with the default wait strategies, in
+//!   steady state (every thread's schedstat over 10 s, after 2 s) and over
+//!   the whole process (rusage); the throughput targets, quoting the first
+//!   table's medians of the same run.
 //!
 //! `cargo bench -p squall-host --bench throughput` runs it; `BENCH_SECS`
 //! (default 10) and `BENCH_RUNS` (default 3) set the length and the number
@@ -83,6 +89,9 @@ fn main() {
         ("const-id-null", "null", "executed", const_id_null),
         ("wordcount", "split", "executed", wordcount),
     ];
+    // This run's medians, by workload: the targets table quotes them instead
+    // of measuring them again (one figure per workload and run).
+    let mut medians: FxHashMap<&str, f64> = FxHashMap::default();
     for (name, component, field, baseline) in workloads {
         let file = format!("{name}.toml");
         let mut ours = Vec::new();
@@ -94,6 +103,7 @@ fn main() {
             }
         }
         let ours = median(ours.into_iter());
+        medians.insert(name, ours);
         let theirs = median((0..s.runs).map(|_| baseline(Duration::from_secs(s.secs))));
         println!("{name:<22} {ours:>16.0} {theirs:>16.0} {:>8.2}", ours / theirs);
         if s.previous.is_some() {
@@ -113,6 +123,7 @@ fn main() {
             })
             .collect();
         let ours = median(runs.iter().map(|r| r.0));
+        medians.insert(name, ours);
         let p50 = median(runs.iter().map(|r| (r.1).0));
         println!("{name:<22} {ours:>16.0} {:>16} {:>8}   acked/s; p50 complete latency {p50:.0} us at full load", "-", "-");
     }
@@ -145,7 +156,7 @@ fn main() {
         "const-null with --http polled every second: {on:.0}/s vs {off:.0}/s without ({:.3} of it)",
         on / off
     );
-    targets(&s, smoke);
+    targets(&s, smoke, &medians);
     let _ = std::fs::remove_dir_all(&s.scratch);
 }
 
@@ -175,13 +186,14 @@ fn squall_rate(
     throttle: Option<u64>,
     http: bool,
 ) -> (f64, (f64, f64)) {
-    let (rate, lat) = squall_run(s, bin, file, component, field, throttle, http, false);
+    let (rate, lat) = squall_run(s, bin, file, component, field, throttle, http, false, None);
     (rate, (lat[0], lat[1]))
 }
 
 /// [`squall_rate`], returning complete latency p50/p99/p999; with
 /// `defaults`, the topology's batch and queue settings are removed so the
-/// defaults apply.
+/// defaults apply; with `profile`, the topology includes that file of
+/// `topologies/profiles/` (a named profile of docs/performance.md).
 #[allow(clippy::too_many_arguments)]
 fn squall_run(
     s: &Settings,
@@ -192,9 +204,14 @@ fn squall_run(
     throttle: Option<u64>,
     http: bool,
     defaults: bool,
+    profile: Option<&str>,
 ) -> (f64, [f64; 3]) {
     let source = s.root.join("topologies/perf").join(file);
     let mut text = std::fs::read_to_string(&source).expect("perf topology");
+    if let Some(profile) = profile {
+        let path = s.root.join("topologies/profiles").join(profile);
+        text = format!("include = [{:?}]\n{text}", path.display().to_string());
+    }
     if defaults {
         text = text
             .lines()
@@ -277,8 +294,11 @@ fn http_get(port: u16, path: &str) -> Option<usize> {
     Some(body.len())
 }
 
-/// The CPU share of one core an idle topology uses, from the child's rusage.
-fn idle_cpu(s: &Settings, file: &str, secs: u64) -> f64 {
+/// The CPU share of one core an idle topology uses over `secs`: in steady
+/// state (every thread's on-CPU time from `/proc/<pid>/task/*/schedstat`,
+/// in ns, between 2 s after the start and `secs` later), and for the whole
+/// run including start-up and shutdown (the child's rusage, 10 ms ticks).
+fn idle_cpu(s: &Settings, file: &str, secs: u64) -> (f64, f64) {
     let source = s.root.join("topologies/perf").join(file);
     let text = std::fs::read_to_string(source)
         .expect("idle topology")
@@ -287,14 +307,30 @@ fn idle_cpu(s: &Settings, file: &str, secs: u64) -> f64 {
     std::fs::write(&toml, text).expect("write topology");
     let before = children_cpu();
     let started = Instant::now();
-    let status = Command::new(&s.bin)
+    let mut child = Command::new(&s.bin)
         .args(["run", &toml.display().to_string(), "--stats-interval", "0s", "--duration"])
-        .arg(format!("{secs}s"))
-        .output()
-        .expect("run squall")
-        .status;
-    assert!(status.success());
-    (children_cpu() - before) / started.elapsed().as_secs_f64()
+        .arg(format!("{}s", secs + 3))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run squall");
+    thread::sleep(Duration::from_secs(2));
+    let (cpu0, t0) = (threads_cpu_ns(child.id()), Instant::now());
+    thread::sleep(Duration::from_secs(secs));
+    let (cpu1, t1) = (threads_cpu_ns(child.id()), Instant::now());
+    assert!(child.wait().expect("wait for squall").success());
+    let steady = (cpu1 - cpu0) as f64 / 1e9 / (t1 - t0).as_secs_f64();
+    let whole = (children_cpu() - before) / started.elapsed().as_secs_f64();
+    (steady, whole)
+}
+
+/// The on-CPU time of every thread of `pid`, in ns (`schedstat`'s first field).
+fn threads_cpu_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+        .filter_map(|line| line.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// User + system CPU seconds of all waited-for children (getrusage).
@@ -443,46 +479,74 @@ fn wordcount(d: Duration) -> f64 {
 }
 
 /// Issue #12's targets, each figure next to its target (medians of the runs).
-fn targets(s: &Settings, smoke: bool) {
+/// `medians` holds this run's throughput medians from the first table.
+fn targets(s: &Settings, smoke: bool, medians: &FxHashMap<&str, f64>) {
     println!();
-    println!("{:<58} {:>12} {:>12}  met", "target (issue #12)", "measured", "target");
+    println!("{:<72} {:>14} {:>10}  met", "target (issue #12)", "measured", "target");
     let line = |what: &str, measured: f64, target: f64, unit: &str, at_most: bool| {
         let met = if at_most { measured <= target } else { measured >= target };
         println!(
-            "{what:<58} {:>12} {:>12}  {}",
+            "{what:<72} {:>14} {:>10}  {}",
             format!("{measured:.1}{unit}"),
             format!("{}{target}{unit}", if at_most { "<= " } else { ">= " }),
             if met { "yes" } else { "NO" }
         );
     };
     let runs = s.runs;
-    // Complete latency at smooth-throttled rates, default batch and queue settings.
-    for file in ["const-null-ack.toml", "const-id-null-ack.toml"] {
-        for rate in [10_000u64, 100_000] {
-            let lat: Vec<[f64; 3]> = (0..runs)
-                .map(|_| squall_run(s, &s.bin, file, "spout", "acked", Some(rate), false, true).1)
-                .collect();
-            let q = |i: usize| median(lat.iter().map(|l| l[i]));
-            let name = file.trim_end_matches(".toml");
-            println!(
-                "{:<58} {:>12} {:>12}  -",
-                format!("{name} at {rate}/s: complete latency p50/p99/p999"),
-                format!("{:.0}/{:.0}/{:.0}us", q(0), q(1), q(2)),
-                "-"
-            );
-            if name == "const-id-null-ack" && rate == 100_000 {
-                line("  const-id-null-ack at 100000/s: p50", q(0), 20.0, "us", true);
-                line("  const-id-null-ack at 100000/s: p99", q(1), 200.0, "us", true);
+    // Complete latency at smooth-throttled rates, default batch and queue
+    // settings; then the same with the named low-latency profile.
+    for profile in [None, Some("low-latency.toml")] {
+        for file in ["const-null-ack.toml", "const-id-null-ack.toml"] {
+            for rate in [10_000u64, 100_000] {
+                let lat: Vec<[f64; 3]> = (0..runs)
+                    .map(|_| {
+                        let at = Some(rate);
+                        squall_run(s, &s.bin, file, "spout", "acked", at, false, true, profile).1
+                    })
+                    .collect();
+                let q = |i: usize| median(lat.iter().map(|l| l[i]));
+                let name = file.trim_end_matches(".toml");
+                let suffix = profile.map_or(String::new(), |p| format!(" [{p}]"));
+                println!(
+                    "{:<72} {:>14} {:>10}  -",
+                    format!("{name} at {rate}/s: latency p50/p99/p999{suffix}"),
+                    format!("{:.0}/{:.0}/{:.0}us", q(0), q(1), q(2)),
+                    "-"
+                );
+                if name == "const-id-null-ack" && rate == 100_000 {
+                    line(
+                        &format!("  const-id-null-ack at 100000/s: p50{suffix}"),
+                        q(0),
+                        20.0,
+                        "us",
+                        true,
+                    );
+                    line(
+                        &format!("  const-id-null-ack at 100000/s: p99{suffix}"),
+                        q(1),
+                        200.0,
+                        "us",
+                        true,
+                    );
+                }
             }
         }
     }
     let secs = if smoke { 2 } else { 10 };
     for (file, what) in [
-        ("idle.toml", "idle topology (empty spout), CPU"),
-        ("idle-held.toml", "spout held at max pending, nothing acked, CPU"),
+        ("idle.toml", "idle topology (empty spout)"),
+        ("idle-held.toml", "spout held at max pending, nothing acked"),
     ] {
-        let cpu = median((0..runs).map(|_| idle_cpu(s, file, secs))) * 100.0;
-        line(what, cpu, 1.0, "%", true);
+        let cpu: Vec<(f64, f64)> = (0..runs).map(|_| idle_cpu(s, file, secs)).collect();
+        let steady = median(cpu.iter().map(|c| c.0)) * 100.0;
+        let whole = median(cpu.iter().map(|c| c.1)) * 100.0;
+        line(&format!("{what}, CPU over {secs} s"), steady, 1.0, "%", true);
+        println!(
+            "{:<72} {:>14} {:>10}  -",
+            "  the same, over the whole process (start-up, run and stop)",
+            format!("{whole:.1}%"),
+            "-"
+        );
     }
     let rate = |file: &str, component: &str, field: &str| {
         median((0..runs).map(|_| squall_rate(s, &s.bin, file, component, field, None, false).0))
@@ -494,25 +558,14 @@ fn targets(s: &Settings, smoke: bool) {
         "M",
         false,
     );
+    // The first table's medians of this run (measured once per run).
     line(
         "const-null, 1 tuple per call (M tuples/s)",
-        rate("const-null.toml", "bolt", "executed") / 1e6,
+        medians["const-null"] / 1e6,
         12.0,
         "M",
         false,
     );
-    line(
-        "wordcount (M sentences/s)",
-        rate("wordcount.toml", "split", "executed") / 1e6,
-        1.5,
-        "M",
-        false,
-    );
-    line(
-        "const-null acked (M trees/s)",
-        rate("const-null-ack.toml", "spout", "acked") / 1e6,
-        3.0,
-        "M",
-        false,
-    );
+    line("wordcount (M sentences/s)", medians["wordcount"] / 1e6, 1.5, "M", false);
+    line("const-null acked (M trees/s)", medians["const-null-ack"] / 1e6, 3.0, "M", false);
 }

@@ -246,6 +246,11 @@ impl AckLedger {
             None
         }
     }
+    /// Moves the pending map's per-update data into memory the calling
+    /// thread allocates (see `RotatingMap::rehome`).
+    pub fn rehome(&mut self) {
+        self.pending.rehome();
+    }
 
     /// Rotates the pending map on a tick and returns how many roots expired.
     ///

@@ -43,6 +43,8 @@ pub struct AckerTask {
 impl AckerTask {
     /// Runs until the topology stops.
     pub fn run(mut self) {
+        // The ledger's per-update data, into this thread's memory.
+        self.ledger.rehome();
         let mut replies: Vec<Vec<Reply>> = self.spouts.iter().map(|_| Vec::new()).collect();
         // True after a batch of messages: the next wait spins first.
         let mut busy = false;

@@ -162,6 +162,9 @@ struct Turn {
 impl BoltExecutor {
     /// Runs the task to the end.
     pub fn run(mut self) {
+        // What the loop writes on every tuple, into this thread's memory.
+        self.core.transfer.rehome();
+        self.inputs.rehome();
         let name = self.core.label.clone();
         let mut turn = Turn {
             stats: LocalStats::default(),

@@ -152,6 +152,9 @@ impl SpoutExecutor {
     /// Runs the task to the end. Never panics on plugin failures: they are
     /// reported through the run control.
     pub fn run(mut self) {
+        // What the loop writes on every tuple, into this thread's memory.
+        self.core.transfer.rehome();
+        self.tracker.pending.rehome();
         let mut turn = Turn {
             stats: LocalStats::default(),
             histogram: LocalHistogram::default(),

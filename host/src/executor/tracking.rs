@@ -109,6 +109,12 @@ impl Default for InputTracker {
 }
 
 impl InputTracker {
+    /// Moves the open-input map's per-update data into memory the calling
+    /// thread allocates (see `Transfer::rehome`).
+    pub fn rehome(&mut self) {
+        self.open.rehome();
+    }
+
     /// An empty tracker.
     pub fn new() -> Self {
         Self {

@@ -96,6 +96,16 @@ impl<K: Eq + Hash, V> RotatingMap<K, V> {
         RotatingMap { buckets }
     }
 
+    /// Moves the buckets' headers (each map's length, written on every
+    /// insert and remove) into memory that the calling thread allocates, so
+    /// that they share no cache line with another thread's data (see
+    /// `Transfer::rehome`). The maps' tables are allocated on first use.
+    pub fn rehome(&mut self) {
+        let mut buckets = VecDeque::with_capacity(self.buckets.len());
+        buckets.extend(self.buckets.drain(..));
+        self.buckets = buckets;
+    }
+
     /// The number of buckets `n` given to [`new`](RotatingMap::new).
     pub fn num_buckets(&self) -> usize {
         self.buckets.len()

@@ -262,7 +262,8 @@ impl Transfer {
             routes.routers = rehomed(std::mem::take(&mut routes.routers));
         }
         self.acker_buffers = rehomed(std::mem::take(&mut self.acker_buffers));
-        self.targets = Vec::with_capacity(self.targets.capacity().max(4));
+        // `targets` and `active` start empty: their first push, on this
+        // thread, allocates them.
     }
 
     /// True when emitted bytes are counted (a byte-rate throttle).
@@ -274,6 +275,22 @@ impl Transfer {
     /// True when acker tasks exist.
     pub fn acking(&self) -> bool {
         !self.ackers.is_empty()
+    }
+
+    /// The index of `stream`, the declared default for [`StreamId::DEFAULT`].
+    ///
+    /// # Errors
+    /// When the default is asked for and none is declared.
+    #[inline(always)]
+    fn stream_index(&self, stream: StreamId) -> Result<u32, EmitError> {
+        // No `ok_or(error)?`: it builds the error, and drops it, on every call.
+        if stream != StreamId::DEFAULT {
+            Ok(stream.0)
+        } else if let Some(default) = self.default_stream {
+            Ok(default)
+        } else {
+            Err(EmitError::NoDefaultStream)
+        }
     }
 
     /// Routes one tuple: fills the target list and returns how many targets.
@@ -289,14 +306,7 @@ impl Transfer {
         values: &[Value],
         direct: Option<u32>,
     ) -> Result<(u32, usize), EmitError> {
-        // No `ok_or(error)?`: it builds the error, and drops it, on every call.
-        let stream = if stream != StreamId::DEFAULT {
-            stream.0
-        } else if let Some(default) = self.default_stream {
-            default
-        } else {
-            return Err(EmitError::NoDefaultStream);
-        };
+        let stream = self.stream_index(stream)?;
         let Some(routes) = self.streams.get_mut(stream as usize) else {
             return Err(EmitError::UndeclaredStream(stream));
         };
@@ -331,13 +341,7 @@ impl Transfer {
         values: usize,
         ids: usize,
     ) -> Result<(u32, usize), EmitError> {
-        let stream = if stream != StreamId::DEFAULT {
-            stream.0
-        } else if let Some(default) = self.default_stream {
-            default
-        } else {
-            return Err(EmitError::NoDefaultStream);
-        };
+        let stream = self.stream_index(stream)?;
         let Some(routes) = self.streams.get(stream as usize) else {
             return Err(EmitError::UndeclaredStream(stream));
         };

@@ -169,17 +169,9 @@ impl WaitStrategy {
     /// Builds a built-in strategy from its spec; `None` for plugin specs.
     pub fn builtin(spec: &WaitSpec) -> Option<Self> {
         match *spec {
-            WaitSpec::Progressive {
-                level1_count,
-                level2_count,
-                level3_sleep_millis,
-                level3_max_sleep_millis,
-                spin_micros,
-            } => Some(WaitStrategy::Progressive(
-                progressive::Progressive::new(level1_count, level2_count, level3_sleep_millis)
-                    .with_max_sleep(level3_max_sleep_millis)
-                    .with_spin(spin_micros),
-            )),
+            WaitSpec::Progressive { .. } => {
+                progressive::Progressive::from_spec(spec).map(WaitStrategy::Progressive)
+            }
             WaitSpec::Park { park_micros } => {
                 Some(WaitStrategy::Park(park::Park::new(park_micros)))
             }
@@ -212,18 +204,18 @@ impl WaitStrategy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
 
     #[test]
-    fn a_spin_ends_when_its_condition_holds() {
-        let ready = Arc::new(AtomicBool::new(false));
-        let flag = ready.clone();
-        let setter = std::thread::spawn(move || flag.store(true, Ordering::Release));
-        // A limit far beyond any scheduling delay: the spin ends because the
-        // condition became true, and says so.
-        assert!(spin_until(Duration::from_secs(60), || ready.load(Ordering::Acquire)));
-        setter.join().unwrap();
+    fn a_spin_ends_at_the_first_poll_that_finds_its_condition() {
+        // True on the fifth poll only: a spin that went on polling after it
+        // would find it false again and, at the limit, return false.
+        let mut polls = 0;
+        assert!(spin_until(Duration::from_secs(60), || {
+            polls += 1;
+            polls == 5
+        }));
+        assert_eq!(polls, 5);
     }
 
     #[test]

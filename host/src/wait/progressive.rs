@@ -72,25 +72,33 @@ impl Progressive {
         self
     }
 
-    /// Storm's defaults for a situation.
+    /// The defaults for a situation: the config's (Storm's levels, with
+    /// squall's spout back-off and bolt spin), so there is one definition.
     pub fn default_for(situation: WaitSituation) -> Self {
-        use crate::config::defaults::{
-            BACKPRESSURE_WAIT_LEVELS, BOLT_WAIT_LEVELS, SPOUT_WAIT_LEVELS,
+        use crate::config::defaults;
+        let spec = match situation {
+            WaitSituation::SPOUT_WAIT => defaults::spout_wait(),
+            WaitSituation::BOLT_WAIT => defaults::bolt_wait(),
+            _ => defaults::backpressure_wait(),
         };
-        match situation {
-            WaitSituation::SPOUT_WAIT => {
-                let (l1, l2, l3) = SPOUT_WAIT_LEVELS;
-                Self::new(l1, l2, l3)
-                    .with_max_sleep(crate::config::defaults::SPOUT_IDLE_MAX_SLEEP_MILLIS)
-            }
-            WaitSituation::BOLT_WAIT => {
-                let (l1, l2, l3) = BOLT_WAIT_LEVELS;
-                Self::new(l1, l2, l3).with_spin(crate::config::defaults::BOLT_SPIN_MICROS)
-            }
-            _ => {
-                let (l1, l2, l3) = BACKPRESSURE_WAIT_LEVELS;
-                Self::new(l1, l2, l3)
-            }
+        Self::from_spec(&spec).expect("the default wait strategies are progressive")
+    }
+
+    /// The strategy a progressive spec describes; `None` for another spec.
+    pub fn from_spec(spec: &crate::config::WaitSpec) -> Option<Self> {
+        match *spec {
+            crate::config::WaitSpec::Progressive {
+                level1_count,
+                level2_count,
+                level3_sleep_millis,
+                level3_max_sleep_millis,
+                spin_micros,
+            } => Some(
+                Self::new(level1_count, level2_count, level3_sleep_millis)
+                    .with_max_sleep(level3_max_sleep_millis)
+                    .with_spin(spin_micros),
+            ),
+            _ => None,
         }
     }
 

@@ -6,7 +6,9 @@
 //! The 1.0.0 plugin is `plugins/examples` at [`CONTRACT_1_0`], built from a
 //! `git archive` of that commit in its own target directory, once per test
 //! process. Without git history (a source tarball, a shallow clone) the
-//! test is skipped, or fails under `SQUALL_REQUIRE_TOOLS=1` (CI).
+//! test is skipped, or fails under `SQUALL_REQUIRE_TOOLS=1` (CI). The same
+//! is done for [`PRE_RELEASE_1_1`], a library whose 1.1 part no longer
+//! matches: it loads through its 1.0 descriptors, with a warning that says so.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -22,16 +24,35 @@ use crate::util::{
 /// The last commit of contract 1.0.0 (plugin-api 1.0.0, before 1.1 began).
 const CONTRACT_1_0: &str = "a479b9376badbc4d888361e35e5891163de086a2";
 
+/// Contract 1.1.0 as an earlier stop shipped it, before a spout's
+/// `next_tuple` took a `SpoutOutput`: its 1.1 part no longer matches this
+/// host's (plugin-api 1.1 was never published, so its types still moved).
+const PRE_RELEASE_1_1: &str = "0b892d984d482500a827f224deceebbca859c26c";
+
+type Built = OnceLock<Result<Option<PathBuf>, String>>;
+
 /// Builds `plugins/examples` as of [`CONTRACT_1_0`]; returns its library, or
 /// `None` (skipped) when the commit is not in this checkout's history.
 fn examples_1_0() -> Option<PathBuf> {
-    static BUILT: OnceLock<Result<Option<PathBuf>, String>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| {
+    static BUILT: Built = OnceLock::new();
+    examples_at(CONTRACT_1_0, "compat-1.0.0", &BUILT)
+}
+
+/// Builds `plugins/examples` as of [`PRE_RELEASE_1_1`], as [`examples_1_0`].
+fn examples_pre_1_1() -> Option<PathBuf> {
+    static BUILT: Built = OnceLock::new();
+    examples_at(PRE_RELEASE_1_1, "compat-pre-1.1", &BUILT)
+}
+
+/// Builds `plugins/examples` as of `commit` in `target/<dir>`, once per
+/// test process.
+fn examples_at(commit: &'static str, dir: &str, built: &'static Built) -> Option<PathBuf> {
+    let built = built.get_or_init(|| {
         let root = workspace_root();
         let git = |args: &[&str]| {
             Command::new("git").current_dir(&root).args(args).status().is_ok_and(|s| s.success())
         };
-        let object = format!("{CONTRACT_1_0}^{{commit}}");
+        let object = format!("{commit}^{{commit}}");
         let has_git = require_tool("git").is_some();
         // A shallow clone lacks the commit: deepen it from its origin if
         // that is reachable (best effort), then look again.
@@ -42,16 +63,12 @@ fn examples_1_0() -> Option<PathBuf> {
         if !has_commit {
             let required = std::env::var(REQUIRE_VAR).is_ok_and(|v| v == "1");
             if required {
-                return Err(format!(
-                    "commit {CONTRACT_1_0} (contract 1.0.0) is not in this checkout"
-                ));
+                return Err(format!("commit {commit} is not in this checkout"));
             }
-            eprintln!(
-                "SKIPPED: commit {CONTRACT_1_0} (contract 1.0.0) is not in this checkout's history"
-            );
+            eprintln!("SKIPPED: commit {commit} is not in this checkout's history");
             return Ok(None);
         }
-        let dir = target_root().join("compat-1.0.0");
+        let dir = target_root().join(dir);
         let src = dir.join("src");
         let _ = std::fs::remove_dir_all(&src);
         std::fs::create_dir_all(&src).map_err(|e| e.to_string())?;
@@ -60,7 +77,7 @@ fn examples_1_0() -> Option<PathBuf> {
             .args([
                 "archive",
                 "--format=tar",
-                CONTRACT_1_0,
+                commit,
                 "Cargo.toml",
                 "Cargo.lock",
                 "plugin-api",
@@ -94,6 +111,12 @@ fn examples_1_0() -> Option<PathBuf> {
             &text[end + 1..]
         );
         std::fs::write(&manifest, text).map_err(|e| e.to_string())?;
+        // Later examples test themselves through squall-harness, which this
+        // archive leaves out too; building the library does not need it.
+        let manifest = src.join("plugins/examples/Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).map_err(|e| e.to_string())?;
+        let text: Vec<&str> = text.lines().filter(|l| !l.starts_with("squall-harness")).collect();
+        std::fs::write(&manifest, text.join("\n")).map_err(|e| e.to_string())?;
         let out = cargo()
             .current_dir(&src)
             .args(["build", "--release", "-p", "squall-examples", "--target-dir"])
@@ -107,8 +130,32 @@ fn examples_1_0() -> Option<PathBuf> {
     });
     match built {
         Ok(path) => path.clone(),
-        Err(e) => panic!("building the contract 1.0.0 examples failed:\n{e}"),
+        Err(e) => panic!("building the examples of {commit} failed:\n{e}"),
     }
+}
+
+#[test]
+fn a_library_whose_1_1_part_does_not_match_loads_through_1_0_and_says_why() {
+    let Some(old) = examples_pre_1_1() else { return };
+    let ws = Workspace::new("compat_pre_1_1");
+    let inspect = SquallCommand::inspect(&ws, &old).output();
+    inspect.assert_code(0);
+    assert!(inspect.stdout.contains("(contract 1.1.0)"), "\n{}", inspect.context());
+    // The warning names the contract it was built against and the first
+    // mismatch, instead of calling it a 1.0 library.
+    assert!(
+        inspect.stderr.contains("was built against contract 1.1.0, but its contract 1.1 part does not match this host's (")
+            && inspect.stderr.contains("it loads through its 1.0 descriptors, without its 1.1 features"),
+        "\n{}",
+        inspect.context()
+    );
+    // Through its 1.0 descriptors it still runs word count exactly.
+    let toml = word_count_topology(1).replace("{examples}", &old.display().to_string());
+    let topology = ws.write_topology("wc.toml", &toml);
+    let out = SquallCommand::run(&ws, &topology, "3s").output();
+    out.assert_code(0);
+    assert_eq!(printed_word_counts(&out), expected_word_counts(), "\n{}", out.context());
+    assert_eq!(out.stat("sentences", "acked"), SENTENCE_LIMIT, "\n{}", out.context());
 }
 
 #[test]
@@ -140,6 +187,11 @@ fn a_plugin_built_against_contract_1_0_loads_and_runs_in_this_host() {
     assert!(
         out.stderr.contains("does not record its panic strategy"),
         "a 1.0 plugin loads with a warning about its panic strategy\n{}",
+        out.context()
+    );
+    assert!(
+        !out.stderr.contains("does not match this host's"),
+        "a 1.0 library is expected to load through its 1.0 descriptors\n{}",
         out.context()
     );
 

@@ -133,6 +133,7 @@ pub fn load_in_process<P: PluginSource>(alias: &str) -> Result<Library, LoadErro
         attach_host: root.attach_host(),
         panic_strategy: root.panic_strategy(),
         extensions: root.extensions(),
+        mismatch_1_1: None,
     };
     read_root(alias, path, root)
 }
@@ -148,8 +149,8 @@ fn read_root(alias: &str, path: &Path, root: Root) -> Result<Library, LoadError>
         Some(_) => return Err(LoadError::PanicAbort { alias: alias_s, path: path_b }),
         None => tracing::warn!(
             alias,
-            "{} was built against contract 1.0, which does not record its panic strategy; \
-             if it was built with panic = \"abort\", its first panic will abort squall",
+            "{} is loaded through its contract 1.0 root module, which does not record its panic \
+             strategy; if it was built with panic = \"abort\", its first panic will abort squall",
             path.display()
         ),
     }
@@ -163,6 +164,21 @@ fn read_root(alias: &str, path: &Path, root: Root) -> Result<Library, LoadError>
         path: path_b.clone(),
         detail: e.to_string(),
     })?;
+    // A 1.0 library loads through its 1.0 descriptors as expected; a later
+    // one whose 1.1 part does not match this host's (built against a
+    // pre-release 1.1) loses its 1.1 features: say so, and why.
+    if let Some(mismatch) = &root.mismatch_1_1 {
+        let built = catalogue.contract_version.as_str();
+        if !built.starts_with("1.0.") {
+            tracing::warn!(
+                alias,
+                "{} was built against contract {built}, but its contract 1.1 part does not match \
+                 this host's ({mismatch}); it loads through its 1.0 descriptors, without its 1.1 \
+                 features: rebuild it against this host's squall-plugin-api",
+                path.display()
+            );
+        }
+    }
     let extensions = match root.extensions {
         Some(extensions) => extensions().into_result().map_err(|e| LoadError::Catalogue {
             alias: alias_s.clone(),
@@ -348,6 +364,9 @@ struct Root {
     panic_strategy: Option<PanicStrategy>,
     /// Contract 1.1 and later.
     extensions: Option<extern "C" fn() -> PResult<RVec<ComponentExt>>>,
+    /// Why the 1.1 root module did not match, when the library loads
+    /// through its 1.0 descriptors.
+    mismatch_1_1: Option<String>,
 }
 
 fn open_root(alias: &str, path: &Path, file: File) -> Result<Root, LoadError> {
@@ -399,13 +418,15 @@ fn open_root(alias: &str, path: &Path, file: File) -> Result<Root, LoadError> {
             attach_host: root.attach_host(),
             panic_strategy: root.panic_strategy(),
             extensions: root.extensions(),
+            mismatch_1_1: None,
         }),
-        Err(_) => match header.init_root_module::<v1_0::PluginRoot_Ref>() {
+        Err(newest) => match header.init_root_module::<v1_0::PluginRoot_Ref>() {
             Ok(root) => Ok(Root {
                 catalogue: root.catalogue(),
                 attach_host: None,
                 panic_strategy: None,
                 extensions: None,
+                mismatch_1_1: Some(condense(&newest)),
             }),
             Err(e) => Err(incompatible(e)),
         },

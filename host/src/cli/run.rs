@@ -57,7 +57,11 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         error: error.as_ref().map(ToString::to_string),
         elapsed_secs: report.elapsed_secs,
         drain,
-        reloads: crate::metrics::ReloadSummary { succeeded: reloads.0, failed: reloads.1 },
+        reloads: crate::metrics::ReloadSummary {
+            succeeded: reloads.0,
+            failed: reloads.1,
+            partial: handle.partial_reloads(),
+        },
         components: report.components,
     };
     for r in &mut reporters {

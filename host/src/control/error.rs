@@ -87,3 +87,70 @@ pub enum RunError {
         grace_secs: u64,
     },
 }
+
+/// Why a live reload, or one task's part in it, did not go through. The
+/// reloader collects them into its
+/// [`ReloadOutcome`](crate::runtime::reload::ReloadOutcome); the executors
+/// report theirs with the task.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReloadError {
+    /// The topology is draining: nothing is reloaded any more.
+    #[error("the topology is draining")]
+    Draining,
+    /// The file does not parse, validate or bind (one diagnostic, with its
+    /// file:line:col).
+    #[error("{0}")]
+    Config(String),
+    /// A library does not load.
+    #[error("{0}")]
+    Load(String),
+    /// A change that cannot be made live, with its file:line:col and why.
+    #[error("{0}")]
+    NotLive(String),
+    /// A constructor failed, panicked, or built a component of another kind.
+    #[error("{at}: {kind} {component:?} ({reference}): {cause}")]
+    Construct {
+        /// The component's file:line:col.
+        at: String,
+        /// "spout" or "bolt".
+        kind: &'static str,
+        /// The component's name.
+        component: String,
+        /// `alias::Name`.
+        reference: String,
+        /// What went wrong.
+        cause: String,
+    },
+    /// A plugin call a task made for the reload failed: `save_state` on the
+    /// running instance, `restore_state`, `prepare` or `open` on the new one,
+    /// or the rebuild of a stateful bolt at the commit.
+    #[error("{task}: {call}: {cause}")]
+    Task {
+        /// The task.
+        task: TaskName,
+        /// The call, as the log names it ("prepare on the new instance").
+        call: &'static str,
+        /// The plugin's message.
+        cause: String,
+    },
+    /// A task could not take part: it has stopped, another swap is under
+    /// way, its instance reached the restart limit, or the run began draining.
+    #[error("{task}: {reason}")]
+    Refused {
+        /// The task.
+        task: TaskName,
+        /// Why.
+        reason: String,
+    },
+    /// Tasks did not answer in time.
+    #[error("{what} within {secs} s (a task busy in plugin code or under backpressure)")]
+    Timeout {
+        /// What did not happen ("not every task prepared its new instance").
+        what: String,
+        /// How long the reloader waited.
+        secs: u64,
+    },
+    /// Adding or resizing bolts failed.
+    #[error("{0}")]
+    Reshape(String),
+}

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-pub use error::{RunError, TaskName};
+pub use error::{ReloadError, RunError, TaskName};
 
 use crate::acker::msg::Reply;
 use crate::executor::batch::{Batch, QueueBytes};
@@ -191,6 +191,14 @@ pub enum Control {
     /// it added): a bolt executes what is queued, hands over its state, and
     /// exits. Sent once no upstream task routes to it any more.
     Retire(Retire),
+    /// The reloader's verdict on the swap of reload `reload` (see [`Swap`]):
+    /// read between two tuples like every other control message.
+    Verdict {
+        /// The reload the verdict belongs to ([`Swap::reload`]).
+        reload: u64,
+        /// True commits; false keeps the old instance.
+        commit: bool,
+    },
     /// Nothing to do: ends a blocking wait so that the task sees a new run
     /// state (see [`RunControl::set_waker`]).
     Wake,
@@ -226,7 +234,7 @@ pub enum Start {
     /// exit without failing the run (the reload rolls back).
     Added {
         /// The outcome of `prepare`, with the task id.
-        prepared: Sender<(u32, Result<(), String>)>,
+        prepared: Sender<(u32, Result<(), ReloadError>)>,
     },
     /// A task of a component whose parallelism changed: wait for the state
     /// its keys had in the retired tasks, restore it, then prepare.
@@ -236,34 +244,40 @@ pub enum Start {
         /// The longest it waits for the state before it starts fresh.
         limit: Duration,
         /// The outcome of restore and prepare, with the task id.
-        prepared: Sender<(u32, Result<(), String>)>,
+        prepared: Sender<(u32, Result<(), ReloadError>)>,
     },
 }
 
 /// A live swap of one task's instance, in two phases so that every task of
-/// every changed component swaps, or none does.
+/// every changed component swaps, or none does. The executor's side is the
+/// state machine [`SwapMachine`](crate::executor::swap::SwapMachine).
 ///
 /// 0. A spout first deactivates the old instance and lets its pending trees
 ///    complete or fail back to it, for at most `drain` (none when its ids
 ///    survive the swap, see `Spout::IDS_SURVIVE_SWAP`: the pending trees are
-///    then handed to the new instance). A bolt swaps between two tuples.
-/// 1. Take over: the old instance's `save_state` goes to the new instance's
-///    `restore_state`, then the new instance is prepared (opened). The old
-///    instance is untouched: a failure here (or in another task) means "keep
-///    the old". The outcome goes to `ready`.
-/// 2. Decision: the executor waits (at most `decision_timeout`) for the
-///    reloader's verdict on `decision`. Commit: `cleanup` (`close`) on the
-///    old instance; the new one continues with the same queue and anchors
-///    (and, for a spout, is activated). Anything else (abort, timeout,
-///    reloader gone): the new instance, if it was prepared, is cleaned up
-///    and dropped; the old one goes on (a spout is activated again).
+///    then handed to the new instance). A bolt goes on at once.
+/// 1. Prepare: the old instance's `save_state` goes to the new instance's
+///    `restore_state`, then the new instance is prepared (opened). The
+///    outcome goes to `ready`. The old instance goes on meanwhile: a bolt
+///    keeps executing tuples with it, a spout stays deactivated (and the
+///    acker replies it receives wait for the verdict, so its state stays as
+///    it was saved).
+/// 2. Verdict: a [`Control::Verdict`] with this `reload`, read between two
+///    tuples, never waited for. Commit: a bolt whose state changed since
+///    phase 1 hands the state it holds now to a fresh instance (built,
+///    restored and prepared again; the phase 1 instance is cleaned up), and
+///    the new instance continues with the same queue and anchors (a spout is
+///    activated); `cleanup` (`close`) on the old one. Abort: the new
+///    instance, if it was prepared, is cleaned up and dropped; the old one
+///    goes on (a spout is activated again).
 ///
 /// The executor reports the outcome and its pause on `done`.
 #[derive(Debug)]
 pub struct Swap<T> {
     /// The new instance, built but not prepared.
     pub instance: T,
-    /// How to rebuild the new version after a panic.
+    /// How to rebuild the new version (after a panic, or at the commit of a
+    /// bolt whose state changed).
     pub factory: Factory,
     /// The new version's config, for rebuilding.
     pub config: String,
@@ -271,13 +285,11 @@ pub struct Swap<T> {
     /// to complete before the rest are failed back to it; `None` hands them
     /// to the new instance with no drain.
     pub drain: Option<Duration>,
+    /// The reload this swap belongs to: its verdict carries the same number.
+    pub reload: u64,
     /// Phase 1's outcome, with the task: `Ok` when the new instance took
     /// over the state and prepared.
-    pub ready: Sender<(u32, Result<(), String>)>,
-    /// The reloader's verdict: `true` commits.
-    pub decision: Receiver<bool>,
-    /// The longest the executor waits for the verdict before it keeps the old instance.
-    pub decision_timeout: Duration,
+    pub ready: Sender<(u32, Result<(), ReloadError>)>,
     /// Where the executor reports how the swap ended.
     pub done: Sender<SwapDone>,
 }
@@ -289,12 +301,15 @@ pub type BoltSwap = Swap<BoltObj>;
 pub type SpoutSwap = Swap<SpoutObj>;
 
 /// How one task's swap ended.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SwapDone {
     /// The task.
     pub task: u32,
     /// True when the new instance runs now.
     pub committed: bool,
+    /// Why a committed verdict could not be carried out (the task kept its
+    /// old instance); `None` otherwise.
+    pub error: Option<ReloadError>,
     /// How long the task executed no tuple (a spout: emitted none) because
     /// of the swap.
     pub pause: Duration,

@@ -29,13 +29,14 @@ use super::batch::{Batch, QueueBytes};
 use super::core::TaskCore;
 use super::output::{HostOutput, Side};
 use super::spout::ThrottleUnit;
+use super::swap::{Action, SwapMachine, Verdict};
 use super::tracking::InputTracker;
 use super::transfer::EmitError;
 use super::{count_emit_error, count_error};
-use crate::control::{BoltSwap, Control, Retire, RunError, RunState, Start, SwapDone};
+use crate::control::{BoltSwap, Control, ReloadError, Retire, RunError, RunState, Start, SwapDone};
 use crate::ids::TaskId;
 use crate::metrics::{LocalHistogram, LocalStats, StatField};
-use crate::plugin::{BoltObj, Instance};
+use crate::plugin::{BoltObj, Factory, Instance};
 use crate::throttle::Throttler;
 use crate::wait::progressive::Level;
 use crate::wait::WaitStrategy;
@@ -89,6 +90,27 @@ pub struct BoltExecutor {
     start: Option<Start>,
     /// Set when a live reload retires the task: it leaves once its queue is empty.
     retiring: Option<Retire>,
+    /// A live swap under way (cold: boxed).
+    swap: Option<Box<Swapping>>,
+}
+
+/// A bolt's live swap: the machine, and what the executor holds for it.
+struct Swapping {
+    machine: SwapMachine,
+    /// The new instance: built, then prepared (once the machine is held).
+    new: Option<BoltObj>,
+    factory: Factory,
+    config: String,
+    /// Taken when the take-over's outcome is reported.
+    ready: Option<Sender<(u32, Result<(), ReloadError>)>>,
+    done: Sender<SwapDone>,
+    /// The state handed to the new instance at the take-over, and the
+    /// executed count then: at the commit, a bolt that executed since and
+    /// whose state differs hands its current state to a fresh instance.
+    saved: Option<State>,
+    executed_at: u64,
+    /// How long the task executed nothing because of the swap.
+    paused: std::time::Duration,
 }
 
 /// A bolt task's inputs and their settings.
@@ -129,6 +151,7 @@ impl BoltExecutor {
             window: inputs.window,
             start: None,
             retiring: None,
+            swap: None,
         }
     }
 
@@ -197,6 +220,9 @@ impl BoltExecutor {
             bp_counter = 0;
             // 2. control
             let ticks = self.drain_control(&mut turn, &name);
+            if self.swap.is_some() {
+                self.advance_swap(&mut turn);
+            }
             // 3. consume
             let consumed = self.consume(&mut turn, &name);
             if self.window.is_some() {
@@ -224,31 +250,38 @@ impl BoltExecutor {
         let start = self.start.take();
         let result = match &start {
             Some(Start::Resized { state, limit, .. }) => {
-                let state = state
-                    .recv_timeout(*limit)
-                    .map_err(|_| format!("no state arrived within {} s", limit.as_secs()));
-                state.and_then(|s| self.take_state(s)).and_then(|()| self.prepare())
+                let state = state.recv_timeout(*limit).map_err(|_| {
+                    ("take its state", format!("no state arrived within {} s", limit.as_secs()))
+                });
+                state
+                    .and_then(|s| self.take_state(s).map_err(|e| ("restore_state", e)))
+                    .and_then(|()| self.prepare().map_err(|e| ("prepare", e)))
             }
-            _ => self.prepare(),
+            _ => self.prepare().map_err(|e| ("prepare", e)),
+        };
+        let as_reload = |(call, cause): (&'static str, String)| ReloadError::Task {
+            task: self.core.name.clone(),
+            call,
+            cause,
         };
         let task = self.core.name.task.0;
         match start {
             Some(Start::Added { prepared }) => {
                 let ok = result.is_ok();
-                let _ = prepared.send((task, result));
+                let _ = prepared.send((task, result.map_err(as_reload)));
                 ok
             }
             Some(Start::Resized { prepared, .. }) => {
-                let _ = prepared.send((task, result.clone()));
+                let _ = prepared.send((task, result.clone().map_err(as_reload)));
                 result
-                    .map_err(|cause| {
-                        self.core.fail(|task| RunError::Lifecycle { task, call: "prepare", cause });
+                    .map_err(|(call, cause)| {
+                        self.core.fail(|task| RunError::Lifecycle { task, call, cause });
                     })
                     .is_ok()
             }
             None => result
-                .map_err(|cause| {
-                    self.core.fail(|task| RunError::Lifecycle { task, call: "prepare", cause });
+                .map_err(|(call, cause)| {
+                    self.core.fail(|task| RunError::Lifecycle { task, call, cause });
                 })
                 .is_ok(),
         }
@@ -520,11 +553,12 @@ impl BoltExecutor {
                     );
                     self.execute(turn, name, &tuple);
                 }
-                Ok(Control::SwapBolt(swap)) => {
-                    // Between two tuples: the rest of a partly executed batch
-                    // and everything queued go to whichever instance wins.
-                    self.publish(turn);
-                    self.swap(*swap);
+                Ok(Control::SwapBolt(swap)) => self.begin_swap(turn, *swap),
+                Ok(Control::Verdict { reload, commit }) => {
+                    let verdict = if commit { Verdict::Commit } else { Verdict::Abort };
+                    if let Some(swap) = &mut self.swap {
+                        swap.machine.verdict(reload, verdict);
+                    }
                 }
                 Ok(
                     Control::Replies(_) | Control::Activate | Control::Deactivate | Control::Wake,
@@ -542,55 +576,207 @@ impl BoltExecutor {
         }
     }
 
-    /// A live swap (see [`BoltSwap`]): the new instance takes over the old
-    /// one's state and is prepared while the old one is left as it is, so
-    /// rolling back is keeping the old one.
-    fn swap(&mut self, request: BoltSwap) {
-        let started = Instant::now();
-        let BoltSwap {
-            instance: mut new,
+    /// A swap request (see [`BoltSwap`]): the new instance takes over at
+    /// once, then waits for the verdict while the old one executes on.
+    #[cold]
+    fn begin_swap(&mut self, turn: &mut Turn, request: BoltSwap) {
+        let task = self.core.name.task.0;
+        let BoltSwap { instance, factory, config, reload, ready, done, .. } = request;
+        if self.swap.is_some() {
+            let reason = "another swap of this task is under way".to_owned();
+            let _ = ready
+                .send((task, Err(ReloadError::Refused { task: self.core.name.clone(), reason })));
+            let _ = done.send(SwapDone {
+                task,
+                committed: false,
+                error: None,
+                pause: std::time::Duration::ZERO,
+            });
+            return;
+        }
+        // Between two tuples: the rest of a partly executed batch and
+        // everything queued go to whichever instance wins.
+        self.publish(turn);
+        self.swap = Some(Box::new(Swapping {
+            machine: SwapMachine::new(reload, Instant::now(), None),
+            new: Some(instance),
             factory,
             config,
-            ready,
-            decision,
-            decision_timeout,
+            ready: Some(ready),
             done,
-            ..
-        } = request;
-        let taken = self.take_over(&mut new);
-        let prepared = taken.is_ok();
-        // A reloader that has gone away (it gave up waiting) has aborted.
-        let delivered = ready.send((self.core.name.task.0, taken)).is_ok();
-        let commit =
-            prepared && delivered && decision.recv_timeout(decision_timeout).unwrap_or(false);
-        if commit {
-            let old = std::mem::replace(&mut self.bolt, new);
-            self.retire(old, "the old instance");
-            self.core.constructor = factory;
-            self.core.config = config;
-        } else if prepared {
-            // Prepared but not wanted (another task failed): it never executed.
-            self.retire(new, "the rolled back new instance");
-        }
-        let pause = started.elapsed();
-        let _ = done.send(SwapDone { task: self.core.name.task.0, committed: commit, pause });
+            saved: None,
+            executed_at: 0,
+            paused: std::time::Duration::ZERO,
+        }));
     }
 
-    /// Phase 1 of a swap: state handed over, then `prepare` on `new`.
-    fn take_over(&mut self, new: &mut BoltObj) -> Result<(), String> {
-        if self.core.poisoned {
-            return Err("the running instance reached the restart limit".to_owned());
+    /// Carries the swap on as its machine says (see [`SwapMachine`]).
+    #[cold]
+    #[inline(never)]
+    fn advance_swap(&mut self, turn: &mut Turn) {
+        let running = self.core.run.state() == RunState::Running;
+        loop {
+            let Some(swap) = &mut self.swap else { return };
+            match swap.machine.poll(Instant::now(), running, true) {
+                Action::Wait => return,
+                Action::TakeOver { .. } => {
+                    let began = Instant::now();
+                    let mut new = swap.new.take().expect("built, not yet taken over");
+                    let taken = self.take_over(&mut new);
+                    let Some(swap) = &mut self.swap else { return };
+                    let ok = taken.is_ok();
+                    let report = taken.as_ref().map(|_| ()).map_err(Clone::clone);
+                    let ready = swap.ready.take().expect("reported once");
+                    // A reloader that has gone away has aborted.
+                    let delivered = ready.send((self.core.name.task.0, report)).is_ok();
+                    swap.paused += began.elapsed();
+                    if swap.machine.prepared(ok && delivered) {
+                        swap.saved = taken.ok().flatten();
+                        swap.executed_at = turn.stats.get(StatField::Executed);
+                        swap.new = Some(new);
+                    } else {
+                        if ok {
+                            self.retire(new, "the new instance (the reloader has gone)");
+                        }
+                        return self.end_swap(false, None);
+                    }
+                }
+                Action::Commit => return self.commit_swap(turn),
+                Action::Discard => {
+                    // Prepared but not wanted (another task failed): it never executed.
+                    if let Some(new) = swap.new.take() {
+                        self.retire(new, "the rolled back new instance");
+                    }
+                    return self.end_swap(false, None);
+                }
+                Action::Abandon => return self.end_swap(false, None),
+            }
         }
-        let state = self
-            .bolt
-            .save_state()
-            .into_result()
-            .map_err(|e| format!("save_state on the running instance: {e}"))?;
+    }
+
+    /// The verdict committed: the prepared instance replaces the old one,
+    /// unless the old one's state moved on since the take-over; then a
+    /// fresh instance takes the state as it is now (restore runs before
+    /// prepare, as the contract says, and only once per instance).
+    fn commit_swap(&mut self, turn: &mut Turn) {
+        let began = Instant::now();
+        let Some(swap) = &mut self.swap else { return };
+        let prepared = swap.new.take().expect("held");
+        let (factory, config) = (swap.factory, swap.config.clone());
+        let moved = turn.stats.get(StatField::Executed) != swap.executed_at;
+        let saved = swap.saved.take();
+        let now = if moved { self.save_state() } else { Ok(saved.clone()) };
+        let replacement = match now {
+            Ok(state) if state == saved => Ok(prepared),
+            Ok(state) => {
+                self.retire(prepared, "the instance prepared before the verdict");
+                self.rebuild_with(factory, &config, state)
+            }
+            Err(e) => {
+                self.retire(prepared, "the new instance");
+                Err(e)
+            }
+        };
+        match replacement {
+            Ok(new) => {
+                let old = std::mem::replace(&mut self.bolt, new);
+                self.retire(old, "the old instance");
+                self.core.constructor = factory;
+                self.core.config = config;
+                if let Some(swap) = &mut self.swap {
+                    swap.paused += began.elapsed();
+                }
+                self.end_swap(true, None);
+            }
+            Err(e) => {
+                tracing::error!(
+                    "{}: the reload committed, but this task keeps its old instance: {e}",
+                    self.core.label
+                );
+                if let Some(swap) = &mut self.swap {
+                    swap.paused += began.elapsed();
+                }
+                self.end_swap(false, Some(e));
+            }
+        }
+    }
+
+    /// Reports the swap's end and forgets it.
+    fn end_swap(&mut self, committed: bool, error: Option<ReloadError>) {
+        let Some(swap) = self.swap.take() else { return };
+        let task = self.core.name.task.0;
+        if let Some(ready) = swap.ready {
+            let reason = "the topology began draining".to_owned();
+            let refused = ReloadError::Refused { task: self.core.name.clone(), reason };
+            let _ = ready.send((task, Err(refused)));
+        }
+        let _ = swap.done.send(SwapDone { task, committed, error, pause: swap.paused });
+    }
+
+    /// `save_state` on the running instance.
+    fn save_state(&mut self) -> Result<Option<State>, ReloadError> {
+        self.bolt.save_state().into_result().map(|s| s.into_option()).map_err(|e| {
+            ReloadError::Task {
+                task: self.core.name.clone(),
+                call: "save_state on the running instance",
+                cause: e.to_string(),
+            }
+        })
+    }
+
+    /// A fresh instance of the new version with `state`, prepared.
+    fn rebuild_with(
+        &mut self,
+        factory: Factory,
+        config: &str,
+        state: Option<State>,
+    ) -> Result<BoltObj, ReloadError> {
+        let task = self.core.name.clone();
+        let call = |call: &'static str, cause: String| ReloadError::Task {
+            task: task.clone(),
+            call,
+            cause,
+        };
+        let mut fresh = match factory.build(config) {
+            Ok(Instance::Bolt(b)) => b,
+            Ok(_) => {
+                let cause = "it built a component of another kind".to_owned();
+                return Err(call("rebuilding the new version at the commit", cause));
+            }
+            Err(e) => return Err(call("rebuilding the new version at the commit", e.to_string())),
+        };
+        let takes_state = fresh.takes_state();
+        if let Err(e) = self.core.hand_state(state, takes_state, |s| fresh.restore_state(s)) {
+            return Err(call("restore_state on the new instance at the commit", e));
+        }
+        if let Err(e) = fresh.prepare(&self.core.context, &self.core.ext).into_result() {
+            self.retire(fresh, "the rebuilt new instance");
+            return Err(call("prepare on the new instance at the commit", e.to_string()));
+        }
+        Ok(fresh)
+    }
+
+    /// Phase 1 of a swap: state handed over, then `prepare` on `new`; the
+    /// state handed over.
+    fn take_over(&mut self, new: &mut BoltObj) -> Result<Option<State>, ReloadError> {
+        let task = self.core.name.clone();
+        if self.core.poisoned {
+            let reason = "the running instance reached the restart limit".to_owned();
+            return Err(ReloadError::Refused { task, reason });
+        }
+        let state = self.save_state()?;
         let takes_state = new.takes_state();
-        self.core.hand_state(state.into_option(), takes_state, |s| new.restore_state(s))?;
-        new.prepare(&self.core.context, &self.core.ext)
-            .into_result()
-            .map_err(|e| format!("prepare on the new instance: {e}"))
+        self.core.hand_state(state.clone(), takes_state, |s| new.restore_state(s)).map_err(
+            |cause| ReloadError::Task {
+                task: task.clone(),
+                call: "restore_state on the new instance",
+                cause,
+            },
+        )?;
+        new.prepare(&self.core.context, &self.core.ext).into_result().map_err(|e| {
+            ReloadError::Task { task, call: "prepare on the new instance", cause: e.to_string() }
+        })?;
+        Ok(state)
     }
 
     /// `cleanup` on an instance leaving the task.
@@ -610,6 +796,13 @@ impl BoltExecutor {
     }
 
     fn finish(&mut self, turn: &mut Turn, name: &str) {
+        // A swap still under way when the run stops keeps the old instance.
+        if let Some(new) =
+            self.swap.as_mut().filter(|s| s.machine.held()).and_then(|s| s.new.take())
+        {
+            self.retire(new, "the new instance (the run stopped before the verdict)");
+        }
+        self.end_swap(false, None);
         if self.core.poisoned {
             // Not called again after the panic that exhausted the restarts.
         } else if let Err(e) = self.bolt.cleanup().into_result() {

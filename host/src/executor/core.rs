@@ -123,7 +123,7 @@ impl TaskCore {
     /// warning.
     ///
     /// # Errors
-    /// The new instance refused the state.
+    /// The new instance refused the state: the plugin's message.
     pub fn hand_state(
         &self,
         state: Option<squall_plugin_api::State>,
@@ -140,7 +140,7 @@ impl TaskCore {
             );
             return Ok(());
         }
-        restore(state).into_result().map_err(|e| format!("restore_state on the new instance: {e}"))
+        restore(state).into_result().map_err(|e| e.to_string())
     }
 
     /// Records a fatal error for this task.

@@ -644,7 +644,6 @@ impl SwapRig {
     /// Sends a swap to a new instance logging as `new`; the reloader's ends.
     fn swap(&self, drain: Option<Duration>) -> SwapEnds {
         let (ready_tx, ready) = bounded(1);
-        let (decide, decision) = bounded(1);
         let (done_tx, done) = bounded(1);
         let new = ScriptedSpout {
             script: vec![1; 1000],
@@ -658,13 +657,12 @@ impl SwapRig {
             factory: Factory::V1(unused_constructor),
             config: String::new(),
             drain,
+            reload: 1,
             ready: ready_tx,
-            decision,
-            decision_timeout: Duration::from_secs(10),
             done: done_tx,
         };
         self.to_spout.send(Control::SwapSpout(Box::new(request))).unwrap();
-        SwapEnds { ready, decide, done }
+        SwapEnds { ready, to_spout: self.to_spout.clone(), done }
     }
 
     fn events(&self) -> Vec<String> {
@@ -688,9 +686,16 @@ impl SwapRig {
 }
 
 struct SwapEnds {
-    ready: Receiver<(u32, Result<(), String>)>,
-    decide: Sender<bool>,
+    ready: Receiver<(u32, Result<(), crate::control::ReloadError>)>,
+    to_spout: Sender<Control>,
     done: Receiver<crate::control::SwapDone>,
+}
+
+impl SwapEnds {
+    /// Sends the reloader's verdict, as a control message.
+    fn decide(&self, commit: bool) {
+        self.to_spout.send(Control::Verdict { reload: 1, commit }).unwrap();
+    }
 }
 
 #[test]
@@ -704,7 +709,7 @@ fn a_spout_swap_drains_the_old_instance_before_the_new_one_opens() {
     assert!(ends.ready.try_recv().is_err(), "opened before the drain: {:?}", rig.events());
     rig.reply(&roots, ReplyKind::Acked);
     assert_eq!(ends.ready.recv().unwrap(), (0, Ok(())));
-    ends.decide.send(true).unwrap();
+    ends.decide(true);
     assert!(ends.done.recv().unwrap().committed);
     rig.wait_for(|e| e == "new:activate");
     let new_roots = rig.roots(2); // the new instance emits
@@ -736,7 +741,7 @@ fn a_spout_whose_ids_survive_hands_its_pending_trees_to_the_new_instance() {
     let roots = rig.roots(2);
     let ends = rig.swap(None);
     assert_eq!(ends.ready.recv().unwrap(), (0, Ok(())), "no drain: at once");
-    ends.decide.send(true).unwrap();
+    ends.decide(true);
     assert!(ends.done.recv().unwrap().committed);
     rig.reply(&roots, ReplyKind::Acked);
     rig.wait_for(|e| e == "new:ack 1");
@@ -756,7 +761,7 @@ fn a_drain_that_times_out_fails_the_rest_back_to_the_old_instance() {
     let _roots = rig.roots(2); // never acked
     let ends = rig.swap(Some(Duration::from_millis(50)));
     assert_eq!(ends.ready.recv().unwrap(), (0, Ok(())));
-    ends.decide.send(true).unwrap();
+    ends.decide(true);
     assert!(ends.done.recv().unwrap().committed);
     let (events, stats) = rig.stop();
     assert_eq!(&events[..3], ["old:open", "old:activate", "old:deactivate"], "{events:?}");
@@ -776,7 +781,7 @@ fn a_spout_swap_that_is_not_committed_reactivates_the_old_instance() {
     rig.wait_for(|e| e == "old:deactivate");
     rig.reply(&roots, ReplyKind::Acked);
     assert_eq!(ends.ready.recv().unwrap(), (0, Ok(())));
-    ends.decide.send(false).unwrap(); // another task failed
+    ends.decide(false); // another task failed
     assert!(!ends.done.recv().unwrap().committed);
     let more = rig.roots(2); // the old instance emits again
     rig.reply(&more, ReplyKind::Acked);

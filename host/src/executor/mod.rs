@@ -11,6 +11,7 @@ pub mod core;
 pub mod output;
 pub mod rng;
 pub mod spout;
+pub mod swap;
 pub mod tracking;
 pub mod transfer;
 pub mod wake;

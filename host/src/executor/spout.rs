@@ -32,14 +32,15 @@ use squall_plugin_api::{MessageId, PluginError};
 
 use super::core::TaskCore;
 use super::output::{HostOutput, Side};
+use super::swap::{Action, SwapMachine, Verdict};
 use super::tracking::SpoutTracker;
 use super::transfer::EmitError;
 use super::wake::spout_waker;
 use super::{count_emit_error, count_error};
 use crate::acker::msg::ReplyKind;
-use crate::control::{Control, RunError, RunState, SpoutSwap, SwapDone};
+use crate::control::{Control, ReloadError, RunError, RunState, SpoutSwap, SwapDone};
 use crate::metrics::{LocalHistogram, LocalStats, StatField};
-use crate::plugin::{Instance, SpoutObj};
+use crate::plugin::{Factory, Instance, SpoutObj};
 use crate::throttle::Throttler;
 
 /// The longest an idle spout blocks before it looks at the run state again.
@@ -79,17 +80,26 @@ pub struct SpoutExecutor {
     /// When the drain began: the pending trees and the counters then, so the
     /// drain's figures come from this task's own pending map, exactly.
     drain_base: Option<(u64, LocalStats)>,
-    /// A live swap under way: the old instance is deactivated and drains.
-    swap: Option<PendingSwap>,
+    /// A live swap under way: the old instance is deactivated (cold: boxed).
+    swap: Option<Box<Swapping>>,
 }
 
-/// A live swap waiting for the old instance's pending trees.
-struct PendingSwap {
-    request: SpoutSwap,
-    /// When the request arrived (the pause starts there).
-    started: Instant,
-    /// When the drain gives up on the trees still pending (`None`: no drain).
-    until: Option<Instant>,
+/// A spout's live swap: the machine, and what the executor holds for it.
+struct Swapping {
+    machine: SwapMachine,
+    /// The new instance: built, then opened (once the machine is held).
+    new: Option<SpoutObj>,
+    /// Whether the opened new instance took its wake handle.
+    new_wakes: bool,
+    factory: Factory,
+    config: String,
+    /// Taken when the take-over's outcome is reported.
+    ready: Option<crossbeam_channel::Sender<(u32, Result<(), ReloadError>)>>,
+    done: crossbeam_channel::Sender<SwapDone>,
+    /// Acker replies and timeout ticks that arrived while the new instance
+    /// waited for the verdict: they go to whichever instance the verdict
+    /// leaves, so the state handed over stays the old instance's last.
+    deferred: Vec<Control>,
 }
 
 /// A spout task's own settings.
@@ -349,106 +359,141 @@ impl SpoutExecutor {
     /// (`wanted` is false while a swap is under way) and drains.
     #[cold]
     fn begin_swap(&mut self, request: SpoutSwap) {
+        let task = self.core.name.task.0;
+        let SpoutSwap { instance, factory, config, drain, reload, ready, done } = request;
         if self.swap.is_some() {
-            let busy = Err("another swap of this task is under way".to_owned());
-            let _ = request.ready.send((self.core.name.task.0, busy));
+            let reason = "another swap of this task is under way".to_owned();
+            let busy = ReloadError::Refused { task: self.core.name.clone(), reason };
+            let _ = ready.send((task, Err(busy)));
+            let pause = std::time::Duration::ZERO;
+            let _ = done.send(SwapDone { task, committed: false, error: None, pause });
             return;
         }
-        let started = Instant::now();
-        let until = request.drain.map(|d| started + d);
-        self.swap = Some(PendingSwap { request, started, until });
+        self.swap = Some(Box::new(Swapping {
+            machine: SwapMachine::new(reload, Instant::now(), drain),
+            new: Some(instance),
+            new_wakes: false,
+            factory,
+            config,
+            ready: Some(ready),
+            done,
+            deferred: Vec::new(),
+        }));
     }
 
-    /// Goes on with a swap once the old instance has drained (or the drain
-    /// timed out, or there is none): the rest of the swap runs at once.
+    /// Carries the swap on as its machine says (see [`SwapMachine`]).
     #[cold]
     #[inline(never)]
     fn advance_swap(&mut self, turn: &mut Turn, name: &str, state: RunState) {
-        let task = self.core.name.task.0;
-        let Some(swap) = &self.swap else { return };
-        if state != RunState::Running {
-            let swap = self.swap.take().expect("checked");
-            let refused = Err("the topology began draining".to_owned());
-            let _ = swap.request.ready.send((task, refused));
-            let pause = swap.started.elapsed();
-            let _ = swap.request.done.send(SwapDone { task, committed: false, pause });
-            return;
-        }
-        if turn.active {
-            return; // deactivated by `follow` first
-        }
-        let drained = swap.until.is_none() || self.tracker.pending.is_empty();
-        let overdue = swap.until.is_some_and(|until| Instant::now() >= until);
-        if !drained && !overdue {
-            return;
-        }
-        let swap = self.swap.take().expect("checked");
-        if !drained {
-            // Bounded by the message timeout: what is still pending fails
-            // back to the instance that emitted it.
-            let late: Vec<MessageId> =
-                self.tracker.pending.drain_all().map(|(_, p)| p.message_id).collect();
-            for id in late {
-                self.fail(turn, name, id, StatField::FailedTimeout);
+        let running = state == RunState::Running;
+        loop {
+            let Some(swap) = &mut self.swap else { return };
+            let action =
+                swap.machine.poll(Instant::now(), running, self.tracker.pending.is_empty());
+            match action {
+                Action::Wait => return,
+                // Deactivated by `follow` first, on the next turn.
+                Action::TakeOver { .. } if turn.active => return,
+                Action::TakeOver { fail_pending } => {
+                    if fail_pending {
+                        // Bounded by the message timeout: what is still pending
+                        // fails back to the instance that emitted it.
+                        let late: Vec<MessageId> =
+                            self.tracker.pending.drain_all().map(|(_, p)| p.message_id).collect();
+                        for id in late {
+                            self.fail(turn, name, id, StatField::FailedTimeout);
+                        }
+                    }
+                    self.core.transfer.flush_all(&mut turn.stats);
+                    self.publish(turn);
+                    let Some(swap) = &mut self.swap else { return };
+                    let mut new = swap.new.take().expect("built, not yet taken over");
+                    let taken = self.take_over(&mut new);
+                    let Some(swap) = &mut self.swap else { return };
+                    let report = taken.as_ref().map(|_| ()).map_err(Clone::clone);
+                    let ready = swap.ready.take().expect("reported once");
+                    // A reloader that has gone away has aborted.
+                    let delivered = ready.send((self.core.name.task.0, report)).is_ok();
+                    let ok = taken.is_ok();
+                    if swap.machine.prepared(ok && delivered) {
+                        swap.new_wakes = taken.unwrap_or(false);
+                        swap.new = Some(new);
+                    } else {
+                        if ok {
+                            self.retire(new, "the new instance (the reloader has gone)");
+                        }
+                        return self.end_swap(turn, name, false);
+                    }
+                }
+                Action::Commit => {
+                    let new = swap.new.take().expect("held");
+                    let old = std::mem::replace(&mut self.spout, new);
+                    self.wakes = swap.new_wakes;
+                    self.core.constructor = swap.factory;
+                    self.core.config = std::mem::take(&mut swap.config);
+                    self.retire(old, "the old instance");
+                    return self.end_swap(turn, name, true);
+                }
+                Action::Discard => {
+                    // Opened but not wanted (another task failed): it never emitted.
+                    if let Some(new) = swap.new.take() {
+                        self.retire(new, "the rolled back new instance");
+                    }
+                    return self.end_swap(turn, name, false);
+                }
+                Action::Abandon => return self.end_swap(turn, name, false),
             }
         }
-        self.core.transfer.flush_all(&mut turn.stats);
-        self.publish(turn);
-        self.swap_now(swap);
     }
 
-    /// Phases 1 and 2 of a swap (see [`SpoutSwap`]); the new instance, if
-    /// committed, is activated by the next turn.
-    fn swap_now(&mut self, swap: PendingSwap) {
+    /// Reports the swap's end (and, if the take-over never came, why to
+    /// the reloader), forgets it, and hands the replies it deferred to the
+    /// instance that now runs. The next turn activates that instance.
+    fn end_swap(&mut self, turn: &mut Turn, name: &str, committed: bool) {
+        let Some(swap) = self.swap.take() else { return };
         let task = self.core.name.task.0;
-        let SpoutSwap {
-            instance: mut new,
-            factory,
-            config,
-            ready,
-            decision,
-            decision_timeout,
-            done,
-            ..
-        } = swap.request;
-        let taken = self.take_over(&mut new);
-        let report = taken.as_ref().map(|_| ()).map_err(Clone::clone);
-        // A reloader that has gone away (it gave up waiting) has aborted.
-        let delivered = ready.send((task, report)).is_ok();
-        let commit =
-            taken.is_ok() && delivered && decision.recv_timeout(decision_timeout).unwrap_or(false);
-        match taken {
-            Ok(wakes) if commit => {
-                let old = std::mem::replace(&mut self.spout, new);
-                self.retire(old, "the old instance");
-                self.wakes = wakes;
-                self.core.constructor = factory;
-                self.core.config = config;
-            }
-            // Opened but not wanted (another task failed): it never emitted.
-            Ok(_) => self.retire(new, "the rolled back new instance"),
-            Err(_) => {}
+        if let Some(ready) = swap.ready {
+            let reason = if self.core.run.state() == RunState::Running {
+                "the reload was aborted before this task took over"
+            } else {
+                "the topology began draining"
+            };
+            let refused =
+                ReloadError::Refused { task: self.core.name.clone(), reason: reason.into() };
+            let _ = ready.send((task, Err(refused)));
         }
-        let pause = swap.started.elapsed();
-        let _ = done.send(SwapDone { task, committed: commit, pause });
+        let pause = swap.machine.started().elapsed();
+        let _ = swap.done.send(SwapDone { task, committed, error: None, pause });
+        for message in swap.deferred {
+            self.handle_control(turn, name, message);
+        }
     }
 
     /// Phase 1 of a swap: state handed over, then `open` on `new`; whether
     /// it took its wake handle.
-    fn take_over(&mut self, new: &mut SpoutObj) -> Result<bool, String> {
+    fn take_over(&mut self, new: &mut SpoutObj) -> Result<bool, ReloadError> {
+        let task = self.core.name.clone();
         if self.core.poisoned {
-            return Err("the running instance reached the restart limit".to_owned());
+            let reason = "the running instance reached the restart limit".to_owned();
+            return Err(ReloadError::Refused { task, reason });
         }
+        let call = |call: &'static str, cause: String| ReloadError::Task {
+            task: task.clone(),
+            call,
+            cause,
+        };
         let state = self
             .spout
             .save_state()
             .into_result()
-            .map_err(|e| format!("save_state on the running instance: {e}"))?;
+            .map_err(|e| call("save_state on the running instance", e.to_string()))?;
         let takes_state = new.takes_state();
-        self.core.hand_state(state.into_option(), takes_state, |s| new.restore_state(s))?;
+        self.core
+            .hand_state(state.into_option(), takes_state, |s| new.restore_state(s))
+            .map_err(|e| call("restore_state on the new instance", e))?;
         new.open(&self.core.context, &self.core.ext, &self.waker.0)
             .into_result()
-            .map_err(|e| format!("open on the new instance: {e}"))
+            .map_err(|e| call("open on the new instance", e.to_string()))
     }
 
     /// `close` on an instance leaving the task.
@@ -463,53 +508,82 @@ impl SpoutExecutor {
         let mut handled = 0;
         loop {
             match self.core.control.try_recv() {
-                Ok(Control::Replies(replies)) => {
-                    handled += replies.len() as u64;
-                    for reply in replies {
-                        match reply.kind {
-                            ReplyKind::Reset => {
-                                self.tracker.pending.reset(&reply.root);
+                Ok(message) => handled += self.handle_control(turn, name, message),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return handled,
+            }
+        }
+    }
+
+    /// Handles one control message; the work it counted.
+    fn handle_control(&mut self, turn: &mut Turn, name: &str, message: Control) -> u64 {
+        match message {
+            Control::Replies(_) | Control::TimeoutTick
+                if self.swap.as_ref().is_some_and(|s| s.machine.held()) =>
+            {
+                if let Some(swap) = &mut self.swap {
+                    swap.deferred.push(message);
+                }
+                0
+            }
+            Control::Replies(replies) => {
+                let handled = replies.len() as u64;
+                for reply in replies {
+                    match reply.kind {
+                        ReplyKind::Reset => {
+                            self.tracker.pending.reset(&reply.root);
+                        }
+                        ReplyKind::Acked => {
+                            if let Some(p) = self.tracker.pending.remove(&reply.root) {
+                                let latency = reply.at.saturating_duration_since(p.emitted);
+                                self.ack(turn, name, p.message_id, Some(latency));
                             }
-                            ReplyKind::Acked => {
-                                if let Some(p) = self.tracker.pending.remove(&reply.root) {
-                                    let latency = reply.at.saturating_duration_since(p.emitted);
-                                    self.ack(turn, name, p.message_id, Some(latency));
-                                }
-                            }
-                            ReplyKind::Failed => {
-                                if let Some(p) = self.tracker.pending.remove(&reply.root) {
-                                    self.fail(turn, name, p.message_id, StatField::FailedExplicit);
-                                }
+                        }
+                        ReplyKind::Failed => {
+                            if let Some(p) = self.tracker.pending.remove(&reply.root) {
+                                self.fail(turn, name, p.message_id, StatField::FailedExplicit);
                             }
                         }
                     }
                 }
-                Ok(Control::TimeoutTick) => {
-                    handled += 1;
-                    let expired: Vec<_> =
-                        self.tracker.pending.rotate().map(|(_, p)| p.message_id).collect();
-                    for id in expired {
-                        self.fail(turn, name, id, StatField::FailedTimeout);
-                    }
-                }
-                Ok(Control::TickTuple) => handled += 1,
-                Ok(Control::Wake) => {}
-                Ok(Control::Activate) => self.enabled = true,
-                Ok(Control::Deactivate) => self.enabled = false,
-                Ok(Control::SwapSpout(request)) => {
-                    handled += 1;
-                    self.begin_swap(*request);
-                }
-                // Only bolts take a bolt swap; dropping the request tells the
-                // reloader (its `ready` channel disconnects).
-                Ok(Control::SwapBolt(_)) => {}
-                Ok(Control::Rewire(rewire)) => {
-                    let _ = self.core.rewire(*rewire, &mut turn.stats);
-                }
-                // Spouts are not retired live (a reload refuses that).
-                Ok(Control::Retire(_)) => {}
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return handled,
+                handled
             }
+            Control::TimeoutTick => {
+                let expired: Vec<_> =
+                    self.tracker.pending.rotate().map(|(_, p)| p.message_id).collect();
+                for id in expired {
+                    self.fail(turn, name, id, StatField::FailedTimeout);
+                }
+                1
+            }
+            Control::TickTuple => 1,
+            Control::Wake => 0,
+            Control::Activate => {
+                self.enabled = true;
+                0
+            }
+            Control::Deactivate => {
+                self.enabled = false;
+                0
+            }
+            Control::SwapSpout(request) => {
+                self.begin_swap(*request);
+                1
+            }
+            Control::Verdict { reload, commit } => {
+                let verdict = if commit { Verdict::Commit } else { Verdict::Abort };
+                if let Some(swap) = &mut self.swap {
+                    swap.machine.verdict(reload, verdict);
+                }
+                1
+            }
+            // Only bolts take a bolt swap; the reloader never sends one here.
+            Control::SwapBolt(_) => 0,
+            Control::Rewire(rewire) => {
+                let _ = self.core.rewire(*rewire, &mut turn.stats);
+                0
+            }
+            // Spouts are not retired live (a reload refuses that).
+            Control::Retire(_) => 0,
         }
     }
 
@@ -616,6 +690,14 @@ impl SpoutExecutor {
     fn finish(&mut self, turn: &mut Turn) {
         self.mark_drain(turn);
         let name = self.core.label.clone();
+        // A swap still under way when the run stops keeps the old instance,
+        // which takes the replies deferred for the verdict.
+        if let Some(new) =
+            self.swap.as_mut().filter(|s| s.machine.held()).and_then(|s| s.new.take())
+        {
+            self.retire(new, "the new instance (the run stopped before the verdict)");
+        }
+        self.end_swap(turn, &name, false);
         let leftover: Vec<MessageId> =
             self.tracker.pending.drain_all().map(|(_, p)| p.message_id).collect();
         for id in leftover {

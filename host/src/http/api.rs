@@ -6,6 +6,7 @@ use serde_json::{json, Value as Json};
 
 use super::history::{Counts, History, WindowStats};
 use crate::metrics::StatField;
+use crate::runtime::reload::ReloadOutcome;
 use crate::runtime::{HandleError, TopologyHandle};
 use crate::topology::grouping::Grouping;
 use crate::topology::{Component, Kind, Topology};
@@ -136,6 +137,7 @@ pub fn topology(handle: &TopologyHandle, history: &History) -> Answer {
         "uptime_secs": handle.elapsed().as_secs_f64(),
         "reloads": handle.reloads().0,
         "failed_reloads": handle.reloads().1,
+        "partial_reloads": handle.partial_reloads(),
         "error": handle.fatal().map(|e| e.to_string()),
         "windows": WINDOWS.iter().map(|w| w.0).collect::<Vec<_>>(),
         "components": components,
@@ -293,8 +295,9 @@ pub fn drain(handle: &TopologyHandle) -> Answer {
 }
 
 /// `POST /api/v1/reload`: reloads the topology file live and answers when
-/// the reload is over: 200 with its summary line, 409 with why it failed
-/// (the topology then runs unchanged), 503 when this run cannot reload.
+/// the reload is over, with its outcome: 200 when applied (or nothing
+/// changed), 409 when it was rolled back (the topology runs unchanged), 500
+/// when it was only partly applied, 503 when this run cannot reload.
 pub fn reload(handle: &TopologyHandle) -> Answer {
     let Some(outcome) = handle.request_reload("HTTP") else {
         return Answer::error(503, "reloading is not available for this run");
@@ -303,16 +306,23 @@ pub fn reload(handle: &TopologyHandle) -> Answer {
     let limit = crate::runtime::reload::SWAP_TIMEOUT * 3;
     let outcome = outcome.recv_timeout(limit);
     let (reloads, failed) = handle.reloads();
-    match outcome {
-        Ok(Ok(summary)) => Answer::ok(
-            json!({ "ok": true, "summary": summary, "reloads": reloads, "failed_reloads": failed }),
-        ),
-        Ok(Err(reason)) => Answer {
-            status: 409,
-            body: json!({ "ok": false, "error": reason, "reloads": reloads, "failed_reloads": failed }),
-        },
-        Err(_) => Answer::error(504, "the reload did not finish in time; see the log"),
+    let Ok(report) = outcome else {
+        return Answer::error(504, "the reload did not finish in time; see the log");
+    };
+    let status = match report.outcome {
+        ReloadOutcome::NothingChanged | ReloadOutcome::Applied(_) => 200,
+        ReloadOutcome::RolledBack(_) => 409,
+        ReloadOutcome::Partial { .. } => 500,
+    };
+    let mut body = report.to_json();
+    body["ok"] = json!(status == 200);
+    body["reloads"] = json!(reloads);
+    body["failed_reloads"] = json!(failed);
+    body["partial_reloads"] = json!(handle.partial_reloads());
+    if status != 200 {
+        body["error"] = json!(report.line);
     }
+    Answer { status, body }
 }
 
 /// `GET /healthz`: the process serves (liveness).

@@ -144,7 +144,12 @@ pub fn render(handle: &TopologyHandle) -> String {
     }
     let (reloads, failed_reloads) = handle.reloads();
     let topology_label = format!("topology=\"{}\"", escape(&topology.name));
-    header(&mut out, "squall_reloads_total", "counter", "Live reloads that succeeded.");
+    header(
+        &mut out,
+        "squall_reloads_total",
+        "counter",
+        "Live reloads applied in full (or with nothing to change).",
+    );
     let _ = writeln!(out, "squall_reloads_total{{{topology_label}}} {reloads}");
     header(
         &mut out,
@@ -153,6 +158,14 @@ pub fn render(handle: &TopologyHandle) -> String {
         "Live reloads that failed or were refused (the topology ran on unchanged).",
     );
     let _ = writeln!(out, "squall_reload_failures_total{{{topology_label}}} {failed_reloads}");
+    header(
+        &mut out,
+        "squall_reload_partial_total",
+        "counter",
+        "Live reloads that committed but were only partly applied (the log names what was not).",
+    );
+    let partial = handle.partial_reloads();
+    let _ = writeln!(out, "squall_reload_partial_total{{{topology_label}}} {partial}");
     header(&mut out, "squall_failed_total", "counter", "Failures, by reason.");
     for (labels, stats, _, _) in &tasks {
         for (reason, field) in REASONS {

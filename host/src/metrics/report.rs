@@ -123,10 +123,13 @@ pub struct RunSummary {
 /// Live reloads during a run (SIGHUP, `POST /api/v1/reload`, `--watch`).
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct ReloadSummary {
-    /// Reloads that succeeded.
+    /// Reloads applied in full (or with nothing to change).
     pub succeeded: u64,
-    /// Reloads that failed or were refused; the topology ran on unchanged.
+    /// Reloads that failed or were refused and rolled back; the topology
+    /// ran on unchanged.
     pub failed: u64,
+    /// Reloads that committed but were only partly applied.
+    pub partial: u64,
 }
 
 fn secs(nanos: u64) -> f64 {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 
 use super::plan::Wiring;
-use super::reload::{ReloadCounts, ReloadRequest};
+use super::reload::{ReloadCounts, ReloadReport, ReloadRequest};
 use crate::control::{Control, RunControl, RunError, RunState};
 use crate::metrics::{Report, StatField, TaskStats};
 use crate::topology::{Kind, Topology};
@@ -116,7 +116,8 @@ impl TopologyHandle {
         self.inner.live.get()
     }
 
-    /// Installs the topology and queues a live reload built.
+    /// Installs the topology and queues a live reload built: the one
+    /// current topology, which the next reload compares against.
     pub(super) fn install(&self, live: Live) {
         self.inner.live.set(live);
     }
@@ -213,10 +214,16 @@ impl TopologyHandle {
         &self.inner.reloads
     }
 
-    /// `(succeeded, failed)` reloads so far.
+    /// `(succeeded, failed)` reloads so far: applied in full (or nothing to
+    /// change), and rolled back. See [`TopologyHandle::partial_reloads`].
     pub fn reloads(&self) -> (u64, u64) {
         let c = &self.inner.reloads;
         (c.reloads.load(Ordering::Relaxed), c.failed.load(Ordering::Relaxed))
+    }
+
+    /// Reloads that committed but were only partly applied.
+    pub fn partial_reloads(&self) -> u64 {
+        self.inner.reloads.partial.load(Ordering::Relaxed)
     }
 
     /// Registers the reload thread (once).
@@ -226,11 +233,11 @@ impl TopologyHandle {
 
     /// Asks for a reload; `None` when reloading is not set up for this run
     /// (the topology was not started from a file) or its thread has ended.
-    /// The receiver gets the summary line, or why the reload failed.
+    /// The receiver gets the reload's report.
     pub fn request_reload(
         &self,
         trigger: &'static str,
-    ) -> Option<crossbeam_channel::Receiver<Result<String, String>>> {
+    ) -> Option<crossbeam_channel::Receiver<ReloadReport>> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let request = ReloadRequest { trigger, reply: Some(tx) };
         self.inner.reloader.get()?.send(request).ok()?;

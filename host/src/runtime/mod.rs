@@ -39,11 +39,11 @@
 //! its downstream already stopped; such tuples are untracked or belong to a
 //! tree the spout has just failed, so nothing is lost silently.
 
-mod grow;
 mod handle;
 mod instantiate;
 mod plan;
 pub mod reload;
+mod reshape;
 mod system;
 pub mod watch;
 

@@ -1,50 +1,72 @@
 //! Live reload: the topology file is read again, compared with the running
-//! topology by component name, and the bolts that changed are swapped inside
-//! their executors while tuples flow (see docs/operations.md, "Reloading").
+//! topology by component name, and the components that changed are swapped
+//! inside their executors while tuples flow (see docs/operations.md,
+//! "Reloading").
 //!
-//! # Order
+//! A reload is one transaction with one outcome ([`ReloadOutcome`]).
+//!
+//! # Prepare (anything that fails here rolls everything back)
 //! 1. Parse, validate and bind the new file completely, as `squall
 //!    validate` does. A library whose SHA-256 differs from the running one
 //!    is loaded from a fresh copy with a unique name (`dlopen` of a path it
-//!    has seen returns the old code), hashed again while loading (a library
-//!    still being written fails the check and is not loaded).
+//!    has seen returns the old code).
 //! 2. Diff by component name ([`diff`]). A change that cannot be made live
 //!    refuses the whole reload, with its reason.
-//! 3. Construct every new instance. Nothing running has been touched yet.
-//! 4. Swap in two phases ([`Swap`]): every task of every changed component
-//!    hands its state to its new instance and prepares (opens) it; only when
-//!    all of them succeeded are they told to commit, otherwise every task
-//!    keeps its old instance. A spout's old instance is deactivated and
-//!    drained first (its pending trees complete or fail back to it, bounded
-//!    by the message timeout), unless its message ids survive the swap.
+//! 3. Construct every new instance, build the tasks of added and resized
+//!    bolts, and start the added ones (they prepare; nothing routes to
+//!    them yet).
+//! 4. Every task of every changed component receives its swap
+//!    ([`Swap`]): a spout's old instance is deactivated and drained first
+//!    (unless its ids survive the swap); each task then hands its state to
+//!    the new instance and prepares (opens) it, reports, and goes on with
+//!    its old instance: a bolt keeps executing, so a drain always ends.
 //!
-//! On any error the running topology is left as it was.
+//! On a failure every task is told to abort ([`Control::Verdict`]): the
+//! prepared instances are cleaned up, the added tasks leave, and the
+//! running topology is what it was ([`ReloadOutcome::RolledBack`]).
+//!
+//! # Commit (the point of no return)
+//! Every task is told to commit, between two tuples; the added bolts are
+//! wired in and the resized ones take their keys' state. What cannot be
+//! carried out after this point (a stateful bolt whose fresh instance
+//! fails at the commit, a new task that cannot take its state, a task that
+//! does not confirm in time) is reported as [`ReloadOutcome::Partial`],
+//! with exactly what was applied and what was not; the components left
+//! behind are marked `outdated`, so the next reload rebuilds them.
+//!
+//! The handle holds the one current topology: the reloader reads it there
+//! and installs the new one there.
 
 use std::fmt::Write as _;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
-use super::grow::Growth;
-use super::TopologyHandle;
-use crate::control::{Control, Swap, SwapDone};
+use super::reshape::Reshape;
+use super::{Live, TopologyHandle};
+use crate::control::{Control, ReloadError, Swap, SwapDone, TaskName};
+use crate::ids::TaskId;
 use crate::plugin::{load_library_with, BoltObj, Instance, LoadError, SpoutObj};
 use crate::topology::{sha256_file, BindError, Component, Kind, Topology, WaitPlan};
 
-/// How long a reload waits for every task to prepare its new instance (and
-/// each task for the verdict), and then for every task to report back.
+/// How long a reload waits for every task to prepare its new instance
+/// (beyond a spout's drain), and then for every task to confirm the verdict.
 pub const SWAP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Reload counts, shared by the handle.
 #[derive(Debug, Default)]
 pub struct ReloadCounts {
-    /// Reloads that succeeded (including those that changed nothing).
+    /// Reloads applied in full (including those that changed nothing).
     pub reloads: AtomicU64,
-    /// Reloads that failed or were refused; the topology kept running unchanged.
+    /// Reloads that failed or were refused and rolled back: the topology
+    /// ran on unchanged.
     pub failed: AtomicU64,
+    /// Reloads committed but only partly applied.
+    pub partial: AtomicU64,
 }
 
 /// A request to reload, from SIGHUP, the HTTP API or the file watcher.
@@ -52,17 +74,114 @@ pub struct ReloadCounts {
 pub struct ReloadRequest {
     /// What asked for it, for the log.
     pub trigger: &'static str,
-    /// Where to send the outcome (the summary line, or why it failed).
-    pub reply: Option<Sender<Result<String, String>>>,
+    /// Where to send the report.
+    pub reply: Option<Sender<ReloadReport>>,
 }
 
-/// What changed in one bolt.
+/// How a reload ended: what the log, `POST /api/v1/reload` and the
+/// metrics all say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReloadOutcome {
+    /// The file asks for nothing new: nothing was touched.
+    NothingChanged,
+    /// Something failed before the commit point: every task kept its old
+    /// instance and the running topology is what it was.
+    RolledBack(Vec<ReloadError>),
+    /// Every change was made; one line per change.
+    Applied(Vec<String>),
+    /// The reload committed, but not every change took: `applied` and
+    /// `not_applied` (one line per component or step), and why.
+    Partial {
+        /// The changes that run now.
+        applied: Vec<String>,
+        /// The changes that did not take (their components keep running
+        /// the version before, or a step did not finish).
+        not_applied: Vec<String>,
+        /// Why.
+        errors: Vec<ReloadError>,
+    },
+}
+
+impl ReloadOutcome {
+    /// `unchanged`, `rolled_back`, `applied` or `partial`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::NothingChanged => "unchanged",
+            Self::RolledBack(_) => "rolled_back",
+            Self::Applied(_) => "applied",
+            Self::Partial { .. } => "partial",
+        }
+    }
+
+    /// The errors it carries.
+    pub fn errors(&self) -> &[ReloadError] {
+        match self {
+            Self::RolledBack(errors) | Self::Partial { errors, .. } => errors,
+            Self::NothingChanged | Self::Applied(_) => &[],
+        }
+    }
+}
+
+/// One reload's report: its number, its log line and its outcome.
+#[derive(Debug, Clone)]
+pub struct ReloadReport {
+    /// The reload's number in this run (1, 2, ...).
+    pub number: u64,
+    /// The line that was logged.
+    pub line: String,
+    /// What happened.
+    pub outcome: ReloadOutcome,
+}
+
+impl ReloadReport {
+    /// The report as `POST /api/v1/reload` answers it.
+    pub fn to_json(&self) -> serde_json::Value {
+        let strings = |v: &[String]| v.to_vec();
+        let errors: Vec<String> = self.outcome.errors().iter().map(ToString::to_string).collect();
+        let (applied, not_applied) = match &self.outcome {
+            ReloadOutcome::Applied(lines) => (strings(lines), Vec::new()),
+            ReloadOutcome::Partial { applied, not_applied, .. } => {
+                (strings(applied), strings(not_applied))
+            }
+            ReloadOutcome::NothingChanged | ReloadOutcome::RolledBack(_) => {
+                (Vec::new(), Vec::new())
+            }
+        };
+        serde_json::json!({
+            "reload": self.number,
+            "outcome": self.outcome.kind(),
+            "summary": self.line,
+            "applied": applied,
+            "not_applied": not_applied,
+            "errors": errors,
+        })
+    }
+}
+
+/// What changed in one component.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
     /// The component's name.
     pub name: String,
-    /// Why it is rebuilt: "library", "config" or both.
+    /// Why it is rebuilt: "library", "config", "unfinished" (an earlier
+    /// reload left it partly applied), or several.
     pub why: Vec<&'static str>,
+}
+
+impl Change {
+    /// "library changed", "config changed and library changed", ...
+    fn reasons(&self) -> String {
+        let words: Vec<&str> = self
+            .why
+            .iter()
+            .map(|w| match *w {
+                "library" => "library changed",
+                "config" => "config changed",
+                _ => "an earlier reload left it partly applied",
+            })
+            .collect();
+        words.join(" and ")
+    }
 }
 
 /// What a reload changes, by component name.
@@ -83,7 +202,6 @@ impl Diff {
         self.rebuilt.is_empty() && self.added.is_empty() && self.resized.is_empty()
     }
 }
-
 /// Compares the running topology with the new one (aligned by
 /// [`grow::align`](super::grow::align)) by component name: the components
 /// to rebuild, add and resize, or every reason the change cannot be made
@@ -91,7 +209,7 @@ impl Diff {
 ///
 /// # Errors
 /// One line per change that cannot be made live.
-pub fn diff(old: &Topology, new: &Topology) -> Result<Diff, Vec<String>> {
+pub fn diff(old: &Topology, new: &Topology) -> Result<Diff, Vec<ReloadError>> {
     let mut refused = Vec::new();
     if old.name != new.name {
         refused.push(format!(
@@ -171,6 +289,9 @@ pub fn diff(old: &Topology, new: &Topology) -> Result<Diff, Vec<String>> {
         if o.config != n.config {
             why.push("config");
         }
+        if o.outdated && why.is_empty() {
+            why.push("unfinished");
+        }
         if !not_live.is_empty() {
             refused.push(format!(
                 "{at}: {} {:?}: {} changed, which cannot change live",
@@ -187,7 +308,7 @@ pub fn diff(old: &Topology, new: &Topology) -> Result<Diff, Vec<String>> {
     if refused.is_empty() {
         Ok(changes)
     } else {
-        Err(refused)
+        Err(refused.into_iter().map(ReloadError::NotLive).collect())
     }
 }
 
@@ -240,9 +361,8 @@ fn wait_key(w: &WaitPlan) -> String {
 fn digest<'t>(t: &'t Topology, c: &Component) -> Option<&'t str> {
     t.libraries.iter().find(|l| l.alias == c.alias()).map(|l| l.digest.as_str())
 }
-
-/// A new instance for one task: component name, task, instance, new component.
-type Built<'t> = (String, u32, New, &'t Component);
+/// A new instance for one task: the task, its instance, the new component.
+type Built<'t> = (TaskName, New, &'t Component);
 
 /// A new instance, built but not prepared.
 enum New {
@@ -254,19 +374,38 @@ enum New {
 #[derive(Debug)]
 pub struct Reloader {
     file: PathBuf,
-    current: Topology,
     handle: TopologyHandle,
     /// Where fresh copies of changed libraries are made (created on first use).
     scratch: PathBuf,
     copies: u64,
 }
 
+/// The swaps of one reload that reached their tasks.
+struct Sent {
+    /// Every task told, by task id.
+    tasks: Vec<TaskName>,
+    ready: Receiver<(u32, Result<(), ReloadError>)>,
+    done: Receiver<SwapDone>,
+    /// The longest drain of a swapped spout.
+    longest_drain: Duration,
+}
+
+/// How the swaps of one reload ended, from the tasks' own reports.
+#[derive(Default)]
+struct Ended {
+    /// Tasks now running their new instance, with their pause.
+    committed: Vec<(TaskName, Duration)>,
+    /// Tasks that kept their old instance, and why (when they said).
+    kept: Vec<(TaskName, Option<ReloadError>)>,
+    /// Tasks that did not report within the limit.
+    silent: Vec<TaskName>,
+}
+
 impl Reloader {
     /// A reloader for `handle`, whose topology was read from `file`.
     pub fn new(file: PathBuf, handle: TopologyHandle) -> Self {
-        let current = Topology::clone(&handle.topology());
         let scratch = std::env::temp_dir().join(format!("squall-reload-{}", std::process::id()));
-        Self { file, current, handle, scratch, copies: 0 }
+        Self { file, handle, scratch, copies: 0 }
     }
 
     /// Starts the reload thread and registers it with the handle, so SIGHUP,
@@ -288,126 +427,231 @@ impl Reloader {
             let mut batch = vec![first];
             batch.extend(requests.try_iter());
             let trigger = batch.iter().map(|r| r.trigger).collect::<Vec<_>>().join("+");
-            let outcome = self.reload(&trigger);
+            let report = self.reload(&trigger);
             for r in batch {
                 if let Some(reply) = r.reply {
-                    let _ = reply.send(outcome.clone());
+                    let _ = reply.send(report.clone());
                 }
             }
         }
     }
 
-    /// One reload: logs its summary line and counts it. The summary, or the
-    /// reasons it failed (the running topology is then unchanged).
-    ///
-    /// # Errors
-    /// Every reason the reload failed, one per line.
-    pub fn reload(&mut self, trigger: &str) -> Result<String, String> {
+    /// One reload: logs its outcome in one line (and each error on its
+    /// own), counts it, and returns its report.
+    pub fn reload(&mut self, trigger: &str) -> ReloadReport {
         let started = Instant::now();
-        let handle = self.handle.clone();
-        let counts = handle.reload_counts();
-        let n = counts.reloads.load(Ordering::Relaxed) + counts.failed.load(Ordering::Relaxed) + 1;
-        match self.try_reload() {
-            Ok(summary) => {
-                counts.reloads.fetch_add(1, Ordering::Relaxed);
-                let line = format!(
-                    "reload #{n} ({trigger}) succeeded in {:.1} ms: {summary}",
-                    started.elapsed().as_secs_f64() * 1e3
-                );
-                tracing::info!("{line}");
-                Ok(line)
-            }
-            Err(errors) => {
-                counts.failed.fetch_add(1, Ordering::Relaxed);
-                for e in &errors {
-                    tracing::error!("reload #{n}: {e}");
-                }
-                let line = format!(
-                    "reload #{n} ({trigger}) failed, rolled back: the running topology is unchanged ({} error{}: {})",
-                    errors.len(),
-                    if errors.len() == 1 { "" } else { "s" },
-                    errors.join("; ")
-                );
-                tracing::warn!("{line}");
-                Err(line)
-            }
+        let counts = self.handle.reload_counts();
+        let number = counts.reloads.load(Ordering::Relaxed)
+            + counts.failed.load(Ordering::Relaxed)
+            + counts.partial.load(Ordering::Relaxed)
+            + 1;
+        let outcome = self.transaction(number);
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        let counts = self.handle.reload_counts();
+        for e in outcome.errors() {
+            tracing::error!("reload #{number}: {e}");
         }
+        let errors = |errors: &[ReloadError]| {
+            format!(
+                "{} error{}: {}",
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" },
+                errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+            )
+        };
+        let line = match &outcome {
+            ReloadOutcome::NothingChanged => {
+                counts.reloads.fetch_add(1, Ordering::Relaxed);
+                format!("reload #{number} ({trigger}) succeeded in {ms:.1} ms: nothing changed")
+            }
+            ReloadOutcome::Applied(lines) => {
+                counts.reloads.fetch_add(1, Ordering::Relaxed);
+                format!(
+                    "reload #{number} ({trigger}) succeeded in {ms:.1} ms: {}",
+                    lines.join("; ")
+                )
+            }
+            ReloadOutcome::RolledBack(e) => {
+                counts.failed.fetch_add(1, Ordering::Relaxed);
+                format!(
+                    "reload #{number} ({trigger}) failed, rolled back: the running topology is \
+                     unchanged ({})",
+                    errors(e)
+                )
+            }
+            ReloadOutcome::Partial { applied, not_applied, errors: e } => {
+                counts.partial.fetch_add(1, Ordering::Relaxed);
+                format!(
+                    "reload #{number} ({trigger}) partly applied in {ms:.1} ms: applied: {}; \
+                     not applied: {} ({})",
+                    if applied.is_empty() { "nothing".to_owned() } else { applied.join("; ") },
+                    not_applied.join("; "),
+                    errors(e)
+                )
+            }
+        };
+        match outcome {
+            ReloadOutcome::NothingChanged | ReloadOutcome::Applied(_) => tracing::info!("{line}"),
+            _ => tracing::warn!("{line}"),
+        }
+        ReloadReport { number, line, outcome }
     }
 
-    fn try_reload(&mut self) -> Result<String, Vec<String>> {
+    /// Prepare, then commit (see the module doc).
+    fn transaction(&mut self, reload: u64) -> ReloadOutcome {
         if self.handle.state() != crate::control::RunState::Running {
-            return Err(vec!["the topology is draining".to_owned()]);
+            return ReloadOutcome::RolledBack(vec![ReloadError::Draining]);
         }
-        let bound = self.bind()?;
-        let new = super::grow::align(&self.current, bound);
-        let diff = diff(&self.current, &new)?;
+        let current = self.handle.topology();
+        let bound = match self.bind() {
+            Ok(bound) => bound,
+            Err(errors) => return ReloadOutcome::RolledBack(errors),
+        };
+        let new = super::reshape::align(&current, bound);
+        let diff = match diff(&current, &new) {
+            Ok(diff) => diff,
+            Err(errors) => return ReloadOutcome::RolledBack(errors),
+        };
         if diff.is_empty() {
-            self.current = new;
-            return Ok("nothing changed".to_owned());
+            self.install(new);
+            return ReloadOutcome::NothingChanged;
         }
-        let changes = &diff.rebuilt;
-        let built = self.construct(&new, changes)?;
-        let mut growth =
-            Growth::build(&self.handle, &new, diff.added.clone(), diff.resized.clone())?;
-        // Added bolts prepare before anything running is touched.
-        let failed = growth.start_added(&self.handle);
+        // Prepare: nothing running changes until the verdict.
+        let built = match self.construct(&current, &new, &diff.rebuilt) {
+            Ok(built) => built,
+            Err(errors) => return ReloadOutcome::RolledBack(errors),
+        };
+        let mut reshape =
+            match Reshape::build(&self.handle, &new, diff.added.clone(), diff.resized.clone()) {
+                Ok(reshape) => reshape,
+                Err(errors) => return ReloadOutcome::RolledBack(errors),
+            };
+        let failed = reshape.start_added(&self.handle);
         if !failed.is_empty() {
-            growth.abandon();
-            return Err(failed);
+            reshape.abandon();
+            return ReloadOutcome::RolledBack(failed);
         }
-        let pauses = match self.swap(built) {
-            Ok(pauses) => pauses,
-            Err(errors) => {
-                growth.abandon();
-                return Err(errors);
-            }
-        };
-        let grown = if growth.is_empty() {
-            Vec::new()
+        let (sent, mut errors) = self.send_swaps(reload, built);
+        if errors.is_empty() {
+            errors = Self::await_ready(&sent);
+        }
+        if !errors.is_empty() {
+            self.verdict(reload, &sent, false);
+            reshape.abandon();
+            // Only a commit verdict makes a task swap, and none was sent:
+            // whatever the tasks report (or not), the old instances run.
+            let _ = Self::await_done(&sent);
+            return ReloadOutcome::RolledBack(errors);
+        }
+        // Commit: from here on, nothing rolls back.
+        self.verdict(reload, &sent, true);
+        let ended = Self::await_done(&sent);
+        let (reshaped, reshape_errors) = if reshape.is_empty() {
+            (Vec::new(), Vec::new())
         } else {
-            let grown = growth.commit(&self.handle, &self.current);
-            // Committed: the new topology runs now, whatever the outcome.
-            self.current = new.clone();
-            grown?
+            reshape.commit(&self.handle, &current)
         };
-        let mut summary = String::new();
-        if !changes.is_empty() {
-            summary.push_str("rebuilt ");
-        }
-        for (i, change) in changes.iter().enumerate() {
-            let (tasks, pause) = pauses
+        self.settle(new, &diff, ended, reshaped, reshape_errors)
+    }
+
+    /// Installs what runs now and says what was applied.
+    fn settle(
+        &self,
+        mut new: Topology,
+        diff: &Diff,
+        ended: Ended,
+        reshaped: Vec<String>,
+        mut errors: Vec<ReloadError>,
+    ) -> ReloadOutcome {
+        let (mut applied, mut not_applied) = (Vec::new(), Vec::new());
+        for change in &diff.rebuilt {
+            let mine = |t: &TaskName| t.component == change.name;
+            let kept: Vec<&(TaskName, Option<ReloadError>)> =
+                ended.kept.iter().filter(|(t, _)| mine(t)).collect();
+            let silent: Vec<&TaskName> = ended.silent.iter().filter(|t| mine(t)).collect();
+            let (tasks, pause) = ended
+                .committed
                 .iter()
-                .filter(|(name, _)| *name == change.name)
+                .filter(|(t, _)| mine(t))
                 .fold((0, Duration::ZERO), |(k, m), (_, p)| (k + 1, m.max(*p)));
-            let _ = write!(
-                summary,
-                "{}{:?} ({} changed, {tasks} task{}, pause {:.2} ms)",
-                if i > 0 { ", " } else { "" },
+            let line = format!(
+                "rebuilt {:?} ({}, {tasks} task{}, pause {:.2} ms)",
                 change.name,
-                change.why.join(" and "),
+                change.reasons(),
                 if tasks == 1 { "" } else { "s" },
                 pause.as_secs_f64() * 1e3
             );
-        }
-        for line in &grown {
-            if !summary.is_empty() {
-                summary.push_str("; ");
+            if kept.is_empty() && silent.is_empty() {
+                applied.push(line);
+                continue;
             }
-            summary.push_str(line);
+            let mut left = format!(
+                "{:?}: {} task(s) kept the version before",
+                change.name,
+                kept.len() + silent.len()
+            );
+            if tasks > 0 {
+                let _ = write!(left, " ({tasks} run the new one)");
+            }
+            not_applied.push(left);
+            for (task, error) in kept {
+                errors.push(error.clone().unwrap_or_else(|| ReloadError::Refused {
+                    task: task.clone(),
+                    reason: "it kept its old instance at the commit".into(),
+                }));
+            }
+            for task in silent {
+                errors.push(ReloadError::Refused {
+                    task: task.clone(),
+                    reason: format!(
+                        "it did not confirm the commit within {} s; it swaps when it next \
+                         reads its control queue",
+                        SWAP_TIMEOUT.as_secs()
+                    ),
+                });
+            }
+            if let Some(c) = new.components.iter_mut().find(|c| c.name == change.name) {
+                c.outdated = true;
+            }
+        }
+        let reshape_failed =
+            !errors.is_empty() && reshaped.len() < diff.added.len() + diff.resized.len();
+        applied.extend(reshaped);
+        if reshape_failed {
+            for name in diff.added.iter().chain(&diff.resized) {
+                if !applied.iter().any(|l| l.contains(&format!("{name:?}"))) {
+                    not_applied.push(format!("{name:?}: adding or resizing it did not finish"));
+                }
+            }
         }
         let unchanged =
-            new.components.len() - changes.len() - diff.added.len() - diff.resized.len();
-        let _ = write!(summary, "; {unchanged} component(s) unchanged kept running");
-        self.current = new;
-        Ok(summary)
+            new.components.len() - diff.rebuilt.len() - diff.added.len() - diff.resized.len();
+        self.install(new);
+        if errors.is_empty() && not_applied.is_empty() {
+            applied.push(format!("{unchanged} component(s) unchanged kept running"));
+            ReloadOutcome::Applied(applied)
+        } else {
+            if not_applied.is_empty() {
+                not_applied.push("a step after the commit did not finish".to_owned());
+            }
+            ReloadOutcome::Partial { applied, not_applied, errors }
+        }
+    }
+
+    /// Installs `topology` in the handle as the one that runs, with the
+    /// queues as they are now.
+    fn install(&self, topology: Topology) {
+        let wiring = self.handle.live().wiring.clone();
+        self.handle.install(Live { topology: Arc::new(topology), wiring });
     }
 
     /// Parses, validates and binds the file again, loading each changed
     /// library from a fresh copy.
-    fn bind(&mut self) -> Result<Topology, Vec<String>> {
-        let config = crate::config::load(&self.file)
-            .map_err(|d| d.items.iter().map(ToString::to_string).collect::<Vec<_>>())?;
-        let current = self.current.libraries.clone();
+    fn bind(&mut self) -> Result<Topology, Vec<ReloadError>> {
+        let config = crate::config::load(&self.file).map_err(|d| {
+            d.items.iter().map(|i| ReloadError::Config(i.to_string())).collect::<Vec<_>>()
+        })?;
+        let current = self.handle.topology().libraries.clone();
         let (scratch, copies) = (self.scratch.clone(), &mut self.copies);
         let result = crate::topology::bind_with(&config, &mut |decl, options| {
             let digest = sha256_file(&decl.alias, &decl.path)?;
@@ -437,10 +681,12 @@ impl Reloader {
             };
             Ok((lib, digest))
         });
-        result.map_err(|e| -> Vec<String> {
-            match e {
-                BindError::Config(d) => d.items.iter().map(ToString::to_string).collect(),
-                BindError::Load(errors) => errors.iter().map(ToString::to_string).collect(),
+        result.map_err(|e| match e {
+            BindError::Config(d) => {
+                d.items.iter().map(|i| ReloadError::Config(i.to_string())).collect()
+            }
+            BindError::Load(errors) => {
+                errors.iter().map(|e| ReloadError::Load(e.to_string())).collect()
             }
         })
     }
@@ -448,69 +694,69 @@ impl Reloader {
     /// Builds a new instance for every task of every changed component.
     fn construct<'t>(
         &self,
+        current: &Topology,
         new: &'t Topology,
         changes: &[Change],
-    ) -> Result<Vec<Built<'t>>, Vec<String>> {
+    ) -> Result<Vec<Built<'t>>, Vec<ReloadError>> {
         let mut out = Vec::new();
-        let mut errors = Vec::new();
         for change in changes {
             let n = new.components.iter().find(|c| c.name == change.name).expect("diffed");
-            let o = self.current.components.iter().find(|c| c.name == change.name).expect("diffed");
+            let o = current.components.iter().find(|c| c.name == change.name).expect("diffed");
+            let at = format!("{}:{}:{}", new.file.display(), n.loc.line, n.loc.col);
+            let refused = |cause: String| {
+                vec![ReloadError::Construct {
+                    at: at.clone(),
+                    kind: kind(n.kind),
+                    component: n.name.clone(),
+                    reference: n.reference.clone(),
+                    cause,
+                }]
+            };
             for task in o.tasks.clone() {
-                let at = format!("{}:{}:{}", new.file.display(), n.loc.line, n.loc.col);
-                let kind = kind(n.kind);
+                let name = TaskName { kind: n.kind, component: n.name.clone(), task: TaskId(task) };
                 match n.factory.build(&n.config) {
                     Ok(Instance::Bolt(b)) if n.kind == Kind::Bolt => {
-                        out.push((n.name.clone(), task, New::Bolt(b), n));
+                        out.push((name, New::Bolt(b), n));
                     }
                     Ok(Instance::Spout(s)) if n.kind == Kind::Spout => {
-                        out.push((n.name.clone(), task, New::Spout(s), n));
+                        out.push((name, New::Spout(s), n));
                     }
-                    Ok(_) => errors.push(format!(
-                        "{at}: {kind} {:?} ({}): the constructor returned a component of another kind",
-                        n.name, n.reference
-                    )),
+                    Ok(_) => {
+                        return Err(refused(
+                            "the constructor returned a component of another kind".into(),
+                        ))
+                    }
                     Err(e) => {
                         let what = if e.is_panic() { "panicked" } else { "failed" };
-                        errors.push(format!(
-                            "{at}: {kind} {:?} ({}): constructor {what}: {}",
-                            n.name, n.reference, e.message
-                        ));
+                        return Err(refused(format!("constructor {what}: {}", e.message)));
                     }
-                }
-                if !errors.is_empty() {
-                    return Err(errors);
                 }
             }
         }
         Ok(out)
     }
 
-    /// Swaps every built instance in, or none; the pause of each task.
-    fn swap(&self, built: Vec<Built<'_>>) -> Result<Vec<(String, Duration)>, Vec<String>> {
-        let total = built.len();
-        let (ready_tx, ready_rx) = bounded::<(u32, Result<(), String>)>(total);
-        let (done_tx, done_rx) = bounded::<SwapDone>(total);
-        let mut verdicts: Vec<Sender<bool>> = Vec::new();
-        let mut names = std::collections::HashMap::new();
-        let mut longest_drain = Duration::ZERO;
-        for (name, task, instance, component) in built {
-            let (decision_tx, decision_rx) = bounded(1);
+    /// Sends every built instance to its task; the tasks told, and why any
+    /// could not be.
+    fn send_swaps(&self, reload: u64, built: Vec<Built<'_>>) -> (Sent, Vec<ReloadError>) {
+        let total = built.len().max(1);
+        let (ready_tx, ready) = bounded(total);
+        let (done_tx, done) = bounded(total);
+        let mut sent = Sent { tasks: Vec::new(), ready, done, longest_drain: Duration::ZERO };
+        let mut errors = Vec::new();
+        for (task, instance, component) in built {
             let drain = self.drain_limit(component);
-            longest_drain = longest_drain.max(drain.unwrap_or_default());
-            let factory = component.factory;
-            let config = component.config.clone();
+            sent.longest_drain = sent.longest_drain.max(drain.unwrap_or_default());
+            let (factory, config) = (component.factory, component.config.clone());
             let (ready, done) = (ready_tx.clone(), done_tx.clone());
-            let decision_timeout = SWAP_TIMEOUT;
             let message = match instance {
                 New::Bolt(instance) => Control::SwapBolt(Box::new(Swap {
                     instance,
                     factory,
                     config,
                     drain: None,
+                    reload,
                     ready,
-                    decision: decision_rx,
-                    decision_timeout,
                     done,
                 })),
                 New::Spout(instance) => Control::SwapSpout(Box::new(Swap {
@@ -518,67 +764,67 @@ impl Reloader {
                     factory,
                     config,
                     drain,
+                    reload,
                     ready,
-                    decision: decision_rx,
-                    decision_timeout,
                     done,
                 })),
             };
-            if !self.handle.send_control(task, message) {
-                return Err(vec![format!(
-                    "{} {name:?} task {task} has stopped",
-                    kind(component.kind)
-                )]);
+            if self.handle.send_control(task.task.0, message) {
+                sent.tasks.push(task);
+            } else {
+                errors.push(ReloadError::Refused { task, reason: "it has stopped".into() });
             }
-            verdicts.push(decision_tx);
-            names.insert(task, name);
         }
-        drop((ready_tx, done_tx));
-        // Phase 1: every task took over its state and prepared its new
-        // instance (a spout after its old instance drained).
-        let deadline = Instant::now() + longest_drain + SWAP_TIMEOUT;
+        (sent, errors)
+    }
+
+    /// Phase 1: every task took over its state and prepared its new
+    /// instance (a spout after its old instance drained); what failed.
+    fn await_ready(sent: &Sent) -> Vec<ReloadError> {
+        let limit = sent.longest_drain + SWAP_TIMEOUT;
+        let deadline = Instant::now() + limit;
         let mut errors = Vec::new();
-        for _ in 0..total {
-            match ready_rx.recv_deadline(deadline) {
+        for _ in 0..sent.tasks.len() {
+            match sent.ready.recv_deadline(deadline) {
                 Ok((_, Ok(()))) => {}
-                Ok((task, Err(e))) => {
-                    errors.push(format!("{:?} task {task}: {e}", names[&task]));
-                }
+                Ok((_, Err(e))) => errors.push(e),
                 Err(_) => {
-                    errors.push(format!(
-                        "not every task prepared its new instance within {:.0} s (a task busy in \
-                         plugin code or under backpressure)",
-                        (longest_drain + SWAP_TIMEOUT).as_secs_f64()
-                    ));
+                    errors.push(ReloadError::Timeout {
+                        what: "not every task prepared its new instance".into(),
+                        secs: limit.as_secs(),
+                    });
                     break;
                 }
             }
         }
-        let commit = errors.is_empty();
-        // Phase 2: the verdict; a dropped sender also means "keep the old".
-        for v in &verdicts {
-            let _ = v.send(commit);
+        errors
+    }
+
+    /// Tells every task the verdict.
+    fn verdict(&self, reload: u64, sent: &Sent, commit: bool) {
+        for task in &sent.tasks {
+            // A task that has ended meanwhile runs nothing any more.
+            let _ = self.handle.send_control(task.task.0, Control::Verdict { reload, commit });
         }
-        drop(verdicts);
-        let mut pauses = Vec::new();
+    }
+
+    /// Phase 2: how each task's swap ended, as it reported.
+    fn await_done(sent: &Sent) -> Ended {
         let deadline = Instant::now() + SWAP_TIMEOUT;
-        while let Ok(done) = done_rx.recv_deadline(deadline) {
-            if commit && !done.committed {
-                errors.push(format!(
-                    "{:?} task {}: the verdict arrived too late; it kept its old instance",
-                    names[&done.task], done.task
-                ));
-            }
-            pauses.push((names[&done.task].clone(), done.pause));
-            if pauses.len() == total {
-                break;
+        let mut ended = Ended::default();
+        let mut heard = std::collections::HashSet::new();
+        while heard.len() < sent.tasks.len() {
+            let Ok(done) = sent.done.recv_deadline(deadline) else { break };
+            let Some(task) = sent.tasks.iter().find(|t| t.task.0 == done.task) else { continue };
+            heard.insert(done.task);
+            if done.committed {
+                ended.committed.push((task.clone(), done.pause));
+            } else {
+                ended.kept.push((task.clone(), done.error));
             }
         }
-        if errors.is_empty() {
-            Ok(pauses)
-        } else {
-            Err(errors)
-        }
+        ended.silent = sent.tasks.iter().filter(|t| !heard.contains(&t.task.0)).cloned().collect();
+        ended
     }
 }
 
@@ -590,7 +836,8 @@ impl Reloader {
         if c.kind != Kind::Spout || c.ids_survive_swap {
             return None;
         }
-        let settings = &self.current.settings;
+        let topology = self.handle.topology();
+        let settings = &topology.settings;
         Some(if settings.enable_message_timeouts {
             Duration::from_secs(settings.message_timeout_secs)
         } else {
@@ -665,6 +912,7 @@ mod tests {
             throttle: None,
             max_spout_pending: None,
             wait: [park.clone(), park.clone(), park],
+            outdated: false,
         }
     }
 
@@ -736,7 +984,7 @@ mod tests {
         new.components[1].inputs[0].grouping = Grouping::Global;
         new.components.push(component("c", Kind::Spout, 4..5));
         let refused = diff(&topology(), &new).expect_err("refused");
-        let all = refused.join("\n");
+        let all = refused.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
         assert!(all.contains("topology name changed"), "{all}");
         assert!(all.contains("acker_executors"), "{all}");
         assert!(all.contains("spouts are not rebalanced live"), "{all}");
@@ -786,7 +1034,7 @@ mod tests {
         let mut new = old.clone();
         new.components = vec![c, b, s];
         new.task_count = 5;
-        let aligned = super::super::grow::align(&old, new);
+        let aligned = super::super::reshape::align(&old, new);
         let names: Vec<&str> = aligned.components.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["s", "b", "c"], "running components keep their index");
         assert_eq!(aligned.components[0].tasks, 0..1, "the spout keeps its task");
@@ -810,6 +1058,6 @@ mod tests {
         let mut new = topology();
         new.components.pop();
         let refused = diff(&topology(), &new).expect_err("refused");
-        assert!(refused[0].contains("bolt \"b\" was removed"), "{refused:?}");
+        assert!(refused[0].to_string().contains("bolt \"b\" was removed"), "{refused:?}");
     }
 }

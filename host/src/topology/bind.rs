@@ -241,6 +241,7 @@ impl<'a> Binder<'a> {
                 throttle: None,
                 max_spout_pending: None,
                 wait,
+                outdated: false,
             });
         }
         for spout in &config.spouts {

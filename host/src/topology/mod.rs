@@ -125,6 +125,10 @@ pub struct Component {
     pub max_spout_pending: Option<u32>,
     /// Wait strategies for spout wait, bolt wait and backpressure wait.
     pub wait: [WaitPlan; 3],
+    /// A live reload committed a new version of this component, but not
+    /// every task could take it (see `runtime::reload::ReloadOutcome::Partial`):
+    /// some still run the version before. The next reload rebuilds it.
+    pub outdated: bool,
 }
 
 impl Component {

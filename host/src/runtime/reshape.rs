@@ -1,6 +1,6 @@
-//! Growing a running topology: bolts added live, and bolts whose
-//! parallelism changes live (Storm's `rebalance`), with keyed state handed
-//! to the task that now owns each key.
+//! Reshaping a running topology: bolts added live, and bolts whose
+//! parallelism grows or shrinks live (Storm's `rebalance`), with keyed
+//! state handed to the task that now owns each key.
 //!
 //! # Task ids
 //! Running tasks are never renumbered. [`align`] gives the new topology's
@@ -37,13 +37,13 @@ use squall_plugin_api::State;
 use super::instantiate::{custom_groupings, instantiate_only};
 use super::plan::{routes, source_table, task_executor, Executor, Wiring};
 use super::{Live, TopologyHandle};
-use crate::control::{Control, Retire, Rewire, Start};
+use crate::control::{Control, ReloadError, Retire, Rewire, Start};
 use crate::executor::bolt::BoltExecutor;
 use crate::topology::grouping::key_index;
 use crate::topology::{Component, Kind, Topology};
 
-/// How long each step of a live growth waits for the tasks it involves.
-pub const GROW_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long each step of a live reshape waits for the tasks it involves.
+pub const RESHAPE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Orders and numbers `new` as the running `old` runs: components that
 /// exist in both keep their index and, with the same parallelism, their
@@ -102,7 +102,7 @@ pub fn align(old: &Topology, new: Topology) -> Topology {
 }
 
 /// Tasks a reload adds, built before anything running is touched.
-pub struct Growth {
+pub struct Reshape {
     topology: Arc<Topology>,
     /// The live wiring, grown by the new tasks' queues.
     wiring: Wiring,
@@ -113,23 +113,23 @@ pub struct Growth {
     /// Executors of added tasks, started before the commit.
     added_tasks: Vec<(u32, BoltExecutor)>,
     /// `prepare` outcomes of the added tasks.
-    added_prepared: Receiver<(u32, Result<(), String>)>,
+    added_prepared: Receiver<(u32, Result<(), ReloadError>)>,
     /// Executors of resized tasks, started at the commit, with where their state goes.
     resized_tasks: Vec<(u32, BoltExecutor, Sender<Option<State>>)>,
     /// Restore-and-prepare outcomes of the resized tasks.
-    resized_prepared: Receiver<(u32, Result<(), String>)>,
+    resized_prepared: Receiver<(u32, Result<(), ReloadError>)>,
 }
 
-impl std::fmt::Debug for Growth {
+impl std::fmt::Debug for Reshape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Growth")
+        f.debug_struct("Reshape")
             .field("added", &self.added)
             .field("resized", &self.resized)
             .finish_non_exhaustive()
     }
 }
 
-impl Growth {
+impl Reshape {
     /// Builds the tasks of `added` and `resized` components of `topology`
     /// (aligned), and their queues.
     ///
@@ -140,7 +140,7 @@ impl Growth {
         topology: &Topology,
         added: Vec<String>,
         resized: Vec<String>,
-    ) -> Result<Self, Vec<String>> {
+    ) -> Result<Self, Vec<ReloadError>> {
         let names: Vec<&str> = added.iter().chain(&resized).map(String::as_str).collect();
         let mut instances = instantiate_only(topology, &names).map_err(|e| {
             let at = match &e {
@@ -149,7 +149,7 @@ impl Growth {
                 }
                 _ => String::new(),
             };
-            vec![format!("{at}{e}")]
+            vec![ReloadError::Reshape(format!("{at}{e}"))]
         })?;
         let topology = Arc::new(topology.clone());
         let new_tasks: Vec<u32> = topology
@@ -186,7 +186,7 @@ impl Growth {
                 } else {
                     let (state_tx, state) = bounded(1);
                     let prepared = resized_tx.clone();
-                    let start = Start::Resized { state, limit: GROW_TIMEOUT * 3, prepared };
+                    let start = Start::Resized { state, limit: RESHAPE_TIMEOUT * 3, prepared };
                     resized_tasks.push((task, bolt.starting(start), state_tx));
                 }
             }
@@ -210,7 +210,7 @@ impl Growth {
 
     /// Starts the added tasks and waits until each has prepared; every
     /// failure, by component and task. The tasks receive nothing yet.
-    pub fn start_added(&mut self, handle: &TopologyHandle) -> Vec<String> {
+    pub fn start_added(&mut self, handle: &TopologyHandle) -> Vec<ReloadError> {
         let run = handle.run_shared();
         let total = self.added_tasks.len();
         let mut errors = Vec::new();
@@ -218,23 +218,22 @@ impl Growth {
             let name = format!("{}-{task}", bolt.context().component);
             match super::spawn(name, &run, move || bolt.run()) {
                 Ok(thread) => handle.adopt_thread(thread),
-                Err(e) => errors.push(format!("task {task}: cannot start its thread: {e}")),
+                Err(e) => errors.push(ReloadError::Reshape(format!(
+                    "task {task}: cannot start its thread: {e}"
+                ))),
             }
         }
-        let deadline = Instant::now() + GROW_TIMEOUT;
+        let deadline = Instant::now() + RESHAPE_TIMEOUT;
         let mut ready = 0;
         while ready + errors.len() < total {
             match self.added_prepared.recv_deadline(deadline) {
                 Ok((_, Ok(()))) => ready += 1,
-                Ok((task, Err(e))) => errors.push(format!(
-                    "bolt {:?} task {task}: prepare on the new component: {e}",
-                    self.component_of(task)
-                )),
+                Ok((_, Err(e))) => errors.push(e),
                 Err(_) => {
-                    errors.push(format!(
-                        "the added tasks did not prepare within {} s",
-                        GROW_TIMEOUT.as_secs()
-                    ));
+                    errors.push(ReloadError::Timeout {
+                        what: "the added tasks did not prepare".into(),
+                        secs: RESHAPE_TIMEOUT.as_secs(),
+                    });
                     break;
                 }
             }
@@ -253,29 +252,22 @@ impl Growth {
         }
     }
 
-    fn component_of(&self, task: u32) -> &str {
-        self.topology
-            .components
-            .iter()
-            .find(|c| c.tasks.contains(&task))
-            .map_or("?", |c| c.name.as_str())
-    }
-
     /// Commits: installs the new topology, starts the resized tasks, gives
     /// every affected task its new routes, retires the resized components'
     /// old tasks and hands their state over. Returns one line per growth,
     /// with its pause.
     ///
-    /// # Errors
-    /// What failed; after this point the new topology runs regardless (a
-    /// resized task that fails to take its state fails the run).
+    /// What failed comes second: after this point the new topology runs
+    /// regardless (a resized task that fails to take its state fails the
+    /// run), so nothing here rolls back.
     pub fn commit(
         self,
         handle: &TopologyHandle,
         old: &Topology,
-    ) -> Result<Vec<String>, Vec<String>> {
+    ) -> (Vec<String>, Vec<ReloadError>) {
         let started = Instant::now();
-        let Growth { topology, wiring, added, resized, resized_tasks, resized_prepared, .. } = self;
+        let Reshape { topology, wiring, added, resized, resized_tasks, resized_prepared, .. } =
+            self;
         let run = handle.run_shared();
         let mut errors = Vec::new();
         let mut state_to: HashMap<u32, Sender<Option<State>>> = HashMap::new();
@@ -283,7 +275,9 @@ impl Growth {
             let name = format!("{}-{task}", bolt.context().component);
             match super::spawn(name, &run, move || bolt.run()) {
                 Ok(thread) => handle.adopt_thread(thread),
-                Err(e) => errors.push(format!("task {task}: cannot start its thread: {e}")),
+                Err(e) => errors.push(ReloadError::Reshape(format!(
+                    "task {task}: cannot start its thread: {e}"
+                ))),
             }
             state_to.insert(task, state);
         }
@@ -315,7 +309,7 @@ impl Growth {
                 let mut custom = match custom_groupings(&topology, c) {
                     Ok(custom) => custom,
                     Err(e) => {
-                        errors.push(e.to_string());
+                        errors.push(ReloadError::Reshape(e.to_string()));
                         Vec::new()
                     }
                 };
@@ -331,13 +325,13 @@ impl Growth {
                 }
             }
         }
-        let deadline = Instant::now() + GROW_TIMEOUT * 2;
+        let deadline = Instant::now() + RESHAPE_TIMEOUT * 2;
         for _ in 0..told {
             if done_rx.recv_deadline(deadline).is_err() {
-                errors.push(format!(
-                    "not every upstream task took its new routes within {} s",
-                    (GROW_TIMEOUT * 2).as_secs()
-                ));
+                errors.push(ReloadError::Timeout {
+                    what: "not every upstream task took its new routes".into(),
+                    secs: (RESHAPE_TIMEOUT * 2).as_secs(),
+                });
                 break;
             }
         }
@@ -360,14 +354,10 @@ impl Growth {
         for name in &resized {
             match hand_over(handle, old, &topology, name, &state_to, &resized_prepared) {
                 Ok(line) => lines.push(line),
-                Err(e) => errors.push(e),
+                Err(e) => errors.push(ReloadError::Reshape(e)),
             }
         }
-        if errors.is_empty() {
-            Ok(lines)
-        } else {
-            Err(errors)
-        }
+        (lines, errors)
     }
 }
 
@@ -379,7 +369,7 @@ fn hand_over(
     new: &Topology,
     name: &str,
     state_to: &HashMap<u32, Sender<Option<State>>>,
-    prepared: &Receiver<(u32, Result<(), String>)>,
+    prepared: &Receiver<(u32, Result<(), ReloadError>)>,
 ) -> Result<String, String> {
     let started = Instant::now();
     let (Some(before), Some(after)) = (
@@ -395,7 +385,7 @@ fn hand_over(
         let _ = live.wiring.controls[task as usize].send(Control::Retire(retire));
     }
     drop(states_tx);
-    let deadline = Instant::now() + GROW_TIMEOUT * 2;
+    let deadline = Instant::now() + RESHAPE_TIMEOUT * 2;
     let mut states: BTreeMap<u32, Option<State>> = BTreeMap::new();
     while states.len() < before.parallelism() as usize {
         match states_rx.recv_deadline(deadline) {
@@ -407,7 +397,7 @@ fn hand_over(
                     "bolt {name:?}: {} of {} old tasks handed over their state within {} s",
                     states.len(),
                     before.parallelism(),
-                    (GROW_TIMEOUT * 2).as_secs()
+                    (RESHAPE_TIMEOUT * 2).as_secs()
                 ))
             }
         }
@@ -421,11 +411,11 @@ fn hand_over(
             let _ = to.send(share);
         }
     }
-    let deadline = Instant::now() + GROW_TIMEOUT * 3;
+    let deadline = Instant::now() + RESHAPE_TIMEOUT * 3;
     for _ in after.tasks.clone() {
         match prepared.recv_deadline(deadline) {
             Ok((_, Ok(()))) => {}
-            Ok((task, Err(e))) => return Err(format!("bolt {name:?} task {task}: {e}")),
+            Ok((_, Err(e))) => return Err(e.to_string()),
             Err(_) => return Err(format!("bolt {name:?}: the new tasks did not prepare in time")),
         }
     }

@@ -80,6 +80,11 @@ mod files;
 // Live reload: bolts swapped while a reliable spout runs, state handed over,
 // every id acked once, a refused change and a rolled back prepare.
 mod reload;
+
+// Reload as one transaction (issue 20): one library holding the spout and
+// the bolts rebuilt while running, a windowed bolt downstream, a reload
+// that is only partly applied.
+mod reload_tx;
 // The NATS JetStream connector against the real server: no loss under chaos,
 // a killed host, SIGTERM and a cut connection; config errors.
 mod nats;

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use crate::util::{self, SquallCommand, Workspace};
 
@@ -63,6 +64,7 @@ fn a_new_plugin_builds_passes_its_tests_and_runs() {
         "the_declared_config_keys_match_the_config_struct",
         "emits_numbers_with_themselves_as_ids_up_to_the_limit",
         "a_failed_number_is_emitted_again",
+        "a_new_instance_goes_on_from_the_saved_state",
         "emits_the_number_and_its_square",
         "every_fed_number_is_squared_and_acked",
         "a_tuple_the_bolt_rejects_is_failed",
@@ -102,4 +104,93 @@ fn new_plugin_refuses_a_non_empty_folder_and_bad_names() {
         assert!(out.stderr.contains(why), "{name}: {}", out.context());
         assert!(!ws.path(name).exists(), "{name}: nothing may be written");
     }
+}
+
+/// Builds the generated crate at `dir` and installs its library at `to` as
+/// an install does (a new file renamed over the old one).
+fn build_and_install(dir: &Path, lib: &str, to: &Path) {
+    cargo_in(dir, &["build"]);
+    let built = util::target_root().join("new-plugin").join("release").join(lib);
+    let staged = to.with_extension("staged");
+    std::fs::copy(&built, &staged).expect("stage the library");
+    std::fs::rename(&staged, to).expect("install the library");
+}
+
+/// Replaces `from` with `to` in the generated crate's file `file`.
+fn edit(dir: &Path, file: &str, from: &str, to: &str) {
+    let path = dir.join(file);
+    let text = std::fs::read_to_string(&path).expect("read the source");
+    assert!(text.contains(from), "{file} has no {from:?}");
+    std::fs::write(&path, text.replace(from, to)).expect("write the source");
+}
+
+#[test]
+fn a_new_plugin_rebuilt_while_running_swaps_with_its_spout_unchanged_then_changed() {
+    const LIMIT: u64 = 4000;
+    let ws = Workspace::new("new-plugin-reload");
+    let api = util::workspace_root().join("plugin-api");
+    let mut new = SquallCommand::new(&ws, ["new", "plugin", "swap-me", "--api-path"]);
+    new.arg(&api);
+    new.output().assert_code(0);
+    let dir = ws.path("swap-me");
+    let lib = ws.path("libswap.so");
+    build_and_install(&dir, "libswap_me.so", &lib);
+    let toml = format!(
+        r#"
+[topology]
+name = "swap-me"
+max_spout_pending = 1000
+acker_executors = 1
+
+[plugins]
+mine = "{{dir}}/libswap.so"
+
+[spouts.numbers]
+component = "mine::Numbers"
+config = {{ limit = {LIMIT} }}
+throttle = {{ tuples_per_sec = 1000, mode = "smooth" }}
+
+[bolts.square]
+component = "mine::Square"
+parallelism = 2
+inputs = [{{ from = "numbers", grouping = "shuffle" }}]
+"#
+    );
+    let file = ws.write_topology("topology.toml", &toml);
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &file);
+    cmd.limit(Duration::from_secs(240));
+    let mut child = cmd.spawn();
+    child.wait_for_stat("numbers", "acked", |n| n >= 300, Duration::from_secs(30));
+
+    // The bolt's code changed, the spout's did not: both are in the library,
+    // so both are rebuilt.
+    edit(&dir, "src/bolt.rs", "emits (n, n * n) for every n", "squares every n (v2)");
+    build_and_install(&dir, "libswap_me.so", &lib);
+    child.signal(libc::SIGHUP);
+    child.wait_for_stderr("reload #1 (SIGHUP) succeeded", Duration::from_secs(20));
+    let log = child.stderr_snapshot();
+    assert!(log.contains(r#"rebuilt "numbers" (library changed, 1 task"#), "{log}");
+    assert!(log.contains(r#""square" (library changed, 2 tasks"#), "{log}");
+    let acked = child.wait_for_stat("numbers", "acked", |n| n > 300, Duration::from_secs(30));
+
+    // Now the spout's code changed too.
+    edit(&dir, "src/spout.rs", "emits 0, 1, 2, ... reliably", "counts up (v2)");
+    build_and_install(&dir, "libswap_me.so", &lib);
+    child.signal(libc::SIGHUP);
+    child.wait_for_stderr("reload #2 (SIGHUP) succeeded", Duration::from_secs(20));
+    child.wait_for_stat("numbers", "acked", |n| n > acked, Duration::from_secs(30));
+    child.wait_for_stat("numbers", "acked", |n| n >= LIMIT, Duration::from_secs(60));
+    child.interrupt();
+    let out = child.wait();
+    let ctx = out.context();
+    out.assert_code(0);
+    assert!(!out.stderr.contains("rolled back"), "\n{ctx}");
+    // Each new spout went on from its predecessor's state: every number
+    // emitted once and acked once, none failed.
+    let numbers = out.component("numbers");
+    assert_eq!(numbers["emitted"], LIMIT, "\n{ctx}");
+    assert_eq!(numbers["acked"], LIMIT, "\n{ctx}");
+    assert_eq!(numbers["failed"], 0, "\n{ctx}");
+    assert_eq!(out.component("square")["executed"], LIMIT, "\n{ctx}");
+    assert_eq!(out.summary()["reloads"]["succeeded"], 2, "\n{ctx}");
 }

@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod acker;
+pub mod cancel;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -30,6 +31,7 @@ pub mod http;
 pub mod ids;
 pub mod metrics;
 pub mod plugin;
+pub mod queue;
 pub mod runtime;
 pub mod throttle;
 pub mod timeout;

@@ -4,28 +4,7 @@
 
 use crate::ids::{RootId, TaskId};
 
-/// How a tree ended, as the acker reports it to the spout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReplyKind {
-    /// Every edge was acked.
-    Acked,
-    /// Some task failed a tuple of the tree.
-    Failed,
-    /// A task asked to restart the tree's timeout.
-    Reset,
-}
-
-/// An acker's message to a spout task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reply {
-    /// The tree.
-    pub root: RootId,
-    /// What happened.
-    pub kind: ReplyKind,
-    /// When the acker saw the tree end: complete latency is measured up to
-    /// here (as Storm's acker does), not up to when the spout reads the reply.
-    pub at: std::time::Instant,
-}
+pub use crate::control::{Reply, ReplyKind};
 
 /// A message to an acker task (Storm's `__ack_init`, `__ack_ack`,
 /// `__ack_fail`, `__ack_reset_timeout` streams).

@@ -38,6 +38,7 @@
 //!
 //! The accepted keys, their types and defaults are listed in [`defaults`].
 
+mod addr;
 mod components;
 pub mod compose;
 pub mod defaults;
@@ -59,6 +60,7 @@ use std::path::{Path, PathBuf};
 
 use toml::de::DeTable;
 
+pub use addr::parse_addr;
 pub use diagnostic::{Diagnostic, Diagnostics, Loc, Sources};
 pub use model::{
     BoltDecl, ComponentRef, ConfigKeyLoc, GroupingSpec, InputDecl, PluginDecl, Settings, SpoutDecl,

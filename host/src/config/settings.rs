@@ -53,7 +53,7 @@ pub(crate) fn read_topology(
         .map_or_else(|| w.loc(&value.span()), |v| w.loc(&v.span()));
     out.settings = read_settings(w, &section);
     if let Some(addr) = section.string(w, "http") {
-        match crate::http::parse_addr(addr.get_ref()) {
+        match super::parse_addr(addr.get_ref()) {
             Ok(a) => out.settings.http = Some(a),
             Err(e) => {
                 let help = "write a port (bound on loopback) or HOST:PORT".to_string();

@@ -1,10 +1,12 @@
 //! The control plane shared by every thread of a run: the run state
 //! ([`RunControl`], [`RunState`]), the per-task control messages
-//! ([`Control`]) and the run's error type ([`RunError`]).
+//! ([`Control`], the acker's [`Reply`] among them) and the run's error
+//! types ([`RunError`], [`ReloadError`]).
 //!
 //! The executors, the ackers, the system thread and the
 //! [`RunningTopology`](crate::runtime::RunningTopology) handle all depend on
-//! this module; it depends on none of them.
+//! this module; it depends only on the layers below them (the queues'
+//! types, plugins, the topology, the canceler; see `host/tests/layers.rs`).
 
 mod error;
 
@@ -16,12 +18,12 @@ use crossbeam_channel::{Receiver, Sender};
 
 pub use error::{ReloadError, RunError, TaskName};
 
-use crate::acker::msg::Reply;
-use crate::executor::batch::{Batch, QueueBytes};
-use crate::executor::bolt::SourceTable;
-use crate::executor::transfer::StreamRoutes;
+use crate::cancel::Canceler;
+use crate::ids::RootId;
 use crate::plugin::{BoltObj, Factory, SpoutObj};
-use crate::throttle::{Canceler, ThrottleOutcome, Throttler};
+use crate::queue::batch::{Batch, QueueBytes};
+use crate::queue::{SourceTable, StreamRoutes};
+use crate::throttle::{ThrottleOutcome, Throttler};
 use squall_plugin_api::State;
 use std::sync::Arc;
 
@@ -159,6 +161,29 @@ impl RunControl {
     pub fn fatal(&self) -> Option<RunError> {
         self.fatal.lock().ok().and_then(|f| f.clone())
     }
+}
+
+/// How a tree ended, as the acker reports it to the spout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyKind {
+    /// Every edge was acked.
+    Acked,
+    /// Some task failed a tuple of the tree.
+    Failed,
+    /// A task asked to restart the tree's timeout.
+    Reset,
+}
+
+/// An acker's message to a spout task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reply {
+    /// The tree.
+    pub root: RootId,
+    /// What happened.
+    pub kind: ReplyKind,
+    /// When the acker saw the tree end: complete latency is measured up to
+    /// here (as Storm's acker does), not up to when the spout reads the reply.
+    pub at: std::time::Instant,
 }
 
 /// Control messages to an executor. They travel on their own unbounded

@@ -20,7 +20,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::RString;
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError};
 use squall_plugin_api::abi::{OutputMut, Output_TO, TaskContext};
 use squall_plugin_api::{Anchor, PluginError, State, Tuple, SYSTEM_COMPONENT, TICK_STREAM};
@@ -60,17 +59,7 @@ const PARK_WAIT: std::time::Duration = std::time::Duration::from_micros(100);
 /// (publishing stats, seeing the run state).
 const HOUSEKEEPING: std::time::Duration = std::time::Duration::from_millis(5);
 
-/// A source component's name and, per output stream, the stream's name and fields.
-pub type SourceComponent = (String, Vec<(String, Vec<RString>)>);
-
-/// Names and fields of every stream, for building tuple views without allocation.
-#[derive(Debug, Default)]
-pub struct SourceTable {
-    /// The component index of each task.
-    pub task_component: Vec<u32>,
-    /// Per component: its name and, per output stream, the stream's name and fields.
-    pub components: Vec<SourceComponent>,
-}
+pub use crate::queue::{SourceComponent, SourceTable};
 
 /// Everything a bolt task owns.
 pub struct BoltExecutor {

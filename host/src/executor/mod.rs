@@ -5,7 +5,7 @@
 //! messages flow over separate unbounded channels, so they never wait behind
 //! data (the cause of Storm's false timeouts under backpressure, STORM-2359).
 
-pub mod batch;
+pub use crate::queue::batch;
 pub mod bolt;
 pub mod core;
 pub mod output;

@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use squall_plugin_api::{StreamId, Value};
 
-use super::batch::{Batch, QueueBytes};
 use super::rng::FastRng;
 use crate::acker::ledger::acker_for;
 use crate::acker::msg::{AckerInput, AckerMsg};
 use crate::ids::{EdgeId, RootId, TaskId};
 use crate::metrics::{LocalStats, StatField};
-use crate::topology::grouping::{Router, Targets};
+use crate::queue::batch::{Batch, QueueBytes};
+use crate::topology::grouping::Targets;
 
 /// Why an emit was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -93,18 +93,7 @@ fn many_error(stream: &str, declared: usize, count: usize, values: usize, ids: u
     }))
 }
 
-/// One output stream's routing: its name, whether it is direct, and one router per subscriber.
-#[derive(Debug)]
-pub struct StreamRoutes {
-    /// The stream's name, for errors.
-    pub name: String,
-    /// True for a direct stream.
-    pub direct: bool,
-    /// The number of fields the stream declares: every emit must carry as many values.
-    pub fields: usize,
-    /// One router per subscribing component.
-    pub routers: Vec<Router>,
-}
+pub use crate::queue::StreamRoutes;
 
 /// Adds the encoded size of `values` to `batch.bytes` (byte budgets only;
 /// kept out of line so `push` stays small when no budget is set).

@@ -253,3 +253,13 @@ impl LatencyHistogram {
         self.inner.lock().map(|h| h.clone()).unwrap_or_else(|_| new_histogram())
     }
 }
+
+impl crate::plugin::services::TaskSink for TaskStats {
+    fn record_error(&self, message: String) {
+        self.errors.record(message);
+    }
+
+    fn user_metrics(&self) -> &crate::plugin::services::UserMetrics {
+        &self.user
+    }
+}

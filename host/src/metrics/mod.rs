@@ -17,5 +17,5 @@ pub use counters::{
     new_histogram, ErrorLog, ErrorRecord, LatencyHistogram, LocalHistogram, LocalStats, StatField,
     TaskStats,
 };
-pub use report::{ComponentSummary, Outcome, ReloadSummary, Report, RunSummary};
+pub use report::{ComponentSummary, DrainReport, Outcome, ReloadSummary, Report, RunSummary};
 pub use reporter::{JsonReporter, Reporter, TableReporter};

@@ -113,7 +113,7 @@ pub struct RunSummary {
     /// Seconds from start to the end of the drain.
     pub elapsed_secs: f64,
     /// How the drain went.
-    pub drain: crate::runtime::DrainReport,
+    pub drain: DrainReport,
     /// Live reloads during the run.
     pub reloads: ReloadSummary,
     /// Per component.
@@ -274,4 +274,29 @@ fn truncate(s: &str, n: usize) -> String {
     } else {
         s.chars().take(n - 1).chain(std::iter::once('~')).collect()
     }
+}
+
+/// What happened to the trees in flight when the drain began. Counted by
+/// each spout from its own pending map, so `acked + failed + timed_out +
+/// failed_at_shutdown == in_flight_at_start` exactly (unless a spout's
+/// thread is stuck, whose figures are then missing).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct DrainReport {
+    /// Trees pending at the spouts when the drain began.
+    pub in_flight_at_start: u64,
+    /// Of those: acked during the drain.
+    pub acked: u64,
+    /// ... failed explicitly or by a panic.
+    pub failed: u64,
+    /// ... timed out.
+    pub timed_out: u64,
+    /// ... failed at shutdown because the drain timed out.
+    pub failed_at_shutdown: u64,
+    /// True when the drain finished before `shutdown_timeout_secs`.
+    pub completed: bool,
+    /// How long the drain took, in seconds.
+    pub secs: f64,
+    /// Threads that had not stopped `runtime::JOIN_GRACE` after `Stopping`: their
+    /// plugin code blocks. The process exits without them.
+    pub stuck_threads: Vec<String>,
 }

@@ -21,4 +21,4 @@ pub use loader::{
     load_in_process, load_library, load_library_with, Library, LoadOptions, ALLOW_WRITABLE_ENV,
     IN_PROCESS_PATH,
 };
-pub use object::{BoltObj, ExtConstructor, Factory, Instance, SpoutObj};
+pub use object::{BoltObj, Constructor, ExtConstructor, Factory, Instance, SpoutObj};

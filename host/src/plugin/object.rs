@@ -13,6 +13,9 @@ use squall_plugin_api::abi::{
 };
 use squall_plugin_api::{ErrorKind, MessageId, PluginError, Tuple};
 
+/// A component constructor from a plugin's catalogue (the 1.0 descriptor).
+pub type Constructor = extern "C" fn(abi_stable::std_types::RStr<'_>) -> PResult<ComponentBox>;
+
 /// A 1.1 constructor (see [`squall_plugin_api::abi::ComponentExt::new`]).
 pub type ExtConstructor =
     extern "C" fn(abi_stable::std_types::RStr<'_>) -> PResult<ComponentExtBox>;
@@ -21,7 +24,7 @@ pub type ExtConstructor =
 #[derive(Debug, Clone, Copy)]
 pub enum Factory {
     /// Through the 1.0 descriptor.
-    V1(crate::topology::Constructor),
+    V1(Constructor),
     /// Through the 1.1 descriptor.
     Ext(ExtConstructor),
 }

@@ -18,14 +18,22 @@ use squall_plugin_api::abi::{
 };
 use squall_plugin_api::{ErrorKind, PluginError};
 
-use crate::metrics::TaskStats;
+/// Where a task's plugin warnings and user metrics go: the task's counters
+/// (`metrics::TaskStats` implements it). A trait, so that this layer does
+/// not depend on the metrics above it.
+pub trait TaskSink: Send + Sync + 'static {
+    /// Records a warning or error the plugin logged (for `last_errors`).
+    fn record_error(&self, message: String);
+    /// The task's user metrics.
+    fn user_metrics(&self) -> &UserMetrics;
+}
 
 /// The task the current thread runs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct TaskScope {
     component: String,
     task: u32,
-    stats: Arc<TaskStats>,
+    stats: Arc<dyn TaskSink>,
 }
 
 thread_local! {
@@ -34,7 +42,7 @@ thread_local! {
 
 /// Marks the calling thread as running task `task` of `component`; plugin
 /// log events and metrics from this thread are attributed to it.
-pub fn enter_task(component: &str, task: u32, stats: Arc<TaskStats>) {
+pub fn enter_task(component: &str, task: u32, stats: Arc<dyn TaskSink>) {
     CURRENT.with(|c| {
         *c.borrow_mut() = Some(TaskScope { component: component.to_owned(), task, stats })
     });
@@ -143,7 +151,7 @@ impl DynHost for HostServices {
             Some(scope) => {
                 at_level!(level, event, component = %scope.component, task = scope.task, "{message}");
                 if level <= LogLevel::WARN {
-                    scope.stats.errors.record(message.to_owned());
+                    scope.stats.record_error(message.to_owned());
                 }
             }
             None => at_level!(level, event, "{message}"),
@@ -168,10 +176,12 @@ impl DynHost for HostServices {
             return refuse(format!("unknown metric kind {}", kind.0));
         }
         CURRENT.with(|c| match &*c.borrow() {
-            Some(scope) => match scope.stats.user.register(kind, name.as_str(), help.as_str()) {
-                Ok(cells) => RResult::ROk(MetricCells { cells }),
-                Err(m) => refuse(m),
-            },
+            Some(scope) => {
+                match scope.stats.user_metrics().register(kind, name.as_str(), help.as_str()) {
+                    Ok(cells) => RResult::ROk(MetricCells { cells }),
+                    Err(m) => refuse(m),
+                }
+            }
             None => refuse("register metrics in open or prepare, on the task's own thread".into()),
         })
     }
@@ -180,6 +190,7 @@ impl DynHost for HostServices {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::TaskStats;
 
     #[test]
     fn metric_names_follow_prometheus() {

@@ -73,7 +73,6 @@
 //!   weakness the seed points out. It is pay-before (a request counts when
 //!   `throttle` returns) where the period mode keeps HDFS's pay-after.
 
-pub mod canceler;
 pub mod period;
 pub mod sleeper;
 pub mod smooth;
@@ -84,7 +83,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 
-pub use canceler::Canceler;
+pub use crate::cancel::Canceler;
 pub use period::{PeriodThrottler, DEFAULT_PERIOD};
 pub use sleeper::{ManualSleeper, RealSleeper, Sleeper};
 pub use smooth::SmoothThrottler;

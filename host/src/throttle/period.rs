@@ -34,9 +34,9 @@ use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 
-use super::canceler::Canceler;
 use super::sleeper::{RealSleeper, Sleeper};
 use super::ThrottleOutcome;
+use crate::cancel::Canceler;
 
 /// HDFS's default period: `this(500, bandwidthPerSec)`.
 pub const DEFAULT_PERIOD: Duration = Duration::from_millis(500);

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::clock::ManualClock;
 
-use super::canceler::Canceler;
+use crate::cancel::Canceler;
 
 /// Something that can wait for a while, or less if canceled.
 pub trait Sleeper: Send + fmt::Debug {

@@ -43,9 +43,9 @@ use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 
-use super::canceler::Canceler;
 use super::sleeper::{RealSleeper, Sleeper};
 use super::ThrottleOutcome;
+use crate::cancel::Canceler;
 
 /// Credit granted per clock read, as time at the target rate.
 pub const DEFAULT_QUANTUM: Duration = Duration::from_micros(125);

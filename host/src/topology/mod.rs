@@ -10,7 +10,6 @@ pub mod grouping;
 
 use std::ops::Range;
 
-use squall_plugin_api::abi::{ComponentBox, PResult};
 use squall_plugin_api::{StreamDecl, WaitSituation};
 
 pub use bind::{
@@ -20,8 +19,7 @@ pub use grouping::Grouping;
 
 use crate::config::{Settings, ThrottleSpec, WaitSpec};
 
-/// A component constructor from a plugin's catalogue.
-pub type Constructor = extern "C" fn(abi_stable::std_types::RStr<'_>) -> PResult<ComponentBox>;
+pub use crate::plugin::Constructor;
 
 /// A validated topology bound to loaded plugins.
 #[derive(Debug, Clone)]

@@ -68,7 +68,7 @@ pub mod recording;
 
 use std::time::Duration;
 
-use crate::throttle::Canceler;
+use crate::cancel::Canceler;
 
 /// The longest a built-in strategy sleeps once the drain has begun.
 pub const DRAIN_NAP: Duration = Duration::from_millis(1);

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::throttle::Canceler;
+use crate::cancel::Canceler;
 
 /// The park strategy. `park_micros = 0` busy-spins.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use crate::throttle::Canceler;
+use crate::cancel::Canceler;
 
 use squall_plugin_api::WaitSituation;
 

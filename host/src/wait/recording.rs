@@ -49,7 +49,7 @@ pub struct Recording {
 
 impl Recording {
     /// Records the call, runs the hook, returns `counter + 1`.
-    pub fn idle(&mut self, counter: u32, _drain: &crate::throttle::Canceler) -> u32 {
+    pub fn idle(&mut self, counter: u32, _drain: &crate::cancel::Canceler) -> u32 {
         let index = {
             let mut calls = self.recorder.calls.lock().expect("recorder lock");
             calls.push((self.situation, counter));

@@ -117,7 +117,15 @@ pub struct RandomSentenceSpout {
     pending: Pending,
     /// Failed message ids, replayed first, oldest first.
     replay: VecDeque<u64>,
+    /// Set by `restore_state`: `open` keeps the generator it restored.
+    restored: bool,
 }
+
+/// The format of [`RandomSentenceSpout`]'s saved state: one entry whose
+/// bytes are little-endian u64s: emitted, next in cycle, the generator's
+/// position, the pending count, then (id, sentence index) per pending
+/// message, then the replay count and the replay ids in order.
+const STATE_FORMAT: &str = "examples.RandomSentenceSpout/1";
 
 impl RandomSentenceSpout {
     /// The value to emit for `sentence`: inline when short, shared otherwise.
@@ -199,11 +207,65 @@ impl Spout for RandomSentenceSpout {
             reliable: config.reliable,
             pending: Pending::default(),
             replay: VecDeque::new(),
+            restored: false,
         })
     }
 
     fn open(&mut self, context: &TaskContext) -> Result<()> {
-        self.rng = SplitMix64::for_stream(self.seed, u64::from(context.task_index));
+        if !self.restored {
+            self.rng = SplitMix64::for_stream(self.seed, u64::from(context.task_index));
+        }
+        Ok(())
+    }
+
+    /// Where the spout is: a live swap's new instance goes on from here
+    /// (the next id, the next sentence, and the messages still to replay),
+    /// so no id is emitted twice.
+    fn save_state(&mut self) -> Option<State> {
+        let mut words = vec![
+            self.emitted,
+            self.next_in_cycle as u64,
+            self.rng.position(),
+            self.pending.len() as u64,
+        ];
+        let mut pending: Vec<(u64, usize)> = self.pending.iter().map(|(&i, &s)| (i, s)).collect();
+        pending.sort_unstable();
+        for (id, index) in pending {
+            words.extend([id, index as u64]);
+        }
+        words.push(self.replay.len() as u64);
+        words.extend(self.replay.iter().copied());
+        let mut state = State::new(STATE_FORMAT);
+        state.push(&[], words.iter().flat_map(|w| w.to_le_bytes()).collect());
+        Some(state)
+    }
+
+    fn restore_state(&mut self, state: State) -> Result<()> {
+        if state.format.as_str() != STATE_FORMAT {
+            return Err(format!(
+                "unknown state format `{}` (expected `{STATE_FORMAT}`)",
+                state.format
+            )
+            .into());
+        }
+        let entry = state.entries.first().ok_or("an empty state")?;
+        let mut words =
+            entry.bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        let mut next = || words.next().ok_or("a truncated state");
+        self.emitted = next()?;
+        self.next_in_cycle = next()? as usize % self.sentences.len();
+        self.rng = SplitMix64::new(next()?);
+        for _ in 0..next()? {
+            let (id, index) = (next()?, next()? as usize);
+            if index >= self.sentences.len() {
+                return Err(format!("message {id}: sentence {index} is not in the config").into());
+            }
+            self.pending.insert(id, index);
+        }
+        for _ in 0..next()? {
+            self.replay.push_back(next()?);
+        }
+        self.restored = true;
         Ok(())
     }
 
@@ -310,6 +372,28 @@ mod tests {
         };
         assert_eq!(run(1), run(1));
         assert_ne!(run(1), run(2));
+    }
+
+    #[test]
+    fn a_restored_spout_goes_on_where_its_predecessor_stopped() {
+        let config = "order = \"cycle\"\nlimit = 5\nsentences = [\"a\", \"b\", \"c\"]";
+        let mut old = spout(config);
+        let mut recorder = Recorder::default();
+        for _ in 0..3 {
+            next(&mut old, &mut recorder);
+        }
+        old.ack(MessageId(0));
+        old.fail(MessageId(1));
+        let mut new = spout(config);
+        new.restore_state(old.save_state().expect("a state")).expect("restored");
+        let mut recorder = Recorder::default();
+        for _ in 0..4 {
+            next(&mut new, &mut recorder);
+        }
+        let ids: Vec<u64> = recorder.emitted.iter().map(|e| e.message_id.unwrap().0).collect();
+        assert_eq!(ids, [1, 3, 4], "the replay first, then new ids up to the limit");
+        assert_eq!(recorder.first_strings(), ["b", "a", "b"], "the cycle goes on");
+        assert!(new.restore_state(State::new("other/1")).is_err());
     }
 
     #[test]

@@ -28,6 +28,12 @@ impl SplitMix64 {
         }
     }
 
+    /// Where the sequence is: `SplitMix64::new(g.position())` goes on as
+    /// `g` would (a live swap hands it to the new instance).
+    pub(crate) fn position(&self) -> u64 {
+        self.state
+    }
+
     /// The next 64 random bits.
     pub(crate) fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(Self::GAMMA);

@@ -1,4 +1,6 @@
-//! [`Canceler`]: the shared "stop waiting" signal of a throttler.
+//! [`Canceler`]: the shared "stop waiting" signal: it ends throttled waits,
+//! wait strategies' sleeps, the acker's and the control plane's timed waits
+//! (the topology's drain cancels it). It began as HDFS's throttler canceler:
 //!
 //! HDFS passes a `Canceler` to `DataTransferThrottler.throttle` and checks
 //! `isCancelled()` before each wait; an in-progress `wait()` is only ended by a

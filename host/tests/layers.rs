@@ -1,0 +1,160 @@
+//! The host's modules form layers that point one way: a module uses only
+//! the modules of the layers below its own. The table is written once, here;
+//! a `crate::` path in a module's code (comments and test modules aside)
+//! that reaches its own layer or a higher one fails this test, naming the
+//! file, the line and the path.
+
+use std::path::{Path, PathBuf};
+
+/// From the bottom up. A module may use the modules of the layers before its
+/// own, never its own layer's others or a later layer's.
+const LAYERS: &[&[&str]] = &[
+    // Ids, the clock and the "stop waiting" signal.
+    &["ids", "clock", "cancel"],
+    // Throttling (HDFS's throttler and the smooth one).
+    &["throttle"],
+    // Loading plugin libraries and calling them.
+    &["plugin"],
+    // The TOML model, its validation and errors.
+    &["config"],
+    // The bound topology: components, tasks, streams, groupings.
+    &["topology"],
+    // What the executors are built from: counters, waits, timeouts, queues.
+    &["metrics", "wait", "timeout", "queue"],
+    // The run state and the messages every task reads.
+    &["control"],
+    // The ackers.
+    &["acker"],
+    // The spout and bolt loops, and their side of a live swap.
+    &["executor"],
+    // Planning, starting, steering, reloading and stopping a topology.
+    &["runtime"],
+    // The HTTP endpoint.
+    &["http"],
+    // The command line.
+    &["cli"],
+];
+
+fn layer(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&module))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src") {
+        let path = entry.expect("an entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a file: comments blanked out, and the test module at its end
+/// (`#[cfg(test)]` then `mod`) dropped. Files that are test modules
+/// themselves (`tests.rs`, `*_tests.rs`) have no code here.
+fn code(path: &Path, text: &str) -> Vec<(usize, String)> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    if name == "tests.rs" || name.ends_with("_tests.rs") {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut lines = text.lines().enumerate().peekable();
+    while let Some((i, line)) = lines.next() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("#[cfg(test)]")
+            && lines.peek().is_some_and(|(_, next)| next.trim_start().starts_with("mod "))
+        {
+            break;
+        }
+        let code = line.split("//").next().unwrap_or_default();
+        out.push((i + 1, code.to_owned()));
+    }
+    out
+}
+
+/// Every `crate::module` a line names.
+fn crate_paths(line: &str) -> Vec<&str> {
+    line.match_indices("crate::")
+        .filter(|(at, _)| {
+            // Not `squall_crate::` or the like.
+            *at == 0
+                || !line.as_bytes()[at - 1].is_ascii_alphanumeric()
+                    && line.as_bytes()[at - 1] != b'_'
+        })
+        .map(|(at, _)| {
+            let rest = &line[at + "crate::".len()..];
+            let end =
+                rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .collect()
+}
+
+/// Every use of a module at or above the using module's layer.
+fn violations(src: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    let mut found = Vec::new();
+    for path in files {
+        let rel = path.strip_prefix(src).expect("under src");
+        let top = rel.components().next().and_then(|c| c.as_os_str().to_str()).unwrap_or_default();
+        let top = top.trim_end_matches(".rs");
+        if top == "lib" || top == "main" {
+            continue;
+        }
+        let Some(own) = layer(top) else {
+            found.push(format!("{}: module `{top}` is in no layer of LAYERS", rel.display()));
+            continue;
+        };
+        let text = std::fs::read_to_string(&path).expect("read a source file");
+        for (line, code) in code(&path, &text) {
+            for used in crate_paths(&code) {
+                if used == top {
+                    continue;
+                }
+                match layer(used) {
+                    Some(l) if l < own => {}
+                    Some(l) => found.push(format!(
+                        "{}:{line}: `{top}` (layer {own}) uses `crate::{used}` (layer {l}): \
+                         a layer may only use the layers below it",
+                        rel.display()
+                    )),
+                    None => found.push(format!(
+                        "{}:{line}: `crate::{used}` is in no layer of LAYERS",
+                        rel.display()
+                    )),
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_host_modules_use_only_the_layers_below_them() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = violations(&src);
+    assert!(found.is_empty(), "{} layering violation(s):\n{}", found.len(), found.join("\n"));
+}
+
+#[test]
+fn the_check_sees_an_upward_use_and_ignores_comments_and_tests() {
+    let dir = std::env::temp_dir().join(format!("squall-layers-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("config")).expect("a folder");
+    std::fs::write(
+        dir.join("config/mod.rs"),
+        "//! See [`x`](crate::runtime::X).\nuse crate::plugin::A;\nfn f() { crate::http::parse(); }\n\
+         #[cfg(test)]\nmod tests {\n    use crate::runtime::Y;\n}\n",
+    )
+    .expect("write");
+    let found = violations(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with("config/mod.rs:3: `config` (layer 3) uses `crate::http`"),
+        "{found:?}"
+    );
+}

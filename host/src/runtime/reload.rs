@@ -1060,4 +1060,41 @@ mod tests {
         let refused = diff(&topology(), &new).expect_err("refused");
         assert!(refused[0].to_string().contains("bolt \"b\" was removed"), "{refused:?}");
     }
+
+    #[test]
+    fn a_component_left_outdated_by_a_partial_reload_is_rebuilt_by_the_next() {
+        let mut old = topology();
+        old.components[1].outdated = true;
+        let changes = diff(&old, &topology()).expect("live").rebuilt;
+        assert_eq!(changes, [Change { name: "b".into(), why: vec!["unfinished"] }]);
+        assert_eq!(changes[0].reasons(), "an earlier reload left it partly applied");
+        let both = Change { name: "b".into(), why: vec!["library", "config"] };
+        assert_eq!(both.reasons(), "library changed and config changed");
+    }
+
+    #[test]
+    fn the_report_says_the_outcome_with_what_was_and_was_not_applied() {
+        let task = TaskName { kind: Kind::Bolt, component: "b".into(), task: TaskId(2) };
+        let error = ReloadError::Task { task, call: "prepare", cause: "no".into() };
+        let report = ReloadReport {
+            number: 3,
+            line: "reload #3 (HTTP) partly applied ...".into(),
+            outcome: ReloadOutcome::Partial {
+                applied: vec!["rebuilt \"a\"".into()],
+                not_applied: vec!["\"b\": 1 task(s) kept the version before".into()],
+                errors: vec![error],
+            },
+        };
+        let json = report.to_json();
+        assert_eq!(json["outcome"], "partial");
+        assert_eq!(json["reload"], 3);
+        assert_eq!(json["applied"][0], "rebuilt \"a\"");
+        assert_eq!(json["not_applied"][0], "\"b\": 1 task(s) kept the version before");
+        assert_eq!(json["errors"][0], "bolt \"b\" task 2: prepare: no");
+        let rolled_back = ReloadOutcome::RolledBack(vec![ReloadError::Draining]);
+        assert_eq!(rolled_back.kind(), "rolled_back");
+        assert_eq!(rolled_back.errors().len(), 1);
+        assert!(ReloadOutcome::Applied(vec![]).errors().is_empty());
+        assert_eq!(ReloadOutcome::NothingChanged.kind(), "unchanged");
+    }
 }

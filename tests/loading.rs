@@ -451,3 +451,100 @@ inputs = [{ from = "source" }]
         );
     }
 }
+
+/// The end of the last loadable segment (`PT_LOAD`) of an ELF64
+/// little-endian file: what the dynamic loader maps. Read here by hand so
+/// the test does not trust the host's parser.
+fn loaded_end(bytes: &[u8]) -> u64 {
+    let u16_at = |at: usize| u64::from(u16::from_le_bytes([bytes[at], bytes[at + 1]]));
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    assert_eq!(&bytes[..6], b"\x7fELF\x02\x01", "an ELF64 little-endian library");
+    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
+    (0..phnum)
+        .map(|i| usize::try_from(phoff + i * phentsize).expect("small"))
+        .filter(|&at| u32_at(at) == 1)
+        .map(|at| u64_at(at + 8) + u64_at(at + 32))
+        .max()
+        .expect("a PT_LOAD segment")
+}
+
+#[test]
+fn a_truncated_library_is_refused_in_one_line_never_with_a_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    let ws = Workspace::new("truncated_library");
+    let bytes = std::fs::read(plugin_path("testkit")).expect("read the testkit library");
+    // Cut at 60% of what is mapped (the debug info after it is never mapped,
+    // so 60% of the file could leave every segment whole).
+    let cut = loaded_end(&bytes) * 6 / 10;
+    let library = ws.write("libtruncated.so", &bytes[..usize::try_from(cut).expect("small")]);
+    let topology = topology_with_library(&ws, &library);
+    let [validate, run] = validate_and_run(&ws, &topology);
+    let mut inspect = SquallCommand::inspect(&ws, &library);
+    inspect.limit(Duration::from_secs(30));
+    let inspect = inspect.output();
+    for out in [&inspect, &validate, &run] {
+        assert!(
+            out.status.code().is_some(),
+            "squall was killed by signal {:?} instead of refusing the library\n{}",
+            out.status.signal(),
+            out.context()
+        );
+        out.assert_code(EXIT_UNAVAILABLE);
+        let line = out.single_error_line();
+        assert!(line.contains(&library.display().to_string()), "the path is named\n{line}");
+        assert!(line.contains("is truncated"), "{line}");
+        assert!(line.contains("PT_LOAD") && line.contains("past the end of the file"), "{line}");
+    }
+    for out in [&validate, &run] {
+        assert!(out.single_error_line().contains("plugin \"testkit\""), "{}", out.context());
+    }
+}
+
+#[test]
+fn a_library_overwritten_in_place_while_it_runs_does_not_stop_the_run() {
+    let ws = Workspace::new("overwritten_library");
+    let library = ws.path("libtestkit.so");
+    std::fs::copy(plugin_path("testkit"), &library).expect("install the testkit library");
+    let topology = ws.write_topology(
+        "overwrite.toml",
+        &format!(
+            r#"
+[plugins]
+testkit = "{}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+throttle = {{ tuples_per_sec = 2000 }}
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{{ from = "source" }}]
+"#,
+            library.display()
+        ),
+    );
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &topology);
+    cmd.limit(Duration::from_secs(60));
+    let mut child = cmd.spawn();
+    let step = Duration::from_secs(20);
+    let before = child.wait_for_stat("sink", "executed", |n| n >= 200, step);
+    // What `cp other.so libtestkit.so` does: truncate the file, then write
+    // another library (smaller than testkit's) into the same inode.
+    let other = plugin_path("broken-not-a-plugin");
+    let replacement = std::fs::read(&other).expect("read the other library");
+    assert!(
+        replacement.len() < std::fs::metadata(&library).expect("stat").len() as usize,
+        "the replacement is smaller, so the old pages are gone, not just changed"
+    );
+    std::fs::copy(&other, &library).expect("cp the other library over the loaded one");
+    assert_eq!(std::fs::read(&library).expect("read back"), replacement, "overwritten in place");
+    // Two seconds of running the plugin's code (a crash ends the child
+    // meanwhile), then a graceful stop, which calls into it again.
+    std::thread::sleep(Duration::from_secs(2));
+    child.interrupt();
+    let out = child.wait();
+    out.assert_code(0);
+    let executed = out.stat("sink", "executed");
+    assert!(executed >= before + 1000, "the run went on after the overwrite\n{}", out.context());
+}

@@ -268,3 +268,70 @@ inputs = [{{ from = "source" }}]
     out.assert_code(0);
     assert_eq!(out.summary()["reloads"]["succeeded"], 1, "\n{}", out.context());
 }
+
+/// What `dir` holds, by name.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|e| e.expect("an entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn the_private_folders_of_a_run_with_a_reload_are_gone_when_it_ends() {
+    let ws = Workspace::new("reload_private_folders");
+    // The run's own temporary folder, to see everything it leaves there.
+    let tmp = ws.path("tmp");
+    std::fs::create_dir(&tmp).expect("create the temporary folder");
+    let sink = ws.path("libsink.so");
+    std::fs::copy(plugin_path("testkit"), &sink).expect("install the sink's library");
+    let file = ws.write_topology(
+        "private.toml",
+        r#"
+[plugins]
+testkit = "{testkit}"
+sink = "{dir}/libsink.so"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+throttle = { tuples_per_sec = 2000 }
+
+[bolts.sink]
+component = "sink::NullBolt"
+inputs = [{ from = "source" }]
+"#,
+    );
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &file);
+    cmd.env("TMPDIR", &tmp).limit(Duration::from_secs(60));
+    let mut child = cmd.spawn();
+    let pid = child.pid();
+    let step = Duration::from_secs(20);
+    let executed = child.wait_for_stat("sink", "executed", |n| n >= 200, step);
+    // A new digest for the sink's library: the reload loads it from a copy.
+    let mut bytes = std::fs::read(&sink).expect("read the library");
+    bytes.extend_from_slice(b"rebuilt");
+    let staged = ws.write("libsink.staged", &bytes);
+    std::fs::rename(&staged, &sink).expect("install the rebuilt library");
+    child.signal(libc::SIGHUP);
+    child.wait_for_stderr("reload #1 (SIGHUP) succeeded", step);
+    let reload_dir = tmp.join(format!("squall-reload-{pid}"));
+    assert!(reload_dir.is_dir(), "the reload copied into {}", reload_dir.display());
+    child.wait_for_stat("sink", "executed", |n| n >= executed + 200, step);
+    child.interrupt();
+    let out = child.wait();
+    out.assert_code(0);
+    assert!(out.stderr.contains(r#"rebuilt "sink" (library changed"#), "{}", out.context());
+    assert_eq!(entries(&tmp), Vec::<String>::new(), "left in TMPDIR\n{}", out.context());
+
+    // `validate` and `inspect` load from private copies too, and leave nothing.
+    let mut validate = SquallCommand::validate(&ws, &file);
+    validate.env("TMPDIR", &tmp);
+    validate.output().assert_code(0);
+    assert_eq!(entries(&tmp), Vec::<String>::new(), "left by validate");
+    let mut inspect = SquallCommand::inspect(&ws, &sink);
+    inspect.env("TMPDIR", &tmp);
+    inspect.output().assert_code(0);
+    assert_eq!(entries(&tmp), Vec::<String>::new(), "left by inspect");
+}

@@ -18,8 +18,8 @@ use crate::plugin::{escape_controls, load_library, Library};
 /// as `ls | head` does.
 ///
 /// A bare file name (`squall inspect libx.so`) means the file in the current
-/// folder: the loader opens the path itself and hands `dlopen` its open
-/// descriptor, so `LD_LIBRARY_PATH` and the system folders are never
+/// folder: the loader opens the path itself and hands `dlopen` the path of
+/// its private copy, so `LD_LIBRARY_PATH` and the system folders are never
 /// searched. Everything printed from the catalogue has its control
 /// characters escaped: a library cannot write terminal escapes through it.
 pub fn inspect(path: &Path) -> Result<(), Failure> {
@@ -247,6 +247,7 @@ mod tests {
             path: "/p/libdemo.so".into(),
             catalogue: builder().build(),
             extensions: builder().build_extensions().into_vec(),
+            digest: String::new(),
         };
         let lines = lines(&library);
         let expected = [
@@ -272,6 +273,7 @@ mod tests {
             path: "/p/libdemo.so".into(),
             catalogue: builder().build(),
             extensions: Vec::new(),
+            digest: String::new(),
         };
         let lines = lines(&library);
         let notes: Vec<&str> =
@@ -321,6 +323,7 @@ mod tests {
             path: "/p/libdemo.so".into(),
             catalogue: builder().build(),
             extensions: builder().build_extensions().into_vec(),
+            digest: String::new(),
         };
         let lines = lines(&library);
         let expected = [

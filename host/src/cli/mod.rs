@@ -25,7 +25,10 @@ use crate::topology::{BindError, Topology};
 
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(args: Args) -> ExitCode {
-    exit::exit_code(match args.command {
+    // Every library is loaded from a private copy (see `plugin`); the folders
+    // holding the copies go when the command ends, however it ends.
+    let copies = crate::plugin::PrivateCopies::guard();
+    let result = match args.command {
         Command::Run(a) => run::run(a),
         Command::Validate { topology, sets, print } => {
             validate::validate(&topology, &sets.sets, print)
@@ -34,7 +37,9 @@ pub fn run(args: Args) -> ExitCode {
         Command::Inspect { plugin } => inspect::inspect(&plugin),
         Command::New { what: NewCommand::Plugin(a) } => new::new_plugin(a),
         Command::Top { addr } => top::top(addr),
-    })
+    };
+    drop(copies);
+    exit::exit_code(result)
 }
 
 /// Loads, validates and binds a topology file, with `sets` applied.

@@ -84,6 +84,9 @@ fn on_signal(shared: &Shared, signal: i32) {
     }
     if shared.stops.fetch_add(1, Ordering::SeqCst) >= 1 {
         eprintln!("second stop signal ({what}): exiting at once");
+        // No destructor runs past `exit`: remove the private copies' folders
+        // here, unless a library is being loaded right now.
+        crate::plugin::try_remove_private_copies();
         std::process::exit(i32::from(EXIT_INTERRUPTED));
     }
     eprintln!("{what}: draining (send SIGINT or SIGTERM again to exit at once)");

@@ -74,6 +74,34 @@ pub enum LoadError {
         /// The file's digest.
         found: String,
     },
+    /// The file is an ELF file, but part of what the dynamic loader would
+    /// read or map lies past its end: it is truncated (or still being
+    /// written). Mapping it would kill the process with SIGBUS.
+    #[error(
+        "plugin \"{alias}\": {} is truncated: {what} ({len} bytes); refusing to load it",
+        shown(path)
+    )]
+    Truncated {
+        /// The alias from `[plugins]`.
+        alias: String,
+        /// The resolved path.
+        path: PathBuf,
+        /// What lies out of bounds, e.g. "its loadable segment 3 (PT_LOAD,
+        /// file bytes 1000..2000) ends past the end of the file".
+        what: String,
+        /// The file's length in bytes.
+        len: u64,
+    },
+    /// The private copy the library is loaded from could not be made.
+    #[error("plugin \"{alias}\": cannot make a private copy of {} to load: {detail}", shown(path))]
+    PrivateCopy {
+        /// The alias from `[plugins]`.
+        alias: String,
+        /// The resolved path.
+        path: PathBuf,
+        /// What went wrong with the private folder or the copy.
+        detail: String,
+    },
     /// `dlopen` refused the file: not a shared library, wrong architecture,
     /// or unresolved symbols.
     #[error("plugin \"{alias}\": {} is not a loadable shared library: {detail}", shown(path))]

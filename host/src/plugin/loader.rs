@@ -2,7 +2,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
-use std::os::unix::io::{AsRawFd, IntoRawFd};
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use abi_stable::library::{
@@ -16,7 +16,9 @@ use squall_plugin_api::abi::{
     PResult, PanicStrategy, PluginRoot_Ref, PluginSource, CONTRACT_VERSION,
 };
 
-use super::error::shown;
+use super::copy::{self, CopyError};
+use super::elf::{self, Verdict};
+use super::error::{escape_controls, shown};
 use super::LoadError;
 
 /// A loaded, checked plugin library and its catalogue.
@@ -30,6 +32,9 @@ pub struct Library {
     pub catalogue: Catalogue,
     /// Contract 1.1: how it describes its components (empty for a 1.0 library).
     pub extensions: Vec<ComponentExt>,
+    /// The SHA-256 (64 lowercase hex digits) of the bytes loaded, or
+    /// [`IN_PROCESS_DIGEST`] for a library linked into this process.
+    pub digest: String,
 }
 
 impl Library {
@@ -67,23 +72,52 @@ pub fn load_library(alias: &str, path: &Path, sha256: Option<&str>) -> Result<Li
     load_library_with(alias, path, sha256, LoadOptions::default())
 }
 
-/// Loads the plugin library at `path`, checks its contract, and reads its catalogue.
+/// Loads the plugin library at `path`, checks its contract, and reads its
+/// catalogue, from a private copy in [`private_dir`](super::private_dir)
+/// (see [`load_library_in`]).
+///
+/// # Errors
+/// As [`load_library_in`].
+pub fn load_library_with(
+    alias: &str,
+    path: &Path,
+    sha256: Option<&str>,
+    options: LoadOptions,
+) -> Result<Library, LoadError> {
+    load_library_in(&copy::private_dir(), alias, path, sha256, options)
+}
+
+/// Loads the plugin library at `path` from a private copy in the folder
+/// `dir`, checks its contract, and reads its catalogue.
 ///
 /// The file is opened once. It must be a regular file (a FIFO, a device or a
 /// directory is refused before anything is read), owned by root or by the
 /// user running squall, and neither it nor a folder on its path may be
 /// writable by group or others (unless `options` or [`ALLOW_WRITABLE_ENV`]
-/// allow it). The digest, when pinned, is computed from that open descriptor
-/// in a stream, and `dlopen` then loads the same descriptor through
-/// `/proc/self/fd/N`: the bytes hashed are the bytes loaded, even if the path
-/// is renamed over meanwhile, and `dlopen` never searches `LD_LIBRARY_PATH`.
+/// allow it). Its ELF header and program headers are checked against its
+/// length: a file whose loadable segments run past its end (truncated, or
+/// still being written) is refused, where mapping it would kill the process
+/// with SIGBUS. A file that is not ELF at all is refused as not a shared
+/// library without being copied.
+///
+/// The bytes are then copied from that open descriptor into a new file with
+/// a name used once, in `dir` (made private, 0700, if missing), and hashed
+/// while they are copied; a pinned digest is compared with that hash, the
+/// copy is checked again, loaded with `dlopen` under its own path, and its
+/// name unlinked once it is mapped. The bytes hashed are the bytes loaded,
+/// and nothing done later to the file at `path` (`cp` over it, truncating
+/// it) reaches the mapped code. The same bytes loaded again for the same
+/// path reuse the library already mapped. [`PrivateCopies`](super::PrivateCopies)
+/// removes the folders when the command ends.
 ///
 /// # Errors
 /// A [`LoadError`] naming `alias` and `path` for a missing file, a symbolic
-/// link loop, a file that is not regular, unsafe permissions, a digest
-/// mismatch, a file that is not a shared library, a library that is not a
-/// squall plugin, an incompatible contract, or a failing catalogue.
-pub fn load_library_with(
+/// link loop, a file that is not regular, unsafe permissions, a truncated
+/// file, a copy that cannot be made, a digest mismatch, a file that is not
+/// a shared library, a library that is not a squall plugin, an incompatible
+/// contract, or a failing catalogue.
+pub fn load_library_in(
+    dir: &Path,
     alias: &str,
     path: &Path,
     sha256: Option<&str>,
@@ -95,12 +129,115 @@ pub fn load_library_with(
     if !allow_writable {
         check_permissions(alias, path, &file)?;
     }
-    if let Some(expected) = sha256 {
-        check_digest(alias, path, &file, expected)?;
+    // Before anything is copied: a file that is not ELF is never copied
+    // (a huge one would fill the temporary folder), and a truncated one is
+    // refused at once.
+    let len = file.metadata().map_err(|source| read_error(alias, path, source))?.len();
+    match check_elf(alias, path, &file, len)? {
+        Checked::Elf => {}
+        Checked::NotElf(detail) => {
+            if let Some(expected) = sha256 {
+                check_digest(alias, path, &file, expected)?;
+            }
+            let detail = detail.to_owned();
+            return Err(LoadError::NotALibrary { alias: alias.into(), path: path.into(), detail });
+        }
     }
-    let root = open_root(alias, path, file)?;
-    read_root(alias, path, root)
+    let (root, digest) = {
+        let mut state = copy::state();
+        let copy =
+            copy::copy_into(&mut state, dir, alias, &file, allow_writable).map_err(
+                |e| match e {
+                    CopyError::Read(source) => read_error(alias, path, source),
+                    CopyError::Private(detail) => LoadError::PrivateCopy {
+                        alias: alias.to_owned(),
+                        path: path.to_path_buf(),
+                        detail: escape_controls(&detail),
+                    },
+                },
+            )?;
+        drop(file);
+        let root = load_copy(&mut state, alias, path, sha256, &copy);
+        copy.unlink();
+        (root?, copy.digest)
+    };
+    read_root(alias, path, root, digest)
 }
+
+/// Checks the copy (its pinned digest, its ELF bounds: the file may have
+/// changed while it was copied) and loads it, unless the same bytes are
+/// already loaded for `path`.
+fn load_copy(
+    state: &mut copy::State,
+    alias: &str,
+    path: &Path,
+    sha256: Option<&str>,
+    copy: &copy::Copy,
+) -> Result<Root, LoadError> {
+    if let Some(expected) = sha256 {
+        if !copy.digest.eq_ignore_ascii_case(expected) {
+            return Err(LoadError::Checksum {
+                alias: alias.to_owned(),
+                path: path.to_path_buf(),
+                expected: expected.to_owned(),
+                found: copy.digest.clone(),
+            });
+        }
+    }
+    let key = (path.to_path_buf(), copy.digest.clone());
+    if let Some(root) = state.loaded.get(&key) {
+        return Ok(root.clone());
+    }
+    if let Checked::NotElf(detail) = check_elf(alias, path, &copy.file, copy.len)? {
+        let detail = detail.to_owned();
+        return Err(LoadError::NotALibrary { alias: alias.into(), path: path.into(), detail });
+    }
+    let root = open_root(alias, path, &copy.path)?;
+    state.loaded.insert(key, root.clone());
+    Ok(root)
+}
+
+/// What [`check_elf`] found in a file that is not truncated.
+enum Checked {
+    /// An ELF file (checked, or left to `dlopen` to judge).
+    Elf,
+    /// Not an ELF file: what `dlopen` would have said.
+    NotElf(&'static str),
+}
+
+/// Checks the ELF bounds of the `len` bytes of `file` ([`elf::check`]).
+fn check_elf(alias: &str, path: &Path, file: &File, len: u64) -> Result<Checked, LoadError> {
+    if len < 4 {
+        return Ok(Checked::NotElf("file too short"));
+    }
+    let mut magic = [0u8; 4];
+    file.read_exact_at(&mut magic, 0).map_err(|e| read_error(alias, path, e))?;
+    if magic != *b"\x7fELF" {
+        return Ok(Checked::NotElf("invalid ELF header"));
+    }
+    let mut read = |offset: u64, buf: &mut [u8]| file.read_exact_at(buf, offset);
+    match elf::check(len, &mut read).map_err(|e| read_error(alias, path, e))? {
+        Verdict::Sane | Verdict::Unchecked => Ok(Checked::Elf),
+        Verdict::OutOfBounds(what) => Err(LoadError::Truncated {
+            alias: alias.to_owned(),
+            path: path.to_path_buf(),
+            what,
+            len,
+        }),
+    }
+}
+
+fn read_error(alias: &str, path: &Path, source: std::io::Error) -> LoadError {
+    LoadError::Read { alias: alias.to_owned(), path: path.to_path_buf(), source }
+}
+
+/// Lowercase hex.
+pub(super) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The digest a library linked into this process reports.
+pub const IN_PROCESS_DIGEST: &str = "in-process";
 
 /// The path a library linked into this process is reported under.
 pub const IN_PROCESS_PATH: &str = "(linked in process)";
@@ -135,11 +272,11 @@ pub fn load_in_process<P: PluginSource>(alias: &str) -> Result<Library, LoadErro
         extensions: root.extensions(),
         mismatch_1_1: None,
     };
-    read_root(alias, path, root)
+    read_root(alias, path, root, IN_PROCESS_DIGEST.to_owned())
 }
 
 /// Checks a library's root module and reads its catalogue and 1.1 descriptors.
-fn read_root(alias: &str, path: &Path, root: Root) -> Result<Library, LoadError> {
+fn read_root(alias: &str, path: &Path, root: Root, digest: String) -> Result<Library, LoadError> {
     let (alias_s, path_b) = (alias.to_owned(), path.to_path_buf());
     // A `panic = "abort"` library would take the whole host down at its first
     // panic: refuse it before calling any of its code. A 1.0 library does not
@@ -188,7 +325,13 @@ fn read_root(alias: &str, path: &Path, root: Root) -> Result<Library, LoadError>
         None => Default::default(),
     };
     tracing::debug!(alias, path = %path.display(), plugin = %catalogue.plugin, version = %catalogue.version, "loaded plugin");
-    Ok(Library { alias: alias_s, path: path_b, catalogue, extensions: extensions.into_vec() })
+    Ok(Library {
+        alias: alias_s,
+        path: path_b,
+        catalogue,
+        extensions: extensions.into_vec(),
+        digest,
+    })
 }
 
 /// Opens `path` for reading, refusing anything but a regular file before a
@@ -293,7 +436,7 @@ fn check_permissions(alias: &str, path: &Path, file: &File) -> Result<(), LoadEr
 
 /// Why a file or folder with this metadata is unsafe to load code from, if
 /// it is, and the command that fixes it (without its path).
-fn unsafe_mode(
+pub(super) fn unsafe_mode(
     meta: &std::fs::Metadata,
     euid: u32,
     is_dir: bool,
@@ -317,7 +460,8 @@ fn unsafe_mode(
     Some((format!("is writable by {writable}"), "chmod go-w"))
 }
 
-/// Hashes the open file from its start, 64 KiB at a time.
+/// Hashes the open file from its start, 64 KiB at a time, and compares the
+/// digest with `expected`.
 fn check_digest(alias: &str, path: &Path, file: &File, expected: &str) -> Result<(), LoadError> {
     let read_error =
         |source| LoadError::Read { alias: alias.to_owned(), path: path.to_path_buf(), source };
@@ -335,7 +479,7 @@ fn check_digest(alias: &str, path: &Path, file: &File, expected: &str) -> Result
         hasher.update(&buf[..n]);
         offset += n as u64;
     }
-    let found: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let found = hex(&hasher.finalize());
     if found.eq_ignore_ascii_case(expected) {
         return Ok(());
     }
@@ -347,16 +491,10 @@ fn check_digest(alias: &str, path: &Path, file: &File, expected: &str) -> Result
     })
 }
 
-/// Opens the library with `RTLD_NOW` (so unresolved symbols fail here, not
-/// mid-stream), finds abi_stable's header, and lets abi_stable check it.
-///
-/// `dlopen` is given `/proc/self/fd/N` for the already open `file`: the
-/// inode that was checked and hashed, whatever `path` names by now, and a
-/// name with a slash, so the dynamic loader never searches
-/// `LD_LIBRARY_PATH` or the system folders for it.
 /// What the host uses of a library's root module, whichever 1.x shape the
 /// library was built with.
-struct Root {
+#[derive(Clone, Debug)]
+pub(super) struct Root {
     catalogue: extern "C" fn() -> PResult<Catalogue>,
     /// Contract 1.1 and later.
     attach_host: Option<extern "C" fn(HostBox)>,
@@ -369,25 +507,24 @@ struct Root {
     mismatch_1_1: Option<String>,
 }
 
-fn open_root(alias: &str, path: &Path, file: File) -> Result<Root, LoadError> {
-    let by_fd = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+/// Opens the private copy at `copy` with `RTLD_NOW` (so unresolved symbols
+/// fail here, not mid-stream), finds abi_stable's header, and lets
+/// abi_stable check it.
+///
+/// `copy` is an absolute path used for no other load (so `dlopen` neither
+/// searches `LD_LIBRARY_PATH` or the system folders, nor returns a library
+/// it loaded before under that name), in a folder only this user can write.
+fn open_root(alias: &str, path: &Path, copy: &Path) -> Result<Root, LoadError> {
     // SAFETY: loading a library runs its initialisers. Plugins are trusted
     // code by design (DESIGN.md: operators choose which libraries to load);
     // the ABI checks below keep us from calling into an incompatible one.
-    let library =
-        unsafe { UnixLibrary::open(Some(&by_fd), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
-            let detail = if Path::new("/proc/self/fd").is_dir() {
-                dl_detail(&e)
-            } else {
-                "/proc is not mounted, and squall loads plugins through /proc/self/fd".to_owned()
-            };
-            LoadError::NotALibrary { alias: alias.to_owned(), path: path.to_path_buf(), detail }
-        })?;
-    // The loader remembers the library under the name `/proc/self/fd/N`, and
-    // returns it again for a later `dlopen` of the same name. Keeping the
-    // descriptor open for the life of the process (libraries are never
-    // unloaded either) means that name never comes back for another file.
-    let _ = file.into_raw_fd();
+    let library = unsafe { UnixLibrary::open(Some(copy), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
+        LoadError::NotALibrary {
+            alias: alias.to_owned(),
+            path: path.to_path_buf(),
+            detail: dl_detail(&e),
+        }
+    })?;
     // SAFETY: the symbol, when present, is abi_stable's `LibHeader` static,
     // whose first field is an `AbiHeader`; `AbiHeaderRef` is a reference to
     // it. abi_stable's own loader reads it the same way.
@@ -518,6 +655,34 @@ mod tests {
         let e = load_library("fake", &path, None).unwrap_err();
         assert!(matches!(e, LoadError::NotALibrary { .. }), "{e}");
         assert!(!e.to_string().contains('\n'));
+    }
+
+    #[test]
+    fn a_truncated_elf_file_is_refused_in_one_line_before_it_is_copied() {
+        let dir = scratch("truncated-elf");
+        let path = dir.join("libcut.so");
+        // An ELF64 header whose one PT_LOAD segment covers bytes 0..8192 of
+        // a file of 4096 bytes.
+        let mut bytes = vec![0u8; 4096];
+        bytes[..7].copy_from_slice(b"\x7fELF\x02\x01\x01");
+        bytes[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());
+        bytes[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+        bytes[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes());
+        bytes[64..68].copy_from_slice(&1u32.to_le_bytes());
+        bytes[64 + 32..64 + 40].copy_from_slice(&8192u64.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let private = dir.join("private");
+        let e = load_library_in(&private, "cut", &path, None, LoadOptions::default()).unwrap_err();
+        assert!(matches!(e, LoadError::Truncated { len: 4096, .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "plugin \"cut\": {} is truncated: its loadable segment 0 (PT_LOAD, file bytes \
+                 0..8192) ends past the end of the file (4096 bytes); refusing to load it",
+                path.display()
+            )
+        );
+        assert!(!private.exists(), "nothing was copied");
     }
 
     #[test]

@@ -38,8 +38,7 @@
 //! and installs the new one there.
 
 use std::fmt::Write as _;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,8 +49,8 @@ use super::reshape::Reshape;
 use super::{Live, TopologyHandle};
 use crate::control::{Control, ReloadError, Swap, SwapDone, TaskName};
 use crate::ids::TaskId;
-use crate::plugin::{load_library_with, BoltObj, Instance, LoadError, SpoutObj};
-use crate::topology::{sha256_file, BindError, Component, Kind, Topology, WaitPlan};
+use crate::plugin::{load_library_in, BoltObj, Instance, SpoutObj};
+use crate::topology::{BindError, Component, Kind, Topology, WaitPlan};
 
 /// How long a reload waits for every task to prepare its new instance
 /// (beyond a spout's drain), and then for every task to confirm the verdict.
@@ -645,40 +644,21 @@ impl Reloader {
         self.handle.install(Live { topology: Arc::new(topology), wiring });
     }
 
-    /// Parses, validates and binds the file again, loading each changed
-    /// library from a fresh copy.
+    /// Parses, validates and binds the file again. The loader loads each
+    /// library from a private copy with a name used once, in `scratch`: a
+    /// changed library is new code, and one whose bytes did not change is
+    /// the library already mapped.
     fn bind(&mut self) -> Result<Topology, Vec<ReloadError>> {
         let config = crate::config::load(&self.file).map_err(|d| {
             d.items.iter().map(|i| ReloadError::Config(i.to_string())).collect::<Vec<_>>()
         })?;
-        let current = self.handle.topology().libraries.clone();
-        let (scratch, copies) = (self.scratch.clone(), &mut self.copies);
+        let (scratch, loads) = (self.scratch.clone(), &mut self.copies);
         let result = crate::topology::bind_with(&config, &mut |decl, options| {
-            let digest = sha256_file(&decl.alias, &decl.path)?;
-            if let Some(pinned) = &decl.sha256 {
-                if !pinned.eq_ignore_ascii_case(&digest) {
-                    return Err(LoadError::Checksum {
-                        alias: decl.alias.clone(),
-                        path: decl.path.clone(),
-                        expected: pinned.clone(),
-                        found: digest,
-                    });
-                }
-            }
-            let same = current.iter().any(|l| l.path == decl.path && l.digest == digest);
-            let lib = if same {
-                load_library_with(&decl.alias, &decl.path, Some(&digest), options)?
-            } else {
-                *copies += 1;
-                let copy = fresh_copy(&scratch, &decl.alias, &decl.path, &digest, *copies)?;
-                let loaded = load_library_with(&decl.alias, &copy, Some(&digest), options);
-                // Loaded (and mapped) from the open descriptor: the name is no
-                // longer needed, and nothing is left behind in the scratch folder.
-                let _ = std::fs::remove_file(&copy);
-                let mut lib = loaded?;
-                lib.path = decl.path.clone();
-                lib
-            };
+            let pinned = decl.sha256.as_deref();
+            let lib = load_library_in(&scratch, &decl.alias, &decl.path, pinned, options)?;
+            *loads += 1;
+            tracing::debug!(alias = %decl.alias, digest = %lib.digest, loads = *loads, "reload: library loaded");
+            let digest = lib.digest.clone();
             Ok((lib, digest))
         });
         result.map_err(|e| match e {
@@ -844,27 +824,6 @@ impl Reloader {
             SWAP_TIMEOUT
         })
     }
-}
-
-/// Copies the library at `path` to a new file with a unique name in the
-/// private folder `scratch` (created `0700`), read-only for its owner.
-fn fresh_copy(
-    scratch: &Path,
-    alias: &str,
-    path: &Path,
-    digest: &str,
-    n: u64,
-) -> Result<PathBuf, LoadError> {
-    let error =
-        |source| LoadError::Read { alias: alias.to_owned(), path: path.to_path_buf(), source };
-    if !scratch.is_dir() {
-        std::fs::DirBuilder::new().mode(0o700).create(scratch).map_err(error)?;
-    }
-    let short = &digest[..digest.len().min(12)];
-    let copy = scratch.join(format!("{alias}-{n}-{short}.so"));
-    std::fs::copy(path, &copy).map_err(error)?;
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o500)).map_err(error)?;
-    Ok(copy)
 }
 
 #[cfg(test)]

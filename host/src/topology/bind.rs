@@ -45,12 +45,9 @@ pub enum BindError {
 /// plugins, each with file:line:col.
 pub fn bind(config: &TopologyConfig) -> Result<Topology, BindError> {
     bind_with(config, &mut |decl, options| {
-        // Loaded first: the loader refuses a FIFO or a device before reading.
+        // The digest of the bytes loaded (the loader hashes its private copy).
         let lib = load_library_with(&decl.alias, &decl.path, decl.sha256.as_deref(), options)?;
-        let digest = match &decl.sha256 {
-            Some(pinned) => pinned.to_ascii_lowercase(),
-            None => sha256_file(&decl.alias, &decl.path)?,
-        };
+        let digest = lib.digest.clone();
         Ok((lib, digest))
     })
 }
@@ -69,13 +66,11 @@ pub fn bind_provided(
 ) -> Result<Topology, BindError> {
     bind_with(config, &mut |decl, options| {
         if let Some(lib) = provided.remove(&decl.alias) {
-            return Ok((lib, "in-process".to_owned()));
+            let digest = lib.digest.clone();
+            return Ok((lib, digest));
         }
         let lib = load_library_with(&decl.alias, &decl.path, decl.sha256.as_deref(), options)?;
-        let digest = match &decl.sha256 {
-            Some(pinned) => pinned.to_ascii_lowercase(),
-            None => sha256_file(&decl.alias, &decl.path)?,
-        };
+        let digest = lib.digest.clone();
         Ok((lib, digest))
     })
 }
@@ -85,8 +80,8 @@ pub fn bind_provided(
 pub type LibraryLoader<'l> =
     dyn FnMut(&PluginDecl, LoadOptions) -> Result<(Library, String), LoadError> + 'l;
 
-/// As [`bind`], with each library loaded by `load` (a live reload loads a
-/// changed library from a fresh copy: see `runtime::reload`).
+/// As [`bind`], with each library loaded by `load` (a live reload loads
+/// its libraries through its own private folder: see `runtime::reload`).
 ///
 /// # Errors
 /// As [`bind`].

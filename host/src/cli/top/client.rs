@@ -2,7 +2,6 @@
 //! connection (`Connection: close`) over `std::net`, and a thread that asks
 //! for the topology once a period. No async runtime, no dependency.
 
-use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;

@@ -33,13 +33,22 @@ function el(tag, attrs, text) {
 // `/#token=...` (a fragment never reaches the server or its logs) or typed
 // into the form shown after a 401, then kept for this tab only.
 const TOKEN_KEY = "squall-token";
-(function takeTokenFromFragment() {
+function takeTokenFromFragment() {
   const m = /(?:^#|&)token=([^&]+)/.exec(location.hash);
-  if (m) {
-    sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
-    history.replaceState(null, "", location.pathname + location.search);
+  if (!m) return false;
+  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+  history.replaceState(null, "", location.pathname + location.search);
+  return true;
+}
+takeTokenFromFragment();
+// A `#token=` pasted into the address bar of an open page changes only the
+// fragment: no reload, so take it here.
+window.addEventListener("hashchange", () => {
+  if (takeTokenFromFragment()) {
+    $("login").hidden = true;
+    refresh();
   }
-})();
+});
 
 function headers(extra) {
   const h = Object.assign({}, extra || {});

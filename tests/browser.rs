@@ -251,3 +251,49 @@ fn the_live_page_stays_usable_with_50_components() {
     drop(browser);
     drop(child);
 }
+
+#[test]
+fn the_live_page_takes_a_token_from_its_fragment_and_steers_with_it() {
+    let (Some(chromium), Some(chromedriver)) =
+        (require_tool("chromium"), require_tool("chromedriver"))
+    else {
+        return;
+    };
+    let ws = Workspace::new("browser_token");
+    ws.write("control.token", "page-c0ntrol\n");
+    let toml = format!("{TOPOLOGY}\n[topology.http]\ntoken_file = \"control.token\"\n");
+    let (child, addr) = start(&ws, &toml);
+    let profile = ws.path("chromium-profile");
+    let browser = Browser::start(&chromedriver, &chromium, &profile);
+    let within = Duration::from_secs(30);
+
+    // Without the token the page asks for one.
+    browser.session("POST", "/url", &json!({ "url": format!("http://{addr}/") }));
+    browser.wait("the token form", within, |b| b.find("#login:not([hidden])"));
+    assert_eq!(browser.text("#state").as_deref(), Some("token needed"));
+
+    // With `#token=...` it shows the topology and drops the fragment.
+    browser.session(
+        "POST",
+        "/url",
+        &json!({ "url": format!("http://{addr}/#token=page-c0ntrol") }),
+    );
+    browser.wait("an emitted count", within, emitted);
+    let url = browser.session("GET", "/url", &Value::Null);
+    assert!(!url.as_str().unwrap_or("").contains("token"), "the token left the address bar: {url}");
+    // Its buttons send the control token.
+    browser.click("#components tr[data-component=\"source\"] button.deactivate");
+    browser.wait("the spout inactive", within, |b| {
+        b.find("#components tr.inactive[data-component=\"source\"]")
+    });
+    let api = crate::http::exchange(
+        addr,
+        &format!(
+            "GET /api/v1/components/source HTTP/1.1\r\nHost: {addr}\r\n\
+             Authorization: Bearer page-c0ntrol\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    assert_eq!(api.json()["tasks"][0]["active"], false);
+    drop(browser);
+    drop(child);
+}

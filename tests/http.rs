@@ -48,7 +48,7 @@ impl Answer {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
 
-    fn header(&self, name: &str) -> Option<&str> {
+    pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 }
@@ -60,14 +60,25 @@ pub fn request(addr: SocketAddr, method: &str, path: &str) -> Answer {
 
 /// One HTTP/1.1 request with a JSON `body`, read to the end.
 pub fn request_with(addr: SocketAddr, method: &str, path: &str, body: &str) -> Answer {
-    let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    stream.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
     let req = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    stream.write_all(req.as_bytes()).expect("write request");
+    exchange(addr, &req)
+}
+
+/// Sends `raw` (a whole request, exactly as written) and reads the answer.
+pub fn exchange(addr: SocketAddr, raw: &str) -> Answer {
+    let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    stream.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+    stream.write_all(raw.as_bytes()).expect("write request");
+    read_answer(&mut stream)
+}
+
+/// Reads one answer from `stream`: the head, then Content-Length bytes (or
+/// to the end).
+pub fn read_answer(stream: &mut impl Read) -> Answer {
     // Read the head, then exactly Content-Length bytes of body: a server may
     // keep the connection open despite `Connection: close` (chromedriver does).
     let mut raw = Vec::new();
@@ -124,11 +135,13 @@ pub fn start(ws: &Workspace, toml: &str) -> (Running, SocketAddr) {
 /// Waits for the log line that announces the HTTP endpoint and returns the
 /// address it names.
 pub fn bound_addr(child: &mut Running) -> SocketAddr {
-    child.wait_for_stderr("HTTP on http://", Duration::from_secs(30));
+    child.wait_for_stderr("HTTP on http", Duration::from_secs(30));
     child
         .stderr_snapshot()
         .lines()
-        .find_map(|l| l.split("HTTP on http://").nth(1)?.split('/').next()?.parse().ok())
+        .find_map(|l| {
+            l.split("HTTP on http").nth(1)?.split("://").nth(1)?.split('/').next()?.parse().ok()
+        })
         .expect("the log names the bound address")
 }
 
@@ -173,7 +186,7 @@ pub fn poll(
     }
 }
 
-fn component<'a>(topology: &'a Value, name: &str) -> &'a Value {
+pub fn component<'a>(topology: &'a Value, name: &str) -> &'a Value {
     topology["components"]
         .as_array()
         .and_then(|cs| cs.iter().find(|c| c["name"] == name))

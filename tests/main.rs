@@ -53,6 +53,20 @@ mod signals;
 // `--http`: every route, its errors, steering, drain, port in use, promtool.
 mod http;
 
+// The control surface: cross-site, DNS rebinding, tokens and scopes, a
+// public bind without a control token.
+mod security;
+
+// Hostile clients: 500 slow or idle ones and a stalled body, the connection
+// and body limits, running out of file descriptors.
+mod hostile;
+
+// HTTPS with rustls: certificate files, reloaded on SIGHUP.
+mod tls;
+
+// The running server against its OpenAPI document, with schemathesis.
+mod openapi;
+
 // The live page in headless Chromium: names, a growing count, deactivate.
 mod browser;
 

@@ -119,9 +119,14 @@ impl Drop for Tmux {
 /// `squall top ADDR`, then its exit code into `exit` and the terminal's
 /// settings into `stty` (read after it restored them).
 fn top_command(ws: &Workspace, addr: SocketAddr) -> String {
+    top_command_with(ws, addr, "")
+}
+
+/// `squall top ADDR EXTRA` (EXTRA already quoted for the shell).
+fn top_command_with(ws: &Workspace, addr: SocketAddr, extra: &str) -> String {
     let quote = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', r"'\''"));
     format!(
-        "{} top {addr}; echo $? > {}; stty -a > {}",
+        "{} top {addr}{extra}; echo $? > {}; stty -a > {}",
         quote(&squall_bin()),
         quote(&ws.path("exit")),
         quote(&ws.path("stty"))
@@ -193,4 +198,36 @@ fn top_waits_for_an_endpoint_that_is_not_there_and_quits_on_esc() {
 
     tmux.send("Escape");
     assert_quit_cleanly(&ws, &tmux);
+}
+
+#[test]
+fn top_reads_a_token_file_and_connects_over_tls() {
+    if require_tool("tmux").is_none() {
+        return;
+    }
+    let ws = Workspace::new("top_tls_token");
+    let Some((cert, key)) = crate::tls::self_signed(&ws, "squall-top") else { return };
+    ws.write("read.token", "r3ad-for-top\n");
+    let toml = format!(
+        "{TOPOLOGY}\n[topology.http]\nread_token_file = \"read.token\"\ntls_cert = {:?}\ntls_key = {:?}\n",
+        cert.display().to_string(),
+        key.display().to_string()
+    );
+    let (child, addr) = crate::http::start(&ws, &toml);
+    let tls = format!(" --tls-ca '{}'", cert.display());
+    // Without the token: the dashboard shows the 401 and keeps asking.
+    let denied = Tmux::start("tls-denied", &top_command_with(&ws, addr, &tls));
+    denied.wait_for("the 401", |s| s.contains("HTTP 401"));
+    denied.send("q");
+    denied.wait_until_ended();
+    // With it: the table fills in.
+    let extra = format!("{tls} --token-file '{}'", ws.path("read.token").display());
+    let tmux = Tmux::start("tls-token", &top_command_with(&ws, addr, &extra));
+    tmux.wait_for("the table over TLS with a token", |s| {
+        s.contains("dash · running · up") && emitted(s, "source").is_some_and(|n| n > 0)
+    });
+    tmux.send("q");
+    assert_quit_cleanly(&ws, &tmux);
+    child.interrupt();
+    assert!(child.wait().status.success());
 }

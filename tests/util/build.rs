@@ -121,10 +121,18 @@ fn build_once() {
     }
 }
 
-/// The built `squall` binary.
+/// `SQUALL_TEST_BIN=PATH` runs the tests against another `squall` binary
+/// (the plugins are still this tree's): how an attack test is shown to
+/// fail on a previous commit's build.
+pub const TEST_BIN_VAR: &str = "SQUALL_TEST_BIN";
+
+/// The built `squall` binary (or [`TEST_BIN_VAR`]'s).
 pub fn squall_bin() -> PathBuf {
     build_once();
-    release_dir().join("squall")
+    match std::env::var_os(TEST_BIN_VAR) {
+        Some(path) => PathBuf::from(path),
+        None => release_dir().join("squall"),
+    }
 }
 
 /// The built plugin library of package `squall-<name>`: `plugin_path("testkit")`

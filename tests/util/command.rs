@@ -104,6 +104,7 @@ pub struct SquallCommand {
     cwd: PathBuf,
     limit: Duration,
     json: Option<PathBuf>,
+    wrapper: Vec<OsString>,
 }
 
 impl SquallCommand {
@@ -123,6 +124,7 @@ impl SquallCommand {
             cwd: ws.dir().to_path_buf(),
             limit: GRACE,
             json: None,
+            wrapper: Vec::new(),
         };
         cmd.env("NO_COLOR", "1").env("RUST_BACKTRACE", "0").env_remove("RUST_LOG");
         cmd
@@ -208,10 +210,29 @@ impl SquallCommand {
         self
     }
 
+    /// Runs squall through `wrapper` (a program that execs its arguments,
+    /// such as `prlimit --nofile=256 --`), so that the child's pid is
+    /// squall's.
+    pub fn wrapped<I, S>(&mut self, wrapper: I) -> &mut Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.wrapper = wrapper.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Starts the child with piped output, in the background.
     pub fn spawn(&self) -> Running {
         let bin = squall_bin();
-        let mut cmd = Command::new(&bin);
+        let mut cmd = match self.wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(rest).arg(&bin);
+                cmd
+            }
+            None => Command::new(&bin),
+        };
         cmd.args(&self.args)
             .current_dir(&self.cwd)
             .stdin(Stdio::null())

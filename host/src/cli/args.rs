@@ -59,6 +59,13 @@ pub enum Command {
         /// The --http address of `squall run`: PORT (loopback) or HOST:PORT.
         #[arg(value_name = "ADDR", value_parser = crate::http::parse_addr)]
         addr: std::net::SocketAddr,
+        /// A file holding a bearer token (read or control scope) to send.
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        /// Connect over HTTPS, trusting the PEM certificate(s) in FILE (the
+        /// endpoint's certificate or its CA).
+        #[arg(long, value_name = "FILE")]
+        tls_ca: Option<PathBuf>,
     },
 }
 
@@ -110,6 +117,11 @@ pub struct RunArgs {
     /// PORT (loopback) or HOST:PORT. Off by default.
     #[arg(long, value_name = "ADDR", value_parser = crate::http::parse_addr)]
     pub http: Option<std::net::SocketAddr>,
+    /// A file holding the bearer token of the `control` scope (which grants
+    /// `read` too); overrides `token_file` of `[topology.http]`. Needed to
+    /// bind anything but loopback.
+    #[arg(long, value_name = "FILE")]
+    pub http_token_file: Option<PathBuf>,
     /// Reload live when the topology file or a plugin library it names
     /// changes (SIGHUP and `POST /api/v1/reload` reload too, always).
     #[arg(long)]

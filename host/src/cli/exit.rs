@@ -7,7 +7,7 @@
 //! | 1 | the topology failed while running, or an unexpected I/O error |
 //! | 2 | usage error (clap) |
 //! | 69 | `EX_UNAVAILABLE`: a plugin library could not be loaded, a constructor failed or panicked, or the `--http` address cannot be bound |
-//! | 78 | `EX_CONFIG`: the topology file is invalid, including a component or wait strategy rejecting its `config` |
+//! | 78 | `EX_CONFIG`: the topology file is invalid, including a component or wait strategy rejecting its `config`; or the `--http` access settings are (an unreadable token, a non-loopback address without a control token) |
 //! | 130 | a second SIGINT or SIGTERM ended the process at once |
 
 use std::process::ExitCode;
@@ -35,6 +35,9 @@ pub enum Failure {
     Start(StartError),
     /// The HTTP endpoint could not be bound (`--http`).
     Bind(crate::http::BindError),
+    /// The HTTP endpoint's access settings are unusable: a token that
+    /// cannot be read, or a non-loopback address with no control token.
+    HttpConfig(String),
     /// The topology failed while running.
     Run(RunError),
     /// Anything else (I/O on an output file, ...).
@@ -45,7 +48,7 @@ impl Failure {
     /// The process exit code for this failure.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Failure::Config(_) => EXIT_CONFIG,
+            Failure::Config(_) | Failure::HttpConfig(_) => EXIT_CONFIG,
             Failure::Load(_) | Failure::Start(_) | Failure::Bind(_) => EXIT_UNAVAILABLE,
             Failure::Run(_) | Failure::Other(_) => 1,
         }
@@ -62,6 +65,7 @@ impl Failure {
             }
             Failure::Start(e) => eprintln!("error: {e}"),
             Failure::Bind(e) => eprintln!("error: {e}"),
+            Failure::HttpConfig(e) => eprintln!("error: {e}"),
             Failure::Run(e) => eprintln!("error: {e}"),
             Failure::Other(e) => eprintln!("error: {e:#}"),
         }

@@ -36,7 +36,9 @@ pub fn run(args: Args) -> ExitCode {
         Command::Graph { topology, sets, format } => graph::graph(&topology, &sets.sets, format),
         Command::Inspect { plugin } => inspect::inspect(&plugin),
         Command::New { what: NewCommand::Plugin(a) } => new::new_plugin(a),
-        Command::Top { addr } => top::top(addr),
+        Command::Top { addr, token_file, tls_ca } => {
+            top::top(addr, token_file.as_deref(), tls_ca.as_deref())
+        }
     };
     drop(copies);
     exit::exit_code(result)

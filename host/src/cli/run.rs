@@ -15,12 +15,15 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let signals = Signals::install()?;
     let topology = load(&args.topology, &args.sets.sets)?;
     // Bound before any topology thread starts: a port in use is a clean error.
-    let http = args
-        .http
-        .or(topology.settings.http)
-        .map(crate::http::HttpServer::bind)
+    let addr = args.http.or(topology.settings.http);
+    let serve_options = addr
+        .map(|addr| {
+            let options = &topology.settings.http_options;
+            crate::http::serve_options(options, args.http_token_file.as_deref(), addr)
+        })
         .transpose()
-        .map_err(Failure::Bind)?;
+        .map_err(Failure::HttpConfig)?;
+    let http = addr.map(crate::http::HttpServer::bind).transpose().map_err(Failure::Bind)?;
     let instances = super::instantiate(&topology)?;
     let name = topology.name.clone();
     let mut reporters = reporters(&args);
@@ -40,7 +43,9 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         crate::runtime::watch::spawn(args.topology.clone(), handle.clone())?;
     }
     signals.attach(handle.clone());
-    let http = http.map(|server| server.serve(handle.clone())).transpose()?;
+    let http = http
+        .map(|server| server.serve(handle.clone(), serve_options.unwrap_or_default()))
+        .transpose()?;
     tracing::info!(topology = %name, "running; SIGINT (Ctrl-C) or SIGTERM drains and stops, a second one exits at once");
     let interval = (!args.stats_interval.is_zero()).then_some(args.stats_interval);
     let reason = run_loop(&handle, &signals, deadline, interval, &mut reporters);

@@ -37,11 +37,21 @@ const TICK: Duration = Duration::from_millis(100);
 ///
 /// # Errors
 /// Standard output is not a terminal, or the terminal cannot be driven.
-pub fn top(addr: SocketAddr) -> Result<(), Failure> {
+pub fn top(
+    addr: SocketAddr,
+    token_file: Option<&std::path::Path>,
+    tls_ca: Option<&std::path::Path>,
+) -> Result<(), Failure> {
     if !std::io::stdout().is_terminal() {
         return Err(anyhow::anyhow!("squall top draws on a terminal; stdout is not one").into());
     }
-    let answers = client::poll(addr, "/api/v1/topology", PERIOD)
+    let token = token_file
+        .map(|path| crate::http::Token::from_file(path).map(|_| read_token(path)))
+        .transpose()
+        .map_err(Failure::HttpConfig)?;
+    let tls = tls_ca.map(client::tls_config).transpose().map_err(Failure::HttpConfig)?;
+    let target = client::Target { addr, token, tls };
+    let answers = client::poll(target, "/api/v1/topology", PERIOD)
         .context("cannot start the thread that polls the endpoint")?;
     let mut terminal = ratatui::try_init().context("cannot set up the terminal")?;
     let result = Dashboard::new(addr).run(&mut terminal, &answers);
@@ -50,6 +60,11 @@ pub fn top(addr: SocketAddr) -> Result<(), Failure> {
     result?;
     restored?;
     Ok(())
+}
+
+/// The token in `path`, trimmed (already checked by [`crate::http::Token`]).
+fn read_token(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default().trim().to_owned()
 }
 
 /// What a key asks for.

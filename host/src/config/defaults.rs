@@ -31,6 +31,22 @@
 //! | `http` | string | off | `PORT` (loopback) or `HOST:PORT`: serve metrics, the REST API and the live page (`squall run --http` overrides it) | — |
 //! | `restart_window_secs` | integer | 60 | … within this window, else the topology stops | — |
 //!
+//! ## `[topology.http]`
+//!
+//! Instead of `http = "ADDR"`, a table (see `docs/http-api.md`). A non-loopback
+//! `addr` without `token_file` or `token_env` is an error.
+//!
+//! | key | type | default | rule |
+//! | --- | --- | --- | --- |
+//! | `addr` | string | off | as `http` above |
+//! | `token_file`, `token_env` | string | none | a file (relative to the TOML file) or an environment variable holding the `control` token |
+//! | `read_token_file`, `read_token_env` | string | none | the same for a `read`-only token |
+//! | `metrics_public` | bool | false | `/metrics` needs no token |
+//! | `allowed_hosts` | array of strings | `[]` | more `Host` names to answer to |
+//! | `cors_origins` | array of strings | `[]` | origins sent CORS headers |
+//! | `tls_cert`, `tls_key` | string | none | PEM files; both or neither |
+//! | `max_connections` | integer | 512 | 1 … 65536; more connections get 503 |
+//!
 //! ## `[plugins]`
 //!
 //! `alias = "path"` or `alias = { path = "path", sha256 = "hex" }`. The path is
@@ -223,6 +239,19 @@ pub(crate) mod keys {
         "allow_writable_plugins",
         "memory_budget_mib",
         "http",
+    ];
+    pub(crate) const HTTP: &[&str] = &[
+        "addr",
+        "token_file",
+        "token_env",
+        "read_token_file",
+        "read_token_env",
+        "metrics_public",
+        "allowed_hosts",
+        "cors_origins",
+        "tls_cert",
+        "tls_key",
+        "max_connections",
     ];
     pub(crate) const PLUGIN: &[&str] = &["path", "sha256", "allow_writable"];
     pub(crate) const WAIT_SITUATIONS: &[&str] = &["spout", "bolt", "backpressure"];

@@ -59,6 +59,8 @@ pub const PENDING_ENTRY_BYTES: u64 = 192;
 
 /// Longest component, stream or topology name, in bytes.
 pub const MAX_NAME_LEN: usize = 128;
+/// The most `max_connections` of `[topology.http]`.
+pub const MAX_HTTP_CONNECTIONS: u32 = 65_536;
 
 /// Whether `c` may appear in a component, stream or topology name: ASCII
 /// letters, digits, `_`, `-` and `.`.

@@ -57,6 +57,8 @@ pub struct Settings {
     /// `http`: where `squall run` serves metrics, the REST API and the live
     /// page (`--http` overrides it); off when `None`.
     pub http: Option<std::net::SocketAddr>,
+    /// `[topology.http]`: who may use the endpoint, and how it is served.
+    pub http_options: HttpOptions,
     /// How long an acker polls its queue when it runs out of messages: the
     /// `spin_micros` of `[wait.bolt]` (Storm's acker is a bolt), 0 when the
     /// bolt wait is not progressive. Not a `[topology]` key.
@@ -83,8 +85,45 @@ impl Default for Settings {
             memory_budget_mib: super::limits::MEMORY_BUDGET_MIB,
             receive_buffer_bytes: 0,
             http: None,
+            http_options: HttpOptions::default(),
             acker_spin_micros: defaults::BOLT_SPIN_MICROS,
         }
+    }
+}
+
+/// `[topology.http]` beyond its `addr`: the tokens (read from files or
+/// environment variables, never written in the topology file), what is open
+/// without one, the names the endpoint answers to, and TLS. See
+/// `docs/http-api.md`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HttpOptions {
+    /// A file holding the `control` token (which also grants `read`).
+    pub token_file: Option<PathBuf>,
+    /// An environment variable holding the `control` token.
+    pub token_env: Option<String>,
+    /// A file holding a `read`-only token.
+    pub read_token_file: Option<PathBuf>,
+    /// An environment variable holding a `read`-only token.
+    pub read_token_env: Option<String>,
+    /// `/metrics` needs no token even when tokens are set.
+    pub metrics_public: bool,
+    /// Host names (with or without `:PORT`) the endpoint answers to besides
+    /// the bound address, `localhost` and IP literals.
+    pub allowed_hosts: Vec<String>,
+    /// Origins that may call the API from another site (CORS); none by default.
+    pub cors_origins: Vec<String>,
+    /// The TLS certificate chain (PEM); with `tls_key`, serve HTTPS.
+    pub tls_cert: Option<PathBuf>,
+    /// The TLS private key (PEM).
+    pub tls_key: Option<PathBuf>,
+    /// The most connections served at once; past it, 503.
+    pub max_connections: Option<u32>,
+}
+
+impl HttpOptions {
+    /// A control token is configured (a file or a variable).
+    pub fn has_control_token(&self) -> bool {
+        self.token_file.is_some() || self.token_env.is_some()
     }
 }
 

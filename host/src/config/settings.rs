@@ -52,16 +52,91 @@ pub(crate) fn read_topology(
         .find_map(|key| section.get(key))
         .map_or_else(|| w.loc(&value.span()), |v| w.loc(&v.span()));
     out.settings = read_settings(w, &section);
-    if let Some(addr) = section.string(w, "http") {
-        match super::parse_addr(addr.get_ref()) {
-            Ok(a) => out.settings.http = Some(a),
-            Err(e) => {
-                let help = "write a port (bound on loopback) or HOST:PORT".to_string();
-                w.error(&addr.span(), format!("\"http\" in [topology]: {e}"), Some(help));
-            }
-        }
+    if let Some(value) = section.get("http") {
+        read_http(w, value, &mut out.settings);
     }
     out
+}
+
+/// `http = "ADDR"`, or a `[topology.http]` table with `addr` and the
+/// access settings. Binding anything but loopback without a control token
+/// is an error at the address.
+fn read_http(w: &mut Walker<'_>, value: &Value<'_>, settings: &mut Settings) {
+    let (addr, options) = match value.get_ref() {
+        toml::de::DeValue::Table(table) => {
+            let s = Section::new(table, value.span(), "[topology.http]".to_string());
+            s.check_keys(w, keys::HTTP);
+            let file = |w: &mut Walker<'_>, key: &str| {
+                s.string(w, key).map(|p| {
+                    let span = p.span();
+                    resolve(w, p.into_inner(), &span)
+                })
+            };
+            let env = |w: &mut Walker<'_>, key: &str| {
+                let name = s.string(w, key)?;
+                if name.get_ref().is_empty() || name.get_ref().contains(['=', '\0']) {
+                    let message = format!("{} is not an environment variable name", s.what(key));
+                    w.error(&name.span(), message, None);
+                    return None;
+                }
+                Some(name.into_inner())
+            };
+            let options = super::model::HttpOptions {
+                token_file: file(w, "token_file"),
+                token_env: env(w, "token_env"),
+                read_token_file: file(w, "read_token_file"),
+                read_token_env: env(w, "read_token_env"),
+                metrics_public: s.bool_or(w, "metrics_public", false),
+                allowed_hosts: string_list(w, &s, "allowed_hosts"),
+                cors_origins: string_list(w, &s, "cors_origins"),
+                tls_cert: file(w, "tls_cert"),
+                tls_key: file(w, "tls_key"),
+                max_connections: s
+                    .uint(w, "max_connections", 1, u64::from(limits::MAX_HTTP_CONNECTIONS))
+                    .and_then(|n| u32::try_from(n).ok()),
+            };
+            if options.tls_cert.is_some() != options.tls_key.is_some() {
+                let help = "set both tls_cert and tls_key, or neither".to_string();
+                w.error(
+                    &value.span(),
+                    "[topology.http] has only one of tls_cert and tls_key".into(),
+                    Some(help),
+                );
+            }
+            (s.string(w, "addr"), options)
+        }
+        _ => (
+            w.string(value, "\"http\" in [topology]").map(|a| toml::Spanned::new(value.span(), a)),
+            Default::default(),
+        ),
+    };
+    settings.http_options = options;
+    let Some(addr) = addr else { return };
+    match super::parse_addr(addr.get_ref()) {
+        Ok(a) if !a.ip().is_loopback() && !settings.http_options.has_control_token() => {
+            let message = format!(
+                "the HTTP endpoint would listen on {a}, reachable from other hosts, with no control token"
+            );
+            let help =
+                "set token_file or token_env in [topology.http], or bind loopback (a bare port)";
+            w.error(&addr.span(), message, Some(help.to_string()));
+        }
+        Ok(a) => settings.http = Some(a),
+        Err(e) => {
+            let help = "write a port (bound on loopback) or HOST:PORT".to_string();
+            w.error(&addr.span(), format!("\"http\" in [topology]: {e}"), Some(help));
+        }
+    }
+}
+
+/// An array of strings under `key`, empty when absent.
+fn string_list(w: &mut Walker<'_>, s: &Section<'_, '_>, key: &str) -> Vec<String> {
+    let Some(value) = s.get(key) else { return Vec::new() };
+    let toml::de::DeValue::Array(items) = value.get_ref() else {
+        w.wrong_type(value, &s.what(key), "an array of strings");
+        return Vec::new();
+    };
+    items.iter().filter_map(|item| w.string(item, &s.what(key))).collect()
 }
 
 /// A file stem made into a valid topology name.
@@ -174,6 +249,7 @@ fn read_settings(w: &mut Walker<'_>, s: &Section<'_, '_>) -> Settings {
         receive_buffer_bytes: s.u64_in(w, "receive_buffer_bytes", 0, 0, MAX_RECEIVE_BUFFER_BYTES),
         // Read by `read_topology`, which reports a bad address at its place.
         http: None,
+        http_options: Default::default(),
         // Filled from `[wait.bolt]` once it is read.
         acker_spin_micros: defaults::BOLT_SPIN_MICROS,
     }

@@ -129,6 +129,7 @@ fn the_wordcount_example_parses_with_every_default_right() {
             memory_budget_mib: 4096,
             receive_buffer_bytes: 0,
             http: None,
+            http_options: Default::default(),
             acker_spin_micros: 20,
         }
     );

@@ -1,8 +1,10 @@
 //! The HTTP endpoint of `squall run --http ADDR`: Prometheus metrics, a REST
 //! API in the shape of Storm UI's, and a live web page.
 //!
-//! It is off by default. `tiny_http` serves it on one host thread: no async
-//! runtime, and nothing on the executors' path. Every request reads the
+//! It is off by default. hyper serves it on one host thread with a
+//! current-thread tokio runtime of its own ([`server`]), closed to other
+//! sites and to anyone without a token when tokens are set ([`access`]),
+//! over TLS when configured ([`tls`]); nothing runs on the executors' path. Every request reads the
 //! counters the executors already publish (relaxed atomic loads), through
 //! the [`TopologyHandle`]; steering requests go through the same handle as
 //! signals do. A sampler thread ([`History`]) records the counters once a
@@ -13,17 +15,19 @@
 //! `POST /api/v1/activate`, `POST /api/v1/deactivate` (all spouts, or
 //! `?component=NAME`), `POST /api/v1/drain`, `GET /healthz`, `GET /readyz`.
 
+pub mod access;
 mod api;
 mod history;
 mod page;
 pub mod prometheus;
+mod server;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use tiny_http::{Header, Method, Request, Response, Server};
-
+pub use access::{Access, Scope, Token};
 pub use api::{Answer, WINDOWS};
 pub use history::{Counts, History, Series, WindowStats};
 
@@ -31,27 +35,79 @@ use crate::runtime::TopologyHandle;
 
 pub use crate::config::parse_addr;
 
+/// The access policy for an endpoint bound at `addr`, from
+/// `[topology.http]` and `--http-token-file`: reads the token files and
+/// variables.
+///
+/// # Errors
+/// A token that cannot be read, or a non-loopback `addr` with no control
+/// token (one line each).
+pub fn access_from(
+    options: &crate::config::HttpOptions,
+    token_file: Option<&std::path::Path>,
+    addr: SocketAddr,
+) -> Result<Access, String> {
+    let token = |file: Option<&std::path::Path>, env: Option<&str>| -> Result<_, String> {
+        match (file, env) {
+            (Some(f), _) => Token::from_file(f).map(Some),
+            (None, Some(v)) => Token::from_env(v).map(Some),
+            (None, None) => Ok(None),
+        }
+    };
+    let control =
+        token(token_file.or(options.token_file.as_deref()), options.token_env.as_deref())?;
+    let read = token(options.read_token_file.as_deref(), options.read_token_env.as_deref())?;
+    if control.is_none() && !addr.ip().is_loopback() {
+        return Err(format!(
+            "--http {addr} is reachable from other hosts and no control token is set \
+             (give --http-token-file, or token_file/token_env in [topology.http]; or bind loopback)"
+        ));
+    }
+    Ok(Access {
+        control,
+        read,
+        metrics_public: options.metrics_public,
+        allowed_hosts: options.allowed_hosts.clone(),
+        cors_origins: options.cors_origins.clone(),
+    })
+}
+
+/// Everything [`HttpServer::serve`] needs from `[topology.http]` and
+/// `--http-token-file`: the access policy, the limits, and the TLS files
+/// (read and checked now, so that a bad file stops the run before it starts).
+///
+/// # Errors
+/// As [`access_from`], and TLS files that are unusable.
+pub fn serve_options(
+    options: &crate::config::HttpOptions,
+    token_file: Option<&std::path::Path>,
+    addr: SocketAddr,
+) -> Result<ServeOptions, String> {
+    let access = access_from(options, token_file, addr)?;
+    let tls = match (&options.tls_cert, &options.tls_key) {
+        (Some(cert), Some(key)) => {
+            let files = tls::TlsFiles { cert: cert.clone(), key: key.clone() };
+            files.config()?;
+            Some(files)
+        }
+        _ => None,
+    };
+    let mut limits = Limits::default();
+    if let Some(n) = options.max_connections {
+        limits.max_connections = n as usize;
+    }
+    Ok(ServeOptions { access, limits, tls })
+}
+
 /// A bound HTTP endpoint, not yet serving.
 pub struct HttpServer {
-    server: Arc<Server>,
+    listener: std::net::TcpListener,
     addr: SocketAddr,
 }
 
 impl std::fmt::Debug for HttpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpServer").field("addr", &self.addr).finish_non_exhaustive()
-    }
-}
-
-/// A serving HTTP endpoint; [`Serving::stop`] ends it.
-pub struct Serving {
-    server: Arc<Server>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl std::fmt::Debug for Serving {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Serving").finish_non_exhaustive()
     }
 }
 
@@ -72,9 +128,11 @@ impl HttpServer {
     /// # Errors
     /// When the address cannot be bound.
     pub fn bind(addr: SocketAddr) -> Result<Self, BindError> {
-        let server = Server::http(addr).map_err(|e| BindError { addr, message: e.to_string() })?;
-        let addr = server.server_addr().to_ip().unwrap_or(addr);
-        Ok(Self { server: Arc::new(server), addr })
+        let error = |e: std::io::Error| BindError { addr, message: e.to_string() };
+        let listener = std::net::TcpListener::bind(addr).map_err(error)?;
+        listener.set_nonblocking(true).map_err(error)?;
+        let addr = listener.local_addr().unwrap_or(addr);
+        Ok(Self { listener, addr })
     }
 
     /// The bound address (with the real port when 0 was asked for).
@@ -82,40 +140,297 @@ impl HttpServer {
         self.addr
     }
 
-    /// Serves `handle` on a host thread until [`Serving::stop`].
+    /// Serves `handle` under `options` on a host thread until
+    /// [`Serving::stop`].
     ///
     /// # Errors
     /// When the serving or sampling thread cannot be spawned.
-    pub fn serve(self, handle: TopologyHandle) -> std::io::Result<Serving> {
+    pub fn serve(self, handle: TopologyHandle, options: ServeOptions) -> std::io::Result<Serving> {
         let history = History::start(handle.clone())?;
-        let server = self.server.clone();
-        let thread = std::thread::Builder::new().name("__http".into()).spawn(move || {
-            for request in server.incoming_requests() {
-                respond(request, &handle, &history);
-            }
-        })?;
-        tracing::info!("HTTP on http://{}/ (metrics at /metrics, API at /api/v1/)", self.addr);
-        Ok(Serving { server: self.server, thread: Some(thread) })
+        let scheme = if options.tls.is_some() { "https" } else { "http" };
+        let ctx = Arc::new(Ctx { handle, history, access: options.access, bound: self.addr });
+        let serving = server::spawn(self.listener, ctx, options.limits, options.tls)?;
+        tracing::info!("HTTP on {scheme}://{}/ (metrics at /metrics, API at /api/v1/)", self.addr);
+        Ok(serving)
+    }
+}
+
+/// How the endpoint serves: who may use it, its limits, TLS.
+#[derive(Debug, Default)]
+pub struct ServeOptions {
+    /// Tokens, hosts, origins.
+    pub access: Access,
+    /// Timeouts and limits.
+    pub limits: Limits,
+    /// The certificate and key files, for HTTPS.
+    pub tls: Option<tls::TlsFiles>,
+}
+
+/// What one client may take: timeouts, sizes, connections.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// From the connection (or the end of the last answer) to a whole
+    /// request head, and for a TLS handshake.
+    pub header_timeout: std::time::Duration,
+    /// For a request body, once its head is in.
+    pub body_timeout: std::time::Duration,
+    /// With nothing received on a connection waiting for a request.
+    pub idle_timeout: std::time::Duration,
+    /// For an answer to be taken by the client.
+    pub write_timeout: std::time::Duration,
+    /// The largest request body; larger is 413.
+    pub max_body_bytes: usize,
+    /// Connections served at once; more get 503.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        use std::time::Duration;
+        Self {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(10),
+            max_body_bytes: 64 * 1024,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// `max_connections` when `[topology.http]` does not set it.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
+/// A serving HTTP endpoint; [`Serving::stop`] ends it.
+pub struct Serving {
+    stop: Arc<tokio::sync::Notify>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Serving {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Serving").finish_non_exhaustive()
     }
 }
 
 impl Serving {
     /// Stops serving and joins the thread.
     pub fn stop(mut self) {
-        self.server.unblock();
+        self.stop.notify_one();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
+/// What every request is answered from.
+pub(crate) struct Ctx {
+    handle: TopologyHandle,
+    history: Arc<History>,
+    access: Access,
+    bound: SocketAddr,
+}
+
+/// The parts of one request the endpoint reads, owned (a control request
+/// is answered on a blocking thread).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Incoming {
+    method: String,
+    path: String,
+    query: String,
+    host: Option<String>,
+    origin: Option<String>,
+    authorization: Option<String>,
+    content_type: Option<String>,
+    requested_with: bool,
+    peer: Option<SocketAddr>,
+}
+
+/// One answer, before the transport writes it.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    status: u16,
+    content_type: &'static str,
+    body: String,
+    headers: Vec<(&'static str, String)>,
+}
+
+impl Reply {
+    fn json(answer: &Answer, headers: Vec<(&'static str, String)>) -> Self {
+        let body = if answer.body.is_null() {
+            String::new()
+        } else {
+            serde_json::to_string_pretty(&answer.body).unwrap_or_else(|_| "{}".into())
+        };
+        Self { status: answer.status, content_type: "application/json", body, headers }
+    }
+
+    /// A JSON error answer.
+    pub(crate) fn error(status: u16, message: &str) -> Self {
+        Self::json(&Answer::error(status, message), Vec::new())
+    }
+}
+
+/// A request that passed routing, its method and access checks.
+#[derive(Debug)]
+pub(crate) struct Admitted {
+    route: Route,
+    scope: Scope,
+    headers: Vec<(&'static str, String)>,
+}
+
+impl Admitted {
+    /// A control action: it may read a body and block (a reload waits).
+    pub(crate) fn is_control(&self) -> bool {
+        self.scope == Scope::Control
+    }
+}
+
+impl Ctx {
+    /// Routes `req` and checks its method and access; the refusal, or what
+    /// to run.
+    pub(crate) fn admit(&self, req: &Incoming) -> Result<Admitted, Reply> {
+        let mut headers: Vec<(&'static str, String)> = Vec::new();
+        let cors = req.origin.as_deref().filter(|o| self.access.cors_origin(o));
+        if let Some(o) = cors {
+            headers.push(("Access-Control-Allow-Origin", o.to_owned()));
+            headers.push(("Vary", "Origin".into()));
+        }
+        let Some(route) = route(&req.path) else {
+            let answer = Answer::error(404, format!("no route {}", req.path));
+            return Err(Reply::json(&answer, headers));
+        };
+        let allowed = route.method();
+        if req.method == "OPTIONS" && cors.is_some() {
+            headers.push(("Access-Control-Allow-Methods", allowed.into()));
+            headers.push((
+                "Access-Control-Allow-Headers",
+                "Authorization, Content-Type, X-Requested-With".into(),
+            ));
+            headers.push(("Access-Control-Max-Age", "600".into()));
+            return Err(Reply::json(
+                &Answer { status: 204, body: serde_json::Value::Null },
+                headers,
+            ));
+        }
+        let head_ok = req.method == "HEAD" && allowed == "GET";
+        if req.method != allowed && !head_ok {
+            let answer = Answer::error(405, format!("{} takes {allowed} only", req.path));
+            headers.push(("Allow", allowed.into()));
+            return Err(Reply::json(&answer, headers));
+        }
+        let scope = route.scope(&self.access);
+        let info = access::Request {
+            host: req.host.as_deref(),
+            origin: req.origin.as_deref(),
+            authorization: req.authorization.as_deref(),
+            content_type: req.content_type.as_deref(),
+            requested_with: req.requested_with,
+        };
+        if let Err(refusal) = self.access.check(self.bound, scope, &info) {
+            if scope == Scope::Control {
+                tracing::warn!(
+                    client = %Client(req.peer),
+                    action = route.action(),
+                    status = refusal.answer.status,
+                    "refused control request: {}",
+                    refusal.answer.body["error"].as_str().unwrap_or("")
+                );
+            }
+            if refusal.challenge {
+                headers.push(("WWW-Authenticate", "Bearer realm=\"squall\"".into()));
+            }
+            return Err(Reply::json(&refusal.answer, headers));
+        }
+        Ok(Admitted { route, scope, headers })
+    }
+
+    /// Answers an admitted request (a reload blocks until it is over).
+    pub(crate) fn run(&self, req: &Incoming, admitted: Admitted) -> Reply {
+        let Admitted { route, scope, headers } = admitted;
+        let (handle, history) = (&self.handle, &self.history);
+        let action = route.action();
+        let text = |content_type, body: String| Reply {
+            status: 200,
+            content_type,
+            body,
+            headers: headers.clone(),
+        };
+        let answer = match route {
+            Route::Page => return text("text/html; charset=utf-8", page::INDEX.into()),
+            Route::Asset(content_type, body) => return text(content_type, body.into()),
+            Route::Metrics => {
+                return text("text/plain; version=0.0.4; charset=utf-8", prometheus::render(handle))
+            }
+            Route::Topology => api::topology(handle, history),
+            Route::Component(name) => api::component(handle, history, &percent_decode(&name)),
+            Route::Steer { activate } => {
+                api::steer(handle, activate, query_param(&req.query, "component").as_deref())
+            }
+            Route::Drain => api::drain(handle),
+            Route::Reload => api::reload(handle),
+            Route::Healthz => api::healthz(handle),
+            Route::Readyz => api::readyz(handle),
+        };
+        if scope == Scope::Control {
+            log_control(req.peer, action, &req.query, &answer);
+        }
+        Reply::json(&answer, headers)
+    }
+
+    /// Logs a control request that was refused after admission (a body
+    /// too large or too slow).
+    pub(crate) fn log_refused(&self, req: &Incoming, admitted: &Admitted, reply: &Reply) {
+        tracing::warn!(
+            client = %Client(req.peer),
+            action = admitted.route.action(),
+            status = reply.status,
+            "refused control request: the body was too large or too slow"
+        );
+    }
+}
+
+/// A client address for the log (`-` when the transport has none).
+struct Client(Option<SocketAddr>);
+
+impl std::fmt::Display for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(a) => write!(f, "{a}"),
+            None => f.write_str("-"),
+        }
+    }
+}
+
+/// Logs one control action: who, what, and how it ended.
+fn log_control(peer: Option<SocketAddr>, action: &str, query: &str, answer: &Answer) {
+    let component = query_param(query, "component");
+    let outcome = if answer.status < 300 {
+        "ok".to_owned()
+    } else {
+        answer.body["error"].as_str().unwrap_or("failed").to_owned()
+    };
+    tracing::info!(
+        client = %Client(peer),
+        action,
+        component = component.as_deref().unwrap_or("*"),
+        status = answer.status,
+        "control over HTTP: {outcome}"
+    );
+}
+
+/// The OpenAPI 3.1 document of every route (`GET /api/v1/openapi.json`),
+/// written to match `docs/http-api.md`.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
 /// What a path serves, for routing and 405s.
-enum Route<'a> {
+#[derive(Debug)]
+enum Route {
     Page,
     Asset(&'static str, &'static str),
     Metrics,
     Topology,
-    Component(&'a str),
+    Component(String),
     Steer { activate: bool },
     Drain,
     Reload,
@@ -123,20 +438,43 @@ enum Route<'a> {
     Readyz,
 }
 
-impl Route<'_> {
-    fn method(&self) -> Method {
+impl Route {
+    fn method(&self) -> &'static str {
         match self {
-            Route::Steer { .. } | Route::Drain | Route::Reload => Method::Post,
-            _ => Method::Get,
+            Route::Steer { .. } | Route::Drain | Route::Reload => "POST",
+            _ => "GET",
+        }
+    }
+
+    /// What the route needs (see [`access`]).
+    fn scope(&self, access: &Access) -> Scope {
+        match self {
+            // Static text with no data: the page, its assets, the OpenAPI document.
+            Route::Page | Route::Asset(..) => Scope::Public,
+            Route::Metrics if access.metrics_public => Scope::Public,
+            Route::Steer { .. } | Route::Drain | Route::Reload => Scope::Control,
+            _ => Scope::Read,
+        }
+    }
+
+    /// The control action's name, for the log.
+    fn action(&self) -> &'static str {
+        match self {
+            Route::Steer { activate: true } => "activate",
+            Route::Steer { activate: false } => "deactivate",
+            Route::Drain => "drain",
+            Route::Reload => "reload",
+            _ => "read",
         }
     }
 }
 
-fn route(path: &str) -> Option<Route<'_>> {
+fn route(path: &str) -> Option<Route> {
     Some(match path {
         "/" | "/index.html" => Route::Page,
         "/metrics" => Route::Metrics,
         "/api/v1/topology" => Route::Topology,
+        "/api/v1/openapi.json" => Route::Asset("application/json", OPENAPI),
         "/api/v1/activate" => Route::Steer { activate: true },
         "/api/v1/deactivate" => Route::Steer { activate: false },
         "/api/v1/drain" => Route::Drain,
@@ -148,7 +486,7 @@ fn route(path: &str) -> Option<Route<'_>> {
                 if name.is_empty() || name.contains('/') {
                     return None;
                 }
-                Route::Component(name)
+                Route::Component(name.to_owned())
             } else {
                 let (content_type, body) = page::asset(p)?;
                 Route::Asset(content_type, body)
@@ -190,65 +528,6 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn header(name: &str, value: &str) -> Header {
-    Header::from_bytes(name.as_bytes(), value.as_bytes())
-        .expect("static header names and values are valid")
-}
-
-fn respond(request: Request, handle: &TopologyHandle, history: &History) {
-    let url = request.url().to_owned();
-    let (path, query) = url.split_once('?').unwrap_or((url.as_str(), ""));
-    let method = request.method().clone();
-    let Some(route) = route(path) else {
-        return send_json(request, &Answer::error(404, format!("no route {path}")), None);
-    };
-    let allowed = route.method();
-    let head_ok = method == Method::Head && allowed == Method::Get;
-    if method != allowed && !head_ok {
-        let answer = Answer::error(405, format!("{path} takes {allowed} only"));
-        return send_json(request, &answer, Some(header("Allow", allowed.as_str())));
-    }
-    let answer = match route {
-        Route::Page => return send(request, 200, "text/html; charset=utf-8", page::INDEX.into()),
-        Route::Asset(content_type, body) => return send(request, 200, content_type, body.into()),
-        Route::Metrics => {
-            let text = prometheus::render(handle);
-            return send(request, 200, "text/plain; version=0.0.4; charset=utf-8", text);
-        }
-        Route::Topology => api::topology(handle, history),
-        Route::Component(name) => api::component(handle, history, &percent_decode(name)),
-        Route::Steer { activate } => {
-            api::steer(handle, activate, query_param(query, "component").as_deref())
-        }
-        Route::Drain => api::drain(handle),
-        Route::Reload => api::reload(handle),
-        Route::Healthz => api::healthz(handle),
-        Route::Readyz => api::readyz(handle),
-    };
-    send_json(request, &answer, None);
-}
-
-fn send(request: Request, status: u16, content_type: &str, body: String) {
-    let response = Response::from_string(body)
-        .with_status_code(status)
-        .with_header(header("Content-Type", content_type))
-        .with_header(header("Cache-Control", "no-store"));
-    // A client that went away is no error of ours.
-    let _ = request.respond(response);
-}
-
-fn send_json(request: Request, answer: &Answer, extra: Option<Header>) {
-    let body = serde_json::to_string_pretty(&answer.body).unwrap_or_else(|_| "{}".into());
-    let mut response = Response::from_string(body)
-        .with_status_code(answer.status)
-        .with_header(header("Content-Type", "application/json"))
-        .with_header(header("Cache-Control", "no-store"));
-    if let Some(h) = extra {
-        response = response.with_header(h);
-    }
-    let _ = request.respond(response);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,10 +551,40 @@ mod tests {
     }
 
     #[test]
+    fn the_openapi_document_names_every_route_with_its_method() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI).expect("valid JSON");
+        assert_eq!(doc["openapi"], "3.1.0");
+        let paths = doc["paths"].as_object().expect("paths");
+        for (path, ops) in paths {
+            let r = route(&path.replace("{name}", "count")).unwrap_or_else(|| panic!("{path}"));
+            let methods: Vec<String> =
+                ops.as_object().unwrap().keys().map(|m| m.to_uppercase()).collect();
+            assert_eq!(methods, [r.method()], "{path}");
+        }
+        for path in [
+            "/",
+            "/metrics",
+            "/api/v1/topology",
+            "/api/v1/components/{name}",
+            "/api/v1/activate",
+            "/api/v1/deactivate",
+            "/api/v1/drain",
+            "/api/v1/reload",
+            "/healthz",
+            "/readyz",
+            "/api/v1/openapi.json",
+        ] {
+            assert!(paths.contains_key(path), "{path} is not in openapi.json");
+        }
+    }
+
+    #[test]
     fn routes_take_one_method_each() {
-        assert!(matches!(route("/api/v1/drain").map(|r| r.method()), Some(Method::Post)));
-        assert!(matches!(route("/metrics").map(|r| r.method()), Some(Method::Get)));
-        assert!(matches!(route("/api/v1/components/count"), Some(Route::Component("count"))));
+        assert_eq!(route("/api/v1/drain").map(|r| r.method()), Some("POST"));
+        assert_eq!(route("/metrics").map(|r| r.method()), Some("GET"));
+        assert!(
+            matches!(route("/api/v1/components/count"), Some(Route::Component(c)) if c == "count")
+        );
         assert!(route("/api/v1/components/").is_none());
         assert!(route("/nope").is_none());
     }

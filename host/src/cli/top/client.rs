@@ -2,9 +2,9 @@
 //! connection (`Connection: close`) over `std::net`, and a thread that asks
 //! for the topology once a period. No async runtime, no dependency.
 
-use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc::{self, Receiver};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
@@ -15,20 +15,58 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 /// What one fetch gives: the JSON, or why there is none, in a few words.
 pub type Fetched = Result<Json, String>;
 
-/// Starts a thread that fetches `GET path` from `addr` every `period` and
+/// Where to fetch from, and with what credentials.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The endpoint.
+    pub addr: SocketAddr,
+    /// A bearer token to send.
+    pub token: Option<String>,
+    /// Speak HTTPS, trusting these roots.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// A client configuration trusting the PEM certificates in `ca_file` (the
+/// endpoint's own self-signed certificate, or the CA that signed it).
+///
+/// # Errors
+/// The file cannot be read or holds no usable certificate.
+pub fn tls_config(ca_file: &std::path::Path) -> Result<Arc<rustls::ClientConfig>, String> {
+    use rustls::pki_types::pem::PemObject as _;
+    let shown = ca_file.display();
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = rustls::pki_types::CertificateDer::pem_file_iter(ca_file)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    for cert in certs {
+        let cert = cert.map_err(|e| format!("{shown} is not PEM: {e}"))?;
+        roots.add(cert).map_err(|e| format!("{shown}: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("{shown} holds no certificate"));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// Starts a thread that fetches `GET path` from `target` every `period` and
 /// sends each outcome; it ends when the receiver is dropped.
 ///
 /// # Errors
 /// The thread could not be spawned.
 pub fn poll(
-    addr: SocketAddr,
+    target: Target,
     path: &'static str,
     period: Duration,
 ) -> std::io::Result<Receiver<Fetched>> {
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new().name("top-poll".into()).spawn(move || loop {
         let started = Instant::now();
-        if tx.send(get(addr, path)).is_err() {
+        if tx.send(get(&target, path)).is_err() {
             return;
         }
         std::thread::sleep(period.saturating_sub(started.elapsed()));
@@ -40,17 +78,43 @@ pub fn poll(
 ///
 /// # Errors
 /// The endpoint is unreachable, answers something other than 200, or not JSON.
-pub fn get(addr: SocketAddr, path: &str) -> Fetched {
+pub fn get(target: &Target, path: &str) -> Fetched {
+    let addr = target.addr;
     let mut stream = TcpStream::connect_timeout(&addr, TIMEOUT).map_err(|e| brief(&e))?;
     stream.set_read_timeout(Some(TIMEOUT)).map_err(|e| brief(&e))?;
     stream.set_write_timeout(Some(TIMEOUT)).map_err(|e| brief(&e))?;
+    let auth = target.token.as_ref().map(|t| format!("Authorization: Bearer {t}\r\n"));
     let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\n{}Connection: close\r\n\r\n",
+        auth.unwrap_or_default()
     );
-    stream.write_all(request.as_bytes()).map_err(|e| brief(&e))?;
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).map_err(|e| brief(&e))?;
+    match &target.tls {
+        None => exchange(&mut stream, &request, &mut raw)?,
+        Some(config) => {
+            let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+            let conn = rustls::ClientConnection::new(config.clone(), name)
+                .map_err(|e| format!("TLS: {e}"))?;
+            let mut tls = rustls::StreamOwned::new(conn, stream);
+            exchange(&mut tls, &request, &mut raw)?;
+        }
+    }
     parse(&raw)
+}
+
+/// Writes `request` and reads the answer to the end into `raw`.
+fn exchange(
+    stream: &mut (impl std::io::Read + std::io::Write),
+    request: &str,
+    raw: &mut Vec<u8>,
+) -> Result<(), String> {
+    stream.write_all(request.as_bytes()).map_err(|e| brief(&e))?;
+    match stream.read_to_end(raw) {
+        Ok(_) => Ok(()),
+        // A TLS server that closes without close_notify: the answer is in.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => Ok(()),
+        Err(e) => Err(brief(&e)),
+    }
 }
 
 /// An I/O error without its `(os error N)` tail: `Connection refused`.
@@ -142,7 +206,8 @@ mod tests {
     fn an_endpoint_that_is_not_there_is_an_error_not_a_panic() {
         // Bind then drop a listener: its port is very likely closed now.
         let addr = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr());
-        let err = get(addr.expect("a free port"), "/api/v1/topology").expect_err("nothing listens");
+        let target = Target { addr: addr.expect("a free port"), token: None, tls: None };
+        let err = get(&target, "/api/v1/topology").expect_err("nothing listens");
         assert!(!err.contains("os error"), "{err}");
     }
 }

@@ -29,8 +29,48 @@ function el(tag, attrs, text) {
   return e;
 }
 
+// The bearer token, if the endpoint needs one: given once as
+// `/#token=...` (a fragment never reaches the server or its logs) or typed
+// into the form shown after a 401, then kept for this tab only.
+const TOKEN_KEY = "squall-token";
+function takeTokenFromFragment() {
+  const m = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+  if (!m) return false;
+  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+  history.replaceState(null, "", location.pathname + location.search);
+  return true;
+}
+takeTokenFromFragment();
+// A `#token=` pasted into the address bar of an open page changes only the
+// fragment: no reload, so take it here.
+window.addEventListener("hashchange", () => {
+  if (takeTokenFromFragment()) {
+    $("login").hidden = true;
+    refresh();
+  }
+});
+
+function headers(extra) {
+  const h = Object.assign({}, extra || {});
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) h["Authorization"] = `Bearer ${token}`;
+  return h;
+}
+
+function askForToken(message) {
+  const form = $("login");
+  form.hidden = false;
+  $("login-message").textContent = message;
+}
+
 async function post(path) {
-  const r = await fetch(path, { method: "POST" });
+  // JSON and a custom header: what a cross-site form cannot send.
+  const r = await fetch(path, {
+    method: "POST",
+    headers: headers({ "Content-Type": "application/json", "X-Requested-With": "squall-page" }),
+    body: "{}",
+  });
+  if (r.status === 401) askForToken("this action needs the control token");
   const body = await r.json().catch(() => ({}));
   if (!r.ok) alert(body.error || r.statusText);
   refresh();
@@ -183,7 +223,13 @@ function drawErrors(t) {
 
 async function refresh() {
   try {
-    const r = await fetch("/api/v1/topology", { cache: "no-store" });
+    const r = await fetch("/api/v1/topology", { cache: "no-store", headers: headers() });
+    if (r.status === 401) {
+      askForToken("this endpoint needs a token");
+      $("state").textContent = "token needed";
+      $("state").className = "state down";
+      return;
+    }
     const t = await r.json();
     document.title = `squall · ${t.name}`;
     $("name").textContent = t.name;
@@ -207,6 +253,13 @@ async function refresh() {
   }
 }
 
+$("login").onsubmit = (e) => {
+  e.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, $("token").value.trim());
+  $("token").value = "";
+  $("login").hidden = true;
+  refresh();
+};
 $("window").onchange = (e) => { windowName = e.target.value; refresh(); };
 $("deactivate-all").onclick = () => post("/api/v1/deactivate");
 $("activate-all").onclick = () => post("/api/v1/activate");

@@ -1,0 +1,108 @@
+//! HTTPS with rustls (the `ring` provider): a certificate chain and a key
+//! from PEM files, read again on SIGHUP. A reload that fails (a missing or
+//! mismatched file) is logged and the endpoint keeps the certificate it had.
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::ServerConfig;
+
+/// The certificate chain and key files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// PEM certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+impl TlsFiles {
+    /// Reads and checks both files: the server configuration they make.
+    ///
+    /// # Errors
+    /// A file that cannot be read, holds no certificate or key, or a key
+    /// that does not match the certificate.
+    pub fn config(&self) -> Result<Arc<ServerConfig>, String> {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&self.cert)
+            .map_err(|e| format!("cannot read the TLS certificate {}: {e}", self.cert.display()))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("the TLS certificate {} is not PEM: {e}", self.cert.display()))?;
+        if certs.is_empty() {
+            return Err(format!(
+                "the TLS certificate {} holds no certificate",
+                self.cert.display()
+            ));
+        }
+        let key = PrivateKeyDer::from_pem_file(&self.key)
+            .map_err(|e| format!("cannot read the TLS key {}: {e}", self.key.display()))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .map_err(|e| {
+                format!(
+                    "the TLS key {} does not fit the certificate {}: {e}",
+                    self.key.display(),
+                    self.cert.display()
+                )
+            })?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+}
+
+/// The configuration connections are accepted with, replaced on SIGHUP.
+#[derive(Debug)]
+pub struct TlsState {
+    files: TlsFiles,
+    config: RwLock<Arc<ServerConfig>>,
+}
+
+impl TlsState {
+    /// Loads `files` and starts the thread that reloads them on SIGHUP.
+    ///
+    /// # Errors
+    /// The files are unusable ([`TlsFiles::config`]) or the thread cannot start.
+    pub fn load(files: TlsFiles) -> Result<Arc<Self>, String> {
+        let config = files.config()?;
+        let state = Arc::new(Self { files, config: RwLock::new(config) });
+        let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])
+            .map_err(|e| format!("cannot watch SIGHUP for the TLS files: {e}"))?;
+        let weak = Arc::downgrade(&state);
+        std::thread::Builder::new()
+            .name("__http-tls".into())
+            .spawn(move || {
+                for _ in signals.forever() {
+                    let Some(state) = weak.upgrade() else { return };
+                    state.reload();
+                }
+            })
+            .map_err(|e| format!("cannot start the TLS reload thread: {e}"))?;
+        Ok(state)
+    }
+
+    /// Reads the files again; on failure keeps the current certificate.
+    pub fn reload(&self) {
+        match self.files.config() {
+            Ok(config) => {
+                if let Ok(mut current) = self.config.write() {
+                    *current = config;
+                }
+                tracing::info!(cert = %self.files.cert.display(), "TLS certificate reloaded");
+            }
+            Err(e) => tracing::error!("TLS reload failed, keeping the current certificate: {e}"),
+        }
+    }
+
+    /// The configuration for the next connection.
+    pub fn config(&self) -> Arc<ServerConfig> {
+        match self.config.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+}

@@ -611,7 +611,8 @@ impl<'a> Binder<'a> {
             return;
         };
         let decl = &source.outputs[stream].decl;
-        let Some(grouping) = self.grouping(&input.grouping, input, decl) else { return };
+        let target = components[to].name.clone();
+        let Some(grouping) = self.grouping(&input.grouping, input, decl, target) else { return };
         self.check_input_fields(&components[to], input, decl);
         let tasks: Vec<u32> = components[to].tasks.clone().collect();
         components[from].outputs[stream].subscribers.push(Subscriber {
@@ -637,6 +638,7 @@ impl<'a> Binder<'a> {
         spec: &GroupingSpec,
         input: &InputDecl,
         decl: &StreamDecl,
+        target: String,
     ) -> Option<Grouping> {
         let direct = matches!(spec, GroupingSpec::Direct);
         if direct != decl.direct {
@@ -681,6 +683,8 @@ impl<'a> Binder<'a> {
                     source: input.from.clone(),
                     stream: input.stream.clone(),
                     fields: decl.fields.to_vec(),
+                    target,
+                    loc: component.loc,
                 }))
             }
             GroupingSpec::Fields(fields) => {

@@ -219,6 +219,7 @@ fn read_composed(
     validate::check(&mut w, &config);
     validate::check_size(&mut w, &config, budget_loc);
     window::check_window_timeouts(&mut w, &config);
+    window::check_count_windows(&mut w, &config);
     diags.append(w.finish());
     diags.sort();
     let printed = print.then(|| print::render(&doc, &config.plugins));

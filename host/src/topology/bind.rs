@@ -133,7 +133,7 @@ pub fn sha256_file(alias: &str, path: &std::path::Path) -> Result<String, LoadEr
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let read_error = |source: std::io::Error| match source.raw_os_error() {
-        Some(libc::ENOENT) => LoadError::Missing { alias: alias.to_owned(), path: path.into() },
+        Some(libc::ENOENT) => LoadError::missing(alias, path),
         _ => LoadError::Read { alias: alias.to_owned(), path: path.to_path_buf(), source },
     };
     // O_NONBLOCK: a path that became a FIFO is not waited on.

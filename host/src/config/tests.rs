@@ -1279,3 +1279,18 @@ fn locations_on_one_long_line_cost_linear_work() {
         text.len()
     );
 }
+
+/// 10,000 unknown keys are not 10,000 lines: the first ones are listed,
+/// then one line says how many more there are.
+#[test]
+fn thousands_of_unknown_keys_are_listed_up_to_a_cap_with_how_many_more() {
+    let keys: String = (0..10_000).map(|i| format!("bogus{i} = 1\n")).collect();
+    let text = format!("[topology]\n{keys}\n{BASE}");
+    let errors = parse_str_with_env(&text, Path::new("t.toml"), &|_| None).unwrap_err();
+    let unknown = errors.items.iter().filter(|d| d.message.starts_with("unknown key")).count();
+    assert_eq!(unknown, 20, "the first 20 are listed");
+    let more = errors.items.iter().find(|d| d.message.contains("more unknown key"));
+    let more = more.expect("a line says how many more");
+    assert!(more.message.contains("9980 more"), "{}", more.message);
+    assert_eq!(errors.len(), 21, "{errors}");
+}

@@ -216,7 +216,7 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "{:<14} {:>5} {:>12} {:>11} {:>12} {:>10} {:>8} {:>6} {:>6} {:>8} {:>9} {:>9}",
+            "{:<14} {:>5} {:>12} {:>11} {:>12} {:>10} {:>8} {:>6} {:>6} {:>8} {:>9} {:>9} {:>8}",
             "component",
             "tasks",
             "emitted",
@@ -228,7 +228,8 @@ impl Report {
             "queued",
             "bp_s",
             "lat_p50",
-            "lat_p99"
+            "lat_p99",
+            "errors"
         );
         for c in &self.components {
             let rate = previous
@@ -246,7 +247,7 @@ impl Report {
             });
             let _ = writeln!(
                 out,
-                "{:<14} {:>5} {:>12} {:>11.0} {:>12} {:>10} {:>8} {:>6.2} {:>6} {:>8.2} {:>9} {:>9}",
+                "{:<14} {:>5} {:>12} {:>11.0} {:>12} {:>10} {:>8} {:>6.2} {:>6} {:>8.2} {:>9} {:>9} {:>8}",
                 truncate(&c.name, 14),
                 c.tasks,
                 c.emitted,
@@ -258,7 +259,8 @@ impl Report {
                 c.queue_depth_batches,
                 c.backpressure_secs,
                 p50,
-                p99
+                p99,
+                c.errors
             );
         }
         out
@@ -270,5 +272,22 @@ fn truncate(s: &str, n: usize) -> String {
         s.to_owned()
     } else {
         s.chars().take(n - 1).chain(std::iter::once('~')).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_has_an_errors_column() {
+        let c = ComponentSummary { name: "split".into(), errors: 1234, ..Default::default() };
+        let report = Report { elapsed_secs: 1.0, components: vec![c] };
+        let table = report.table(None);
+        let mut lines = table.lines();
+        let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        let at = header.iter().position(|&h| h == "errors").expect("an errors column");
+        assert_eq!(row[at], "1234", "{table}");
     }
 }

@@ -182,6 +182,20 @@ impl Grouping {
             Grouping::Custom(_) => "custom",
         }
     }
+
+    /// The grouping as the topology file writes it, for people: `shuffle`,
+    /// `fields(word)` (`fields` are the stream's fields), `custom(alias::Name)`.
+    pub fn label<S: AsRef<str>>(&self, fields: &[S]) -> String {
+        match self {
+            Grouping::Fields(ix) => {
+                let names: Vec<&str> =
+                    ix.iter().filter_map(|&i| fields.get(i).map(AsRef::as_ref)).collect();
+                format!("fields({})", names.join(", "))
+            }
+            Grouping::Custom(custom) => format!("custom({})", custom.name),
+            other => other.name().to_owned(),
+        }
+    }
 }
 
 /// Per-producer routing state for one subscriber.

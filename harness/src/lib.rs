@@ -20,7 +20,7 @@
 //!   acked or failed (a message timeout counts as a fail) and the topology
 //!   has drained: every queue empty, every bolt done executing.
 //!
-//! ```ignore
+//! ```
 //! use std::time::Duration;
 //! use squall_harness::Harness;
 //! use squall_plugin_api::{MessageId, Value};

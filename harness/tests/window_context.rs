@@ -303,3 +303,30 @@ inputs = [{ from = "stamps" }]
     assert!(message.contains('3') && message.contains('4'), "ids 3 and 4: {message}");
     assert!(took < Duration::from_secs(15), "a 1 s timeout took {took:?}");
 }
+
+/// Tick tuples never enter a window: `tick_tuple_freq_secs` on a windowed
+/// bolt would do nothing, so it is refused where the bolt is declared.
+#[test]
+fn tick_tuple_freq_secs_on_a_windowed_bolt_is_refused() {
+    let topology = r#"
+[spouts.stamps]
+component = "w::Stamps"
+
+[bolts.windows]
+component = "w::WindowEcho"
+window = { length_count = 3 }
+tick_tuple_freq_secs = 1
+inputs = [{ from = "stamps" }]
+"#;
+    let e = Harness::new(topology)
+        .plugin::<__SquallPlugin>("w")
+        .feed("stamps", stamps(&[1, 2, 3]))
+        .run_until_complete(TIMEOUT)
+        .unwrap_err();
+    let message = e.to_string();
+    assert!(matches!(e, squall_harness::HarnessError::Config(_)), "{message}");
+    assert!(
+        message.contains("harness.toml:5:8") && message.contains("tick_tuple_freq_secs"),
+        "{message}"
+    );
+}

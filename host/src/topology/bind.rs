@@ -539,6 +539,15 @@ impl<'a> Binder<'a> {
             (None, false) => return,
             (Some(_), true) => {}
         }
+        if bolt.tick_tuple_freq_secs.is_some() {
+            let message = format!(
+                "bolt \"{}\" ({}) is a windowed bolt: tick tuples never enter a window, so \
+                 tick_tuple_freq_secs would do nothing",
+                bolt.name, component.reference
+            );
+            let help = "remove tick_tuple_freq_secs: the host fires time windows itself";
+            self.error(bolt.loc, message, Some(help.to_string()));
+        }
         components[to].window = bolt.window.clone();
         if components[to].outputs.iter().any(|s| s.decl.name.as_str() == LATE_STREAM) {
             return;

@@ -62,7 +62,7 @@ fn a_fields_grouping_on_a_projected_field_validates() {
     out.assert_code(0);
     assert!(out.stdout.contains("is valid (5 components, 6 tasks"), "\n{}", out.context());
     // The grouping's field is the second of the projection's stream.
-    assert!(out.stdout.contains("project --default:Fields([1])--> sink"), "\n{}", out.context());
+    assert!(out.stdout.contains("project --default:fields(word)--> sink"), "\n{}", out.context());
 }
 
 #[test]
@@ -216,4 +216,23 @@ fn every_shipped_component_declares_its_config_keys() {
         assert_eq!(declared, components, "{library}: every component declares\n{}", out.context());
         assert!(!out.stdout.contains("not declared"), "{library}\n{}", out.context());
     }
+}
+
+#[test]
+fn inspect_lists_the_late_stream_the_host_adds_to_a_windowed_bolt() {
+    let ws = Workspace::new("inspect_late");
+    let out = SquallCommand::inspect(&ws, &plugin_path("testkit")).output();
+    out.assert_code(0);
+    let lines: Vec<&str> = out.stdout.lines().map(str::trim).collect();
+    let at = lines.iter().position(|l| l.contains("WindowSizeBolt")).expect("the windowed bolt");
+    let rest: Vec<&str> = lines[at + 1..]
+        .iter()
+        .take_while(|l| !l.starts_with("bolt ") && !l.starts_with("spout "))
+        .copied()
+        .collect();
+    assert!(
+        rest.iter().any(|l| l.starts_with("stream late ")),
+        "no late stream: {rest:?}\n{}",
+        out.context()
+    );
 }

@@ -505,3 +505,109 @@ inputs = [{ from = "split", grouping = { custom = "examples::PartialKeyGrouping"
         out.context()
     );
 }
+
+#[test]
+fn a_grouping_whose_prepare_fails_is_reported_where_it_is_written() {
+    let ws = Workspace::new("grouping_prepare");
+    let text = r#"
+[plugins]
+examples = "{examples}"
+testkit = "{testkit}"
+
+[spouts.sentences]
+component = "examples::RandomSentenceSpout"
+
+[bolts.split]
+component = "examples::SplitSentence"
+inputs = [{ from = "sentences" }]
+
+[bolts.a]
+component = "testkit::NullBolt"
+inputs = [{ from = "split", grouping = { custom = "examples::PartialKeyGrouping", config = { fields = ["nope"] } } }]
+"#;
+    let topology = ws.write_topology("prepare.toml", text);
+    let out = SquallCommand::validate(&ws, &topology).output();
+    out.assert_code(EXIT_CONFIG);
+    let lines = diagnostics(&out);
+    assert_eq!(lines.len(), 1, "\n{}", out.context());
+    assert!(
+        lines[0].starts_with(&at(&topology, text, "\"examples::PartialKeyGrouping\"")),
+        "{}",
+        out.context()
+    );
+    assert!(lines[0].contains("has no field \"nope\""), "{}", out.context());
+}
+
+#[test]
+fn the_summary_names_groupings_as_the_topology_file_writes_them() {
+    let ws = Workspace::new("summary_groupings");
+    let text = r#"
+[plugins]
+examples = "{examples}"
+testkit = "{testkit}"
+
+[spouts.sentences]
+component = "examples::RandomSentenceSpout"
+
+[bolts.split]
+component = "examples::SplitSentence"
+inputs = [{ from = "sentences" }]
+
+[bolts.a]
+component = "testkit::NullBolt"
+inputs = [{ from = "split", grouping = { custom = "examples::PartialKeyGrouping", config = { fields = ["word"] } } }]
+
+[bolts.b]
+component = "testkit::NullBolt"
+inputs = [{ from = "split", grouping = { fields = ["word"] } }]
+"#;
+    let topology = ws.write_topology("summary.toml", text);
+    let out = SquallCommand::validate(&ws, &topology).output();
+    out.assert_code(0);
+    assert!(!out.stdout.contains("CustomGrouping"), "Rust debug output\n{}", out.context());
+    assert!(
+        out.stdout.contains("split --default:custom(examples::PartialKeyGrouping)--> a"),
+        "{}",
+        out.context()
+    );
+    assert!(out.stdout.contains("split --default:fields(word)--> b"), "{}", out.context());
+    assert!(out.stdout.contains("sentences --default:shuffle--> split"), "{}", out.context());
+}
+
+#[test]
+fn a_field_mistake_is_reported_even_when_the_topology_has_a_structural_one() {
+    let ws = Workspace::new("fields_and_structure");
+    let text = r#"
+[plugins]
+examples = "{examples}"
+testkit = "{testkit}"
+
+[spouts.sentences]
+component = "examples::RandomSentenceSpout"
+
+[bolts.split]
+component = "examples::SplitSentence"
+inputs = [{ from = "sentences" }]
+
+[bolts.count]
+component = "testkit::NullBolt"
+inputs = [{ from = "split", grouping = { fields = ["wrod"] } }]
+
+[bolts.lost]
+component = "testkit::NullBolt"
+inputs = [{ from = "splitt" }]
+"#;
+    let topology = ws.write_topology("both.toml", text);
+    let out = SquallCommand::validate(&ws, &topology).output();
+    out.assert_code(EXIT_CONFIG);
+    let lines = diagnostics(&out);
+    assert_eq!(lines.len(), 2, "the unknown source and the field\n{}", out.context());
+    assert!(
+        lines[0].starts_with(&at(&topology, text, "[\"wrod\"]"))
+            || lines[0].starts_with(&at(&topology, text, "\"wrod\"")),
+        "{}",
+        out.context()
+    );
+    assert!(lines[0].contains("fields grouping on \"wrod\""), "{}", out.context());
+    assert!(lines[1].contains("unknown spout or bolt \"splitt\""), "{}", out.context());
+}

@@ -20,7 +20,7 @@
 //!   acked or failed (a message timeout counts as a fail) and the topology
 //!   has drained: every queue empty, every bolt done executing.
 //!
-//! ```ignore
+//! ```
 //! use std::time::Duration;
 //! use squall_harness::Harness;
 //! use squall_plugin_api::{MessageId, Value};
@@ -155,10 +155,11 @@ pub enum HarnessError {
     Timeout {
         /// How long the harness waited.
         waited: Duration,
-        /// Per spout, the ids still pending.
+        /// Per spout, the ids still pending when the timeout expired.
         pending: HashMap<String, Vec<MessageId>>,
-        /// What the run produced (the drain ran, so in-flight trees were
-        /// acked, failed or failed at shutdown meanwhile).
+        /// What the run produced. The topology was then stopped without
+        /// waiting for a drain (the timeout holds), so the pending trees
+        /// were failed at shutdown and appear in `failed`.
         partial: Box<Completed>,
     },
 }
@@ -250,7 +251,15 @@ impl Harness {
         let handle = running.handle().clone();
         let until = Instant::now() + timeout;
         let complete = registered.run.wait_complete(until, || handle.fatal().is_some());
-        let outcome = running.stop();
+        // Past the timeout, what is pending now is what the error names
+        // (the drain fails it at shutdown), and the drain is not waited for:
+        // the timeout holds.
+        let (outcome, pending) = if complete || handle.fatal().is_some() {
+            (running.stop(), None)
+        } else {
+            let pending = registered.run.pending();
+            (running.stop_within(Duration::ZERO), Some(pending))
+        };
         let collected = registered.run.take();
         let done = Completed {
             emitted: collected.emitted,
@@ -262,7 +271,7 @@ impl Harness {
             return Err(HarnessError::Run { error, partial: Box::new(done) });
         }
         if !complete {
-            let pending = collected.pending;
+            let pending = pending.unwrap_or(collected.pending);
             return Err(HarnessError::Timeout {
                 waited: timeout,
                 pending,

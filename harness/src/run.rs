@@ -112,20 +112,35 @@ impl Run {
         for ids in out.acked.values_mut().chain(out.failed.values_mut()) {
             ids.sort_unstable();
         }
-        for (spout, tuples) in &state.feeds {
-            let answered = |id: &MessageId| {
-                [&out.acked, &out.failed]
-                    .iter()
-                    .any(|m| m.get(spout).is_some_and(|v| v.contains(id)))
-            };
-            let pending: Vec<_> =
-                (0..tuples.len() as u64).map(MessageId).filter(|id| !answered(id)).collect();
-            if !pending.is_empty() {
-                out.pending.insert(spout.clone(), pending);
-            }
-        }
+        out.pending = pending(&state.feeds, &out.acked, &out.failed);
         out
     }
+
+    /// The fed ids neither acked nor failed yet, per spout, sorted.
+    pub(crate) fn pending(&self) -> HashMap<String, Vec<MessageId>> {
+        let state = self.lock();
+        pending(&state.feeds, &state.acked, &state.failed)
+    }
+}
+
+/// The ids of `feeds` in neither `acked` nor `failed`.
+fn pending(
+    feeds: &HashMap<String, Vec<Fed>>,
+    acked: &HashMap<String, Vec<MessageId>>,
+    failed: &HashMap<String, Vec<MessageId>>,
+) -> HashMap<String, Vec<MessageId>> {
+    let mut out = HashMap::new();
+    for (spout, tuples) in feeds {
+        let answered = |id: &MessageId| {
+            [acked, failed].iter().any(|m| m.get(spout).is_some_and(|v| v.contains(id)))
+        };
+        let pending: Vec<_> =
+            (0..tuples.len() as u64).map(MessageId).filter(|id| !answered(id)).collect();
+        if !pending.is_empty() {
+            out.insert(spout.clone(), pending);
+        }
+    }
+    out
 }
 
 fn registry() -> &'static Mutex<HashMap<u64, Arc<Run>>> {

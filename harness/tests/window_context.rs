@@ -273,3 +273,60 @@ inputs = [{ from = "stamps", grouping = { custom = "w::First" } }]
         [vec![Value::from("custom"), Value::from("w::First")]]
     );
 }
+
+/// Two tuples stay in a count window that never fills: the timeout holds
+/// (the drain after it does not wait `shutdown_timeout_secs`), and the
+/// error names the ids that were pending when it expired.
+#[test]
+fn a_timeout_names_the_pending_ids_and_does_not_wait_for_the_drain() {
+    let topology = r#"
+[topology]
+shutdown_timeout_secs = 30
+
+[spouts.stamps]
+component = "w::Stamps"
+
+[bolts.windows]
+component = "w::WindowEcho"
+window = { length_count = 3 }
+inputs = [{ from = "stamps" }]
+"#;
+    let started = std::time::Instant::now();
+    let e = Harness::new(topology)
+        .plugin::<__SquallPlugin>("w")
+        .feed("stamps", stamps(&[1, 2, 3, 4, 5]))
+        .run_until_complete(Duration::from_secs(1))
+        .unwrap_err();
+    let took = started.elapsed();
+    let message = e.to_string();
+    assert!(message.starts_with("2 fed tuple(s) neither acked nor failed"), "{message}");
+    assert!(message.contains('3') && message.contains('4'), "ids 3 and 4: {message}");
+    assert!(took < Duration::from_secs(15), "a 1 s timeout took {took:?}");
+}
+
+/// Tick tuples never enter a window: `tick_tuple_freq_secs` on a windowed
+/// bolt would do nothing, so it is refused where the bolt is declared.
+#[test]
+fn tick_tuple_freq_secs_on_a_windowed_bolt_is_refused() {
+    let topology = r#"
+[spouts.stamps]
+component = "w::Stamps"
+
+[bolts.windows]
+component = "w::WindowEcho"
+window = { length_count = 3 }
+tick_tuple_freq_secs = 1
+inputs = [{ from = "stamps" }]
+"#;
+    let e = Harness::new(topology)
+        .plugin::<__SquallPlugin>("w")
+        .feed("stamps", stamps(&[1, 2, 3]))
+        .run_until_complete(TIMEOUT)
+        .unwrap_err();
+    let message = e.to_string();
+    assert!(matches!(e, squall_harness::HarnessError::Config(_)), "{message}");
+    assert!(
+        message.contains("harness.toml:5:8") && message.contains("tick_tuple_freq_secs"),
+        "{message}"
+    );
+}

@@ -72,9 +72,25 @@ fn render(library: &Library, path: &Path) -> String {
         if g.kind != ComponentKind::GROUPING {
             write_streams(&mut out, &[], Some(g));
         }
+        if g.windowed && !declares(g, crate::topology::LATE_STREAM) {
+            let _ = writeln!(
+                out,
+                "  {:<14}   stream {} [the fields of its first input] (added by the host: \
+                 event-time tuples behind the watermark)",
+                "",
+                crate::topology::LATE_STREAM
+            );
+        }
         write_extension(&mut out, Some(g), g.kind, false);
     }
     out
+}
+
+/// True when the component declares `stream` for an empty config.
+fn declares(ext: &ComponentExt, stream: &str) -> bool {
+    (ext.declare_outputs)("".into())
+        .into_result()
+        .is_ok_and(|streams| streams.iter().any(|s| s.name.as_str() == stream))
 }
 
 /// One `stream NAME [fields]` line per output stream. A 1.1 component's

@@ -46,8 +46,30 @@ pub fn run(args: Args) -> ExitCode {
 
 /// Loads, validates and binds a topology file, with `sets` applied.
 fn load(path: &std::path::Path, sets: &[Override]) -> Result<Topology, Failure> {
-    let config = crate::config::load_with(path, sets).map_err(Failure::Config)?;
+    let config = crate::config::load_partial(path, sets)
+        .map_err(|(diags, config)| with_plugin_checks(diags, config.as_deref()))?;
     bind(&config)
+}
+
+/// The file's own errors `diags`, and, when the file could be read
+/// (`config`), the errors the plugins find in what is intact: a field
+/// mistake is not hidden behind a structural one. An error at a place the
+/// file's checks already reported is left out (it follows from that one);
+/// a library that cannot be loaded adds nothing (it is reported once the
+/// file is fixed).
+pub(super) fn with_plugin_checks(
+    mut diags: Diagnostics,
+    config: Option<&crate::config::TopologyConfig>,
+) -> Failure {
+    let Some(config) = config else { return Failure::Config(diags) };
+    if let Err(BindError::Config(found)) = crate::topology::bind(config) {
+        let known: std::collections::HashSet<(std::path::PathBuf, crate::config::Loc)> =
+            diags.items.iter().map(|d| (d.file.clone(), d.loc)).collect();
+        let new = found.items.into_iter().filter(|d| !known.contains(&(d.file.clone(), d.loc)));
+        diags.items.extend(new);
+        diags.sort();
+    }
+    Failure::Config(diags)
 }
 
 /// Binds a validated topology to its plugins.
@@ -63,7 +85,7 @@ fn bind(config: &crate::config::TopologyConfig) -> Result<Topology, Failure> {
 fn instantiate(topology: &Topology) -> Result<crate::runtime::Instances, Failure> {
     let limit = std::time::Duration::from_secs(topology.settings.startup_timeout_secs);
     crate::runtime::instantiate_within(topology, limit).map_err(|e| match e {
-        StartError::Constructor { config: true, loc, .. } => {
+        StartError::Constructor { config: true, loc, .. } | StartError::Grouping { loc, .. } => {
             let mut d = Diagnostics::new();
             d.push_at(&topology.sources, loc, e.to_string(), None);
             Failure::Config(d)

@@ -20,7 +20,8 @@ pub fn validate(path: &Path, sets: &[Override], print: bool) -> Result<(), Failu
         write_stdout(&text)?;
         config
     } else {
-        crate::config::load_with(path, sets).map_err(Failure::Config)?
+        crate::config::load_partial(path, sets)
+            .map_err(|(diags, config)| super::with_plugin_checks(diags, config.as_deref()))?
     };
     let topology = bind(&config)?;
     super::instantiate(&topology)?;
@@ -58,12 +59,13 @@ fn summary(path: &Path, topology: &Topology) -> String {
             for sub in &s.subscribers {
                 // Stream names come from the plugin's catalogue, not the
                 // checked topology file: escape what a library could smuggle in.
+                let fields: Vec<&str> = s.decl.fields.iter().map(|f| f.as_str()).collect();
                 let _ = writeln!(
                     out,
-                    "  {} --{}:{:?}--> {}",
+                    "  {} --{}:{}--> {}",
                     c.name,
                     crate::plugin::escape_controls(&s.decl.name),
-                    sub.grouping,
+                    crate::plugin::escape_controls(&sub.grouping.label(&fields)),
                     topology.components[sub.component].name
                 );
             }

@@ -139,17 +139,43 @@ pub fn load_effective(
     Ok((config, printed.unwrap_or_default()))
 }
 
+/// [`load_with`], also returning, with the errors, what could be read of
+/// a topology that has errors (`None` when the TOML itself could not be
+/// read), so that the plugins can check what is intact.
+///
+/// # Errors
+///
+/// As [`load_with`].
+pub fn load_partial(
+    path: &Path,
+    sets: &[Override],
+) -> Result<TopologyConfig, (Diagnostics, Option<Box<TopologyConfig>>)> {
+    read_file_partial(path, sets, false).map(|(config, _)| config)
+}
+
 fn read_file(
     path: &Path,
     sets: &[Override],
     print: bool,
 ) -> Result<(TopologyConfig, Option<String>), Diagnostics> {
+    read_file_partial(path, sets, print).map_err(|(diags, _)| diags)
+}
+
+type Partial = (Diagnostics, Option<Box<TopologyConfig>>);
+
+fn read_file_partial(
+    path: &Path,
+    sets: &[Override],
+    print: bool,
+) -> Result<(TopologyConfig, Option<String>), Partial> {
     match read_topology_file(path) {
-        Ok(text) => read_composed(text, path, sets, &|name| std::env::var(name).ok(), print),
+        Ok(text) => {
+            read_composed_partial(text, path, sets, &|name| std::env::var(name).ok(), print)
+        }
         Err(e) => {
             let mut diags = Diagnostics::new();
             diags.push(path, Loc::START, format!("cannot read topology file: {e}"), None);
-            Err(diags)
+            Err((diags, None))
         }
     }
 }
@@ -211,21 +237,36 @@ fn read_composed(
     env: &dyn Fn(&str) -> Option<String>,
     print: bool,
 ) -> Result<(TopologyConfig, Option<String>), Diagnostics> {
-    let tree = compose::read_tree(text, file, env)?;
+    read_composed_partial(text, file, sets, env, print).map_err(|(diags, _)| diags)
+}
+
+/// [`read_composed`], also returning what was read when there are errors.
+fn read_composed_partial(
+    text: String,
+    file: &Path,
+    sets: &[Override],
+    env: &dyn Fn(&str) -> Option<String>,
+    print: bool,
+) -> Result<(TopologyConfig, Option<String>), Partial> {
+    let tree = compose::read_tree(text, file, env).map_err(|d| (d, None))?;
     let mut map = source::SourceMap::new();
     let order = compose::add_sources(tree, &mut map);
     let set_ids = overrides::add_sources(sets, &mut map);
-    let mut doc = compose::merge(&map, &order)?;
+    let mut doc = compose::merge(&map, &order).map_err(|d| (d, None))?;
     let mut diags = overrides::apply(&mut doc, &map, &set_ids, sets);
     let mut w = Walker::new(&map, env);
     let (config, budget_loc) = read_document(&mut w, &doc, file, map.names());
     validate::check(&mut w, &config);
     validate::check_size(&mut w, &config, budget_loc);
     window::check_window_timeouts(&mut w, &config);
+    window::check_count_windows(&mut w, &config);
     diags.append(w.finish());
     diags.sort();
+    if !diags.is_empty() {
+        return Err((diags, Some(Box::new(config))));
+    }
     let printed = print.then(|| print::render(&doc, &config.plugins));
-    diags.into_result((config, printed))
+    Ok((config, printed))
 }
 
 /// Reads every top-level table. `[plugins]` goes first, whatever its place in

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::diagnostic::{line_starts, locate, Loc, Sources};
+use super::diagnostic::{locate, Lines, Loc, Sources};
 
 /// One text: a file or a `--set` argument.
 #[derive(Debug)]
@@ -24,7 +24,7 @@ struct Source {
     base: usize,
     text: String,
     /// Line starts for a file; `None` for an argument (no positions).
-    lines: Option<Vec<usize>>,
+    lines: Option<Lines>,
 }
 
 /// Every text of a topology, with its place in the shared offset space.
@@ -71,7 +71,7 @@ impl SourceMap {
             Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let lines = Some(line_starts(&text));
+        let lines = Some(Lines::new(&text));
         self.push(Source { name: path.to_path_buf(), dir, base: self.next_base(), text, lines })
     }
 

@@ -1257,3 +1257,41 @@ fn the_bolt_wait_spin_is_read_and_feeds_the_acker_and_only_the_bolt_wait_takes_i
     assert!(errs[0].starts_with("7:15 "), "{errs:?}");
     assert!(errs[0].contains("10000"), "the limit is named: {errs:?}");
 }
+
+/// 100,000 inputs on one line (a 1.6 MB file) are read, checked and
+/// reported in work linear in the file's size: every position (each input
+/// has several, and each duplicate an error) is found without counting the
+/// characters from the start of its line again. Counting them took 60 s.
+#[test]
+fn locations_on_one_long_line_cost_linear_work() {
+    let n = 100_000;
+    let inputs = vec!["{ from = \"s\" }"; n].join(", ");
+    let text = format!("{BASE}\n[bolts.b]\ncomponent = \"ex::B\"\ninputs = [{inputs}]\n");
+    super::diagnostic::SCANNED.with(|c| c.set(0));
+    let errors = parse_str_with_env(&text, Path::new("t.toml"), &|_| None).unwrap_err();
+    let scanned = super::diagnostic::SCANNED.with(|c| c.get());
+    assert_eq!(errors.len(), n - 1, "every duplicate is reported");
+    let last = &errors.items[n - 2];
+    let line = text.lines().last().unwrap();
+    assert!(last.loc.col as usize > line.len() - 20, "the last one is at the end of the line");
+    assert!(
+        scanned < 64 * text.len() as u64,
+        "locating scanned {scanned} bytes of a {}-byte file",
+        text.len()
+    );
+}
+
+/// 10,000 unknown keys are not 10,000 lines: the first ones are listed,
+/// then one line says how many more there are.
+#[test]
+fn thousands_of_unknown_keys_are_listed_up_to_a_cap_with_how_many_more() {
+    let keys: String = (0..10_000).map(|i| format!("bogus{i} = 1\n")).collect();
+    let text = format!("[topology]\n{keys}\n{BASE}");
+    let errors = parse_str_with_env(&text, Path::new("t.toml"), &|_| None).unwrap_err();
+    let unknown = errors.items.iter().filter(|d| d.message.starts_with("unknown key")).count();
+    assert_eq!(unknown, 20, "the first 20 are listed");
+    let more = errors.items.iter().find(|d| d.message.contains("more unknown key"));
+    let more = more.expect("a line says how many more");
+    assert!(more.message.contains("9980 more"), "{}", more.message);
+    assert_eq!(errors.len(), 21, "{errors}");
+}

@@ -38,7 +38,16 @@ pub(crate) struct Walker<'a> {
     /// Aliases from `[plugins]`, in file order; read before any component.
     pub(crate) aliases: Vec<String>,
     diags: Diagnostics,
+    /// Unknown keys found so far; past [`UNKNOWN_KEYS_LISTED`] they are
+    /// counted, not listed.
+    unknown_keys: usize,
+    /// Where the first unlisted unknown key is.
+    first_unlisted: Option<Loc>,
 }
+
+/// How many unknown keys are listed one per line; the rest are one line
+/// that says how many more there are (10,000 of them were 10,000 lines).
+pub(crate) const UNKNOWN_KEYS_LISTED: usize = 20;
 
 impl<'a> Walker<'a> {
     pub(crate) fn new(sources: &'a SourceMap, env: &'a dyn Fn(&str) -> Option<String>) -> Self {
@@ -48,6 +57,8 @@ impl<'a> Walker<'a> {
             env,
             aliases: Vec::new(),
             diags: Diagnostics::new(),
+            unknown_keys: 0,
+            first_unlisted: None,
         }
     }
 
@@ -74,7 +85,15 @@ impl<'a> Walker<'a> {
     }
 
     /// Every diagnostic recorded.
-    pub(crate) fn finish(self) -> Diagnostics {
+    pub(crate) fn finish(mut self) -> Diagnostics {
+        if let Some(loc) = self.first_unlisted {
+            let more = self.unknown_keys - UNKNOWN_KEYS_LISTED;
+            let message = format!(
+                "and {more} more unknown key{} (not listed; the first {UNKNOWN_KEYS_LISTED} are)",
+                if more == 1 { "" } else { "s" }
+            );
+            self.error_at(loc, message, None);
+        }
         self.diags
     }
 
@@ -173,6 +192,13 @@ impl<'a> Walker<'a> {
 
     /// Reports one unknown key.
     pub(crate) fn unknown_key(&mut self, key: &Key<'_>, known: &[&str], context: &str) {
+        self.unknown_keys += 1;
+        if self.unknown_keys > UNKNOWN_KEYS_LISTED {
+            if self.first_unlisted.is_none() {
+                self.first_unlisted = Some(self.loc(&key.span()));
+            }
+            return;
+        }
         let name: &str = key.get_ref();
         let help = did_you_mean(name, known.iter().copied())
             .or_else(|| (known.len() <= 6).then(|| format!("expected {}", quoted_list(known))));

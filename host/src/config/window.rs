@@ -209,6 +209,59 @@ pub(crate) fn check_window_timeouts(w: &mut Walker<'_>, config: &TopologyConfig)
     }
 }
 
+/// A count window acks a tuple only once the tuple has left every window
+/// it can be in, so it holds up to `length_count` tuples unacked before the
+/// first ones are acked. When every input of the windowed bolt comes
+/// straight from spouts whose `max_spout_pending` caps their trees in
+/// flight below `length_count` (summed over the spouts and their tasks),
+/// the window never fills: the spouts stop at the cap, and every tree
+/// waits for its message timeout. Refused at the window. Not checked when
+/// acking is off (nothing caps the trees), when a spout is unlimited, or
+/// when an input comes from a bolt (a bolt may emit any number of tuples
+/// per tree).
+pub(crate) fn check_count_windows(w: &mut Walker<'_>, config: &TopologyConfig) {
+    let settings = &config.settings;
+    if settings.acker_executors == 0 {
+        return;
+    }
+    let spouts: std::collections::HashMap<&str, &crate::config::model::SpoutDecl> =
+        config.spouts.iter().map(|s| (s.name.as_str(), s)).collect();
+    for bolt in &config.bolts {
+        let Some(window) = &bolt.window else { continue };
+        let WindowSize::Count { length, .. } = window.size else { continue };
+        let mut in_flight = 0u64;
+        let mut capped = !bolt.inputs.is_empty();
+        let mut seen = std::collections::HashSet::new();
+        for input in &bolt.inputs {
+            let Some(spout) = spouts.get(input.from.as_str()) else {
+                capped = false;
+                break;
+            };
+            if !seen.insert(input.from.as_str()) {
+                continue;
+            }
+            let Some(per_task) = spout.effective_max_spout_pending(settings) else {
+                capped = false;
+                break;
+            };
+            in_flight = in_flight
+                .saturating_add(u64::from(per_task).saturating_mul(u64::from(spout.parallelism)));
+        }
+        if capped && length > in_flight {
+            let message = format!(
+                "the count window of bolt {:?} holds {length} tuples before it acks any, but its \
+                 spouts keep at most {in_flight} trees in flight (max_spout_pending × \
+                 parallelism): the window would never fill, and every tree would time out",
+                bolt.name
+            );
+            let help = format!(
+                "raise max_spout_pending to at least {length} in all, or shorten length_count"
+            );
+            w.error_at(window.loc, message, Some(help));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -271,6 +324,47 @@ mod tests {
         let text = topology("window = { length = \"20s\", slide = \"15s\" }", 30)
             .replace("[topology]\n", "[topology]\nenable_message_timeouts = false\n");
         assert!(parse(&text).is_ok());
+    }
+
+    #[test]
+    fn a_count_window_longer_than_the_spouts_can_keep_in_flight_is_refused() {
+        let with = |pending: &str, extra: &str| {
+            topology(extra, 30).replace("[topology]\n", &format!("[topology]\n{pending}\n"))
+        };
+        // One spout task with at most 100 trees in flight: a window of 150
+        // tuples never fills (nothing is acked before it fires), so every
+        // tree times out.
+        let errors = parse(&with("max_spout_pending = 100", "window = { length_count = 150 }"))
+            .expect_err("refused");
+        assert!(
+            errors.iter().any(|e| e.starts_with("14:10") && e.contains("max_spout_pending")),
+            "{errors:?}"
+        );
+        // A sliding one too: it acks nothing before `length` tuples arrived.
+        let sliding = "window = { length_count = 150, slide_count = 10 }";
+        assert!(parse(&with("max_spout_pending = 100", sliding)).is_err());
+        // Two spout tasks of 100: 200 in flight is enough; so is 150.
+        let two = with("max_spout_pending = 100", "window = { length_count = 150 }")
+            .replace("component = \"ex::Spout\"", "component = \"ex::Spout\"\nparallelism = 2");
+        assert!(parse(&two).is_ok(), "{:?}", parse(&two));
+        assert!(parse(&with("max_spout_pending = 150", "window = { length_count = 150 }")).is_ok());
+        // Unlimited, or without ackers, nothing caps the trees in flight.
+        assert!(parse(&with("", "window = { length_count = 150 }")).is_ok());
+        let no_acker = "max_spout_pending = 100\nacker_executors = 0";
+        assert!(parse(&with(no_acker, "window = { length_count = 150 }")).is_ok());
+        // The spout's own max_spout_pending counts.
+        let own = with("max_spout_pending = 1000", "window = { length_count = 150 }").replace(
+            "component = \"ex::Spout\"",
+            "component = \"ex::Spout\"\nmax_spout_pending = 10",
+        );
+        assert!(parse(&own).is_err());
+        // Through a bolt, a tree may carry any number of tuples: not checked.
+        let via_bolt = with(
+            "max_spout_pending = 100",
+            "window = { length_count = 150 }\n\n[bolts.m]\ncomponent = \"ex::M\"\ninputs = [{ from = \"s\" }]",
+        )
+        .replace("inputs = [{ from = \"s\" }]\nwindow", "inputs = [{ from = \"m\" }]\nwindow");
+        assert!(parse(&via_bolt).is_ok(), "{:?}", parse(&via_bolt));
     }
 
     #[test]

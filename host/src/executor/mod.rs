@@ -60,13 +60,16 @@ pub(crate) fn count_error(
     name: &str,
     message: &str,
 ) {
-    count_error_logging(stats, shared, name, message, true);
+    count_error_logging(stats, shared, name, message, true, 1);
 }
 
 /// Counts a refused emit of `core`'s task made in `call`, as
 /// [`count_error`] does, except that a value count that differs from the
 /// stream's fields (a plugin bug, the same at every call) is logged once per
-/// topology, component and stream, whatever the number of tasks.
+/// topology, component and stream, whatever the number of tasks. So is a
+/// custom grouping's bad index, once per stream and subscriber; each bad
+/// index was already counted by the emit (`HostOutput::misrouted`), so it
+/// is not counted again here.
 #[cold]
 pub(crate) fn count_emit_error(
     stats: &mut crate::metrics::LocalStats,
@@ -75,12 +78,20 @@ pub(crate) fn count_emit_error(
     e: &transfer::EmitError,
 ) {
     let message = format!("{call}: {e}");
-    let log = match e {
-        transfer::EmitError::Arity(a) => {
-            static SEEN: std::sync::Mutex<std::collections::BTreeSet<(String, String, String)>> =
-                std::sync::Mutex::new(std::collections::BTreeSet::new());
-            let key =
-                (core.context.topology.to_string(), core.name.component.clone(), a.stream.clone());
+    let once = match e {
+        transfer::EmitError::Arity(a) => Some(a.stream.clone()),
+        transfer::EmitError::Misrouted(m) => Some(format!("{} -> {}", m.stream, m.target)),
+        _ => None,
+    };
+    let add = match e {
+        transfer::EmitError::Misrouted(_) => 0,
+        _ => 1,
+    };
+    let log = match once {
+        Some(stream) => {
+            type Seen = std::collections::BTreeSet<(String, String, String)>;
+            static SEEN: std::sync::Mutex<Seen> = std::sync::Mutex::new(Seen::new());
+            let key = (core.context.topology.to_string(), core.name.component.clone(), stream);
             let first = SEEN.lock().map(|mut seen| seen.insert(key)).unwrap_or(true);
             if first {
                 tracing::error!(
@@ -91,9 +102,9 @@ pub(crate) fn count_emit_error(
             }
             false
         }
-        _ => true,
+        None => true,
     };
-    count_error_logging(stats, &core.shared, &core.label, &message, log);
+    count_error_logging(stats, &core.shared, &core.label, &message, log, add);
 }
 
 fn count_error_logging(
@@ -102,9 +113,10 @@ fn count_error_logging(
     name: &str,
     message: &str,
     log: bool,
+    add: u64,
 ) {
     use crate::metrics::StatField;
-    stats.add(StatField::Errors, 1);
+    stats.add(StatField::Errors, add);
     let n = stats.get(StatField::Errors);
     let logged = (n as f64).log10().fract() == 0.0;
     if logged && log {

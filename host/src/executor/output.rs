@@ -8,6 +8,7 @@ use squall_plugin_api::{Anchor, MessageId, StreamId, Value};
 use super::tracking::{InputTracker, SpoutTracker};
 use super::transfer::{EmitError, Transfer};
 use crate::metrics::{LocalStats, StatField};
+use crate::topology::grouping::Misroute;
 
 /// Which kind of task is emitting.
 #[derive(Debug)]
@@ -56,6 +57,25 @@ impl HostOutput<'_> {
             let target = self.transfer.target(i);
             self.transfer.push(target, stream, values, &[], self.stats);
         }
+    }
+}
+
+impl HostOutput<'_> {
+    /// Counts what custom groupings got wrong for an emit on `stream`:
+    /// every bad index is an error, and the call reports the first (logged
+    /// once per component and stream, see `count_emit_error`). True when an
+    /// index out of range dropped the tuple for some subscriber: its tree
+    /// then fails.
+    #[cold]
+    #[inline(never)]
+    fn misrouted(&mut self, stream: u32, misroute: Misroute) -> bool {
+        self.stats.add(StatField::Errors, misroute.errors());
+        match self.error {
+            Some(EmitError::Misrouted(ref mut detail)) => detail.errors += misroute.errors(),
+            Some(_) => {}
+            None => *self.error = Some(self.transfer.misroute_error(stream, misroute.errors())),
+        }
+        misroute.out_of_range > 0
     }
 }
 
@@ -111,6 +131,8 @@ impl HostOutput<'_> {
                     return;
                 }
             };
+        let misroute = self.transfer.take_misroute();
+        let dropped = misroute.any() && self.misrouted(stream, misroute);
         self.stats.add(StatField::Emitted, 1);
         if self.transfer.counts_bytes() {
             self.transfer.emitted_bytes +=
@@ -119,7 +141,7 @@ impl HostOutput<'_> {
         let acking = self.transfer.acking();
         match &mut self.side {
             Side::Spout { tracker, task } => match message_id {
-                ROption::RSome(id) if acking && targets > 0 => {
+                ROption::RSome(id) if acking && (targets > 0 || dropped) => {
                     let task = *task;
                     tracker.emit_tracked(
                         self.transfer,
@@ -128,6 +150,7 @@ impl HostOutput<'_> {
                         values,
                         id,
                         task,
+                        dropped,
                     );
                 }
                 ROption::RSome(id) => {
@@ -140,6 +163,9 @@ impl HostOutput<'_> {
                 if !acking || !inputs.any_tracked(anchors) {
                     self.push_untracked(stream, targets, values);
                     return;
+                }
+                if dropped {
+                    inputs.fail_roots(anchors, self.transfer);
                 }
                 for i in 0..targets {
                     let edge = self.transfer.rng.next_nonzero();
@@ -154,6 +180,9 @@ impl HostOutput<'_> {
                 if !acking || !inputs.any_tracked(anchors) {
                     self.push_untracked(stream, targets, values);
                     return;
+                }
+                if dropped {
+                    inputs.fail_roots(anchors, self.transfer);
                 }
                 for i in 0..targets {
                     let edge = self.transfer.rng.next_nonzero();
@@ -219,17 +248,29 @@ impl SpoutOutput for HostOutput<'_> {
         if ids.is_empty() || !acking {
             tracker.ack_now.extend_from_slice(ids);
             self.transfer.push_many(stream, arity, count, values, self.stats);
+            let misroute = self.transfer.take_misroute();
+            if misroute.any() {
+                self.misrouted(stream, misroute);
+            }
             return;
         }
         let task = *task;
+        let mut all = Misroute::default();
         for (i, &id) in ids.iter().enumerate() {
             let tuple = &values[i * arity..(i + 1) * arity];
             let targets = self.transfer.route_checked(stream, tuple);
-            if targets > 0 {
-                tracker.emit_tracked(self.transfer, self.stats, (stream, targets), tuple, id, task);
+            let misroute = self.transfer.take_misroute();
+            let dropped = misroute.out_of_range > 0;
+            all.add(misroute);
+            if targets > 0 || dropped {
+                let routed = (stream, targets);
+                tracker.emit_tracked(self.transfer, self.stats, routed, tuple, id, task, dropped);
             } else {
                 tracker.ack_now.push(id);
             }
+        }
+        if all.any() {
+            self.misrouted(stream, all);
         }
     }
 }
@@ -523,5 +564,119 @@ mod tests {
         assert_eq!(rig.tracker.ack_now, ids, "no acker: acked when the call returns");
         assert_eq!(rig.tracker.pending.len(), 0);
         assert_eq!(rig.received()[&2].len(), 5);
+    }
+
+    /// A grouping that sends `values[0]` (an integer) to the indexes it
+    /// lists: `[i]` is one index, a negative number `-n` is index `n` twice.
+    #[derive(Debug)]
+    struct Listed;
+
+    impl squall_plugin_api::abi::DynGrouping for Listed {
+        fn prepare(
+            &mut self,
+            _: &squall_plugin_api::abi::GroupingContext,
+        ) -> squall_plugin_api::abi::PResult<()> {
+            abi_stable::std_types::RResult::ROk(())
+        }
+
+        fn choose(
+            &mut self,
+            values: RSlice<'_, Value>,
+            out: &mut abi_stable::std_types::RVec<u32>,
+        ) {
+            match values.as_slice().first() {
+                Some(Value::I64(i)) if *i < 0 => {
+                    out.push(i.unsigned_abs() as u32);
+                    out.push(i.unsigned_abs() as u32);
+                }
+                Some(Value::I64(i)) => out.push(*i as u32),
+                _ => {}
+            }
+        }
+    }
+
+    fn listed(tasks: Vec<u32>) -> Router {
+        extern "C" fn unused(
+            _: abi_stable::std_types::RStr<'_>,
+        ) -> squall_plugin_api::abi::PResult<squall_plugin_api::abi::ComponentExtBox> {
+            unreachable!("the test builds its instance")
+        }
+        let custom = std::sync::Arc::new(crate::topology::grouping::CustomGrouping {
+            name: "t::Listed".into(),
+            new: unused,
+            config: String::new(),
+            source: "source".into(),
+            stream: "default".into(),
+            fields: Vec::new(),
+            target: "sink".into(),
+            loc: crate::config::Loc::START,
+        });
+        let instance = squall_plugin_api::abi::DynGrouping_TO::from_value(
+            Listed,
+            abi_stable::sabi_trait::TD_Opaque,
+        );
+        Router::with_instance(Grouping::Custom(custom), tasks, instance)
+    }
+
+    /// The acker messages sent so far: (inits, fails).
+    fn acker_msgs(rx: &Receiver<AckerInput>) -> (usize, usize) {
+        let (mut inits, mut fails) = (0, 0);
+        for m in rx.try_iter() {
+            if let AckerInput::Msgs(msgs) = m {
+                for m in msgs {
+                    match m {
+                        crate::acker::msg::AckerMsg::Init { .. } => inits += 1,
+                        crate::acker::msg::AckerMsg::Fail { .. } => fails += 1,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        (inits, fails)
+    }
+
+    #[test]
+    fn custom_grouping_out_of_range_index_counts_an_error_and_fails_the_tree() {
+        let (acker, rx) = unbounded();
+        let streams = vec![stream("default", 1, false, vec![listed(vec![1, 2])])];
+        let mut rig = Rig::acking(streams, 2, 100, vec![acker]);
+        // index 1 is task 2; index 5 is out of range (two tasks).
+        for (i, index) in [1i64, 5, 5, 0].into_iter().enumerate() {
+            Output::emit(
+                &mut rig.output(),
+                u32::MAX,
+                [Value::I64(index)][..].into(),
+                RSlice::default(),
+                ROption::RSome(MessageId(i as u64)),
+                ROption::RNone,
+            );
+        }
+        let got = rig.received();
+        assert_eq!((got[&1].len(), got[&2].len()), (1, 1), "in-range tuples are delivered");
+        assert_eq!(rig.stats.get(StatField::Errors), 2, "each out-of-range index is an error");
+        let error = rig.error.take().expect("the call reports the misroute").to_string();
+        assert!(error.contains("index 5") && error.contains("t::Listed"), "{error}");
+        assert!(rig.tracker.ack_now.is_empty(), "a dropped tuple is not acked");
+        assert_eq!(acker_msgs(&rx), (4, 2), "each dropped tuple's tree fails");
+    }
+
+    #[test]
+    fn custom_grouping_duplicated_index_delivers_once_and_counts_an_error() {
+        let (acker, rx) = unbounded();
+        let streams = vec![stream("default", 1, false, vec![listed(vec![1, 2])])];
+        let mut rig = Rig::acking(streams, 2, 100, vec![acker]);
+        Output::emit(
+            &mut rig.output(),
+            u32::MAX,
+            [Value::I64(-1)][..].into(),
+            RSlice::default(),
+            ROption::RSome(MessageId(7)),
+            ROption::RNone,
+        );
+        let got = rig.received();
+        assert_eq!(got.get(&2).map_or(0, Vec::len), 1, "delivered once: {got:?}");
+        assert_eq!(rig.stats.get(StatField::Errors), 1);
+        assert!(rig.error.take().expect("reported").to_string().contains("twice"));
+        assert_eq!(acker_msgs(&rx), (1, 0), "delivered: the tree goes on");
     }
 }

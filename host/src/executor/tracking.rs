@@ -58,8 +58,11 @@ impl SpoutTracker {
     }
 
     /// Emits a reliable tuple: one edge per target, an init to the acker,
-    /// and an entry in the pending map.
+    /// and an entry in the pending map. `failed`: a custom grouping dropped
+    /// the tuple for some subscriber, so the tree fails (the fail goes to
+    /// the acker before the init: a fail wins, even over an init of zero).
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub fn emit_tracked(
         &mut self,
         transfer: &mut Transfer,
@@ -68,8 +71,12 @@ impl SpoutTracker {
         values: &[squall_plugin_api::Value],
         message_id: MessageId,
         spout_task: TaskId,
+        failed: bool,
     ) {
         let root = RootId(transfer.rng.next_nonzero());
+        if failed {
+            transfer.to_acker(root, AckerMsg::Fail { root });
+        }
         let mut init = 0u64;
         for i in 0..targets {
             let edge = transfer.rng.next_nonzero();
@@ -181,6 +188,16 @@ impl InputTracker {
             }
         }
         &self.scratch
+    }
+
+    /// Fails the trees of `anchors` (every root of every tracked anchor) at
+    /// the acker, leaving the inputs tracked: a child anchored to them was
+    /// dropped (a custom grouping chose an index out of range).
+    pub fn fail_roots(&mut self, anchors: &[Anchor], transfer: &mut Transfer) {
+        // An edge of zero changes no `ack_val`: this only collects the roots.
+        for &(root, _) in self.anchor_edge(anchors, 0) {
+            transfer.to_acker(root, AckerMsg::Fail { root });
+        }
     }
 
     /// True when any anchor refers to a tracked input.

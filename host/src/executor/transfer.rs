@@ -23,7 +23,7 @@ use crate::acker::msg::{AckerInput, AckerMsg};
 use crate::ids::{EdgeId, RootId, TaskId};
 use crate::metrics::{LocalStats, StatField};
 use crate::queue::batch::{Batch, QueueBytes};
-use crate::topology::grouping::Targets;
+use crate::topology::grouping::{BadIndex, Misroute, Targets};
 
 /// Why an emit was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,6 +45,47 @@ pub enum EmitError {
     /// count. Boxed, so the emit path's `Result` stays small.
     #[error("emit_many on stream \"{}\" of {} tuples with {} values and {} message ids, but it declares {} fields (values must be {} × {}, ids none or {})", .0.stream, .0.count, .0.values, .0.ids, .0.declared, .0.count, .0.declared, .0.count)]
     Many(Box<ManyMismatch>),
+    /// A custom grouping chose an index out of range (the tuple did not
+    /// reach it) or an index twice (delivered once). Boxed, so the emit
+    /// path's `Result` stays small.
+    #[error("{}", .0)]
+    Misrouted(Box<MisrouteDetail>),
+}
+
+/// What an [`EmitError::Misrouted`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MisrouteDetail {
+    /// `alias::Name`.
+    pub grouping: String,
+    /// The stream's name.
+    pub stream: String,
+    /// The subscribing component.
+    pub target: String,
+    /// The first bad index.
+    pub bad: BadIndex,
+    /// Bad indexes of the emit (or `emit_many` call), each counted as an error.
+    pub errors: u64,
+}
+
+impl std::fmt::Display for MisrouteDetail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (grouping, stream, target) = (&self.grouping, &self.stream, &self.target);
+        let (index, tasks) = (self.bad.index, self.bad.tasks);
+        if self.bad.out_of_range {
+            write!(
+                f,
+                "custom grouping {grouping} of stream \"{stream}\" to \"{target}\" chose index \
+                 {index}, out of range ({tasks} tasks): the tuple did not reach it, and its \
+                 tree fails"
+            )
+        } else {
+            write!(
+                f,
+                "custom grouping {grouping} of stream \"{stream}\" to \"{target}\" chose index \
+                 {index} twice for one tuple: delivered once"
+            )
+        }
+    }
 }
 
 /// What an [`EmitError::Many`] reports.
@@ -145,6 +186,8 @@ pub struct Transfer {
     pending: VecDeque<(u32, Batch)>,
     /// Scratch list of the current emit's targets.
     targets: Vec<u32>,
+    /// What custom groupings got wrong since [`take_misroute`](Self::take_misroute).
+    misroute: Misroute,
     ackers: Vec<Sender<AckerInput>>,
     acker_buffers: Vec<Vec<AckerMsg>>,
     /// This executor's random numbers (edge and root ids).
@@ -200,6 +243,7 @@ impl Transfer {
             active: Vec::new(),
             pending: VecDeque::new(),
             targets: Vec::new(),
+            misroute: Misroute::default(),
             acker_buffers: wiring.ackers.iter().map(|_| Vec::new()).collect(),
             ackers: wiring.ackers,
             rng: FastRng::new(u64::from(task.0)),
@@ -311,9 +355,45 @@ impl Transfer {
                 Targets::One(t) => self.targets.push(t),
                 Targets::Many(ts) => self.targets.extend_from_slice(ts),
                 Targets::Nothing => {}
+                Targets::Misrouted(ts, bad) => {
+                    self.targets.extend_from_slice(ts);
+                    self.misroute.add(bad);
+                }
             }
         }
         Ok((stream, self.targets.len()))
+    }
+
+    /// What custom groupings got wrong since the last call (reset).
+    #[inline(always)]
+    pub fn take_misroute(&mut self) -> Misroute {
+        std::mem::take(&mut self.misroute)
+    }
+
+    /// The error of a misrouted emit on `stream` carrying `errors` bad
+    /// indexes: the first bad index a custom grouping of the stream chose.
+    #[cold]
+    #[inline(never)]
+    pub fn misroute_error(&mut self, stream: u32, errors: u64) -> EmitError {
+        let routes = &mut self.streams[stream as usize];
+        let name = routes.name.clone();
+        let detail = routes.routers.iter_mut().find_map(|r| {
+            let (custom, bad) = r.take_bad_index()?;
+            Some(MisrouteDetail {
+                grouping: custom.name.clone(),
+                stream: name.clone(),
+                target: custom.target.clone(),
+                bad,
+                errors,
+            })
+        });
+        EmitError::Misrouted(Box::new(detail.unwrap_or(MisrouteDetail {
+            grouping: "?".into(),
+            stream: name,
+            target: "?".into(),
+            bad: BadIndex { index: 0, tasks: 0, out_of_range: true },
+            errors,
+        })))
     }
 
     /// Checks an `emit_many` of `count` tuples carrying `values` values and
@@ -354,6 +434,10 @@ impl Transfer {
                 Targets::One(t) => self.targets.push(t),
                 Targets::Many(ts) => self.targets.extend_from_slice(ts),
                 Targets::Nothing => {}
+                Targets::Misrouted(ts, bad) => {
+                    self.targets.extend_from_slice(ts);
+                    self.misroute.add(bad);
+                }
             }
         }
         self.targets.len()

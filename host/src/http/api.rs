@@ -52,20 +52,7 @@ fn state(handle: &TopologyHandle) -> &'static str {
 
 /// A grouping as the topology file writes it: `shuffle`, `fields(word)`, ...
 fn grouping_label(g: &Grouping, fields: &[String]) -> String {
-    match g {
-        Grouping::Shuffle => "shuffle".into(),
-        Grouping::Fields(ix) => {
-            let names: Vec<&str> =
-                ix.iter().filter_map(|&i| fields.get(i).map(String::as_str)).collect();
-            format!("fields({})", names.join(", "))
-        }
-        Grouping::All => "all".into(),
-        Grouping::Global => "global".into(),
-        Grouping::Direct => "direct".into(),
-        Grouping::LocalOrShuffle => "local_or_shuffle".into(),
-        Grouping::None => "none".into(),
-        Grouping::Custom(custom) => format!("custom({})", custom.name),
-    }
+    g.label(fields)
 }
 
 /// One edge of the graph.

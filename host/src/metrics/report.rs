@@ -219,7 +219,7 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "{:<14} {:>5} {:>12} {:>11} {:>12} {:>10} {:>8} {:>6} {:>6} {:>8} {:>9} {:>9}",
+            "{:<14} {:>5} {:>12} {:>11} {:>12} {:>10} {:>8} {:>6} {:>6} {:>8} {:>9} {:>9} {:>8}",
             "component",
             "tasks",
             "emitted",
@@ -231,7 +231,8 @@ impl Report {
             "queued",
             "bp_s",
             "lat_p50",
-            "lat_p99"
+            "lat_p99",
+            "errors"
         );
         for c in &self.components {
             let rate = previous
@@ -249,7 +250,7 @@ impl Report {
             });
             let _ = writeln!(
                 out,
-                "{:<14} {:>5} {:>12} {:>11.0} {:>12} {:>10} {:>8} {:>6.2} {:>6} {:>8.2} {:>9} {:>9}",
+                "{:<14} {:>5} {:>12} {:>11.0} {:>12} {:>10} {:>8} {:>6.2} {:>6} {:>8.2} {:>9} {:>9} {:>8}",
                 truncate(&c.name, 14),
                 c.tasks,
                 c.emitted,
@@ -261,7 +262,8 @@ impl Report {
                 c.queue_depth_batches,
                 c.backpressure_secs,
                 p50,
-                p99
+                p99,
+                c.errors
             );
         }
         out
@@ -299,4 +301,21 @@ pub struct DrainReport {
     /// Threads that had not stopped `runtime::JOIN_GRACE` after `Stopping`: their
     /// plugin code blocks. The process exits without them.
     pub stuck_threads: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_has_an_errors_column() {
+        let c = ComponentSummary { name: "split".into(), errors: 1234, ..Default::default() };
+        let report = Report { elapsed_secs: 1.0, components: vec![c] };
+        let table = report.table(None);
+        let mut lines = table.lines();
+        let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        let at = header.iter().position(|&h| h == "errors").expect("an errors column");
+        assert_eq!(row[at], "1234", "{table}");
+    }
 }

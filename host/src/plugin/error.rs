@@ -7,12 +7,15 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The file does not exist.
-    #[error("plugin \"{alias}\": {} does not exist", shown(path))]
+    #[error("plugin \"{alias}\": {} does not exist{hint}", shown(path))]
     Missing {
         /// The alias from `[plugins]`.
         alias: String,
         /// The resolved path.
         path: PathBuf,
+        /// Empty, or a hint that starts with " (help: ": see
+        /// [`LoadError::missing`].
+        hint: String,
     },
     /// The path is a chain of symbolic links that never ends in a file.
     #[error(
@@ -174,4 +177,24 @@ pub fn escape_controls(text: &str) -> String {
         }
     }
     out
+}
+
+impl LoadError {
+    /// The file at `path` does not exist. When a Rust library (`.rlib`) of
+    /// the same name lies next to it, the crate was built without
+    /// `crate-type = ["cdylib"]`: Cargo then writes no shared library at
+    /// all, and the error says so.
+    pub fn missing(alias: &str, path: &Path) -> LoadError {
+        let rlib = path.with_extension("rlib");
+        let hint = if path.extension().is_some_and(|e| e == "so") && rlib.is_file() {
+            format!(
+                " (help: {} is there: the crate was built as a Rust library only; add \
+                 crate-type = [\"cdylib\"] under [lib] in its Cargo.toml and build it again)",
+                shown(&rlib)
+            )
+        } else {
+            String::new()
+        };
+        LoadError::Missing { alias: alias.to_owned(), path: path.to_path_buf(), hint }
+    }
 }

@@ -340,7 +340,7 @@ fn read_root(alias: &str, path: &Path, root: Root, digest: String) -> Result<Lib
 /// and the open descriptor is checked again (the path may have changed).
 fn open_regular(alias: &str, path: &Path) -> Result<File, LoadError> {
     let open_error = |source: std::io::Error| match source.raw_os_error() {
-        Some(libc::ENOENT) => LoadError::Missing { alias: alias.to_owned(), path: path.into() },
+        Some(libc::ENOENT) => LoadError::missing(alias, path),
         Some(libc::ELOOP) => LoadError::SymlinkLoop { alias: alias.to_owned(), path: path.into() },
         _ => LoadError::Read { alias: alias.to_owned(), path: path.to_path_buf(), source },
     };
@@ -644,6 +644,17 @@ mod tests {
     fn missing_file_is_reported_with_alias_and_path() {
         let e = load_library("ex", Path::new("/nonexistent/libnope.so"), None).unwrap_err();
         assert_eq!(e.to_string(), "plugin \"ex\": /nonexistent/libnope.so does not exist");
+    }
+
+    #[test]
+    fn a_missing_library_next_to_its_rlib_gets_a_hint_about_crate_type() {
+        let dir = std::env::temp_dir().join(format!("squall-rlib-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("libmine.rlib"), b"!<arch>\n").unwrap();
+        let e = load_library("mine", &dir.join("libmine.so"), None).unwrap_err().to_string();
+        assert!(e.contains("does not exist"), "{e}");
+        assert!(e.contains("crate-type = [\"cdylib\"]") && e.contains("libmine.rlib"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

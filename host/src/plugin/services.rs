@@ -38,14 +38,56 @@ struct TaskScope {
 
 thread_local! {
     static CURRENT: RefCell<Option<TaskScope>> = const { RefCell::new(None) };
+    /// The task whose instance this thread is building (its constructor).
+    static BUILDING: RefCell<Option<(String, u32)>> = const { RefCell::new(None) };
 }
 
+/// Warnings and errors a constructor logged, by component and task: they
+/// join the task's last errors when the task starts (its counters do not
+/// exist while it is built).
+type Early = std::collections::HashMap<(String, u32), Vec<String>>;
+static EARLY: Mutex<Option<Early>> = Mutex::new(None);
+
 /// Marks the calling thread as running task `task` of `component`; plugin
-/// log events and metrics from this thread are attributed to it.
+/// log events and metrics from this thread are attributed to it. What its
+/// constructor logged at warning level or above is added to its last errors.
 pub fn enter_task(component: &str, task: u32, stats: Arc<dyn TaskSink>) {
+    let early = EARLY
+        .lock()
+        .ok()
+        .and_then(|mut e| e.as_mut()?.remove(&(component.to_owned(), task)))
+        .unwrap_or_default();
+    for message in early {
+        stats.record_error(message);
+    }
     CURRENT.with(|c| {
         *c.borrow_mut() = Some(TaskScope { component: component.to_owned(), task, stats })
     });
+}
+
+/// While alive, the calling thread builds task `task` of `component`: what
+/// the constructor logs names the component and task, and its warnings
+/// are kept for the task's last errors ([`enter_task`]).
+#[derive(Debug)]
+pub struct Constructing(());
+
+impl Constructing {
+    /// Marks the calling thread as building `component`'s task `task`.
+    pub fn enter(component: &str, task: u32) -> Constructing {
+        BUILDING.with(|b| *b.borrow_mut() = Some((component.to_owned(), task)));
+        Constructing(())
+    }
+}
+
+impl Drop for Constructing {
+    fn drop(&mut self) {
+        BUILDING.with(|b| *b.borrow_mut() = None);
+    }
+}
+
+/// The component and task being built on this thread, if any.
+fn building() -> Option<(String, u32)> {
+    BUILDING.with(|b| b.borrow().clone())
 }
 
 /// One user metric of a task.
@@ -154,7 +196,19 @@ impl DynHost for HostServices {
                     scope.stats.record_error(message.to_owned());
                 }
             }
-            None => at_level!(level, event, "{message}"),
+            None => match building() {
+                Some((component, task)) => {
+                    at_level!(level, event, component = %component, task, "{message}");
+                    if level <= LogLevel::WARN {
+                        let message = format!("{component}/{task}: {message}");
+                        if let Ok(mut early) = EARLY.lock() {
+                            let early = early.get_or_insert_with(Early::new);
+                            early.entry((component, task)).or_default().push(message);
+                        }
+                    }
+                }
+                None => at_level!(level, event, "{message}"),
+            },
         });
     }
 
@@ -182,7 +236,15 @@ impl DynHost for HostServices {
                     Err(m) => refuse(m),
                 }
             }
-            None => refuse("register metrics in open or prepare, on the task's own thread".into()),
+            None => match building() {
+                Some((component, task)) => refuse(format!(
+                    "component \"{component}\" (task {task}) registered it in its constructor \
+                     (new): register metrics in open or prepare, on the task's own thread"
+                )),
+                None => {
+                    refuse("register metrics in open or prepare, on the task's own thread".into())
+                }
+            },
         })
     }
 }
@@ -199,6 +261,27 @@ mod tests {
         assert!(!valid_metric_name("9x"));
         assert!(!valid_metric_name("a-b"));
         assert!(!valid_metric_name(""));
+    }
+
+    #[test]
+    fn a_metric_registered_in_a_constructor_is_refused_naming_the_component_and_kept() {
+        let host = HostServices;
+        let constructing = Constructing::enter("splitter", 4);
+        let refused = host.register_metric(MetricKind::COUNTER, "words".into(), "".into());
+        let message = refused.into_result().unwrap_err().message.to_string();
+        assert!(message.contains("\"splitter\"") && message.contains("new"), "{message}");
+        // What plugin-api's `metrics::counter` logs when the host refuses.
+        host.log(
+            LogLevel::WARN,
+            format!("metric \"words\" not registered: {message}").as_str().into(),
+        );
+        drop(constructing);
+        let stats = Arc::new(TaskStats::default());
+        enter_task("splitter", 4, stats.clone());
+        let errors: Vec<String> = stats.errors.snapshot().into_iter().map(|e| e.message).collect();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("splitter/4") && errors[0].contains("words"), "{errors:?}");
+        CURRENT.with(|c| *c.borrow_mut() = None);
     }
 
     #[test]

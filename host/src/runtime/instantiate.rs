@@ -54,6 +54,8 @@ pub enum StartError {
         component: String,
         /// What failed.
         message: String,
+        /// Where the topology names the grouping (`custom = "alias::Name"`).
+        loc: crate::config::Loc,
     },
     /// A thread could not be spawned.
     #[error("cannot spawn a thread: {0}")]
@@ -164,6 +166,7 @@ fn build_some(
             if let Ok(mut p) = progress.lock() {
                 *p = format!("{kind} \"{}\" ({})", c.name, c.reference);
             }
+            let constructing = crate::plugin::services::Constructing::enter(&c.name, task);
             let built = c.factory.build(&c.config).map_err(failure).map_err(
                 |(what, message, config)| StartError::Constructor {
                     kind,
@@ -195,6 +198,7 @@ fn build_some(
             );
             out.waits[task as usize] = Some(waits);
             out.groupings[task as usize] = custom_groupings(topology, c)?;
+            drop(constructing);
         }
     }
     Ok(out)
@@ -211,7 +215,7 @@ pub(super) fn custom_groupings(
             if let crate::topology::grouping::Grouping::Custom(custom) = &sub.grouping {
                 let target = topology.components[sub.component].name.as_str();
                 let instance = custom.instantiate(target, &sub.tasks).map_err(|message| {
-                    StartError::Grouping { component: c.name.clone(), message }
+                    StartError::Grouping { component: c.name.clone(), message, loc: custom.loc }
                 })?;
                 out.push(CustomInstance { stream, subscriber, instance });
             }

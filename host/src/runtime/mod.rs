@@ -105,10 +105,17 @@ impl RunningTopology {
     }
 
     /// Runs the shutdown protocol (see the module doc) and joins every thread.
-    pub fn stop(mut self) -> RunOutcome {
+    pub fn stop(self) -> RunOutcome {
+        let timeout = Duration::from_secs(self.handle.topology().settings.shutdown_timeout_secs);
+        self.stop_within(timeout)
+    }
+
+    /// [`stop`](Self::stop) with a drain of at most `timeout` instead of
+    /// `shutdown_timeout_secs` (the harness, whose own timeout has passed,
+    /// drains for no longer).
+    pub fn stop_within(mut self, timeout: Duration) -> RunOutcome {
         let h = &self.handle;
         let begin = Instant::now();
-        let timeout = Duration::from_secs(h.topology().settings.shutdown_timeout_secs);
         h.drain();
         let completed = self.wait_drained(begin, timeout);
         h.run().advance(RunState::Stopping);

@@ -128,7 +128,7 @@ pub fn sha256_file(alias: &str, path: &std::path::Path) -> Result<String, LoadEr
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let read_error = |source: std::io::Error| match source.raw_os_error() {
-        Some(libc::ENOENT) => LoadError::Missing { alias: alias.to_owned(), path: path.into() },
+        Some(libc::ENOENT) => LoadError::missing(alias, path),
         _ => LoadError::Read { alias: alias.to_owned(), path: path.to_path_buf(), source },
     };
     // O_NONBLOCK: a path that became a FIFO is not waited on.
@@ -535,6 +535,15 @@ impl<'a> Binder<'a> {
             (None, false) => return,
             (Some(_), true) => {}
         }
+        if bolt.tick_tuple_freq_secs.is_some() {
+            let message = format!(
+                "bolt \"{}\" ({}) is a windowed bolt: tick tuples never enter a window, so \
+                 tick_tuple_freq_secs would do nothing",
+                bolt.name, component.reference
+            );
+            let help = "remove tick_tuple_freq_secs: the host fires time windows itself";
+            self.error(bolt.loc, message, Some(help.to_string()));
+        }
         components[to].window = bolt.window.clone();
         if components[to].outputs.iter().any(|s| s.decl.name.as_str() == LATE_STREAM) {
             return;
@@ -607,7 +616,8 @@ impl<'a> Binder<'a> {
             return;
         };
         let decl = &source.outputs[stream].decl;
-        let Some(grouping) = self.grouping(&input.grouping, input, decl) else { return };
+        let target = components[to].name.clone();
+        let Some(grouping) = self.grouping(&input.grouping, input, decl, target) else { return };
         self.check_input_fields(&components[to], input, decl);
         let tasks: Vec<u32> = components[to].tasks.clone().collect();
         components[from].outputs[stream].subscribers.push(Subscriber {
@@ -633,6 +643,7 @@ impl<'a> Binder<'a> {
         spec: &GroupingSpec,
         input: &InputDecl,
         decl: &StreamDecl,
+        target: String,
     ) -> Option<Grouping> {
         let direct = matches!(spec, GroupingSpec::Direct);
         if direct != decl.direct {
@@ -677,6 +688,8 @@ impl<'a> Binder<'a> {
                     source: input.from.clone(),
                     stream: input.stream.clone(),
                     fields: decl.fields.to_vec(),
+                    target,
+                    loc: component.loc,
                 }))
             }
             GroupingSpec::Fields(fields) => {

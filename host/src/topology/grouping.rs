@@ -56,6 +56,10 @@ pub struct CustomGrouping {
     pub stream: String,
     /// The stream's fields.
     pub fields: Vec<RString>,
+    /// The subscribing component.
+    pub target: String,
+    /// Where the topology names the grouping (`custom = "alias::Name"`).
+    pub loc: crate::config::Loc,
 }
 
 impl CustomGrouping {
@@ -109,6 +113,53 @@ struct CustomRouter {
     chosen: RVec<u32>,
     /// Their task ids.
     targets: Vec<u32>,
+    /// One bit per target index: the indexes already taken for the
+    /// current tuple (to skip a duplicate), cleared after each tuple.
+    seen: Vec<u64>,
+    /// The first bad index of the last misrouted tuple, for the error.
+    last_bad: Option<BadIndex>,
+}
+
+/// What a custom grouping got wrong for one tuple: its
+/// [`Grouping::choose`](squall_plugin_api::Grouping::choose) named indexes
+/// that are out of range (the tuple does not reach them: dropped) or named
+/// an index twice (delivered once). Each bad index is an error.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Misroute {
+    /// Indexes at or past the target task count.
+    pub out_of_range: u32,
+    /// Indexes named again for the same tuple.
+    pub duplicated: u32,
+}
+
+impl Misroute {
+    /// True when anything was wrong.
+    #[inline(always)]
+    pub fn any(self) -> bool {
+        self.out_of_range != 0 || self.duplicated != 0
+    }
+
+    /// Bad indexes in all: each one is counted as an error.
+    pub fn errors(self) -> u64 {
+        u64::from(self.out_of_range) + u64::from(self.duplicated)
+    }
+
+    /// Adds another router's.
+    pub fn add(&mut self, other: Misroute) {
+        self.out_of_range += other.out_of_range;
+        self.duplicated += other.duplicated;
+    }
+}
+
+/// The first bad index a custom grouping chose for a tuple.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadIndex {
+    /// The index.
+    pub index: u32,
+    /// How many target tasks there are.
+    pub tasks: usize,
+    /// True when it was out of range, false when it was named twice.
+    pub out_of_range: bool,
 }
 
 impl std::fmt::Debug for CustomRouter {
@@ -131,6 +182,20 @@ impl Grouping {
             Grouping::Custom(_) => "custom",
         }
     }
+
+    /// The grouping as the topology file writes it, for people: `shuffle`,
+    /// `fields(word)` (`fields` are the stream's fields), `custom(alias::Name)`.
+    pub fn label<S: AsRef<str>>(&self, fields: &[S]) -> String {
+        match self {
+            Grouping::Fields(ix) => {
+                let names: Vec<&str> =
+                    ix.iter().filter_map(|&i| fields.get(i).map(AsRef::as_ref)).collect();
+                format!("fields({})", names.join(", "))
+            }
+            Grouping::Custom(custom) => format!("custom({})", custom.name),
+            other => other.name().to_owned(),
+        }
+    }
 }
 
 /// Per-producer routing state for one subscriber.
@@ -151,6 +216,9 @@ pub enum Targets<'a> {
     Many(&'a [u32]),
     /// No task (a direct stream without a direct target for this subscriber).
     Nothing,
+    /// A custom grouping's choice with bad indexes: the tasks that receive
+    /// the tuple (possibly none) and what was wrong.
+    Misrouted(&'a [u32], Misroute),
 }
 
 /// The index, among `n` tasks, of the task a fields grouping sends `key`
@@ -181,8 +249,25 @@ impl Router {
     /// [`CustomGrouping::instantiate`] for this sending task).
     pub fn with_instance(grouping: Grouping, tasks: Vec<u32>, instance: GroupingBox) -> Self {
         let mut router = Self::new(grouping, tasks, 0);
-        router.custom = Some(CustomRouter { instance, chosen: RVec::new(), targets: Vec::new() });
+        router.custom = Some(CustomRouter {
+            instance,
+            chosen: RVec::new(),
+            targets: Vec::new(),
+            seen: Vec::new(),
+            last_bad: None,
+        });
         router
+    }
+
+    /// A custom grouping's first bad index of its last misrouted tuple
+    /// (taken: the next call returns `None` until another tuple is
+    /// misrouted), with the grouping.
+    pub fn take_bad_index(&mut self) -> Option<(&CustomGrouping, BadIndex)> {
+        let bad = self.custom.as_mut()?.last_bad.take()?;
+        match &self.grouping {
+            Grouping::Custom(custom) => Some((custom, bad)),
+            _ => None,
+        }
     }
 
     /// The grouping.
@@ -263,12 +348,59 @@ impl Router {
 }
 
 impl CustomRouter {
-    /// Asks the instance; indexes out of range are dropped.
+    /// Asks the instance. An index out of range is skipped, and an index
+    /// named twice is delivered once; either is reported as a
+    /// [`Targets::Misrouted`] (the transfer counts it as an error and fails
+    /// the tree of a tuple that an out-of-range index dropped).
     fn route(&mut self, values: &[Value], tasks: &[u32]) -> Targets<'_> {
         self.chosen.clear();
         self.instance.choose(values.into(), &mut self.chosen);
         self.targets.clear();
-        self.targets.extend(self.chosen.iter().filter_map(|&i| tasks.get(i as usize)));
+        let mut misroute = Misroute::default();
+        if let [one] = self.chosen.as_slice() {
+            // The common case: one index, no duplicate possible.
+            if let Some(&task) = tasks.get(*one as usize) {
+                return Targets::One(task);
+            }
+            self.last_bad = Some(BadIndex { index: *one, tasks: tasks.len(), out_of_range: true });
+            return Targets::Misrouted(&[], Misroute { out_of_range: 1, duplicated: 0 });
+        }
+        if self.seen.len() * 64 < tasks.len() {
+            self.seen.resize(tasks.len().div_ceil(64), 0);
+        }
+        let mut first_bad = None;
+        for &i in self.chosen.iter() {
+            let Some(&task) = tasks.get(i as usize) else {
+                misroute.out_of_range += 1;
+                first_bad.get_or_insert(BadIndex {
+                    index: i,
+                    tasks: tasks.len(),
+                    out_of_range: true,
+                });
+                continue;
+            };
+            let (word, bit) = (i as usize / 64, 1u64 << (i % 64));
+            if self.seen[word] & bit != 0 {
+                misroute.duplicated += 1;
+                first_bad.get_or_insert(BadIndex {
+                    index: i,
+                    tasks: tasks.len(),
+                    out_of_range: false,
+                });
+                continue;
+            }
+            self.seen[word] |= bit;
+            self.targets.push(task);
+        }
+        for &i in self.chosen.iter() {
+            if let Some(word) = self.seen.get_mut(i as usize / 64) {
+                *word = 0;
+            }
+        }
+        if misroute.any() {
+            self.last_bad = first_bad;
+            return Targets::Misrouted(&self.targets, misroute);
+        }
         match self.targets.as_slice() {
             [] => Targets::Nothing,
             [one] => Targets::One(*one),
@@ -290,6 +422,9 @@ mod tests {
             match router.route(t, None) {
                 Targets::One(task) => *out.entry(task).or_default() += 1,
                 Targets::Many(tasks) => {
+                    tasks.iter().for_each(|&task| *out.entry(task).or_default() += 1)
+                }
+                Targets::Misrouted(tasks, _) => {
                     tasks.iter().for_each(|&task| *out.entry(task).or_default() += 1)
                 }
                 Targets::Nothing => {}

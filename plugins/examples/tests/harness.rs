@@ -170,3 +170,15 @@ inputs = [{{ from = \"count\", grouping = \"shuffle\" }}]
     let row = |count: u64, word: &str| vec![Value::U64(count), Value::from(word)];
     assert_eq!(projected, [row(1, "a"), row(1, "b"), row(2, "b")]);
 }
+
+/// docs/plugins.md shows tests/guide_harness.rs as its harness example (the
+/// guide's doc tests cannot link the harness): the two must not drift.
+#[test]
+fn the_guide_shows_this_file() {
+    let guide = include_str!("../../../docs/plugins.md");
+    let file = include_str!("guide_harness.rs");
+    assert!(
+        guide.contains(&format!("```rust,ignore\n{file}```")),
+        "docs/plugins.md's harness example differs from plugins/examples/tests/guide_harness.rs"
+    );
+}

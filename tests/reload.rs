@@ -74,7 +74,7 @@ inputs = [{{ from = "tag", grouping = {{ fields = ["word"] }} }}]
 
 /// The last `wordcount: <word> <n>` line of each word: instances swapped out
 /// print their counts at their `cleanup` too, the final ones print last.
-fn final_counts(stdout: &str) -> BTreeMap<String, u64> {
+pub(crate) fn final_counts(stdout: &str) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
     for line in stdout.lines() {
         if let Some((word, n)) = line.strip_prefix("wordcount: ").and_then(|l| l.split_once(' ')) {

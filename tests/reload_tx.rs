@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::reload::final_counts;
 use crate::util::{plugin_path, ReplayLog, SquallCommand, Workspace};
 
 /// Installs `bytes` at `to` as an install does (a new file renamed over).
@@ -25,17 +26,6 @@ fn rebuild_in_place(lib: &Path, tag: &[u8]) {
     let mut bytes = std::fs::read(lib).expect("read the library");
     bytes.extend_from_slice(tag);
     install(lib, &bytes);
-}
-
-/// The last `wordcount: <word> <n>` line of each word.
-fn final_counts(stdout: &str) -> BTreeMap<String, u64> {
-    let mut counts = BTreeMap::new();
-    for line in stdout.lines() {
-        if let Some((word, n)) = line.strip_prefix("wordcount: ").and_then(|l| l.split_once(' ')) {
-            counts.insert(word.to_owned(), n.parse().expect("a count"));
-        }
-    }
-    counts
 }
 
 const SENTENCES: u64 = 4000;

@@ -202,7 +202,7 @@ impl Diff {
     }
 }
 /// Compares the running topology with the new one (aligned by
-/// [`grow::align`](super::grow::align)) by component name: the components
+/// [`reshape::align`](super::reshape::align)) by component name: the components
 /// to rebuild, add and resize, or every reason the change cannot be made
 /// live.
 ///

@@ -93,11 +93,10 @@ struct Swapping {
     /// Taken when the take-over's outcome is reported.
     ready: Option<Sender<(u32, Result<(), ReloadError>)>>,
     done: Sender<SwapDone>,
-    /// The state handed to the new instance at the take-over, and the
-    /// executed count then: at the commit, a bolt that executed since and
-    /// whose state differs hands its current state to a fresh instance.
+    /// The state handed to the new instance at the take-over: at the
+    /// commit, a bolt whose state differs from it (it executed tuples or
+    /// ticks meanwhile) hands its current state to a fresh instance.
     saved: Option<State>,
-    executed_at: u64,
     /// How long the task executed nothing because of the swap.
     paused: std::time::Duration,
 }
@@ -210,7 +209,7 @@ impl BoltExecutor {
             // 2. control
             let ticks = self.drain_control(&mut turn, &name);
             if self.swap.is_some() {
-                self.advance_swap(&mut turn);
+                self.advance_swap();
             }
             // 3. consume
             let consumed = self.consume(&mut turn, &name);
@@ -594,7 +593,6 @@ impl BoltExecutor {
             ready: Some(ready),
             done,
             saved: None,
-            executed_at: 0,
             paused: std::time::Duration::ZERO,
         }));
     }
@@ -602,7 +600,7 @@ impl BoltExecutor {
     /// Carries the swap on as its machine says (see [`SwapMachine`]).
     #[cold]
     #[inline(never)]
-    fn advance_swap(&mut self, turn: &mut Turn) {
+    fn advance_swap(&mut self) {
         let running = self.core.run.state() == RunState::Running;
         loop {
             let Some(swap) = &mut self.swap else { return };
@@ -621,7 +619,6 @@ impl BoltExecutor {
                     swap.paused += began.elapsed();
                     if swap.machine.prepared(ok && delivered) {
                         swap.saved = taken.ok().flatten();
-                        swap.executed_at = turn.stats.get(StatField::Executed);
                         swap.new = Some(new);
                     } else {
                         if ok {
@@ -630,7 +627,7 @@ impl BoltExecutor {
                         return self.end_swap(false, None);
                     }
                 }
-                Action::Commit => return self.commit_swap(turn),
+                Action::Commit => return self.commit_swap(),
                 Action::Discard => {
                     // Prepared but not wanted (another task failed): it never executed.
                     if let Some(new) = swap.new.take() {
@@ -647,14 +644,13 @@ impl BoltExecutor {
     /// unless the old one's state moved on since the take-over; then a
     /// fresh instance takes the state as it is now (restore runs before
     /// prepare, as the contract says, and only once per instance).
-    fn commit_swap(&mut self, turn: &mut Turn) {
+    fn commit_swap(&mut self) {
         let began = Instant::now();
         let Some(swap) = &mut self.swap else { return };
         let prepared = swap.new.take().expect("held");
         let (factory, config) = (swap.factory, swap.config.clone());
-        let moved = turn.stats.get(StatField::Executed) != swap.executed_at;
         let saved = swap.saved.take();
-        let now = if moved { self.save_state() } else { Ok(saved.clone()) };
+        let now = self.save_state();
         let replacement = match now {
             Ok(state) if state == saved => Ok(prepared),
             Ok(state) => {

@@ -562,6 +562,8 @@ impl Reloader {
         reshaped: Vec<String>,
         mut errors: Vec<ReloadError>,
     ) -> ReloadOutcome {
+        // What `errors` holds on entry: adding or resizing bolts failed.
+        let reshape_failed = !errors.is_empty();
         let (mut applied, mut not_applied) = (Vec::new(), Vec::new());
         for change in &diff.rebuilt {
             let mine = |t: &TaskName| t.component == change.name;
@@ -613,8 +615,6 @@ impl Reloader {
                 c.outdated = true;
             }
         }
-        let reshape_failed =
-            !errors.is_empty() && reshaped.len() < diff.added.len() + diff.resized.len();
         applied.extend(reshaped);
         if reshape_failed {
             for name in diff.added.iter().chain(&diff.resized) {

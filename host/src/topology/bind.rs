@@ -119,41 +119,6 @@ pub fn bind_with(
     Ok(topology)
 }
 
-/// The SHA-256 of the file at `path`, as 64 lowercase hex digits.
-///
-/// # Errors
-/// When the file cannot be read.
-pub fn sha256_file(alias: &str, path: &std::path::Path) -> Result<String, LoadError> {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let read_error = |source: std::io::Error| match source.raw_os_error() {
-        Some(libc::ENOENT) => LoadError::missing(alias, path),
-        _ => LoadError::Read { alias: alias.to_owned(), path: path.to_path_buf(), source },
-    };
-    // O_NONBLOCK: a path that became a FIFO is not waited on.
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(read_error)?;
-    if !file.metadata().map_err(read_error)?.is_file() {
-        return Err(read_error(std::io::Error::other("not a regular file")));
-    }
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(read_error(e)),
-        };
-        hasher.update(&buf[..n]);
-    }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
-}
-
 struct Binder<'a> {
     config: &'a TopologyConfig,
     libraries: &'a HashMap<String, Library>,

@@ -12,9 +12,7 @@ use std::ops::Range;
 
 use squall_plugin_api::{StreamDecl, WaitSituation};
 
-pub use bind::{
-    bind, bind_provided, bind_with, sha256_file, BindError, LibraryLoader, LATE_STREAM,
-};
+pub use bind::{bind, bind_provided, bind_with, BindError, LibraryLoader, LATE_STREAM};
 pub use grouping::Grouping;
 
 use crate::config::{Settings, ThrottleSpec, WaitSpec};

@@ -169,8 +169,8 @@ pub mod __private {
 pub mod prelude {
     pub use crate::{
         Anchor, BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, ConfigKey, Error,
-        Grouping, InputDecl, KeyKind, MessageId, OutputDeclarer, Result, Spout, SpoutCollector,
-        KeyValueState, State, StateBackend, Stores, StreamId, TaskContext, Tuple, Value,
+        Grouping, InputDecl, KeyKind, KeyValueState, MessageId, OutputDeclarer, Result, Spout,
+        SpoutCollector, State, StateBackend, Stores, StreamId, TaskContext, Tuple, Value,
         ValueState, WaitSituation, WaitStrategy, Waker, Window, WindowSize, WindowSpec,
         WindowedBolt,
     };

@@ -122,6 +122,11 @@ pub trait Spout: Send + Sized + 'static {
     /// # Errors
     /// When the position cannot be used; the topology does not start.
     fn restore_checkpoint(&mut self, position: State) -> Result<()> {
-        Err(format!("{} keeps no checkpoint position; it cannot take `{}`", Self::NAME, position.format).into())
+        Err(format!(
+            "{} keeps no checkpoint position; it cannot take `{}`",
+            Self::NAME,
+            position.format
+        )
+        .into())
     }
 }

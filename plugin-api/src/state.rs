@@ -46,8 +46,11 @@ pub trait StateStore: Send {
     ///
     /// # Errors
     /// When a value cannot be encoded.
-    fn take_changes(&mut self, changes: &mut RVec<StateEntry>, removed: &mut RVec<RVec<Value>>)
-        -> Result<()>;
+    fn take_changes(
+        &mut self,
+        changes: &mut RVec<StateEntry>,
+        removed: &mut RVec<RVec<Value>>,
+    ) -> Result<()>;
     /// Takes one entry back from a checkpoint or a predecessor, before
     /// `prepare`. `changed`: the entry was not yet checkpointed, so the next
     /// checkpoint writes it.
@@ -62,8 +65,11 @@ pub trait StateStore: Send {
     ///
     /// # Errors
     /// When a value cannot be encoded.
-    fn export(&self, out: &mut Vec<(StateEntry, bool)>, removed: &mut Vec<RVec<Value>>)
-        -> Result<()>;
+    fn export(
+        &self,
+        out: &mut Vec<(StateEntry, bool)>,
+        removed: &mut Vec<RVec<Value>>,
+    ) -> Result<()>;
 }
 
 /// The stores a bolt keeps, as [`Bolt::stores`](crate::Bolt::stores)
@@ -152,7 +158,9 @@ impl<'a> Stores<'a> {
                 });
             }
             for key in removed {
-                state.entries.push(StateEntry { key, bytes: handover_bytes(HANDOVER_REMOVED, name, &[]) });
+                state
+                    .entries
+                    .push(StateEntry { key, bytes: handover_bytes(HANDOVER_REMOVED, name, &[]) });
             }
         }
         Ok(state)
@@ -214,7 +222,8 @@ fn encode<V: Serialize>(store: &str, value: &V) -> Result<RVec<u8>> {
 }
 
 fn decode<V: DeserializeOwned>(store: &str, bytes: &[u8]) -> Result<V> {
-    serde_json::from_slice(bytes).map_err(|e| format!("store {store:?}: cannot decode a value: {e}").into())
+    serde_json::from_slice(bytes)
+        .map_err(|e| format!("store {store:?}: cannot decode a value: {e}").into())
 }
 
 struct Slot<V> {
@@ -394,9 +403,7 @@ impl<V: Serialize + DeserializeOwned + Send> StateStore for KeyValueState<V> {
             let bytes = encode(&self.name, &slot.value)?;
             out.push((StateEntry { key: key_fields(key), bytes }, slot.changed));
         }
-        removed.extend(
-            self.touched.iter().filter(|k| !self.map.contains_key(*k)).map(key_fields),
-        );
+        removed.extend(self.touched.iter().filter(|k| !self.map.contains_key(*k)).map(key_fields));
         Ok(())
     }
 }
@@ -473,7 +480,10 @@ impl<T: Serialize + DeserializeOwned + Default + Send> StateStore for ValueState
         out: &mut Vec<(StateEntry, bool)>,
         _removed: &mut Vec<RVec<Value>>,
     ) -> Result<()> {
-        out.push((StateEntry { key: RVec::new(), bytes: encode(&self.name, &self.value)? }, self.changed));
+        out.push((
+            StateEntry { key: RVec::new(), bytes: encode(&self.name, &self.value)? },
+            self.changed,
+        ));
         Ok(())
     }
 }
@@ -498,7 +508,12 @@ mod tests {
         let mut got: Vec<(String, String)> = first[0]
             .entries
             .iter()
-            .map(|e| (e.key[0].as_str().unwrap().to_owned(), String::from_utf8(e.bytes.to_vec()).unwrap()))
+            .map(|e| {
+                (
+                    e.key[0].as_str().unwrap().to_owned(),
+                    String::from_utf8(e.bytes.to_vec()).unwrap(),
+                )
+            })
             .collect();
         got.sort();
         assert_eq!(got, [("a".into(), "3".into()), ("b".into(), "1".into())]);
@@ -569,7 +584,8 @@ mod tests {
         let mut s: KeyValueState<u64> = KeyValueState::new("s");
         let delta = StoreDelta {
             store: "other".into(),
-            entries: vec![StateEntry { key: vec![word("k")].into(), bytes: b"1".to_vec().into() }].into(),
+            entries: vec![StateEntry { key: vec![word("k")].into(), bytes: b"1".to_vec().into() }]
+                .into(),
             removed: RVec::new(),
         };
         let e = Stores::none().with(&mut s).restore(std::slice::from_ref(&delta)).unwrap_err();

@@ -69,8 +69,8 @@ pub use model::{
     WaitSpec,
 };
 pub use overrides::Override;
-pub use suggest::suggest;
 pub use state::{BackendDecl, StateDecl};
+pub use suggest::suggest;
 pub use window::{WindowDecl, WindowSize};
 
 use defaults::keys;

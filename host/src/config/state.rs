@@ -11,8 +11,8 @@
 
 use super::components::{component_ref, config_document};
 use super::defaults::keys;
-use super::limits;
 use super::diagnostic::Loc;
+use super::limits;
 use super::model::{ComponentRef, ConfigKeyLoc};
 use super::walk::{Section, Value, Walker};
 

@@ -590,7 +590,12 @@ impl SpoutExecutor {
             }
             Control::Committed(checkpoint) => {
                 if let Err(e) = self.spout.committed(checkpoint).into_result() {
-                    count_error(&mut turn.stats, &self.core.shared, name, &format!("committed: {e}"));
+                    count_error(
+                        &mut turn.stats,
+                        &self.core.shared,
+                        name,
+                        &format!("committed: {e}"),
+                    );
                 }
                 0
             }

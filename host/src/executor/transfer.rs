@@ -615,8 +615,13 @@ impl Transfer {
     /// still pending for a full queue).
     pub fn barrier(&mut self, checkpoint: u64, stats: &mut LocalStats) {
         self.flush_all(stats);
-        let mut targets: Vec<u32> =
-            self.streams.iter().flat_map(|s| s.routers.iter()).flat_map(|r| r.tasks()).copied().collect();
+        let mut targets: Vec<u32> = self
+            .streams
+            .iter()
+            .flat_map(|s| s.routers.iter())
+            .flat_map(|r| r.tasks())
+            .copied()
+            .collect();
         targets.sort_unstable();
         targets.dedup();
         for target in targets {

@@ -13,8 +13,7 @@ use libloading::os::unix::{Library as UnixLibrary, RTLD_LOCAL, RTLD_NOW};
 use sha2::{Digest, Sha256};
 use squall_plugin_api::abi::{
     lib_header, v1_0, v1_1, Catalogue, ComponentDescriptor, ComponentExt, ComponentExt12,
-    ComponentKind, HostBox,
-    PResult, PanicStrategy, PluginRoot_Ref, PluginSource, CONTRACT_VERSION,
+    ComponentKind, HostBox, PResult, PanicStrategy, PluginRoot_Ref, PluginSource, CONTRACT_VERSION,
 };
 
 use super::copy::{self, CopyError};

@@ -7,10 +7,9 @@
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{ROption, RResult};
 use squall_plugin_api::abi::{
-    Bolt12Box, BoltBox, BoltExtBox, ComponentBox, ComponentBox12, ComponentExtBox, Spout12Box,
-    StoreDelta, Output, OutputMut, Output_TO, PResult,
-    SpoutBox, SpoutExtBox, SpoutOutput, SpoutOutput_TO, State, TaskContext, TaskExt, WakerBox,
-    WindowView,
+    Bolt12Box, BoltBox, BoltExtBox, ComponentBox, ComponentBox12, ComponentExtBox, Output,
+    OutputMut, Output_TO, PResult, Spout12Box, SpoutBox, SpoutExtBox, SpoutOutput, SpoutOutput_TO,
+    State, StoreDelta, TaskContext, TaskExt, WakerBox, WindowView,
 };
 use squall_plugin_api::{ErrorKind, MessageId, PluginError, Tuple};
 
@@ -22,8 +21,7 @@ pub type ExtConstructor =
     extern "C" fn(abi_stable::std_types::RStr<'_>) -> PResult<ComponentExtBox>;
 
 /// A 1.2 constructor (see [`squall_plugin_api::abi::ComponentExt12::new`]).
-pub type Constructor12 =
-    extern "C" fn(abi_stable::std_types::RStr<'_>) -> PResult<ComponentBox12>;
+pub type Constructor12 = extern "C" fn(abi_stable::std_types::RStr<'_>) -> PResult<ComponentBox12>;
 
 /// How a component's instances are built.
 #[derive(Debug, Clone, Copy)]
@@ -319,7 +317,10 @@ impl BoltObj {
 impl BoltObj {
     /// A checkpoint: what its stores changed (empty for bolts built before
     /// contract 1.2, which keep none).
-    pub fn checkpoint(&mut self, checkpoint: u64) -> PResult<abi_stable::std_types::RVec<StoreDelta>> {
+    pub fn checkpoint(
+        &mut self,
+        checkpoint: u64,
+    ) -> PResult<abi_stable::std_types::RVec<StoreDelta>> {
         match self {
             BoltObj::V12(b) => b.checkpoint(checkpoint),
             _ => RResult::ROk(abi_stable::std_types::RVec::new()),

@@ -58,8 +58,8 @@ pub use reload::Reloader;
 pub use system::SystemTask;
 
 use crate::control::{RunControl, RunError, RunState};
-pub use crate::state::coordinator::TaskDirectory;
 use crate::metrics::{Report, StatField};
+pub use crate::state::coordinator::TaskDirectory;
 use crate::topology::{Kind, Topology};
 
 /// Builds and starts `topology`: [`Plan::new`], then [`Plan::spawn`].
@@ -274,7 +274,10 @@ impl RunningTopology {
         let Some(ask) = durable.last.lock().ok().and_then(|mut l| l.take()) else { return };
         let (done_tx, done_rx) = crossbeam_channel::bounded(1);
         if ask.send(done_tx).is_ok() && done_rx.recv_timeout(timeout).is_err() {
-            tracing::warn!("durable state: the last checkpoint did not finish within {} s", timeout.as_secs());
+            tracing::warn!(
+                "durable state: the last checkpoint did not finish within {} s",
+                timeout.as_secs()
+            );
         }
     }
 

@@ -359,7 +359,9 @@ fn upstream_tasks(topology: &Topology, c: &Component) -> Vec<u32> {
     let mut tasks: Vec<u32> = topology
         .components
         .iter()
-        .filter(|p| p.outputs.iter().any(|s| s.subscribers.iter().any(|sub| sub.component == index)))
+        .filter(|p| {
+            p.outputs.iter().any(|s| s.subscribers.iter().any(|sub| sub.component == index))
+        })
         .flat_map(|p| p.tasks.clone())
         .collect();
     tasks.sort_unstable();

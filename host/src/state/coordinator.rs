@@ -190,6 +190,9 @@ impl Coordinator {
                         d.push(micros);
                     }
                 }
+                tracing::debug!(
+                    "checkpoint {n} committed: {records} records, {bytes} bytes, {micros} µs"
+                );
                 let was_failing = self.set_error(None);
                 if was_failing {
                     tracing::info!("checkpoint {n} committed: the state backend is back");
@@ -263,7 +266,8 @@ impl Coordinator {
                 Part::Spout(_) => {}
                 Part::Bolt(Ok(deltas)) => {
                     for d in deltas {
-                        let scope = self.pending.entry(super::scope(&c.name, &d.store)).or_default();
+                        let scope =
+                            self.pending.entry(super::scope(&c.name, &d.store)).or_default();
                         for e in d.entries {
                             let key = if e.key.is_empty() {
                                 codec::task(index)

@@ -34,7 +34,7 @@ use abi_stable::std_types::{RSlice, RStr};
 use squall_plugin_api::abi::{ScopeWrites, StateBackendBox, StateRecord, StoreDelta};
 use squall_plugin_api::State;
 
-pub use coordinator::{Coordinator, CheckpointStats};
+pub use coordinator::{CheckpointStats, Coordinator};
 pub use memory::MemoryBackend;
 
 /// The scope of a spout component's positions.
@@ -113,7 +113,10 @@ impl Backend {
         }
     }
 
-    fn err(&self, call: &'static str) -> impl FnOnce(squall_plugin_api::PluginError) -> StateError + '_ {
+    fn err(
+        &self,
+        call: &'static str,
+    ) -> impl FnOnce(squall_plugin_api::PluginError) -> StateError + '_ {
         move |e| StateError { backend: self.name().to_owned(), call, cause: e.to_string() }
     }
 

@@ -67,7 +67,8 @@ pub fn load(topology: &Topology, backend: &mut Backend) -> Result<Restored, Stat
             (Kind::Spout, true) => {
                 for r in records {
                     let ROption::RSome(value) = r.value else { continue };
-                    let RecordKey::Task(index) = codec::record_key(&r.key).map_err(|e| bad(&scope, e))?
+                    let RecordKey::Task(index) =
+                        codec::record_key(&r.key).map_err(|e| bad(&scope, e))?
                     else {
                         return Err(bad(&scope, "a position keyed by values".into()));
                     };

@@ -15,8 +15,7 @@ use super::v1_2::{
 use super::{guard, ComponentKind, OutputMut, PResult, TaskContext, TaskExt};
 use crate::state::{StateBackend, STORES_FORMAT};
 use crate::{
-    BasicBolt, Bolt, ComponentConfig, MessageId, Spout, SpoutCollector, Tuple, Waker,
-    WindowedBolt,
+    BasicBolt, Bolt, ComponentConfig, MessageId, Spout, SpoutCollector, Tuple, Waker, WindowedBolt,
 };
 
 fn millis(budget: Option<std::time::Duration>) -> u64 {
@@ -222,9 +221,7 @@ extern "C" fn new_basic<B: BasicBolt>(cfg: RStr<'_>) -> PResult<ComponentBox12> 
 }
 
 extern "C" fn new_windowed<B: WindowedBolt>(cfg: RStr<'_>) -> PResult<ComponentBox12> {
-    guard(|| {
-        Ok(bolt_box(Windowed(B::new(&ComponentConfig::new(cfg.as_str())).map_err(config)?)))
-    })
+    guard(|| Ok(bolt_box(Windowed(B::new(&ComponentConfig::new(cfg.as_str())).map_err(config)?))))
 }
 
 extern "C" fn new_backend<S: StateBackend>(cfg: RStr<'_>) -> PResult<ComponentBox12> {

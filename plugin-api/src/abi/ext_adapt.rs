@@ -265,7 +265,10 @@ pub(crate) extern "C" fn no_outputs(_config: RStr<'_>) -> PResult<RVec<StreamDec
     PResult::ROk(RVec::new())
 }
 
-pub(crate) extern "C" fn any_inputs(_config: RStr<'_>, _inputs: RSlice<'_, InputDecl>) -> PResult<()> {
+pub(crate) extern "C" fn any_inputs(
+    _config: RStr<'_>,
+    _inputs: RSlice<'_, InputDecl>,
+) -> PResult<()> {
     PResult::ROk(())
 }
 

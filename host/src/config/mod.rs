@@ -48,6 +48,7 @@ pub mod limits;
 mod model;
 mod overrides;
 mod print;
+mod setting;
 mod settings;
 mod source;
 mod suggest;

@@ -1150,7 +1150,7 @@ mod fuzz {
 
     /// A key: mostly real ones, some near misses and some hostile ones.
     fn key() -> impl Strategy<Value = String> {
-        let known: Vec<&'static str> = defaults::keys::TOPOLOGY
+        let known: Vec<&'static str> = defaults::keys::topology()
             .iter()
             .chain(defaults::keys::SPOUT)
             .chain(defaults::keys::BOLT)
@@ -1294,4 +1294,92 @@ fn thousands_of_unknown_keys_are_listed_up_to_a_cap_with_how_many_more() {
     let more = more.expect("a line says how many more");
     assert!(more.message.contains("9980 more"), "{}", more.message);
     assert_eq!(errors.len(), 21, "{errors}");
+}
+
+/// The `[topology]` table of docs/topology.md, row by row: each cell of
+/// the rows whose first cell is a key in backquotes.
+fn documented_topology_rows() -> Vec<Vec<String>> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/topology.md");
+    let text = std::fs::read_to_string(&path).expect("docs/topology.md");
+    let section = text.split("\n## `[topology]`\n").nth(1).expect("a [topology] section");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().to_string()).collect())
+        .collect()
+}
+
+#[test]
+fn the_docs_list_every_setting_of_the_table_with_its_type_default_and_range() {
+    let rows = documented_topology_rows();
+    for setting in Settings::rows() {
+        let key = format!("`{}`", setting.name);
+        let row = rows.iter().find(|r| r[0] == key);
+        let row = row.unwrap_or_else(|| panic!("docs/topology.md has no row for {key}"));
+        assert_eq!(row[1], setting.kind, "the type of {key}");
+        if let Some(default) = &setting.default {
+            assert!(
+                row[2].starts_with(default.as_str()),
+                "{key}: default {default}, docs {:?}",
+                row[2]
+            );
+        }
+        match setting.range {
+            Some((min, max)) => {
+                let range = format!("{min} … {max}");
+                assert!(row[3].starts_with(&range), "{key}: range {range}, docs {:?}", row[3]);
+            }
+            None => assert_eq!(row[3], "", "{key} has no range"),
+        }
+    }
+    let mut known = defaults::keys::topology();
+    known.sort_unstable();
+    for row in &rows {
+        let key = row[0].trim_matches('`');
+        assert!(known.binary_search(&key).is_ok(), "docs/topology.md documents unknown {key:?}");
+    }
+}
+
+#[test]
+fn the_default_settings_pass_every_cross_check() {
+    for (key, verdict) in Settings::default().check_all() {
+        assert_eq!(verdict, Ok(()), "the default of {key}");
+    }
+}
+
+/// `name` and `http` are read by hand, the others come from the table; all
+/// are known keys, in table order, with suggestions.
+#[test]
+fn every_topology_key_is_known_in_table_order() {
+    assert_eq!(
+        defaults::keys::topology(),
+        [
+            "name",
+            "message_timeout_secs",
+            "enable_message_timeouts",
+            "max_spout_pending",
+            "acker_executors",
+            "spout_recvq_skips",
+            "receive_buffer_size",
+            "receive_buffer_bytes",
+            "producer_batch_size",
+            "batch_flush_interval_millis",
+            "timeout_buckets",
+            "shutdown_timeout_secs",
+            "startup_timeout_secs",
+            "max_restarts",
+            "restart_window_secs",
+            "allow_writable_plugins",
+            "memory_budget_mib",
+            "http",
+        ]
+    );
+    let text = format!("[topology]\nreceive_bufer_bytes = 1\n{BASE}");
+    let errors = parse_str_with_env(&text, Path::new("t.toml"), &|_| None).unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors}");
+    let d = &errors.items[0];
+    assert_eq!(d.loc, Loc::new(2, 1));
+    assert_eq!(d.message, "unknown key \"receive_bufer_bytes\" in [topology]");
+    assert_eq!(d.help.as_deref(), Some("did you mean \"receive_buffer_bytes\"?"));
 }

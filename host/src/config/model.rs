@@ -337,14 +337,14 @@ pub struct ConfigKeyLoc {
     pub kind: &'static str,
 }
 
-/// A `[spouts.NAME]` table.
+/// What a `[spouts.NAME]` and a `[bolts.NAME]` table both declare.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SpoutDecl {
+pub struct ComponentDecl {
     /// The table name; the component id in the topology.
     pub name: String,
     /// Where the name is written.
     pub loc: Loc,
-    /// The spout implementation.
+    /// The implementation.
     pub component: ComponentRef,
     /// Number of instances (tasks); at least 1.
     pub parallelism: u32,
@@ -352,10 +352,18 @@ pub struct SpoutDecl {
     pub config: String,
     /// The `config` table's top-level keys, where they are written.
     pub config_keys: Vec<ConfigKeyLoc>,
+    /// Wait strategy overrides (a spout's `spout` and `backpressure`, a
+    /// bolt's `bolt` and `backpressure`).
+    pub wait: WaitOverrides,
+}
+
+/// A `[spouts.NAME]` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpoutDecl {
+    /// The keys every component has.
+    pub decl: ComponentDecl,
     /// Optional rate limit on this spout's emits.
     pub throttle: Option<ThrottleSpec>,
-    /// Wait strategy overrides (`spout`, `backpressure`).
-    pub wait: WaitOverrides,
     /// Per-spout override of the topology's `max_spout_pending`; `Some(0)` means
     /// unlimited for this spout. See [`SpoutDecl::effective_max_spout_pending`].
     pub max_spout_pending: Option<u32>,
@@ -376,24 +384,12 @@ impl SpoutDecl {
 /// A `[bolts.NAME]` table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BoltDecl {
-    /// The table name; the component id in the topology.
-    pub name: String,
-    /// Where the name is written.
-    pub loc: Loc,
-    /// The bolt implementation.
-    pub component: ComponentRef,
-    /// Number of instances (tasks); at least 1.
-    pub parallelism: u32,
-    /// The `config` table as a TOML document (empty string when absent).
-    pub config: String,
-    /// The `config` table's top-level keys, where they are written.
-    pub config_keys: Vec<ConfigKeyLoc>,
+    /// The keys every component has.
+    pub decl: ComponentDecl,
     /// Subscriptions, in file order; never empty in a valid config.
     pub inputs: Vec<InputDecl>,
     /// Storm `topology.tick.tuple.freq.secs` for this bolt; at least 1.
     pub tick_tuple_freq_secs: Option<u64>,
-    /// Wait strategy overrides (`bolt`, `backpressure`).
-    pub wait: WaitOverrides,
     /// The window of a windowed bolt (`window`, `timestamp_field`, `lag`).
     pub window: Option<super::window::WindowDecl>,
 }

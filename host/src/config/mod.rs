@@ -48,6 +48,7 @@ pub mod limits;
 mod model;
 mod overrides;
 mod print;
+mod setting;
 mod settings;
 mod source;
 pub mod state;
@@ -64,9 +65,9 @@ use toml::de::DeTable;
 pub use addr::parse_addr;
 pub use diagnostic::{Diagnostic, Diagnostics, Loc, Sources};
 pub use model::{
-    BoltDecl, ComponentRef, ConfigKeyLoc, GroupingSpec, HttpOptions, InputDecl, PluginDecl,
-    Settings, SpoutDecl, ThrottleMode, ThrottleRate, ThrottleSpec, WaitDefaults, WaitOverrides,
-    WaitSpec,
+    BoltDecl, ComponentDecl, ComponentRef, ConfigKeyLoc, GroupingSpec, HttpOptions, InputDecl,
+    PluginDecl, Settings, SpoutDecl, ThrottleMode, ThrottleRate, ThrottleSpec, WaitDefaults,
+    WaitOverrides, WaitSpec,
 };
 pub use overrides::Override;
 pub use state::{BackendDecl, StateDecl};

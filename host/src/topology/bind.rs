@@ -18,8 +18,8 @@ use super::{
     Component, Grouping, Input, Kind, LibraryInfo, OutputStream, Subscriber, Topology, WaitPlan,
 };
 use crate::config::{
-    suggest, BoltDecl, ComponentRef, ConfigKeyLoc, Diagnostics, GroupingSpec, InputDecl, Loc,
-    PluginDecl, TopologyConfig, WaitOverrides, WaitSpec,
+    suggest, BoltDecl, ComponentDecl, ComponentRef, ConfigKeyLoc, Diagnostics, GroupingSpec,
+    InputDecl, Loc, PluginDecl, TopologyConfig, WaitOverrides, WaitSpec,
 };
 
 /// The stream a windowed bolt sends its late tuples on (event time).
@@ -134,15 +134,19 @@ impl<'a> Binder<'a> {
         let decls = config
             .spouts
             .iter()
-            .map(|s| {
-                let at = (s.loc, &s.config_keys);
-                (Kind::Spout, &s.name, at, &s.component, s.parallelism, &s.config, &s.wait)
-            })
-            .chain(config.bolts.iter().map(|b| {
-                let at = (b.loc, &b.config_keys);
-                (Kind::Bolt, &b.name, at, &b.component, b.parallelism, &b.config, &b.wait)
-            }));
-        for (kind, name, (loc, keys), reference, parallelism, component_config, wait) in decls {
+            .map(|s| (Kind::Spout, &s.decl))
+            .chain(config.bolts.iter().map(|b| (Kind::Bolt, &b.decl)));
+        for (kind, decl) in decls {
+            let ComponentDecl {
+                name,
+                loc,
+                component: reference,
+                parallelism,
+                config: component_config,
+                config_keys: keys,
+                wait,
+            } = decl;
+            let (loc, parallelism) = (*loc, *parallelism);
             let wanted =
                 if kind == Kind::Spout { ComponentKind::SPOUT } else { ComponentKind::BOLT };
             let Some((descriptor, ext)) = self.resolve_any(reference, wanted) else { continue };
@@ -216,24 +220,24 @@ impl<'a> Binder<'a> {
             });
         }
         for spout in &config.spouts {
-            if let Some(&i) = names.get(spout.name.as_str()) {
+            if let Some(&i) = names.get(spout.decl.name.as_str()) {
                 components[i].throttle = spout.throttle.clone();
                 components[i].max_spout_pending =
                     spout.effective_max_spout_pending(&config.settings);
             }
         }
         for bolt in &config.bolts {
-            let Some(&to) = names.get(bolt.name.as_str()) else { continue };
+            let Some(&to) = names.get(bolt.decl.name.as_str()) else { continue };
             self.bind_window(&mut components, &names, to, bolt);
         }
         for bolt in &config.bolts {
-            let Some(&to) = names.get(bolt.name.as_str()) else { continue };
+            let Some(&to) = names.get(bolt.decl.name.as_str()) else { continue };
             components[to].tick_tuple_freq_secs = bolt.tick_tuple_freq_secs;
             for input in &bolt.inputs {
                 self.bind_input(&mut components, &names, to, input);
             }
             self.check_timestamp_field(&components, to);
-            self.check_inputs(&components, to, &bolt.component);
+            self.check_inputs(&components, to, &bolt.decl.component);
         }
         let topology = Topology {
             name: config.name.clone(),
@@ -538,16 +542,16 @@ impl<'a> Binder<'a> {
             (None, true) => {
                 let message = format!(
                     "bolt \"{}\" ({}) is a windowed bolt: it needs a window",
-                    bolt.name, component.reference
+                    bolt.decl.name, component.reference
                 );
                 let help = "add window = { length = \"10s\" } or window = { length_count = 100 }";
-                self.error(bolt.loc, message, Some(help.to_string()));
+                self.error(bolt.decl.loc, message, Some(help.to_string()));
                 return;
             }
             (Some(window), false) => {
                 let message = format!(
                     "bolt \"{}\" ({}) is not a windowed bolt: it takes no window",
-                    bolt.name, component.reference
+                    bolt.decl.name, component.reference
                 );
                 self.error(window.loc, message, Some("remove its window".to_string()));
                 return;
@@ -559,10 +563,10 @@ impl<'a> Binder<'a> {
             let message = format!(
                 "bolt \"{}\" ({}) is a windowed bolt: tick tuples never enter a window, so \
                  tick_tuple_freq_secs would do nothing",
-                bolt.name, component.reference
+                bolt.decl.name, component.reference
             );
             let help = "remove tick_tuple_freq_secs: the host fires time windows itself";
-            self.error(bolt.loc, message, Some(help.to_string()));
+            self.error(bolt.decl.loc, message, Some(help.to_string()));
         }
         components[to].window = bolt.window.clone();
         if components[to].outputs.iter().any(|s| s.decl.name.as_str() == LATE_STREAM) {

@@ -63,7 +63,7 @@ pub(crate) fn decode_pairs(
 ) -> io::Result<()> {
     let mut header = [0_u8; 19];
     reader.read_exact(&mut header)?;
-    if &header[..11] != &HEADER[..11] {
+    if header[..11] != HEADER[..11] {
         return Err(bad("no PGCOPY signature"));
     }
     let ext = u32::from_be_bytes([header[15], header[16], header[17], header[18]]);

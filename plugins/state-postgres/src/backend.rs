@@ -324,7 +324,9 @@ impl StateBackend for PostgresState {
                 &format!("SELECT checkpoint FROM {} WHERE namespace = $1", this.checkpoints),
                 &[&ns],
             )?;
-            Ok(row.map(|r| r.get::<_, i64>(0)).map(|n| n as u64))
+            // Only commit writes the row, never a negative number; one
+            // written by someone else reads as none.
+            Ok(row.and_then(|r| u64::try_from(r.get::<_, i64>(0)).ok()))
         })
     }
 

@@ -17,6 +17,8 @@ pub const PACKAGES: &[&str] = &[
     "squall-nats",
     "squall-wait-extra",
     "squall-redis",
+    "squall-state-redis",
+    "squall-state-postgres",
     "squall-broken-not-a-plugin",
     "squall-broken-abi-mismatch",
     "squall-broken-version-mismatch",

@@ -93,11 +93,17 @@ fn show(target: &StateTarget, scope: &str) -> Result<(), Failure> {
             "no committed records in scope {scope:?} (squall state ls lists the scopes)"
         )));
     }
-    records.sort_by(|a, b| a.key.as_slice().cmp(b.key.as_slice()));
+    let mut lines: Vec<(String, String)> = records
+        .drain(..)
+        .map(|r| {
+            let value = r.value.as_ref().map_or_else(String::new, |v| codec::show_value(v));
+            (codec::show_key(&r.key), value)
+        })
+        .collect();
+    lines.sort();
     let mut out = String::new();
-    for r in records {
-        let value = r.value.as_ref().map_or_else(String::new, |v| codec::show_value(v));
-        out.push_str(&format!("{} = {value}\n", codec::show_key(&r.key)));
+    for (key, value) in lines {
+        out.push_str(&format!("{key} = {value}\n"));
     }
     print(&out)
 }

@@ -207,11 +207,31 @@ pub fn show_value(bytes: &[u8]) -> String {
 pub fn show_key(bytes: &[u8]) -> String {
     match record_key(bytes) {
         Ok(RecordKey::Keyed(values)) => {
-            let shown: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+            let shown: Vec<String> = values.iter().map(show).collect();
             shown.join(", ")
         }
         Ok(RecordKey::Task(i)) => format!("task {i}"),
         Err(_) => show_value(bytes),
+    }
+}
+
+/// One value as `squall state show` prints it: strings quoted, numbers as
+/// they are, bytes in hex, lists in brackets.
+fn show(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::I64(n) => n.to_string(),
+        Value::U64(n) => n.to_string(),
+        Value::F64(n) => n.to_string(),
+        Value::List(items) => {
+            format!("[{}]", items.iter().map(show).collect::<Vec<_>>().join(", "))
+        }
+        other => match (other.as_str(), other.as_bytes()) {
+            (Some(s), _) => format!("{s:?}"),
+            (None, Some(b)) => format!("0x{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+            (None, None) => "null".into(),
+        },
     }
 }
 
@@ -237,6 +257,8 @@ mod tests {
         let shared = Value::SharedStr(abi_stable::std_types::RArc::new("same".into()));
         assert_eq!(keyed(&[Value::from("same")]), keyed(&[shared]));
         assert_eq!(record_key(&task(42)).unwrap(), RecordKey::Task(42));
+        assert_eq!(show_key(&keyed(&[Value::from("cow"), Value::I64(-2)])), "\"cow\", -2");
+        assert_eq!(show_key(&task(3)), "task 3");
     }
 
     #[test]

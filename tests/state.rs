@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use crate::reload::final_counts;
 use crate::util::{
-    plugin_path, require_service, unique_name, Service, SquallCommand, Workspace, POSTGRES, REDIS,
+    plugin_path, require_service, unique_name, Service, SquallCommand, TcpProxy, Workspace,
+    POSTGRES, REDIS,
 };
 
 const SENTENCES: [&str; 3] = ["the cow jumped", "over the moon", "the man went to the store"];
@@ -188,4 +189,47 @@ fn squall_state_lists_and_shows_the_committed_counts_and_rm_deletes_them() {
     rm.assert_code(0);
     let after = SquallCommand::new(&ws, ["state", "ls"]).arg(&file).output();
     assert!(after.stdout.contains("no checkpoint committed"), "\n{}", after.context());
+}
+
+#[test]
+fn checkpoints_fail_while_the_backend_is_cut_off_then_catch_up_and_counts_stay_exact() {
+    if !require_service(REDIS) {
+        return;
+    }
+    let ws = Workspace::new("state_backend_down");
+    let namespace = unique_name("squall_down");
+    let proxy = TcpProxy::start(REDIS.addr);
+    let mut via_proxy = redis_backend();
+    via_proxy.config = format!(
+        r#"url = "redis://{}", timeout_ms = 1000, connect_timeout_ms = 1000"#,
+        proxy.addr()
+    );
+    let file = ws.write_topology("down.toml", &topology(&via_proxy, &namespace, 2));
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &file);
+    cmd.limit(Duration::from_secs(90));
+    let mut child = cmd.spawn();
+    child.wait_for_stderr("running;", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_secs(1));
+    // Redis is out of reach for 10 s while the spout emits (4 s in all).
+    proxy.cut();
+    child.wait_for_stderr("not committed", Duration::from_secs(10));
+    std::thread::sleep(Duration::from_secs(10));
+    proxy.restore();
+    child.wait_for_stderr("the state backend is back", Duration::from_secs(20));
+    // Everything was emitted during the cut; a checkpoint after it has
+    // committed what failed meanwhile. Killed now, nothing is replayed.
+    std::thread::sleep(Duration::from_secs(1));
+    child.signal(libc::SIGKILL);
+    let killed = child.wait();
+    assert!(killed.stderr.contains("retried with the next checkpoint"), "\n{}", killed.context());
+    // A restart straight to Redis restores every count.
+    let direct = ws.write_topology("direct.toml", &topology(&redis_backend(), &namespace, 2));
+    let out = SquallCommand::run(&ws, &direct, "3s").limit(Duration::from_secs(60)).output();
+    out.assert_code(0);
+    let counts = final_counts(&out.stdout);
+    SquallCommand::new(&ws, ["state", "rm", "--yes"]).arg(&direct).output().assert_code(0);
+    assert_eq!(counts, true_counts(LIMIT), "\n{}\n{}", killed.context(), out.context());
+    // The writes that failed during the cut were committed after it: the
+    // restart has nothing left to emit again.
+    assert_eq!(out.stat("sentences", "emitted"), 0, "\n{}", out.context());
 }

@@ -79,6 +79,11 @@ impl TcpProxy {
         Self { addr, up, stop, open }
     }
 
+    /// The proxy's loopback address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// `nats://127.0.0.1:<port>` of the proxy.
     pub fn url(&self) -> String {
         format!("nats://{}", self.addr)

@@ -229,7 +229,9 @@ fn show(v: &Value) -> String {
         }
         other => match (other.as_str(), other.as_bytes()) {
             (Some(s), _) => format!("{s:?}"),
-            (None, Some(b)) => format!("0x{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+            (None, Some(b)) => {
+                format!("0x{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>())
+            }
             (None, None) => "null".into(),
         },
     }

@@ -67,6 +67,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             failed: reloads.1,
             partial: handle.partial_reloads(),
         },
+        durable_state: handle.durable().map_or(serde_json::Value::Null, |d| d.to_json()),
         components: report.components,
     };
     for r in &mut reporters {

@@ -116,6 +116,9 @@ pub struct RunSummary {
     pub drain: DrainReport,
     /// Live reloads during the run.
     pub reloads: ReloadSummary,
+    /// Durable state's checkpoints and restore (`null` without `[state]`;
+    /// the same object as `GET /api/v1/topology`'s `durable_state`).
+    pub durable_state: serde_json::Value,
     /// Per component.
     pub components: Vec<ComponentSummary>,
 }

@@ -108,6 +108,32 @@ impl LiveCell {
     }
 }
 
+impl Durable {
+    /// The figures as `GET /api/v1/topology` and the `--json` summary give
+    /// them (`durable_state`).
+    pub fn to_json(&self) -> serde_json::Value {
+        use std::sync::atomic::Ordering::Relaxed;
+        let s = &self.stats;
+        let ms = |micros: u64| micros as f64 / 1e3;
+        serde_json::json!({
+            "backend": self.backend,
+            "namespace": self.namespace,
+            "last_committed": s.last_committed.load(Relaxed),
+            "committed": s.committed.load(Relaxed),
+            "failed": s.failed.load(Relaxed),
+            "aborted": s.aborted.load(Relaxed),
+            "last_duration_ms": ms(s.last_micros.load(Relaxed)),
+            "last_records": s.last_records.load(Relaxed),
+            "last_bytes": s.last_bytes.load(Relaxed),
+            "duration_p50_ms": s.duration_quantile(0.5).map(ms),
+            "duration_p99_ms": s.duration_quantile(0.99).map(ms),
+            "restored_records": s.restored_records.load(Relaxed),
+            "restore_secs": s.restore_micros.load(Relaxed) as f64 / 1e6,
+            "last_error": s.last_error.lock().ok().and_then(|e| e.clone()),
+        })
+    }
+}
+
 impl TopologyHandle {
     pub(super) fn new(live: Arc<LiveCell>, run: Arc<RunControl>, started: Instant) -> Self {
         let (reloads, reloader) = (ReloadCounts::default(), OnceLock::new());

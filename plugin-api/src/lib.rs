@@ -17,6 +17,8 @@
 //!   attached, and [`metrics`] registers counters, gauges and histograms the
 //!   host exports (see [`host`]). A library built against 1.0 keeps loading
 //!   and working in a 1.1 host.
+//! - [`rng`] is SplitMix64, a small non-cryptographic random number
+//!   generator for plugins and tests (plain Rust, outside the ABI).
 //! - [`abi`] is the stable-ABI layer (abi_stable `#[sabi_trait]` objects and a
 //!   prefix-type root module). A host refuses a library built against an
 //!   incompatible contract at load time, before calling any of its code. Every
@@ -119,6 +121,7 @@ mod export;
 mod grouping;
 pub mod host;
 mod keys;
+pub mod rng;
 mod spout;
 pub mod testing;
 mod tuple;

@@ -37,7 +37,6 @@
 mod partial_key;
 mod project;
 mod random_sentence;
-mod rng;
 mod rolling_top_n;
 mod split_sentence;
 mod word_count;

@@ -176,7 +176,7 @@ fn read_config(w: &mut Walker<'_>, s: &Section<'_, '_>) -> (String, Vec<ConfigKe
 }
 
 /// A config table as a TOML document, with its top-level keys' locations.
-fn config_document(
+pub(super) fn config_document(
     w: &mut Walker<'_>,
     value: &Value<'_>,
     table: &toml::de::DeTable<'_>,

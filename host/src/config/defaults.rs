@@ -183,7 +183,10 @@ pub(crate) mod keys {
 
     /// `include` is read (and removed) by `compose` before the walk; it is
     /// listed so that a misspelt `includes` gets a "did you mean".
-    pub(crate) const TOP: &[&str] = &["include", "topology", "plugins", "wait", "spouts", "bolts"];
+    pub(crate) const TOP: &[&str] =
+        &["include", "topology", "plugins", "wait", "state", "spouts", "bolts"];
+    /// `[state]` (contract 1.2's durable state).
+    pub(crate) const STATE: &[&str] = &["backend", "namespace", "interval_ms", "config"];
     /// `[topology]`: `name`, the keys of the settings table (see
     /// `model.rs`), `http`.
     pub(crate) fn topology() -> Vec<&'static str> {

@@ -1386,3 +1386,63 @@ fn every_topology_key_is_known_in_table_order() {
     assert_eq!(d.message, "unknown key \"receive_bufer_bytes\" in [topology]");
     assert_eq!(d.help.as_deref(), Some("did you mean \"receive_buffer_bytes\"?"));
 }
+
+#[test]
+fn state_reads_its_backend_namespace_interval_and_config() {
+    let text = format!(
+        "{WORDCOUNT}\n[state]\nbackend = \"examples::Store\"\ninterval_ms = 250\n[state.config]\nurl = \"redis://x\"\n"
+    );
+    let config = parse_ok(&text);
+    let state = config.state.expect("[state]");
+    match &state.backend {
+        crate::config::BackendDecl::Plugin(r) => {
+            assert_eq!((r.alias.as_str(), r.component.as_str()), ("examples", "Store"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(state.namespace, "wordcount", "the topology's name by default");
+    assert_eq!(state.interval_ms, 250);
+    assert!(state.config.contains("url = \"redis://x\""), "{}", state.config);
+    assert_eq!(state.config_keys.len(), 1);
+    let memory =
+        parse_ok(&format!("{WORDCOUNT}\n[state]\nbackend = \"memory\"\nnamespace = \"n\"\n"));
+    let state = memory.state.expect("[state]");
+    assert_eq!(state.backend, crate::config::BackendDecl::Memory);
+    assert_eq!((state.namespace.as_str(), state.interval_ms), ("n", 1000));
+}
+
+#[test]
+fn state_mistakes_are_reported_where_they_are_written() {
+    let text = format!("{WORDCOUNT}\n[state]\nbackend = \"memory\"\ninterval = 5\n");
+    let errs = errors(&text);
+    let at = loc_of(&text, "interval = 5");
+    assert!(
+        errs.iter().any(|e| e.starts_with(&format!("{at} unknown key \"interval\""))
+            && e.contains("interval_ms")),
+        "{errs:?}"
+    );
+    let text = format!("{WORDCOUNT}\n[state]\nbackend = \"nope::Store\"\n");
+    let errs = errors(&text);
+    assert!(errs.iter().any(|e| e.contains("unknown plugin alias \"nope\"")), "{errs:?}");
+    let text = format!("{WORDCOUNT}\n[state]\ninterval_ms = 100\n");
+    assert!(errors(&text)
+        .iter()
+        .any(|e| e.contains("missing key \"backend\"") || e.contains("\"backend\"")));
+}
+
+#[test]
+fn a_checkpoint_interval_not_shorter_than_the_message_timeout_is_refused() {
+    let text = WORDCOUNT.replace("message_timeout_secs = 30", "message_timeout_secs = 2")
+        + "\n[state]\nbackend = \"memory\"\ninterval_ms = 2000\n";
+    let errs = errors(&text);
+    let line = loc_of(&text, "interval_ms = 2000");
+    let at = format!("{line}").replace(":1", ":15");
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with(&format!("{at} interval_ms = 2000 in [state] is not shorter"))),
+        "{errs:?}"
+    );
+    let ok = WORDCOUNT.replace("message_timeout_secs = 30", "message_timeout_secs = 3")
+        + "\n[state]\nbackend = \"memory\"\ninterval_ms = 2000\n";
+    assert!(parse(&ok).is_ok());
+}

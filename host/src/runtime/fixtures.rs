@@ -48,6 +48,8 @@ pub(super) fn component(name: &str, kind: Kind, tasks: std::ops::Range<u32>) -> 
         max_spout_pending: None,
         wait: [park.clone(), park.clone(), park],
         outdated: false,
+        close_budget: None,
+        checkpoints: false,
     }
 }
 
@@ -102,6 +104,7 @@ pub(super) fn linked(mut components: Vec<Component>) -> Topology {
             path: "lib.so".into(),
             digest: "d1".into(),
         }],
+        state: None,
     }
 }
 

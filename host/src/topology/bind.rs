@@ -169,11 +169,20 @@ impl<'a> Binder<'a> {
                 .into_iter()
                 .map(|decl| OutputStream { decl, subscribers: Vec::new() })
                 .collect();
-            let factory = match (ext.and_then(|e| e.new.into_option()), descriptor) {
-                (Some(new), _) => Factory::Ext(new),
-                (None, Some(d)) => Factory::V1(d.new),
-                (None, None) => continue, // `resolve_any` returns one or the other
+            let v12 = self
+                .libraries
+                .get(&reference.alias)
+                .and_then(|lib| lib.extension_12(&reference.component, wanted));
+            let factory = match (v12, ext.and_then(|e| e.new.into_option()), descriptor) {
+                (Some(v12), _, _) => Factory::V12(v12.new),
+                (None, Some(new), _) => Factory::Ext(new),
+                (None, None, Some(d)) => Factory::V1(d.new),
+                (None, None, None) => continue, // `resolve_any` returns one or the other
             };
+            let close_budget = v12
+                .filter(|e| e.close_budget_ms > 0)
+                .map(|e| std::time::Duration::from_millis(e.close_budget_ms));
+            let checkpoints = kind == Kind::Spout && v12.is_some_and(|e| e.durable);
             let windowed = ext.is_some_and(|e| e.windowed);
             let input_fields = ext
                 .map(|e| e.input_fields.iter().map(|f| f.to_string()).collect())
@@ -206,6 +215,8 @@ impl<'a> Binder<'a> {
                 max_spout_pending: None,
                 wait,
                 outdated: false,
+                close_budget,
+                checkpoints,
             });
         }
         for spout in &config.spouts {
@@ -236,12 +247,56 @@ impl<'a> Binder<'a> {
             file: config.file.clone(),
             sources: config.sources.clone(),
             libraries: Vec::new(),
+            state: config.state.as_ref().and_then(|decl| self.bind_state(decl)),
         };
         // A shared mistake (an unknown plugin wait strategy in `[wait.*]`)
         // is met once per component; report it once.
         self.diags.sort();
         self.diags.items.dedup();
         self.diags.into_result(topology).map_err(BindError::Config)
+    }
+
+    /// `[state]`: the backend's component, with its config keys checked.
+    fn bind_state(&mut self, decl: &crate::config::StateDecl) -> Option<super::StatePlan> {
+        use crate::config::BackendDecl;
+        let backend = match &decl.backend {
+            BackendDecl::Memory => super::BackendPlan::Memory,
+            BackendDecl::Plugin(reference) => {
+                let kind = ComponentKind::STATE_BACKEND;
+                let library = self.libraries.get(&reference.alias)?;
+                let (Some(ext), Some(v12)) = (
+                    library.extension(&reference.component, kind),
+                    library.extension_12(&reference.component, kind),
+                ) else {
+                    let names: Vec<&str> = library
+                        .extensions_12
+                        .iter()
+                        .filter(|c| c.kind == kind)
+                        .map(|c| c.name.as_str())
+                        .collect();
+                    let help = suggest(&reference.component, names.iter().copied())
+                        .map(|s| format!("did you mean \"{}::{s}\"?", reference.alias));
+                    let message = format!(
+                        "unknown state backend \"{}::{}\": plugin \"{}\" exports no state \
+                         backend of that name (state backends are contract 1.2)",
+                        reference.alias, reference.component, reference.alias
+                    );
+                    self.error(reference.loc, message, help);
+                    return None;
+                };
+                self.check_config_keys(ext, reference, decl.loc, &decl.config_keys);
+                super::BackendPlan::Plugin {
+                    reference: format!("{}::{}", reference.alias, reference.component),
+                    new: v12.new,
+                    config: decl.config.clone(),
+                }
+            }
+        };
+        Some(super::StatePlan {
+            backend,
+            namespace: decl.namespace.clone(),
+            interval: std::time::Duration::from_millis(decl.interval_ms),
+        })
     }
 
     /// The 1.1 description of a resolved component, when its library has one.

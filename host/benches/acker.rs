@@ -13,6 +13,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use squall_host::acker::ledger::AckLedger;
 use squall_host::ids::{EdgeId, RootId, TaskId};
 use squall_host::timeout::rotating_map::RotatingMap;
+use squall_plugin_api::rng::SplitMix64;
 
 /// Roots settled per timed iteration.
 const ROOTS: usize = 1024;
@@ -20,17 +21,11 @@ const ROOTS: usize = 1024;
 const IN_FLIGHT: usize = 1000;
 const SPOUT: TaskId = TaskId(1);
 
-/// `n` distinct random-looking ids, as the executors' RNG would draw them
-/// (SplitMix64 over a counter).
+/// `n` random-looking ids, as the executors' RNG draws them (SplitMix64,
+/// here from a fixed seed).
 fn random_ids(seed: u64, n: usize) -> Vec<u64> {
-    (0..n as u64)
-        .map(|i| {
-            let mut z = seed.wrapping_add(i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        })
-        .collect()
+    let mut rng = SplitMix64::new(seed);
+    (0..n).map(|_| rng.next_u64()).collect()
 }
 
 /// Pairs of (root id, edge id) for `n` spout tuples sent to one task each.

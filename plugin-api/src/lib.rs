@@ -24,6 +24,8 @@
 //!   checkpoint position ([`Spout::checkpoint`]), and components declare a
 //!   close budget (`CLOSE_BUDGET`). Libraries built against 1.0 and 1.1
 //!   keep loading and working in a 1.2 host.
+//! - [`rng`] is SplitMix64, a small non-cryptographic random number
+//!   generator for plugins and tests (plain Rust, outside the ABI).
 //! - [`abi`] is the stable-ABI layer (abi_stable `#[sabi_trait]` objects and a
 //!   prefix-type root module). A host refuses a library built against an
 //!   incompatible contract at load time, before calling any of its code. Every
@@ -126,6 +128,7 @@ mod export;
 mod grouping;
 pub mod host;
 mod keys;
+pub mod rng;
 mod spout;
 pub mod state;
 pub mod testing;

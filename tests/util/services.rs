@@ -51,13 +51,9 @@ pub fn require_service(service: Service) -> bool {
 /// for streams, subjects, consumers and keys.
 pub fn unique_name(prefix: &str) -> String {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    let mut state = u64::from(nanos) ^ (u64::from(std::process::id()) << 32);
+    let seed = u64::from(nanos) ^ (u64::from(std::process::id()) << 32);
     // One SplitMix64 step spreads nearby seeds apart.
-    state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
+    let z = squall_plugin_api::rng::SplitMix64::new(seed).next_u64();
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     format!("{prefix}_{:012x}_{n}", z & 0xFFFF_FFFF_FFFF)

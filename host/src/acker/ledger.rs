@@ -288,17 +288,9 @@ impl AckLedger {
 /// nothing should be routed to an acker.
 pub fn acker_for(root: RootId, acker_count: usize) -> usize {
     assert!(acker_count > 0, "acker_for needs at least one acker task");
-    let mixed = u128::from(mix64(root.0));
+    let mixed = u128::from(squall_plugin_api::rng::SplitMix64::mix(root.0));
     // (mixed · count) >> 64 lies in 0..count because mixed < 2⁶⁴.
     ((mixed * acker_count as u128) >> 64) as usize
-}
-
-/// The SplitMix64 finalizer: a bijection on `u64` in which every input bit
-/// affects every output bit.
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]
@@ -498,7 +490,8 @@ mod tests {
         const ACKERS: usize = 4;
         const ROOTS: u64 = 40_000;
         let sequential = (0..ROOTS).map(RootId);
-        let random = (0..ROOTS).map(|i| RootId(mix64(i ^ 0xdead_beef)));
+        let random =
+            (0..ROOTS).map(|i| RootId(squall_plugin_api::rng::SplitMix64::mix(i ^ 0xdead_beef)));
         for (kind, roots) in
             [("sequential", sequential.collect::<Vec<_>>()), ("random", random.collect())]
         {

@@ -9,7 +9,6 @@ pub use crate::queue::batch;
 pub mod bolt;
 pub mod core;
 pub mod output;
-pub mod rng;
 pub mod spout;
 pub mod swap;
 pub mod tracking;

@@ -15,9 +15,9 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
+use squall_plugin_api::rng::SplitMix64;
 use squall_plugin_api::{StreamId, Value};
 
-use super::rng::FastRng;
 use crate::acker::ledger::acker_for;
 use crate::acker::msg::{AckerInput, AckerMsg};
 use crate::ids::{EdgeId, RootId, TaskId};
@@ -190,8 +190,10 @@ pub struct Transfer {
     misroute: Misroute,
     ackers: Vec<Sender<AckerInput>>,
     acker_buffers: Vec<Vec<AckerMsg>>,
-    /// This executor's random numbers (edge and root ids).
-    pub rng: FastRng,
+    /// This executor's random numbers (edge and root ids, Storm's
+    /// `MessageId.generateId`): unpredictable enough that XOR collisions
+    /// are negligible, not cryptographic.
+    pub rng: SplitMix64,
     /// Count the encoded bytes of emitted values (only for a byte-rate throttle).
     count_bytes: bool,
     /// Encoded bytes emitted so far, when counting bytes (a byte-rate throttle).
@@ -246,7 +248,7 @@ impl Transfer {
             misroute: Misroute::default(),
             acker_buffers: wiring.ackers.iter().map(|_| Vec::new()).collect(),
             ackers: wiring.ackers,
-            rng: FastRng::new(u64::from(task.0)),
+            rng: SplitMix64::unpredictable(u64::from(task.0)),
             count_bytes: wiring.count_bytes,
             emitted_bytes: 0,
             recycled: wiring.recycled,

@@ -405,3 +405,139 @@ impl TopologyHandle {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{bolt, component, linked, topology};
+    use super::super::plan::TaskEnds;
+    use super::*;
+    use crate::executor::batch::Batch;
+    use crate::ids::TaskId;
+    use crate::metrics::LocalStats;
+
+    /// A handle on `topology` wired as it would run, with no thread started:
+    /// the handle and every task's receiving ends.
+    fn handle(topology: Topology) -> (TopologyHandle, Vec<Option<TaskEnds>>) {
+        let (wiring, ends, _ackers) = super::super::plan::Wiring::new(&topology);
+        let live = Arc::new(LiveCell::new(Arc::new(topology), wiring));
+        (TopologyHandle::new(live, Arc::new(RunControl::default()), Instant::now()), ends)
+    }
+
+    fn publish(h: &TopologyHandle, task: u32, values: &[(StatField, u64)]) {
+        let mut local = LocalStats::default();
+        for &(field, n) in values {
+            local.set(field, n);
+        }
+        h.task_stats(task).publish(&local);
+    }
+
+    fn deactivations(ends: &[Option<TaskEnds>]) -> Vec<usize> {
+        ends.iter()
+            .map(|e| {
+                e.as_ref().map_or(0, |e| {
+                    e.control.try_iter().filter(|m| matches!(m, Control::Deactivate)).count()
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn deactivating_tells_each_spout_task_once_and_no_bolt() {
+        let t = linked(vec![
+            component("s", Kind::Spout, 0..2),
+            component("u", Kind::Spout, 2..3),
+            bolt("b", 3..5, &[0, 1]),
+        ]);
+        let (h, ends) = handle(t);
+        assert_eq!(h.deactivate(None), Ok(3));
+        assert_eq!(deactivations(&ends), [1, 1, 1, 0, 0]);
+        assert_eq!(h.deactivate(Some("u")), Ok(1));
+        assert_eq!(deactivations(&ends), [0, 0, 1, 0, 0]);
+    }
+
+    #[test]
+    fn steering_refuses_bolts_unknown_names_and_activating_a_draining_topology() {
+        let (h, _ends) = handle(topology());
+        assert_eq!(h.deactivate(Some("b")), Err(HandleError::NotASpout("b".into())));
+        let unknown = h.deactivate(Some("sx")).expect_err("no such component");
+        assert_eq!(
+            unknown,
+            HandleError::UnknownComponent { name: "sx".into(), suggestion: Some("s".into()) }
+        );
+        assert_eq!(unknown.to_string(), "no component named \"sx\"; did you mean \"s\"?");
+        assert_eq!(h.activate(Some("s")), Ok(1));
+        h.drain();
+        assert_eq!(h.state(), RunState::Draining);
+        assert_eq!(h.activate(None), Err(HandleError::Draining));
+    }
+
+    #[test]
+    fn a_task_that_has_ended_is_not_counted_as_told() {
+        let (h, mut ends) = handle(topology());
+        ends[0] = None;
+        assert_eq!(h.deactivate(None), Ok(0));
+        assert!(!h.send_control(0, Control::Wake));
+        assert!(h.send_control(1, Control::Wake));
+        assert!(!h.send_control(99, Control::Wake), "no such task");
+    }
+
+    #[test]
+    fn drained_means_no_active_spout_no_pending_tree_and_every_tuple_received() {
+        let (h, ends) = handle(topology());
+        publish(&h, 0, &[(StatField::Active, 1), (StatField::Transferred, 5)]);
+        assert_eq!(h.drained_signature(), None, "a spout is active");
+        publish(&h, 0, &[(StatField::Transferred, 5), (StatField::Pending, 2)]);
+        assert_eq!(h.drained_signature(), None, "trees are pending");
+        assert_eq!(h.backlog_summary(), "\"s\": 2 pending trees");
+        publish(&h, 0, &[(StatField::Transferred, 5)]);
+        publish(&h, 1, &[(StatField::Received, 3), (StatField::Executed, 3)]);
+        assert_eq!(h.drained_signature(), None, "2 tuples not received yet");
+        publish(&h, 2, &[(StatField::Received, 2), (StatField::Executed, 2)]);
+        assert_eq!(h.drained_signature(), Some((5, 5)));
+        assert_eq!(h.backlog_summary(), "nothing visible");
+        let queue = h.live().wiring.data[2].clone().expect("a bolt queue");
+        queue.send(Batch::with_capacity(TaskId(0), 1)).expect("room");
+        assert_eq!(h.queue_depth(2), 1);
+        assert_eq!(h.drained_signature(), None, "a batch is queued");
+        assert_eq!(h.backlog_summary(), "\"b\": 1 queued batches");
+        drop(ends);
+    }
+
+    #[test]
+    fn the_counters_of_retired_tasks_still_count() {
+        let mut b = bolt("b", 3..5, &[0]);
+        b.retired = vec![1, 2];
+        let (h, _ends) = handle(linked(vec![component("s", Kind::Spout, 0..1), b]));
+        for (task, n) in [(1, 10), (2, 20), (3, 1), (4, 2)] {
+            publish(&h, task, &[(StatField::Executed, n)]);
+        }
+        publish(&h, 0, &[(StatField::Executed, 100)]);
+        assert_eq!(h.sum(Some(Kind::Bolt), StatField::Executed), 33);
+        assert_eq!(h.sum(None, StatField::Executed), 133);
+    }
+
+    #[test]
+    fn a_reload_is_requested_only_once_a_reloader_is_registered() {
+        let (h, _ends) = handle(topology());
+        assert!(h.request_reload("SIGHUP").is_none());
+        let (tx, rx) = crossbeam_channel::unbounded();
+        h.set_reloader(tx);
+        let reply = h.request_reload("HTTP").expect("registered");
+        let request = rx.try_recv().expect("a request");
+        assert_eq!(request.trigger, "HTTP");
+        assert!(request.reply.is_some());
+        drop(request);
+        assert!(reply.recv().is_err(), "the reloader went away without answering");
+    }
+
+    #[test]
+    fn installing_a_topology_is_what_every_reader_sees_next() {
+        let (h, _ends) = handle(topology());
+        let before = h.topology();
+        let mut next = (*before).clone();
+        next.components[1].outdated = true;
+        h.install(Live { topology: Arc::new(next), wiring: h.live().wiring.clone() });
+        assert!(h.topology().components[1].outdated);
+        assert!(!before.components[1].outdated, "a snapshot taken earlier is unchanged");
+    }
+}

@@ -354,6 +354,8 @@ fn spawn(
 }
 
 #[cfg(test)]
+mod fixtures;
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -81,9 +81,9 @@ pub struct Wiring {
 /// The receiving ends of one task's queues, before its executor takes them.
 #[derive(Debug)]
 pub struct TaskEnds {
-    data: Option<Receiver<Batch>>,
-    control: Receiver<Control>,
-    recycled: Receiver<Batch>,
+    pub(super) data: Option<Receiver<Batch>>,
+    pub(super) control: Receiver<Control>,
+    pub(super) recycled: Receiver<Batch>,
 }
 
 /// The acker queues' receiving ends.
@@ -94,7 +94,7 @@ impl Wiring {
     /// (`receive_buffer_size / producer_batch_size` batches), an unbounded
     /// control channel per task, an unbounded channel per acker, and a small
     /// recycling channel per task.
-    fn new(topology: &Topology) -> (Self, Vec<Option<TaskEnds>>, AckerEnds) {
+    pub(super) fn new(topology: &Topology) -> (Self, Vec<Option<TaskEnds>>, AckerEnds) {
         let (ackers, acker_ends) =
             (0..topology.settings.acker_executors).map(|_| unbounded()).unzip();
         let mut wiring = Self {
@@ -469,4 +469,115 @@ fn edge_throttles(
         }
     }
     (table, throttles)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{bolt, component, linked, topology};
+    use super::*;
+    use crate::config::{Loc, ThrottleMode};
+
+    #[test]
+    fn every_bolt_task_gets_a_queue_of_batches_and_every_task_a_control_queue() {
+        let mut t = topology();
+        t.settings.receive_buffer_size = 64;
+        t.settings.producer_batch_size = 8;
+        t.settings.acker_executors = 2;
+        let (wiring, ends, ackers) = Wiring::new(&t);
+        assert!(wiring.data[0].is_none(), "a spout receives no data");
+        let capacities: Vec<Option<usize>> =
+            wiring.data[1..].iter().map(|q| q.as_ref().and_then(Sender::capacity)).collect();
+        assert_eq!(capacities, [Some(8), Some(8)], "64 tuples in batches of 8");
+        assert_eq!((wiring.controls.len(), wiring.stats.len(), wiring.recycle.len()), (3, 3, 3));
+        assert_eq!((wiring.ackers.len(), ackers.len()), (2, 2));
+        assert!(wiring.queue_bytes.iter().all(Option::is_none), "no byte budget by default");
+        assert!(ends.iter().all(Option::is_some));
+        assert!(ends[0].as_ref().is_some_and(|e| e.data.is_none()));
+        assert!(ends[1].as_ref().is_some_and(|e| e.data.is_some()));
+        // What a task's control queue carries reaches the task's end.
+        wiring.controls[2].send(Control::Wake).expect("open");
+        assert!(matches!(ends[2].as_ref().map(|e| e.control.try_recv()), Some(Ok(Control::Wake))));
+    }
+
+    #[test]
+    fn a_byte_budget_applies_to_bolt_queues_only() {
+        let mut t = topology();
+        t.settings.receive_buffer_bytes = 4096;
+        let (wiring, _, _) = Wiring::new(&t);
+        let budgets: Vec<bool> = wiring.queue_bytes.iter().map(Option::is_some).collect();
+        assert_eq!(budgets, [false, true, true]);
+    }
+
+    #[test]
+    fn growing_adds_the_new_tasks_queues_and_leaves_the_running_ones_alone() {
+        let old = topology();
+        let (mut wiring, _ends, _) = Wiring::new(&old);
+        let before = wiring.clone();
+        let grown = linked(vec![
+            component("s", Kind::Spout, 0..1),
+            bolt("b", 1..3, &[0]),
+            bolt("c", 3..5, &[1]),
+        ]);
+        let ends = wiring.grow(&grown, &[3, 4]);
+        assert_eq!(wiring.controls.len(), 5);
+        for (t, end) in ends.iter().enumerate().take(3) {
+            assert!(
+                wiring.controls[t].same_channel(&before.controls[t]),
+                "task {t} keeps its queue"
+            );
+            assert!(end.is_none(), "task {t} runs already: no new ends");
+        }
+        assert!(wiring.data[3].is_some() && wiring.data[4].is_some());
+        assert!(ends[3].is_some() && ends[4].is_some());
+        assert_eq!(wiring.stats.len(), 5);
+    }
+
+    #[test]
+    fn the_source_table_maps_every_task_to_its_component_and_streams() {
+        let t = linked(vec![
+            component("s", Kind::Spout, 0..1),
+            bolt("b", 1..3, &[0]),
+            bolt("c", 3..4, &[1]),
+        ]);
+        let table = source_table(&t);
+        assert_eq!(table.task_component, [0, 1, 1, 2]);
+        let names: Vec<&str> = table.components.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["s", "b", "c"]);
+        assert_eq!(table.components[1].1[0].0, "default");
+    }
+
+    #[test]
+    fn only_throttled_inputs_get_a_throttler_indexed_by_source_and_stream() {
+        let mut c = bolt("c", 3..4, &[0, 1]);
+        c.inputs[1].throttle = Some(ThrottleSpec {
+            mode: ThrottleMode::Smooth,
+            rate: ThrottleRate::TuplesPerSec(100),
+            period_millis: 500,
+            loc: Loc::new(7, 1),
+        });
+        let t = linked(vec![component("s", Kind::Spout, 0..1), bolt("b", 1..3, &[0]), c]);
+        let (table, throttles) = edge_throttles(&t, &t.components[2]);
+        assert_eq!(table, [vec![None], vec![Some(0)], vec![None]]);
+        assert_eq!(throttles.len(), 1);
+        assert!(matches!(throttles[0].1, ThrottleUnit::Tuples));
+    }
+
+    #[test]
+    fn a_task_context_names_its_place_and_each_downstream_component_once() {
+        let mut s = component("s", Kind::Spout, 0..1);
+        s.outputs.push(s.outputs[0].clone());
+        s.outputs[1].decl.name = "other".into();
+        let mut b = bolt("b", 1..4, &[0, 0]);
+        b.inputs[1].stream = 1;
+        let t = linked(vec![s, b]);
+        let (spout, _) = context(&t, &t.components[0], 0);
+        assert_eq!((spout.task_id, spout.task_index, spout.parallelism), (0, 0, 1));
+        let downstream: Vec<(&str, Vec<u32>)> =
+            spout.downstream.iter().map(|d| (d.component.as_str(), d.tasks.to_vec())).collect();
+        assert_eq!(downstream, [("b", vec![1, 2, 3])], "two streams, one component");
+        assert_eq!(spout.outputs.len(), 2);
+        let (bolt, _) = context(&t, &t.components[1], 3);
+        assert_eq!((bolt.component.as_str(), bolt.task_index, bolt.parallelism), ("b", 2, 3));
+        assert!(bolt.downstream.is_empty());
+    }
 }

@@ -360,6 +360,125 @@ fn wait_key(w: &WaitPlan) -> String {
 fn digest<'t>(t: &'t Topology, c: &Component) -> Option<&'t str> {
     t.libraries.iter().find(|l| l.alias == c.alias()).map(|l| l.digest.as_str())
 }
+/// What a committed reload applied, from how each task's swap `ended`, the
+/// lines and errors of the reshape (`reshaped`, `errors`: adding or
+/// resizing bolts). Marks the components some of whose tasks kept the
+/// version before as `outdated` in `new`, so the next reload rebuilds them.
+fn outcome(
+    new: &mut Topology,
+    diff: &Diff,
+    ended: Ended,
+    reshaped: Vec<String>,
+    mut errors: Vec<ReloadError>,
+) -> ReloadOutcome {
+    // What `errors` holds on entry: adding or resizing bolts failed.
+    let reshape_failed = !errors.is_empty();
+    let (mut applied, mut not_applied) = (Vec::new(), Vec::new());
+    for change in &diff.rebuilt {
+        let mine = |t: &TaskName| t.component == change.name;
+        let kept: Vec<&(TaskName, Option<ReloadError>)> =
+            ended.kept.iter().filter(|(t, _)| mine(t)).collect();
+        let silent: Vec<&TaskName> = ended.silent.iter().filter(|t| mine(t)).collect();
+        let (tasks, pause) = ended
+            .committed
+            .iter()
+            .filter(|(t, _)| mine(t))
+            .fold((0, Duration::ZERO), |(k, m), (_, p)| (k + 1, m.max(*p)));
+        let line = format!(
+            "rebuilt {:?} ({}, {tasks} task{}, pause {:.2} ms)",
+            change.name,
+            change.reasons(),
+            if tasks == 1 { "" } else { "s" },
+            pause.as_secs_f64() * 1e3
+        );
+        if kept.is_empty() && silent.is_empty() {
+            applied.push(line);
+            continue;
+        }
+        let mut left = format!(
+            "{:?}: {} task(s) kept the version before",
+            change.name,
+            kept.len() + silent.len()
+        );
+        if tasks > 0 {
+            let _ = write!(left, " ({tasks} run the new one)");
+        }
+        not_applied.push(left);
+        for (task, error) in kept {
+            errors.push(error.clone().unwrap_or_else(|| ReloadError::Refused {
+                task: task.clone(),
+                reason: "it kept its old instance at the commit".into(),
+            }));
+        }
+        for task in silent {
+            errors.push(ReloadError::Refused {
+                task: task.clone(),
+                reason: format!(
+                    "it did not confirm the commit within {} s; it swaps when it next \
+                     reads its control queue",
+                    SWAP_TIMEOUT.as_secs()
+                ),
+            });
+        }
+        if let Some(c) = new.components.iter_mut().find(|c| c.name == change.name) {
+            c.outdated = true;
+        }
+    }
+    applied.extend(reshaped);
+    if reshape_failed {
+        for name in diff.added.iter().chain(&diff.resized) {
+            if !applied.iter().any(|l| l.contains(&format!("{name:?}"))) {
+                not_applied.push(format!("{name:?}: adding or resizing it did not finish"));
+            }
+        }
+    }
+    let unchanged =
+        new.components.len() - diff.rebuilt.len() - diff.added.len() - diff.resized.len();
+    if errors.is_empty() && not_applied.is_empty() {
+        applied.push(format!("{unchanged} component(s) unchanged kept running"));
+        ReloadOutcome::Applied(applied)
+    } else {
+        if not_applied.is_empty() {
+            not_applied.push("a step after the commit did not finish".to_owned());
+        }
+        ReloadOutcome::Partial { applied, not_applied, errors }
+    }
+}
+
+/// The one line a reload logs (and `POST /api/v1/reload` answers as its
+/// `summary`): reload `number`, asked for by `trigger`, took `ms`. It says
+/// "rolled back" only of a reload that was.
+fn summary(number: u64, trigger: &str, ms: f64, outcome: &ReloadOutcome) -> String {
+    let errors = |errors: &[ReloadError]| {
+        format!(
+            "{} error{}: {}",
+            errors.len(),
+            if errors.len() == 1 { "" } else { "s" },
+            errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+        )
+    };
+    match outcome {
+        ReloadOutcome::NothingChanged => {
+            format!("reload #{number} ({trigger}) succeeded in {ms:.1} ms: nothing changed")
+        }
+        ReloadOutcome::Applied(lines) => {
+            format!("reload #{number} ({trigger}) succeeded in {ms:.1} ms: {}", lines.join("; "))
+        }
+        ReloadOutcome::RolledBack(e) => format!(
+            "reload #{number} ({trigger}) failed, rolled back: the running topology is \
+             unchanged ({})",
+            errors(e)
+        ),
+        ReloadOutcome::Partial { applied, not_applied, errors: e } => format!(
+            "reload #{number} ({trigger}) partly applied in {ms:.1} ms: applied: {}; \
+             not applied: {} ({})",
+            if applied.is_empty() { "nothing".to_owned() } else { applied.join("; ") },
+            not_applied.join("; "),
+            errors(e)
+        ),
+    }
+}
+
 /// A new instance for one task: the task, its instance, the new component.
 type Built<'t> = (TaskName, New, &'t Component);
 
@@ -454,45 +573,13 @@ impl Reloader {
         for e in outcome.errors() {
             tracing::error!("reload #{number}: {e}");
         }
-        let errors = |errors: &[ReloadError]| {
-            format!(
-                "{} error{}: {}",
-                errors.len(),
-                if errors.len() == 1 { "" } else { "s" },
-                errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
-            )
+        let count = match &outcome {
+            ReloadOutcome::NothingChanged | ReloadOutcome::Applied(_) => &counts.reloads,
+            ReloadOutcome::RolledBack(_) => &counts.failed,
+            ReloadOutcome::Partial { .. } => &counts.partial,
         };
-        let line = match &outcome {
-            ReloadOutcome::NothingChanged => {
-                counts.reloads.fetch_add(1, Ordering::Relaxed);
-                format!("reload #{number} ({trigger}) succeeded in {ms:.1} ms: nothing changed")
-            }
-            ReloadOutcome::Applied(lines) => {
-                counts.reloads.fetch_add(1, Ordering::Relaxed);
-                format!(
-                    "reload #{number} ({trigger}) succeeded in {ms:.1} ms: {}",
-                    lines.join("; ")
-                )
-            }
-            ReloadOutcome::RolledBack(e) => {
-                counts.failed.fetch_add(1, Ordering::Relaxed);
-                format!(
-                    "reload #{number} ({trigger}) failed, rolled back: the running topology is \
-                     unchanged ({})",
-                    errors(e)
-                )
-            }
-            ReloadOutcome::Partial { applied, not_applied, errors: e } => {
-                counts.partial.fetch_add(1, Ordering::Relaxed);
-                format!(
-                    "reload #{number} ({trigger}) partly applied in {ms:.1} ms: applied: {}; \
-                     not applied: {} ({})",
-                    if applied.is_empty() { "nothing".to_owned() } else { applied.join("; ") },
-                    not_applied.join("; "),
-                    errors(e)
-                )
-            }
-        };
+        count.fetch_add(1, Ordering::Relaxed);
+        let line = summary(number, trigger, ms, &outcome);
         match outcome {
             ReloadOutcome::NothingChanged | ReloadOutcome::Applied(_) => tracing::info!("{line}"),
             _ => tracing::warn!("{line}"),
@@ -536,19 +623,19 @@ impl Reloader {
         }
         let (sent, mut errors) = self.send_swaps(reload, built);
         if errors.is_empty() {
-            errors = Self::await_ready(&sent);
+            errors = await_ready(&sent, sent.longest_drain + SWAP_TIMEOUT);
         }
         if !errors.is_empty() {
             self.verdict(reload, &sent, false);
             reshape.abandon();
             // Only a commit verdict makes a task swap, and none was sent:
             // whatever the tasks report (or not), the old instances run.
-            let _ = Self::await_done(&sent);
+            let _ = await_done(&sent, SWAP_TIMEOUT);
             return ReloadOutcome::RolledBack(errors);
         }
         // Commit: from here on, nothing rolls back.
         self.verdict(reload, &sent, true);
-        let ended = Self::await_done(&sent);
+        let ended = await_done(&sent, SWAP_TIMEOUT);
         let (reshaped, reshape_errors) = if reshape.is_empty() {
             (Vec::new(), Vec::new())
         } else {
@@ -564,81 +651,11 @@ impl Reloader {
         diff: &Diff,
         ended: Ended,
         reshaped: Vec<String>,
-        mut errors: Vec<ReloadError>,
+        errors: Vec<ReloadError>,
     ) -> ReloadOutcome {
-        // What `errors` holds on entry: adding or resizing bolts failed.
-        let reshape_failed = !errors.is_empty();
-        let (mut applied, mut not_applied) = (Vec::new(), Vec::new());
-        for change in &diff.rebuilt {
-            let mine = |t: &TaskName| t.component == change.name;
-            let kept: Vec<&(TaskName, Option<ReloadError>)> =
-                ended.kept.iter().filter(|(t, _)| mine(t)).collect();
-            let silent: Vec<&TaskName> = ended.silent.iter().filter(|t| mine(t)).collect();
-            let (tasks, pause) = ended
-                .committed
-                .iter()
-                .filter(|(t, _)| mine(t))
-                .fold((0, Duration::ZERO), |(k, m), (_, p)| (k + 1, m.max(*p)));
-            let line = format!(
-                "rebuilt {:?} ({}, {tasks} task{}, pause {:.2} ms)",
-                change.name,
-                change.reasons(),
-                if tasks == 1 { "" } else { "s" },
-                pause.as_secs_f64() * 1e3
-            );
-            if kept.is_empty() && silent.is_empty() {
-                applied.push(line);
-                continue;
-            }
-            let mut left = format!(
-                "{:?}: {} task(s) kept the version before",
-                change.name,
-                kept.len() + silent.len()
-            );
-            if tasks > 0 {
-                let _ = write!(left, " ({tasks} run the new one)");
-            }
-            not_applied.push(left);
-            for (task, error) in kept {
-                errors.push(error.clone().unwrap_or_else(|| ReloadError::Refused {
-                    task: task.clone(),
-                    reason: "it kept its old instance at the commit".into(),
-                }));
-            }
-            for task in silent {
-                errors.push(ReloadError::Refused {
-                    task: task.clone(),
-                    reason: format!(
-                        "it did not confirm the commit within {} s; it swaps when it next \
-                         reads its control queue",
-                        SWAP_TIMEOUT.as_secs()
-                    ),
-                });
-            }
-            if let Some(c) = new.components.iter_mut().find(|c| c.name == change.name) {
-                c.outdated = true;
-            }
-        }
-        applied.extend(reshaped);
-        if reshape_failed {
-            for name in diff.added.iter().chain(&diff.resized) {
-                if !applied.iter().any(|l| l.contains(&format!("{name:?}"))) {
-                    not_applied.push(format!("{name:?}: adding or resizing it did not finish"));
-                }
-            }
-        }
-        let unchanged =
-            new.components.len() - diff.rebuilt.len() - diff.added.len() - diff.resized.len();
+        let outcome = outcome(&mut new, diff, ended, reshaped, errors);
         self.install(new);
-        if errors.is_empty() && not_applied.is_empty() {
-            applied.push(format!("{unchanged} component(s) unchanged kept running"));
-            ReloadOutcome::Applied(applied)
-        } else {
-            if not_applied.is_empty() {
-                not_applied.push("a step after the commit did not finish".to_owned());
-            }
-            ReloadOutcome::Partial { applied, not_applied, errors }
-        }
+        outcome
     }
 
     /// Installs `topology` in the handle as the one that runs, with the
@@ -728,8 +745,9 @@ impl Reloader {
         let (done_tx, done) = bounded(total);
         let mut sent = Sent { tasks: Vec::new(), ready, done, longest_drain: Duration::ZERO };
         let mut errors = Vec::new();
+        let settings = self.handle.topology().settings.clone();
         for (task, instance, component) in built {
-            let drain = self.drain_limit(component);
+            let drain = drain_limit(&settings, component);
             sent.longest_drain = sent.longest_drain.max(drain.unwrap_or_default());
             let (factory, config) = (component.factory, component.config.clone());
             let (ready, done) = (ready_tx.clone(), done_tx.clone());
@@ -762,28 +780,6 @@ impl Reloader {
         (sent, errors)
     }
 
-    /// Phase 1: every task took over its state and prepared its new
-    /// instance (a spout after its old instance drained); what failed.
-    fn await_ready(sent: &Sent) -> Vec<ReloadError> {
-        let limit = sent.longest_drain + SWAP_TIMEOUT;
-        let deadline = Instant::now() + limit;
-        let mut errors = Vec::new();
-        for _ in 0..sent.tasks.len() {
-            match sent.ready.recv_deadline(deadline) {
-                Ok((_, Ok(()))) => {}
-                Ok((_, Err(e))) => errors.push(e),
-                Err(_) => {
-                    errors.push(ReloadError::Timeout {
-                        what: "not every task prepared its new instance".into(),
-                        secs: limit.as_secs(),
-                    });
-                    break;
-                }
-            }
-        }
-        errors
-    }
-
     /// Tells every task the verdict.
     fn verdict(&self, reload: u64, sent: &Sent, commit: bool) {
         for task in &sent.tasks {
@@ -791,121 +787,69 @@ impl Reloader {
             let _ = self.handle.send_control(task.task.0, Control::Verdict { reload, commit });
         }
     }
-
-    /// Phase 2: how each task's swap ended, as it reported.
-    fn await_done(sent: &Sent) -> Ended {
-        let deadline = Instant::now() + SWAP_TIMEOUT;
-        let mut ended = Ended::default();
-        let mut heard = std::collections::HashSet::new();
-        while heard.len() < sent.tasks.len() {
-            let Ok(done) = sent.done.recv_deadline(deadline) else { break };
-            let Some(task) = sent.tasks.iter().find(|t| t.task.0 == done.task) else { continue };
-            heard.insert(done.task);
-            if done.committed {
-                ended.committed.push((task.clone(), done.pause));
-            } else {
-                ended.kept.push((task.clone(), done.error));
-            }
-        }
-        ended.silent = sent.tasks.iter().filter(|t| !heard.contains(&t.task.0)).cloned().collect();
-        ended
-    }
 }
 
-impl Reloader {
-    /// How long a swapped spout's old instance may drain: the message
-    /// timeout (or [`SWAP_TIMEOUT`] with timeouts off); `None` for bolts and
-    /// for spouts whose ids survive the swap.
-    fn drain_limit(&self, c: &Component) -> Option<Duration> {
-        if c.kind != Kind::Spout || c.ids_survive_swap {
-            return None;
+/// Phase 1: every task took over its state and prepared its new
+/// instance (a spout after its old instance drained), within `limit`; what
+/// failed.
+fn await_ready(sent: &Sent, limit: Duration) -> Vec<ReloadError> {
+    let deadline = Instant::now() + limit;
+    let mut errors = Vec::new();
+    for _ in 0..sent.tasks.len() {
+        match sent.ready.recv_deadline(deadline) {
+            Ok((_, Ok(()))) => {}
+            Ok((_, Err(e))) => errors.push(e),
+            Err(_) => {
+                errors.push(ReloadError::Timeout {
+                    what: "not every task prepared its new instance".into(),
+                    secs: limit.as_secs(),
+                });
+                break;
+            }
         }
-        let topology = self.handle.topology();
-        let settings = &topology.settings;
-        Some(if settings.enable_message_timeouts {
-            Duration::from_secs(settings.message_timeout_secs)
-        } else {
-            SWAP_TIMEOUT
-        })
     }
+    errors
+}
+
+/// Phase 2: how each task's swap ended, as it reported within `limit`.
+fn await_done(sent: &Sent, limit: Duration) -> Ended {
+    let deadline = Instant::now() + limit;
+    let mut ended = Ended::default();
+    let mut heard = std::collections::HashSet::new();
+    while heard.len() < sent.tasks.len() {
+        let Ok(done) = sent.done.recv_deadline(deadline) else { break };
+        let Some(task) = sent.tasks.iter().find(|t| t.task.0 == done.task) else { continue };
+        heard.insert(done.task);
+        if done.committed {
+            ended.committed.push((task.clone(), done.pause));
+        } else {
+            ended.kept.push((task.clone(), done.error));
+        }
+    }
+    ended.silent = sent.tasks.iter().filter(|t| !heard.contains(&t.task.0)).cloned().collect();
+    ended
+}
+
+/// How long a swapped spout's old instance may drain under `settings`: the
+/// message timeout (or [`SWAP_TIMEOUT`] with timeouts off); `None` for bolts
+/// and for spouts whose ids survive the swap.
+fn drain_limit(settings: &crate::config::Settings, c: &Component) -> Option<Duration> {
+    if c.kind != Kind::Spout || c.ids_survive_swap {
+        return None;
+    }
+    Some(if settings.enable_message_timeouts {
+        Duration::from_secs(settings.message_timeout_secs)
+    } else {
+        SWAP_TIMEOUT
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use abi_stable::std_types::RStr;
-    use squall_plugin_api::abi::{ComponentBox, PResult};
-    use squall_plugin_api::{ErrorKind, PluginError, StreamDecl};
-
+    use super::super::fixtures::{bolt, component, linked, topology};
     use super::*;
-    use crate::config::{Loc, Settings, WaitSpec};
-    use crate::plugin::Factory;
-    use crate::topology::{Grouping, Input, LibraryInfo, OutputStream};
-
-    extern "C" fn never(_config: RStr<'_>) -> PResult<ComponentBox> {
-        abi_stable::std_types::RResult::RErr(PluginError::new(ErrorKind::RUNTIME, "not built"))
-    }
-
-    fn component(name: &str, kind: Kind, tasks: std::ops::Range<u32>) -> Component {
-        let park = WaitPlan::Builtin(WaitSpec::Park { park_micros: 0 });
-        Component {
-            name: name.to_owned(),
-            kind,
-            reference: format!("lib::{name}"),
-            loc: Loc::new(3, 1),
-            factory: Factory::V1(never),
-            input_fields: Vec::new(),
-            config: String::new(),
-            tasks,
-            retired: Vec::new(),
-            outputs: vec![OutputStream {
-                decl: StreamDecl {
-                    name: "default".into(),
-                    fields: vec!["value".into()].into(),
-                    direct: false,
-                },
-                subscribers: Vec::new(),
-            }],
-            default_stream: Some(0),
-            auto_ack: true,
-            windowed: false,
-            ids_survive_swap: false,
-            window: None,
-            inputs: Vec::new(),
-            tick_tuple_freq_secs: None,
-            throttle: None,
-            max_spout_pending: None,
-            wait: [park.clone(), park.clone(), park],
-            outdated: false,
-            close_budget: None,
-            checkpoints: false,
-        }
-    }
-
-    /// spout "s" (1 task) -> bolt "b" (2 tasks, shuffle), library digest "d1".
-    fn topology() -> Topology {
-        let mut bolt = component("b", Kind::Bolt, 1..3);
-        bolt.inputs.push(Input {
-            from: 0,
-            stream: 0,
-            grouping: Grouping::Shuffle,
-            loc: Loc::new(9, 1),
-            throttle: None,
-        });
-        Topology {
-            name: "t".into(),
-            settings: Settings::default(),
-            components: vec![component("s", Kind::Spout, 0..1), bolt],
-            task_count: 3,
-            file: "t.toml".into(),
-            sources: Default::default(),
-            libraries: vec![LibraryInfo {
-                alias: "lib".into(),
-                path: "lib.so".into(),
-                digest: "d1".into(),
-            }],
-            state: None,
-        }
-    }
+    use crate::config::{Loc, Settings, ThrottleMode, ThrottleRate, ThrottleSpec, WaitSpec};
+    use crate::topology::{Grouping, Input};
 
     #[test]
     fn an_unchanged_topology_rebuilds_nothing() {
@@ -1062,5 +1006,281 @@ mod tests {
         assert_eq!(rolled_back.errors().len(), 1);
         assert!(ReloadOutcome::Applied(vec![]).errors().is_empty());
         assert_eq!(ReloadOutcome::NothingChanged.kind(), "unchanged");
+    }
+
+    fn task(component: &str, task: u32) -> TaskName {
+        TaskName { kind: Kind::Bolt, component: component.into(), task: TaskId(task) }
+    }
+
+    fn ms(ms: f64) -> Duration {
+        Duration::from_secs_f64(ms / 1e3)
+    }
+
+    #[test]
+    fn every_change_that_cannot_be_made_live_is_named_at_its_component() {
+        type Edit = fn(&mut Topology);
+        let cases: [(Edit, &str); 9] = [
+            (|t| t.components[1].kind = Kind::Spout, "its kind"),
+            (
+                |t| t.components[1].outputs[0].decl.fields = vec!["other".into()].into(),
+                "its output streams",
+            ),
+            (|t| t.components[1].auto_ack = false, "its acking (basic bolt or not)"),
+            (|t| t.components[1].tick_tuple_freq_secs = Some(5), "tick_tuple_freq_secs"),
+            (
+                |t| {
+                    t.components[0].throttle = Some(ThrottleSpec {
+                        mode: ThrottleMode::Period,
+                        rate: ThrottleRate::TuplesPerSec(10),
+                        period_millis: 500,
+                        loc: Loc::new(4, 1),
+                    })
+                },
+                "its throttle",
+            ),
+            (|t| t.components[0].max_spout_pending = Some(5), "max_spout_pending"),
+            (
+                |t| t.components[1].wait[1] = WaitPlan::Builtin(WaitSpec::Park { park_micros: 5 }),
+                "its wait strategies",
+            ),
+            (
+                |t| {
+                    t.components[1].windowed = true;
+                    t.components[1].tasks = 1..4;
+                },
+                "a windowed bolt's windows are held by its tasks",
+            ),
+            (|t| t.components[1].inputs[0].grouping = Grouping::All, "its inputs or groupings"),
+        ];
+        for (edit, what) in cases {
+            let mut new = topology();
+            edit(&mut new);
+            let refused = diff(&topology(), &new).expect_err(what);
+            assert_eq!(refused.len(), 1, "{what}: {refused:?}");
+            let line = refused[0].to_string();
+            assert!(line.starts_with("t.toml:3:1: "), "{line}");
+            assert!(line.contains(what), "{what}: {line}");
+            assert!(line.ends_with("changed, which cannot change live"), "{line}");
+        }
+    }
+
+    #[test]
+    fn inputs_written_in_another_order_are_the_same_inputs() {
+        let s = component("s", Kind::Spout, 0..1);
+        let t = component("t", Kind::Spout, 1..2);
+        let old = linked(vec![s.clone(), t.clone(), bolt("b", 2..3, &[0, 1])]);
+        let new = linked(vec![s, t, bolt("b", 2..3, &[1, 0])]);
+        assert_eq!(diff(&old, &new), Ok(Diff::default()));
+    }
+
+    #[test]
+    fn a_settings_change_names_the_settings_that_changed() {
+        let old = Settings::default();
+        let mut new = old.clone();
+        new.acker_executors = 4;
+        new.message_timeout_secs = 5;
+        assert_eq!(settings_diff(&old, &new), "message_timeout_secs, acker_executors");
+        assert_eq!(settings_diff(&old, &old), "some setting");
+        let mut changed = topology();
+        changed.settings = new;
+        let refused = diff(&topology(), &changed).expect_err("settings cannot change live");
+        assert!(
+            refused[0]
+                .to_string()
+                .starts_with("[topology] settings changed (message_timeout_secs, acker_executors)"),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn only_a_spout_whose_ids_do_not_survive_the_swap_drains_for_the_message_timeout() {
+        let mut settings = Settings::default();
+        let mut spout = component("s", Kind::Spout, 0..1);
+        assert_eq!(drain_limit(&settings, &spout), Some(Duration::from_secs(30)));
+        settings.enable_message_timeouts = false;
+        assert_eq!(drain_limit(&settings, &spout), Some(SWAP_TIMEOUT));
+        spout.ids_survive_swap = true;
+        assert_eq!(drain_limit(&settings, &spout), None);
+        let bolt = component("b", Kind::Bolt, 1..2);
+        assert_eq!(drain_limit(&Settings::default(), &bolt), None);
+    }
+
+    fn rebuilt(name: &str) -> Diff {
+        Diff { rebuilt: vec![Change { name: name.into(), why: vec!["config"] }], ..Diff::default() }
+    }
+
+    #[test]
+    fn every_task_committed_is_applied_with_the_longest_pause() {
+        let mut new = topology();
+        let ended = Ended {
+            committed: vec![(task("b", 1), ms(1.5)), (task("b", 2), ms(0.5))],
+            ..Ended::default()
+        };
+        let out = outcome(&mut new, &rebuilt("b"), ended, Vec::new(), Vec::new());
+        assert_eq!(
+            out,
+            ReloadOutcome::Applied(vec![
+                "rebuilt \"b\" (config changed, 2 tasks, pause 1.50 ms)".into(),
+                "1 component(s) unchanged kept running".into(),
+            ])
+        );
+        assert!(new.components.iter().all(|c| !c.outdated));
+    }
+
+    #[test]
+    fn a_task_that_kept_its_instance_makes_the_reload_partial_and_its_component_outdated() {
+        let mut new = topology();
+        let error = ReloadError::Task { task: task("b", 2), call: "prepare", cause: "no".into() };
+        let ended = Ended {
+            committed: vec![(task("b", 1), ms(1.0))],
+            kept: vec![(task("b", 2), Some(error.clone()))],
+            silent: Vec::new(),
+        };
+        let out = outcome(&mut new, &rebuilt("b"), ended, Vec::new(), Vec::new());
+        assert_eq!(
+            out,
+            ReloadOutcome::Partial {
+                applied: Vec::new(),
+                not_applied: vec![
+                    "\"b\": 1 task(s) kept the version before (1 run the new one)".into()
+                ],
+                errors: vec![error],
+            }
+        );
+        assert!(new.components[1].outdated, "the next reload rebuilds it");
+        assert!(!new.components[0].outdated);
+    }
+
+    #[test]
+    fn tasks_that_kept_their_instance_silently_or_never_answered_are_named() {
+        let mut new = topology();
+        let ended = Ended {
+            committed: Vec::new(),
+            kept: vec![(task("b", 1), None)],
+            silent: vec![task("b", 2)],
+        };
+        let ReloadOutcome::Partial { applied, not_applied, errors } =
+            outcome(&mut new, &rebuilt("b"), ended, Vec::new(), Vec::new())
+        else {
+            panic!("partial");
+        };
+        assert!(applied.is_empty());
+        assert_eq!(not_applied, ["\"b\": 2 task(s) kept the version before"]);
+        let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            errors,
+            [
+                "bolt \"b\" task 1: it kept its old instance at the commit",
+                "bolt \"b\" task 2: it did not confirm the commit within 10 s; it swaps when it \
+                 next reads its control queue",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_reshape_that_failed_after_the_commit_says_which_bolts_did_not_finish() {
+        let mut new = linked(vec![
+            component("s", Kind::Spout, 0..1),
+            bolt("b", 3..6, &[0]),
+            bolt("c", 6..7, &[0]),
+        ]);
+        let diff = Diff { rebuilt: Vec::new(), added: vec!["c".into()], resized: vec!["b".into()] };
+        let resized = "resized \"b\" from 2 to 3 tasks (4 state entries moved, pause 1.00 ms)";
+        let failure = ReloadError::Reshape("task 6: cannot start its thread: no".into());
+        let out =
+            outcome(&mut new, &diff, Ended::default(), vec![resized.into()], vec![failure.clone()]);
+        assert_eq!(
+            out,
+            ReloadOutcome::Partial {
+                applied: vec![resized.into()],
+                not_applied: vec!["\"c\": adding or resizing it did not finish".into()],
+                errors: vec![failure],
+            }
+        );
+        // Everything applied, yet an error: a step after the commit.
+        let timeout = ReloadError::Timeout {
+            what: "not every upstream task took its new routes".into(),
+            secs: 20,
+        };
+        let added = "added \"c\" (1 task, upstream rewired in 0.10 ms)";
+        let diff = Diff { added: vec!["c".into()], ..Diff::default() };
+        let out = outcome(&mut new, &diff, Ended::default(), vec![added.into()], vec![timeout]);
+        let ReloadOutcome::Partial { applied, not_applied, .. } = out else { panic!("partial") };
+        assert_eq!(applied, [added]);
+        assert_eq!(not_applied, ["a step after the commit did not finish"]);
+    }
+
+    #[test]
+    fn the_log_line_says_rolled_back_only_of_a_reload_that_was() {
+        let error = ReloadError::Task { task: task("b", 2), call: "prepare", cause: "no".into() };
+        assert_eq!(
+            summary(1, "SIGHUP", 2.54, &ReloadOutcome::NothingChanged),
+            "reload #1 (SIGHUP) succeeded in 2.5 ms: nothing changed"
+        );
+        let applied = ReloadOutcome::Applied(vec!["rebuilt \"b\"".into(), "1 kept".into()]);
+        assert_eq!(
+            summary(2, "--watch", 3.0, &applied),
+            "reload #2 (--watch) succeeded in 3.0 ms: rebuilt \"b\"; 1 kept"
+        );
+        assert_eq!(
+            summary(3, "HTTP", 1.0, &ReloadOutcome::RolledBack(vec![ReloadError::Draining])),
+            "reload #3 (HTTP) failed, rolled back: the running topology is unchanged \
+             (1 error: the topology is draining)"
+        );
+        let partial = ReloadOutcome::Partial {
+            applied: Vec::new(),
+            not_applied: vec!["\"b\": 1 task(s) kept the version before".into()],
+            errors: vec![error, ReloadError::Draining],
+        };
+        let line = summary(4, "HTTP", 12.0, &partial);
+        assert_eq!(
+            line,
+            "reload #4 (HTTP) partly applied in 12.0 ms: applied: nothing; not applied: \"b\": \
+             1 task(s) kept the version before (2 errors: bolt \"b\" task 2: prepare: no; the \
+             topology is draining)"
+        );
+        assert!(!line.contains("rolled back"));
+    }
+
+    /// Sent swaps to bolt "b"'s `tasks`, and the ends the tasks report on.
+    #[allow(clippy::type_complexity)]
+    fn sent(tasks: &[u32]) -> (Sent, Sender<(u32, Result<(), ReloadError>)>, Sender<SwapDone>) {
+        let (ready_tx, ready) = bounded(8);
+        let (done_tx, done) = bounded(8);
+        let tasks = tasks.iter().map(|&t| task("b", t)).collect();
+        (Sent { tasks, ready, done, longest_drain: Duration::ZERO }, ready_tx, done_tx)
+    }
+
+    #[test]
+    fn the_prepare_phase_collects_every_failure_and_times_out_on_silence() {
+        let (sent, ready, _done) = sent(&[1, 2]);
+        let error = ReloadError::Task { task: task("b", 2), call: "open", cause: "no".into() };
+        ready.send((1, Ok(()))).expect("send");
+        ready.send((2, Err(error.clone()))).expect("send");
+        assert_eq!(await_ready(&sent, SWAP_TIMEOUT), [error]);
+        ready.send((1, Ok(()))).expect("send");
+        let started = Instant::now();
+        assert_eq!(
+            await_ready(&sent, Duration::from_millis(50)),
+            [ReloadError::Timeout {
+                what: "not every task prepared its new instance".into(),
+                secs: 0
+            }]
+        );
+        assert!(started.elapsed() >= Duration::from_millis(50));
+    }
+
+    #[test]
+    fn the_commit_phase_sorts_tasks_into_committed_kept_and_silent() {
+        let (sent, _ready, done) = sent(&[1, 2, 3]);
+        let error = ReloadError::Refused { task: task("b", 2), reason: "no".into() };
+        let report = |task, committed, error| SwapDone { task, committed, error, pause: ms(2.0) };
+        done.send(report(9, true, None)).expect("a task of another reload is ignored");
+        done.send(report(1, true, None)).expect("send");
+        done.send(report(2, false, Some(error.clone()))).expect("send");
+        let ended = await_done(&sent, Duration::from_millis(50));
+        assert_eq!(ended.committed, [(task("b", 1), ms(2.0))]);
+        assert_eq!(ended.kept, [(task("b", 2), Some(error))]);
+        assert_eq!(ended.silent, [task("b", 3)]);
     }
 }

@@ -291,29 +291,11 @@ impl Reshape {
             state_to.insert(task, state);
         }
         handle.install(Live { topology: topology.clone(), wiring: wiring.clone() });
-        // New routes for every component that sends to an added or resized
-        // one, and the new task table for every bolt that receives from a
-        // resized one.
-        let grown: Vec<usize> = (0..topology.components.len())
-            .filter(|&i| {
-                let name = &topology.components[i].name;
-                added.contains(name) || resized.contains(name)
-            })
-            .collect();
         let sources = Arc::new(source_table(&topology));
         let (done_tx, done_rx) = bounded(topology.task_count as usize);
         let mut told = 0;
-        for c in &topology.components {
-            if added.contains(&c.name) || resized.contains(&c.name) {
-                continue;
-            }
-            let upstream =
-                c.outputs.iter().flat_map(|s| &s.subscribers).any(|s| grown.contains(&s.component));
-            let downstream =
-                c.inputs.iter().any(|i| resized.contains(&topology.components[i.from].name));
-            if !upstream && !downstream {
-                continue;
-            }
+        for (i, new_sources) in rewired(&topology, &added, &resized) {
+            let c = &topology.components[i];
             for task in c.tasks.clone() {
                 let mut custom = match custom_groupings(&topology, c) {
                     Ok(custom) => custom,
@@ -326,7 +308,7 @@ impl Reshape {
                     streams: routes(c, task, &mut custom),
                     queues: wiring.data.clone(),
                     queue_bytes: wiring.queue_bytes.clone(),
-                    sources: (downstream && c.kind == Kind::Bolt).then(|| sources.clone()),
+                    sources: new_sources.then(|| sources.clone()),
                     done: done_tx.clone(),
                 };
                 if wiring.controls[task as usize].send(Control::Rewire(Box::new(rewire))).is_ok() {
@@ -368,6 +350,29 @@ impl Reshape {
         }
         (lines, errors)
     }
+}
+
+/// The components of `topology` (aligned) that a reshape adding `added`
+/// and resizing `resized` rewires, by index: every one that sends to an
+/// added or resized component takes new routes, and every bolt that
+/// receives from a resized one also takes the new task table (`true`).
+/// The added and resized components themselves are built new.
+fn rewired(topology: &Topology, added: &[String], resized: &[String]) -> Vec<(usize, bool)> {
+    let grown = |i: usize| {
+        let name = &topology.components[i].name;
+        added.contains(name) || resized.contains(name)
+    };
+    (0..topology.components.len())
+        .filter(|&i| !grown(i))
+        .filter_map(|i| {
+            let c = &topology.components[i];
+            let upstream =
+                c.outputs.iter().flat_map(|s| &s.subscribers).any(|s| grown(s.component));
+            let downstream =
+                c.inputs.iter().any(|i| resized.contains(&topology.components[i.from].name));
+            (upstream || downstream).then_some((i, downstream && c.kind == Kind::Bolt))
+        })
+        .collect()
 }
 
 /// Retires the old tasks of resized component `name`, re-partitions their
@@ -475,6 +480,7 @@ pub fn partition(
 mod tests {
     use squall_plugin_api::Value;
 
+    use super::super::fixtures::{bolt, component, linked, topology};
     use super::*;
 
     fn keyed(words: &[&str]) -> State {
@@ -519,5 +525,88 @@ mod tests {
         assert_eq!(shares[1].as_ref().map(|s| s.entries.len()), Some(1));
         let states = BTreeMap::from([(0, Some(keyed(&["a"]))), (1, Some(State::new("other/1")))]);
         assert!(partition(states, 2).unwrap_err().contains("different formats"));
+    }
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_reshape_rewires_the_senders_of_grown_bolts_and_the_receivers_of_resized_ones() {
+        // s -> b -> c -> e (added); s -> d. b is resized.
+        let t = linked(vec![
+            component("s", Kind::Spout, 0..1),
+            bolt("b", 1..3, &[0]),
+            bolt("c", 3..4, &[1]),
+            bolt("d", 4..5, &[0]),
+            bolt("e", 5..6, &[2]),
+        ]);
+        assert_eq!(
+            rewired(&t, &names(&["e"]), &names(&["b"])),
+            [(0, false), (2, true)],
+            "s sends to b; c receives from b (new task table) and sends to e; d is untouched"
+        );
+        // Adding only: nobody needs a new task table.
+        assert_eq!(rewired(&t, &names(&["e"]), &[]), [(2, false)]);
+        assert!(rewired(&t, &[], &[]).is_empty());
+    }
+
+    #[test]
+    fn an_unchanged_topology_aligns_to_itself() {
+        let old = topology();
+        let aligned = align(&old, old.clone());
+        let tasks: Vec<_> = aligned.components.iter().map(|c| c.tasks.clone()).collect();
+        assert_eq!(tasks, [0..1, 1..3]);
+        assert_eq!(aligned.task_count, old.task_count);
+        assert!(aligned.components.iter().all(|c| c.retired.is_empty()));
+    }
+
+    #[test]
+    fn a_shrunk_bolt_gets_fresh_ids_and_keeps_every_old_id_counted() {
+        let old = linked(vec![component("s", Kind::Spout, 0..1), bolt("b", 1..4, &[0])]);
+        // The new file asks for 2 tasks (its ids are placeholders until aligned).
+        let new = linked(vec![component("s", Kind::Spout, 0..1), bolt("b", 1..3, &[0])]);
+        let shrunk = align(&old, new);
+        assert_eq!(shrunk.components[1].tasks, 4..6);
+        assert_eq!(shrunk.components[1].retired, [1, 2, 3]);
+        assert_eq!(shrunk.task_count, 6);
+        assert_eq!(shrunk.components[0].outputs[0].subscribers[0].tasks, [4, 5]);
+        // Grown again: the ids of both earlier shapes still count.
+        let again = linked(vec![component("s", Kind::Spout, 0..1), bolt("b", 1..4, &[0])]);
+        let grown = align(&shrunk, again);
+        assert_eq!(grown.components[1].tasks, 6..9);
+        assert_eq!(grown.components[1].retired, [4, 5, 1, 2, 3]);
+        assert_eq!(grown.task_count, 9);
+        let counted: Vec<u32> = grown.components[1].counted_tasks().collect();
+        assert_eq!(counted, [6, 7, 8, 4, 5, 1, 2, 3]);
+    }
+
+    #[test]
+    fn one_new_task_takes_every_entry_and_equal_keys_end_up_together() {
+        let mut whole = State::new("wc/1");
+        whole.push(&[], vec![9]);
+        let states = BTreeMap::from([
+            (0, Some(keyed(&["a", "b"]))),
+            (1, Some(keyed(&["a", "c"]))),
+            (2, Some(whole)),
+        ]);
+        let shares = partition(states.clone(), 1).expect("one format");
+        assert_eq!(shares.len(), 1);
+        let only = shares[0].as_ref().expect("a share");
+        assert_eq!(only.format.as_str(), "wc/1");
+        assert_eq!(only.entries.len(), 5);
+        let shares = partition(states, 4).expect("one format");
+        let holding_a: Vec<usize> = (0..4)
+            .filter(|&i| {
+                shares[i]
+                    .iter()
+                    .flat_map(|s| &s.entries)
+                    .any(|e| e.key.as_slice() == [Value::from("a")])
+            })
+            .collect();
+        assert_eq!(holding_a.len(), 1, "both tasks' \"a\" entries go to one new task");
+        let total: usize = shares.iter().flatten().map(|s| s.entries.len()).sum();
+        assert_eq!(total, 5);
+        assert!(partition(BTreeMap::new(), 3).expect("nothing").iter().all(Option::is_none));
     }
 }

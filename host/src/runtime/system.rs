@@ -42,6 +42,28 @@ fn tick_bolts(topology: &Topology) -> Vec<(String, Duration)> {
         .collect()
 }
 
+/// The tick schedule of `topology`, by bolt: name, period, next tick. A
+/// bolt that `before` (the schedule until a reload) holds with the same
+/// period keeps its next tick; any other starts one period after `now` (and
+/// not before `start`).
+fn reschedule(
+    before: &[(String, Duration, Instant)],
+    topology: &Topology,
+    now: Instant,
+    start: Instant,
+) -> Vec<(String, Duration, Instant)> {
+    tick_bolts(topology)
+        .into_iter()
+        .map(|(name, period)| {
+            let next = before
+                .iter()
+                .find(|(n, p, _)| *n == name && *p == period)
+                .map_or(now.max(start) + period, |(_, _, next)| *next);
+            (name, period, next)
+        })
+        .collect()
+}
+
 impl SystemTask {
     /// The system task of `topology`.
     pub fn new(topology: &Topology, run: Arc<RunControl>, ackers: Vec<Sender<AckerInput>>) -> Self {
@@ -62,18 +84,7 @@ impl SystemTask {
         while self.run.state() != RunState::Stopping {
             let now_live = live.get();
             if !seen.as_ref().is_some_and(|t| Arc::ptr_eq(t, &now_live.topology)) {
-                // A bolt keeps its schedule across reloads; a new one starts its own.
-                let now = Instant::now();
-                ticks = tick_bolts(&now_live.topology)
-                    .into_iter()
-                    .map(|(name, period)| {
-                        let next = ticks
-                            .iter()
-                            .find(|(n, p, _)| *n == name && *p == period)
-                            .map_or(now.max(start) + period, |(_, _, next)| *next);
-                        (name, period, next)
-                    })
-                    .collect();
+                ticks = reschedule(&ticks, &now_live.topology, Instant::now(), start);
                 seen = Some(now_live.topology.clone());
             }
             let next = ticks.iter().map(|(_, _, n)| n).chain(&next_timeout).min().copied();
@@ -105,5 +116,69 @@ impl SystemTask {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{bolt, component, linked};
+    use super::*;
+    use crate::topology::Kind;
+
+    /// s -> a (ticks every 2 s), b (every 0 s: at least 1), c (no ticks).
+    fn ticking() -> Topology {
+        let mut a = bolt("a", 1..2, &[0]);
+        a.tick_tuple_freq_secs = Some(2);
+        let mut b = bolt("b", 2..3, &[0]);
+        b.tick_tuple_freq_secs = Some(0);
+        linked(vec![component("s", Kind::Spout, 0..1), a, b, bolt("c", 3..4, &[0])])
+    }
+
+    const SEC: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn only_bolts_that_asked_for_ticks_get_them_at_least_a_second_apart() {
+        assert_eq!(tick_bolts(&ticking()), [("a".to_owned(), 2 * SEC), ("b".to_owned(), SEC)]);
+    }
+
+    #[test]
+    fn a_reload_keeps_the_schedule_of_a_bolt_whose_period_is_unchanged() {
+        let start = Instant::now();
+        let first = reschedule(&[], &ticking(), start, start);
+        assert_eq!(
+            first,
+            [("a".to_owned(), 2 * SEC, start + 2 * SEC), ("b".to_owned(), SEC, start + SEC)]
+        );
+        let mut reloaded = ticking();
+        reloaded.components[2].tick_tuple_freq_secs = Some(3);
+        reloaded.components[3].tick_tuple_freq_secs = Some(5);
+        let now = start + 10 * SEC;
+        let next = reschedule(&first, &reloaded, now, start);
+        assert_eq!(
+            next,
+            [
+                ("a".to_owned(), 2 * SEC, start + 2 * SEC),
+                ("b".to_owned(), 3 * SEC, now + 3 * SEC),
+                ("c".to_owned(), 5 * SEC, now + 5 * SEC),
+            ],
+            "a keeps its next tick; b (new period) and c (new) start from now"
+        );
+        let mut removed = ticking();
+        removed.components[1].tick_tuple_freq_secs = None;
+        assert_eq!(reschedule(&first, &removed, now, start), [("b".to_owned(), SEC, start + SEC)]);
+    }
+
+    #[test]
+    fn timeout_ticks_run_only_when_trees_are_tracked_and_timeouts_are_on() {
+        let run = Arc::new(RunControl::default());
+        let (acker, _rx) = crossbeam_channel::unbounded();
+        let mut t = ticking();
+        t.settings.message_timeout_secs = 7;
+        let with = SystemTask::new(&t, run.clone(), vec![acker.clone()]);
+        assert_eq!(with.timeout_period, Some(7 * SEC));
+        let without_ackers = SystemTask::new(&t, run.clone(), Vec::new());
+        assert_eq!(without_ackers.timeout_period, None);
+        t.settings.enable_message_timeouts = false;
+        assert_eq!(SystemTask::new(&t, run, vec![acker]).timeout_period, None);
     }
 }

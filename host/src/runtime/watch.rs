@@ -55,23 +55,50 @@ fn signature(paths: &[PathBuf]) -> Signature {
         .collect()
 }
 
+/// When to reload: once the watched files differ from what the last reload
+/// loaded, and have all kept the same size and modification time for
+/// [`SETTLE`].
+#[derive(Debug)]
+struct Settle {
+    /// What the last reload (or the start) loaded.
+    applied: Signature,
+    /// What the last poll saw.
+    seen: Signature,
+    /// When the files last changed.
+    stable_since: Instant,
+}
+
+impl Settle {
+    fn new(applied: Signature, now: Instant) -> Self {
+        Self { seen: applied.clone(), applied, stable_since: now }
+    }
+
+    /// The files read `current` at `now`: true when a reload is due.
+    fn poll(&mut self, current: Signature, now: Instant) -> bool {
+        if current != self.seen {
+            self.seen = current;
+            self.stable_since = now;
+            return false;
+        }
+        self.seen != self.applied && now.duration_since(self.stable_since) >= SETTLE
+    }
+
+    /// A reload ran and loaded `applied`.
+    fn reloaded(&mut self, applied: Signature) {
+        self.seen = applied.clone();
+        self.applied = applied;
+    }
+}
+
 fn watch(file: &Path, handle: &TopologyHandle) {
     let mut paths = watched(file, handle);
-    let mut applied = signature(&paths);
-    let mut seen = applied.clone();
-    let mut stable_since = Instant::now();
+    let mut settle = Settle::new(signature(&paths), Instant::now());
     tracing::info!("--watch: reloading when {} file(s) change", paths.len());
     while handle.state() == RunState::Running {
         if handle.wait_until(Instant::now() + POLL) {
             return;
         }
-        let now = signature(&paths);
-        if now != seen {
-            seen = now;
-            stable_since = Instant::now();
-            continue;
-        }
-        if seen == applied || stable_since.elapsed() < SETTLE {
+        if !settle.poll(signature(&paths), Instant::now()) {
             continue;
         }
         match handle.request_reload("--watch") {
@@ -83,7 +110,72 @@ fn watch(file: &Path, handle: &TopologyHandle) {
             None => return,
         }
         paths = watched(file, handle);
-        applied = signature(&paths);
-        seen = applied.clone();
+        settle.reloaded(signature(&paths));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::UNIX_EPOCH;
+
+    use super::*;
+
+    fn files(sizes: &[u64]) -> Signature {
+        sizes.iter().map(|&n| Some((n, UNIX_EPOCH + Duration::from_secs(n)))).collect()
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn files_that_do_not_change_never_reload() {
+        let t0 = Instant::now();
+        let mut settle = Settle::new(files(&[1, 2]), t0);
+        for i in 1..10 {
+            assert!(!settle.poll(files(&[1, 2]), t0 + i * 300 * MS));
+        }
+    }
+
+    #[test]
+    fn a_change_reloads_once_the_files_have_settled() {
+        let t0 = Instant::now();
+        let mut settle = Settle::new(files(&[1, 2]), t0);
+        assert!(!settle.poll(files(&[1, 3]), t0 + 250 * MS), "just changed");
+        assert!(!settle.poll(files(&[1, 3]), t0 + 500 * MS), "stable for 250 ms");
+        assert!(settle.poll(files(&[1, 3]), t0 + 750 * MS), "stable for SETTLE");
+        settle.reloaded(files(&[1, 3]));
+        assert!(!settle.poll(files(&[1, 3]), t0 + 2000 * MS), "loaded: nothing more to do");
+    }
+
+    #[test]
+    fn a_burst_of_writes_gives_one_reload_after_the_last() {
+        let t0 = Instant::now();
+        let mut settle = Settle::new(files(&[1]), t0);
+        assert!(!settle.poll(files(&[2]), t0 + 250 * MS));
+        assert!(!settle.poll(files(&[3]), t0 + 500 * MS), "still being written");
+        assert!(!settle.poll(files(&[4]), t0 + 750 * MS), "still being written");
+        assert!(!settle.poll(files(&[4]), t0 + 1000 * MS));
+        assert!(settle.poll(files(&[4]), t0 + 1250 * MS), "SETTLE after the last write");
+    }
+
+    #[test]
+    fn a_file_put_back_as_it_was_reloads_nothing() {
+        let t0 = Instant::now();
+        let mut settle = Settle::new(files(&[1]), t0);
+        assert!(!settle.poll(files(&[2]), t0 + 250 * MS));
+        assert!(!settle.poll(files(&[1]), t0 + 500 * MS));
+        assert!(!settle.poll(files(&[1]), t0 + 5000 * MS));
+    }
+
+    #[test]
+    fn a_missing_file_has_no_signature_and_a_written_one_has_its_size() {
+        let dir = std::env::temp_dir().join(format!("squall-watch-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a folder");
+        let file = dir.join("topology.toml");
+        std::fs::write(&file, "12345").expect("write");
+        let sig = signature(&[file.clone(), dir.join("missing.so")]);
+        assert_eq!(sig.len(), 2);
+        assert_eq!(sig[0].map(|(len, _)| len), Some(5));
+        assert_eq!(sig[1], None);
+        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 }

@@ -38,7 +38,6 @@ mod durable_count;
 mod partial_key;
 mod project;
 mod random_sentence;
-mod rng;
 mod rolling_top_n;
 mod split_sentence;
 mod word_count;

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use squall_plugin_api::prelude::*;
 use squall_plugin_api::SmallStr;
 
-use crate::rng::SplitMix64;
+use squall_plugin_api::rng::SplitMix64;
 
 /// In which order the spout picks its sentences.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

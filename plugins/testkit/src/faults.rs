@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::Deserialize;
 use squall_plugin_api::prelude::*;
 
-use crate::rng::SplitMix64;
+use squall_plugin_api::rng::SplitMix64;
 
 /// What [`ChaosBolt`] does with one input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

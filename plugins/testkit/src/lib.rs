@@ -57,7 +57,6 @@ mod lifecycle;
 mod plumbing;
 mod record;
 mod replay;
-mod rng;
 mod routing;
 #[cfg(test)]
 mod test_support;

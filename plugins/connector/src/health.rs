@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use squall_plugin_api::metrics::{self, Counter, Gauge};
+use squall_plugin_api::Waker;
 
 /// The name of the readiness gauge the host's `/readyz` reads.
 pub const UP_GAUGE: &str = "connector_up";
@@ -42,6 +43,7 @@ struct Inner {
     news: AtomicBool,
     state: Mutex<State>,
     metrics: OnceLock<Metrics>,
+    waker: OnceLock<Waker>,
 }
 
 #[derive(Debug, Default)]
@@ -64,12 +66,18 @@ impl Health {
             news: AtomicBool::new(false),
             state: Mutex::new(State::default()),
             metrics: OnceLock::new(),
+            waker: OnceLock::new(),
         }))
     }
 
-    /// Registers `connector_up` and `<prefix>_reconnects`. Call it from
-    /// `open` (metrics are registered on the task's thread).
-    pub fn register(&self, prefix: &str) {
+    /// Registers `connector_up` and `<prefix>_reconnects`, and keeps the
+    /// spout's wake handle, so that an error reaches `next_tuple` also while
+    /// the spout is idle. Call it from `open` (metrics are registered on the
+    /// task's thread).
+    pub fn register(&self, prefix: &str, waker: Option<Waker>) {
+        if let Some(w) = waker {
+            let _ = self.0.waker.set(w);
+        }
         let m = Metrics {
             up: metrics::gauge(UP_GAUGE, "1 while the connector's connection works, 0 while it does not (/readyz answers 503)."),
             reconnects: metrics::counter(
@@ -125,6 +133,14 @@ impl Health {
         }
         state.error = Some(format!("{}: {what}: {why}", self.0.label));
         self.0.news.store(true, Ordering::Release);
+        drop(state);
+        self.wake();
+    }
+
+    fn wake(&self) {
+        if let Some(w) = self.0.waker.get() {
+            w.wake();
+        }
     }
 
     /// The connection works again (after [`Health::lost`] or
@@ -150,6 +166,8 @@ impl Health {
         let mut state = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
         state.error = Some(message);
         self.0.news.store(true, Ordering::Release);
+        drop(state);
+        self.wake();
     }
 
     /// The error to return from `next_tuple` since the last call, if any

@@ -362,7 +362,7 @@ impl Spout for JetStreamSpout {
         self.label = format!("{} task {}", context.component, context.task_id);
         self.metrics = Some(SpoutMetrics::register());
         self.health = Health::new(format!("nats {}", self.label));
-        self.health.register("nats");
+        self.health.register("nats", context.waker());
         if self.config.emit == Emit::Payload {
             self.stream =
                 context.stream_id("payload").ok_or("stream \"payload\" is not declared")?;

@@ -312,7 +312,7 @@ impl Spout for StreamSpout {
         let c = &self.config;
         let consumer = self.consumer_name(context);
         self.health = Health::new(format!("redis stream {:?} group {:?}", c.stream, c.group));
-        self.health.register("redis");
+        self.health.register("redis", context.waker());
         let settings = Settings {
             stream: c.stream.clone(),
             group: c.group.clone(),

@@ -1,7 +1,7 @@
-//! The plugin contract's compatibility promise: a plugin built against
-//! plugin-api 1.0.0 (taken from git history) loads and runs unchanged in
-//! this host (contract 1.1), and the 1.1 additions (host logging, user
-//! metrics) work for a plugin built against 1.1.
+//! The plugin contract's compatibility promise: plugins built against
+//! plugin-api 1.0.0 and 1.1.0 (taken from git history) load and run
+//! unchanged in this host (contract 1.2), and the 1.1 additions (host
+//! logging, user metrics) work for a plugin built against 1.1.
 //!
 //! The 1.0.0 plugin is `plugins/examples` at [`CONTRACT_1_0`], built from a
 //! `git archive` of that commit in its own target directory, once per test
@@ -24,6 +24,9 @@ use crate::util::{
 /// The last commit of contract 1.0.0 (plugin-api 1.0.0, before 1.1 began).
 const CONTRACT_1_0: &str = "a479b9376badbc4d888361e35e5891163de086a2";
 
+/// The last commit of contract 1.1.0 (plugin-api 1.1.0, before 1.2 began).
+const CONTRACT_1_1: &str = "3209e9ae5795c7db18dff206428c2e626d9b05c0";
+
 /// Contract 1.1.0 as an earlier stop shipped it, before a spout's
 /// `next_tuple` took a `SpoutOutput`: its 1.1 part no longer matches this
 /// host's (plugin-api 1.1 was never published, so its types still moved).
@@ -36,6 +39,12 @@ type Built = OnceLock<Result<Option<PathBuf>, String>>;
 fn examples_1_0() -> Option<PathBuf> {
     static BUILT: Built = OnceLock::new();
     examples_at(CONTRACT_1_0, "compat-1.0.0", &BUILT)
+}
+
+/// Builds `plugins/examples` as of [`CONTRACT_1_1`], as [`examples_1_0`].
+fn examples_1_1() -> Option<PathBuf> {
+    static BUILT: Built = OnceLock::new();
+    examples_at(CONTRACT_1_1, "compat-1.1.0", &BUILT)
 }
 
 /// Builds `plugins/examples` as of [`PRE_RELEASE_1_1`], as [`examples_1_0`].
@@ -206,12 +215,28 @@ fn a_plugin_built_against_contract_1_0_loads_and_runs_in_this_host() {
 }
 
 #[test]
-fn a_1_1_plugin_logs_through_the_host_and_exports_its_metrics() {
+fn a_plugin_built_against_contract_1_1_loads_runs_logs_and_exports_its_metrics() {
+    let Some(old) = examples_1_1() else { return };
     let ws = Workspace::new("contract_1_1");
-    let inspect = SquallCommand::inspect(&ws, &crate::util::plugin_path("examples")).output();
+    let inspect = SquallCommand::inspect(&ws, &old).output();
+    inspect.assert_code(0);
     assert!(inspect.stdout.contains("(contract 1.1.0)"), "\n{}", inspect.context());
 
-    let toml = word_count_topology(1);
+    // Word count on the 1.1.0 library: exact counts, every sentence acked,
+    // loaded through its 1.1 root module (no fallback warning).
+    let toml = word_count_topology(1).replace("{examples}", &old.display().to_string());
+    let topology = ws.write_topology("wc.toml", &toml);
+    let out = SquallCommand::run(&ws, &topology, "3s").output();
+    out.assert_code(0);
+    assert_eq!(printed_word_counts(&out), expected_word_counts(), "\n{}", out.context());
+    assert_eq!(out.stat("sentences", "acked"), SENTENCE_LIMIT, "\n{}", out.context());
+    assert!(
+        !out.stderr.contains("does not match this host's")
+            && !out.stderr.contains("does not record its panic strategy"),
+        "a 1.1 library loads through its own root module\n{}",
+        out.context()
+    );
+
     let (child, addr) = start(&ws, &toml);
     // Both tasks have registered (each in its own `prepare`) and counted.
     let c = poll(addr, "/api/v1/components/count", Duration::from_secs(30), |c| {

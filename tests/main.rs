@@ -123,3 +123,7 @@ mod windows;
 // by check_inputs, in inspect and in a run); every shipped library declares
 // its config keys.
 mod authoring;
+
+// Durable state (issue 21) against the real Redis and PostgreSQL: counts
+// exact after kills and a rescale; `squall state`.
+mod state;

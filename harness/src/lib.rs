@@ -59,8 +59,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use squall_host::config::{
-    ComponentRef, Diagnostics, GroupingSpec, InputDecl, Loc, PluginDecl, TopologyConfig,
-    WaitOverrides,
+    ComponentDecl, ComponentRef, Diagnostics, GroupingSpec, InputDecl, Loc, PluginDecl,
+    TopologyConfig, WaitOverrides,
 };
 use squall_host::control::RunError;
 use squall_host::metrics::Report;
@@ -334,7 +334,8 @@ impl Harness {
                 .iter()
                 .find(|c| c.name == *spout && config_is_spout(&config, spout))
             else {
-                let spouts: Vec<&str> = config.spouts.iter().map(|s| s.name.as_str()).collect();
+                let spouts: Vec<&str> =
+                    config.spouts.iter().map(|s| s.decl.name.as_str()).collect();
                 return Err(HarnessError::Usage(format!(
                     "feed: the topology has no spout {spout:?} (its spouts: {})",
                     spouts.join(", ")
@@ -383,7 +384,12 @@ impl Harness {
                 })
                 .collect();
             let feeder = FeederConfig { run, spout: spout.clone(), streams };
-            let decl = config.spouts.iter_mut().find(|s| s.name == spout).expect("checked above");
+            let decl = &mut config
+                .spouts
+                .iter_mut()
+                .find(|s| s.decl.name == spout)
+                .expect("checked above")
+                .decl;
             decl.component = reference("Feeder", decl.component.loc);
             decl.parallelism = 1;
             decl.config = to_toml(&feeder);
@@ -407,16 +413,18 @@ impl Harness {
             .collect();
         if !inputs.is_empty() {
             config.bolts.push(squall_host::config::BoltDecl {
-                name: CAPTURE.to_owned(),
-                loc: Loc::START,
-                component: reference("Capture", Loc::START),
-                parallelism: 1,
-                config: to_toml(&CaptureConfig { run }),
-                config_keys: Vec::new(),
+                decl: ComponentDecl {
+                    name: CAPTURE.to_owned(),
+                    loc: Loc::START,
+                    component: reference("Capture", Loc::START),
+                    parallelism: 1,
+                    config: to_toml(&CaptureConfig { run }),
+                    config_keys: Vec::new(),
+                    wait: WaitOverrides::default(),
+                },
                 inputs,
                 tick_tuple_freq_secs: None,
                 window: None,
-                wait: WaitOverrides::default(),
             });
         }
         config.plugins.push(PluginDecl {
@@ -431,7 +439,7 @@ impl Harness {
 }
 
 fn config_is_spout(config: &TopologyConfig, name: &str) -> bool {
-    config.spouts.iter().any(|s| s.name == name)
+    config.spouts.iter().any(|s| s.decl.name == name)
 }
 
 fn reference(component: &str, loc: Loc) -> ComponentRef {

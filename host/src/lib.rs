@@ -33,6 +33,7 @@ pub mod metrics;
 pub mod plugin;
 pub mod queue;
 pub mod runtime;
+pub mod state;
 pub mod throttle;
 pub mod timeout;
 pub mod topology;

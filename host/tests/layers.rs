@@ -23,8 +23,9 @@ const LAYERS: &[&[&str]] = &[
     &["metrics", "wait", "timeout", "queue"],
     // The run state and the messages every task reads.
     &["control"],
-    // The ackers.
-    &["acker"],
+    // The ackers, and durable state's checkpoints (coordinator, backends,
+    // restore): both take task messages and answer through control.
+    &["acker", "state"],
     // The spout and bolt loops, and their side of a live swap.
     &["executor"],
     // Planning, starting, steering, reloading and stopping a topology.

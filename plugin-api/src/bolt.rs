@@ -23,6 +23,10 @@ pub trait Bolt: Send + Sized + 'static {
     /// Contract 1.1: fields every input stream must carry; `squall validate`
     /// checks them against what the bolt subscribes to.
     const INPUT_FIELDS: &'static [&'static str] = &[];
+    /// Contract 1.2: how long `cleanup` may take at shutdown; the host waits
+    /// at least this long for the task's thread before it reports the task
+    /// as blocked (`None`: the host's default grace).
+    const CLOSE_BUDGET: Option<std::time::Duration> = None;
 
     /// Declares the output streams and their fields.
     fn declare_outputs(_outputs: &mut OutputDeclarer) {}
@@ -87,6 +91,19 @@ pub trait Bolt: Send + Sized + 'static {
     fn restore_state(&mut self, state: State) -> Result<()> {
         Err(format!("{} keeps no state; it cannot take over `{}`", Self::NAME, state.format).into())
     }
+
+    /// Contract 1.2: the durable stores the bolt keeps (none by default).
+    /// The host checkpoints what they change and restores them after a
+    /// restart, each key on the task its fields grouping routes it to; a
+    /// live swap hands them to the new instance (docs/state.md).
+    fn stores(&mut self) -> crate::state::Stores<'_> {
+        crate::state::Stores::none()
+    }
+
+    /// Contract 1.2: checkpoint `checkpoint` is committed: everything the
+    /// stores held at its barrier is durable (a sink that writes elsewhere
+    /// may write what it staged for it now).
+    fn committed(&mut self, _checkpoint: u64) {}
 }
 
 /// A processing step whose inputs are acked for it, like Storm's `BaseBasicBolt`:
@@ -104,6 +121,10 @@ pub trait BasicBolt: Send + Sized + 'static {
     /// Contract 1.1: fields every input stream must carry; `squall validate`
     /// checks them against what the bolt subscribes to.
     const INPUT_FIELDS: &'static [&'static str] = &[];
+    /// Contract 1.2: how long `cleanup` may take at shutdown; the host waits
+    /// at least this long for the task's thread before it reports the task
+    /// as blocked (`None`: the host's default grace).
+    const CLOSE_BUDGET: Option<std::time::Duration> = None;
 
     /// Declares the output streams and their fields.
     fn declare_outputs(_outputs: &mut OutputDeclarer) {}
@@ -168,4 +189,17 @@ pub trait BasicBolt: Send + Sized + 'static {
     fn restore_state(&mut self, state: State) -> Result<()> {
         Err(format!("{} keeps no state; it cannot take over `{}`", Self::NAME, state.format).into())
     }
+
+    /// Contract 1.2: the durable stores the bolt keeps (none by default).
+    /// The host checkpoints what they change and restores them after a
+    /// restart, each key on the task its fields grouping routes it to; a
+    /// live swap hands them to the new instance (docs/state.md).
+    fn stores(&mut self) -> crate::state::Stores<'_> {
+        crate::state::Stores::none()
+    }
+
+    /// Contract 1.2: checkpoint `checkpoint` is committed: everything the
+    /// stores held at its barrier is durable (a sink that writes elsewhere
+    /// may write what it staged for it now).
+    fn committed(&mut self, _checkpoint: u64) {}
 }

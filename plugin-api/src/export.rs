@@ -5,7 +5,7 @@
 ///
 /// Each list is optional, but the lists that are present must come in this
 /// order: `spouts`, `bolts`, `basic_bolts`, `wait_strategies`,
-/// `windowed_bolts`, `groupings`.
+/// `windowed_bolts`, `groupings`, `state_backends` (contract 1.2).
 ///
 /// ```text
 /// squall_plugin_api::export_plugin! {
@@ -15,6 +15,7 @@
 ///     wait_strategies: [MyWait],
 ///     windowed_bolts: [MyWindowedBolt],
 ///     groupings: [MyGrouping],
+///     state_backends: [MyBackend],
 /// }
 /// ```
 ///
@@ -30,6 +31,7 @@ macro_rules! export_plugin {
         $(wait_strategies: [$($wait:ty),* $(,)?] $(,)?)?
         $(windowed_bolts: [$($windowed:ty),* $(,)?] $(,)?)?
         $(groupings: [$($grouping:ty),* $(,)?] $(,)?)?
+        $(state_backends: [$($backend:ty),* $(,)?] $(,)?)?
     ) => {
         #[doc(hidden)]
         pub struct __SquallPlugin;
@@ -44,6 +46,7 @@ macro_rules! export_plugin {
                 $($(builder.wait_strategy::<$wait>();)*)?
                 $($(builder.windowed_bolt::<$windowed>();)*)?
                 $($(builder.grouping::<$grouping>();)*)?
+                $($(builder.state_backend::<$backend>();)*)?
                 builder
             }
         }
@@ -55,6 +58,10 @@ macro_rules! export_plugin {
 
             fn extensions() -> $crate::__private::RVec<$crate::abi::ComponentExt> {
                 Self::builder().build_extensions()
+            }
+
+            fn extensions_1_2() -> $crate::__private::RVec<$crate::abi::ComponentExt12> {
+                Self::builder().build_extensions_12()
             }
         }
 

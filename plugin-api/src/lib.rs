@@ -17,6 +17,13 @@
 //!   attached, and [`metrics`] registers counters, gauges and histograms the
 //!   host exports (see [`host`]). A library built against 1.0 keeps loading
 //!   and working in a 1.1 host.
+//! - Contract 1.2: durable state. A bolt keeps [`KeyValueState`] and
+//!   [`ValueState`] stores and lists them in [`Bolt::stores`]; the host
+//!   checkpoints them into a [`StateBackend`] (a new component kind) and
+//!   restores them after a restart, repartitioned by key. A spout keeps a
+//!   checkpoint position ([`Spout::checkpoint`]), and components declare a
+//!   close budget (`CLOSE_BUDGET`). Libraries built against 1.0 and 1.1
+//!   keep loading and working in a 1.2 host.
 //! - [`abi`] is the stable-ABI layer (abi_stable `#[sabi_trait]` objects and a
 //!   prefix-type root module). A host refuses a library built against an
 //!   incompatible contract at load time, before calling any of its code. Every
@@ -120,6 +127,7 @@ mod grouping;
 pub mod host;
 mod keys;
 mod spout;
+pub mod state;
 pub mod testing;
 mod tuple;
 mod value;
@@ -137,6 +145,7 @@ pub use grouping::Grouping;
 pub use host::metrics;
 pub use keys::{ConfigKey, KeyKind};
 pub use spout::Spout;
+pub use state::{KeyValueState, StateBackend, StateStore, Stores, ValueState};
 pub use tuple::{
     Anchor, MessageId, StreamId, Tuple, DEFAULT_STREAM, SYSTEM_COMPONENT, TICK_STREAM,
 };
@@ -160,8 +169,9 @@ pub mod __private {
 pub mod prelude {
     pub use crate::{
         Anchor, BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, ConfigKey, Error,
-        Grouping, InputDecl, KeyKind, MessageId, OutputDeclarer, Result, Spout, SpoutCollector,
-        State, StreamId, TaskContext, Tuple, Value, WaitSituation, WaitStrategy, Waker, Window,
-        WindowSize, WindowSpec, WindowedBolt,
+        Grouping, InputDecl, KeyKind, KeyValueState, MessageId, OutputDeclarer, Result, Spout,
+        SpoutCollector, State, StateBackend, Stores, StreamId, TaskContext, Tuple, Value,
+        ValueState, WaitSituation, WaitStrategy, Waker, Window, WindowSize, WindowSpec,
+        WindowedBolt,
     };
 }

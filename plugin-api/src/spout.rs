@@ -26,6 +26,15 @@ pub trait Spout: Send + Sized + 'static {
     /// old instance is deactivated and its pending trees complete or fail
     /// back to it, bounded by the message timeout, before the new one opens.
     const IDS_SURVIVE_SWAP: bool = false;
+    /// Contract 1.2: how long `close` may take at shutdown; the host waits
+    /// at least this long for the task's thread before it reports the task
+    /// as blocked (`None`: the host's default grace).
+    const CLOSE_BUDGET: Option<std::time::Duration> = None;
+    /// Contract 1.2: true for a spout that keeps a checkpoint position
+    /// ([`checkpoint`](Self::checkpoint)), so that durable state is exact
+    /// after a restart: it emits again from the last committed checkpoint's
+    /// position, and tells its broker only what a committed checkpoint covers.
+    const CHECKPOINTS: bool = false;
 
     /// Declares the output streams and their fields.
     fn declare_outputs(outputs: &mut OutputDeclarer);
@@ -92,5 +101,32 @@ pub trait Spout: Send + Sized + 'static {
     /// default refuses every state.
     fn restore_state(&mut self, state: State) -> Result<()> {
         Err(format!("{} keeps no state; it cannot take over `{}`", Self::NAME, state.format).into())
+    }
+
+    /// Contract 1.2: a checkpoint barrier. Returns the position from which
+    /// a restart emits again: it must cover every tuple emitted so far (a
+    /// file offset, a broker's sequence numbers). Called only when
+    /// [`CHECKPOINTS`](Self::CHECKPOINTS) is true.
+    fn checkpoint(&mut self, _checkpoint: u64) -> Option<State> {
+        None
+    }
+
+    /// Contract 1.2: checkpoint `checkpoint` is committed: the effects of
+    /// every tuple emitted before its barrier are durable, so the spout may
+    /// now acknowledge them to its broker (or advance its own checkpoint).
+    fn committed(&mut self, _checkpoint: u64) {}
+
+    /// Contract 1.2: takes back the position of the last committed
+    /// checkpoint, before `open`.
+    ///
+    /// # Errors
+    /// When the position cannot be used; the topology does not start.
+    fn restore_checkpoint(&mut self, position: State) -> Result<()> {
+        Err(format!(
+            "{} keeps no checkpoint position; it cannot take `{}`",
+            Self::NAME,
+            position.format
+        )
+        .into())
     }
 }

@@ -23,6 +23,9 @@ pub const NATS: Service = Service { name: "NATS (JetStream)", addr: "127.0.0.1:4
 /// Redis, as the project's machines run it.
 pub const REDIS: Service = Service { name: "Redis", addr: "127.0.0.1:6379" };
 
+/// PostgreSQL, as the project's machines run it (trust auth on loopback).
+pub const POSTGRES: Service = Service { name: "PostgreSQL", addr: "127.0.0.1:5432" };
+
 /// True when `service` accepts a TCP connection within a second. When it
 /// does not, prints that the calling test is skipped and returns false; under
 /// `SQUALL_REQUIRE_TOOLS=1` panics instead, so CI never skips.

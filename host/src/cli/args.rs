@@ -54,6 +54,12 @@ pub enum Command {
         #[command(subcommand)]
         what: NewCommand,
     },
+    /// A topology's committed durable state: list, show or delete it.
+    State {
+        /// What to do.
+        #[command(subcommand)]
+        what: super::state::StateCommand,
+    },
     /// A live terminal dashboard of a topology run with --http (q quits).
     Top {
         /// The --http address of `squall run`: PORT (loopback) or HOST:PORT.

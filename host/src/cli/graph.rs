@@ -21,7 +21,8 @@ use super::args::GraphFormat;
 use super::Failure;
 use crate::config::defaults::DEFAULT_STREAM;
 use crate::config::{
-    ComponentRef, GroupingSpec, InputDecl, Override, TopologyConfig, WaitOverrides, WaitSpec,
+    ComponentDecl, ComponentRef, GroupingSpec, InputDecl, Override, TopologyConfig, WaitOverrides,
+    WaitSpec,
 };
 
 /// Prints the graph of the topology at `path` (with `sets` applied).
@@ -61,14 +62,13 @@ pub(crate) fn dot(config: &TopologyConfig) -> String {
     out.push_str("  node [shape=box, fontname=Helvetica];\n");
     out.push_str("  edge [fontname=Helvetica, fontsize=10];\n");
     for spout in &config.spouts {
-        let label =
-            node_label(&spout.name, "spout", &spout.component, spout.parallelism, &spout.wait);
+        let label = node_label(&spout.decl, "spout");
         let style = "style=\"rounded,filled\", fillcolor=\"#dbeafe\"";
-        let _ = writeln!(out, "  {} [{style}, label={}];", quote(&spout.name), quote(&label));
+        let _ = writeln!(out, "  {} [{style}, label={}];", quote(&spout.decl.name), quote(&label));
     }
     for bolt in &config.bolts {
-        let label = node_label(&bolt.name, "bolt", &bolt.component, bolt.parallelism, &bolt.wait);
-        let _ = writeln!(out, "  {} [label={}];", quote(&bolt.name), quote(&label));
+        let label = node_label(&bolt.decl, "bolt");
+        let _ = writeln!(out, "  {} [label={}];", quote(&bolt.decl.name), quote(&label));
     }
     for bolt in &config.bolts {
         for input in &bolt.inputs {
@@ -76,7 +76,7 @@ pub(crate) fn dot(config: &TopologyConfig) -> String {
                 out,
                 "  {} -> {} [label={}];",
                 quote(&input.from),
-                quote(&bolt.name),
+                quote(&bolt.decl.name),
                 quote(&edge_label(input))
             );
         }
@@ -86,13 +86,8 @@ pub(crate) fn dot(config: &TopologyConfig) -> String {
 }
 
 /// A node's lines: name, kind and component, parallelism, wait overrides.
-fn node_label(
-    name: &str,
-    kind: &str,
-    component: &ComponentRef,
-    parallelism: u32,
-    wait: &WaitOverrides,
-) -> String {
+fn node_label(decl: &ComponentDecl, kind: &str) -> String {
+    let ComponentDecl { name, component, parallelism, wait, .. } = decl;
     let mut label = format!("{name}\n{kind} {}\nparallelism {parallelism}", reference(component));
     for (situation, spec) in wait_overrides(wait) {
         let _ = write!(label, "\nwait.{situation}: {}", wait_label(spec));
@@ -190,18 +185,12 @@ fn quote(text: &str) -> String {
 
 /// The same information as [`dot`], as JSON.
 pub(crate) fn to_json(config: &TopologyConfig) -> Json {
-    let spouts = config
-        .spouts
-        .iter()
-        .map(|s| component_json(&s.name, "spout", &s.component, s.parallelism, &s.wait));
-    let bolts = config
-        .bolts
-        .iter()
-        .map(|b| component_json(&b.name, "bolt", &b.component, b.parallelism, &b.wait));
+    let spouts = config.spouts.iter().map(|s| component_json(&s.decl, "spout"));
+    let bolts = config.bolts.iter().map(|b| component_json(&b.decl, "bolt"));
     let edges: Vec<Json> = config
         .bolts
         .iter()
-        .flat_map(|b| b.inputs.iter().map(move |i| edge_json(&b.name, i)))
+        .flat_map(|b| b.inputs.iter().map(move |i| edge_json(&b.decl.name, i)))
         .collect();
     json!({
         "name": config.name,
@@ -216,13 +205,8 @@ pub(crate) fn to_json(config: &TopologyConfig) -> Json {
     })
 }
 
-fn component_json(
-    name: &str,
-    kind: &str,
-    component: &ComponentRef,
-    parallelism: u32,
-    wait: &WaitOverrides,
-) -> Json {
+fn component_json(decl: &ComponentDecl, kind: &str) -> Json {
+    let ComponentDecl { name, component, parallelism, wait, .. } = decl;
     let wait: serde_json::Map<String, Json> = wait_overrides(wait)
         .into_iter()
         .map(|(s, spec)| (s.to_string(), wait_json(spec)))

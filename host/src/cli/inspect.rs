@@ -263,6 +263,7 @@ mod tests {
             path: "/p/libdemo.so".into(),
             catalogue: builder().build(),
             extensions: builder().build_extensions().into_vec(),
+            extensions_12: Vec::new(),
             digest: String::new(),
         };
         let lines = lines(&library);
@@ -289,6 +290,7 @@ mod tests {
             path: "/p/libdemo.so".into(),
             catalogue: builder().build(),
             extensions: Vec::new(),
+            extensions_12: Vec::new(),
             digest: String::new(),
         };
         let lines = lines(&library);
@@ -339,6 +341,7 @@ mod tests {
             path: "/p/libdemo.so".into(),
             catalogue: builder().build(),
             extensions: builder().build_extensions().into_vec(),
+            extensions_12: Vec::new(),
             digest: String::new(),
         };
         let lines = lines(&library);

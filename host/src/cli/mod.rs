@@ -11,6 +11,7 @@ mod inspect;
 mod new;
 mod run;
 pub mod signals;
+mod state;
 mod top;
 mod validate;
 
@@ -36,6 +37,7 @@ pub fn run(args: Args) -> ExitCode {
         Command::Graph { topology, sets, format } => graph::graph(&topology, &sets.sets, format),
         Command::Inspect { plugin } => inspect::inspect(&plugin),
         Command::New { what: NewCommand::Plugin(a) } => new::new_plugin(a),
+        Command::State { what } => state::state(what),
         Command::Top { addr, token_file, tls_ca } => {
             top::top(addr, token_file.as_deref(), tls_ca.as_deref())
         }

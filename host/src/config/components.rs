@@ -14,8 +14,8 @@ use super::defaults::{self, keys};
 use super::diagnostic::Loc;
 use super::limits;
 use super::model::{
-    BoltDecl, ComponentRef, ConfigKeyLoc, GroupingSpec, InputDecl, SpoutDecl, ThrottleMode,
-    ThrottleRate, ThrottleSpec, WaitOverrides,
+    BoltDecl, ComponentDecl, ComponentRef, ConfigKeyLoc, GroupingSpec, InputDecl, SpoutDecl,
+    ThrottleMode, ThrottleRate, ThrottleSpec, WaitOverrides,
 };
 use super::suggest::did_you_mean;
 use super::wait::{read_wait_overrides, Situation};
@@ -57,30 +57,19 @@ pub(crate) fn read_spouts(w: &mut Walker<'_>, value: Option<&Value<'_>>) -> Vec<
 }
 
 fn read_spout(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> SpoutDecl {
+    let mut spout =
+        SpoutDecl { decl: declared(w, key, "spout"), throttle: None, max_spout_pending: None };
     let owner = format!("spout {:?}", key.get_ref());
-    let loc = w.loc(&key.span());
-    check_name(w, key, "spout");
-    let mut spout = SpoutDecl {
-        name: key.get_ref().to_string(),
-        loc,
-        component: placeholder(loc),
-        parallelism: defaults::PARALLELISM,
-        config: String::new(),
-        config_keys: Vec::new(),
-        throttle: None,
-        wait: WaitOverrides::default(),
-        max_spout_pending: None,
-    };
     let Some(table) = w.table(value, &owner) else { return spout };
     let s = Section::new(table, key.span(), owner);
     s.check_keys(w, keys::SPOUT);
-    (spout.component, spout.parallelism, (spout.config, spout.config_keys)) = read_common(w, &s);
+    read_common(w, &s, &mut spout.decl);
     spout.throttle = s.get("throttle").and_then(|v| read_throttle(w, v, &s.context));
     spout.max_spout_pending = s
         .uint(w, "max_spout_pending", 0, u64::from(limits::MAX_SPOUT_PENDING))
         .and_then(|n| u32::try_from(n).ok());
     if let Some(v) = s.get("wait") {
-        spout.wait = read_wait_overrides(w, v, &s.context, Situation::SPOUT);
+        spout.decl.wait = read_wait_overrides(w, v, &s.context, Situation::SPOUT);
     }
     spout
 }
@@ -92,25 +81,17 @@ pub(crate) fn read_bolts(w: &mut Walker<'_>, value: Option<&Value<'_>>) -> Vec<B
 }
 
 fn read_bolt(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> BoltDecl {
-    let owner = format!("bolt {:?}", key.get_ref());
-    let loc = w.loc(&key.span());
-    check_name(w, key, "bolt");
     let mut bolt = BoltDecl {
-        name: key.get_ref().to_string(),
-        loc,
-        component: placeholder(loc),
-        parallelism: defaults::PARALLELISM,
-        config: String::new(),
-        config_keys: Vec::new(),
+        decl: declared(w, key, "bolt"),
         inputs: Vec::new(),
         tick_tuple_freq_secs: None,
-        wait: WaitOverrides::default(),
         window: None,
     };
+    let owner = format!("bolt {:?}", key.get_ref());
     let Some(table) = w.table(value, &owner) else { return bolt };
     let s = Section::new(table, key.span(), owner);
     s.check_keys(w, keys::BOLT);
-    (bolt.component, bolt.parallelism, (bolt.config, bolt.config_keys)) = read_common(w, &s);
+    read_common(w, &s, &mut bolt.decl);
     match s.get("inputs") {
         Some(v) => bolt.inputs = read_inputs(w, v, &s.context),
         None => {
@@ -120,10 +101,26 @@ fn read_bolt(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> BoltDecl {
     }
     bolt.tick_tuple_freq_secs = s.uint(w, "tick_tuple_freq_secs", 1, limits::MAX_DURATION_SECS);
     if let Some(v) = s.get("wait") {
-        bolt.wait = read_wait_overrides(w, v, &s.context, Situation::BOLT);
+        bolt.decl.wait = read_wait_overrides(w, v, &s.context, Situation::BOLT);
     }
     bolt.window = super::window::read_window(w, &s);
     bolt
+}
+
+/// The component `key` names, with its name checked and every other key
+/// at its default (a table that cannot be read stays so).
+fn declared(w: &mut Walker<'_>, key: &Key<'_>, kind: &str) -> ComponentDecl {
+    let loc = w.loc(&key.span());
+    check_name(w, key, kind);
+    ComponentDecl {
+        name: key.get_ref().to_string(),
+        loc,
+        component: placeholder(loc),
+        parallelism: defaults::PARALLELISM,
+        config: String::new(),
+        config_keys: Vec::new(),
+        wait: WaitOverrides::default(),
+    }
 }
 
 /// Stands in for a component reference that could not be read.
@@ -147,11 +144,9 @@ fn check_name(w: &mut Walker<'_>, key: &Key<'_>, kind: &str) {
     }
 }
 
-/// The keys spouts and bolts share: `component`, `parallelism`, `config`.
-fn read_common(
-    w: &mut Walker<'_>,
-    s: &Section<'_, '_>,
-) -> (ComponentRef, u32, (String, Vec<ConfigKeyLoc>)) {
+/// Three of the keys spouts and bolts share: `component`, `parallelism`,
+/// `config` (`wait`, whose situations are the kind's, is read by each).
+fn read_common(w: &mut Walker<'_>, s: &Section<'_, '_>, decl: &mut ComponentDecl) {
     let component = match s.string(w, "component") {
         Some(text) => component_ref(w, text, &s.context),
         None => {
@@ -162,9 +157,10 @@ fn read_common(
             None
         }
     };
-    let component = component.unwrap_or_else(|| placeholder(w.loc(&s.span)));
-    let parallelism = s.u32_in(w, "parallelism", defaults::PARALLELISM, 1, limits::MAX_PARALLELISM);
-    (component, parallelism, read_config(w, s))
+    decl.component = component.unwrap_or_else(|| placeholder(w.loc(&s.span)));
+    decl.parallelism =
+        s.u32_in(w, "parallelism", defaults::PARALLELISM, 1, limits::MAX_PARALLELISM);
+    (decl.config, decl.config_keys) = read_config(w, s);
 }
 
 /// The `config` table as the TOML document the component's constructor
@@ -180,7 +176,7 @@ fn read_config(w: &mut Walker<'_>, s: &Section<'_, '_>) -> (String, Vec<ConfigKe
 }
 
 /// A config table as a TOML document, with its top-level keys' locations.
-fn config_document(
+pub(super) fn config_document(
     w: &mut Walker<'_>,
     value: &Value<'_>,
     table: &toml::de::DeTable<'_>,

@@ -108,9 +108,9 @@ fn included_files_come_first_and_the_including_file_overrides_key_by_key() {
     assert_eq!(config.settings.max_spout_pending, Some(20), "the scalar is replaced");
     assert_eq!(config.settings.acker_executors, 2, "a key only the base sets stays");
     let first = &config.spouts[0];
-    assert_eq!(first.parallelism, 2);
+    assert_eq!(first.decl.parallelism, 2);
     // Tables merge recursively: `words` from the base, `seed` from main.
-    let table: toml::Table = toml::from_str(&first.config).expect("config is TOML");
+    let table: toml::Table = toml::from_str(&first.decl.config).expect("config is TOML");
     assert_eq!(table["seed"].as_integer(), Some(7));
     assert_eq!(table["words"].as_integer(), Some(3));
     // Arrays replace: the bolt's inputs are main's, not both.
@@ -123,12 +123,15 @@ fn file_order_is_the_order_of_first_definition() {
     let dir = Dir::new("order");
     dir.write("conf/base.toml", BASE);
     let config = read_ok(&dir.write("main.toml", MAIN), &[]);
-    let spouts: Vec<&str> = config.spouts.iter().map(|s| s.name.as_str()).collect();
+    let spouts: Vec<&str> = config.spouts.iter().map(|s| s.decl.name.as_str()).collect();
     assert_eq!(spouts, ["first", "second"]);
     // `first` is declared by the base; main only adds to it.
-    assert_eq!(config.sources.name(config.spouts[0].loc), dir.0.join("conf/base.toml"));
-    assert_eq!(config.spouts[0].loc, loc_of(BASE, "first").in_source(config.spouts[0].loc.source));
-    assert_eq!(config.sources.name(config.spouts[1].loc), dir.0.join("main.toml"));
+    assert_eq!(config.sources.name(config.spouts[0].decl.loc), dir.0.join("conf/base.toml"));
+    assert_eq!(
+        config.spouts[0].decl.loc,
+        loc_of(BASE, "first").in_source(config.spouts[0].decl.loc.source)
+    );
+    assert_eq!(config.sources.name(config.spouts[1].decl.loc), dir.0.join("main.toml"));
 }
 
 #[test]
@@ -244,9 +247,9 @@ fn set_values_are_toml_and_bare_words_are_strings() {
     assert_eq!(config.settings.max_spout_pending, Some(1000));
     assert_eq!(config.name, "wc2");
     assert!(!config.settings.enable_message_timeouts);
-    assert_eq!(config.bolts[0].parallelism, 4);
+    assert_eq!(config.bolts[0].decl.parallelism, 4);
     // A value replaces the key whole, even a table: `words` is gone.
-    assert_eq!(config.spouts[0].config, "seed = 9\n");
+    assert_eq!(config.spouts[0].decl.config, "seed = 9\n");
 }
 
 #[test]
@@ -331,9 +334,12 @@ fn the_printed_topology_reads_back_to_the_same_topology() {
     assert_eq!(again.settings, config.settings);
     assert_eq!(again.spouts.len(), 2);
     for (a, b) in again.spouts.iter().zip(&config.spouts) {
-        assert_eq!((&a.name, a.parallelism, &a.config), (&b.name, b.parallelism, &b.config));
+        assert_eq!(
+            (&a.decl.name, a.decl.parallelism, &a.decl.config),
+            (&b.decl.name, b.decl.parallelism, &b.decl.config)
+        );
     }
-    assert_eq!(again.bolts[0].parallelism, 3);
+    assert_eq!(again.bolts[0].decl.parallelism, 3);
     assert_eq!(again.bolts[0].inputs[0].from, "second");
     let path = |c: &TopologyConfig| std::path::absolute(&c.plugins[0].path).expect("absolute");
     assert_eq!(path(&again), path(&config));
@@ -376,8 +382,8 @@ config = { "a key" = [1, 2.5, "x"], when = 1979-05-27T07:32:00Z, nested = { deep
     let expected = format!("path = \"{}\"", absolute.display().to_string().replace('$', "$$"));
     assert!(printed.contains(&expected), "{expected} in {printed}");
     let again = read_ok(&dir.write("elsewhere/again.toml", &printed), &[]);
-    assert_eq!(again.spouts[0].name, "s.v2");
-    assert_eq!(again.spouts[0].config, config.spouts[0].config);
+    assert_eq!(again.spouts[0].decl.name, "s.v2");
+    assert_eq!(again.spouts[0].decl.config, config.spouts[0].decl.config);
     assert_eq!(again.plugins[0].path, absolute);
     assert!(again.plugins[0].allow_writable);
 }

@@ -1,5 +1,6 @@
 //! Every default of the topology file, with where it comes from, and the reference
-//! of every accepted key. `docs/topology.md` is written from this page.
+//! of every accepted key (the `[topology]` settings are in their table, in
+//! `model.rs`). `docs/topology.md` is written from this page.
 //!
 //! # File structure
 //!
@@ -12,24 +13,13 @@
 //!
 //! ## `[topology]`
 //!
-//! | key | type | default | rule | Storm name |
-//! | --- | --- | --- | --- | --- |
-//! | `name` | string | file stem | not empty | `topology.name` |
-//! | `message_timeout_secs` | integer | 30 | ≥ 1 | `topology.message.timeout.secs` |
-//! | `enable_message_timeouts` | bool | true | | `topology.enable.message.timeouts` |
-//! | `max_spout_pending` | integer | unlimited | 0 = unlimited | `topology.max.spout.pending` |
-//! | `acker_executors` | integer | 1 | 0 = no tracking, acked on emit | `topology.acker.executors` |
-//! | `spout_recvq_skips` | integer | 3 | ≥ 1 | `topology.spout.recvq.skips` |
-//! | `receive_buffer_size` | integer | 32768 | ≥ 2 | `topology.executor.receive.buffer.size` |
-//! | `producer_batch_size` | integer | 1 | ≥ 1; used as `max(1, min(v, receive_buffer_size / 2))` | `topology.producer.batch.size` |
-//! | `batch_flush_interval_millis` | integer | 1 | 0 = flush only when idle | `topology.batch.flush.interval.millis` |
-//! | `timeout_buckets` | integer | 2 | ≥ 2; buckets of the spout pending RotatingMap | (Storm hard-codes 2) |
-//! | `shutdown_timeout_secs` | integer | 10 | | — |
-//! | `startup_timeout_secs` | integer | 30 | ≥ 1; longest time all constructors may take | — |
-//! | `max_restarts` | integer | 3 | restarts of a panicking instance allowed … | — |
-//! | `receive_buffer_bytes` | integer | 0 (off) | 0 … 2⁴⁰; the encoded value bytes each bolt task's queue may hold; producers wait (backpressure) beyond it | — |
-//! | `http` | string | off | `PORT` (loopback) or `HOST:PORT`: serve metrics, the REST API and the live page (`squall run --http` overrides it) | — |
-//! | `restart_window_secs` | integer | 60 | … within this window, else the topology stops | — |
+//! Two keys are read by hand: `name` (string; default: the file stem; not
+//! empty, a name; Storm `topology.name`) and `http` (string; off; `PORT`
+//! (loopback) or `HOST:PORT`: serve metrics, the REST API and the live page;
+//! `squall run --http` overrides it; or the table below). Every other key
+//! is one entry of the settings table in `model.rs`
+//! ([`Settings`](super::Settings), whose field docs give each key's default,
+//! range and Storm name).
 //!
 //! ## `[topology.http]`
 //!
@@ -113,32 +103,6 @@
 
 use super::model::WaitSpec;
 
-/// Storm `topology.message.timeout.secs` (seed 003).
-pub const MESSAGE_TIMEOUT_SECS: u64 = 30;
-/// Storm `topology.enable.message.timeouts` (seed 003).
-pub const ENABLE_MESSAGE_TIMEOUTS: bool = true;
-/// Storm `topology.acker.executors` (seed 004); Storm defaults to one per worker.
-pub const ACKER_EXECUTORS: u32 = 1;
-/// Storm `topology.spout.recvq.skips` (seed 000, `conf/defaults.yaml`).
-pub const SPOUT_RECVQ_SKIPS: u32 = 3;
-/// Storm 2.x `topology.executor.receive.buffer.size`.
-pub const RECEIVE_BUFFER_SIZE: usize = 32768;
-/// Storm `topology.producer.batch.size`.
-pub const PRODUCER_BATCH_SIZE: usize = 1;
-/// Storm `topology.batch.flush.interval.millis`.
-pub const BATCH_FLUSH_INTERVAL_MILLIS: u64 = 1;
-/// Buckets of the spout pending RotatingMap; Storm hard-codes 2, so a tuple times
-/// out between T and 2T (seed 003).
-pub const TIMEOUT_BUCKETS: u32 = 2;
-/// How long a graceful shutdown may drain before the host gives up (ours).
-pub const SHUTDOWN_TIMEOUT_SECS: u64 = 10;
-/// Default `startup_timeout_secs`: how long all constructors may take.
-pub const STARTUP_TIMEOUT_SECS: u64 = 30;
-/// Restarts of a panicking instance allowed per window (ours).
-pub const MAX_RESTARTS: u32 = 3;
-/// Window over which restarts are counted (ours).
-pub const RESTART_WINDOW_SECS: u64 = 60;
-
 /// Default `parallelism` of a spout or bolt.
 pub const PARALLELISM: u32 = 1;
 /// Default `park_micros` of the park strategy: Storm's `topology.*.wait.park.microsec`.
@@ -219,27 +183,16 @@ pub(crate) mod keys {
 
     /// `include` is read (and removed) by `compose` before the walk; it is
     /// listed so that a misspelt `includes` gets a "did you mean".
-    pub(crate) const TOP: &[&str] = &["include", "topology", "plugins", "wait", "spouts", "bolts"];
-    pub(crate) const TOPOLOGY: &[&str] = &[
-        "name",
-        "message_timeout_secs",
-        "enable_message_timeouts",
-        "max_spout_pending",
-        "acker_executors",
-        "spout_recvq_skips",
-        "receive_buffer_size",
-        "receive_buffer_bytes",
-        "producer_batch_size",
-        "batch_flush_interval_millis",
-        "timeout_buckets",
-        "shutdown_timeout_secs",
-        "startup_timeout_secs",
-        "max_restarts",
-        "restart_window_secs",
-        "allow_writable_plugins",
-        "memory_budget_mib",
-        "http",
-    ];
+    pub(crate) const TOP: &[&str] =
+        &["include", "topology", "plugins", "wait", "state", "spouts", "bolts"];
+    /// `[state]` (contract 1.2's durable state).
+    pub(crate) const STATE: &[&str] = &["backend", "namespace", "interval_ms", "config"];
+    /// `[topology]`: `name`, the keys of the settings table (see
+    /// `model.rs`), `http`.
+    pub(crate) fn topology() -> Vec<&'static str> {
+        let table = crate::config::Settings::KEYS.iter().copied();
+        std::iter::once("name").chain(table).chain(std::iter::once("http")).collect()
+    }
     pub(crate) const HTTP: &[&str] = &[
         "addr",
         "token_file",

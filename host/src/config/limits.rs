@@ -45,8 +45,6 @@ pub const MAX_TUPLES_PER_SEC: u64 = 1_000_000_000;
 /// Largest throttle `bytes_per_sec`: one TB/s.
 pub const MAX_BYTES_PER_SEC: u64 = 1_000_000_000_000;
 
-/// Default `memory_budget_mib`: 4 GiB.
-pub const MEMORY_BUDGET_MIB: u64 = 4_096;
 /// Largest `memory_budget_mib`: 1 TiB.
 pub const MAX_MEMORY_BUDGET_MIB: u64 = 1 << 20;
 

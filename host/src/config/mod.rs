@@ -48,8 +48,10 @@ pub mod limits;
 mod model;
 mod overrides;
 mod print;
+mod setting;
 mod settings;
 mod source;
+pub mod state;
 mod suggest;
 mod validate;
 mod wait;
@@ -63,11 +65,12 @@ use toml::de::DeTable;
 pub use addr::parse_addr;
 pub use diagnostic::{Diagnostic, Diagnostics, Loc, Sources};
 pub use model::{
-    BoltDecl, ComponentRef, ConfigKeyLoc, GroupingSpec, HttpOptions, InputDecl, PluginDecl,
-    Settings, SpoutDecl, ThrottleMode, ThrottleRate, ThrottleSpec, WaitDefaults, WaitOverrides,
-    WaitSpec,
+    BoltDecl, ComponentDecl, ComponentRef, ConfigKeyLoc, GroupingSpec, HttpOptions, InputDecl,
+    PluginDecl, Settings, SpoutDecl, ThrottleMode, ThrottleRate, ThrottleSpec, WaitDefaults,
+    WaitOverrides, WaitSpec,
 };
 pub use overrides::Override;
+pub use state::{BackendDecl, StateDecl};
 pub use suggest::suggest;
 pub use window::{WindowDecl, WindowSize};
 
@@ -100,6 +103,8 @@ pub struct TopologyConfig {
     pub spouts: Vec<SpoutDecl>,
     /// `[bolts.*]`, in file order.
     pub bolts: Vec<BoltDecl>,
+    /// `[state]`: where durable state is checkpointed (`None`: nowhere).
+    pub state: Option<StateDecl>,
 }
 
 /// Reads and validates the topology file at `path` and the files it
@@ -302,7 +307,14 @@ fn read_document(
         wait,
         spouts: components::read_spouts(w, doc.get("spouts")),
         bolts: components::read_bolts(w, doc.get("bolts")),
+        state: None,
     };
+    let mut config = config;
+    config.state = state::read_state(w, doc.get("state"), &config.name);
+    if let Some(decl) = &config.state {
+        let s = &config.settings;
+        state::check_interval(w, decl, s.message_timeout_secs, s.enable_message_timeouts);
+    }
     (config, topology.budget_loc)
 }
 

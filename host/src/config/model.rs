@@ -9,85 +9,163 @@ use std::path::PathBuf;
 
 use super::defaults;
 use super::diagnostic::Loc;
+use super::limits::{
+    MAX_ACKER_EXECUTORS, MAX_DURATION_SECS, MAX_LIFECYCLE_SECS, MAX_MEMORY_BUDGET_MIB, MAX_MILLIS,
+    MAX_RECEIVE_BUFFER_BYTES, MAX_RECEIVE_BUFFER_SIZE, MAX_RESTARTS, MAX_SPOUT_PENDING,
+    MAX_SPOUT_RECVQ_SKIPS, MAX_TIMEOUT_BUCKETS,
+};
+use super::setting::settings_table;
 
-/// The `[topology]` table: Storm's `topology.*` settings, in snake case.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Settings {
-    /// Storm `topology.message.timeout.secs`; at least 1.
-    pub message_timeout_secs: u64,
-    /// Storm `topology.enable.message.timeouts`.
-    pub enable_message_timeouts: bool,
-    /// Storm `topology.max.spout.pending`, per spout task. `None` = unlimited
-    /// (the key was absent or 0).
-    pub max_spout_pending: Option<u32>,
-    /// Number of acker executors; 0 disables tracking (spout tuples are acked on emit).
-    pub acker_executors: u32,
-    /// Storm `topology.spout.recvq.skips`; at least 1.
-    pub spout_recvq_skips: u32,
-    /// Storm `topology.executor.receive.buffer.size`; at least 2.
-    pub receive_buffer_size: usize,
-    /// Storm `topology.producer.batch.size`, already clamped like Storm does to
-    /// `max(1, min(value, receive_buffer_size / 2))`.
-    pub producer_batch_size: usize,
-    /// Storm `topology.batch.flush.interval.millis`; 0 = flush only when idle.
-    pub batch_flush_interval_millis: u64,
-    /// Buckets of each spout's pending RotatingMap; at least 2.
-    pub timeout_buckets: u32,
-    /// How long a graceful shutdown may take before the host stops waiting.
-    pub shutdown_timeout_secs: u64,
-    /// How long building every instance (the plugins' constructors) may take
-    /// before the host gives up on a constructor that blocks.
-    pub startup_timeout_secs: u64,
-    /// Restarts of a panicking component instance allowed within
-    /// `restart_window_secs`; one more stops the topology.
-    pub max_restarts: u32,
-    /// The window over which `max_restarts` is counted.
-    pub restart_window_secs: u64,
-    /// Load plugin libraries even when they, or a folder on their path, are
-    /// writable by group or others (refused by default; see
-    /// docs/operations.md).
-    pub allow_writable_plugins: bool,
-    /// The most memory, in MiB, the topology's queues and pending maps are
-    /// estimated to need (see [`super::limits::estimate_bytes`]); a topology
-    /// estimated above it is refused at validate time.
-    pub memory_budget_mib: u64,
-    /// `receive_buffer_bytes`: the byte budget of each bolt task's receive
-    /// queue (encoded value bytes); 0 = no byte budget, only the tuple count.
-    pub receive_buffer_bytes: u64,
-    /// `http`: where `squall run` serves metrics, the REST API and the live
-    /// page (`--http` overrides it); off when `None`.
-    pub http: Option<std::net::SocketAddr>,
-    /// `[topology.http]`: who may use the endpoint, and how it is served.
-    pub http_options: HttpOptions,
-    /// How long an acker polls its queue when it runs out of messages: the
-    /// `spin_micros` of `[wait.bolt]` (Storm's acker is a bolt), 0 when the
-    /// bolt wait is not progressive. Not a `[topology]` key.
-    pub acker_spin_micros: u64,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            message_timeout_secs: defaults::MESSAGE_TIMEOUT_SECS,
-            enable_message_timeouts: defaults::ENABLE_MESSAGE_TIMEOUTS,
-            max_spout_pending: None,
-            acker_executors: defaults::ACKER_EXECUTORS,
-            spout_recvq_skips: defaults::SPOUT_RECVQ_SKIPS,
-            receive_buffer_size: defaults::RECEIVE_BUFFER_SIZE,
-            producer_batch_size: defaults::PRODUCER_BATCH_SIZE,
-            batch_flush_interval_millis: defaults::BATCH_FLUSH_INTERVAL_MILLIS,
-            timeout_buckets: defaults::TIMEOUT_BUCKETS,
-            shutdown_timeout_secs: defaults::SHUTDOWN_TIMEOUT_SECS,
-            startup_timeout_secs: defaults::STARTUP_TIMEOUT_SECS,
-            max_restarts: defaults::MAX_RESTARTS,
-            restart_window_secs: defaults::RESTART_WINDOW_SECS,
-            allow_writable_plugins: false,
-            memory_budget_mib: super::limits::MEMORY_BUDGET_MIB,
-            receive_buffer_bytes: 0,
-            http: None,
-            http_options: HttpOptions::default(),
-            acker_spin_micros: defaults::BOLT_SPIN_MICROS,
+// The `[topology]` settings: one entry per key, and everything about the
+// key is in its entry (see `setting.rs` for what is generated from it).
+//
+// # Adding a setting
+//
+// Write one entry in `table` below, where it should come in "did you mean"
+// order:
+//
+// ```text
+// /// What it does, for rustdoc (the default and range are added).
+// checkpoint_interval_secs: u64 {
+//     default: 10,
+//     range: 1..=MAX_DURATION_SECS,
+//     // Optional: a check against the other settings, run once every key
+//     // is read and valid; the error is reported at this key's value
+//     // (file:line:col), or at [topology] when it is not written.
+//     check: |s| {
+//         if s.checkpoint_interval_secs < s.message_timeout_secs {
+//             Ok(())
+//         } else {
+//             Err(super::setting::Problem::new(format!(
+//                 "must be shorter than message_timeout_secs ({} s), found {}",
+//                 s.message_timeout_secs, s.checkpoint_interval_secs
+//             )))
+//         }
+//     },
+// }
+// ```
+//
+// That gives the `Settings` field, its default, its type and range check
+// with the diagnostic at the value, its place in the unknown-key
+// suggestions and its cross-check. The type is `u64`, `u32`, `usize`,
+// `Option<u32>` (absent or 0 is `None`) or `bool`; an integer needs a
+// `range` (it does not compile without one), `bool` has none. A bound used
+// by other keys too belongs in `limits.rs`; one of this key alone can be
+// written here. Then add the key's row to the `[topology]` table of
+// docs/topology.md: a unit test (`the_docs_list_every_setting_...`) fails
+// until the row gives the same type, default and range. The defaults must
+// pass every check (a unit test says so too).
+//
+// A key that is not a plain value (`name`, `http`) is read by hand in
+// `settings.rs`; a field that is not a key goes in `read_elsewhere`.
+settings_table! {
+    table {
+        /// Storm `topology.message.timeout.secs` (seed 003): a tracked tree
+        /// not completed within it fails with reason timeout.
+        message_timeout_secs: u64 {
+            default: 30,
+            range: 1..=MAX_DURATION_SECS,
         }
+        /// Storm `topology.enable.message.timeouts` (seed 003).
+        enable_message_timeouts: bool {
+            default: true,
+        }
+        /// Storm `topology.max.spout.pending`, per spout task. `None` =
+        /// unlimited (the key was absent or 0).
+        max_spout_pending: Option<u32> {
+            default: None,
+            range: 0..=MAX_SPOUT_PENDING,
+        }
+        /// Storm `topology.acker.executors` (seed 004; Storm defaults to one
+        /// per worker): the number of acker executors; 0 disables tracking
+        /// (spout tuples are acked on emit).
+        acker_executors: u32 {
+            default: 1,
+            range: 0..=MAX_ACKER_EXECUTORS,
+        }
+        /// Storm `topology.spout.recvq.skips` (seed 000, `conf/defaults.yaml`).
+        spout_recvq_skips: u32 {
+            default: 3,
+            range: 1..=MAX_SPOUT_RECVQ_SKIPS,
+        }
+        /// Storm 2.x `topology.executor.receive.buffer.size`: each bolt
+        /// task's receive queue, in tuples.
+        receive_buffer_size: usize {
+            default: 32768,
+            range: 2..=MAX_RECEIVE_BUFFER_SIZE,
+        }
+        /// `receive_buffer_bytes`: the byte budget of each bolt task's receive
+        /// queue (encoded value bytes); 0 = no byte budget, only the tuple count.
+        receive_buffer_bytes: u64 {
+            default: 0,
+            range: 0..=MAX_RECEIVE_BUFFER_BYTES,
+        }
+        /// Storm `topology.producer.batch.size`. Once read, clamped like Storm
+        /// does to `max(1, min(value, receive_buffer_size / 2))` (see
+        /// `settings.rs`).
+        producer_batch_size: usize {
+            default: 1,
+            range: 1..=MAX_RECEIVE_BUFFER_SIZE,
+        }
+        /// Storm `topology.batch.flush.interval.millis`; 0 = flush only when idle.
+        batch_flush_interval_millis: u64 {
+            default: 1,
+            range: 0..=MAX_MILLIS,
+        }
+        /// Buckets of each spout's pending RotatingMap. Storm hard-codes 2, so
+        /// a tuple times out between T and 2T (seed 003).
+        timeout_buckets: u32 {
+            default: 2,
+            range: 2..=MAX_TIMEOUT_BUCKETS,
+        }
+        /// How long a graceful shutdown may drain before the host stops
+        /// waiting (ours).
+        shutdown_timeout_secs: u64 {
+            default: 10,
+            range: 0..=MAX_LIFECYCLE_SECS,
+        }
+        /// How long building every instance (the plugins' constructors) may take
+        /// before the host gives up on a constructor that blocks.
+        startup_timeout_secs: u64 {
+            default: 30,
+            range: 1..=MAX_LIFECYCLE_SECS,
+        }
+        /// Restarts of a panicking component instance allowed within
+        /// `restart_window_secs`; one more stops the topology (ours).
+        max_restarts: u32 {
+            default: 3,
+            range: 0..=MAX_RESTARTS,
+        }
+        /// The window over which `max_restarts` is counted (ours).
+        restart_window_secs: u64 {
+            default: 60,
+            range: 0..=MAX_DURATION_SECS,
+        }
+        /// Load plugin libraries even when they, or a folder on their path, are
+        /// writable by group or others (refused by default; see
+        /// docs/operations.md).
+        allow_writable_plugins: bool {
+            default: false,
+        }
+        /// The most memory, in MiB, the topology's queues and pending maps are
+        /// estimated to need (see [`super::limits::estimate_bytes`]); a topology
+        /// estimated above it is refused at validate time. 4 GiB by default.
+        memory_budget_mib: u64 {
+            default: 4096,
+            range: 1..=MAX_MEMORY_BUDGET_MIB,
+        }
+    }
+    read_elsewhere {
+        /// `http`: where `squall run` serves metrics, the REST API and the live
+        /// page (`--http` overrides it); off when `None`. Read by hand (an
+        /// address or a table).
+        http: Option<std::net::SocketAddr> = None,
+        /// `[topology.http]`: who may use the endpoint, and how it is served.
+        http_options: HttpOptions = HttpOptions::default(),
+        /// How long an acker polls its queue when it runs out of messages: the
+        /// `spin_micros` of `[wait.bolt]` (Storm's acker is a bolt), 0 when the
+        /// bolt wait is not progressive. Not a `[topology]` key.
+        acker_spin_micros: u64 = defaults::BOLT_SPIN_MICROS,
     }
 }
 
@@ -259,14 +337,14 @@ pub struct ConfigKeyLoc {
     pub kind: &'static str,
 }
 
-/// A `[spouts.NAME]` table.
+/// What a `[spouts.NAME]` and a `[bolts.NAME]` table both declare.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SpoutDecl {
+pub struct ComponentDecl {
     /// The table name; the component id in the topology.
     pub name: String,
     /// Where the name is written.
     pub loc: Loc,
-    /// The spout implementation.
+    /// The implementation.
     pub component: ComponentRef,
     /// Number of instances (tasks); at least 1.
     pub parallelism: u32,
@@ -274,10 +352,18 @@ pub struct SpoutDecl {
     pub config: String,
     /// The `config` table's top-level keys, where they are written.
     pub config_keys: Vec<ConfigKeyLoc>,
+    /// Wait strategy overrides (a spout's `spout` and `backpressure`, a
+    /// bolt's `bolt` and `backpressure`).
+    pub wait: WaitOverrides,
+}
+
+/// A `[spouts.NAME]` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpoutDecl {
+    /// The keys every component has.
+    pub decl: ComponentDecl,
     /// Optional rate limit on this spout's emits.
     pub throttle: Option<ThrottleSpec>,
-    /// Wait strategy overrides (`spout`, `backpressure`).
-    pub wait: WaitOverrides,
     /// Per-spout override of the topology's `max_spout_pending`; `Some(0)` means
     /// unlimited for this spout. See [`SpoutDecl::effective_max_spout_pending`].
     pub max_spout_pending: Option<u32>,
@@ -298,24 +384,12 @@ impl SpoutDecl {
 /// A `[bolts.NAME]` table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BoltDecl {
-    /// The table name; the component id in the topology.
-    pub name: String,
-    /// Where the name is written.
-    pub loc: Loc,
-    /// The bolt implementation.
-    pub component: ComponentRef,
-    /// Number of instances (tasks); at least 1.
-    pub parallelism: u32,
-    /// The `config` table as a TOML document (empty string when absent).
-    pub config: String,
-    /// The `config` table's top-level keys, where they are written.
-    pub config_keys: Vec<ConfigKeyLoc>,
+    /// The keys every component has.
+    pub decl: ComponentDecl,
     /// Subscriptions, in file order; never empty in a valid config.
     pub inputs: Vec<InputDecl>,
     /// Storm `topology.tick.tuple.freq.secs` for this bolt; at least 1.
     pub tick_tuple_freq_secs: Option<u64>,
-    /// Wait strategy overrides (`bolt`, `backpressure`).
-    pub wait: WaitOverrides,
     /// The window of a windowed bolt (`window`, `timestamp_field`, `lag`).
     pub window: Option<super::window::WindowDecl>,
 }

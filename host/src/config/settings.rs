@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::defaults::{self, keys};
+use super::defaults::keys;
 use super::diagnostic::Loc;
 use super::limits;
 use super::model::{PluginDecl, Settings};
@@ -35,7 +35,7 @@ pub(crate) fn read_topology(
     let Some(value) = value else { return out };
     let Some(table) = w.table(value, "\"topology\"") else { return out };
     let section = Section::new(table, value.span(), "[topology]".to_string());
-    section.check_keys(w, keys::TOPOLOGY);
+    section.check_keys(w, &keys::topology());
     if let Some(name) = section.string(w, "name") {
         out.name_loc = w.loc(&name.span());
         if name.get_ref().trim().is_empty() {
@@ -153,106 +153,13 @@ fn sanitized_name(stem: &str) -> String {
     }
 }
 
+/// The settings of the table (see `model.rs`), then the clamp of
+/// `producer_batch_size`.
 fn read_settings(w: &mut Walker<'_>, s: &Section<'_, '_>) -> Settings {
-    use limits::*;
-    let receive_buffer_size = s.usize_in(
-        w,
-        "receive_buffer_size",
-        defaults::RECEIVE_BUFFER_SIZE,
-        2,
-        MAX_RECEIVE_BUFFER_SIZE,
-    );
-    let producer_batch_size = s.usize_in(
-        w,
-        "producer_batch_size",
-        defaults::PRODUCER_BATCH_SIZE,
-        1,
-        MAX_RECEIVE_BUFFER_SIZE,
-    );
-    Settings {
-        message_timeout_secs: s.u64_in(
-            w,
-            "message_timeout_secs",
-            defaults::MESSAGE_TIMEOUT_SECS,
-            1,
-            MAX_DURATION_SECS,
-        ),
-        enable_message_timeouts: s.bool_or(
-            w,
-            "enable_message_timeouts",
-            defaults::ENABLE_MESSAGE_TIMEOUTS,
-        ),
-        max_spout_pending: s
-            .uint(w, "max_spout_pending", 0, u64::from(MAX_SPOUT_PENDING))
-            .and_then(|n| u32::try_from(n).ok())
-            .filter(|&n| n > 0),
-        acker_executors: s.u32_in(
-            w,
-            "acker_executors",
-            defaults::ACKER_EXECUTORS,
-            0,
-            MAX_ACKER_EXECUTORS,
-        ),
-        spout_recvq_skips: s.u32_in(
-            w,
-            "spout_recvq_skips",
-            defaults::SPOUT_RECVQ_SKIPS,
-            1,
-            MAX_SPOUT_RECVQ_SKIPS,
-        ),
-        receive_buffer_size,
-        producer_batch_size: clamp_batch_size(producer_batch_size, receive_buffer_size),
-        batch_flush_interval_millis: s.u64_in(
-            w,
-            "batch_flush_interval_millis",
-            defaults::BATCH_FLUSH_INTERVAL_MILLIS,
-            0,
-            MAX_MILLIS,
-        ),
-        timeout_buckets: s.u32_in(
-            w,
-            "timeout_buckets",
-            defaults::TIMEOUT_BUCKETS,
-            2,
-            MAX_TIMEOUT_BUCKETS,
-        ),
-        shutdown_timeout_secs: s.u64_in(
-            w,
-            "shutdown_timeout_secs",
-            defaults::SHUTDOWN_TIMEOUT_SECS,
-            0,
-            MAX_LIFECYCLE_SECS,
-        ),
-        startup_timeout_secs: s.u64_in(
-            w,
-            "startup_timeout_secs",
-            defaults::STARTUP_TIMEOUT_SECS,
-            1,
-            MAX_LIFECYCLE_SECS,
-        ),
-        max_restarts: s.u32_in(w, "max_restarts", defaults::MAX_RESTARTS, 0, limits::MAX_RESTARTS),
-        restart_window_secs: s.u64_in(
-            w,
-            "restart_window_secs",
-            defaults::RESTART_WINDOW_SECS,
-            0,
-            MAX_DURATION_SECS,
-        ),
-        allow_writable_plugins: s.bool_or(w, "allow_writable_plugins", false),
-        memory_budget_mib: s.u64_in(
-            w,
-            "memory_budget_mib",
-            MEMORY_BUDGET_MIB,
-            1,
-            MAX_MEMORY_BUDGET_MIB,
-        ),
-        receive_buffer_bytes: s.u64_in(w, "receive_buffer_bytes", 0, 0, MAX_RECEIVE_BUFFER_BYTES),
-        // Read by `read_topology`, which reports a bad address at its place.
-        http: None,
-        http_options: Default::default(),
-        // Filled from `[wait.bolt]` once it is read.
-        acker_spin_micros: defaults::BOLT_SPIN_MICROS,
-    }
+    let mut settings = Settings::read_table(w, s);
+    settings.producer_batch_size =
+        clamp_batch_size(settings.producer_batch_size, settings.receive_buffer_size);
+    settings
 }
 
 /// Storm's clamp (`JCQueue`'s producer batch): a batch never exceeds half the

@@ -174,13 +174,13 @@ fn the_wordcount_example_parses_with_every_default_right() {
     );
 
     let [spout] = &config.spouts[..] else { panic!("one spout") };
-    assert_eq!(spout.name, "sentences");
-    assert_eq!(spout.loc, Loc::new(21, 9));
-    assert_eq!(spout.component.alias, "examples");
-    assert_eq!(spout.component.component, "RandomSentenceSpout");
-    assert_eq!(spout.component.loc, Loc::new(22, 13));
-    assert_eq!(spout.parallelism, 1);
-    assert_eq!(spout.config, "seed = 42\n");
+    assert_eq!(spout.decl.name, "sentences");
+    assert_eq!(spout.decl.loc, Loc::new(21, 9));
+    assert_eq!(spout.decl.component.alias, "examples");
+    assert_eq!(spout.decl.component.component, "RandomSentenceSpout");
+    assert_eq!(spout.decl.component.loc, Loc::new(22, 13));
+    assert_eq!(spout.decl.parallelism, 1);
+    assert_eq!(spout.decl.config, "seed = 42\n");
     assert_eq!(
         spout.throttle,
         Some(ThrottleSpec {
@@ -190,17 +190,17 @@ fn the_wordcount_example_parses_with_every_default_right() {
             loc: Loc::new(25, 12),
         })
     );
-    assert_eq!(spout.wait, WaitOverrides::default());
+    assert_eq!(spout.decl.wait, WaitOverrides::default());
     assert_eq!(spout.max_spout_pending, None);
     assert_eq!(spout.effective_max_spout_pending(&config.settings), Some(1000));
 
-    let names: Vec<&str> = config.bolts.iter().map(|b| b.name.as_str()).collect();
+    let names: Vec<&str> = config.bolts.iter().map(|b| b.decl.name.as_str()).collect();
     assert_eq!(names, ["split", "count"], "bolts keep file order");
     let split = &config.bolts[0];
-    assert_eq!(split.parallelism, 2);
-    assert_eq!(split.config, "");
+    assert_eq!(split.decl.parallelism, 2);
+    assert_eq!(split.decl.config, "");
     assert_eq!(split.tick_tuple_freq_secs, None);
-    assert_eq!(split.wait, WaitOverrides::default());
+    assert_eq!(split.decl.wait, WaitOverrides::default());
     assert_eq!(split.inputs.len(), 1);
     assert_eq!(split.inputs[0].from, "sentences");
     assert_eq!(split.inputs[0].stream, "default");
@@ -209,8 +209,8 @@ fn the_wordcount_example_parses_with_every_default_right() {
 
     let count = &config.bolts[1];
     assert_eq!(count.tick_tuple_freq_secs, Some(5));
-    assert_eq!(count.wait.bolt, Some(WaitSpec::Park { park_micros: 100 }));
-    assert_eq!(count.wait.backpressure, None);
+    assert_eq!(count.decl.wait.bolt, Some(WaitSpec::Park { park_micros: 100 }));
+    assert_eq!(count.decl.wait.backpressure, None);
     assert_eq!(count.inputs[0].from, "split");
     assert_eq!(
         count.inputs[0].grouping,
@@ -248,7 +248,10 @@ fn an_empty_topology_section_takes_storm_defaults_and_the_file_stem_as_name() {
     // Backpressure has the bolt's levels and no spin.
     assert_eq!(config.wait.backpressure, crate::config::defaults::backpressure_wait());
     let spout = &config.spouts[0];
-    assert_eq!((spout.parallelism, spout.config.as_str(), spout.throttle.as_ref()), (1, "", None));
+    assert_eq!(
+        (spout.decl.parallelism, spout.decl.config.as_str(), spout.throttle.as_ref()),
+        (1, "", None)
+    );
 }
 
 #[test]
@@ -431,7 +434,7 @@ component = "a::Spout"
 #[test]
 fn a_double_dollar_escapes_interpolation() {
     let text = format!("{BASE}config = {{ price = \"$$5\", literal = \"$${{HOME}}\" }}\n");
-    let config: toml::Table = toml::from_str(&parse_ok(&text).spouts[0].config).unwrap();
+    let config: toml::Table = toml::from_str(&parse_ok(&text).spouts[0].decl.config).unwrap();
     assert_eq!(config["price"].as_str(), Some("$5"));
     assert_eq!(config["literal"].as_str(), Some("${HOME}"));
 }
@@ -471,7 +474,7 @@ fn an_interpolated_value_cannot_inject_toml() {
     let text = format!("{BASE}config = {{ note = \"${{EVIL}}\" }}\n");
     let config = parse_ok(&text);
     assert_eq!(config.settings.acker_executors, 1);
-    let table: toml::Table = toml::from_str(&config.spouts[0].config).unwrap();
+    let table: toml::Table = toml::from_str(&config.spouts[0].decl.config).unwrap();
     assert_eq!(table.len(), 1);
     assert_eq!(table["note"].as_str(), Some("\"\nacker_executors = 0\n"));
 }
@@ -484,7 +487,7 @@ fn the_config_table_round_trips_through_its_toml_string() {
          rows = [{{ id = 1 }}, {{ id = 2 }}]\n"
     );
     let config = parse_ok(&text);
-    let round_tripped: toml::Table = toml::from_str(&config.spouts[0].config).unwrap();
+    let round_tripped: toml::Table = toml::from_str(&config.spouts[0].decl.config).unwrap();
     let expected: toml::Table = toml::from_str(
         "seed = 42\nratio = 0.25\nhex = 255\nname = \"/opt/squall\"\ntags = [\"a\", \"b\"]\n\
          when = 1979-05-27T07:32:00Z\nnested = { deep = { on = true } }\nrows = [{ id = 1 }, { id = 2 }]\n",
@@ -709,7 +712,7 @@ fn wait_strategies_parse_with_situation_defaults_and_plugin_config() {
     assert_eq!(config.wait.backpressure, WaitSpec::Park { park_micros: 100 });
     let spout = &config.spouts[0];
     assert_eq!(
-        spout.wait.spout,
+        spout.decl.wait.spout,
         Some(WaitSpec::Progressive {
             level1_count: 0,
             level2_count: 0,
@@ -718,8 +721,8 @@ fn wait_strategies_parse_with_situation_defaults_and_plugin_config() {
             spin_micros: 0,
         })
     );
-    let Some(WaitSpec::Plugin { component, config, keys }) = &spout.wait.backpressure else {
-        panic!("plugin strategy expected, got {:?}", spout.wait.backpressure)
+    let Some(WaitSpec::Plugin { component, config, keys }) = &spout.decl.wait.backpressure else {
+        panic!("plugin strategy expected, got {:?}", spout.decl.wait.backpressure)
     };
     assert_eq!((component.alias.as_str(), component.component.as_str()), ("ex", "Backoff"));
     let table: toml::Table = toml::from_str(config).unwrap();
@@ -1150,7 +1153,7 @@ mod fuzz {
 
     /// A key: mostly real ones, some near misses and some hostile ones.
     fn key() -> impl Strategy<Value = String> {
-        let known: Vec<&'static str> = defaults::keys::TOPOLOGY
+        let known: Vec<&'static str> = defaults::keys::topology()
             .iter()
             .chain(defaults::keys::SPOUT)
             .chain(defaults::keys::BOLT)
@@ -1294,4 +1297,92 @@ fn thousands_of_unknown_keys_are_listed_up_to_a_cap_with_how_many_more() {
     let more = more.expect("a line says how many more");
     assert!(more.message.contains("9980 more"), "{}", more.message);
     assert_eq!(errors.len(), 21, "{errors}");
+}
+
+/// The `[topology]` table of docs/topology.md, row by row: each cell of
+/// the rows whose first cell is a key in backquotes.
+fn documented_topology_rows() -> Vec<Vec<String>> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/topology.md");
+    let text = std::fs::read_to_string(&path).expect("docs/topology.md");
+    let section = text.split("\n## `[topology]`\n").nth(1).expect("a [topology] section");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().to_string()).collect())
+        .collect()
+}
+
+#[test]
+fn the_docs_list_every_setting_of_the_table_with_its_type_default_and_range() {
+    let rows = documented_topology_rows();
+    for setting in Settings::rows() {
+        let key = format!("`{}`", setting.name);
+        let row = rows.iter().find(|r| r[0] == key);
+        let row = row.unwrap_or_else(|| panic!("docs/topology.md has no row for {key}"));
+        assert_eq!(row[1], setting.kind, "the type of {key}");
+        if let Some(default) = &setting.default {
+            assert!(
+                row[2].starts_with(default.as_str()),
+                "{key}: default {default}, docs {:?}",
+                row[2]
+            );
+        }
+        match setting.range {
+            Some((min, max)) => {
+                let range = format!("{min} … {max}");
+                assert!(row[3].starts_with(&range), "{key}: range {range}, docs {:?}", row[3]);
+            }
+            None => assert_eq!(row[3], "", "{key} has no range"),
+        }
+    }
+    let mut known = defaults::keys::topology();
+    known.sort_unstable();
+    for row in &rows {
+        let key = row[0].trim_matches('`');
+        assert!(known.binary_search(&key).is_ok(), "docs/topology.md documents unknown {key:?}");
+    }
+}
+
+#[test]
+fn the_default_settings_pass_every_cross_check() {
+    for (key, verdict) in Settings::default().check_all() {
+        assert_eq!(verdict, Ok(()), "the default of {key}");
+    }
+}
+
+/// `name` and `http` are read by hand, the others come from the table; all
+/// are known keys, in table order, with suggestions.
+#[test]
+fn every_topology_key_is_known_in_table_order() {
+    assert_eq!(
+        defaults::keys::topology(),
+        [
+            "name",
+            "message_timeout_secs",
+            "enable_message_timeouts",
+            "max_spout_pending",
+            "acker_executors",
+            "spout_recvq_skips",
+            "receive_buffer_size",
+            "receive_buffer_bytes",
+            "producer_batch_size",
+            "batch_flush_interval_millis",
+            "timeout_buckets",
+            "shutdown_timeout_secs",
+            "startup_timeout_secs",
+            "max_restarts",
+            "restart_window_secs",
+            "allow_writable_plugins",
+            "memory_budget_mib",
+            "http",
+        ]
+    );
+    let text = format!("[topology]\nreceive_bufer_bytes = 1\n{BASE}");
+    let errors = parse_str_with_env(&text, Path::new("t.toml"), &|_| None).unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors}");
+    let d = &errors.items[0];
+    assert_eq!(d.loc, Loc::new(2, 1));
+    assert_eq!(d.message, "unknown key \"receive_bufer_bytes\" in [topology]");
+    assert_eq!(d.help.as_deref(), Some("did you mean \"receive_buffer_bytes\"?"));
 }

@@ -32,8 +32,8 @@ pub(crate) fn check_size(w: &mut Walker<'_>, config: &TopologyConfig, budget_loc
     let components = config
         .spouts
         .iter()
-        .map(|s| (s.parallelism, s.loc))
-        .chain(config.bolts.iter().map(|b| (b.parallelism, b.loc)));
+        .map(|s| (s.decl.parallelism, s.decl.loc))
+        .chain(config.bolts.iter().map(|b| (b.decl.parallelism, b.decl.loc)));
     let mut tasks = 0u64;
     for (parallelism, loc) in components {
         let before = tasks;
@@ -56,7 +56,7 @@ pub(crate) fn check_size(w: &mut Walker<'_>, config: &TopologyConfig, budget_loc
                 let per_task = s
                     .effective_max_spout_pending(settings)
                     .map_or(settings.receive_buffer_size as u64, u64::from);
-                u64::from(s.parallelism).saturating_mul(per_task)
+                u64::from(s.decl.parallelism).saturating_mul(per_task)
             })
             .fold(0u64, u64::saturating_add)
     };
@@ -94,11 +94,11 @@ fn check_has_spout(w: &mut Walker<'_>, config: &TopologyConfig) {
 
 /// Spouts and bolts share one namespace: an input's `from` must be unambiguous.
 fn check_unique_names(w: &mut Walker<'_>, config: &TopologyConfig) {
-    let spouts: HashSet<&str> = config.spouts.iter().map(|s| s.name.as_str()).collect();
-    for bolt in config.bolts.iter().filter(|b| spouts.contains(b.name.as_str())) {
-        let message = format!("\"{}\" is declared both as a spout and as a bolt", bolt.name);
+    let spouts: HashSet<&str> = config.spouts.iter().map(|s| s.decl.name.as_str()).collect();
+    for bolt in config.bolts.iter().filter(|b| spouts.contains(b.decl.name.as_str())) {
+        let message = format!("\"{}\" is declared both as a spout and as a bolt", bolt.decl.name);
         let help = "give the bolt or the spout another name".to_string();
-        w.error_at(bolt.loc, message, Some(help));
+        w.error_at(bolt.decl.loc, message, Some(help));
     }
 }
 
@@ -108,8 +108,8 @@ fn check_inputs(w: &mut Walker<'_>, config: &TopologyConfig) {
     let names: Vec<&str> = config
         .spouts
         .iter()
-        .map(|s| s.name.as_str())
-        .chain(config.bolts.iter().map(|b| b.name.as_str()))
+        .map(|s| s.decl.name.as_str())
+        .chain(config.bolts.iter().map(|b| b.decl.name.as_str()))
         .collect();
     for bolt in &config.bolts {
         let mut seen: HashSet<(&str, &str)> = HashSet::new();
@@ -117,14 +117,14 @@ fn check_inputs(w: &mut Walker<'_>, config: &TopologyConfig) {
             if !names.contains(&input.from.as_str()) {
                 let message = format!(
                     "unknown spout or bolt \"{}\" in inputs of bolt \"{}\"",
-                    input.from, bolt.name
+                    input.from, bolt.decl.name
                 );
                 let help = did_you_mean(&input.from, names.iter().copied());
                 w.error_at(input.from_loc, message, help);
             } else if !seen.insert((input.from.as_str(), input.stream.as_str())) {
                 let message = format!(
                     "bolt \"{}\" subscribes to stream \"{}\" of \"{}\" twice",
-                    bolt.name, input.stream, input.from
+                    bolt.decl.name, input.stream, input.from
                 );
                 w.error_at(input.from_loc, message, Some("remove one of the inputs".to_string()));
             }
@@ -137,10 +137,10 @@ fn check_inputs(w: &mut Walker<'_>, config: &TopologyConfig) {
 fn check_cycles(w: &mut Walker<'_>, bolts: &[BoltDecl]) {
     let graph = BoltGraph::new(bolts);
     for bolt in bolts {
-        if let Some(input) = bolt.inputs.iter().find(|i| i.from == bolt.name) {
+        if let Some(input) = bolt.inputs.iter().find(|i| i.from == bolt.decl.name) {
             w.error_at(
                 input.from_loc,
-                format!("bolt \"{}\" subscribes to itself", bolt.name),
+                format!("bolt \"{}\" subscribes to itself", bolt.decl.name),
                 None,
             );
         }
@@ -153,7 +153,7 @@ fn check_cycles(w: &mut Walker<'_>, bolts: &[BoltDecl]) {
         // `[first, …, last, first]`: the input of `first` that names `last` closes it.
         let &[first, .., last, _] = cycle.as_slice() else { continue };
         let Some(loc) = graph.edge_loc(last, first) else { continue };
-        let names: Vec<&str> = cycle.iter().map(|&b| bolts[b].name.as_str()).collect();
+        let names: Vec<&str> = cycle.iter().map(|&b| bolts[b].decl.name.as_str()).collect();
         w.error_at(loc, format!("bolts form a cycle: {}", names.join(" -> ")), None);
     }
 }
@@ -169,7 +169,7 @@ struct BoltGraph {
 impl BoltGraph {
     fn new(bolts: &[BoltDecl]) -> Self {
         let index: HashMap<&str, usize> =
-            bolts.iter().enumerate().map(|(i, b)| (b.name.as_str(), i)).collect();
+            bolts.iter().enumerate().map(|(i, b)| (b.decl.name.as_str(), i)).collect();
         let mut successors = vec![Vec::new(); bolts.len()];
         let mut edge_locs = HashMap::new();
         for (b, bolt) in bolts.iter().enumerate() {

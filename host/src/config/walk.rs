@@ -369,18 +369,6 @@ impl<'v, 'i> Section<'v, 'i> {
             .and_then(|n| u32::try_from(n).ok())
             .unwrap_or(default)
     }
-
-    /// The `usize` under `key` if it lies in `min..=max`, or `default`.
-    pub(crate) fn usize_in(
-        &self,
-        w: &mut Walker<'_>,
-        key: &str,
-        default: usize,
-        min: u64,
-        max: u64,
-    ) -> usize {
-        self.uint(w, key, min, max).and_then(|n| usize::try_from(n).ok()).unwrap_or(default)
-    }
 }
 
 /// The entries of `table` in file order. (toml's map is sorted by key unless its

@@ -198,7 +198,7 @@ pub(crate) fn check_window_timeouts(w: &mut Walker<'_>, config: &TopologyConfig)
             let message = format!(
                 "the window of bolt {:?} holds tuples up to {held} ms (length + slide + lag), \
                  not less than message_timeout_secs ({} s)",
-                bolt.name, settings.message_timeout_secs
+                bolt.decl.name, settings.message_timeout_secs
             );
             let help = format!(
                 "raise topology.message_timeout_secs above {} or shorten the window",
@@ -225,7 +225,7 @@ pub(crate) fn check_count_windows(w: &mut Walker<'_>, config: &TopologyConfig) {
         return;
     }
     let spouts: std::collections::HashMap<&str, &crate::config::model::SpoutDecl> =
-        config.spouts.iter().map(|s| (s.name.as_str(), s)).collect();
+        config.spouts.iter().map(|s| (s.decl.name.as_str(), s)).collect();
     for bolt in &config.bolts {
         let Some(window) = &bolt.window else { continue };
         let WindowSize::Count { length, .. } = window.size else { continue };
@@ -244,15 +244,16 @@ pub(crate) fn check_count_windows(w: &mut Walker<'_>, config: &TopologyConfig) {
                 capped = false;
                 break;
             };
-            in_flight = in_flight
-                .saturating_add(u64::from(per_task).saturating_mul(u64::from(spout.parallelism)));
+            in_flight = in_flight.saturating_add(
+                u64::from(per_task).saturating_mul(u64::from(spout.decl.parallelism)),
+            );
         }
         if capped && length > in_flight {
             let message = format!(
                 "the count window of bolt {:?} holds {length} tuples before it acks any, but its \
                  spouts keep at most {in_flight} trees in flight (max_spout_pending × \
                  parallelism): the window would never fill, and every tree would time out",
-                bolt.name
+                bolt.decl.name
             );
             let help = format!(
                 "raise max_spout_pending to at least {length} in all, or shorten length_count"

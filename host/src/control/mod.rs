@@ -227,6 +227,15 @@ pub enum Control {
     /// Nothing to do: ends a blocking wait so that the task sees a new run
     /// state (see [`RunControl::set_waker`]).
     Wake,
+    /// Checkpoint `n` starts (spouts only): report the position, then send
+    /// the barrier downstream behind everything emitted (see `crate::state`).
+    Barrier(u64),
+    /// Checkpoint `n` is committed: everything emitted before its barrier
+    /// is durable (spouts may acknowledge their broker).
+    Committed(u64),
+    /// Checkpoint `n` was abandoned (bolts): stop aligning on its barrier
+    /// and execute what was held back for it.
+    AbortCheckpoint(u64),
 }
 
 /// New routes for one task (see [`Control::Rewire`]).

@@ -81,6 +81,24 @@ pub struct BoltExecutor {
     retiring: Option<Retire>,
     /// A live swap under way (cold: boxed).
     swap: Option<Box<Swapping>>,
+    /// The tasks that feed this one: a checkpoint's barrier must come from
+    /// each before the stores are read (durable state).
+    upstream: Vec<u32>,
+    /// A checkpoint whose barrier came from some of `upstream` (cold: boxed).
+    align: Option<Box<Align>>,
+    /// Batches held back during an alignment, executed before the queue.
+    released: std::collections::VecDeque<Batch>,
+    /// Barriers of checkpoints up to this one are stale (done or abandoned).
+    settled: u64,
+}
+
+/// A checkpoint barrier that has come from some of the input tasks.
+struct Align {
+    checkpoint: u64,
+    /// The input tasks whose barrier came.
+    seen: Vec<u32>,
+    /// What they sent after it, in order.
+    held: std::collections::VecDeque<Batch>,
 }
 
 /// A bolt's live swap: the machine, and what the executor holds for it.
@@ -120,6 +138,8 @@ pub struct BoltInputs {
     pub queue_bytes: Option<Arc<QueueBytes>>,
     /// A windowed bolt's window state.
     pub window: Option<Box<WindowState>>,
+    /// The task ids that send to this task (checkpoint barriers come from each).
+    pub upstream: Vec<u32>,
 }
 
 impl BoltExecutor {
@@ -140,6 +160,10 @@ impl BoltExecutor {
             start: None,
             retiring: None,
             swap: None,
+            upstream: inputs.upstream,
+            align: None,
+            released: std::collections::VecDeque::new(),
+            settled: 0,
         }
     }
 
@@ -291,7 +315,10 @@ impl BoltExecutor {
     /// A retiring task has left when nothing is queued, nothing is half
     /// executed and nothing waits to be sent (no upstream routes to it now).
     fn left(&self, turn: &Turn) -> bool {
-        self.receive.is_empty() && turn.current.is_none() && !self.core.transfer.has_pending()
+        self.receive.is_empty()
+            && self.released.is_empty()
+            && turn.current.is_none()
+            && !self.core.transfer.has_pending()
     }
 
     /// Sends the state to the reloader, as [`Retire`] asks.
@@ -362,16 +389,30 @@ impl BoltExecutor {
         loop {
             let (batch, mut pos) = match turn.current.take() {
                 Some(current) => current,
-                None => match self.receive.try_recv() {
-                    Ok(batch) => {
-                        turn.stats.add(StatField::Received, batch.len() as u64);
-                        if let Some(budget) = &self.queue_bytes {
-                            budget.release(batch.bytes);
+                None => {
+                    let batch = match self.released.pop_front() {
+                        Some(batch) => batch,
+                        None => match self.receive.try_recv() {
+                            Ok(batch) => {
+                                turn.stats.add(StatField::Received, batch.len() as u64);
+                                if let Some(budget) = &self.queue_bytes {
+                                    budget.release(batch.bytes);
+                                }
+                                batch
+                            }
+                            Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+                        },
+                    };
+                    // One predictable branch per batch when no checkpoint runs.
+                    if batch.barrier != 0 || self.align.is_some() {
+                        match self.checkpoint_gate(turn, name, batch) {
+                            Some(batch) => (batch, 0),
+                            None => continue,
                         }
+                    } else {
                         (batch, 0)
                     }
-                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-                },
+                }
             };
             let component = sources.task_component[batch.source_task.0 as usize] as usize;
             let (component_name, streams) = &sources.components[component];
@@ -429,6 +470,72 @@ impl BoltExecutor {
         turn.stats.add(StatField::BusyNanos, busy);
         turn.histogram.record(busy / consumed / 1000);
         consumed
+    }
+
+    /// A batch met while a checkpoint runs, or a barrier: returns the batch
+    /// when it is to be executed now. A barrier is recorded (and, once it
+    /// has come from every input task, the stores are read and reported and
+    /// the barrier forwarded); a batch from an input task whose barrier came
+    /// is held back until then.
+    #[cold]
+    fn checkpoint_gate(&mut self, turn: &mut Turn, name: &str, batch: Batch) -> Option<Batch> {
+        let source = batch.source_task.0;
+        if batch.barrier == 0 {
+            let align = self.align.as_mut()?;
+            if align.seen.contains(&source) {
+                align.held.push_back(batch);
+                return None;
+            }
+            return Some(batch);
+        }
+        let checkpoint = batch.barrier;
+        if checkpoint <= self.settled {
+            return None; // a barrier of an abandoned checkpoint
+        }
+        if self.align.as_ref().is_some_and(|a| a.checkpoint != checkpoint) {
+            // A newer checkpoint began: the older one was abandoned (its
+            // abort is still on its way).
+            let older = self.align.as_ref().map_or(0, |a| a.checkpoint);
+            self.abandon(older);
+        }
+        let align = self.align.get_or_insert_with(|| {
+            Box::new(Align { checkpoint, seen: Vec::new(), held: Default::default() })
+        });
+        if !align.seen.contains(&source) {
+            align.seen.push(source);
+        }
+        if self.upstream.iter().all(|t| align.seen.contains(t)) {
+            let align = self.align.take().expect("aligning");
+            self.settled = checkpoint;
+            let part = match self.bolt.checkpoint(checkpoint).into_result() {
+                Ok(deltas) => Ok(deltas.into_vec()),
+                Err(e) => {
+                    let e = format!("checkpoint: {e}");
+                    count_error(&mut turn.stats, &self.core.shared, name, &e);
+                    Err(e)
+                }
+            };
+            self.core.report(checkpoint, crate::state::Part::Bolt(part));
+            self.core.transfer.barrier(checkpoint, &mut turn.stats);
+            // What was held back goes before anything still queued.
+            for held in align.held.into_iter().rev() {
+                self.released.push_front(held);
+            }
+        }
+        None
+    }
+
+    /// Stops aligning on `checkpoint` (abandoned): what was held back is
+    /// executed, and its late barriers are ignored.
+    #[cold]
+    fn abandon(&mut self, checkpoint: u64) {
+        self.settled = self.settled.max(checkpoint);
+        if self.align.as_ref().is_some_and(|a| a.checkpoint <= checkpoint) {
+            let align = self.align.take().expect("aligning");
+            for held in align.held.into_iter().rev() {
+                self.released.push_front(held);
+            }
+        }
     }
 
     /// Hands an executed batch back to its producer, so its buffers are
@@ -559,6 +666,15 @@ impl BoltExecutor {
                     }
                 }
                 Ok(Control::Retire(retire)) => self.retiring = Some(retire),
+                // Barriers reach bolts on their data queues.
+                Ok(Control::Barrier(_)) => {}
+                Ok(Control::Committed(checkpoint)) => {
+                    if let Err(e) = self.bolt.committed(checkpoint).into_result() {
+                        let e = format!("committed: {e}");
+                        count_error(&mut turn.stats, &self.core.shared, name, &e);
+                    }
+                }
+                Ok(Control::AbortCheckpoint(checkpoint)) => self.abandon(checkpoint),
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return ticks,
             }
         }

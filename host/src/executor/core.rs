@@ -51,6 +51,9 @@ pub struct TaskCore {
     /// Set when a panic was not followed by a rebuild (restart limit): the
     /// instance is never called again.
     pub poisoned: bool,
+    /// Where the task reports its part of each checkpoint (durable state;
+    /// `None`: the topology has no `[state]`).
+    pub checkpoints: Option<crossbeam_channel::Sender<crate::state::Report>>,
 }
 
 /// The waits of one task: its main strategy (spout or bolt wait) and its
@@ -58,6 +61,13 @@ pub struct TaskCore {
 pub type Waits = (WaitStrategy, WaitStrategy);
 
 impl TaskCore {
+    /// Reports this task's part of checkpoint `checkpoint`.
+    pub fn report(&self, checkpoint: u64, part: crate::state::Part) {
+        if let Some(to) = &self.checkpoints {
+            let _ = to.send(crate::state::Report { checkpoint, task: self.name.task.0, part });
+        }
+    }
+
     /// A task core; `poisoned` starts false.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -87,6 +97,7 @@ impl TaskCore {
             run,
             restarts,
             poisoned: false,
+            checkpoints: None,
         }
     }
 

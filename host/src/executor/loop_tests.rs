@@ -414,6 +414,7 @@ fn bolt_rig(downstream_capacity: usize, recorder: &Recorder, run: Arc<RunControl
         throttles: Vec::new(),
         recycle: Vec::new(),
         queue_bytes: None,
+        upstream: Vec::new(),
     };
     let executor =
         BoltExecutor::new(core, BoltObj::V1(DynBolt_TO::from_value(EchoBolt, TD_Opaque)), inputs);
@@ -803,4 +804,95 @@ fn a_spout_swap_that_is_not_committed_reactivates_the_old_instance() {
         "{events:?}"
     );
     assert!(!events.contains(&"new:activate".to_owned()), "{events:?}");
+}
+
+/// A bolt (task 1) fed by tasks 0 and 2, with its checkpoint reports, run
+/// on its own thread until `until` batches went downstream.
+fn aligned_bolt_run(
+    script: Vec<(u32, Option<i64>, u64)>,
+    abort: Option<u64>,
+    until: usize,
+) -> (Vec<String>, Vec<crate::state::Report>) {
+    let run = Arc::new(RunControl::default());
+    let (input, receive) = bounded(64);
+    let (queue, downstream) = bounded(64);
+    let (to_bolt, control) = unbounded();
+    let stats = Arc::new(TaskStats::default());
+    let sources = SourceTable {
+        task_component: vec![0, 1, 0],
+        components: vec![
+            ("src".into(), vec![("default".into(), vec![RString::from("v")])]),
+            ("me".into(), vec![("default".into(), vec![RString::from("v")])]),
+        ],
+    };
+    let recorder = Recorder::new(|_, _, _| {});
+    let waits = (recorder.strategy(BOLT), recorder.strategy(BP));
+    let mut core =
+        core(Kind::Bolt, 1, transfer(1, 3, queue, vec![]), control, waits, &stats, run.clone());
+    let (reports_tx, reports) = unbounded();
+    core.checkpoints = Some(reports_tx);
+    let inputs = BoltInputs {
+        window: None,
+        auto_ack: true,
+        receive,
+        sources: Arc::new(sources),
+        edge_throttle: Vec::new(),
+        throttles: Vec::new(),
+        recycle: Vec::new(),
+        queue_bytes: None,
+        upstream: vec![0, 2],
+    };
+    let executor =
+        BoltExecutor::new(core, BoltObj::V1(DynBolt_TO::from_value(EchoBolt, TD_Opaque)), inputs);
+    for (source, value, barrier) in script {
+        let batch = match value {
+            Some(v) => {
+                let mut b = Batch::with_capacity(TaskId(source), 1);
+                b.push(0, &[Value::I64(v)], &[]);
+                b
+            }
+            None => Batch::barrier(TaskId(source), barrier),
+        };
+        input.send(batch).unwrap();
+    }
+    if let Some(n) = abort {
+        to_bolt.send(Control::AbortCheckpoint(n)).unwrap();
+    }
+    let thread = std::thread::spawn(move || executor.run());
+    let mut seen = Vec::new();
+    while seen.len() < until {
+        let b = downstream.recv_timeout(Duration::from_secs(10)).expect("downstream batch");
+        seen.push(match b.barrier {
+            0 => format!("{:?}", b.tuple(0).1[0]),
+            n => format!("barrier {n}"),
+        });
+    }
+    run.advance(RunState::Stopping);
+    thread.join().unwrap();
+    (seen, reports.try_iter().collect())
+}
+
+#[test]
+fn a_bolt_holds_back_what_an_input_sends_after_its_barrier_until_every_input_sent_it() {
+    // Task 0: 1, barrier, 2. Task 2: 3, barrier. The bolt executes 1 and 3
+    // (both before their sources' barriers), holds 2 back, reports once the
+    // barrier came from both, forwards it, then executes 2.
+    let script =
+        vec![(0, Some(1), 0), (0, None, 1), (0, Some(2), 0), (2, Some(3), 0), (2, None, 1)];
+    let (seen, reports) = aligned_bolt_run(script, None, 4);
+    assert_eq!(seen, ["I64(1)", "I64(3)", "barrier 1", "I64(2)"]);
+    assert_eq!(reports.len(), 1);
+    assert_eq!((reports[0].checkpoint, reports[0].task), (1, 1));
+    assert!(matches!(&reports[0].part, crate::state::Part::Bolt(Ok(d)) if d.is_empty()));
+}
+
+#[test]
+fn an_abandoned_checkpoint_releases_what_was_held_and_ignores_its_late_barriers() {
+    // Task 0 sent its barrier and then 2; task 2's barrier comes only after
+    // the abort: 2 is executed, and no barrier is forwarded or reported.
+    let script = vec![(0, None, 1), (0, Some(2), 0), (2, Some(3), 0)];
+    let (seen, reports) = aligned_bolt_run(script, Some(1), 2);
+    assert_eq!(seen.len(), 2);
+    assert!(seen.contains(&"I64(2)".to_owned()) && seen.contains(&"I64(3)".to_owned()), "{seen:?}");
+    assert!(reports.is_empty(), "{reports:?}");
 }

@@ -584,7 +584,39 @@ impl SpoutExecutor {
             }
             // Spouts are not retired live (a reload refuses that).
             Control::Retire(_) => 0,
+            Control::Barrier(checkpoint) => {
+                self.barrier(turn, name, checkpoint);
+                1
+            }
+            Control::Committed(checkpoint) => {
+                if let Err(e) = self.spout.committed(checkpoint).into_result() {
+                    count_error(
+                        &mut turn.stats,
+                        &self.core.shared,
+                        name,
+                        &format!("committed: {e}"),
+                    );
+                }
+                0
+            }
+            Control::AbortCheckpoint(_) => 0,
         }
+    }
+
+    /// Checkpoint `checkpoint`'s barrier: the position covering everything
+    /// emitted so far goes to the coordinator, and the barrier downstream
+    /// behind those tuples.
+    #[cold]
+    fn barrier(&mut self, turn: &mut Turn, name: &str, checkpoint: u64) {
+        let position = match self.spout.checkpoint(checkpoint).into_result() {
+            Ok(position) => Ok(position.into_option()),
+            Err(e) => {
+                count_error(&mut turn.stats, &self.core.shared, name, &format!("checkpoint: {e}"));
+                Err(e.to_string())
+            }
+        };
+        self.core.transfer.barrier(checkpoint, &mut turn.stats);
+        self.core.report(checkpoint, crate::state::Part::Spout(position));
     }
 
     fn ack(

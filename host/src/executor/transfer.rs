@@ -610,6 +610,30 @@ impl Transfer {
         }
     }
 
+    /// Sends everything batched, then the barrier of checkpoint `checkpoint`
+    /// to every task this one feeds, behind it (in order with whatever is
+    /// still pending for a full queue).
+    pub fn barrier(&mut self, checkpoint: u64, stats: &mut LocalStats) {
+        self.flush_all(stats);
+        let mut targets: Vec<u32> = self
+            .streams
+            .iter()
+            .flat_map(|s| s.routers.iter())
+            .flat_map(|r| r.tasks())
+            .copied()
+            .collect();
+        targets.sort_unstable();
+        targets.dedup();
+        for target in targets {
+            let batch = Batch::barrier(self.task, checkpoint);
+            if !self.pending.is_empty() {
+                self.pending.push_back((target, batch));
+            } else if let Some(batch) = self.try_send(target, batch, stats) {
+                self.pending.push_back((target, batch));
+            }
+        }
+    }
+
     /// Queues a message for the acker that owns `root`.
     #[inline]
     pub fn to_acker(&mut self, root: RootId, msg: AckerMsg) {

@@ -125,6 +125,7 @@ pub fn topology(handle: &TopologyHandle, history: &History) -> Answer {
         "reloads": handle.reloads().0,
         "failed_reloads": handle.reloads().1,
         "partial_reloads": handle.partial_reloads(),
+        "durable_state": durable_state(handle),
         "error": handle.fatal().map(|e| e.to_string()),
         "windows": WINDOWS.iter().map(|w| w.0).collect::<Vec<_>>(),
         "components": components,
@@ -352,4 +353,28 @@ fn connectors_down(handle: &TopologyHandle) -> Vec<Json> {
         }
     }
     down
+}
+
+/// Durable state's figures (`null` for a topology without `[state]`).
+pub(crate) fn durable_state(handle: &TopologyHandle) -> serde_json::Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    let Some(d) = handle.durable() else { return serde_json::Value::Null };
+    let s = &d.stats;
+    let ms = |micros: u64| micros as f64 / 1e3;
+    json!({
+        "backend": d.backend,
+        "namespace": d.namespace,
+        "last_committed": s.last_committed.load(Relaxed),
+        "committed": s.committed.load(Relaxed),
+        "failed": s.failed.load(Relaxed),
+        "aborted": s.aborted.load(Relaxed),
+        "last_duration_ms": ms(s.last_micros.load(Relaxed)),
+        "last_records": s.last_records.load(Relaxed),
+        "last_bytes": s.last_bytes.load(Relaxed),
+        "duration_p50_ms": s.duration_quantile(0.5).map(ms),
+        "duration_p99_ms": s.duration_quantile(0.99).map(ms),
+        "restored_records": s.restored_records.load(Relaxed),
+        "restore_secs": s.restore_micros.load(Relaxed) as f64 / 1e6,
+        "last_error": s.last_error.lock().ok().and_then(|e| e.clone()),
+    })
 }

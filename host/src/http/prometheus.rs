@@ -166,6 +166,23 @@ pub fn render(handle: &TopologyHandle) -> String {
     );
     let partial = handle.partial_reloads();
     let _ = writeln!(out, "squall_reload_partial_total{{{topology_label}}} {partial}");
+    if let Some(d) = handle.durable() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let s = &d.stats;
+        let figures: [(&str, &str, &str, f64); 7] = [
+            ("squall_checkpoint_last_committed", "gauge", "The last committed checkpoint (0: none yet).", s.last_committed.load(Relaxed) as f64),
+            ("squall_checkpoints_total", "counter", "Checkpoints committed by this process.", s.committed.load(Relaxed) as f64),
+            ("squall_checkpoint_failures_total", "counter", "Commits the state backend refused (their writes are retried with the next checkpoint).", s.failed.load(Relaxed) as f64),
+            ("squall_checkpoints_aborted_total", "counter", "Checkpoints abandoned (a task did not report in time, or could not read its stores).", s.aborted.load(Relaxed) as f64),
+            ("squall_checkpoint_duration_seconds", "gauge", "The last committed checkpoint's duration, barrier to commit.", s.last_micros.load(Relaxed) as f64 / 1e6),
+            ("squall_checkpoint_bytes", "gauge", "Bytes (keys and values) the last commit wrote.", s.last_bytes.load(Relaxed) as f64),
+            ("squall_state_restore_seconds", "gauge", "How long the restore at start took.", s.restore_micros.load(Relaxed) as f64 / 1e6),
+        ];
+        for (name, kind, help, value) in figures {
+            header(&mut out, name, kind, help);
+            let _ = writeln!(out, "{name}{{{topology_label}}} {value}");
+        }
+    }
     header(&mut out, "squall_failed_total", "counter", "Failures, by reason.");
     for (labels, stats, _, _) in &tasks {
         for (reason, field) in REASONS {

@@ -12,8 +12,8 @@ use abi_stable::std_types::RVec;
 use libloading::os::unix::{Library as UnixLibrary, RTLD_LOCAL, RTLD_NOW};
 use sha2::{Digest, Sha256};
 use squall_plugin_api::abi::{
-    lib_header, v1_0, Catalogue, ComponentDescriptor, ComponentExt, ComponentKind, HostBox,
-    PResult, PanicStrategy, PluginRoot_Ref, PluginSource, CONTRACT_VERSION,
+    lib_header, v1_0, v1_1, Catalogue, ComponentDescriptor, ComponentExt, ComponentExt12,
+    ComponentKind, HostBox, PResult, PanicStrategy, PluginRoot_Ref, PluginSource, CONTRACT_VERSION,
 };
 
 use super::copy::{self, CopyError};
@@ -32,6 +32,9 @@ pub struct Library {
     pub catalogue: Catalogue,
     /// Contract 1.1: how it describes its components (empty for a 1.0 library).
     pub extensions: Vec<ComponentExt>,
+    /// Contract 1.2: the components built through contract 1.2 (empty for a
+    /// 1.0 or 1.1 library).
+    pub extensions_12: Vec<ComponentExt12>,
     /// The SHA-256 (64 lowercase hex digits) of the bytes loaded, or
     /// [`IN_PROCESS_DIGEST`] for a library linked into this process.
     pub digest: String,
@@ -46,6 +49,11 @@ impl Library {
     /// The 1.1 description of the component called `name` of kind `kind`.
     pub fn extension(&self, name: &str, kind: ComponentKind) -> Option<&ComponentExt> {
         self.extensions.iter().find(|c| c.name.as_str() == name && c.kind == kind)
+    }
+
+    /// The 1.2 description of the component called `name` of kind `kind`.
+    pub fn extension_12(&self, name: &str, kind: ComponentKind) -> Option<&ComponentExt12> {
+        self.extensions_12.iter().find(|c| c.name.as_str() == name && c.kind == kind)
     }
 }
 
@@ -270,6 +278,7 @@ pub fn load_in_process<P: PluginSource>(alias: &str) -> Result<Library, LoadErro
         attach_host: root.attach_host(),
         panic_strategy: root.panic_strategy(),
         extensions: root.extensions(),
+        extensions_12: root.extensions_1_2(),
         mismatch_1_1: None,
     };
     read_root(alias, path, root, IN_PROCESS_DIGEST.to_owned())
@@ -324,12 +333,21 @@ fn read_root(alias: &str, path: &Path, root: Root, digest: String) -> Result<Lib
         })?,
         None => Default::default(),
     };
+    let extensions_12 = match root.extensions_12 {
+        Some(extensions) => extensions().into_result().map_err(|e| LoadError::Catalogue {
+            alias: alias_s.clone(),
+            path: path_b.clone(),
+            detail: e.to_string(),
+        })?,
+        None => Default::default(),
+    };
     tracing::debug!(alias, path = %path.display(), plugin = %catalogue.plugin, version = %catalogue.version, "loaded plugin");
     Ok(Library {
         alias: alias_s,
         path: path_b,
         catalogue,
         extensions: extensions.into_vec(),
+        extensions_12: extensions_12.into_vec(),
         digest,
     })
 }
@@ -502,6 +520,8 @@ pub(super) struct Root {
     panic_strategy: Option<PanicStrategy>,
     /// Contract 1.1 and later.
     extensions: Option<extern "C" fn() -> PResult<RVec<ComponentExt>>>,
+    /// Contract 1.2 and later.
+    extensions_12: Option<extern "C" fn() -> PResult<RVec<ComponentExt12>>>,
     /// Why the 1.1 root module did not match, when the library loads
     /// through its 1.0 descriptors.
     mismatch_1_1: Option<String>,
@@ -549,12 +569,24 @@ fn open_root(alias: &str, path: &Path, copy: &Path) -> Result<Root, LoadError> {
     // host's 1.1 root module. So check the newest shape first, then the 1.0
     // shape, which every 1.x library has; a library that fails both is
     // reported against the 1.0 shape, the one every squall plugin shares.
-    match header.init_root_module::<PluginRoot_Ref>() {
+    // The same holds between 1.1 and 1.2: newest shape, then 1.1, then 1.0.
+    if let Ok(root) = header.init_root_module::<PluginRoot_Ref>() {
+        return Ok(Root {
+            catalogue: root.catalogue(),
+            attach_host: root.attach_host(),
+            panic_strategy: root.panic_strategy(),
+            extensions: root.extensions(),
+            extensions_12: root.extensions_1_2(),
+            mismatch_1_1: None,
+        });
+    }
+    match header.init_root_module::<v1_1::PluginRoot_Ref>() {
         Ok(root) => Ok(Root {
             catalogue: root.catalogue(),
             attach_host: root.attach_host(),
             panic_strategy: root.panic_strategy(),
             extensions: root.extensions(),
+            extensions_12: None,
             mismatch_1_1: None,
         }),
         Err(newest) => match header.init_root_module::<v1_0::PluginRoot_Ref>() {
@@ -563,6 +595,7 @@ fn open_root(alias: &str, path: &Path, copy: &Path) -> Result<Root, LoadError> {
                 attach_host: None,
                 panic_strategy: None,
                 extensions: None,
+                extensions_12: None,
                 mismatch_1_1: Some(condense(&newest)),
             }),
             Err(e) => Err(incompatible(e)),

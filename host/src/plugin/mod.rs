@@ -27,4 +27,6 @@ pub use loader::{
     load_in_process, load_library, load_library_in, load_library_with, Library, LoadOptions,
     ALLOW_WRITABLE_ENV, IN_PROCESS_DIGEST, IN_PROCESS_PATH,
 };
-pub use object::{BoltObj, Constructor, ExtConstructor, Factory, Instance, SpoutObj};
+pub use object::{
+    BoltObj, Constructor, Constructor12, ExtConstructor, Factory, Instance, SpoutObj,
+};

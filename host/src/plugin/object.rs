@@ -7,9 +7,9 @@
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{ROption, RResult};
 use squall_plugin_api::abi::{
-    BoltBox, BoltExtBox, ComponentBox, ComponentExtBox, Output, OutputMut, Output_TO, PResult,
-    SpoutBox, SpoutExtBox, SpoutOutput, SpoutOutput_TO, State, TaskContext, TaskExt, WakerBox,
-    WindowView,
+    Bolt12Box, BoltBox, BoltExtBox, ComponentBox, ComponentBox12, ComponentExtBox, Output,
+    OutputMut, Output_TO, PResult, Spout12Box, SpoutBox, SpoutExtBox, SpoutOutput, SpoutOutput_TO,
+    State, StoreDelta, TaskContext, TaskExt, WakerBox, WindowView,
 };
 use squall_plugin_api::{ErrorKind, MessageId, PluginError, Tuple};
 
@@ -20,6 +20,9 @@ pub type Constructor = extern "C" fn(abi_stable::std_types::RStr<'_>) -> PResult
 pub type ExtConstructor =
     extern "C" fn(abi_stable::std_types::RStr<'_>) -> PResult<ComponentExtBox>;
 
+/// A 1.2 constructor (see [`squall_plugin_api::abi::ComponentExt12::new`]).
+pub type Constructor12 = extern "C" fn(abi_stable::std_types::RStr<'_>) -> PResult<ComponentBox12>;
+
 /// How a component's instances are built.
 #[derive(Debug, Clone, Copy)]
 pub enum Factory {
@@ -27,6 +30,8 @@ pub enum Factory {
     V1(Constructor),
     /// Through the 1.1 descriptor.
     Ext(ExtConstructor),
+    /// Through the 1.2 descriptor.
+    V12(Constructor12),
 }
 
 /// A freshly built spout or bolt.
@@ -58,6 +63,11 @@ impl Factory {
                 ComponentExtBox::Bolt(b) => Instance::Bolt(BoltObj::Ext(b)),
                 ComponentExtBox::Grouping(_) => Instance::Other,
             }),
+            Factory::V12(new) => new(config.into()).into_result().map(|built| match built {
+                ComponentBox12::Spout(s) => Instance::Spout(SpoutObj::V12(s)),
+                ComponentBox12::Bolt(b) => Instance::Bolt(BoltObj::V12(b)),
+                ComponentBox12::StateBackend(_) => Instance::Other,
+            }),
         }
     }
 }
@@ -75,6 +85,8 @@ pub enum SpoutObj {
     V1(SpoutBox),
     /// Built through contract 1.1.
     Ext(SpoutExtBox),
+    /// Built through contract 1.2.
+    V12(Spout12Box),
 }
 
 impl std::fmt::Debug for SpoutObj {
@@ -82,6 +94,7 @@ impl std::fmt::Debug for SpoutObj {
         f.write_str(match self {
             SpoutObj::V1(_) => "SpoutObj::V1",
             SpoutObj::Ext(_) => "SpoutObj::Ext",
+            SpoutObj::V12(_) => "SpoutObj::Ext",
         })
     }
 }
@@ -97,6 +110,7 @@ impl SpoutObj {
         match self {
             SpoutObj::V1(s) => s.open(context).map(|()| false),
             SpoutObj::Ext(s) => s.open(context, ext, waker.clone()),
+            SpoutObj::V12(s) => s.open(context, ext, waker.clone()),
         }
     }
 
@@ -105,6 +119,7 @@ impl SpoutObj {
         match self {
             SpoutObj::V1(s) => s.activate(),
             SpoutObj::Ext(s) => s.activate(),
+            SpoutObj::V12(s) => s.activate(),
         }
     }
 
@@ -113,6 +128,7 @@ impl SpoutObj {
         match self {
             SpoutObj::V1(s) => s.deactivate(),
             SpoutObj::Ext(s) => s.deactivate(),
+            SpoutObj::V12(s) => s.deactivate(),
         }
     }
 
@@ -123,6 +139,7 @@ impl SpoutObj {
         match self {
             SpoutObj::V1(s) => s.next_tuple(Output_TO::from_ptr(output, TD_Opaque)),
             SpoutObj::Ext(s) => s.next_tuple(SpoutOutput_TO::from_ptr(output, TD_Opaque)),
+            SpoutObj::V12(s) => s.next_tuple(SpoutOutput_TO::from_ptr(output, TD_Opaque)),
         }
     }
 
@@ -132,6 +149,7 @@ impl SpoutObj {
         match self {
             SpoutObj::V1(s) => s.ack(id),
             SpoutObj::Ext(s) => s.ack(id),
+            SpoutObj::V12(s) => s.ack(id),
         }
     }
 
@@ -140,6 +158,7 @@ impl SpoutObj {
         match self {
             SpoutObj::V1(s) => s.fail(id),
             SpoutObj::Ext(s) => s.fail(id),
+            SpoutObj::V12(s) => s.fail(id),
         }
     }
 
@@ -148,6 +167,7 @@ impl SpoutObj {
         match self {
             SpoutObj::V1(s) => s.close(),
             SpoutObj::Ext(s) => s.close(),
+            SpoutObj::V12(s) => s.close(),
         }
     }
 
@@ -156,12 +176,13 @@ impl SpoutObj {
         match self {
             SpoutObj::V1(_) => RResult::ROk(ROption::RNone),
             SpoutObj::Ext(s) => s.save_state(),
+            SpoutObj::V12(s) => s.save_state(),
         }
     }
 
     /// True when it can take over state (built against contract 1.1).
     pub fn takes_state(&self) -> bool {
-        matches!(self, SpoutObj::Ext(_))
+        matches!(self, SpoutObj::Ext(_) | SpoutObj::V12(_))
     }
 
     /// Takes over a predecessor's state (a 1.0 spout refuses any).
@@ -169,6 +190,37 @@ impl SpoutObj {
         match self {
             SpoutObj::V1(_) => no_state(&state),
             SpoutObj::Ext(s) => s.restore_state(state),
+            SpoutObj::V12(s) => s.restore_state(state),
+        }
+    }
+}
+
+impl SpoutObj {
+    /// A checkpoint barrier: the spout's position (contract 1.2 spouts;
+    /// `None` for the others, which keep none).
+    pub fn checkpoint(&mut self, checkpoint: u64) -> PResult<ROption<State>> {
+        match self {
+            SpoutObj::V12(s) => s.checkpoint(checkpoint),
+            _ => RResult::ROk(ROption::RNone),
+        }
+    }
+
+    /// Checkpoint `checkpoint` committed (contract 1.2 spouts).
+    pub fn committed(&mut self, checkpoint: u64) -> PResult<()> {
+        match self {
+            SpoutObj::V12(s) => s.committed(checkpoint),
+            _ => RResult::ROk(()),
+        }
+    }
+
+    /// Takes back a committed position, before `open` (contract 1.2 spouts).
+    pub fn restore_checkpoint(&mut self, position: State) -> PResult<()> {
+        match self {
+            SpoutObj::V12(s) => s.restore_checkpoint(position),
+            _ => RResult::RErr(PluginError::new(
+                ErrorKind::RUNTIME,
+                "built before contract 1.2, it keeps no checkpoint position",
+            )),
         }
     }
 }
@@ -179,6 +231,8 @@ pub enum BoltObj {
     V1(BoltBox),
     /// Built through contract 1.1.
     Ext(BoltExtBox),
+    /// Built through contract 1.2.
+    V12(Bolt12Box),
 }
 
 impl std::fmt::Debug for BoltObj {
@@ -186,6 +240,7 @@ impl std::fmt::Debug for BoltObj {
         f.write_str(match self {
             BoltObj::V1(_) => "BoltObj::V1",
             BoltObj::Ext(_) => "BoltObj::Ext",
+            BoltObj::V12(_) => "BoltObj::Ext",
         })
     }
 }
@@ -196,6 +251,7 @@ impl BoltObj {
         match self {
             BoltObj::V1(b) => b.prepare(context),
             BoltObj::Ext(b) => b.prepare(context, ext),
+            BoltObj::V12(b) => b.prepare(context, ext),
         }
     }
 
@@ -205,6 +261,7 @@ impl BoltObj {
         match self {
             BoltObj::V1(b) => b.execute(input, output),
             BoltObj::Ext(b) => b.execute(input, output),
+            BoltObj::V12(b) => b.execute(input, output),
         }
     }
 
@@ -213,6 +270,7 @@ impl BoltObj {
         match self {
             BoltObj::V1(b) => b.cleanup(),
             BoltObj::Ext(b) => b.cleanup(),
+            BoltObj::V12(b) => b.cleanup(),
         }
     }
 
@@ -228,6 +286,7 @@ impl BoltObj {
                 "a contract 1.0 bolt cannot take windows",
             )),
             BoltObj::Ext(b) => b.execute_window(window, output),
+            BoltObj::V12(b) => b.execute_window(window, output),
         }
     }
 
@@ -236,12 +295,13 @@ impl BoltObj {
         match self {
             BoltObj::V1(_) => RResult::ROk(ROption::RNone),
             BoltObj::Ext(b) => b.save_state(),
+            BoltObj::V12(b) => b.save_state(),
         }
     }
 
     /// True when it can take over state (built against contract 1.1).
     pub fn takes_state(&self) -> bool {
-        matches!(self, BoltObj::Ext(_))
+        matches!(self, BoltObj::Ext(_) | BoltObj::V12(_))
     }
 
     /// Takes over a predecessor's state (a 1.0 bolt refuses any).
@@ -249,6 +309,44 @@ impl BoltObj {
         match self {
             BoltObj::V1(_) => no_state(&state),
             BoltObj::Ext(b) => b.restore_state(state),
+            BoltObj::V12(b) => b.restore_state(state),
+        }
+    }
+}
+
+impl BoltObj {
+    /// A checkpoint: what its stores changed (empty for bolts built before
+    /// contract 1.2, which keep none).
+    pub fn checkpoint(
+        &mut self,
+        checkpoint: u64,
+    ) -> PResult<abi_stable::std_types::RVec<StoreDelta>> {
+        match self {
+            BoltObj::V12(b) => b.checkpoint(checkpoint),
+            _ => RResult::ROk(abi_stable::std_types::RVec::new()),
+        }
+    }
+
+    /// Checkpoint `checkpoint` committed (contract 1.2 bolts).
+    pub fn committed(&mut self, checkpoint: u64) -> PResult<()> {
+        match self {
+            BoltObj::V12(b) => b.committed(checkpoint),
+            _ => RResult::ROk(()),
+        }
+    }
+
+    /// Takes back a checkpoint's stores, before `prepare`.
+    pub fn restore_stores(
+        &mut self,
+        stores: abi_stable::std_types::RVec<StoreDelta>,
+    ) -> PResult<()> {
+        match self {
+            BoltObj::V12(b) => b.restore_stores(stores),
+            _ if stores.is_empty() => RResult::ROk(()),
+            _ => RResult::RErr(PluginError::new(
+                ErrorKind::RUNTIME,
+                "built before contract 1.2, it keeps no durable stores",
+            )),
         }
     }
 }

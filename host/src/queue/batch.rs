@@ -24,6 +24,10 @@ pub struct Batch {
     /// Encoded bytes of the values, counted only when the target queue has
     /// a byte budget (`receive_buffer_bytes`).
     pub bytes: u64,
+    /// Non-zero for a checkpoint barrier (durable state): the checkpoint's
+    /// number. A barrier batch carries no tuple; everything its producer
+    /// sent before it belongs to that checkpoint.
+    pub barrier: u64,
 }
 
 /// The byte budget of one receive queue (`receive_buffer_bytes`): producers
@@ -114,7 +118,13 @@ impl Batch {
             values: Vec::with_capacity(capacity),
             ids: Vec::new(),
             bytes: 0,
+            barrier: 0,
         }
+    }
+
+    /// The barrier of checkpoint `checkpoint` from `source_task`.
+    pub fn barrier(source_task: TaskId, checkpoint: u64) -> Self {
+        Self { barrier: checkpoint, ..Self::with_capacity(source_task, 0) }
     }
 
     /// Appends one tuple.
@@ -166,6 +176,7 @@ impl Batch {
         self.values.clear();
         self.ids.clear();
         self.bytes = 0;
+        self.barrier = 0;
     }
 
     /// The number of tuples.

@@ -48,6 +48,23 @@ struct Shared {
     reloader: OnceLock<Sender<ReloadRequest>>,
     /// Threads started by live reloads (new tasks), joined at stop.
     late_threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Held by each checkpoint and by each live reload: they never overlap.
+    checkpoint_gate: Arc<Mutex<()>>,
+    /// Durable state's figures (`[state]` topologies).
+    checkpoints: OnceLock<Durable>,
+}
+
+/// A durable topology's checkpoint figures and its last-checkpoint request.
+#[derive(Debug)]
+pub struct Durable {
+    /// The coordinator's counters.
+    pub stats: Arc<crate::state::CheckpointStats>,
+    /// The backend's name (`memory` or `alias::Name`).
+    pub backend: String,
+    /// The namespace.
+    pub namespace: String,
+    /// Asks the coordinator for the last checkpoint (once the drain is over).
+    pub last: Mutex<Option<Sender<Sender<()>>>>,
 }
 
 /// The running topology as it is now: its components and tasks, and every
@@ -102,8 +119,24 @@ impl TopologyHandle {
                 reloads,
                 reloader,
                 late_threads: Mutex::default(),
+                checkpoint_gate: Arc::default(),
+                checkpoints: OnceLock::new(),
             }),
         }
+    }
+
+    /// Held by each checkpoint and each live reload, so they never overlap.
+    pub fn checkpoint_gate(&self) -> Arc<Mutex<()>> {
+        self.inner.checkpoint_gate.clone()
+    }
+
+    /// Durable state's figures, when the topology has `[state]`.
+    pub fn durable(&self) -> Option<&Durable> {
+        self.inner.checkpoints.get()
+    }
+
+    pub(super) fn set_durable(&self, durable: Durable) {
+        let _ = self.inner.checkpoints.set(durable);
     }
 
     /// The topology as it runs now.

@@ -60,6 +60,19 @@ pub enum StartError {
     /// A thread could not be spawned.
     #[error("cannot spawn a thread: {0}")]
     Spawn(#[from] std::io::Error),
+    /// Durable state could not be opened or restored.
+    #[error("durable state: {0}")]
+    State(#[from] crate::state::StateError),
+    /// A task refused the state a restore gave it.
+    #[error("{component} task {task}: restoring its durable state failed: {cause}")]
+    Restore {
+        /// The component.
+        component: String,
+        /// The task id.
+        task: u32,
+        /// Why.
+        cause: String,
+    },
 }
 
 /// One instance per task, plus the wait strategies of each task.

@@ -51,7 +51,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use handle::{HandleError, Live, LiveCell, TopologyHandle};
+pub use handle::{Durable, HandleError, Live, LiveCell, TopologyHandle};
 pub use instantiate::{instantiate, instantiate_within, wait_strategy, Instances, StartError};
 pub use plan::{Plan, Wiring};
 pub use reload::Reloader;
@@ -59,14 +59,140 @@ pub use system::SystemTask;
 
 use crate::control::{RunControl, RunError, RunState};
 use crate::metrics::{Report, StatField};
+pub use crate::state::coordinator::TaskDirectory;
 use crate::topology::{Kind, Topology};
 
 /// Builds and starts `topology`: [`Plan::new`], then [`Plan::spawn`].
 ///
 /// # Errors
 /// When a thread cannot be spawned.
-pub fn start(topology: Topology, instances: Instances) -> Result<RunningTopology, StartError> {
-    Plan::new(topology, instances).spawn()
+pub fn start(topology: Topology, mut instances: Instances) -> Result<RunningTopology, StartError> {
+    let durable = match &topology.state {
+        Some(plan) => Some(restore(&topology, plan, &mut instances)?),
+        None => None,
+    };
+    Plan::new(topology, instances).spawn_with(durable)
+}
+
+/// Durable state, opened and restored, waiting for its coordinator's thread.
+#[derive(Debug)]
+pub struct DurableStart {
+    backend: crate::state::Backend,
+    last: Option<u64>,
+    interval: Duration,
+    namespace: String,
+    stats: Arc<crate::state::CheckpointStats>,
+}
+
+/// Opens the backend, reads the last committed checkpoint and hands each
+/// task its part, before any `open` or `prepare`.
+fn restore(
+    topology: &Topology,
+    plan: &crate::topology::StatePlan,
+    instances: &mut Instances,
+) -> Result<DurableStart, StartError> {
+    let mut backend = crate::state::Backend::build(&plan.backend)?;
+    backend.open(&plan.namespace)?;
+    let restored = crate::state::restore::load(topology, &mut backend)?;
+    let name_of = |task: u32| {
+        topology
+            .components
+            .iter()
+            .find(|c| c.tasks.contains(&task))
+            .map_or_else(String::new, |c| c.name.clone())
+    };
+    for (task, deltas) in restored.bolts {
+        let Some(Some(bolt)) = instances.bolts.get_mut(task as usize) else { continue };
+        bolt.restore_stores(deltas.into()).into_result().map_err(|e| StartError::Restore {
+            component: name_of(task),
+            task,
+            cause: e.to_string(),
+        })?;
+    }
+    for (task, position) in restored.spouts {
+        let Some(Some(spout)) = instances.spouts.get_mut(task as usize) else { continue };
+        spout.restore_checkpoint(position).into_result().map_err(|e| StartError::Restore {
+            component: name_of(task),
+            task,
+            cause: e.to_string(),
+        })?;
+    }
+    for orphan in &restored.orphans {
+        tracing::warn!(
+            "durable state: {orphan:?} belongs to no component of this topology; left in the \
+             backend (squall state rm removes it)"
+        );
+    }
+    for c in topology.components.iter().filter(|c| c.kind == Kind::Spout && !c.checkpoints) {
+        tracing::warn!(
+            "durable state: spout {:?} keeps no checkpoint position (it is built before contract \
+             1.2 or does not set CHECKPOINTS), so after a restart it does not resume where the \
+             last checkpoint left it: state is exact only for spouts that do",
+            c.name
+        );
+    }
+    let stats = Arc::new(crate::state::CheckpointStats::default());
+    stats.restored_records.store(restored.records, std::sync::atomic::Ordering::Relaxed);
+    stats.restore_micros.store((restored.secs * 1e6) as u64, std::sync::atomic::Ordering::Relaxed);
+    if let Some(n) = restored.checkpoint {
+        stats.last_committed.store(n, std::sync::atomic::Ordering::Relaxed);
+        tracing::info!(
+            "durable state: restored checkpoint {n} from {} ({} records in {:.3} s)",
+            backend.name(),
+            restored.records,
+            restored.secs
+        );
+    }
+    Ok(DurableStart {
+        backend,
+        last: restored.checkpoint,
+        interval: plan.interval,
+        namespace: plan.namespace.clone(),
+        stats,
+    })
+}
+
+/// What the coordinator reads of the running topology.
+struct LiveTasks(Arc<LiveCell>);
+
+impl crate::state::coordinator::TaskDirectory for LiveTasks {
+    fn current(&self) -> (Arc<Topology>, Vec<crossbeam_channel::Sender<crate::control::Control>>) {
+        let live = self.0.get();
+        (live.topology.clone(), live.wiring.controls.clone())
+    }
+}
+
+/// Starts the checkpoint coordinator's thread.
+fn start_checkpoints(
+    running: &RunningTopology,
+    durable: DurableStart,
+    reports: crossbeam_channel::Receiver<crate::state::Report>,
+    live: Arc<LiveCell>,
+    run: &Arc<RunControl>,
+) -> std::io::Result<JoinHandle<()>> {
+    let handle = running.handle();
+    let settings = &handle.topology().settings;
+    // A checkpoint gathers its parts within the message timeout (a task
+    // that cannot answer that long holds tuples past it anyway), 10 s at least.
+    let timeout = Duration::from_secs(settings.message_timeout_secs.max(10));
+    let (last_tx, last_rx) = crossbeam_channel::bounded(1);
+    handle.set_durable(handle::Durable {
+        stats: durable.stats.clone(),
+        backend: durable.backend.name().to_owned(),
+        namespace: durable.namespace.clone(),
+        last: std::sync::Mutex::new(Some(last_tx)),
+    });
+    let coordinator = crate::state::Coordinator::new(
+        durable.backend,
+        durable.interval,
+        timeout,
+        reports,
+        durable.last,
+        durable.stats,
+        handle.checkpoint_gate(),
+    );
+    let runs = run.clone();
+    spawn("__checkpoint".into(), run, move || coordinator.run(&LiveTasks(live), &runs, last_rx))
 }
 
 /// A started topology: its [`TopologyHandle`] and its threads.
@@ -118,6 +244,8 @@ impl RunningTopology {
         let begin = Instant::now();
         h.drain();
         let completed = self.wait_drained(begin, timeout);
+        self.last_checkpoint(timeout);
+        let h = &self.handle;
         h.run().advance(RunState::Stopping);
         let stuck_threads = self.join();
         let h = &self.handle;
@@ -136,6 +264,21 @@ impl RunningTopology {
             h.run().fail(RunError::Stuck { threads: stuck_threads, grace_secs });
         }
         RunOutcome { report: h.report(), drain, error: h.run().fatal() }
+    }
+
+    /// Durable state: asks for one last checkpoint once the drain is over,
+    /// and waits for it (at most `timeout`), so a graceful stop leaves
+    /// nothing to replay.
+    fn last_checkpoint(&self, timeout: Duration) {
+        let Some(durable) = self.handle.durable() else { return };
+        let Some(ask) = durable.last.lock().ok().and_then(|mut l| l.take()) else { return };
+        let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+        if ask.send(done_tx).is_ok() && done_rx.recv_timeout(timeout).is_err() {
+            tracing::warn!(
+                "durable state: the last checkpoint did not finish within {} s",
+                timeout.as_secs()
+            );
+        }
     }
 
     /// Waits until the topology is drained, or `timeout` after `begin`; true

@@ -52,6 +52,8 @@ pub struct Plan {
     pub ackers: Vec<AckerTask>,
     /// Timeout ticks and tick tuples.
     pub system: SystemTask,
+    /// Where tasks report their checkpoint parts (`[state]` topologies).
+    pub reports: Option<Receiver<crate::state::Report>>,
 }
 
 /// The sending ends of every queue of a running topology, by task id, and
@@ -71,6 +73,9 @@ pub struct Wiring {
     pub queue_bytes: Vec<Option<Arc<QueueBytes>>>,
     /// Published counters of each task.
     pub stats: Vec<Arc<TaskStats>>,
+    /// Where tasks report their part of each checkpoint (durable state;
+    /// `None`: the topology has no `[state]`).
+    pub checkpoints: Option<Sender<crate::state::Report>>,
 }
 
 /// The receiving ends of one task's queues, before its executor takes them.
@@ -99,6 +104,7 @@ impl Wiring {
             recycle: Vec::new(),
             queue_bytes: Vec::new(),
             stats: Vec::new(),
+            checkpoints: None,
         };
         let all: Vec<u32> = (0..topology.task_count).collect();
         let ends = wiring.grow(topology, &all);
@@ -182,7 +188,7 @@ pub fn task_executor(
         count_bytes,
         queue_bytes: wiring.queue_bytes.clone(),
     };
-    let core = TaskCore::new(
+    let mut core = TaskCore::new(
         TaskName { kind: c.kind, component: c.name.clone(), task: TaskId(task) },
         context(topology, c, task),
         c.factory,
@@ -194,6 +200,7 @@ pub fn task_executor(
         run.clone(),
         RestartPolicy::from_settings(&topology.settings),
     );
+    core.checkpoints = wiring.checkpoints.clone();
     match c.kind {
         Kind::Spout => {
             let spout = instances.spouts[t].take().expect("a spout per spout task");
@@ -221,6 +228,7 @@ pub fn task_executor(
                         c.outputs.iter().map(|s| s.decl.name.as_str()).collect();
                     Box::new(WindowState::new(w, sources, &outputs))
                 }),
+                upstream: upstream_tasks(topology, c),
             };
             Executor::Bolt(Box::new(BoltExecutor::new(core, bolt, inputs)))
         }
@@ -232,7 +240,12 @@ impl Plan {
     pub fn new(topology: Topology, mut instances: Instances) -> Self {
         let topology = Arc::new(topology);
         let run = Arc::new(RunControl::default());
-        let (wiring, mut ends, acker_ends) = Wiring::new(&topology);
+        let (mut wiring, mut ends, acker_ends) = Wiring::new(&topology);
+        let reports = topology.state.as_ref().map(|_| {
+            let (tx, rx) = unbounded();
+            wiring.checkpoints = Some(tx);
+            rx
+        });
         let sources = Arc::new(source_table(&topology));
         let (mut spouts, mut bolts) = (Vec::new(), Vec::new());
         for c in &topology.components {
@@ -265,7 +278,7 @@ impl Plan {
             })
             .collect();
         let system = SystemTask::new(&topology, run.clone(), wiring.ackers.clone());
-        Self { topology, run, wiring, spouts, bolts, ackers, system }
+        Self { topology, run, wiring, spouts, bolts, ackers, system, reports }
     }
 
     /// Starts one thread per task, one per acker, and the system thread.
@@ -274,7 +287,19 @@ impl Plan {
     /// When a thread cannot be spawned; the threads already started are
     /// stopped first.
     pub fn spawn(self) -> Result<RunningTopology, StartError> {
-        let Plan { topology, run, wiring, spouts, bolts, ackers, system } = self;
+        self.spawn_with(None)
+    }
+
+    /// [`spawn`](Self::spawn), with durable state's coordinator (built
+    /// around the backend a restore opened) on a thread of its own.
+    ///
+    /// # Errors
+    /// As [`spawn`](Self::spawn).
+    pub fn spawn_with(
+        self,
+        durable: Option<super::DurableStart>,
+    ) -> Result<RunningTopology, StartError> {
+        let Plan { topology, run, wiring, spouts, bolts, ackers, system, reports } = self;
         let live = Arc::new(super::handle::LiveCell::new(topology, wiring));
         // A change of run state wakes every task and acker blocked on its
         // queues (they block for up to a second when idle). Weak: the run
@@ -307,7 +332,15 @@ impl Plan {
             threads.push(super::spawn("__system".into(), &run, move || system.run(&cell))?);
             Ok::<_, std::io::Error>(())
         })();
-        let running = RunningTopology::new(live, run, threads);
+        let running = RunningTopology::new(live.clone(), run.clone(), threads);
+        let spawned = spawned.and_then(|()| match (durable, reports) {
+            (Some(durable), Some(reports)) => {
+                let thread = super::start_checkpoints(&running, durable, reports, live, &run)?;
+                running.handle().adopt_thread(thread);
+                Ok(())
+            }
+            _ => Ok(()),
+        });
         match spawned {
             Ok(()) => Ok(running),
             Err(e) => {
@@ -316,6 +349,24 @@ impl Plan {
             }
         }
     }
+}
+
+/// The tasks of every component with a stream `c` subscribes to.
+fn upstream_tasks(topology: &Topology, c: &Component) -> Vec<u32> {
+    let Some(index) = topology.components.iter().position(|x| x.name == c.name) else {
+        return Vec::new();
+    };
+    let mut tasks: Vec<u32> = topology
+        .components
+        .iter()
+        .filter(|p| {
+            p.outputs.iter().any(|s| s.subscribers.iter().any(|sub| sub.component == index))
+        })
+        .flat_map(|p| p.tasks.clone())
+        .collect();
+    tasks.sort_unstable();
+    tasks.dedup();
+    tasks
 }
 
 /// One router per subscriber of each output stream, round robin seeded by the task.

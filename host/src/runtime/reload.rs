@@ -444,7 +444,11 @@ impl Reloader {
             + counts.failed.load(Ordering::Relaxed)
             + counts.partial.load(Ordering::Relaxed)
             + 1;
+        // A checkpoint in progress finishes first; none starts meanwhile.
+        let gate = self.handle.checkpoint_gate();
+        let held = gate.lock().unwrap_or_else(|p| p.into_inner());
         let outcome = self.transaction(number);
+        drop(held);
         let ms = started.elapsed().as_secs_f64() * 1e3;
         let counts = self.handle.reload_counts();
         for e in outcome.errors() {
@@ -872,6 +876,8 @@ mod tests {
             max_spout_pending: None,
             wait: [park.clone(), park.clone(), park],
             outdated: false,
+            close_budget: None,
+            checkpoints: false,
         }
     }
 
@@ -897,6 +903,7 @@ mod tests {
                 path: "lib.so".into(),
                 digest: "d1".into(),
             }],
+            state: None,
         }
     }
 

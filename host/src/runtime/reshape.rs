@@ -50,7 +50,7 @@ pub const RESHAPE_TIMEOUT: Duration = Duration::from_secs(10);
 /// task ids; added components come last; added and resized tasks get ids
 /// from `old.task_count` on.
 pub fn align(old: &Topology, new: Topology) -> Topology {
-    let Topology { name, settings, components, file, sources, libraries, .. } = new;
+    let Topology { name, settings, components, file, sources, libraries, state, .. } = new;
     let n = components.len();
     let mut order: Vec<usize> = old
         .components
@@ -98,7 +98,16 @@ pub fn align(old: &Topology, new: Topology) -> Topology {
         }
         aligned.push(c);
     }
-    Topology { name, settings, components: aligned, task_count: next, file, sources, libraries }
+    Topology {
+        name,
+        settings,
+        components: aligned,
+        task_count: next,
+        file,
+        sources,
+        libraries,
+        state,
+    }
 }
 
 /// Tasks a reload adds, built before anything running is touched.

@@ -18,8 +18,8 @@ use super::{
     Component, Grouping, Input, Kind, LibraryInfo, OutputStream, Subscriber, Topology, WaitPlan,
 };
 use crate::config::{
-    suggest, BoltDecl, ComponentRef, ConfigKeyLoc, Diagnostics, GroupingSpec, InputDecl, Loc,
-    PluginDecl, TopologyConfig, WaitOverrides, WaitSpec,
+    suggest, BoltDecl, ComponentDecl, ComponentRef, ConfigKeyLoc, Diagnostics, GroupingSpec,
+    InputDecl, Loc, PluginDecl, TopologyConfig, WaitOverrides, WaitSpec,
 };
 
 /// The stream a windowed bolt sends its late tuples on (event time).
@@ -134,15 +134,19 @@ impl<'a> Binder<'a> {
         let decls = config
             .spouts
             .iter()
-            .map(|s| {
-                let at = (s.loc, &s.config_keys);
-                (Kind::Spout, &s.name, at, &s.component, s.parallelism, &s.config, &s.wait)
-            })
-            .chain(config.bolts.iter().map(|b| {
-                let at = (b.loc, &b.config_keys);
-                (Kind::Bolt, &b.name, at, &b.component, b.parallelism, &b.config, &b.wait)
-            }));
-        for (kind, name, (loc, keys), reference, parallelism, component_config, wait) in decls {
+            .map(|s| (Kind::Spout, &s.decl))
+            .chain(config.bolts.iter().map(|b| (Kind::Bolt, &b.decl)));
+        for (kind, decl) in decls {
+            let ComponentDecl {
+                name,
+                loc,
+                component: reference,
+                parallelism,
+                config: component_config,
+                config_keys: keys,
+                wait,
+            } = decl;
+            let (loc, parallelism) = (*loc, *parallelism);
             let wanted =
                 if kind == Kind::Spout { ComponentKind::SPOUT } else { ComponentKind::BOLT };
             let Some((descriptor, ext)) = self.resolve_any(reference, wanted) else { continue };
@@ -165,11 +169,20 @@ impl<'a> Binder<'a> {
                 .into_iter()
                 .map(|decl| OutputStream { decl, subscribers: Vec::new() })
                 .collect();
-            let factory = match (ext.and_then(|e| e.new.into_option()), descriptor) {
-                (Some(new), _) => Factory::Ext(new),
-                (None, Some(d)) => Factory::V1(d.new),
-                (None, None) => continue, // `resolve_any` returns one or the other
+            let v12 = self
+                .libraries
+                .get(&reference.alias)
+                .and_then(|lib| lib.extension_12(&reference.component, wanted));
+            let factory = match (v12, ext.and_then(|e| e.new.into_option()), descriptor) {
+                (Some(v12), _, _) => Factory::V12(v12.new),
+                (None, Some(new), _) => Factory::Ext(new),
+                (None, None, Some(d)) => Factory::V1(d.new),
+                (None, None, None) => continue, // `resolve_any` returns one or the other
             };
+            let close_budget = v12
+                .filter(|e| e.close_budget_ms > 0)
+                .map(|e| std::time::Duration::from_millis(e.close_budget_ms));
+            let checkpoints = kind == Kind::Spout && v12.is_some_and(|e| e.durable);
             let windowed = ext.is_some_and(|e| e.windowed);
             let input_fields = ext
                 .map(|e| e.input_fields.iter().map(|f| f.to_string()).collect())
@@ -202,27 +215,29 @@ impl<'a> Binder<'a> {
                 max_spout_pending: None,
                 wait,
                 outdated: false,
+                close_budget,
+                checkpoints,
             });
         }
         for spout in &config.spouts {
-            if let Some(&i) = names.get(spout.name.as_str()) {
+            if let Some(&i) = names.get(spout.decl.name.as_str()) {
                 components[i].throttle = spout.throttle.clone();
                 components[i].max_spout_pending =
                     spout.effective_max_spout_pending(&config.settings);
             }
         }
         for bolt in &config.bolts {
-            let Some(&to) = names.get(bolt.name.as_str()) else { continue };
+            let Some(&to) = names.get(bolt.decl.name.as_str()) else { continue };
             self.bind_window(&mut components, &names, to, bolt);
         }
         for bolt in &config.bolts {
-            let Some(&to) = names.get(bolt.name.as_str()) else { continue };
+            let Some(&to) = names.get(bolt.decl.name.as_str()) else { continue };
             components[to].tick_tuple_freq_secs = bolt.tick_tuple_freq_secs;
             for input in &bolt.inputs {
                 self.bind_input(&mut components, &names, to, input);
             }
             self.check_timestamp_field(&components, to);
-            self.check_inputs(&components, to, &bolt.component);
+            self.check_inputs(&components, to, &bolt.decl.component);
         }
         let topology = Topology {
             name: config.name.clone(),
@@ -232,12 +247,56 @@ impl<'a> Binder<'a> {
             file: config.file.clone(),
             sources: config.sources.clone(),
             libraries: Vec::new(),
+            state: config.state.as_ref().and_then(|decl| self.bind_state(decl)),
         };
         // A shared mistake (an unknown plugin wait strategy in `[wait.*]`)
         // is met once per component; report it once.
         self.diags.sort();
         self.diags.items.dedup();
         self.diags.into_result(topology).map_err(BindError::Config)
+    }
+
+    /// `[state]`: the backend's component, with its config keys checked.
+    fn bind_state(&mut self, decl: &crate::config::StateDecl) -> Option<super::StatePlan> {
+        use crate::config::BackendDecl;
+        let backend = match &decl.backend {
+            BackendDecl::Memory => super::BackendPlan::Memory,
+            BackendDecl::Plugin(reference) => {
+                let kind = ComponentKind::STATE_BACKEND;
+                let library = self.libraries.get(&reference.alias)?;
+                let (Some(ext), Some(v12)) = (
+                    library.extension(&reference.component, kind),
+                    library.extension_12(&reference.component, kind),
+                ) else {
+                    let names: Vec<&str> = library
+                        .extensions_12
+                        .iter()
+                        .filter(|c| c.kind == kind)
+                        .map(|c| c.name.as_str())
+                        .collect();
+                    let help = suggest(&reference.component, names.iter().copied())
+                        .map(|s| format!("did you mean \"{}::{s}\"?", reference.alias));
+                    let message = format!(
+                        "unknown state backend \"{}::{}\": plugin \"{}\" exports no state \
+                         backend of that name (state backends are contract 1.2)",
+                        reference.alias, reference.component, reference.alias
+                    );
+                    self.error(reference.loc, message, help);
+                    return None;
+                };
+                self.check_config_keys(ext, reference, decl.loc, &decl.config_keys);
+                super::BackendPlan::Plugin {
+                    reference: format!("{}::{}", reference.alias, reference.component),
+                    new: v12.new,
+                    config: decl.config.clone(),
+                }
+            }
+        };
+        Some(super::StatePlan {
+            backend,
+            namespace: decl.namespace.clone(),
+            interval: std::time::Duration::from_millis(decl.interval_ms),
+        })
     }
 
     /// The 1.1 description of a resolved component, when its library has one.
@@ -483,16 +542,16 @@ impl<'a> Binder<'a> {
             (None, true) => {
                 let message = format!(
                     "bolt \"{}\" ({}) is a windowed bolt: it needs a window",
-                    bolt.name, component.reference
+                    bolt.decl.name, component.reference
                 );
                 let help = "add window = { length = \"10s\" } or window = { length_count = 100 }";
-                self.error(bolt.loc, message, Some(help.to_string()));
+                self.error(bolt.decl.loc, message, Some(help.to_string()));
                 return;
             }
             (Some(window), false) => {
                 let message = format!(
                     "bolt \"{}\" ({}) is not a windowed bolt: it takes no window",
-                    bolt.name, component.reference
+                    bolt.decl.name, component.reference
                 );
                 self.error(window.loc, message, Some("remove its window".to_string()));
                 return;
@@ -504,10 +563,10 @@ impl<'a> Binder<'a> {
             let message = format!(
                 "bolt \"{}\" ({}) is a windowed bolt: tick tuples never enter a window, so \
                  tick_tuple_freq_secs would do nothing",
-                bolt.name, component.reference
+                bolt.decl.name, component.reference
             );
             let help = "remove tick_tuple_freq_secs: the host fires time windows itself";
-            self.error(bolt.loc, message, Some(help.to_string()));
+            self.error(bolt.decl.loc, message, Some(help.to_string()));
         }
         components[to].window = bolt.window.clone();
         if components[to].outputs.iter().any(|s| s.decl.name.as_str() == LATE_STREAM) {

@@ -39,6 +39,36 @@ pub struct Topology {
     /// bytes loaded (a live reload rebuilds the components of a library
     /// whose digest changed).
     pub libraries: Vec<LibraryInfo>,
+    /// Where durable state is checkpointed (`[state]`; `None`: nowhere).
+    pub state: Option<StatePlan>,
+}
+
+/// `[state]`, bound: the backend to build, and how often to checkpoint.
+#[derive(Debug, Clone)]
+pub struct StatePlan {
+    /// The backend.
+    pub backend: BackendPlan,
+    /// The state's name in the backend (`namespace`, or the topology's name).
+    pub namespace: String,
+    /// The checkpoint interval.
+    pub interval: std::time::Duration,
+}
+
+/// Which backend a [`StatePlan`] builds.
+#[derive(Debug, Clone)]
+pub enum BackendPlan {
+    /// The host's in-memory backend.
+    Memory,
+    /// A plugin's backend: its `alias::Name`, its 1.2 constructor and its
+    /// `[state.config]` document.
+    Plugin {
+        /// `alias::Name`, for messages.
+        reference: String,
+        /// The constructor.
+        new: crate::plugin::Constructor12,
+        /// `[state.config]` as a TOML document.
+        config: String,
+    },
 }
 
 /// One loaded plugin library.
@@ -125,6 +155,12 @@ pub struct Component {
     /// every task could take it (see `runtime::reload::ReloadOutcome::Partial`):
     /// some still run the version before. The next reload rebuilds it.
     pub outdated: bool,
+    /// How long its `close` or `cleanup` may take at shutdown (contract
+    /// 1.2's `CLOSE_BUDGET`; `None`: not declared).
+    pub close_budget: Option<std::time::Duration>,
+    /// A spout that keeps a checkpoint position (contract 1.2's
+    /// `Spout::CHECKPOINTS`): durable state is exact across restarts.
+    pub checkpoints: bool,
 }
 
 impl Component {

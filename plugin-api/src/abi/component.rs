@@ -31,6 +31,8 @@ impl ComponentKind {
     pub const WAIT_STRATEGY: Self = Self(2);
     /// Contract 1.1: a custom stream grouping.
     pub const GROUPING: Self = Self(3);
+    /// Contract 1.2: where a topology's checkpoints are committed.
+    pub const STATE_BACKEND: Self = Self(4);
 
     /// The kind's name as the catalogue prints it.
     pub fn name(self) -> &'static str {
@@ -38,6 +40,7 @@ impl ComponentKind {
             Self::SPOUT => "spout",
             Self::BOLT => "bolt",
             Self::WAIT_STRATEGY => "wait_strategy",
+            Self::STATE_BACKEND => "state_backend",
             Self::GROUPING => "grouping",
             _ => "unknown",
         }
@@ -104,6 +107,7 @@ pub struct Catalogue {
 pub struct CatalogueBuilder {
     catalogue: Catalogue,
     extensions: RVec<super::ComponentExt>,
+    extensions_12: RVec<super::ComponentExt12>,
 }
 
 impl CatalogueBuilder {
@@ -117,6 +121,7 @@ impl CatalogueBuilder {
                 components: RVec::new(),
             },
             extensions: RVec::new(),
+            extensions_12: RVec::new(),
         }
     }
 
@@ -125,6 +130,7 @@ impl CatalogueBuilder {
         let mut outputs = OutputDeclarer::default();
         S::declare_outputs(&mut outputs);
         self.extensions.push(super::ext_adapt::spout_ext::<S>());
+        self.extensions_12.push(super::adapt_1_2::spout_12::<S>());
         self.push(ComponentKind::SPOUT, S::NAME, S::DESCRIPTION, outputs, false, new_spout::<S>)
     }
 
@@ -133,6 +139,7 @@ impl CatalogueBuilder {
         let mut outputs = OutputDeclarer::default();
         B::declare_outputs(&mut outputs);
         self.extensions.push(super::ext_adapt::bolt_ext::<B>());
+        self.extensions_12.push(super::adapt_1_2::bolt_12::<B>());
         self.push(ComponentKind::BOLT, B::NAME, B::DESCRIPTION, outputs, false, new_bolt::<B>)
     }
 
@@ -141,6 +148,7 @@ impl CatalogueBuilder {
         let mut outputs = OutputDeclarer::default();
         B::declare_outputs(&mut outputs);
         self.extensions.push(super::ext_adapt::basic_bolt_ext::<B>());
+        self.extensions_12.push(super::adapt_1_2::basic_bolt_12::<B>());
         self.push(ComponentKind::BOLT, B::NAME, B::DESCRIPTION, outputs, true, new_basic_bolt::<B>)
     }
 
@@ -181,6 +189,15 @@ impl CatalogueBuilder {
     /// Adds a windowed bolt (contract 1.1: it has no 1.0 descriptor).
     pub fn windowed_bolt<B: crate::WindowedBolt>(&mut self) -> &mut Self {
         self.extensions.push(super::ext_adapt::windowed_bolt_ext::<B>());
+        self.extensions_12.push(super::adapt_1_2::windowed_bolt_12::<B>());
+        self
+    }
+
+    /// Adds a state backend (contract 1.2: it has no 1.0 descriptor).
+    pub fn state_backend<S: crate::state::StateBackend>(&mut self) -> &mut Self {
+        let (v12, ext) = super::adapt_1_2::backend_12::<S>();
+        self.extensions.push(ext);
+        self.extensions_12.push(v12);
         self
     }
 
@@ -198,6 +215,11 @@ impl CatalogueBuilder {
     /// The finished 1.1 descriptors, one per component.
     pub fn build_extensions(self) -> RVec<super::ComponentExt> {
         self.extensions
+    }
+
+    /// The finished 1.2 descriptors (wait strategies and groupings have none).
+    pub fn build_extensions_12(self) -> RVec<super::ComponentExt12> {
+        self.extensions_12
     }
 }
 

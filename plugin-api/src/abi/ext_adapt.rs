@@ -19,11 +19,11 @@ use crate::{
     Window, WindowedBolt,
 };
 
-fn runtime(e: crate::Error) -> crate::PluginError {
+pub(crate) fn runtime(e: crate::Error) -> crate::PluginError {
     to_plugin_error(ErrorKind::RUNTIME)(e)
 }
 
-fn config(e: crate::Error) -> crate::PluginError {
+pub(crate) fn config(e: crate::Error) -> crate::PluginError {
     to_plugin_error(ErrorKind::CONFIG)(e)
 }
 
@@ -91,7 +91,7 @@ impl<S: Spout> DynSpoutExt for SpoutExtAdapter<S> {
 }
 
 /// What a bolt adapter needs from a rich or a basic bolt.
-trait AnyBolt: Send + 'static {
+pub(crate) trait AnyBolt: Send + 'static {
     fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()>;
     fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> crate::Result<()>;
     fn cleanup(&mut self);
@@ -104,9 +104,13 @@ trait AnyBolt: Send + 'static {
     }
     fn save_state(&mut self) -> Option<State>;
     fn restore_state(&mut self, state: State) -> crate::Result<()>;
+    /// Contract 1.2.
+    fn stores(&mut self) -> crate::state::Stores<'_>;
+    /// Contract 1.2.
+    fn committed(&mut self, checkpoint: u64);
 }
 
-pub(crate) struct Windowed<B>(B);
+pub(crate) struct Windowed<B>(pub(crate) B);
 
 impl<B: WindowedBolt> AnyBolt for Windowed<B> {
     fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()> {
@@ -131,10 +135,16 @@ impl<B: WindowedBolt> AnyBolt for Windowed<B> {
     fn restore_state(&mut self, state: State) -> crate::Result<()> {
         self.0.restore_state(state)
     }
+    fn stores(&mut self) -> crate::state::Stores<'_> {
+        self.0.stores()
+    }
+    fn committed(&mut self, checkpoint: u64) {
+        self.0.committed(checkpoint);
+    }
 }
 
-pub(crate) struct Rich<B>(B);
-pub(crate) struct Basic<B>(B);
+pub(crate) struct Rich<B>(pub(crate) B);
+pub(crate) struct Basic<B>(pub(crate) B);
 
 impl<B: Bolt> AnyBolt for Rich<B> {
     fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()> {
@@ -151,6 +161,12 @@ impl<B: Bolt> AnyBolt for Rich<B> {
     }
     fn restore_state(&mut self, state: State) -> crate::Result<()> {
         self.0.restore_state(state)
+    }
+    fn stores(&mut self) -> crate::state::Stores<'_> {
+        self.0.stores()
+    }
+    fn committed(&mut self, checkpoint: u64) {
+        self.0.committed(checkpoint);
     }
 }
 
@@ -169,6 +185,12 @@ impl<B: BasicBolt> AnyBolt for Basic<B> {
     }
     fn restore_state(&mut self, state: State) -> crate::Result<()> {
         self.0.restore_state(state)
+    }
+    fn stores(&mut self) -> crate::state::Stores<'_> {
+        self.0.stores()
+    }
+    fn committed(&mut self, checkpoint: u64) {
+        self.0.committed(checkpoint);
     }
 }
 
@@ -228,7 +250,7 @@ impl<G: Grouping> DynGrouping for GroupingAdapter<G> {
     }
 }
 
-fn keys(keys: Option<&'static [ConfigKey]>) -> (bool, RVec<super::ConfigKeyDecl>) {
+pub(crate) fn keys(keys: Option<&'static [ConfigKey]>) -> (bool, RVec<super::ConfigKeyDecl>) {
     match keys {
         Some(keys) => (true, keys.iter().map(|k| k.to_decl()).collect()),
         None => (false, RVec::new()),
@@ -239,17 +261,20 @@ fn fields(fields: &[&str]) -> RVec<abi_stable::std_types::RString> {
     fields.iter().map(|f| (*f).into()).collect()
 }
 
-extern "C" fn no_outputs(_config: RStr<'_>) -> PResult<RVec<StreamDecl>> {
+pub(crate) extern "C" fn no_outputs(_config: RStr<'_>) -> PResult<RVec<StreamDecl>> {
     PResult::ROk(RVec::new())
 }
 
-extern "C" fn any_inputs(_config: RStr<'_>, _inputs: RSlice<'_, InputDecl>) -> PResult<()> {
+pub(crate) extern "C" fn any_inputs(
+    _config: RStr<'_>,
+    _inputs: RSlice<'_, InputDecl>,
+) -> PResult<()> {
     PResult::ROk(())
 }
 
 /// How each kind of component declares its outputs and checks its inputs,
 /// so one pair of boundary functions serves them all.
-trait Declares {
+pub(crate) trait Declares {
     fn declare(config: &ComponentConfig<'_>, outputs: &mut OutputDeclarer) -> crate::Result<()>;
     fn check(_config: &ComponentConfig<'_>, _inputs: &[InputDecl]) -> crate::Result<()> {
         Ok(())
@@ -289,7 +314,7 @@ impl<B: WindowedBolt> Declares for Windowed<B> {
     }
 }
 
-extern "C" fn outputs_of<D: Declares>(config: RStr<'_>) -> PResult<RVec<StreamDecl>> {
+pub(crate) extern "C" fn outputs_of<D: Declares>(config: RStr<'_>) -> PResult<RVec<StreamDecl>> {
     guard(|| {
         let mut outputs = OutputDeclarer::default();
         D::declare(&ComponentConfig::new(config.as_str()), &mut outputs).map_err(self::config)?;

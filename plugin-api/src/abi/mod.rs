@@ -12,6 +12,7 @@
 //!   [`ErrorKind`](crate::ErrorKind), [`WaitSituation`](crate::WaitSituation)).
 //! - Field names are ABI: renaming one breaks every built plugin.
 
+mod adapt_1_2;
 mod component;
 mod context;
 mod dyn_bolt;
@@ -23,6 +24,7 @@ mod guard;
 mod host;
 mod output;
 mod root;
+mod v1_2;
 
 pub use component::{
     Catalogue, CatalogueBuilder, ComponentBox, ComponentDescriptor, ComponentKind,
@@ -44,8 +46,14 @@ pub use host::{
 };
 pub use output::{Output, OutputMut, Output_TO};
 pub use root::{
-    lib_header, v1_0, PanicStrategy, PluginRoot, PluginRoot_Ref, PluginSource, ABI_BASELINE,
+    lib_header, v1_0, v1_1, PanicStrategy, PluginRoot, PluginRoot_Ref, PluginSource, ABI_BASELINE,
     CONTRACT_VERSION, ROOT_SYMBOL,
+};
+
+pub use v1_2::{
+    Bolt12Box, ComponentBox12, ComponentExt12, DynBolt12, DynBolt12_TO, DynSpout12, DynSpout12_TO,
+    DynStateBackend, DynStateBackend_TO, ScopeWrites, Spout12Box, StateBackendBox, StateRecord,
+    StoreDelta,
 };
 
 #[doc(hidden)]

@@ -10,7 +10,7 @@ use abi_stable::{
 
 use abi_stable::std_types::RVec;
 
-use super::{guard, Catalogue, ComponentExt, HostBox, PResult};
+use super::{guard, Catalogue, ComponentExt, ComponentExt12, HostBox, PResult};
 
 /// The contract version written in every library header: the oldest 1.x
 /// contract, so that a host accepts every 1.x library (see
@@ -52,6 +52,11 @@ pub struct PluginRoot {
     /// `None` in a 1.0 library.
     #[sabi(missing_field(option))]
     pub extensions: extern "C" fn() -> PResult<RVec<ComponentExt>>,
+    /// Contract 1.2: the components a 1.2 host builds through contract 1.2
+    /// ([`ComponentExt12`]): durable state, state backends, close budgets.
+    /// `None` in a 1.0 or 1.1 library.
+    #[sabi(missing_field(option))]
+    pub extensions_1_2: extern "C" fn() -> PResult<RVec<ComponentExt12>>,
 }
 
 /// How a library's code handles a panic (an open set of constants).
@@ -133,12 +138,67 @@ pub mod v1_0 {
     }
 }
 
+/// The root module as contract 1.1 shaped it: the catalogue, the host
+/// handle, the panic strategy and the 1.1 descriptors. A host checks a 1.1
+/// library against this shape (see [`v1_0`]).
+pub mod v1_1 {
+    use abi_stable::{
+        declare_root_module_statics, library::RootModule, sabi_types::VersionStrings,
+        std_types::RVec, StableAbi,
+    };
+
+    use super::PanicStrategy;
+    use crate::abi::{Catalogue, ComponentExt, HostBox, PResult};
+
+    /// Contract 1.1's root module: the same name and fields as
+    /// [`super::PluginRoot`] up to `extensions`, nothing after it.
+    #[repr(C)]
+    #[derive(StableAbi)]
+    #[sabi(kind(Prefix(prefix_ref = PluginRoot_Ref)))]
+    #[sabi(missing_field(panic))]
+    pub struct PluginRoot {
+        /// Returns the library's catalogue.
+        #[sabi(last_prefix_field)]
+        pub catalogue: extern "C" fn() -> PResult<Catalogue>,
+        /// Hands the library its host handle.
+        #[sabi(missing_field(option))]
+        pub attach_host: extern "C" fn(HostBox),
+        /// How the library handles panics.
+        #[sabi(missing_field(option))]
+        pub panic_strategy: PanicStrategy,
+        /// The 1.1 descriptors.
+        #[sabi(missing_field(option))]
+        pub extensions: extern "C" fn() -> PResult<RVec<ComponentExt>>,
+    }
+
+    impl std::fmt::Debug for PluginRoot {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("PluginRoot (contract 1.1 shape)")
+        }
+    }
+
+    impl RootModule for PluginRoot_Ref {
+        declare_root_module_statics! {PluginRoot_Ref}
+        const BASE_NAME: &'static str = "squall_plugin";
+        const NAME: &'static str = "squall_plugin";
+        const VERSION_STRINGS: VersionStrings = VersionStrings::new(super::ABI_BASELINE);
+    }
+}
+
 /// A library's catalogue, implemented by the type [`export_plugin!`](crate::export_plugin) generates.
 pub trait PluginSource {
     /// Builds the catalogue.
     fn catalogue() -> Catalogue;
     /// Builds the 1.1 descriptors.
     fn extensions() -> RVec<ComponentExt>;
+    /// Builds the 1.2 descriptors.
+    fn extensions_1_2() -> RVec<ComponentExt12> {
+        RVec::new()
+    }
+}
+
+extern "C" fn extensions_12_of<P: PluginSource>() -> PResult<RVec<ComponentExt12>> {
+    guard(|| Ok(P::extensions_1_2()))
 }
 
 extern "C" fn extensions_of<P: PluginSource>() -> PResult<RVec<ComponentExt>> {
@@ -155,6 +215,7 @@ fn root_of<P: PluginSource>() -> PluginRoot_Ref {
         attach_host: crate::host::attach,
         panic_strategy: PanicStrategy::of_this_build(),
         extensions: extensions_of::<P>,
+        extensions_1_2: extensions_12_of::<P>,
     }
     .leak_into_prefix()
 }

@@ -34,6 +34,7 @@
 
 #![warn(missing_docs)]
 
+mod durable_count;
 mod partial_key;
 mod project;
 mod random_sentence;
@@ -44,6 +45,7 @@ mod word_count;
 
 use squall_plugin_api::{Result, Tuple};
 
+pub use durable_count::DurableWordCount;
 pub use partial_key::PartialKeyGrouping;
 pub use project::Project;
 pub use random_sentence::{Order, RandomSentenceSpout};
@@ -53,7 +55,7 @@ pub use word_count::WordCount;
 
 squall_plugin_api::export_plugin! {
     spouts: [RandomSentenceSpout],
-    basic_bolts: [SplitSentence, WordCount, Project],
+    basic_bolts: [SplitSentence, WordCount, Project, DurableWordCount],
     windowed_bolts: [RollingTopN],
     groupings: [PartialKeyGrouping],
 }

@@ -163,6 +163,7 @@ impl RandomSentenceSpout {
 
 impl Spout for RandomSentenceSpout {
     const NAME: &'static str = "RandomSentenceSpout";
+    const CHECKPOINTS: bool = true;
     const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
         ConfigKey::optional(
             "seed",
@@ -267,6 +268,21 @@ impl Spout for RandomSentenceSpout {
         }
         self.restored = true;
         Ok(())
+    }
+
+    /// Contract 1.2: the position at a checkpoint barrier: the next id, the
+    /// next sentence, and the failed messages still to replay (in the swap
+    /// state's format, with no pending message: the effects of every message
+    /// emitted before the barrier are in the checkpoint).
+    fn checkpoint(&mut self, _checkpoint: u64) -> Option<State> {
+        let pending = std::mem::take(&mut self.pending);
+        let position = self.save_state();
+        self.pending = pending;
+        position
+    }
+
+    fn restore_checkpoint(&mut self, position: State) -> Result<()> {
+        self.restore_state(position)
     }
 
     fn next_tuple(&mut self, collector: &mut SpoutCollector<'_>) -> Result<()> {

@@ -1,0 +1,130 @@
+//! `squall state ls|show|rm TOPOLOGY.toml`: a topology's committed durable
+//! state, read from (or deleted in) its `[state]` backend without running it.
+
+use std::io::{BufRead as _, Write as _};
+use std::path::Path;
+
+use super::Failure;
+use crate::config::Override;
+use crate::state::{codec, Backend};
+
+/// What `squall state` does.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum StateCommand {
+    /// List the committed state: the last checkpoint, then each scope
+    /// (`component/store`) with its record count.
+    Ls(StateTarget),
+    /// Print every record of one scope (`component/store`), one
+    /// `key = value` line each (values as JSON where they are).
+    Show {
+        #[command(flatten)]
+        target: StateTarget,
+        /// The scope, as `squall state ls` lists it.
+        scope: String,
+    },
+    /// Delete the topology's whole committed state (asks first).
+    Rm {
+        #[command(flatten)]
+        target: StateTarget,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// The topology whose state is meant.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StateTarget {
+    /// The topology file (its `[state]` names the backend).
+    pub topology: std::path::PathBuf,
+    /// Override one key of the topology (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<Override>,
+}
+
+fn open(target: &StateTarget) -> Result<Backend, Failure> {
+    let topology = super::load(&target.topology, &target.sets)?;
+    let Some(plan) = &topology.state else {
+        return Err(Failure::Other(anyhow::anyhow!(
+            "{}: the topology has no [state] table, so it keeps no durable state",
+            target.topology.display()
+        )));
+    };
+    let mut backend = Backend::build(&plan.backend).map_err(state_error)?;
+    backend.open(&plan.namespace).map_err(state_error)?;
+    Ok(backend)
+}
+
+fn state_error(e: crate::state::StateError) -> Failure {
+    Failure::Start(crate::runtime::StartError::State(e))
+}
+
+/// Runs one `squall state` command.
+pub fn state(command: StateCommand) -> Result<(), Failure> {
+    match command {
+        StateCommand::Ls(target) => ls(&target),
+        StateCommand::Show { target, scope } => show(&target, &scope),
+        StateCommand::Rm { target, yes } => rm(&target.topology, &target, yes),
+    }
+}
+
+fn ls(target: &StateTarget) -> Result<(), Failure> {
+    let mut backend = open(target)?;
+    let last = backend.last_committed().map_err(state_error)?;
+    let mut out = String::new();
+    match last {
+        Some(n) => out.push_str(&format!("last committed checkpoint: {n}\n")),
+        None => out.push_str("no checkpoint committed\n"),
+    }
+    for scope in backend.scopes().map_err(state_error)? {
+        let records = backend.load(&scope).map_err(state_error)?;
+        out.push_str(&format!("{scope}\t{} records\n", records.len()));
+    }
+    backend.close();
+    print(&out)
+}
+
+fn show(target: &StateTarget, scope: &str) -> Result<(), Failure> {
+    let mut backend = open(target)?;
+    let mut records = backend.load(scope).map_err(state_error)?;
+    backend.close();
+    if records.is_empty() {
+        return Err(Failure::Other(anyhow::anyhow!(
+            "no committed records in scope {scope:?} (squall state ls lists the scopes)"
+        )));
+    }
+    records.sort_by(|a, b| a.key.as_slice().cmp(b.key.as_slice()));
+    let mut out = String::new();
+    for r in records {
+        let value = r.value.as_ref().map_or_else(String::new, |v| codec::show_value(v));
+        out.push_str(&format!("{} = {value}\n", codec::show_key(&r.key)));
+    }
+    print(&out)
+}
+
+fn rm(path: &Path, target: &StateTarget, yes: bool) -> Result<(), Failure> {
+    let mut backend = open(target)?;
+    if !yes {
+        eprint!(
+            "delete every committed checkpoint of {} in {}? [y/N] ",
+            path.display(),
+            backend.name()
+        );
+        let _ = std::io::stderr().flush();
+        let mut answer = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            return Err(Failure::Other(anyhow::anyhow!("nothing deleted")));
+        }
+    }
+    backend.clear().map_err(state_error)?;
+    backend.close();
+    print(&format!("deleted the committed state of {}\n", path.display()))
+}
+
+fn print(text: &str) -> Result<(), Failure> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}

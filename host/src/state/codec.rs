@@ -1,0 +1,253 @@
+//! How the host writes keys and spout positions as a backend's opaque bytes.
+//!
+//! A record's key is one of:
+//! - `k` then the key's values ([`encode_values`]): an entry of a keyed
+//!   store, which a restore gives to the task the fields grouping routes
+//!   the key to;
+//! - `t` then a task index (4 bytes, big endian): a per-task value (a
+//!   [`ValueState`](squall_plugin_api::ValueState), or a spout's position).
+//!
+//! Values are tagged: strings in any of [`Value`]'s string forms encode
+//! alike (they compare and hash alike), and so do byte buffers.
+
+use abi_stable::std_types::RVec;
+use squall_plugin_api::{State, StateEntry, Value};
+
+/// What a record's key says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecordKey {
+    /// A keyed store's key: the grouping fields' values.
+    Keyed(Vec<Value>),
+    /// A per-task record of old task index `index`.
+    Task(u32),
+}
+
+/// The bytes of a keyed record's key.
+pub fn keyed(values: &[Value]) -> Vec<u8> {
+    let mut out = vec![b'k'];
+    encode_values(values, &mut out);
+    out
+}
+
+/// The bytes of a per-task record's key.
+pub fn task(index: u32) -> Vec<u8> {
+    let mut out = vec![b't'];
+    out.extend_from_slice(&index.to_be_bytes());
+    out
+}
+
+/// Reads a record's key.
+///
+/// # Errors
+/// Bytes this host did not write.
+pub fn record_key(bytes: &[u8]) -> Result<RecordKey, String> {
+    match bytes.split_first() {
+        Some((b'k', rest)) => {
+            let mut r = Reader(rest);
+            let values = r.values()?;
+            r.end()?;
+            Ok(RecordKey::Keyed(values))
+        }
+        Some((b't', rest)) => {
+            let index: [u8; 4] = rest.try_into().map_err(|_| "a task key is not 4 bytes")?;
+            Ok(RecordKey::Task(u32::from_be_bytes(index)))
+        }
+        _ => Err("a record key this host did not write".into()),
+    }
+}
+
+/// Appends `values` (a count, then each value).
+pub fn encode_values(values: &[Value], out: &mut Vec<u8>) {
+    out.extend_from_slice(&(values.len() as u32).to_be_bytes());
+    for v in values {
+        encode_value(v, out);
+    }
+}
+
+fn encode_value(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::Null => out.push(b'n'),
+        Value::Bool(b) => out.extend_from_slice(&[b'b', u8::from(*b)]),
+        Value::I64(n) => {
+            out.push(b'i');
+            out.extend_from_slice(&n.to_be_bytes());
+        }
+        Value::U64(n) => {
+            out.push(b'u');
+            out.extend_from_slice(&n.to_be_bytes());
+        }
+        Value::F64(n) => {
+            out.push(b'f');
+            out.extend_from_slice(&n.to_bits().to_be_bytes());
+        }
+        Value::List(items) => {
+            out.push(b'l');
+            encode_values(items, out);
+        }
+        other => {
+            let (tag, bytes) = match (other.as_str(), other.as_bytes()) {
+                (Some(s), _) => (b's', s.as_bytes()),
+                (None, Some(b)) => (b'y', b),
+                (None, None) => (b'n', &[][..]),
+            };
+            out.push(tag);
+            if tag != b'n' {
+                out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+                out.extend_from_slice(bytes);
+            }
+        }
+    }
+}
+
+/// A spout's position as bytes: its format, then its entries.
+pub fn encode_state(state: &State) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_bytes(state.format.as_bytes(), &mut out);
+    out.extend_from_slice(&(state.entries.len() as u32).to_be_bytes());
+    for e in state.entries.iter() {
+        encode_values(&e.key, &mut out);
+        put_bytes(&e.bytes, &mut out);
+    }
+    out
+}
+
+/// Reads [`encode_state`]'s bytes.
+///
+/// # Errors
+/// Bytes this host did not write.
+pub fn decode_state(bytes: &[u8]) -> Result<State, String> {
+    let mut r = Reader(bytes);
+    let format = String::from_utf8(r.bytes()?.to_vec()).map_err(|_| "a format is not UTF-8")?;
+    let mut state = State::new(&format);
+    for _ in 0..r.u32()? {
+        let key = r.values()?;
+        let bytes = r.bytes()?.to_vec();
+        state.entries.push(StateEntry { key: key.into(), bytes: bytes.into() });
+    }
+    r.end()?;
+    Ok(state)
+}
+
+fn put_bytes(b: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+    out.extend_from_slice(b);
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err("a record is truncated".into());
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
+    }
+
+    fn bytes(&mut self) -> Result<&'a [u8], String> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+
+    fn values(&mut self) -> Result<Vec<Value>, String> {
+        let n = self.u32()? as usize;
+        let mut out = Vec::with_capacity(n.min(1024));
+        for _ in 0..n {
+            out.push(self.value()?);
+        }
+        Ok(out)
+    }
+
+    fn value(&mut self) -> Result<Value, String> {
+        let tag = self.take(1)?[0];
+        Ok(match tag {
+            b'n' => Value::Null,
+            b'b' => Value::Bool(self.take(1)?[0] != 0),
+            b'i' => Value::I64(self.u64()? as i64),
+            b'u' => Value::U64(self.u64()?),
+            b'f' => Value::F64(f64::from_bits(self.u64()?)),
+            b'l' => Value::List(RVec::from(self.values()?)),
+            b's' => {
+                let s = std::str::from_utf8(self.bytes()?).map_err(|_| "a string is not UTF-8")?;
+                Value::from(s)
+            }
+            b'y' => Value::Bytes(self.bytes()?.to_vec().into()),
+            _ => return Err(format!("unknown value tag {tag:#04x}")),
+        })
+    }
+
+    fn end(&self) -> Result<(), String> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err("a record has trailing bytes".into())
+        }
+    }
+}
+
+/// A record's value as text for `squall state show`: UTF-8 (the stores'
+/// JSON) as it is, anything else in hex.
+pub fn show_value(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(_) => bytes.iter().map(|b| format!("{b:02x}")).collect(),
+    }
+}
+
+/// A record's key as text for `squall state show`.
+pub fn show_key(bytes: &[u8]) -> String {
+    match record_key(bytes) {
+        Ok(RecordKey::Keyed(values)) => {
+            let shown: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+            shown.join(", ")
+        }
+        Ok(RecordKey::Task(i)) => format!("task {i}"),
+        Err(_) => show_value(bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_and_string_forms_encode_alike() {
+        let values = vec![
+            Value::from("short"),
+            Value::Str("a heap string longer than the inline capacity".into()),
+            Value::I64(-3),
+            Value::U64(7),
+            Value::F64(1.5),
+            Value::Bool(true),
+            Value::Null,
+            Value::Bytes(vec![0, 255].into()),
+            Value::List(vec![Value::from("x"), Value::I64(1)].into()),
+        ];
+        let bytes = keyed(&values);
+        assert_eq!(record_key(&bytes).unwrap(), RecordKey::Keyed(values));
+        let shared = Value::SharedStr(abi_stable::std_types::RArc::new("same".into()));
+        assert_eq!(keyed(&[Value::from("same")]), keyed(&[shared]));
+        assert_eq!(record_key(&task(42)).unwrap(), RecordKey::Task(42));
+    }
+
+    #[test]
+    fn positions_round_trip_and_bad_bytes_are_errors() {
+        let mut state = State::new("file/1");
+        state.push(&[Value::from("a.txt")], vec![1, 2, 3]);
+        state.push(&[], vec![]);
+        assert_eq!(decode_state(&encode_state(&state)).unwrap(), state);
+        let bytes = encode_state(&state);
+        assert!(decode_state(&bytes[..bytes.len() - 1]).is_err(), "truncated");
+        assert!(record_key(b"zzz").is_err());
+        assert!(record_key(b"t12").is_err());
+    }
+}

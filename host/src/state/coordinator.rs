@@ -1,0 +1,323 @@
+//! The checkpoint coordinator: one host thread that starts a checkpoint
+//! every interval, gathers every task's part, and commits them atomically.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use abi_stable::std_types::{ROption, RVec};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use squall_plugin_api::abi::{ScopeWrites, StateRecord};
+
+use super::codec;
+use super::{Backend, Part, Report, POSITION_SCOPE};
+use crate::control::{Control, RunControl, RunState};
+use crate::topology::{Kind, Topology};
+
+/// What the coordinator needs of the running topology: the topology as it
+/// is now (a live reload changes it), and every task's control queue.
+pub trait TaskDirectory: Send {
+    /// The current topology and the control queues by task id.
+    fn current(&self) -> (Arc<Topology>, Vec<Sender<Control>>);
+}
+
+/// Counters the coordinator publishes (read by `/metrics` and the API).
+#[derive(Debug, Default)]
+pub struct CheckpointStats {
+    /// The last committed checkpoint (0: none yet).
+    pub last_committed: AtomicU64,
+    /// Checkpoints committed by this process.
+    pub committed: AtomicU64,
+    /// Commits the backend refused (their writes are retried with the next).
+    pub failed: AtomicU64,
+    /// Checkpoints abandoned because a task's part did not arrive in time,
+    /// or a bolt's stores could not be read.
+    pub aborted: AtomicU64,
+    /// The last committed checkpoint's duration, barrier to commit (µs).
+    pub last_micros: AtomicU64,
+    /// The last commit's records written.
+    pub last_records: AtomicU64,
+    /// The last commit's bytes written (keys and values).
+    pub last_bytes: AtomicU64,
+    /// Records the last restore read.
+    pub restored_records: AtomicU64,
+    /// The restore's duration at start (µs).
+    pub restore_micros: AtomicU64,
+    /// Durations of every committed checkpoint (µs), for p50/p99.
+    pub durations: Mutex<Vec<u64>>,
+    /// The last error, if the last attempt failed.
+    pub last_error: Mutex<Option<String>>,
+}
+
+impl CheckpointStats {
+    /// The `q` quantile (0..=1) of committed checkpoints' durations (µs).
+    pub fn duration_quantile(&self, q: f64) -> Option<u64> {
+        let mut d = self.durations.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if d.is_empty() {
+            return None;
+        }
+        d.sort_unstable();
+        let i = ((d.len() - 1) as f64 * q).round() as usize;
+        Some(d[i])
+    }
+}
+
+/// Writes gathered and not yet committed, by scope then key (later writes
+/// of a key replace earlier ones; `None` deletes).
+type Pending = BTreeMap<String, HashMap<Vec<u8>, Option<Vec<u8>>>>;
+
+/// How many checkpoint durations are kept for the quantiles.
+const KEPT_DURATIONS: usize = 100_000;
+
+/// The coordinator, before its thread starts.
+pub struct Coordinator {
+    backend: Backend,
+    interval: Duration,
+    /// How long a checkpoint may take to gather its parts.
+    timeout: Duration,
+    reports: Receiver<Report>,
+    next: u64,
+    pending: Pending,
+    stats: Arc<CheckpointStats>,
+    gate: Arc<Mutex<()>>,
+}
+
+impl std::fmt::Debug for Coordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coordinator")
+            .field("backend", &self.backend.name())
+            .field("next", &self.next)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Coordinator {
+    /// A coordinator committing into `backend` (opened, restored from) every
+    /// `interval`, gathering parts from `reports`, numbering checkpoints
+    /// after `last` (the one restored). `gate` is held for the whole of each
+    /// checkpoint; a live reload holds it too, so the two never overlap.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        backend: Backend,
+        interval: Duration,
+        timeout: Duration,
+        reports: Receiver<Report>,
+        last: Option<u64>,
+        stats: Arc<CheckpointStats>,
+        gate: Arc<Mutex<()>>,
+    ) -> Self {
+        Self {
+            backend,
+            interval,
+            timeout,
+            reports,
+            next: last.map_or(1, |n| n + 1),
+            pending: Pending::new(),
+            stats,
+            gate,
+        }
+    }
+
+    /// Checkpoints every interval while the run is `Running`; then waits for
+    /// the final request (the drain is over) and takes one last checkpoint,
+    /// so a graceful stop leaves nothing to replay.
+    pub fn run(mut self, tasks: &dyn TaskDirectory, run: &RunControl, last: Receiver<Sender<()>>) {
+        let mut due = Instant::now() + self.interval;
+        while run.state() == RunState::Running {
+            let now = Instant::now();
+            if now < due {
+                std::thread::sleep((due - now).min(Duration::from_millis(20)));
+                continue;
+            }
+            self.checkpoint(tasks);
+            due = Instant::now() + self.interval;
+        }
+        // Draining: the stop asks for the last checkpoint once the drain is
+        // over (or gives up, dropping the sender).
+        if let Ok(done) = last.recv() {
+            if run.state() != RunState::Stopping {
+                self.checkpoint(tasks);
+            }
+            let _ = done.send(());
+        }
+        self.backend.close();
+    }
+
+    /// One checkpoint: barriers, parts, commit. Returns true when committed.
+    pub fn checkpoint(&mut self, tasks: &dyn TaskDirectory) -> bool {
+        let gate = self.gate.clone();
+        let _held = gate.lock().unwrap_or_else(|p| p.into_inner());
+        let (topology, controls) = tasks.current();
+        let n = self.next;
+        self.next += 1;
+        let started = Instant::now();
+        let (spouts, bolts) = task_sets(&topology);
+        for &t in &spouts {
+            if let Some(c) = controls.get(t as usize) {
+                let _ = c.send(Control::Barrier(n));
+            }
+        }
+        let parts = match self.gather(n, spouts.len() + bolts.len(), started) {
+            Ok(parts) => parts,
+            Err(why) => {
+                for &t in &bolts {
+                    if let Some(c) = controls.get(t as usize) {
+                        let _ = c.send(Control::AbortCheckpoint(n));
+                    }
+                }
+                self.stats.aborted.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("checkpoint {n} abandoned: {why}; the next one covers its changes");
+                self.set_error(Some(format!("checkpoint {n} abandoned: {why}")));
+                return false;
+            }
+        };
+        self.merge(&topology, parts);
+        let (writes, records, bytes) = as_writes(&self.pending);
+        match self.backend.commit(n, &writes) {
+            Ok(()) => {
+                self.pending.clear();
+                let micros = started.elapsed().as_micros() as u64;
+                let s = &self.stats;
+                s.last_committed.store(n, Ordering::Relaxed);
+                s.committed.fetch_add(1, Ordering::Relaxed);
+                s.last_micros.store(micros, Ordering::Relaxed);
+                s.last_records.store(records, Ordering::Relaxed);
+                s.last_bytes.store(bytes, Ordering::Relaxed);
+                {
+                    let mut d = s.durations.lock().unwrap_or_else(|p| p.into_inner());
+                    if d.len() < KEPT_DURATIONS {
+                        d.push(micros);
+                    }
+                }
+                tracing::debug!(
+                    "checkpoint {n} committed: {records} records, {bytes} bytes, {micros} µs"
+                );
+                let was_failing = self.set_error(None);
+                if was_failing {
+                    tracing::info!("checkpoint {n} committed: the state backend is back");
+                }
+                for c in &controls {
+                    let _ = c.send(Control::Committed(n));
+                }
+                true
+            }
+            Err(e) => {
+                self.stats.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "checkpoint {n} not committed ({e}); its {records} writes are retried with \
+                     the next checkpoint, and spouts keep their broker acknowledgements until then"
+                );
+                self.set_error(Some(e.to_string()));
+                false
+            }
+        }
+    }
+
+    /// Sets the last error; returns true when there was one.
+    fn set_error(&self, error: Option<String>) -> bool {
+        let mut last = self.stats.last_error.lock().unwrap_or_else(|p| p.into_inner());
+        std::mem::replace(&mut *last, error).is_some()
+    }
+
+    /// Gathers `expected` parts of checkpoint `n` (parts of older, abandoned
+    /// checkpoints are dropped).
+    fn gather(&self, n: u64, expected: usize, started: Instant) -> Result<Vec<Report>, String> {
+        let mut parts = Vec::with_capacity(expected);
+        while parts.len() < expected {
+            let left = self.timeout.saturating_sub(started.elapsed());
+            match self.reports.recv_timeout(left) {
+                Ok(r) if r.checkpoint == n => {
+                    if let Part::Bolt(Err(e)) = &r.part {
+                        return Err(format!("task {} could not read its stores: {e}", r.task));
+                    }
+                    if let Part::Spout(Err(e)) = &r.part {
+                        return Err(format!("task {} could not give its position: {e}", r.task));
+                    }
+                    parts.push(r);
+                }
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => {
+                    return Err(format!(
+                        "{} of {expected} tasks reported within {} ms",
+                        parts.len(),
+                        self.timeout.as_millis()
+                    ))
+                }
+                Err(RecvTimeoutError::Disconnected) => return Err("the tasks are gone".into()),
+            }
+        }
+        Ok(parts)
+    }
+
+    /// Adds the parts' changes to the pending writes.
+    fn merge(&mut self, topology: &Topology, parts: Vec<Report>) {
+        for r in parts {
+            let Some(c) = topology.components.iter().find(|c| c.tasks.contains(&r.task)) else {
+                continue;
+            };
+            let index = r.task - c.tasks.start;
+            match r.part {
+                Part::Spout(Ok(Some(position))) => {
+                    let scope = super::scope(&c.name, POSITION_SCOPE);
+                    let value = codec::encode_state(&position);
+                    self.pending.entry(scope).or_default().insert(codec::task(index), Some(value));
+                }
+                Part::Spout(_) => {}
+                Part::Bolt(Ok(deltas)) => {
+                    for d in deltas {
+                        let scope =
+                            self.pending.entry(super::scope(&c.name, &d.store)).or_default();
+                        for e in d.entries {
+                            let key = if e.key.is_empty() {
+                                codec::task(index)
+                            } else {
+                                codec::keyed(&e.key)
+                            };
+                            scope.insert(key, Some(e.bytes.into_vec()));
+                        }
+                        for key in d.removed {
+                            scope.insert(codec::keyed(&key), None);
+                        }
+                    }
+                }
+                Part::Bolt(Err(_)) => {}
+            }
+        }
+    }
+}
+
+/// The spout tasks and the bolt tasks of `topology`.
+fn task_sets(topology: &Topology) -> (Vec<u32>, Vec<u32>) {
+    let (mut spouts, mut bolts) = (Vec::new(), Vec::new());
+    for c in &topology.components {
+        match c.kind {
+            Kind::Spout => spouts.extend(c.tasks.clone()),
+            Kind::Bolt => bolts.extend(c.tasks.clone()),
+        }
+    }
+    (spouts, bolts)
+}
+
+/// The pending writes as the backend takes them, with their record and byte counts.
+fn as_writes(pending: &Pending) -> (Vec<ScopeWrites>, u64, u64) {
+    let (mut records, mut bytes) = (0u64, 0u64);
+    let writes = pending
+        .iter()
+        .map(|(scope, entries)| ScopeWrites {
+            scope: scope.as_str().into(),
+            records: entries
+                .iter()
+                .map(|(k, v)| {
+                    records += 1;
+                    bytes += (k.len() + v.as_ref().map_or(0, Vec::len)) as u64;
+                    StateRecord {
+                        key: RVec::from(k.clone()),
+                        value: v.clone().map(RVec::from).map_or(ROption::RNone, ROption::RSome),
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    (writes, records, bytes)
+}

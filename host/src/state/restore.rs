@@ -1,0 +1,112 @@
+//! The restore at start: the last committed checkpoint, repartitioned over
+//! the topology as it is now.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use abi_stable::std_types::{ROption, RVec};
+use squall_plugin_api::abi::StoreDelta;
+use squall_plugin_api::{State, StateEntry};
+
+use super::codec::{self, RecordKey};
+use super::{Backend, StateError, POSITION_SCOPE};
+use crate::topology::grouping::key_index;
+use crate::topology::{Kind, Topology};
+
+/// What a restore hands each task, and what it found.
+#[derive(Debug, Default)]
+pub struct Restored {
+    /// The checkpoint restored (`None`: nothing was committed).
+    pub checkpoint: Option<u64>,
+    /// Each bolt task's stores, by task id.
+    pub bolts: HashMap<u32, Vec<StoreDelta>>,
+    /// Each spout task's position, by task id.
+    pub spouts: HashMap<u32, State>,
+    /// Keys and per-task values restored.
+    pub records: u64,
+    /// Scopes of components the topology no longer has (left in the backend).
+    pub orphans: Vec<String>,
+    /// How long it took.
+    pub secs: f64,
+}
+
+/// Reads the last committed checkpoint of `topology`'s namespace and splits
+/// it over the tasks: a keyed entry to the task its fields grouping routes
+/// the key to ([`key_index`], as a live resize does), a per-task value from
+/// old task index `i` to task index `i % parallelism`, a spout's position to
+/// the task of the same index.
+///
+/// # Errors
+/// The backend's, or records this host did not write.
+pub fn load(topology: &Topology, backend: &mut Backend) -> Result<Restored, StateError> {
+    let started = Instant::now();
+    let mut restored = Restored { checkpoint: backend.last_committed()?, ..Restored::default() };
+    if restored.checkpoint.is_none() {
+        return Ok(restored);
+    }
+    let name = backend.name().to_owned();
+    let bad = |scope: &str, cause: String| StateError {
+        backend: name.clone(),
+        call: "load",
+        cause: format!("scope {scope:?}: {cause}"),
+    };
+    let scopes = backend.scopes()?;
+    for scope in scopes {
+        let Some((component, store)) = scope.split_once('/') else {
+            restored.orphans.push(scope);
+            continue;
+        };
+        let Some(c) = topology.components.iter().find(|c| c.name == component) else {
+            restored.orphans.push(scope);
+            continue;
+        };
+        let n = c.parallelism();
+        let records = backend.load(&scope)?;
+        restored.records += records.len() as u64;
+        match (c.kind, store == POSITION_SCOPE) {
+            (Kind::Spout, true) => {
+                for r in records {
+                    let ROption::RSome(value) = r.value else { continue };
+                    let RecordKey::Task(index) =
+                        codec::record_key(&r.key).map_err(|e| bad(&scope, e))?
+                    else {
+                        return Err(bad(&scope, "a position keyed by values".into()));
+                    };
+                    if index >= n {
+                        tracing::warn!(
+                            "spout {component:?} had a position for task index {index}; it has \
+                             {n} tasks now, so that position is not restored"
+                        );
+                        continue;
+                    }
+                    let state = codec::decode_state(&value).map_err(|e| bad(&scope, e))?;
+                    restored.spouts.insert(c.tasks.start + index, state);
+                }
+            }
+            (Kind::Bolt, false) => {
+                let mut shares: Vec<RVec<StateEntry>> = (0..n).map(|_| RVec::new()).collect();
+                for r in records {
+                    let ROption::RSome(value) = r.value else { continue };
+                    let key = codec::record_key(&r.key).map_err(|e| bad(&scope, e))?;
+                    let (to, key) = match key {
+                        RecordKey::Keyed(values) => {
+                            (key_index(values.iter(), n as usize), RVec::from(values))
+                        }
+                        RecordKey::Task(index) => ((index % n) as usize, RVec::new()),
+                    };
+                    shares[to].push(StateEntry { key, bytes: value });
+                }
+                for (i, entries) in shares.into_iter().enumerate() {
+                    if entries.is_empty() {
+                        continue;
+                    }
+                    let delta = StoreDelta { store: store.into(), entries, removed: RVec::new() };
+                    restored.bolts.entry(c.tasks.start + i as u32).or_default().push(delta);
+                }
+            }
+            _ => restored.orphans.push(scope),
+        }
+    }
+    restored.secs = started.elapsed().as_secs_f64();
+    Ok(restored)
+}

@@ -1,0 +1,187 @@
+//! Durable state (issue 21) against the real servers: a keyed word count
+//! whose counts live in a `[state]` backend, killed with SIGKILL at five
+//! points of its run and restarted each time (once with another `count`
+//! parallelism), ends with every word's count exactly its true count.
+//!
+//! The spout is `RandomSentenceSpout` in `cycle` order: sentence `i` is
+//! `SENTENCES[i % 3]`, so the true counts of `LIMIT` sentences are known.
+//! It keeps a checkpoint position (contract 1.2), so a restart emits again
+//! from the last committed checkpoint's barrier; the counts restored are
+//! the effects of exactly the sentences before it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::reload::final_counts;
+use crate::util::{
+    plugin_path, require_service, unique_name, Service, SquallCommand, Workspace, POSTGRES, REDIS,
+};
+
+const SENTENCES: [&str; 3] = ["the cow jumped", "over the moon", "the man went to the store"];
+
+/// Sentences in the whole run (emitted at `RATE` per second: about 4 s).
+const LIMIT: u64 = 40_000;
+const RATE: u64 = 10_000;
+
+fn true_counts(limit: u64) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for i in 0..limit {
+        for w in SENTENCES[(i % 3) as usize].split_whitespace() {
+            *counts.entry(w.to_owned()).or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// A backend plugin under test: its library, component and config.
+struct BackendUnderTest {
+    service: Service,
+    library: &'static str,
+    component: &'static str,
+    config: String,
+}
+
+fn redis_backend() -> BackendUnderTest {
+    BackendUnderTest {
+        service: REDIS,
+        library: "state_redis",
+        component: "RedisState",
+        config: r#"url = "redis://127.0.0.1:6379""#.to_owned(),
+    }
+}
+
+fn postgres_backend() -> BackendUnderTest {
+    BackendUnderTest {
+        service: POSTGRES,
+        library: "state_postgres",
+        component: "PostgresState",
+        config: r#"url = "host=127.0.0.1 port=5432 user=postgres dbname=postgres""#.to_owned(),
+    }
+}
+
+fn topology(backend: &BackendUnderTest, namespace: &str, count_tasks: u32) -> String {
+    let sentences: Vec<String> = SENTENCES.iter().map(|s| format!("{s:?}")).collect();
+    format!(
+        r#"
+[topology]
+name = "durable-wc"
+message_timeout_secs = 30
+max_spout_pending = 2000
+
+[plugins]
+examples = "{examples}"
+state = "{state}"
+
+[state]
+backend = "state::{component}"
+namespace = "{namespace}"
+interval_ms = 200
+config = {{ {config} }}
+
+[spouts.sentences]
+component = "examples::RandomSentenceSpout"
+config = {{ order = "cycle", limit = {LIMIT}, sentences = [{sentences}] }}
+throttle = {{ tuples_per_sec = {RATE}, mode = "smooth" }}
+
+[bolts.split]
+component = "examples::SplitSentence"
+parallelism = 2
+inputs = [{{ from = "sentences", grouping = "shuffle" }}]
+
+[bolts.count]
+component = "examples::DurableWordCount"
+parallelism = {count_tasks}
+inputs = [{{ from = "split", grouping = {{ fields = ["word"] }} }}]
+"#,
+        examples = plugin_path("examples").display(),
+        state = plugin_path(backend.library).display(),
+        component = backend.component,
+        config = backend.config,
+        sentences = sentences.join(", "),
+    )
+}
+
+/// Runs the kill test on `backend`: five SIGKILLs at seeded random points,
+/// a restart after each (the third with 3 `count` tasks instead of 2), then
+/// a run to the end; the counts printed at its graceful stop are compared
+/// with the true counts.
+fn killed_five_times(backend: BackendUnderTest, test: &str) {
+    if !require_service(backend.service) {
+        return;
+    }
+    let ws = Workspace::new(test);
+    let namespace = unique_name("squall_kill");
+    let mut rng = 0x5EED_u64 ^ u64::from(std::process::id());
+    let mut next = || {
+        rng = rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z ^= z >> 27;
+        z
+    };
+    for kill in 0..5 {
+        let tasks = if kill >= 2 { 3 } else { 2 };
+        let file = ws.write_topology(&format!("run{kill}.toml"), &topology(&backend, &namespace, tasks));
+        let mut cmd = SquallCommand::run_until_interrupted(&ws, &file);
+        cmd.limit(Duration::from_secs(60));
+        let mut child = cmd.spawn();
+        child.wait_for_stderr("running;", Duration::from_secs(30));
+        let after = Duration::from_millis(300 + next() % 500);
+        eprintln!("kill {kill}: SIGKILL {} ms after start ({tasks} count tasks)", after.as_millis());
+        std::thread::sleep(after);
+        child.signal(libc::SIGKILL);
+        let out = child.wait();
+        assert!(out.stdout.lines().all(|l| !l.starts_with("wordcount:")), "killed before cleanup");
+    }
+    // The last run, with 2 tasks again: emits what is left, drains, prints.
+    let file = ws.write_topology("last.toml", &topology(&backend, &namespace, 2));
+    let out = SquallCommand::run(&ws, &file, "12s").limit(Duration::from_secs(60)).output();
+    out.assert_code(0);
+    assert!(out.stderr.contains("durable state: restored checkpoint"), "\n{}", out.context());
+    let counts = final_counts(&out.stdout);
+    let rm = SquallCommand::new(&ws, ["state", "rm", "--yes"]).arg(&file).output();
+    rm.assert_code(0);
+    assert_eq!(counts, true_counts(LIMIT), "\n{}", out.context());
+}
+
+#[test]
+fn word_counts_in_redis_are_exact_after_five_kills_and_a_rescale() {
+    killed_five_times(redis_backend(), "state_kill_redis");
+}
+
+#[test]
+fn word_counts_in_postgres_are_exact_after_five_kills_and_a_rescale() {
+    killed_five_times(postgres_backend(), "state_kill_postgres");
+}
+
+#[test]
+fn squall_state_lists_and_shows_the_committed_counts_and_rm_deletes_them() {
+    let backend = redis_backend();
+    if !require_service(backend.service) {
+        return;
+    }
+    let ws = Workspace::new("state_cli");
+    let namespace = unique_name("squall_cli");
+    let file = ws.write_topology("wc.toml", &topology(&backend, &namespace, 2));
+    let out = SquallCommand::run(&ws, &file, "7s").limit(Duration::from_secs(60)).output();
+    out.assert_code(0);
+    let ls = SquallCommand::new(&ws, ["state", "ls"]).arg(&file).output();
+    ls.assert_code(0);
+    assert!(ls.stdout.contains("last committed checkpoint: "), "\n{}", ls.context());
+    assert!(ls.stdout.contains("count/counts\t"), "\n{}", ls.context());
+    assert!(ls.stdout.contains("sentences/$position\t1 records"), "\n{}", ls.context());
+    let show = SquallCommand::new(&ws, ["state", "show"]).arg(&file).arg("count/counts").output();
+    show.assert_code(0);
+    let the = true_counts(LIMIT)["the"];
+    assert!(show.stdout.contains(&format!("\"the\" = {the}")), "\n{}", show.context());
+    // rm asks first; no answer (stdin is empty) keeps everything.
+    let kept = SquallCommand::new(&ws, ["state", "rm"]).arg(&file).output();
+    assert_ne!(kept.status.code(), Some(0), "\n{}", kept.context());
+    assert!(kept.stderr.contains("nothing deleted"), "\n{}", kept.context());
+    let still = SquallCommand::new(&ws, ["state", "ls"]).arg(&file).output();
+    assert!(still.stdout.contains("count/counts\t"), "\n{}", still.context());
+    let rm = SquallCommand::new(&ws, ["state", "rm", "--yes"]).arg(&file).output();
+    rm.assert_code(0);
+    let after = SquallCommand::new(&ws, ["state", "ls"]).arg(&file).output();
+    assert!(after.stdout.contains("no checkpoint committed"), "\n{}", after.context());
+}

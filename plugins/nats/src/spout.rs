@@ -24,14 +24,16 @@
 //! `ack_wait`.
 //!
 //! # Close protocol
-//! 1. `deactivate`: the puller stops asking for more, and the pull in
-//!    progress is cancelled (it does not wait out `fetch_wait`).
-//! 2. `close`: `Stop` with a reply; the puller says it has stopped.
+//! 1. `deactivate`: the puller stops asking for more; the pull in progress
+//!    runs to its end (at most `fetch_wait`) while the host drains.
+//! 2. `close`: `Stop` with a reply; the puller says it has stopped. A pull
+//!    still in progress gets at most `min(fetch_wait, close_timeout)` more,
+//!    then it is cancelled.
 //! 3. Messages left in the channel, and held ones, are naked.
 //! 4. `Close`: the commander carries out what is queued, flushes the
 //!    client, and the thread ends; `close` waits for it (at most
-//!    `close_timeout`). A message the server had already sent into the
-//!    cancelled pull is redelivered after `ack_wait`.
+//!    `close_timeout`). A message the server sent into a cancelled pull is
+//!    redelivered after `ack_wait`.
 //!
 //! The pending map, the dead-letter decision, the feed, the I/O thread and
 //! the connection's health are `squall_connector`'s.
@@ -52,6 +54,9 @@ use squall_plugin_api::prelude::*;
 use tokio::sync::mpsc;
 
 use crate::connect::{runtime, with_connection, Connection};
+
+/// The longest `close_timeout` (the declared close budget is twice it).
+const MAX_CLOSE_TIMEOUT_SECS: u64 = 15;
 
 /// The header a dead-lettered message carries its reason in.
 pub const DEAD_LETTER_REASON: &str = "Squall-Dead-Letter-Reason";
@@ -132,6 +137,13 @@ impl SpoutConfig {
         }
         if self.max_ack_pending < 1 {
             return Err("max_ack_pending must be at least 1".into());
+        }
+        if self.close_timeout > Duration::from_secs(MAX_CLOSE_TIMEOUT_SECS) {
+            return Err(format!(
+                "close_timeout must be at most {MAX_CLOSE_TIMEOUT_SECS}s (the spout's declared close budget is twice it), found {:?}",
+                self.close_timeout
+            )
+            .into());
         }
         if self.max_deliver < 1 {
             return Err(
@@ -303,6 +315,10 @@ pub struct JetStreamSpout {
 impl Spout for JetStreamSpout {
     const NAME: &'static str = "JetStreamSpout";
     const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&SpoutConfig::KEYS);
+    /// `close` waits at most `min(fetch_wait, close_timeout)` for the pull
+    /// in progress, then `close_timeout` for the flush: within twice the
+    /// longest `close_timeout` allowed.
+    const CLOSE_BUDGET: Option<Duration> = Some(Duration::from_secs(2 * MAX_CLOSE_TIMEOUT_SECS));
     const DESCRIPTION: &'static str =
         "pulls from a durable JetStream consumer; acks on tree completion, naks on failure";
 
@@ -628,7 +644,11 @@ async fn io_main(
     };
     ready.ready(Ok(()));
     let js = jetstream::new(client.clone());
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    // 0: pull; STOP: finish the pull in progress, ask for no more; CANCEL:
+    // abandon the pull in progress too.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(0u8);
+    // How long close lets the pull in progress finish before cancelling it.
+    let finish = config.fetch_wait.min(config.close_timeout);
     let puller = tokio::spawn(pull(consumer, config.clone(), label.clone(), messages, stop_rx));
     let mut puller = Some(puller);
     let dead_letter_subject: Option<Arc<str>> =
@@ -646,10 +666,13 @@ async fn io_main(
                 Ok(())
             }
             Command::Stop(reply) => {
-                let _ = stop_tx.send(true);
+                stop_tx.send_if_modified(|v| std::mem::replace(v, (*v).max(STOP)) < STOP);
                 if let Some(reply) = reply {
-                    if let Some(p) = puller.take() {
-                        let _ = p.await;
+                    if let Some(mut p) = puller.take() {
+                        if tokio::time::timeout(finish, &mut p).await.is_err() {
+                            let _ = stop_tx.send(CANCEL);
+                            let _ = p.await;
+                        }
                     }
                     let _ = reply.send(());
                 }
@@ -664,7 +687,7 @@ async fn io_main(
             }
         }
     }
-    let _ = stop_tx.send(true);
+    let _ = stop_tx.send(CANCEL);
     if let Some(p) = puller.take() {
         p.abort();
     }
@@ -673,22 +696,28 @@ async fn io_main(
     }
 }
 
+/// The puller's stop levels (see `io_main`).
+const STOP: u8 = 1;
+const CANCEL: u8 = 2;
+
 /// The puller: fetches as many messages as the feed has room for, in
-/// batches that end after `fetch_wait`, until told to stop. A stop cancels
-/// the batch in progress.
+/// batches that end after `fetch_wait`, until told to stop. At `STOP` it
+/// finishes the batch in progress (so what the server sent into it is
+/// received, and naked at close, not left to `ack_wait`) and asks for no
+/// more; at `CANCEL` it abandons it.
 async fn pull(
     consumer: jetstream::consumer::Consumer<pull::Config>,
     config: SpoutConfig,
     label: String,
     messages: Feeder<jetstream::Message>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    mut stop: tokio::sync::watch::Receiver<u8>,
 ) {
     let room = Arc::new(tokio::sync::Notify::new());
     let notify = room.clone();
     messages.on_room(move || notify.notify_one());
     let mut errors = 0u64;
     loop {
-        if *stop.borrow() {
+        if *stop.borrow() >= STOP {
             return;
         }
         // Wait for room (or a stop).
@@ -731,7 +760,7 @@ async fn pull(
         loop {
             let item = tokio::select! {
                 item = batch.next() => item,
-                _ = stop.changed() => return,
+                _ = stop.wait_for(|v| *v >= CANCEL) => return,
             };
             let Some(item) = item else { break };
             match item {

@@ -272,6 +272,7 @@ fn fields_value(entry: &RawEntry) -> Value {
 impl Spout for StreamSpout {
     const NAME: &'static str = "StreamSpout";
     const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(SpoutConfig::KEYS);
+    const CLOSE_BUDGET: Option<Duration> = Some(CLOSE_BUDGET);
     const DESCRIPTION: &'static str =
         "reads a Redis stream through a consumer group; XACKs when the tuple tree completes";
 

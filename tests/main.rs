@@ -106,6 +106,10 @@ mod nats;
 // and a restart, a host killed (-9) among three, SIGTERM's flushed acks, a
 // cut connection, bad config.
 mod redis;
+// The broker faults of issue 24 against real servers: Redis restarted with
+// its stream lost, NATS stopped for 10 s, poison input for each connector,
+// the file checkpoint while every line fails.
+mod broker_faults;
 // `squall new plugin`: the generated crate builds, passes its unit and
 // in-process tests, and runs; existing folders and bad names are refused.
 mod new_plugin;

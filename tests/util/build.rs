@@ -139,8 +139,15 @@ pub fn squall_bin() -> PathBuf {
 
 /// The built plugin library of package `squall-<name>`: `plugin_path("testkit")`
 /// is `<root>/release/libsquall_testkit.so`; dashes become underscores.
+/// `SQUALL_TEST_PLUGIN_<NAME>=PATH` (`SQUALL_TEST_PLUGIN_NATS`) takes that
+/// library instead: with [`TEST_BIN_VAR`], how a connector's fault test is
+/// shown to fail on a previous commit's build.
 pub fn plugin_path(name: &str) -> PathBuf {
     build_once();
+    let var = format!("SQUALL_TEST_PLUGIN_{}", name.replace('-', "_").to_uppercase());
+    if let Some(path) = std::env::var_os(var) {
+        return PathBuf::from(path);
+    }
     release_dir().join(format!("libsquall_{}.so", name.replace('-', "_")))
 }
 

@@ -13,12 +13,14 @@ mod build;
 mod command;
 mod logs;
 mod proxy;
+mod servers;
 mod services;
 
 pub use build::*;
 pub use command::*;
 pub use logs::*;
 pub use proxy::*;
+pub use servers::*;
 pub use services::*;
 
 #[cfg(test)]

@@ -318,13 +318,41 @@ pub fn healthz(handle: &TopologyHandle) -> Answer {
     Answer::ok(json!({ "status": "ok", "state": state(handle) }))
 }
 
-/// `GET /readyz`: 200 while the topology runs, 503 once it drains or failed.
+/// `GET /readyz`: 200 while the topology runs, 503 once it drains or
+/// failed, and 503 while a connector says its broker connection is down
+/// (a task's user gauge `connector_up` is 0: `squall_connector::health`).
 pub fn readyz(handle: &TopologyHandle) -> Answer {
-    let ready = handle.state() == crate::control::RunState::Running && handle.fatal().is_none();
-    Answer {
-        status: if ready { 200 } else { 503 },
-        body: json!({ "ready": ready, "state": state(handle) }),
+    let running = handle.state() == crate::control::RunState::Running && handle.fatal().is_none();
+    let down = connectors_down(handle);
+    let ready = running && down.is_empty();
+    let mut body = json!({ "ready": ready, "state": state(handle) });
+    if !down.is_empty() {
+        body["connectors_down"] = json!(down);
     }
+    Answer { status: if ready { 200 } else { 503 }, body }
+}
+
+/// The name of the gauge a connector sets to 0 while it cannot read or write.
+const CONNECTOR_UP: &str = "connector_up";
+
+/// `{component, task}` of every task whose `connector_up` gauge is 0.
+fn connectors_down(handle: &TopologyHandle) -> Vec<Json> {
+    use squall_plugin_api::abi::MetricKind;
+    let t = handle.topology();
+    let mut down = Vec::new();
+    for c in &t.components {
+        for task in c.tasks.clone() {
+            let metrics = handle.task_stats(task).user.snapshot();
+            let up = metrics
+                .iter()
+                .find(|m| m.name == CONNECTOR_UP && m.kind() == MetricKind::GAUGE)
+                .map(|m| m.cell(0) as i64);
+            if up == Some(0) {
+                down.push(json!({ "component": c.name, "task": task }));
+            }
+        }
+    }
+    down
 }
 
 /// Durable state's figures (`null` for a topology without `[state]`).

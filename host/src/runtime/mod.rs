@@ -31,9 +31,10 @@
 //!    A drain that times out names the components still holding work.
 //! 3. `Stopping`: spouts fail what is still pending (reason: shutdown) and
 //!    call `close`; bolts call `cleanup`.
-//! 4. Join every thread. A thread still inside plugin code `JOIN_GRACE`
+//! 4. Join every thread. A thread still inside plugin code [`join_grace`]
 //!    after step 3 (a call that blocks) is reported and left behind: the
-//!    process exits anyway, with an error.
+//!    process exits anyway, with an error. The grace is the longest close
+//!    budget the components declare (`CLOSE_BUDGET`), at least 2 s.
 //!
 //! Emits that race with shutdown: a bolt that emits during step 3 may find
 //! its downstream already stopped; such tuples are untracked or belong to a
@@ -216,8 +217,26 @@ pub struct RunOutcome {
 }
 
 /// How long threads get to leave their loops after `Stopping` before they
-/// are reported as stuck (a plugin call that blocks) and left behind.
+/// are reported as stuck (a plugin call that blocks) and left behind, when
+/// no component declares a longer close budget ([`join_grace`]).
 pub const JOIN_GRACE: Duration = Duration::from_secs(2);
+
+/// What a declared close budget gets on top, for the executor's own way out
+/// of its loop after the plugin's `close` returned.
+const BUDGET_MARGIN: Duration = Duration::from_millis(500);
+
+/// The join grace of a topology: the longest close budget its components
+/// declare (contract 1.2's `CLOSE_BUDGET`; tasks close at the same time, so
+/// the longest, not the sum) plus a margin, and never less than
+/// [`JOIN_GRACE`].
+pub fn join_grace(topology: &crate::topology::Topology) -> Duration {
+    topology
+        .components
+        .iter()
+        .filter_map(|c| c.close_budget)
+        .map(|b| b + BUDGET_MARGIN)
+        .fold(JOIN_GRACE, Duration::max)
+}
 
 impl RunningTopology {
     fn new(live: Arc<LiveCell>, run: Arc<RunControl>, threads: Vec<JoinHandle<()>>) -> Self {
@@ -260,7 +279,7 @@ impl RunningTopology {
             stuck_threads: stuck_threads.clone(),
         };
         if !stuck_threads.is_empty() {
-            let grace_secs = JOIN_GRACE.as_secs();
+            let grace_secs = join_grace(&h.topology()).as_secs();
             h.run().fail(RunError::Stuck { threads: stuck_threads, grace_secs });
         }
         RunOutcome { report: h.report(), drain, error: h.run().fatal() }
@@ -303,11 +322,11 @@ impl RunningTopology {
         }
     }
 
-    /// Joins every thread; a thread still running `JOIN_GRACE` after
+    /// Joins every thread; a thread still running [`join_grace`] after
     /// `Stopping` (a plugin call that blocks) is left behind and named.
     fn join(&mut self) -> Vec<String> {
         self.threads.extend(self.handle.take_late_threads());
-        let grace_end = Instant::now() + JOIN_GRACE;
+        let grace_end = Instant::now() + join_grace(&self.handle.topology());
         while self.threads.iter().any(|t| !t.is_finished()) && Instant::now() < grace_end {
             std::thread::sleep(Duration::from_millis(5));
         }

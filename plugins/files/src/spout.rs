@@ -1,12 +1,13 @@
 //! [`LineSpout`]: the lines of a file or a directory, reliably, resuming
 //! from a checkpoint after a restart.
 
-use std::collections::VecDeque;
+use std::fs::File;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use serde::Deserialize;
+use squall_connector::{Acked, Backoff, Failed, Pending, Redelivery, RetryPolicy};
 use squall_plugin_api::metrics;
 use squall_plugin_api::prelude::*;
 
@@ -14,61 +15,39 @@ use crate::checkpoint::{self, AckTracker, Position};
 use crate::pattern::Pattern;
 use crate::source::{FileId, Input, Reader};
 
-/// The spout's `config` table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LineSpoutConfig {
-    /// A file, or a directory whose files are read in name order.
-    path: String,
-    /// Directory only: which file names to read (`*` and `?`).
-    #[serde(default)]
-    pattern: Option<String>,
-    /// Follow the input like `tail -F` instead of stopping at its end.
-    #[serde(default)]
-    follow: bool,
-    /// Following: how often an idle spout looks for new data.
-    #[serde(default = "default_poll_interval_ms")]
-    poll_interval_ms: u64,
-    /// Where the checkpoint goes; `<path>.squall-checkpoint` by default.
-    #[serde(default)]
-    checkpoint: Option<String>,
-    /// How often the checkpoint is written while it changes.
-    #[serde(default = "default_checkpoint_interval_ms")]
-    checkpoint_interval_ms: u64,
-    /// Most lines held (in flight, or acked behind one in flight).
-    #[serde(default = "default_max_pending")]
-    max_pending: usize,
-    /// A longer line is emitted in pieces of this many bytes.
-    #[serde(default = "default_max_line_bytes")]
-    max_line_bytes: usize,
-}
-
-fn default_poll_interval_ms() -> u64 {
-    200
-}
-
-fn default_checkpoint_interval_ms() -> u64 {
-    1000
-}
-
-fn default_max_pending() -> usize {
-    10_000
-}
-
-fn default_max_line_bytes() -> usize {
-    1 << 20
+squall_connector::connector_config! {
+    /// The spout's `config` table: the struct and its declared keys.
+    #[derive(Debug, Clone, PartialEq)]
+    struct LineSpoutConfig {
+        path: String = required(String, "a file, or a directory read in name order"),
+        pattern: Option<String> = maybe(String, "directory only: file names to read (* and ?)"),
+        follow: bool = default(Bool, "false", "follow the input like tail -F"),
+        poll_interval_ms: u64 = default(Integer, "200", "following: how often an idle spout looks for new data"),
+        checkpoint: Option<String> = maybe(String, "the checkpoint file (default <path>.squall-checkpoint)"),
+        checkpoint_interval_ms: u64 = default(Integer, "1000", "how often the checkpoint is written while it changes"),
+        max_pending: usize = default(Integer, "10000", "most lines held in flight or acked behind one in flight"),
+        max_line_bytes: usize = default(Integer, "1048576", "a longer line is emitted in pieces of this many bytes"),
+        max_deliver: u32 = default(Integer, "10", "deliveries after which a failing line goes to the dead-letter file"),
+        dead_letter: Option<String> = maybe(String, "the dead-letter file, JSON lines (default <path>.squall-dead-letters)"),
+    }
 }
 
 /// The most a duration key may say: one day.
 const MAX_MILLIS: u64 = 86_400_000;
 
-/// One line held until it is acked: what to emit again and where it was.
+/// Where a line held until its tree completes was (the checkpoint's part).
 #[derive(Debug)]
 struct Held {
     file: Arc<FileId>,
     offset: u64,
-    /// `[line, file, offset]`, as emitted.
-    values: [Value; 3],
+}
+
+/// The spout's counters.
+#[derive(Debug)]
+struct LineMetrics {
+    read: metrics::Counter,
+    replayed: metrics::Counter,
+    dead_lettered: metrics::Counter,
 }
 
 /// Emits the lines of a file, or of the files of a directory in name
@@ -98,18 +77,21 @@ pub struct LineSpout {
     checkpoint_interval: Duration,
     max_pending: usize,
     reader: Reader,
+    /// Every line whose tree has not completed, in reading order, keyed by
+    /// its message id (ids grow: `squall_connector::MessageIds`): its
+    /// first entry is the checkpoint. A line leaves it when its tree is
+    /// acked or it is dead-lettered.
     tracker: AckTracker<Held>,
-    /// Failed lines, emitted again first, oldest failure first.
-    replay: VecDeque<u64>,
-    /// The next message id. Ids start at the wall clock in nanoseconds, so
-    /// an instance rebuilt after a panic never reuses an id of its
-    /// predecessor still in flight (their acks are ignored).
-    next_id: u64,
+    /// The lines in flight with what to emit again (`[line, file,
+    /// offset]`), their deliveries and replays: the connector core.
+    pending: Pending<[Value; 3]>,
+    dead_letter_path: PathBuf,
+    dead_letters: Option<File>,
     next_checkpoint: Option<Instant>,
     written: Option<Position>,
     /// The last checkpoint error logged, so a persistent one is logged once.
     checkpoint_error: Option<String>,
-    metrics: Option<(metrics::Counter, metrics::Counter)>,
+    metrics: Option<LineMetrics>,
 }
 
 impl LineSpout {
@@ -167,37 +149,94 @@ impl LineSpout {
 
     /// Emits the oldest failed line still held; false when there is none.
     fn replay_one(&mut self, collector: &mut SpoutCollector<'_>) -> bool {
-        while let Some(id) = self.replay.pop_front() {
-            if let Some(held) = self.tracker.unacked(id) {
-                collector.emit_with_id(&held.values, id);
-                if let Some((_, replayed)) = &self.metrics {
-                    replayed.inc();
+        if !self.pending.has_replays() {
+            return false;
+        }
+        let Some((id, values)) = self.pending.next_replay(Instant::now()) else { return false };
+        collector.emit_with_id(values, id);
+        if let Some(m) = &self.metrics {
+            m.replayed.inc();
+        }
+        true
+    }
+
+    /// Appends a dead line to the dead-letter file (one JSON object, synced)
+    /// and lets the checkpoint pass it. When it cannot be written the line
+    /// stays held: the checkpoint stops before it, so a restart reads it again.
+    fn dead_letter(&mut self, id: u64, values: [Value; 3], reason: &str) {
+        let record = serde_json::json!({
+            "line": values[0].as_str().unwrap_or_default(),
+            "file": values[1].as_str().unwrap_or_default(),
+            "offset": values[2].as_u64().unwrap_or_default(),
+            "reason": reason,
+        });
+        let written = (|| -> std::io::Result<()> {
+            if self.dead_letters.is_none() {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.dead_letter_path)?;
+                self.dead_letters = Some(file);
+            }
+            let file = self.dead_letters.as_mut().expect("just opened");
+            let mut line = record.to_string();
+            line.push('\n');
+            file.write_all(line.as_bytes())?;
+            file.sync_data()
+        })();
+        match written {
+            Ok(()) => {
+                if let Some(m) = &self.metrics {
+                    let n = m.dead_lettered.get() + 1;
+                    m.dead_lettered.inc();
+                    if n.is_power_of_two() {
+                        squall_plugin_api::warn!(
+                            "line at {} offset {} dead-lettered to {}: {reason} ({n} so far)",
+                            record["file"],
+                            record["offset"],
+                            self.dead_letter_path.display()
+                        );
+                    }
                 }
-                return true;
+                self.tracker.ack(id);
+                self.checkpoint(Instant::now(), false);
+            }
+            Err(e) => {
+                self.dead_letters = None;
+                squall_plugin_api::error!(
+                    "cannot write dead letter to {}: {e}; the line stays unacked, and the \
+                     checkpoint stops before it",
+                    self.dead_letter_path.display()
+                );
             }
         }
-        false
     }
 }
 
 /// Checks the config and works out the input: the errors are config errors.
-fn input_of(config: &LineSpoutConfig, checkpoint_path: &Path) -> Result<Input> {
+fn input_of(
+    config: &LineSpoutConfig,
+    checkpoint_path: &Path,
+    dead_letter_path: &Path,
+) -> Result<Input> {
     let path = Path::new(&config.path);
     let meta = std::fs::metadata(path);
     match &meta {
         Ok(meta) if meta.is_dir() => {
             let pattern = config.pattern.as_deref().map(Pattern::new);
-            // A checkpoint kept inside the directory is not input.
-            let checkpoint_dir = checkpoint_path
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
+            // The checkpoint and the dead letters, kept inside the
+            // directory, are not input.
             let mut exclude = Vec::new();
-            if checkpoint_dir.canonicalize().ok() == path.canonicalize().ok() {
-                if let Some(name) = checkpoint_path.file_name() {
-                    let mut tmp = name.to_os_string();
-                    tmp.push(".tmp");
-                    exclude = vec![name.to_os_string(), tmp];
+            for side in [checkpoint_path, dead_letter_path] {
+                let side_dir =
+                    side.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                if side_dir.canonicalize().ok() == path.canonicalize().ok() {
+                    if let Some(name) = side.file_name() {
+                        let mut tmp = name.to_os_string();
+                        tmp.push(".tmp");
+                        exclude.push(name.to_os_string());
+                        exclude.push(tmp);
+                    }
                 }
             }
             return Ok(Input::Dir { dir: path.to_path_buf(), pattern, exclude });
@@ -235,6 +274,13 @@ fn input_of(config: &LineSpoutConfig, checkpoint_path: &Path) -> Result<Input> {
     Ok(Input::File(path.to_path_buf()))
 }
 
+/// `<input><suffix>` beside the input (for a directory `dir/`, beside it).
+fn side_path(input: &Path, suffix: &str) -> PathBuf {
+    let mut name = input.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| ".".into());
+    name.push(suffix);
+    input.with_file_name(name)
+}
+
 /// A duration key in milliseconds, 1 ms to one day.
 fn millis(key: &str, value: u64) -> Result<Duration> {
     if value == 0 || value > MAX_MILLIS {
@@ -245,44 +291,7 @@ fn millis(key: &str, value: u64) -> Result<Duration> {
 
 impl Spout for LineSpout {
     const NAME: &'static str = "LineSpout";
-    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
-        ConfigKey::required("path", KeyKind::String, "a file, or a directory read in name order"),
-        ConfigKey::maybe(
-            "pattern",
-            KeyKind::String,
-            "directory only: file names to read (* and ?)",
-        ),
-        ConfigKey::optional("follow", KeyKind::Bool, "false", "follow the input like tail -F"),
-        ConfigKey::optional(
-            "poll_interval_ms",
-            KeyKind::Integer,
-            "200",
-            "following: how often an idle spout looks for new data",
-        ),
-        ConfigKey::maybe(
-            "checkpoint",
-            KeyKind::String,
-            "the checkpoint file (default <path>.squall-checkpoint)",
-        ),
-        ConfigKey::optional(
-            "checkpoint_interval_ms",
-            KeyKind::Integer,
-            "1000",
-            "how often the checkpoint is written while it changes",
-        ),
-        ConfigKey::optional(
-            "max_pending",
-            KeyKind::Integer,
-            "10000",
-            "most lines held in flight or acked behind one in flight",
-        ),
-        ConfigKey::optional(
-            "max_line_bytes",
-            KeyKind::Integer,
-            "1048576",
-            "a longer line is emitted in pieces of this many bytes",
-        ),
-    ]);
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(LineSpoutConfig::KEYS);
     const DESCRIPTION: &'static str =
         "lines of a file or directory, reliably; checkpoints the acked prefix; follows like tail -F";
 
@@ -291,7 +300,7 @@ impl Spout for LineSpout {
     }
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
-        let config: LineSpoutConfig = config.parse()?;
+        let config = LineSpoutConfig::parse(config)?;
         if config.path.is_empty() {
             return Err("path must not be empty".into());
         }
@@ -302,6 +311,9 @@ impl Spout for LineSpout {
         }
         if config.max_line_bytes == 0 {
             return Err("max_line_bytes must be at least 1".into());
+        }
+        if config.max_deliver == 0 {
+            return Err("max_deliver must be at least 1".into());
         }
         let path = PathBuf::from(&config.path);
         let checkpoint_path = match &config.checkpoint {
@@ -320,9 +332,13 @@ impl Spout for LineSpout {
             )
             .into());
         }
-        let input = input_of(&config, &checkpoint_path)?;
-        let next_id =
-            SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+        let dead_letter_path = match &config.dead_letter {
+            Some(p) if p.is_empty() => return Err("dead_letter must not be empty".into()),
+            Some(p) => PathBuf::from(p),
+            None => side_path(&path, ".squall-dead-letters"),
+        };
+        let input = input_of(&config, &checkpoint_path, &dead_letter_path)?;
+        let policy = RetryPolicy { max_deliver: config.max_deliver, backoff: Backoff::NONE };
         Ok(Self {
             path,
             checkpoint_path,
@@ -330,8 +346,9 @@ impl Spout for LineSpout {
             max_pending: config.max_pending,
             reader: Reader::new(input, config.follow, poll_interval, config.max_line_bytes),
             tracker: AckTracker::default(),
-            replay: VecDeque::new(),
-            next_id,
+            pending: Pending::new(config.max_pending, policy, Redelivery::Local),
+            dead_letter_path,
+            dead_letters: None,
             next_checkpoint: None,
             written: None,
             checkpoint_error: None,
@@ -366,10 +383,14 @@ impl Spout for LineSpout {
                 self.checkpoint_path.display()
             ),
         }
-        self.metrics = Some((
-            metrics::counter("lines_read", "Lines read from the input."),
-            metrics::counter("lines_replayed", "Failed lines emitted again."),
-        ));
+        self.metrics = Some(LineMetrics {
+            read: metrics::counter("lines_read", "Lines read from the input."),
+            replayed: metrics::counter("lines_replayed", "Failed lines emitted again."),
+            dead_lettered: metrics::counter(
+                "lines_dead_lettered",
+                "Lines written to the dead-letter file after max_deliver failed deliveries.",
+            ),
+        });
         Ok(())
     }
 
@@ -383,28 +404,34 @@ impl Spout for LineSpout {
             return Ok(());
         }
         let Some(line) = self.reader.next_line(now)? else { return Ok(()) };
-        let id = self.next_id;
-        self.next_id += 1;
         let values = [Value::from(line.text), line.file.value.clone(), Value::U64(line.offset)];
-        collector.emit_with_id(&values, id);
-        self.tracker.insert(id, Held { file: line.file, offset: line.offset, values });
-        if let Some((read, _)) = &self.metrics {
-            read.inc();
+        let id = self.pending.insert(values, 1);
+        self.tracker.insert(id, Held { file: line.file, offset: line.offset });
+        if let Some(values) = self.pending.get(id) {
+            collector.emit_with_id(values, id);
+        }
+        if let Some(m) = &self.metrics {
+            m.read.inc();
         }
         Ok(())
     }
 
     fn ack(&mut self, message_id: MessageId) {
-        if self.tracker.ack(message_id.0) {
-            // Also here: a throttled spout, or one at max_spout_pending, gets
-            // no `next_tuple` calls for a while, but its acks go on.
-            self.checkpoint(Instant::now(), false);
+        // The file's "broker ack" is the checkpoint passing the line.
+        if let Acked::Now(_) = self.pending.ack(message_id.0) {
+            if self.tracker.ack(message_id.0) {
+                // Also here: a throttled spout, or one at max_spout_pending,
+                // gets no `next_tuple` calls for a while, but its acks go on.
+                self.checkpoint(Instant::now(), false);
+            }
         }
     }
 
     fn fail(&mut self, message_id: MessageId) {
-        if self.tracker.unacked(message_id.0).is_some() {
-            self.replay.push_back(message_id.0);
+        // A replay is emitted by next_tuple; a dead line is written to the
+        // dead-letter file and then counts as done for the checkpoint.
+        if let Failed::Dead { item, reason } = self.pending.fail(message_id.0, Instant::now()) {
+            self.dead_letter(message_id.0, item, &reason.to_string());
         }
     }
 
@@ -477,7 +504,7 @@ mod tests {
             ]
         );
         let ids: Vec<_> = recorder.emitted.iter().map(|e| e.message_id.unwrap().0).collect();
-        assert_eq!(ids[1], ids[0] + 1);
+        assert!(ids[1] > ids[0], "ids grow in reading order");
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -648,11 +675,9 @@ mod tests {
     }
 
     #[test]
-    fn the_config_keys_match_the_config_struct() {
-        squall_plugin_api::testing::check_config_keys::<LineSpoutConfig>(
-            LineSpout::CONFIG_KEYS,
-            "path = \"in.txt\"\npattern = \"*.log\"\ncheckpoint = \"c\"",
-        )
-        .unwrap();
+    fn the_declared_defaults_are_the_ones_used() {
+        let c = LineSpoutConfig::parse(&ComponentConfig::new("path = \"in.txt\"")).unwrap();
+        assert_eq!((c.max_pending, c.max_deliver, c.follow), (10_000, 10, false));
+        assert_eq!(LineSpout::CONFIG_KEYS.unwrap().len(), 10);
     }
 }

@@ -5,56 +5,23 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use async_nats::{Client, ConnectOptions, ServerAddr};
-use serde::{Deserialize, Deserializer};
+use async_nats::{Client, ConnectOptions, Event, ServerAddr};
+use squall_connector::Health;
 
-/// How to reach the server: the keys every NATS component accepts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Connection {
-    /// `nats://host:port` (or `tls://…`), comma-separated for several servers.
-    pub url: String,
-    /// A `.creds` file (JWT and NKey seed).
-    pub credentials_file: Option<PathBuf>,
-    /// A bearer token.
-    pub token: Option<String>,
-    /// Require TLS.
-    pub tls: bool,
-    /// A PEM file of root certificates to trust (implies TLS).
-    pub ca_file: Option<PathBuf>,
-    /// The time limit of one connection attempt.
-    pub connect_timeout: Duration,
-    /// Attempts at start before giving up (at least 1).
-    pub connect_attempts: u32,
-}
-
-/// The default server: the local one.
-pub fn default_url() -> String {
-    "nats://127.0.0.1:4222".to_owned()
-}
-
-/// 2 s per connection attempt.
-pub fn default_connect_timeout() -> Duration {
-    Duration::from_secs(2)
-}
-
-/// 5 attempts at start.
-pub fn default_connect_attempts() -> u32 {
-    5
-}
-
-/// Deserialises a humantime duration: `"2s"`, `"500ms"`, `"1m 30s"`.
-pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let text = String::deserialize(d)?;
-    humantime::parse_duration(&text).map_err(|e| {
-        serde::de::Error::custom(format!(
-            "{text:?} is not a duration ({e}); write e.g. \"2s\" or \"500ms\""
-        ))
-    })
-}
-
-/// Deserialises an optional humantime duration.
-pub fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    duration(d).map(Some)
+squall_connector::connector_config! {
+    /// How to reach the server: the keys every NATS component accepts,
+    /// declared once for both.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Connection {
+        url: String = default(String, "\"nats://127.0.0.1:4222\"", "the server; several comma-separated"),
+        credentials_file: Option<PathBuf> = maybe(String, "a .creds file (user JWT and NKey seed)"),
+        token: Option<String> = maybe(String, "a bearer token (not with credentials_file)"),
+        tls: bool = default(Bool, "false", "require TLS"),
+        ca_file: Option<PathBuf> = maybe(String, "a PEM file of root certificates to trust (implies tls)"),
+        #[serde(deserialize_with = "squall_connector::config::duration")]
+        connect_timeout: Duration = default(Duration, "\"2s\"", "the limit of one connection attempt"),
+        connect_attempts: u32 = default(Integer, "5", "connection attempts at start before giving up"),
+    }
 }
 
 impl Connection {
@@ -97,7 +64,7 @@ impl Connection {
         self.url.split(',').filter_map(|s| ServerAddr::from_str(s.trim()).ok()).collect()
     }
 
-    async fn options(&self, name: &str) -> Result<ConnectOptions, String> {
+    async fn options(&self, name: &str, health: Option<&Health>) -> Result<ConnectOptions, String> {
         let mut options = match &self.credentials_file {
             Some(path) => ConnectOptions::with_credentials_file(path)
                 .await
@@ -113,6 +80,19 @@ impl Connection {
         if let Some(ca) = &self.ca_file {
             options = options.add_root_certificates(ca.clone());
         }
+        // The connection's drops and returns: a log line each, the
+        // `connector_up` gauge and `nats_reconnects` (squall_connector::health).
+        if let Some(health) = health {
+            let health = health.clone();
+            options = options.event_callback(move |event| {
+                match event {
+                    Event::Disconnected => health.lost("disconnected from the server"),
+                    Event::Connected => health.restored("reconnected to the server"),
+                    _ => {}
+                }
+                std::future::ready(())
+            });
+        }
         // After the first connection the client reconnects on its own, for
         // ever, with its own backoff; acks and publishes wait in its buffer.
         Ok(options
@@ -127,7 +107,19 @@ impl Connection {
     /// The server cannot be reached, refuses the credentials, or the
     /// credentials file cannot be read.
     pub async fn connect_once(&self, name: &str) -> Result<Client, String> {
-        let options = self.options(name).await?;
+        self.connect_watched(name, None).await
+    }
+
+    /// One connection attempt whose drops and returns `health` reports.
+    ///
+    /// # Errors
+    /// As for [`Connection::connect_once`].
+    pub async fn connect_watched(
+        &self,
+        name: &str,
+        health: Option<&Health>,
+    ) -> Result<Client, String> {
+        let options = self.options(name, health).await?;
         options
             .connect(self.servers())
             .await
@@ -140,11 +132,11 @@ impl Connection {
     ///
     /// # Errors
     /// The last attempt's error, with the number of attempts.
-    pub async fn connect(&self, name: &str) -> Result<Client, String> {
+    pub async fn connect(&self, name: &str, health: Option<&Health>) -> Result<Client, String> {
         let mut pause = Duration::from_millis(250);
         let mut last = String::new();
         for attempt in 1..=self.connect_attempts {
-            match self.connect_once(name).await {
+            match self.connect_watched(name, health).await {
                 Ok(client) => return Ok(client),
                 Err(e) => last = e,
             }
@@ -154,6 +146,11 @@ impl Connection {
             }
         }
         Err(format!("{last} (gave up after {} attempts)", self.connect_attempts))
+    }
+
+    /// The longest [`Connection::connect`] can take.
+    pub fn connect_budget(&self) -> Duration {
+        (self.connect_timeout + Duration::from_secs(2)) * self.connect_attempts
     }
 }
 
@@ -165,114 +162,49 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build()
 }
 
-/// Where "a message is ready for `next_tuple`" is announced, in one place:
-/// it wakes the spout's executor through the wake handle of contract 1.1
-/// (`context.waker()` in `open`), so an idle spout blocks instead of
-/// polling. Without a handle (a 1.0 host) it does nothing, and the executor
-/// polls `next_tuple` under its wait strategy.
-#[derive(Debug, Clone, Default)]
-pub struct ReadyHook(pub Option<squall_plugin_api::Waker>);
-
-impl ReadyHook {
-    /// A message was put into the spout's channel.
-    #[inline]
-    pub fn ready(&self) {
-        if let Some(waker) = &self.0 {
-            waker.wake();
+/// A NATS component's config: its own keys (`$keys`, declared with
+/// `squall_connector::connector_config!`) and the [`Connection`] keys, read
+/// from one table. It derefs to `$keys`; `KEYS` declares both.
+macro_rules! with_connection {
+    ($name:ident, $keys:ident) => {
+        #[derive(Debug, Clone, PartialEq)]
+        struct $name {
+            keys: $keys,
+            connection: crate::connect::Connection,
         }
-    }
-}
 
-/// The `Connection` keys, repeated in each component's config struct (serde's
-/// `flatten` does not combine with `deny_unknown_fields`).
-macro_rules! connection_keys {
-    ($(#[$meta:meta])* $vis:vis struct $name:ident { $($(#[$fmeta:meta])* $field:ident : $ty:ty,)* }) => {
-        $(#[$meta])*
-        $vis struct $name {
-            $($(#[$fmeta])* $field: $ty,)*
-            #[serde(default = "crate::connect::default_url")]
-            url: String,
-            #[serde(default)]
-            credentials_file: Option<std::path::PathBuf>,
-            #[serde(default)]
-            token: Option<String>,
-            #[serde(default)]
-            tls: bool,
-            #[serde(default)]
-            ca_file: Option<std::path::PathBuf>,
-            #[serde(default = "crate::connect::default_connect_timeout", deserialize_with = "crate::connect::duration")]
-            connect_timeout: std::time::Duration,
-            #[serde(default = "crate::connect::default_connect_attempts")]
-            connect_attempts: u32,
+        impl std::ops::Deref for $name {
+            type Target = $keys;
+            fn deref(&self) -> &$keys {
+                &self.keys
+            }
         }
 
         impl $name {
+            const N: usize = $keys::KEYS.len() + crate::connect::Connection::KEYS.len();
+            const KEYS: [squall_plugin_api::ConfigKey; Self::N] =
+                squall_connector::config::concat_keys(
+                    $keys::KEYS,
+                    crate::connect::Connection::KEYS,
+                );
+
+            fn parse(
+                config: &squall_plugin_api::ComponentConfig<'_>,
+            ) -> squall_plugin_api::Result<Self> {
+                let mut table = squall_connector::config::Table::parse(config)?;
+                let keys = $keys::take(&mut table)?;
+                let connection = crate::connect::Connection::take(&mut table)?;
+                table.finish(&[&Self::KEYS])?;
+                Ok(Self { keys, connection })
+            }
+
             fn connection(&self) -> crate::connect::Connection {
-                crate::connect::Connection {
-                    url: self.url.clone(),
-                    credentials_file: self.credentials_file.clone(),
-                    token: self.token.clone(),
-                    tls: self.tls,
-                    ca_file: self.ca_file.clone(),
-                    connect_timeout: self.connect_timeout,
-                    connect_attempts: self.connect_attempts,
-                }
+                self.connection.clone()
             }
         }
     };
 }
-pub(crate) use connection_keys;
-
-/// The declared config keys of a NATS component: its own `$key`s followed by
-/// the [`Connection`] keys every component accepts (the declarations of the
-/// fields [`connection_keys!`] adds), as a `CONFIG_KEYS` value.
-macro_rules! declare_keys {
-    ($($key:expr),* $(,)?) => {
-        Some(&[
-            $($key,)*
-            squall_plugin_api::ConfigKey::optional(
-                "url",
-                squall_plugin_api::KeyKind::String,
-                "\"nats://127.0.0.1:4222\"",
-                "the server; several comma-separated",
-            ),
-            squall_plugin_api::ConfigKey::maybe(
-                "credentials_file",
-                squall_plugin_api::KeyKind::String,
-                "a .creds file (user JWT and NKey seed)",
-            ),
-            squall_plugin_api::ConfigKey::maybe("token", squall_plugin_api::KeyKind::String, "a bearer token (not with credentials_file)"),
-            squall_plugin_api::ConfigKey::optional("tls", squall_plugin_api::KeyKind::Bool, "false", "require TLS"),
-            squall_plugin_api::ConfigKey::maybe(
-                "ca_file",
-                squall_plugin_api::KeyKind::String,
-                "a PEM file of root certificates to trust (implies tls)",
-            ),
-            squall_plugin_api::ConfigKey::optional(
-                "connect_timeout",
-                squall_plugin_api::KeyKind::Duration,
-                "\"2s\"",
-                "the limit of one connection attempt",
-            ),
-            squall_plugin_api::ConfigKey::optional(
-                "connect_attempts",
-                squall_plugin_api::KeyKind::Integer,
-                "5",
-                "connection attempts at start before giving up",
-            ),
-        ])
-    };
-}
-pub(crate) use declare_keys;
-
-/// Sample values of the connection keys that have no default, for
-/// `testing::check_config_keys`.
-#[cfg(test)]
-pub(crate) const CONNECTION_SAMPLES: &str = r#"
-credentials_file = "/etc/nats/user.creds"
-token = "secret"
-ca_file = "/etc/nats/ca.pem"
-"#;
+pub(crate) use with_connection;
 
 #[cfg(test)]
 mod tests {
@@ -305,7 +237,7 @@ mod tests {
     fn connect_gives_up_after_its_attempts() {
         // Port 1 on loopback refuses at once.
         let rt = runtime().unwrap();
-        let e = rt.block_on(conn("nats://127.0.0.1:1").connect("test")).unwrap_err();
+        let e = rt.block_on(conn("nats://127.0.0.1:1").connect("test", None)).unwrap_err();
         assert!(e.contains("gave up after 2 attempts"), "{e}");
     }
 }

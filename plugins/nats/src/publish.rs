@@ -26,42 +26,30 @@ use std::time::Duration;
 use async_nats::jetstream;
 use bytes::Bytes;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use serde::Deserialize;
 use squall_plugin_api::metrics::{self, Counter};
 use squall_plugin_api::prelude::*;
 use tokio::sync::mpsc;
 
-use crate::connect::{connection_keys, declare_keys, runtime};
+use crate::connect::{runtime, with_connection};
 use crate::template::SubjectTemplate;
 
-connection_keys! {
-    #[derive(Debug, Clone, PartialEq, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct PublishConfig {
-        subject: String,
-        #[serde(default)]
-        payload_field: Option<String>,
-        #[serde(default)]
-        message_id_field: Option<String>,
-        #[serde(default = "default_max_in_flight")]
-        max_in_flight: usize,
-        #[serde(default = "default_ack_timeout", deserialize_with = "crate::connect::duration")]
-        ack_timeout: Duration,
-        #[serde(default)]
-        create_stream: Option<String>,
-        #[serde(default)]
-        stream_subjects: Vec<String>,
-        #[serde(default)]
-        stream_max_messages: Option<i64>,
+squall_connector::connector_config! {
+    /// The bolt's own keys (the connection's are in `connect::Connection`).
+    #[derive(Debug, Clone, PartialEq)]
+    struct PublishKeys {
+        subject: String = required(String, "the subject template: literal text, {field}, {partition(field, N)}"),
+        payload_field: Option<String> = maybe(String, "the field whose value is the payload (default: all fields as JSON)"),
+        message_id_field: Option<String> = maybe(String, "a field whose value becomes the Nats-Msg-Id header"),
+        max_in_flight: usize = default(Integer, "4096", "publishes awaiting their PubAck before execute waits"),
+        #[serde(deserialize_with = "squall_connector::config::duration")]
+        ack_timeout: Duration = default(Duration, "\"5s\"", "how long a PubAck may take; a later one fails the input"),
+        create_stream: Option<String> = maybe(String, "create this stream in prepare if absent (with stream_subjects)"),
+        stream_subjects: Vec<String> = default(Array, "[]", "the subjects of the stream to create (only with create_stream)"),
+        stream_max_messages: Option<i64> = maybe(Integer, "the created stream keeps only the newest this many messages"),
     }
 }
 
-fn default_max_in_flight() -> usize {
-    4096
-}
-fn default_ack_timeout() -> Duration {
-    Duration::from_secs(5)
-}
+with_connection!(PublishConfig, PublishKeys);
 
 /// One publish for the I/O thread.
 #[derive(Debug)]
@@ -109,58 +97,14 @@ pub struct JetStreamPublish {
 
 impl Bolt for JetStreamPublish {
     const NAME: &'static str = "JetStreamPublish";
-    const CONFIG_KEYS: Option<&'static [ConfigKey]> = declare_keys![
-        ConfigKey::required(
-            "subject",
-            KeyKind::String,
-            "the subject template: literal text, {field}, {partition(field, N)}",
-        ),
-        ConfigKey::maybe(
-            "payload_field",
-            KeyKind::String,
-            "the field whose value is the payload (default: all fields as JSON)",
-        ),
-        ConfigKey::maybe(
-            "message_id_field",
-            KeyKind::String,
-            "a field whose value becomes the Nats-Msg-Id header",
-        ),
-        ConfigKey::optional(
-            "max_in_flight",
-            KeyKind::Integer,
-            "4096",
-            "publishes awaiting their PubAck before execute waits",
-        ),
-        ConfigKey::optional(
-            "ack_timeout",
-            KeyKind::Duration,
-            "\"5s\"",
-            "how long a PubAck may take; a later one fails the input",
-        ),
-        ConfigKey::maybe(
-            "create_stream",
-            KeyKind::String,
-            "create this stream in prepare if absent (with stream_subjects)",
-        ),
-        ConfigKey::optional(
-            "stream_subjects",
-            KeyKind::Array,
-            "[]",
-            "the subjects of the stream to create (only with create_stream)",
-        ),
-        ConfigKey::maybe(
-            "stream_max_messages",
-            KeyKind::Integer,
-            "the created stream keeps only the newest this many messages",
-        ),
-    ];
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&PublishConfig::KEYS);
     const DESCRIPTION: &'static str =
         "publishes each input to JetStream (subject from a template); acks it after the PubAck";
 
     fn declare_outputs(_outputs: &mut OutputDeclarer) {}
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
-        let config: PublishConfig = config.parse()?;
+        let config = PublishConfig::parse(config)?;
         config.connection().check()?;
         let template = SubjectTemplate::parse(&config.subject)?;
         if config.max_in_flight == 0 {
@@ -222,7 +166,7 @@ impl Bolt for JetStreamPublish {
                     }
                 };
                 rt.block_on(async move {
-                    let client = match connection.connect(&name).await {
+                    let client = match connection.connect(&name, None).await {
                         Ok(c) => c,
                         Err(e) => {
                             let _ = ready_tx.send(Err(e));
@@ -434,22 +378,18 @@ async fn publish_loop(
 
 #[cfg(test)]
 mod tests {
-    use squall_plugin_api::testing::check_config_keys;
-
     use super::*;
-    use crate::connect::CONNECTION_SAMPLES;
 
     #[test]
-    fn declared_keys_match_the_config_struct() {
-        let samples = format!(
-            r#"
-subject = "counts.{{word}}"
-payload_field = "count"
-message_id_field = "id"
-create_stream = "COUNTS"
-stream_max_messages = 1000
-{CONNECTION_SAMPLES}"#
-        );
-        check_config_keys::<PublishConfig>(JetStreamPublish::CONFIG_KEYS, &samples).unwrap();
+    fn one_table_holds_the_bolt_keys_and_the_connection_keys() {
+        let text = "subject = \"counts.{word}\"\nurl = \"nats://h:1\"\nack_timeout = \"2s\"";
+        let config = PublishConfig::parse(&ComponentConfig::new(text)).unwrap();
+        assert_eq!(config.ack_timeout, Duration::from_secs(2));
+        assert_eq!(config.connection().url, "nats://h:1");
+        assert_eq!(config.max_in_flight, 4096);
+        let names: Vec<&str> = PublishConfig::KEYS.iter().map(|k| k.name).collect();
+        assert!(names.contains(&"subject") && names.contains(&"connect_attempts"), "{names:?}");
+        let e = PublishConfig::parse(&ComponentConfig::new("subject = \"s\"\nurll = \"x\""));
+        assert!(e.unwrap_err().to_string().contains("`urll`"));
     }
 }

@@ -24,27 +24,39 @@
 //! `ack_wait`.
 //!
 //! # Close protocol
-//! 1. `deactivate`: the puller stops asking for more.
-//! 2. `close`: `Stop` with a reply; the puller finishes its current batch
-//!    (at most `fetch_wait`) and says so.
+//! 1. `deactivate`: the puller stops asking for more; the pull in progress
+//!    runs to its end (at most `fetch_wait`) while the host drains.
+//! 2. `close`: `Stop` with a reply; the puller says it has stopped. A pull
+//!    still in progress gets at most `min(fetch_wait, close_timeout)` more,
+//!    then it is cancelled.
 //! 3. Messages left in the channel, and held ones, are naked.
 //! 4. `Close`: the commander carries out what is queued, flushes the
 //!    client, and the thread ends; `close` waits for it (at most
-//!    `close_timeout`).
+//!    `close_timeout`). A message the server sent into a cancelled pull is
+//!    redelivered after `ack_wait`.
+//!
+//! The pending map, the dead-letter decision, the feed, the I/O thread and
+//! the connection's health are `squall_connector`'s.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer::pull, AckKind};
 use futures_util::StreamExt;
 use serde::Deserialize;
+use squall_connector::feed::Empty;
+use squall_connector::{
+    feed, Acked, Backoff, Failed, Feed, Feeder, Health, IoThread, Pending, Redelivery, RetryPolicy,
+};
 use squall_plugin_api::metrics::{self, Counter, Gauge};
 use squall_plugin_api::prelude::*;
 use tokio::sync::mpsc;
 
-use crate::connect::{connection_keys, declare_keys, runtime, Connection, ReadyHook};
+use crate::connect::{runtime, with_connection, Connection};
+
+/// The longest `close_timeout` (the declared close budget is twice it).
+const MAX_CLOSE_TIMEOUT_SECS: u64 = 15;
 
 /// The header a dead-lettered message carries its reason in.
 pub const DEAD_LETTER_REASON: &str = "Squall-Dead-Letter-Reason";
@@ -73,69 +85,37 @@ enum PayloadAs {
     String,
 }
 
-connection_keys! {
-    #[derive(Debug, Clone, PartialEq, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct SpoutConfig {
-        stream: String,
-        consumer: String,
-        #[serde(default)]
-        create_consumer: bool,
-        #[serde(default)]
-        subject: Option<String>,
-        #[serde(default = "default_batch")]
-        batch: usize,
-        #[serde(default = "default_fetch_wait", deserialize_with = "crate::connect::duration")]
-        fetch_wait: Duration,
-        #[serde(default = "default_ack_wait", deserialize_with = "crate::connect::duration")]
-        ack_wait: Duration,
-        #[serde(default = "default_max_ack_pending")]
-        max_ack_pending: i64,
-        #[serde(default)]
-        max_deliver: Option<i64>,
-        #[serde(default)]
-        dead_letter_subject: Option<String>,
-        #[serde(default, deserialize_with = "crate::connect::opt_duration")]
-        nak_delay: Option<Duration>,
-        #[serde(default = "default_emit")]
-        emit: Emit,
-        #[serde(default = "default_payload_as")]
-        payload_as: PayloadAs,
-        #[serde(default = "default_payload_field")]
-        payload_field: String,
-        #[serde(default = "default_close_timeout", deserialize_with = "crate::connect::duration")]
-        close_timeout: Duration,
-        /// For tests only: ack to the broker on emit, not on tree
-        /// completion. This loses messages on failures; a test uses it to
-        /// show the loss test can fail.
-        #[serde(default, rename = "unsafe_ack_on_emit")]
-        ack_on_emit: bool,
+squall_connector::connector_config! {
+    /// The spout's own keys (the connection's are in `connect::Connection`).
+    #[derive(Debug, Clone, PartialEq)]
+    struct SpoutKeys {
+        stream: String = required(String, "the JetStream stream"),
+        consumer: String = required(String, "the durable pull consumer"),
+        create_consumer: bool = default(Bool, "false", "create the durable consumer if it is absent"),
+        subject: Option<String> = maybe(String, "the created consumer's filter subject (only with create_consumer)"),
+        batch: usize = default(Integer, "256", "most messages per pull; the capacity of the channel to next_tuple"),
+        #[serde(deserialize_with = "squall_connector::config::duration")]
+        fetch_wait: Duration = default(Duration, "\"1s\"", "how long one pull request waits for messages"),
+        #[serde(deserialize_with = "squall_connector::config::duration")]
+        ack_wait: Duration = default(Duration, "\"30s\"", "the created consumer's ack wait (redelivery after it)"),
+        max_ack_pending: i64 = default(Integer, "1000", "the created consumer's limit of unacked messages"),
+        max_deliver: u32 = default(Integer, "10", "deliveries after which a failing message is dead-lettered"),
+        dead_letter_subject: Option<String> = maybe(String, "where dead messages are published (default: terminated, logged and counted only)"),
+        #[serde(default, deserialize_with = "squall_connector::config::opt_duration")]
+        nak_delay: Option<Duration> = maybe(Duration, "how long the server waits to redeliver a failed message (default at once)"),
+        emit: Emit = default(String, "\"message\"", "\"message\": [subject, payload, headers]; \"payload\": [payload] on stream payload"),
+        payload_as: PayloadAs = default(String, "\"bytes\"", "\"bytes\", or \"string\" (decoded as UTF-8, invalid sequences replaced)"),
+        payload_field: String = default(String, "\"payload\"", "the name of the payload's field in the emitted tuples"),
+        #[serde(deserialize_with = "squall_connector::config::duration")]
+        close_timeout: Duration = default(Duration, "\"5s\"", "how long close waits for its acks and naks to be flushed"),
+        unsafe_ack_on_emit: bool = default(Bool, "false", "tests only: ack on emit, not on tree completion (loses messages on failure)"),
     }
 }
 
-fn default_batch() -> usize {
-    256
-}
-fn default_fetch_wait() -> Duration {
-    Duration::from_secs(1)
-}
-fn default_ack_wait() -> Duration {
-    Duration::from_secs(30)
-}
-fn default_max_ack_pending() -> i64 {
-    1000
-}
-fn default_emit() -> Emit {
-    Emit::Message
-}
-fn default_payload_as() -> PayloadAs {
-    PayloadAs::Bytes
-}
+with_connection!(SpoutConfig, SpoutKeys);
+
 fn default_payload_field() -> String {
     "payload".to_owned()
-}
-fn default_close_timeout() -> Duration {
-    Duration::from_secs(5)
 }
 
 impl SpoutConfig {
@@ -158,13 +138,17 @@ impl SpoutConfig {
         if self.max_ack_pending < 1 {
             return Err("max_ack_pending must be at least 1".into());
         }
-        if let Some(n) = self.max_deliver {
-            if n < 1 {
-                return Err(format!("max_deliver must be at least 1, found {n}").into());
-            }
+        if self.close_timeout > Duration::from_secs(MAX_CLOSE_TIMEOUT_SECS) {
+            return Err(format!(
+                "close_timeout must be at most {MAX_CLOSE_TIMEOUT_SECS}s (the spout's declared close budget is twice it), found {:?}",
+                self.close_timeout
+            )
+            .into());
         }
-        if self.dead_letter_subject.is_some() && self.max_deliver.is_none() {
-            return Err("dead_letter_subject needs max_deliver (after how many deliveries a message is dead)".into());
+        if self.max_deliver < 1 {
+            return Err(
+                format!("max_deliver must be at least 1, found {}", self.max_deliver).into()
+            );
         }
         if self.payload_field.is_empty()
             || (self.emit == Emit::Message
@@ -195,7 +179,7 @@ impl SpoutConfig {
             ack_policy: jetstream::consumer::AckPolicy::Explicit,
             ack_wait: self.ack_wait,
             max_ack_pending: self.max_ack_pending,
-            max_deliver: self.max_deliver.map_or(-1, |n| n + 1),
+            max_deliver: i64::from(self.max_deliver) + 1,
             ..Default::default()
         }
     }
@@ -212,9 +196,9 @@ async fn ensure_consumer(
         if matches!(e.kind(), jetstream::context::GetStreamErrorKind::JetStream(j)
             if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND)
         {
-            format!("stream {:?} does not exist on {}", config.stream, config.url)
+            format!("stream {:?} does not exist on {}", config.stream, config.connection.url)
         } else {
-            format!("cannot look up stream {:?} on {}: {e}", config.stream, config.url)
+            format!("cannot look up stream {:?} on {}: {e}", config.stream, config.connection.url)
         }
     })?;
     match stream.consumer_info(&config.consumer).await {
@@ -268,13 +252,6 @@ enum Command {
     Close,
 }
 
-/// A message emitted and not yet acked or failed.
-#[derive(Debug)]
-struct Held {
-    message: jetstream::Message,
-    deliveries: i64,
-}
-
 /// The spout's metrics (registered in `open`).
 #[derive(Debug, Clone)]
 struct SpoutMetrics {
@@ -314,10 +291,9 @@ impl SpoutMetrics {
 /// The running I/O side: the thread and the two channels to it.
 #[derive(Debug)]
 struct Io {
-    messages: mpsc::Receiver<jetstream::Message>,
+    messages: Feed<jetstream::Message>,
     commands: mpsc::UnboundedSender<Command>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    done: std::sync::mpsc::Receiver<()>,
+    thread: IoThread,
 }
 
 /// A reliable spout over a durable JetStream pull consumer (see the module
@@ -327,8 +303,9 @@ pub struct JetStreamSpout {
     config: SpoutConfig,
     label: String,
     io: Option<Io>,
-    held: HashMap<u64, Held>,
-    next_id: u64,
+    /// Emitted, not yet acked or failed (the broker redelivers a nak).
+    held: Pending<jetstream::Message>,
+    health: Health,
     metrics: Option<SpoutMetrics>,
     stream: StreamId,
     headers: String,
@@ -337,90 +314,11 @@ pub struct JetStreamSpout {
 
 impl Spout for JetStreamSpout {
     const NAME: &'static str = "JetStreamSpout";
-    const CONFIG_KEYS: Option<&'static [ConfigKey]> = declare_keys![
-        ConfigKey::required("stream", KeyKind::String, "the JetStream stream"),
-        ConfigKey::required("consumer", KeyKind::String, "the durable pull consumer"),
-        ConfigKey::optional(
-            "create_consumer",
-            KeyKind::Bool,
-            "false",
-            "create the durable consumer if it is absent",
-        ),
-        ConfigKey::maybe(
-            "subject",
-            KeyKind::String,
-            "the created consumer's filter subject (only with create_consumer)",
-        ),
-        ConfigKey::optional(
-            "batch",
-            KeyKind::Integer,
-            "256",
-            "most messages per pull; the capacity of the channel to next_tuple",
-        ),
-        ConfigKey::optional(
-            "fetch_wait",
-            KeyKind::Duration,
-            "\"1s\"",
-            "how long one pull request waits for messages",
-        ),
-        ConfigKey::optional(
-            "ack_wait",
-            KeyKind::Duration,
-            "\"30s\"",
-            "the created consumer's ack wait (redelivery after it)",
-        ),
-        ConfigKey::optional(
-            "max_ack_pending",
-            KeyKind::Integer,
-            "1000",
-            "the created consumer's limit of unacked messages",
-        ),
-        ConfigKey::maybe(
-            "max_deliver",
-            KeyKind::Integer,
-            "deliveries after which a message is dead (default unlimited)",
-        ),
-        ConfigKey::maybe(
-            "dead_letter_subject",
-            KeyKind::String,
-            "where dead messages are published (needs max_deliver)",
-        ),
-        ConfigKey::maybe(
-            "nak_delay",
-            KeyKind::Duration,
-            "how long the server waits to redeliver a failed message (default at once)",
-        ),
-        ConfigKey::optional(
-            "emit",
-            KeyKind::String,
-            "\"message\"",
-            "\"message\": [subject, payload, headers]; \"payload\": [payload] on stream payload",
-        ),
-        ConfigKey::optional(
-            "payload_as",
-            KeyKind::String,
-            "\"bytes\"",
-            "\"bytes\", or \"string\" (decoded as UTF-8, invalid sequences replaced)",
-        ),
-        ConfigKey::optional(
-            "payload_field",
-            KeyKind::String,
-            "\"payload\"",
-            "the name of the payload's field in the emitted tuples",
-        ),
-        ConfigKey::optional(
-            "close_timeout",
-            KeyKind::Duration,
-            "\"5s\"",
-            "how long close waits for its acks and naks to be flushed",
-        ),
-        ConfigKey::optional(
-            "unsafe_ack_on_emit",
-            KeyKind::Bool,
-            "false",
-            "tests only: ack on emit, not on tree completion (loses messages on failure)",
-        ),
-    ];
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&SpoutConfig::KEYS);
+    /// `close` waits at most `min(fetch_wait, close_timeout)` for the pull
+    /// in progress, then `close_timeout` for the flush: within twice the
+    /// longest `close_timeout` allowed.
+    const CLOSE_BUDGET: Option<Duration> = Some(Duration::from_secs(2 * MAX_CLOSE_TIMEOUT_SECS));
     const DESCRIPTION: &'static str =
         "pulls from a durable JetStream consumer; acks on tree completion, naks on failure";
 
@@ -446,7 +344,7 @@ impl Spout for JetStreamSpout {
     }
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
-        let config: SpoutConfig = config.parse()?;
+        let config = SpoutConfig::parse(config)?;
         config.check()?;
         // With a server to ask, a missing stream or consumer is a config
         // error now (exit 78 at the component's table). Without one, `open`
@@ -464,11 +362,11 @@ impl Spout for JetStreamSpout {
             }
         })?;
         Ok(Self {
+            held: Pending::new(usize::MAX, retry_policy(&config.keys), Redelivery::Broker),
             config,
             label: String::new(),
             io: None,
-            held: HashMap::new(),
-            next_id: 0,
+            health: Health::new(String::new()),
             metrics: None,
             stream: StreamId::DEFAULT,
             headers: String::new(),
@@ -479,42 +377,35 @@ impl Spout for JetStreamSpout {
     fn open(&mut self, context: &TaskContext) -> Result<()> {
         self.label = format!("{} task {}", context.component, context.task_id);
         self.metrics = Some(SpoutMetrics::register());
+        self.health = Health::new(format!("nats {}", self.label));
+        self.health.register("nats", context.waker());
         if self.config.emit == Emit::Payload {
             self.stream =
                 context.stream_id("payload").ok_or("stream \"payload\" is not declared")?;
         }
-        let (message_tx, message_rx) = mpsc::channel(self.config.batch);
+        let (message_tx, message_rx) = feed(self.config.batch, context.waker());
         let (command_tx, command_rx) = mpsc::unbounded_channel();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (done_tx, done_rx) = std::sync::mpsc::channel();
         let config = self.config.clone();
         let name = format!("squall {} {}", context.topology, self.label);
         let label = self.label.clone();
-        let hook = ReadyHook(context.waker());
-        let thread = std::thread::Builder::new()
-            .name(format!("nats-{}-{}", context.component, context.task_id))
-            .spawn(move || {
+        let health = self.health.clone();
+        let mut thread = IoThread::spawn(
+            format!("nats-{}-{}", context.component, context.task_id),
+            move |ready| {
                 let rt = match runtime() {
                     Ok(rt) => rt,
                     Err(e) => {
-                        let _ = ready_tx.send(Err(format!("cannot start the I/O runtime: {e}")));
+                        ready.ready(Err(format!("cannot start the I/O runtime: {e}")));
                         return;
                     }
                 };
-                rt.block_on(io_main(config, name, label, message_tx, command_rx, ready_tx, hook));
-                let _ = done_tx.send(());
-            })?;
-        self.io = Some(Io {
-            messages: message_rx,
-            commands: command_tx,
-            thread: Some(thread),
-            done: done_rx,
-        });
-        match ready_rx.recv() {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(e.into()),
-            Err(_) => Err("the NATS I/O thread ended before connecting".into()),
-        }
+                rt.block_on(io_main(config, name, label, message_tx, command_rx, ready, health));
+            },
+        )?;
+        let budget = self.config.connection().connect_budget() + Duration::from_secs(5);
+        let ready = thread.wait_ready(budget);
+        self.io = Some(Io { messages: message_rx, commands: command_tx, thread });
+        ready.map_err(Into::into)
     }
 
     fn deactivate(&mut self) {
@@ -522,14 +413,19 @@ impl Spout for JetStreamSpout {
     }
 
     fn next_tuple(&mut self, collector: &mut SpoutCollector<'_>) -> Result<()> {
+        // A dropped connection is this task's error (errors, last_error)
+        // once; the client reconnects by itself.
+        if let Some(e) = self.health.take_error() {
+            return Err(e.into());
+        }
         // Up to `batch` messages per call: one call per message would cost
         // a plugin crossing and an executor turn each.
         for _ in 0..self.config.batch {
             let Some(io) = &mut self.io else { return Ok(()) };
-            let message = match io.messages.try_recv() {
+            let message = match io.messages.take() {
                 Ok(m) => m,
-                Err(mpsc::error::TryRecvError::Empty) => return Ok(()),
-                Err(mpsc::error::TryRecvError::Disconnected) => {
+                Err(Empty::Now) => return Ok(()),
+                Err(Empty::Closed) => {
                     if !std::mem::replace(&mut self.io_gone_reported, true) {
                         return Err(
                             format!("{}: the NATS I/O thread has stopped", self.label).into()
@@ -544,58 +440,54 @@ impl Spout for JetStreamSpout {
     }
 
     fn ack(&mut self, id: MessageId) {
-        let Some(held) = self.held.remove(&id.0) else { return };
+        let Acked::Now(message) = self.held.ack(id.0) else { return };
         if let Some(m) = &self.metrics {
             m.acked.inc();
             m.held.set(self.held.len() as i64);
         }
-        self.command(Command::Ack(held.message));
+        self.command(Command::Ack(message));
     }
 
     fn fail(&mut self, id: MessageId) {
-        let Some(held) = self.held.remove(&id.0) else { return };
+        let failed = self.held.fail(id.0, Instant::now());
         if let Some(m) = &self.metrics {
             m.held.set(self.held.len() as i64);
         }
-        match self.config.max_deliver {
-            Some(max) if held.deliveries >= max => {
+        match failed {
+            Failed::Dead { item, reason } => {
                 if let Some(m) = &self.metrics {
                     m.dead_lettered.inc();
                 }
-                let reason = format!(
-                    "failed in squall on delivery {} of max_deliver = {max}",
-                    held.deliveries
-                );
-                self.command(Command::DeadLetter {
-                    message: held.message,
-                    reason,
-                    deliveries: held.deliveries,
-                });
+                let deliveries = i64::from(reason.deliveries);
+                let reason = format!("{reason} (squall)");
+                self.command(Command::DeadLetter { message: item, reason, deliveries });
             }
-            _ => {
+            Failed::Redeliver { item, delay } => {
                 if let Some(m) = &self.metrics {
                     m.naked.inc();
                 }
-                self.command(Command::Nak(held.message, self.config.nak_delay));
+                let delay = (!delay.is_zero()).then_some(delay);
+                self.command(Command::Nak(item, delay));
             }
+            Failed::Replay { .. } | Failed::Unknown => {}
         }
     }
 
     fn close(&mut self) {
         let Some(mut io) = self.io.take() else { return };
-        // 1-2. Stop the puller and wait for its last batch.
+        // 1-2. Stop the puller (its pull in progress is cancelled) and wait
+        // until it says so.
         let (stopped_tx, stopped_rx) = std::sync::mpsc::channel();
         let _ = io.commands.send(Command::Stop(Some(stopped_tx)));
-        let wait = self.config.fetch_wait + self.config.close_timeout;
-        let _ = stopped_rx.recv_timeout(wait);
+        let _ = stopped_rx.recv_timeout(self.config.close_timeout);
         // 3. Nak what was never emitted, and what is still held.
         let mut unresolved = 0u64;
-        while let Ok(message) = io.messages.try_recv() {
+        while let Ok(message) = io.messages.take() {
             let _ = io.commands.send(Command::Nak(message, None));
             unresolved += 1;
         }
-        for (_, held) in self.held.drain() {
-            let _ = io.commands.send(Command::Nak(held.message, None));
+        for message in self.held.drain() {
+            let _ = io.commands.send(Command::Nak(message, None));
             unresolved += 1;
         }
         if let Some(m) = &self.metrics {
@@ -604,50 +496,68 @@ impl Spout for JetStreamSpout {
         }
         // 4. Flush and end.
         let _ = io.commands.send(Command::Close);
-        match io.done.recv_timeout(self.config.close_timeout) {
-            Ok(()) => {
-                if let Some(t) = io.thread.take() {
-                    let _ = t.join();
-                }
-            }
-            Err(_) => squall_plugin_api::warn!(
+        if !io.thread.join_within(self.config.close_timeout) {
+            squall_plugin_api::warn!(
                 "{}: the NATS client did not finish within close_timeout = {:?}; unflushed acks are redelivered after ack_wait",
                 self.label,
                 self.config.close_timeout
-            ),
+            );
         }
     }
+}
+
+/// The retry policy: `max_deliver`, and `nak_delay` as the broker's delay.
+fn retry_policy(keys: &SpoutKeys) -> RetryPolicy {
+    let delay = keys.nak_delay.unwrap_or_default();
+    RetryPolicy { max_deliver: keys.max_deliver.max(1), backoff: Backoff::new(delay, delay) }
 }
 
 impl JetStreamSpout {
     /// Emits one received message (or dead-letters it when it was delivered
     /// more than `max_deliver` times) and holds it until its tree completes.
     fn take(&mut self, message: jetstream::Message, collector: &mut SpoutCollector<'_>) {
-        let metrics = self.metrics.as_ref().expect("metrics are registered in open");
-        metrics.received.inc();
         let deliveries = message.info().map_or(1, |i| i.delivered);
-        if deliveries > 1 {
-            metrics.redelivered.inc();
-        }
-        if let Some(max) = self.config.max_deliver {
-            if deliveries > max {
-                metrics.dead_lettered.inc();
-                let reason = format!("delivered {deliveries} times, more than max_deliver = {max}");
-                self.command(Command::DeadLetter { message, reason, deliveries });
-                return;
+        if let Some(m) = &self.metrics {
+            m.received.inc();
+            if deliveries > 1 {
+                m.redelivered.inc();
             }
         }
-        let id = self.next_id;
-        self.next_id += 1;
-        self.emit(&message, collector, MessageId(id));
-        let metrics = self.metrics.as_ref().expect("metrics are registered in open");
-        if self.config.ack_on_emit {
-            metrics.acked.inc();
+        let deliveries = u32::try_from(deliveries.max(1)).unwrap_or(u32::MAX);
+        if let Err(reason) = self.held.admit(deliveries) {
+            if let Some(m) = &self.metrics {
+                m.dead_lettered.inc();
+            }
+            let reason = reason.to_string();
+            self.command(Command::DeadLetter {
+                message,
+                reason,
+                deliveries: i64::from(deliveries),
+            });
+            return;
+        }
+        if self.config.unsafe_ack_on_emit {
+            self.emit(&message, collector, None);
+            if let Some(m) = &self.metrics {
+                m.acked.inc();
+            }
             self.command(Command::Ack(message));
             return;
         }
-        self.held.insert(id, Held { message, deliveries });
-        metrics.held.set(self.held.len() as i64);
+        let id = self.held.insert(message, deliveries);
+        if let Some(message) = self.held.get(id) {
+            emit(
+                &self.config,
+                self.stream,
+                &mut self.headers,
+                message,
+                collector,
+                Some(MessageId(id)),
+            );
+        }
+        if let Some(m) = &self.metrics {
+            m.held.set(self.held.len() as i64);
+        }
     }
 
     fn command(&self, command: Command) {
@@ -658,36 +568,50 @@ impl JetStreamSpout {
         }
     }
 
-    /// Emits a message's values on the configured stream (no `Vec`: the
-    /// values are built on the stack).
     fn emit(
         &mut self,
         message: &jetstream::Message,
         collector: &mut SpoutCollector<'_>,
-        id: MessageId,
+        id: Option<MessageId>,
     ) {
-        let payload = match self.config.payload_as {
-            PayloadAs::Bytes => Value::shared_bytes(&message.payload),
-            PayloadAs::String => match std::str::from_utf8(&message.payload) {
-                Ok(text) => Value::str(text),
-                Err(_) => Value::str(&String::from_utf8_lossy(&message.payload)),
-            },
-        };
-        match self.config.emit {
-            Emit::Payload => collector.emit_to(self.stream, &[payload], Some(id)),
-            Emit::Message => {
-                self.headers.clear();
-                if let Some(headers) = &message.headers {
-                    for (name, values) in headers.iter() {
-                        for value in values {
-                            let _ = write!(self.headers, "{name}: {}\r\n", value.as_str());
-                        }
+        emit(&self.config, self.stream, &mut self.headers, message, collector, id);
+    }
+}
+
+/// Emits a message's values on the configured stream (no `Vec`: the values
+/// are built on the stack).
+fn emit(
+    config: &SpoutConfig,
+    stream: StreamId,
+    headers_text: &mut String,
+    message: &jetstream::Message,
+    collector: &mut SpoutCollector<'_>,
+    id: Option<MessageId>,
+) {
+    let payload = match config.payload_as {
+        PayloadAs::Bytes => Value::shared_bytes(&message.payload),
+        PayloadAs::String => match std::str::from_utf8(&message.payload) {
+            Ok(text) => Value::str(text),
+            Err(_) => Value::str(&String::from_utf8_lossy(&message.payload)),
+        },
+    };
+    let send = |collector: &mut SpoutCollector<'_>, values: &[Value]| match id {
+        Some(id) => collector.emit_to(stream, values, Some(id)),
+        None => collector.emit_to(stream, values, None),
+    };
+    match config.emit {
+        Emit::Payload => send(collector, &[payload]),
+        Emit::Message => {
+            headers_text.clear();
+            if let Some(headers) = &message.headers {
+                for (name, values) in headers.iter() {
+                    for value in values {
+                        let _ = write!(headers_text, "{name}: {}\r\n", value.as_str());
                     }
                 }
-                let values =
-                    [Value::str(message.subject.as_str()), payload, Value::str(&self.headers)];
-                collector.emit_to(self.stream, &values, Some(id));
             }
+            let values = [Value::str(message.subject.as_str()), payload, Value::str(headers_text)];
+            send(collector, &values);
         }
     }
 }
@@ -698,31 +622,34 @@ async fn io_main(
     config: SpoutConfig,
     name: String,
     label: String,
-    messages: mpsc::Sender<jetstream::Message>,
+    messages: Feeder<jetstream::Message>,
     mut commands: mpsc::UnboundedReceiver<Command>,
-    ready: std::sync::mpsc::Sender<std::result::Result<(), String>>,
-    hook: ReadyHook,
+    ready: squall_connector::io::Handshake,
+    health: Health,
 ) {
     let connection: Connection = config.connection();
-    let client = match connection.connect(&name).await {
+    let client = match connection.connect(&name, Some(&health)).await {
         Ok(c) => c,
         Err(e) => {
-            let _ = ready.send(Err(e));
+            ready.ready(Err(e));
             return;
         }
     };
     let consumer = match ensure_consumer(&client, &config, true).await {
         Ok(c) => c,
         Err(e) => {
-            let _ = ready.send(Err(e));
+            ready.ready(Err(e));
             return;
         }
     };
-    let _ = ready.send(Ok(()));
+    ready.ready(Ok(()));
     let js = jetstream::new(client.clone());
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let puller =
-        tokio::spawn(pull(consumer, config.clone(), label.clone(), messages, stop_rx, hook));
+    // 0: pull; STOP: finish the pull in progress, ask for no more; CANCEL:
+    // abandon the pull in progress too.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(0u8);
+    // How long close lets the pull in progress finish before cancelling it.
+    let finish = config.fetch_wait.min(config.close_timeout);
+    let puller = tokio::spawn(pull(consumer, config.clone(), label.clone(), messages, stop_rx));
     let mut puller = Some(puller);
     let dead_letter_subject: Option<Arc<str>> =
         config.dead_letter_subject.as_deref().map(Arc::from);
@@ -739,10 +666,13 @@ async fn io_main(
                 Ok(())
             }
             Command::Stop(reply) => {
-                let _ = stop_tx.send(true);
+                stop_tx.send_if_modified(|v| std::mem::replace(v, (*v).max(STOP)) < STOP);
                 if let Some(reply) = reply {
-                    if let Some(p) = puller.take() {
-                        let _ = p.await;
+                    if let Some(mut p) = puller.take() {
+                        if tokio::time::timeout(finish, &mut p).await.is_err() {
+                            let _ = stop_tx.send(CANCEL);
+                            let _ = p.await;
+                        }
                     }
                     let _ = reply.send(());
                 }
@@ -757,7 +687,7 @@ async fn io_main(
             }
         }
     }
-    let _ = stop_tx.send(true);
+    let _ = stop_tx.send(CANCEL);
     if let Some(p) = puller.take() {
         p.abort();
     }
@@ -766,28 +696,51 @@ async fn io_main(
     }
 }
 
-/// The puller: fetches as many messages as the channel has room for, in
-/// batches that end after `fetch_wait`, until told to stop.
+/// The puller's stop levels (see `io_main`).
+const STOP: u8 = 1;
+const CANCEL: u8 = 2;
+
+/// The puller: fetches as many messages as the feed has room for, in
+/// batches that end after `fetch_wait`, until told to stop. At `STOP` it
+/// finishes the batch in progress (so what the server sent into it is
+/// received, and naked at close, not left to `ack_wait`) and asks for no
+/// more; at `CANCEL` it abandons it.
 async fn pull(
     consumer: jetstream::consumer::Consumer<pull::Config>,
     config: SpoutConfig,
     label: String,
-    messages: mpsc::Sender<jetstream::Message>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-    hook: ReadyHook,
+    messages: Feeder<jetstream::Message>,
+    mut stop: tokio::sync::watch::Receiver<u8>,
 ) {
+    let room = Arc::new(tokio::sync::Notify::new());
+    let notify = room.clone();
+    messages.on_room(move || notify.notify_one());
     let mut errors = 0u64;
     loop {
-        if *stop.borrow() {
+        if *stop.borrow() >= STOP {
             return;
         }
-        let want = messages.capacity().clamp(1, config.batch);
         // Wait for room (or a stop).
-        let permits = tokio::select! {
-            p = messages.reserve_many(want) => match p { Ok(p) => p, Err(_) => return },
+        let mut want = messages.room().min(config.batch);
+        while want == 0 {
+            messages.want_room();
+            want = messages.room().min(config.batch);
+            if want > 0 {
+                break;
+            }
+            tokio::select! {
+                _ = room.notified() => {}
+                _ = stop.changed() => return,
+            }
+            if messages.is_closed() {
+                return;
+            }
+            want = messages.room().min(config.batch);
+        }
+        let batch = tokio::select! {
+            b = consumer.batch().max_messages(want).expires(config.fetch_wait).messages() => b,
             _ = stop.changed() => return,
         };
-        let batch = consumer.batch().max_messages(want).expires(config.fetch_wait).messages().await;
         let mut batch = match batch {
             Ok(b) => b,
             Err(e) => {
@@ -797,27 +750,26 @@ async fn pull(
                         "{label}: pull request failed ({e}); retrying (error #{errors})"
                     );
                 }
-                drop(permits);
-                tokio::time::sleep(Duration::from_millis(250)).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+                    _ = stop.changed() => return,
+                }
                 continue;
             }
         };
-        let mut permits = permits;
-        while let Some(item) = batch.next().await {
+        loop {
+            let item = tokio::select! {
+                item = batch.next() => item,
+                _ = stop.wait_for(|v| *v >= CANCEL) => return,
+            };
+            let Some(item) = item else { break };
             match item {
-                Ok(message) => match permits.next() {
-                    Some(permit) => {
-                        permit.send(message);
-                        hook.ready();
+                // The server may send more than asked: the feed keeps it.
+                Ok(message) => {
+                    if !messages.push(message) {
+                        return;
                     }
-                    // The server sent more than asked: keep it anyway.
-                    None => {
-                        if messages.send(message).await.is_err() {
-                            return;
-                        }
-                        hook.ready();
-                    }
-                },
+                }
                 Err(e) => {
                     errors += 1;
                     if errors.is_power_of_two() {
@@ -870,24 +822,20 @@ async fn dead_letter(
 
 #[cfg(test)]
 mod tests {
-    use squall_plugin_api::testing::check_config_keys;
-
     use super::*;
-    use crate::connect::CONNECTION_SAMPLES;
 
     #[test]
-    fn declared_keys_match_the_config_struct() {
-        let samples = format!(
-            r#"
-stream = "ORDERS"
-consumer = "squall"
-subject = "orders.>"
-max_deliver = 3
-dead_letter_subject = "dead.orders"
-nak_delay = "2s"
-{CONNECTION_SAMPLES}"#
-        );
-        check_config_keys::<SpoutConfig>(JetStreamSpout::CONFIG_KEYS, &samples).unwrap();
+    fn defaults_are_finite_and_a_huge_duration_is_refused_at_the_key() {
+        let c =
+            SpoutConfig::parse(&ComponentConfig::new("stream = \"S\"\nconsumer = \"c\"")).unwrap();
+        assert_eq!(c.max_deliver, 10, "a finite default: poison is dead-lettered");
+        assert_eq!(c.consumer_config().max_deliver, 11);
+        assert_eq!(c.connection().url, "nats://127.0.0.1:4222");
+        let e = SpoutConfig::parse(&ComponentConfig::new(
+            "stream = \"S\"\nconsumer = \"c\"\nack_wait = \"100000 years\"",
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("longer than a year"), "{e}");
     }
 
     #[test]
@@ -919,7 +867,7 @@ nak_delay = "2s"
     fn payload_field_must_not_shadow_the_other_fields() {
         let config = |extra: &str| {
             let text = format!("stream = \"S\"\nconsumer = \"c\"\n{extra}");
-            ComponentConfig::new(&text).parse::<SpoutConfig>().unwrap().check()
+            SpoutConfig::parse(&ComponentConfig::new(&text)).unwrap().check()
         };
         assert!(config("payload_field = \"word\"").is_ok());
         assert!(config("payload_field = \"subject\"").is_err());

@@ -14,9 +14,10 @@
 
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use redis::{Client, Connection, RedisError, Value as RedisValue};
 use rustc_hash::FxHashSet;
+use squall_connector::{Feeder, Health};
 use squall_plugin_api::host::metrics::Counter;
 
 use crate::conn::{self, RawEntry, Timeouts};
@@ -67,6 +68,10 @@ pub(crate) struct Settings {
     pub timeouts: Timeouts,
     /// How long an ack may wait to be sent with others.
     pub ack_interval: Duration,
+    /// Create the group again when it vanished (NOGROUP).
+    pub create_group: bool,
+    /// Where a created group starts.
+    pub start_id: String,
 }
 
 /// The counters the reader updates (registered by the spout in `open`).
@@ -74,7 +79,7 @@ pub(crate) struct Settings {
 pub(crate) struct ReaderMetrics {
     pub claimed: Option<Counter>,
     pub dead_lettered: Option<Counter>,
-    pub reconnects: Option<Counter>,
+    pub groups_recreated: Option<Counter>,
 }
 
 impl ReaderMetrics {
@@ -98,8 +103,8 @@ enum Source {
 const ACK_CHUNK: usize = 1000;
 
 /// How long the final flush may wait for a connection, and for a reply.
-const CLOSE_CONNECT: Duration = Duration::from_millis(500);
-const CLOSE_REPLY: Duration = Duration::from_secs(1);
+pub(crate) const CLOSE_CONNECT: Duration = Duration::from_millis(500);
+pub(crate) const CLOSE_REPLY: Duration = Duration::from_secs(1);
 
 /// The longest pause between two reconnection attempts.
 const MAX_RECONNECT_PAUSE: Duration = Duration::from_secs(2);
@@ -109,8 +114,7 @@ pub(crate) struct Reader {
     client: Client,
     con: Option<Connection>,
     settings: Settings,
-    entries: Sender<Delivery>,
-    capacity: usize,
+    entries: Feeder<Delivery>,
     commands: Receiver<Command>,
     acks: Vec<String>,
     dead: Vec<DeadLetter>,
@@ -131,9 +135,9 @@ pub(crate) struct Reader {
     errors: u64,
     /// Entries this reader has dead-lettered (for rate-limited logging).
     dead_lettered: u64,
-    /// The spout's wake handle (contract 1.1), called for every entry handed
-    /// over, so the executor blocks while the stream is idle.
-    waker: Option<squall_plugin_api::Waker>,
+    /// The connection's health, as the host shows it (the `connector_up`
+    /// gauge, `redis_reconnects`, the task's last error).
+    health: Health,
 }
 
 impl std::fmt::Debug for Reader {
@@ -153,17 +157,16 @@ impl Reader {
         client: Client,
         con: Connection,
         settings: Settings,
-        entries: Sender<Delivery>,
+        entries: Feeder<Delivery>,
         commands: Receiver<Command>,
         metrics: ReaderMetrics,
+        health: Health,
     ) -> Self {
-        let capacity = entries.capacity().unwrap_or(settings.batch);
         Self {
             client,
             con: Some(con),
             settings,
             entries,
-            capacity,
             commands,
             acks: Vec::new(),
             dead: Vec::new(),
@@ -175,7 +178,7 @@ impl Reader {
             next_claim: Instant::now(),
             stopping: false,
             metrics,
-            waker: None,
+            health,
             errors: 0,
             dead_lettered: 0,
         }
@@ -188,11 +191,20 @@ impl Reader {
         while !self.stopping {
             self.take_commands(Duration::ZERO);
             match self.step() {
-                Ok(()) => pause = Duration::from_millis(50),
+                Ok(()) => {
+                    pause = Duration::from_millis(50);
+                    self.health.restored("reading again");
+                }
+                Err(e) if e.code() == Some("NOGROUP") => {
+                    self.group_vanished(&e);
+                    self.take_commands(pause);
+                    pause = (pause * 2).min(MAX_RECONNECT_PAUSE);
+                }
                 Err(e) => {
                     self.report(&e);
                     if conn::is_connection_error(&e) {
                         self.con = None;
+                        self.health.lost(&e.to_string());
                     }
                     // Wait before retrying, but keep taking acks (and a stop).
                     self.take_commands(pause);
@@ -290,16 +302,11 @@ impl Reader {
         if self.con.is_none() {
             let con =
                 conn::connect_once(&self.client, self.settings.timeouts, self.settings.block)?;
-            ReaderMetrics::add(&self.metrics.reconnects, 1);
             // A reply lost with the old connection may have handed entries
             // to this consumer: read them back from its pending list.
             self.recover = true;
             self.own_cursor = "0".to_owned();
-            squall_plugin_api::info!(
-                "redis stream {:?}: reconnected as consumer {:?}",
-                self.settings.stream,
-                self.settings.consumer
-            );
+            self.health.restored(&format!("reconnected as consumer {:?}", self.settings.consumer));
             self.con = Some(con);
         }
         Ok(self.con.as_mut().expect("just set"))
@@ -329,7 +336,51 @@ impl Reader {
 
     /// How many entries the channel can take now.
     fn room(&self) -> usize {
-        self.capacity.saturating_sub(self.entries.len())
+        self.entries.room()
+    }
+
+    /// The group is gone (NOGROUP): Redis restarted without its data, or
+    /// someone destroyed the group. With `create_group` it is created again
+    /// (and the stream with it) and reading goes on from `start_id`;
+    /// entries in flight from the lost stream are forgotten (their acks
+    /// find nothing). Without it the spout is not ready (`connector_up` 0,
+    /// `/readyz` 503, `last_error` says why) and keeps checking.
+    fn group_vanished(&mut self, e: &RedisError) {
+        let s = self.settings.clone();
+        if !s.create_group {
+            self.health.failing(&format!(
+                "consumer group {:?} of stream {:?} does not exist ({e}); create it \
+                 (XGROUP CREATE {} {} $ MKSTREAM) or set create_group = true",
+                s.group, s.stream, s.stream, s.group
+            ));
+            return;
+        }
+        let mut cmd = redis::cmd("XGROUP");
+        cmd.arg("CREATE").arg(&s.stream).arg(&s.group).arg(&s.start_id).arg("MKSTREAM");
+        let created = match self.connection() {
+            Ok(con) => cmd.query::<RedisValue>(con).map(drop),
+            Err(e) => Err(e),
+        };
+        match created {
+            Err(e) if e.code() != Some("BUSYGROUP") => {
+                self.report(&e);
+                self.health.failing(&format!("cannot create consumer group again: {e}"));
+            }
+            _ => {
+                ReaderMetrics::add(&self.metrics.groups_recreated, 1);
+                let message = format!(
+                    "redis stream {:?}: consumer group {:?} had vanished (the server lost its \
+                     data?); created it again at {}",
+                    s.stream, s.group, s.start_id
+                );
+                squall_plugin_api::warn!("{message}");
+                self.health.report(message);
+                self.outstanding.clear();
+                self.claim_cursor = "0-0".to_owned();
+                self.recover = true;
+                self.own_cursor = "0".to_owned();
+            }
+        }
     }
 
     /// Sends the buffered dead letters, and the acks when `all`, when
@@ -549,23 +600,12 @@ impl Reader {
         Ok(())
     }
 
-    /// Wakes the spout's executor for every entry handed over (the spout's
-    /// wake handle from `context.waker()`).
-    pub(crate) fn with_waker(mut self, waker: Option<squall_plugin_api::Waker>) -> Self {
-        self.waker = waker;
-        self
-    }
-
-    /// Hands one entry to the spout. This is the one place where "an entry
-    /// arrived in the channel", so it wakes the executor.
+    /// Hands one entry to the spout and wakes its executor (the feed
+    /// does). The reads never ask for more than the room left, so the feed
+    /// stays within its capacity; if the spout is gone, the entry just
+    /// stays pending in the group.
     fn deliver(&mut self, delivery: Delivery) {
-        // The reads never ask for more than the room left and only this
-        // thread sends, so this never waits; if the spout is gone, the entry
-        // just stays pending in the group.
-        let _ = self.entries.send(delivery);
-        if let Some(waker) = &self.waker {
-            waker.wake();
-        }
+        let _ = self.entries.push(delivery);
     }
 }
 

@@ -1,81 +1,43 @@
 //! [`StreamSpout`]: reads a Redis stream through a consumer group, at least once.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
-use rustc_hash::FxHashMap;
-use serde::Deserialize;
+use crossbeam_channel::Sender;
+use squall_connector::feed::Empty;
+use squall_connector::{
+    feed, Acked, Backoff, Failed, Feed, Health, IoThread, Pending, Redelivery, RetryPolicy,
+};
 use squall_plugin_api::host::metrics::{self, Counter};
 use squall_plugin_api::prelude::*;
 
 use crate::conn::{self, RawEntry, Timeouts};
 use crate::reader::{Command, DeadLetter, Delivery, Reader, ReaderMetrics, Settings};
 
-/// The spout's `config` table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SpoutConfig {
-    url: String,
-    stream: String,
-    group: String,
-    #[serde(default)]
-    consumer: Option<String>,
-    #[serde(default = "default_batch")]
-    batch: usize,
-    #[serde(default = "default_block_ms")]
-    block_ms: u64,
-    #[serde(default = "default_min_idle_ms")]
-    min_idle_ms: u64,
-    #[serde(default = "default_claim_interval_ms")]
-    claim_interval_ms: u64,
-    #[serde(default = "default_max_deliver")]
-    max_deliver: u64,
-    #[serde(default)]
-    dead_letter_stream: Option<String>,
-    #[serde(default = "default_max_pending")]
-    max_pending: usize,
-    #[serde(default = "default_true")]
-    create_group: bool,
-    #[serde(default = "default_start_id")]
-    start_id: String,
-    #[serde(default = "default_connect_timeout_ms")]
-    connect_timeout_ms: u64,
-    #[serde(default = "default_ack_interval_ms")]
-    ack_interval_ms: u64,
-}
+/// How long `close` waits for the reader's final flush: its reconnection
+/// attempt and its replies are bounded by `reader::CLOSE_CONNECT` and
+/// `reader::CLOSE_REPLY`, after the read in progress (`block_ms`, at most 1 s).
+pub(crate) const CLOSE_BUDGET: Duration = Duration::from_millis(3_500);
 
-fn default_batch() -> usize {
-    100
-}
-fn default_block_ms() -> u64 {
-    500
-}
-fn default_min_idle_ms() -> u64 {
-    60_000
-}
-fn default_claim_interval_ms() -> u64 {
-    10_000
-}
-fn default_max_deliver() -> u64 {
-    5
-}
-fn default_max_pending() -> usize {
-    1000
-}
-fn default_true() -> bool {
-    true
-}
-fn default_start_id() -> String {
-    "0".to_owned()
-}
-fn default_connect_timeout_ms() -> u64 {
-    5_000
-}
-fn default_ack_interval_ms() -> u64 {
-    100
+squall_connector::connector_config! {
+    /// The spout's `config` table: the struct and its declared keys.
+    #[derive(Debug, Clone, PartialEq)]
+    struct SpoutConfig {
+        url: String = required(String, "redis://[user:password@]host[:port][/db]"),
+        stream: String = required(String, "the stream to read"),
+        group: String = required(String, "the consumer group"),
+        consumer: Option<String> = maybe(String, "this task's consumer name (default <hostname>-<pid>-<task index>)"),
+        batch: usize = default(Integer, "100", "most entries per XREADGROUP and XAUTOCLAIM page, and per next_tuple"),
+        block_ms: u64 = default(Integer, "500", "how long an XREADGROUP waits for new entries (1 ... 1000)"),
+        min_idle_ms: u64 = default(Integer, "60000", "entries pending this long in any consumer are claimed"),
+        claim_interval_ms: u64 = default(Integer, "10000", "how often to claim"),
+        max_deliver: u32 = default(Integer, "10", "deliveries before an entry goes to the dead-letter stream"),
+        dead_letter_stream: Option<String> = maybe(String, "where dead entries go (default <stream>:dead)"),
+        max_pending: usize = default(Integer, "1000", "most entries in flight"),
+        create_group: bool = default(Bool, "true", "create the group (and the stream) if it does not exist, also when it vanished while running"),
+        start_id: String = default(String, "\"0\"", "where a created group starts: \"0\" the whole stream, \"$\" new entries"),
+        connect_timeout_ms: u64 = default(Integer, "5000", "how long open retries the first connection"),
+        ack_interval_ms: u64 = default(Integer, "100", "the longest an ack waits to be sent with others (0 ... 60000)"),
+    }
 }
 
 impl SpoutConfig {
@@ -126,26 +88,20 @@ impl SpoutConfig {
     }
 }
 
-/// Message ids of every spout task in the process: unique across tasks and
-/// across an instance rebuilt after a panic, whose predecessor's ids may
-/// still come back to it.
-static NEXT_MESSAGE_ID: AtomicU64 = AtomicU64::new(1);
-
 /// An entry emitted and not yet acked.
 #[derive(Debug)]
 struct InFlight {
     entry_id: Value,
     fields: Value,
     raw: RawEntry,
-    deliveries: u64,
 }
 
 /// The I/O thread and the two channels to it.
 #[derive(Debug)]
 struct Io {
-    entries: Receiver<Delivery>,
+    entries: Feed<Delivery>,
     commands: Sender<Command>,
-    thread: Option<JoinHandle<()>>,
+    thread: Option<IoThread>,
 }
 
 /// The spout's counters.
@@ -171,10 +127,10 @@ pub struct StreamSpout {
     config: SpoutConfig,
     client: redis::Client,
     io: Option<Io>,
-    pending: FxHashMap<u64, InFlight>,
-    replay: VecDeque<u64>,
+    pending: Pending<InFlight>,
     draining: bool,
     metrics: Option<SpoutMetrics>,
+    health: Health,
 }
 
 impl StreamSpout {
@@ -259,10 +215,10 @@ impl StreamSpout {
 
     /// Hands an entry to the reader for the dead-letter stream (the reader
     /// counts it once written).
-    fn dead_letter(&mut self, flight: InFlight, reason: String) {
+    fn dead_letter(&mut self, flight: InFlight, deliveries: u32, reason: String) {
         self.send(Command::DeadLetter(DeadLetter {
             entry: flight.raw,
-            deliveries: flight.deliveries,
+            deliveries: u64::from(deliveries),
             reason,
         }));
     }
@@ -271,8 +227,15 @@ impl StreamSpout {
     fn stop_io(&mut self) {
         if let Some(mut io) = self.io.take() {
             let _ = io.commands.send(Command::Stop);
-            if let Some(thread) = io.thread.take() {
-                let _ = thread.join();
+            if let Some(mut thread) = io.thread.take() {
+                if !thread.join_within(CLOSE_BUDGET) {
+                    squall_plugin_api::warn!(
+                        "redis stream {:?}: the reader did not finish its final flush within {:?}; \
+                         unwritten acks leave their entries pending for XAUTOCLAIM",
+                        self.config.stream,
+                        CLOSE_BUDGET
+                    );
+                }
             }
         }
     }
@@ -308,71 +271,8 @@ fn fields_value(entry: &RawEntry) -> Value {
 
 impl Spout for StreamSpout {
     const NAME: &'static str = "StreamSpout";
-    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
-        ConfigKey::required("url", KeyKind::String, "redis://[user:password@]host[:port][/db]"),
-        ConfigKey::required("stream", KeyKind::String, "the stream to read"),
-        ConfigKey::required("group", KeyKind::String, "the consumer group"),
-        ConfigKey::maybe(
-            "consumer",
-            KeyKind::String,
-            "this task's consumer name (default <hostname>-<pid>-<task index>)",
-        ),
-        ConfigKey::optional(
-            "batch",
-            KeyKind::Integer,
-            "100",
-            "most entries per XREADGROUP and XAUTOCLAIM page, and per next_tuple",
-        ),
-        ConfigKey::optional(
-            "block_ms",
-            KeyKind::Integer,
-            "500",
-            "how long an XREADGROUP waits for new entries (1 ... 1000)",
-        ),
-        ConfigKey::optional(
-            "min_idle_ms",
-            KeyKind::Integer,
-            "60000",
-            "entries pending this long in any consumer are claimed",
-        ),
-        ConfigKey::optional("claim_interval_ms", KeyKind::Integer, "10000", "how often to claim"),
-        ConfigKey::optional(
-            "max_deliver",
-            KeyKind::Integer,
-            "5",
-            "deliveries before an entry goes to the dead-letter stream",
-        ),
-        ConfigKey::maybe(
-            "dead_letter_stream",
-            KeyKind::String,
-            "where dead entries go (default <stream>:dead)",
-        ),
-        ConfigKey::optional("max_pending", KeyKind::Integer, "1000", "most entries in flight"),
-        ConfigKey::optional(
-            "create_group",
-            KeyKind::Bool,
-            "true",
-            "create the group (and the stream) if it does not exist",
-        ),
-        ConfigKey::optional(
-            "start_id",
-            KeyKind::String,
-            "\"0\"",
-            "where a created group starts: \"0\" the whole stream, \"$\" new entries",
-        ),
-        ConfigKey::optional(
-            "connect_timeout_ms",
-            KeyKind::Integer,
-            "5000",
-            "how long open retries the first connection",
-        ),
-        ConfigKey::optional(
-            "ack_interval_ms",
-            KeyKind::Integer,
-            "100",
-            "the longest an ack waits to be sent with others (0 ... 60000)",
-        ),
-    ]);
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(SpoutConfig::KEYS);
+    const CLOSE_BUDGET: Option<Duration> = Some(CLOSE_BUDGET);
     const DESCRIPTION: &'static str =
         "reads a Redis stream through a consumer group; XACKs when the tuple tree completes";
 
@@ -381,17 +281,19 @@ impl Spout for StreamSpout {
     }
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
-        let config: SpoutConfig = config.parse()?;
+        let config = SpoutConfig::parse(config)?;
         config.validate()?;
         let client = conn::client(&config.url)?;
+        let policy = RetryPolicy { max_deliver: config.max_deliver, backoff: Backoff::NONE };
+        let pending = Pending::new(config.max_pending, policy, Redelivery::Local);
         Ok(Self {
             config,
             client,
             io: None,
-            pending: FxHashMap::default(),
-            replay: VecDeque::new(),
+            pending,
             draining: false,
             metrics: None,
+            health: Health::new(String::new()),
         })
     }
 
@@ -410,6 +312,8 @@ impl Spout for StreamSpout {
         }
         let c = &self.config;
         let consumer = self.consumer_name(context);
+        self.health = Health::new(format!("redis stream {:?} group {:?}", c.stream, c.group));
+        self.health.register("redis", context.waker());
         let settings = Settings {
             stream: c.stream.clone(),
             group: c.group.clone(),
@@ -418,13 +322,15 @@ impl Spout for StreamSpout {
             block,
             min_idle: Duration::from_millis(c.min_idle_ms),
             claim_interval: Duration::from_millis(c.claim_interval_ms),
-            max_deliver: c.max_deliver,
+            max_deliver: u64::from(c.max_deliver),
             dead_letter_stream: c
                 .dead_letter_stream
                 .clone()
                 .unwrap_or_else(|| format!("{}:dead", c.stream)),
             timeouts,
             ack_interval: Duration::from_millis(c.ack_interval_ms),
+            create_group: c.create_group,
+            start_id: c.start_id.clone(),
         };
         let reader_metrics = ReaderMetrics {
             claimed: Some(metrics::counter(
@@ -435,9 +341,9 @@ impl Spout for StreamSpout {
                 "redis_dead_lettered",
                 "Entries moved to the dead-letter stream after max_deliver deliveries.",
             )),
-            reconnects: Some(metrics::counter(
-                "redis_reconnects",
-                "Connections to Redis reopened after a loss.",
+            groups_recreated: Some(metrics::counter(
+                "redis_groups_recreated",
+                "Consumer groups created again after they vanished (a Redis restart that lost the stream).",
             )),
         };
         self.metrics = Some(SpoutMetrics {
@@ -448,7 +354,7 @@ impl Spout for StreamSpout {
         });
         // Room for two reads: the reader can fetch the next batch while the
         // spout emits the last one, and no more.
-        let (entries_tx, entries_rx) = crossbeam_channel::bounded(c.batch * 2);
+        let (entries_tx, entries_rx) = feed(c.batch * 2, context.waker());
         let (commands_tx, commands_rx) = crossbeam_channel::unbounded();
         let reader = Reader::new(
             self.client.clone(),
@@ -457,12 +363,16 @@ impl Spout for StreamSpout {
             entries_tx,
             commands_rx,
             reader_metrics,
+            self.health.clone(),
+        );
+        let thread = IoThread::spawn(
+            format!("redis-{}-{}", context.component, context.task_index),
+            move |ready| {
+                ready.ready(Ok(()));
+                reader.run();
+            },
         )
-        .with_waker(context.waker());
-        let thread = std::thread::Builder::new()
-            .name(format!("redis-{}-{}", context.component, context.task_index))
-            .spawn(move || reader.run())
-            .map_err(|e| format!("cannot start the redis reader thread: {e}"))?;
+        .map_err(|e| format!("cannot start the redis reader thread: {e}"))?;
         squall_plugin_api::info!(
             "reading redis stream {:?} in group {:?} as consumer {:?}",
             c.stream,
@@ -474,12 +384,18 @@ impl Spout for StreamSpout {
     }
 
     fn next_tuple(&mut self, collector: &mut SpoutCollector<'_>) -> Result<()> {
+        // What went wrong on the I/O thread is this task's error (errors,
+        // last_error); reading goes on.
+        if let Some(e) = self.health.take_error() {
+            return Err(e.into());
+        }
         // Failed entries first, then new ones; never more than max_pending
         // in flight, never waiting.
         let mut budget = self.config.batch;
-        while budget > 0 {
-            let Some(id) = self.replay.pop_front() else { break };
-            if let Some(flight) = self.pending.get(&id) {
+        if self.pending.has_replays() {
+            let now = Instant::now();
+            while budget > 0 {
+                let Some((id, flight)) = self.pending.next_replay(now) else { break };
                 collector.emit_with_id(&[flight.entry_id.clone(), flight.fields.clone()], id);
                 if let Some(m) = &self.metrics {
                     m.redeliveries.inc();
@@ -488,24 +404,31 @@ impl Spout for StreamSpout {
             }
         }
         let Some(io) = &self.io else { return Ok(()) };
-        while budget > 0 && self.pending.len() < self.config.max_pending {
-            let Ok(delivery) = io.entries.try_recv() else { break };
-            let id = NEXT_MESSAGE_ID.fetch_add(1, Ordering::Relaxed);
+        while budget > 0 && self.pending.has_room() {
+            let delivery = match io.entries.take() {
+                Ok(d) => d,
+                Err(Empty::Now) => break,
+                Err(Empty::Closed) => {
+                    self.io = None;
+                    return Err("the redis reader thread has stopped".into());
+                }
+            };
             let flight = InFlight {
                 entry_id: Value::from(delivery.entry.id.as_str()),
                 fields: fields_value(&delivery.entry),
                 raw: delivery.entry,
-                deliveries: delivery.deliveries,
             };
-            collector.emit_with_id(&[flight.entry_id.clone(), flight.fields.clone()], id);
-            self.pending.insert(id, flight);
+            let values = [flight.entry_id.clone(), flight.fields.clone()];
+            let deliveries = u32::try_from(delivery.deliveries).unwrap_or(u32::MAX);
+            let id = self.pending.insert(flight, deliveries);
+            collector.emit_with_id(&values, id);
             budget -= 1;
         }
         Ok(())
     }
 
     fn ack(&mut self, message_id: MessageId) {
-        if let Some(flight) = self.pending.remove(&message_id.0) {
+        if let Acked::Now(flight) = self.pending.ack(message_id.0) {
             self.send(Command::Ack(flight.raw.id));
         }
     }
@@ -515,20 +438,16 @@ impl Spout for StreamSpout {
         if self.draining {
             // Failed by the drain (or while it runs): leave the entry pending
             // in the group, where XAUTOCLAIM finds it; no delivery is counted.
-            self.pending.remove(&id);
+            self.pending.remove(id);
             return;
         }
-        let Some(flight) = self.pending.get_mut(&id) else { return };
-        if flight.deliveries >= self.config.max_deliver {
-            let flight = self.pending.remove(&id).expect("just found");
-            let reason = format!(
-                "failed {} deliveries (max_deliver = {})",
-                flight.deliveries, self.config.max_deliver
-            );
-            self.dead_letter(flight, reason);
-        } else {
-            flight.deliveries += 1;
-            self.replay.push_back(id);
+        match self.pending.fail(id, Instant::now()) {
+            Failed::Dead { item, reason } => {
+                self.dead_letter(item, reason.deliveries, reason.to_string());
+            }
+            // Replayed from memory by next_tuple; Redis never redelivers on
+            // its own (only a claim does, after min_idle_ms).
+            Failed::Replay { .. } | Failed::Redeliver { .. } | Failed::Unknown => {}
         }
     }
 
@@ -563,28 +482,27 @@ impl Drop for StreamSpout {
 
 #[cfg(test)]
 mod tests {
-    use squall_plugin_api::testing::{check_config_keys, Recorder};
+    use squall_plugin_api::testing::Recorder;
+
+    use crossbeam_channel::Receiver;
+    use squall_connector::Feeder;
 
     use super::*;
 
     #[test]
-    fn declared_keys_match_the_config_struct() {
-        let samples = r#"
-url = "redis://127.0.0.1/"
-stream = "events"
-group = "squall"
-consumer = "c1"
-dead_letter_stream = "events:dead"
-"#;
-        check_config_keys::<SpoutConfig>(StreamSpout::CONFIG_KEYS, samples).unwrap();
+    fn the_declared_defaults_are_the_ones_used() {
+        let base = "url = \"redis://127.0.0.1/\"\nstream = \"s\"\ngroup = \"g\"";
+        let c = SpoutConfig::parse(&ComponentConfig::new(base)).unwrap();
+        assert_eq!((c.max_deliver, c.max_pending, c.create_group), (10, 1000, true));
+        assert_eq!(c.start_id, "0");
     }
 
     /// A spout whose I/O thread is the test: it feeds entries and reads
     /// the commands.
-    fn spout(extra: &str) -> (StreamSpout, Sender<Delivery>, Receiver<Command>) {
+    fn spout(extra: &str) -> (StreamSpout, Feeder<Delivery>, Receiver<Command>) {
         let toml = format!("url = \"redis://127.0.0.1/\"\nstream = \"s\"\ngroup = \"g\"\n{extra}");
         let mut spout = StreamSpout::new(&ComponentConfig::new(&toml)).unwrap();
-        let (entries_tx, entries_rx) = crossbeam_channel::bounded(16);
+        let (entries_tx, entries_rx) = feed(16, None);
         let (commands_tx, commands_rx) = crossbeam_channel::unbounded();
         spout.io = Some(Io { entries: entries_rx, commands: commands_tx, thread: None });
         (spout, entries_tx, commands_rx)
@@ -621,8 +539,8 @@ dead_letter_stream = "events:dead"
     #[test]
     fn an_entry_is_acked_only_when_its_tree_is_and_a_failed_one_is_replayed_with_its_id() {
         let (mut spout, entries, rx) = spout("max_deliver = 3");
-        entries.send(delivery("1-0", 1)).unwrap();
-        entries.send(delivery("1-1", 1)).unwrap();
+        assert!(entries.push(delivery("1-0", 1)));
+        assert!(entries.push(delivery("1-1", 1)));
         let emitted = next(&mut spout);
         assert_eq!(emitted.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(), ["1-0", "1-1"]);
         assert!(commands(&rx).is_empty(), "nothing is acked on emit");
@@ -644,16 +562,16 @@ dead_letter_stream = "events:dead"
     fn the_last_allowed_delivery_failing_dead_letters_the_entry() {
         let (mut spout, entries, rx) = spout("max_deliver = 2");
         // A claimed entry already delivered twice by Redis's count.
-        entries.send(delivery("2-0", 2)).unwrap();
-        entries.send(delivery("2-1", 1)).unwrap();
+        assert!(entries.push(delivery("2-0", 2)));
+        assert!(entries.push(delivery("2-1", 1)));
         let emitted = next(&mut spout);
         spout.fail(MessageId(emitted[0].1));
         spout.fail(MessageId(emitted[1].1));
-        assert_eq!(commands(&rx), ["dead 2-0 2 failed 2 deliveries (max_deliver = 2)"]);
+        assert_eq!(commands(&rx), ["dead 2-0 2 failed on delivery 2 of max_deliver = 2"]);
         let replayed = next(&mut spout);
         assert_eq!(replayed, [("2-1".to_owned(), emitted[1].1)]);
         spout.fail(MessageId(replayed[0].1));
-        assert_eq!(commands(&rx), ["dead 2-1 2 failed 2 deliveries (max_deliver = 2)"]);
+        assert_eq!(commands(&rx), ["dead 2-1 2 failed on delivery 2 of max_deliver = 2"]);
         assert!(next(&mut spout).is_empty());
     }
 
@@ -661,7 +579,7 @@ dead_letter_stream = "events:dead"
     fn max_pending_bounds_what_is_in_flight_and_the_rest_waits_in_the_channel() {
         let (mut spout, entries, _rx) = spout("max_pending = 2");
         for i in 0..5 {
-            entries.send(delivery(&format!("3-{i}"), 1)).unwrap();
+            assert!(entries.push(delivery(&format!("3-{i}"), 1)));
         }
         let emitted = next(&mut spout);
         assert_eq!(emitted.len(), 2);
@@ -674,12 +592,12 @@ dead_letter_stream = "events:dead"
     #[test]
     fn fails_during_the_drain_leave_the_entry_pending_without_a_delivery() {
         let (mut spout, entries, rx) = spout("max_deliver = 1");
-        entries.send(delivery("4-0", 1)).unwrap();
+        assert!(entries.push(delivery("4-0", 1)));
         let emitted = next(&mut spout);
         spout.deactivate();
         spout.fail(MessageId(emitted[0].1));
         assert!(commands(&rx).is_empty(), "neither acked nor dead-lettered");
-        assert!(spout.pending.is_empty() && spout.replay.is_empty());
+        assert!(spout.pending.is_empty() && !spout.pending.has_replays());
         spout.close();
     }
 

@@ -23,9 +23,13 @@ enum ChaosAction {
 }
 
 /// The three rates of [`ChaosBolt`], validated: each in `[0, 1]`, sum at most 1.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ChaosConfig {
+    /// Inputs with a value whose text contains this are always failed
+    /// (poison), before any draw.
+    #[serde(default)]
+    fail_matching: Option<String>,
     #[serde(default)]
     fail_rate: f64,
     #[serde(default)]
@@ -123,6 +127,11 @@ impl Bolt for ChaosBolt {
             "share of inputs that panic (0 to 1)",
         ),
         ConfigKey::optional("seed", KeyKind::Integer, "42", "seeds the draws"),
+        ConfigKey::maybe(
+            "fail_matching",
+            KeyKind::String,
+            "inputs with a value containing this text are always failed (poison)",
+        ),
         ConfigKey::optional(
             "error_every",
             KeyKind::Integer,
@@ -139,7 +148,8 @@ impl Bolt for ChaosBolt {
         let config: ChaosConfig = config.parse()?;
         config.validate()?;
         let instance = CHAOS_INSTANCES.fetch_add(1, Ordering::Relaxed);
-        Ok(Self { config, rng: SplitMix64::for_stream(config.seed, instance), inputs: 0 })
+        let rng = SplitMix64::for_stream(config.seed, instance);
+        Ok(Self { config, rng, inputs: 0 })
     }
 
     fn execute(&mut self, input: &Tuple<'_>, collector: &mut BoltCollector<'_>) -> Result<()> {
@@ -147,6 +157,12 @@ impl Bolt for ChaosBolt {
         let every = self.config.error_every;
         if every > 0 && self.inputs.is_multiple_of(every) {
             return Err(format!("chaos: error on purpose (input #{})", self.inputs).into());
+        }
+        if let Some(needle) = &self.config.fail_matching {
+            if input.values().iter().any(|v| v.to_string().contains(needle.as_str())) {
+                collector.fail(input);
+                return Ok(());
+            }
         }
         match self.config.action(self.rng.next_f64()) {
             ChaosAction::Panic => panic!("chaos: panic on purpose"),
@@ -496,7 +512,7 @@ mod tests {
     #[test]
     fn declared_config_keys_match_the_config_structs() {
         use squall_plugin_api::testing::check_config_keys;
-        check_config_keys::<ChaosConfig>(ChaosBolt::CONFIG_KEYS, "").unwrap();
+        check_config_keys::<ChaosConfig>(ChaosBolt::CONFIG_KEYS, "fail_matching = \"x\"").unwrap();
         check_config_keys::<PanicConfig>(PanicBolt::CONFIG_KEYS, "times = 3").unwrap();
         check_config_keys::<PanicConfig>(PanicSpout::CONFIG_KEYS, "times = 3").unwrap();
         check_config_keys::<BlockConfig>(BlockOnNew::CONFIG_KEYS, "").unwrap();

@@ -233,3 +233,33 @@ fn checkpoints_fail_while_the_backend_is_cut_off_then_catch_up_and_counts_stay_e
     // restart has nothing left to emit again.
     assert_eq!(out.stat("sentences", "emitted"), 0, "\n{}", out.context());
 }
+
+#[test]
+fn the_api_and_metrics_show_checkpoints_as_they_commit() {
+    let ws = Workspace::new("state_api");
+    let toml = std::fs::read_to_string(crate::util::workspace_root().join("topologies/wordcount-durable.toml"))
+        .expect("the example topology")
+        .replace("${SQUALL_PLUGIN_DIR:-../target/release}/libsquall_examples.so", &plugin_path("examples").display().to_string())
+        .replace("interval_ms = 1000", "interval_ms = 100");
+    let (child, addr) = crate::http::start(&ws, &toml);
+    let t = crate::http::poll(addr, "/api/v1/topology", Duration::from_secs(30), |t| {
+        t["durable_state"]["last_committed"].as_u64().unwrap_or(0) >= 3
+    });
+    let d = &t["durable_state"];
+    assert_eq!(d["backend"], "memory", "{d:#}");
+    assert_eq!(d["namespace"], "wordcount-durable", "{d:#}");
+    assert!(d["committed"].as_u64().unwrap() >= 3, "{d:#}");
+    assert_eq!(d["failed"], 0, "{d:#}");
+    assert!(d["last_records"].as_u64().unwrap() > 0, "the counts and the position: {d:#}");
+    assert!(d["duration_p99_ms"].as_f64().is_some(), "{d:#}");
+    let text = crate::http::request(addr, "GET", "/metrics").body;
+    let committed = text
+        .lines()
+        .find_map(|l| l.strip_prefix("squall_checkpoints_total{"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no squall_checkpoints_total:\n{text}"));
+    assert!(committed >= 3.0, "{text}");
+    crate::http::promtool_check(&ws, &text);
+    drop(child);
+}

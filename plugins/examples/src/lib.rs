@@ -113,6 +113,12 @@ mod tests {
                 (ComponentKind::BOLT, "WordCount".to_owned(), true, default(&["word", "count"])),
                 // Its streams come from its config: the 1.0 descriptor has none.
                 (ComponentKind::BOLT, "Project".to_owned(), true, vec![]),
+                (
+                    ComponentKind::BOLT,
+                    "DurableWordCount".to_owned(),
+                    true,
+                    default(&["word", "count"])
+                ),
             ]
         );
     }

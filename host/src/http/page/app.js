@@ -216,9 +216,25 @@ function drawErrors(t) {
   for (const e of errors) {
     list.appendChild(el("li", {}, `${new Date(e.time * 1000).toLocaleTimeString()} ${e.component} task ${e.task}: ${e.message}`));
   }
+  renderDurable(t.durable_state);
   const fatal = $("fatal");
   fatal.hidden = !t.error;
   fatal.textContent = t.error ? `fatal: ${t.error}` : "";
+}
+
+// Durable state (a topology with [state]): the last committed checkpoint,
+// how checkpoints go, and the restore at start.
+function renderDurable(d) {
+  $("durable").hidden = !d;
+  if (!d) return;
+  const ms = (v) => (v == null ? "-" : `${v.toFixed(1)} ms`);
+  $("durable-summary").textContent =
+    `${d.backend} · namespace ${d.namespace} · last committed checkpoint ${d.last_committed}` +
+    ` · ${d.committed} committed, ${d.failed} failed, ${d.aborted} abandoned` +
+    ` · last ${ms(d.last_duration_ms)} (${d.last_records} records, ${fmt(d.last_bytes)}B)` +
+    ` · p50 ${ms(d.duration_p50_ms)}, p99 ${ms(d.duration_p99_ms)}` +
+    ` · restored ${d.restored_records} records in ${d.restore_secs.toFixed(3)} s`;
+  $("durable-error").textContent = d.last_error ? `last error: ${d.last_error}` : "";
 }
 
 async function refresh() {

@@ -121,13 +121,17 @@ fn killed_five_times(backend: BackendUnderTest, test: &str) {
     };
     for kill in 0..5 {
         let tasks = if kill >= 2 { 3 } else { 2 };
-        let file = ws.write_topology(&format!("run{kill}.toml"), &topology(&backend, &namespace, tasks));
+        let file =
+            ws.write_topology(&format!("run{kill}.toml"), &topology(&backend, &namespace, tasks));
         let mut cmd = SquallCommand::run_until_interrupted(&ws, &file);
         cmd.limit(Duration::from_secs(60));
         let mut child = cmd.spawn();
         child.wait_for_stderr("running;", Duration::from_secs(30));
         let after = Duration::from_millis(300 + next() % 500);
-        eprintln!("kill {kill}: SIGKILL {} ms after start ({tasks} count tasks)", after.as_millis());
+        eprintln!(
+            "kill {kill}: SIGKILL {} ms after start ({tasks} count tasks)",
+            after.as_millis()
+        );
         std::thread::sleep(after);
         child.signal(libc::SIGKILL);
         let out = child.wait();

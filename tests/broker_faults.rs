@@ -690,3 +690,42 @@ fn the_file_checkpoint_advances_while_every_line_fails() {
     stop_and_check_exit(child);
     assert_eq!(dead_letters(&input).len(), 200, "every line is dead-lettered once");
 }
+
+// ---------------------------------------------------------------- shutdown
+
+#[test]
+fn a_jetstream_pull_longer_than_two_seconds_still_stops_cleanly_within_its_budget() {
+    if !require_service(NATS) {
+        return;
+    }
+    let url = "nats://127.0.0.1:4222";
+    let js = Js::connect(url);
+    let (input, subject) = (unique_name("SLOW"), unique_name("slow"));
+    let (output, out_subject) = (unique_name("SLOWOUT"), unique_name("slowout"));
+    js.stream(&input, &subject);
+    js.stream(&output, &out_subject);
+    struct Cleanup<'a>(&'a Js, [&'a str; 2]);
+    impl Drop for Cleanup<'_> {
+        fn drop(&mut self) {
+            for s in self.1 {
+                self.0.delete(s);
+            }
+        }
+    }
+    let _cleanup = Cleanup(&js, [&input, &output]);
+    js.publish(&subject, (0..10).map(|i| format!("id-{i}")));
+    let ws = Workspace::new("nats_slow_stop");
+    // An idle consumer: each pull waits its whole fetch_wait for messages,
+    // longer than the host's former fixed 2 s grace.
+    let spout = "create_consumer = true, fetch_wait = \"5s\"";
+    let path = nats_topology(&ws, url, &input, "squall", &out_subject, spout, "");
+    let (mut child, _addr) = start_with_http(&ws, &path);
+    child.wait_for_stat("chaos", "executed", |n| n >= 10, Duration::from_secs(30));
+    let stopped = Instant::now();
+    child.terminate();
+    let out = child.wait();
+    assert_eq!(out.status.code(), Some(0), "SIGTERM exits 0\n{}", out.context());
+    assert!(!out.stderr.contains("did not stop within"), "{}", out.context());
+    let took = stopped.elapsed();
+    assert!(took < Duration::from_secs(31), "within the declared budget: {took:?}");
+}

@@ -36,8 +36,11 @@ pub struct SpoolSpout {
     config: SpoolConfig,
     pending: Pending<(PathBuf, Value)>,
     health: Health,
-    io: Option<(Feed<(PathBuf, Vec<u8>)>, crossbeam_channel::Sender<Command>, IoThread)>,
+    io: Option<Io>,
 }
+
+/// The feed of `(file, content)`, the commands, the thread.
+type Io = (Feed<(PathBuf, Vec<u8>)>, crossbeam_channel::Sender<Command>, IoThread);
 
 impl Spout for SpoolSpout {
     const NAME: &'static str = "SpoolSpout";

@@ -4,48 +4,25 @@
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
 use squall_plugin_api::host::metrics::{self, Counter};
 use squall_plugin_api::prelude::*;
 
 use crate::conn::{self, Timeouts};
 
-/// The bolt's `config` table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AppendConfig {
-    url: String,
-    stream: String,
-    #[serde(default)]
-    maxlen: Option<u64>,
-    #[serde(default = "default_true")]
-    approx: bool,
-    #[serde(default = "default_batch")]
-    batch: usize,
-    #[serde(default = "default_linger_ms")]
-    linger_ms: u64,
-    #[serde(default)]
-    fields: Option<Vec<String>>,
-    #[serde(default = "default_timeout_ms")]
-    timeout_ms: u64,
-    #[serde(default = "default_connect_timeout_ms")]
-    connect_timeout_ms: u64,
-}
-
-fn default_true() -> bool {
-    true
-}
-fn default_batch() -> usize {
-    100
-}
-fn default_linger_ms() -> u64 {
-    50
-}
-fn default_timeout_ms() -> u64 {
-    5_000
-}
-fn default_connect_timeout_ms() -> u64 {
-    5_000
+squall_connector::connector_config! {
+    /// The bolt's `config` table: the struct and its declared keys.
+    #[derive(Debug, Clone, PartialEq)]
+    struct AppendConfig {
+        url: String = required(String, "redis://[user:password@]host[:port][/db]"),
+        stream: String = required(String, "the stream to append to"),
+        maxlen: Option<u64> = maybe(Integer, "XADD ... MAXLEN [~] n: cap the stream"),
+        approx: bool = default(Bool, "true", "approximate trimming (~) with maxlen"),
+        batch: usize = default(Integer, "100", "inputs per pipeline"),
+        linger_ms: u64 = default(Integer, "50", "a partial batch is sent when its oldest input is this old"),
+        fields: Option<Vec<String>> = maybe(Array, "only these input fields become entry fields (default all)"),
+        timeout_ms: u64 = default(Integer, "5000", "reply timeout of a pipeline"),
+        connect_timeout_ms: u64 = default(Integer, "5000", "how long prepare retries the first connection"),
+    }
 }
 
 /// The bolt's counters.
@@ -225,41 +202,12 @@ impl StreamAppend {
 
 impl Bolt for StreamAppend {
     const NAME: &'static str = "StreamAppend";
-    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
-        ConfigKey::required("url", KeyKind::String, "redis://[user:password@]host[:port][/db]"),
-        ConfigKey::required("stream", KeyKind::String, "the stream to append to"),
-        ConfigKey::maybe("maxlen", KeyKind::Integer, "XADD ... MAXLEN [~] n: cap the stream"),
-        ConfigKey::optional(
-            "approx",
-            KeyKind::Bool,
-            "true",
-            "approximate trimming (~) with maxlen",
-        ),
-        ConfigKey::optional("batch", KeyKind::Integer, "100", "inputs per pipeline"),
-        ConfigKey::optional(
-            "linger_ms",
-            KeyKind::Integer,
-            "50",
-            "a partial batch is sent when its oldest input is this old",
-        ),
-        ConfigKey::maybe(
-            "fields",
-            KeyKind::Array,
-            "only these input fields become entry fields (default all)",
-        ),
-        ConfigKey::optional("timeout_ms", KeyKind::Integer, "5000", "reply timeout of a pipeline"),
-        ConfigKey::optional(
-            "connect_timeout_ms",
-            KeyKind::Integer,
-            "5000",
-            "how long prepare retries the first connection",
-        ),
-    ]);
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(AppendConfig::KEYS);
     const DESCRIPTION: &'static str =
         "XADDs each input to a Redis stream in pipelines; acks after the reply";
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
-        let config: AppendConfig = config.parse()?;
+        let config = AppendConfig::parse(config)?;
         if config.stream.is_empty() {
             return Err("stream must not be empty".into());
         }
@@ -344,19 +292,14 @@ impl Bolt for StreamAppend {
 #[cfg(test)]
 mod tests {
     use abi_stable::std_types::RString;
-    use squall_plugin_api::testing::check_config_keys;
 
     use super::*;
 
     #[test]
-    fn declared_keys_match_the_config_struct() {
-        let samples = r#"
-url = "redis://127.0.0.1/"
-stream = "out"
-maxlen = 100000
-fields = ["uid", "body"]
-"#;
-        check_config_keys::<AppendConfig>(StreamAppend::CONFIG_KEYS, samples).unwrap();
+    fn the_declared_defaults_are_the_ones_used() {
+        let c = AppendConfig::parse(&ComponentConfig::new("url = \"redis://h/\"\nstream = \"o\""));
+        let c = c.unwrap();
+        assert_eq!((c.batch, c.linger_ms, c.approx, c.maxlen), (100, 50, true, None));
     }
 
     #[test]

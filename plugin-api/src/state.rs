@@ -488,6 +488,67 @@ impl<T: Serialize + DeserializeOwned + Default + Send> StateStore for ValueState
     }
 }
 
+/// Contract 1.2: a state backend, where the host commits a topology's
+/// checkpoints (export it with `state_backends: [...]` in
+/// [`export_plugin!`](crate::export_plugin)). The host calls it from one
+/// thread, one call at a time; keys and values are opaque bytes.
+pub trait StateBackend: Send + Sized + 'static {
+    /// The name a topology's `[state] backend = "alias::Name"` uses.
+    const NAME: &'static str;
+    /// A one-line description for `squall inspect`.
+    const DESCRIPTION: &'static str = "";
+    /// The config keys `[state.config]` accepts (checked by `squall validate`).
+    const CONFIG_KEYS: Option<&'static [crate::ConfigKey]> = None;
+
+    /// Builds an instance from `[state.config]`.
+    ///
+    /// # Errors
+    /// When the config is invalid.
+    fn new(config: &crate::ComponentConfig<'_>) -> Result<Self>;
+
+    /// Connects, for the state of the topology called `namespace`.
+    ///
+    /// # Errors
+    /// When the backend cannot be reached.
+    fn open(&mut self, namespace: &str) -> Result<()>;
+
+    /// The last committed checkpoint (`None`: nothing committed yet).
+    ///
+    /// # Errors
+    /// When the backend cannot be read.
+    fn last_committed(&mut self) -> Result<Option<u64>>;
+
+    /// Commits `checkpoint` atomically: every write and the checkpoint's
+    /// number become visible together, or (on any error, or a crash
+    /// midway) none of them.
+    ///
+    /// # Errors
+    /// When the commit did not happen; the host retries the writes with
+    /// the next checkpoint.
+    fn commit(&mut self, checkpoint: u64, writes: &[crate::abi::ScopeWrites]) -> Result<()>;
+
+    /// Every record of `scope` as last committed.
+    ///
+    /// # Errors
+    /// When the backend cannot be read.
+    fn load(&mut self, scope: &str) -> Result<Vec<crate::abi::StateRecord>>;
+
+    /// The scopes that hold committed records.
+    ///
+    /// # Errors
+    /// When the backend cannot be read.
+    fn scopes(&mut self) -> Result<Vec<String>>;
+
+    /// Deletes the namespace's whole state.
+    ///
+    /// # Errors
+    /// When the backend cannot be written.
+    fn clear(&mut self) -> Result<()>;
+
+    /// Disconnects (at the end of the run).
+    fn close(&mut self) {}
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -595,65 +656,4 @@ mod tests {
         bad.entries[0].bytes = b"not json".to_vec().into();
         assert!(Stores::none().with(&mut s).restore(&[bad]).is_err());
     }
-}
-
-/// Contract 1.2: a state backend, where the host commits a topology's
-/// checkpoints (export it with `state_backends: [...]` in
-/// [`export_plugin!`](crate::export_plugin)). The host calls it from one
-/// thread, one call at a time; keys and values are opaque bytes.
-pub trait StateBackend: Send + Sized + 'static {
-    /// The name a topology's `[state] backend = "alias::Name"` uses.
-    const NAME: &'static str;
-    /// A one-line description for `squall inspect`.
-    const DESCRIPTION: &'static str = "";
-    /// The config keys `[state.config]` accepts (checked by `squall validate`).
-    const CONFIG_KEYS: Option<&'static [crate::ConfigKey]> = None;
-
-    /// Builds an instance from `[state.config]`.
-    ///
-    /// # Errors
-    /// When the config is invalid.
-    fn new(config: &crate::ComponentConfig<'_>) -> Result<Self>;
-
-    /// Connects, for the state of the topology called `namespace`.
-    ///
-    /// # Errors
-    /// When the backend cannot be reached.
-    fn open(&mut self, namespace: &str) -> Result<()>;
-
-    /// The last committed checkpoint (`None`: nothing committed yet).
-    ///
-    /// # Errors
-    /// When the backend cannot be read.
-    fn last_committed(&mut self) -> Result<Option<u64>>;
-
-    /// Commits `checkpoint` atomically: every write and the checkpoint's
-    /// number become visible together, or (on any error, or a crash
-    /// midway) none of them.
-    ///
-    /// # Errors
-    /// When the commit did not happen; the host retries the writes with
-    /// the next checkpoint.
-    fn commit(&mut self, checkpoint: u64, writes: &[crate::abi::ScopeWrites]) -> Result<()>;
-
-    /// Every record of `scope` as last committed.
-    ///
-    /// # Errors
-    /// When the backend cannot be read.
-    fn load(&mut self, scope: &str) -> Result<Vec<crate::abi::StateRecord>>;
-
-    /// The scopes that hold committed records.
-    ///
-    /// # Errors
-    /// When the backend cannot be read.
-    fn scopes(&mut self) -> Result<Vec<String>>;
-
-    /// Deletes the namespace's whole state.
-    ///
-    /// # Errors
-    /// When the backend cannot be written.
-    fn clear(&mut self) -> Result<()>;
-
-    /// Disconnects (at the end of the run).
-    fn close(&mut self) {}
 }

@@ -237,10 +237,15 @@ fn checkpoints_fail_while_the_backend_is_cut_off_then_catch_up_and_counts_stay_e
 #[test]
 fn the_api_and_metrics_show_checkpoints_as_they_commit() {
     let ws = Workspace::new("state_api");
-    let toml = std::fs::read_to_string(crate::util::workspace_root().join("topologies/wordcount-durable.toml"))
-        .expect("the example topology")
-        .replace("${SQUALL_PLUGIN_DIR:-../target/release}/libsquall_examples.so", &plugin_path("examples").display().to_string())
-        .replace("interval_ms = 1000", "interval_ms = 100");
+    let toml = std::fs::read_to_string(
+        crate::util::workspace_root().join("topologies/wordcount-durable.toml"),
+    )
+    .expect("the example topology")
+    .replace(
+        "${SQUALL_PLUGIN_DIR:-../target/release}/libsquall_examples.so",
+        &plugin_path("examples").display().to_string(),
+    )
+    .replace("interval_ms = 1000", "interval_ms = 100");
     let (child, addr) = crate::http::start(&ws, &toml);
     let t = crate::http::poll(addr, "/api/v1/topology", Duration::from_secs(30), |t| {
         t["durable_state"]["last_committed"].as_u64().unwrap_or(0) >= 3

@@ -6,130 +6,108 @@ use abi_stable::{
     std_types::{ROption, RSlice, RStr, RString, RVec},
 };
 
+use super::ext::{DynBoltExt, DynSpoutExt};
 use super::ext::{SpoutOutputMut, State, WakerBox, WindowView};
-use super::ext_adapt::{config, runtime, AnyBolt, Basic, Rich, Windowed};
+use super::ext_adapt::{
+    config, runtime, AnyBolt, Basic, BoltExtAdapter, Rich, SpoutExtAdapter, Windowed,
+};
 use super::v1_2::{
     ComponentBox12, ComponentExt12, DynBolt12, DynBolt12_TO, DynSpout12, DynSpout12_TO,
     DynStateBackend, DynStateBackend_TO, ScopeWrites, StateRecord, StoreDelta,
 };
 use super::{guard, ComponentKind, OutputMut, PResult, TaskContext, TaskExt};
 use crate::state::{StateBackend, STORES_FORMAT};
-use crate::{
-    BasicBolt, Bolt, ComponentConfig, MessageId, Spout, SpoutCollector, Tuple, Waker, WindowedBolt,
-};
+use crate::{BasicBolt, Bolt, ComponentConfig, MessageId, Spout, Tuple, WindowedBolt};
 
 fn millis(budget: Option<std::time::Duration>) -> u64 {
     budget.map_or(0, |d| d.as_millis().clamp(1, u128::from(u64::MAX)) as u64)
 }
 
-pub(crate) struct Spout12Adapter<S>(S);
+/// A 1.2 spout: the 1.1 adapter's calls, then the checkpoint ones.
+pub(crate) struct Spout12Adapter<S>(SpoutExtAdapter<S>);
 
 impl<S: Spout> DynSpout12 for Spout12Adapter<S> {
     fn open(&mut self, context: &TaskContext, ext: &TaskExt, waker: WakerBox) -> PResult<bool> {
-        let context = crate::TaskContext::from_host(
-            context.clone(),
-            Some(ext.clone()),
-            Some(Waker::from_host(waker)),
-        );
-        guard(|| {
-            self.0.open(&context).map_err(runtime)?;
-            Ok(context.waker_taken())
-        })
+        self.0.open(context, ext, waker)
     }
 
     fn activate(&mut self) -> PResult<()> {
-        guard(|| {
-            self.0.activate();
-            Ok(())
-        })
+        self.0.activate()
     }
 
     fn deactivate(&mut self) -> PResult<()> {
-        guard(|| {
-            self.0.deactivate();
-            Ok(())
-        })
+        self.0.deactivate()
     }
 
     fn next_tuple(&mut self, output: SpoutOutputMut<'_>) -> PResult<()> {
-        guard(|| self.0.next_tuple(&mut SpoutCollector::from_ext(output)).map_err(runtime))
+        self.0.next_tuple(output)
     }
 
     fn ack(&mut self, message_id: MessageId) -> PResult<()> {
-        guard(|| {
-            self.0.ack(message_id);
-            Ok(())
-        })
+        self.0.ack(message_id)
     }
 
     fn fail(&mut self, message_id: MessageId) -> PResult<()> {
-        guard(|| {
-            self.0.fail(message_id);
-            Ok(())
-        })
+        self.0.fail(message_id)
     }
 
     fn close(&mut self) -> PResult<()> {
-        guard(|| {
-            self.0.close();
-            Ok(())
-        })
+        self.0.close()
     }
 
     fn save_state(&mut self) -> PResult<ROption<State>> {
-        guard(|| Ok(self.0.save_state().into()))
+        self.0.save_state()
     }
 
     fn restore_state(&mut self, state: State) -> PResult<()> {
-        guard(|| self.0.restore_state(state).map_err(runtime))
+        self.0.restore_state(state)
     }
 
     fn checkpoint(&mut self, checkpoint: u64) -> PResult<ROption<State>> {
-        guard(|| Ok(self.0.checkpoint(checkpoint).into()))
+        guard(|| Ok(self.0 .0.checkpoint(checkpoint).into()))
     }
 
     fn committed(&mut self, checkpoint: u64) -> PResult<()> {
         guard(|| {
-            self.0.committed(checkpoint);
+            self.0 .0.committed(checkpoint);
             Ok(())
         })
     }
 
     fn restore_checkpoint(&mut self, position: State) -> PResult<()> {
-        guard(|| self.0.restore_checkpoint(position).map_err(runtime))
+        guard(|| self.0 .0.restore_checkpoint(position).map_err(runtime))
     }
 }
 
-pub(crate) struct Bolt12Adapter<B>(B);
+/// A 1.2 bolt: the 1.1 adapter's calls, its stores in `save_state` and
+/// `restore_state`, then the checkpoint ones.
+pub(crate) struct Bolt12Adapter<B>(BoltExtAdapter<B>);
 
 impl<B: AnyBolt> DynBolt12 for Bolt12Adapter<B> {
     fn prepare(&mut self, context: &TaskContext, ext: &TaskExt) -> PResult<()> {
-        let context = crate::TaskContext::from_host(context.clone(), Some(ext.clone()), None);
-        guard(|| self.0.prepare(&context).map_err(runtime))
+        self.0.prepare(context, ext)
     }
 
     fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> PResult<()> {
-        guard(|| self.0.execute(input, output).map_err(runtime))
+        self.0.execute(input, output)
     }
 
     fn cleanup(&mut self) -> PResult<()> {
-        guard(|| {
-            self.0.cleanup();
-            Ok(())
-        })
+        self.0.cleanup()
     }
 
     fn execute_window(&mut self, window: &WindowView<'_>, output: OutputMut<'_>) -> PResult<()> {
-        guard(|| self.0.execute_window(window, output).map_err(runtime))
+        self.0.execute_window(window, output)
     }
 
     /// The bolt's own state if it saves one, else its stores.
     fn save_state(&mut self) -> PResult<ROption<State>> {
+        let bolt = &mut self.0 .0;
         guard(|| {
-            if let Some(state) = self.0.save_state() {
+            if let Some(state) = bolt.save_state() {
                 return Ok(ROption::RSome(state));
             }
-            let stores = self.0.stores();
+            let stores = bolt.stores();
             if stores.is_empty() {
                 return Ok(ROption::RNone);
             }
@@ -138,28 +116,29 @@ impl<B: AnyBolt> DynBolt12 for Bolt12Adapter<B> {
     }
 
     fn restore_state(&mut self, state: State) -> PResult<()> {
+        let bolt = &mut self.0 .0;
         guard(|| {
             if state.format.as_str() == STORES_FORMAT {
-                self.0.stores().restore_saved(&state).map_err(runtime)
+                bolt.stores().restore_saved(&state).map_err(runtime)
             } else {
-                self.0.restore_state(state).map_err(runtime)
+                bolt.restore_state(state).map_err(runtime)
             }
         })
     }
 
     fn checkpoint(&mut self, _checkpoint: u64) -> PResult<RVec<StoreDelta>> {
-        guard(|| self.0.stores().take_changes().map_err(runtime))
+        guard(|| self.0 .0.stores().take_changes().map_err(runtime))
     }
 
     fn committed(&mut self, checkpoint: u64) -> PResult<()> {
         guard(|| {
-            self.0.committed(checkpoint);
+            self.0 .0.committed(checkpoint);
             Ok(())
         })
     }
 
     fn restore_stores(&mut self, stores: RVec<StoreDelta>) -> PResult<()> {
-        guard(|| self.0.stores().restore(&stores).map_err(runtime))
+        guard(|| self.0 .0.stores().restore(&stores).map_err(runtime))
     }
 }
 
@@ -204,12 +183,13 @@ impl<S: StateBackend> DynStateBackend for BackendAdapter<S> {
 extern "C" fn new_spout<S: Spout>(cfg: RStr<'_>) -> PResult<ComponentBox12> {
     guard(|| {
         let spout = S::new(&ComponentConfig::new(cfg.as_str())).map_err(config)?;
-        Ok(ComponentBox12::Spout(DynSpout12_TO::from_value(Spout12Adapter(spout), TD_Opaque)))
+        let adapter = Spout12Adapter(SpoutExtAdapter(spout));
+        Ok(ComponentBox12::Spout(DynSpout12_TO::from_value(adapter, TD_Opaque)))
     })
 }
 
 fn bolt_box<B: AnyBolt>(bolt: B) -> ComponentBox12 {
-    ComponentBox12::Bolt(DynBolt12_TO::from_value(Bolt12Adapter(bolt), TD_Opaque))
+    ComponentBox12::Bolt(DynBolt12_TO::from_value(Bolt12Adapter(BoltExtAdapter(bolt)), TD_Opaque))
 }
 
 extern "C" fn new_bolt<B: Bolt>(cfg: RStr<'_>) -> PResult<ComponentBox12> {

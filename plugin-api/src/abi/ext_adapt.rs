@@ -27,7 +27,7 @@ pub(crate) fn config(e: crate::Error) -> crate::PluginError {
     to_plugin_error(ErrorKind::CONFIG)(e)
 }
 
-pub(crate) struct SpoutExtAdapter<S>(S);
+pub(crate) struct SpoutExtAdapter<S>(pub(crate) S);
 
 impl<S: Spout> DynSpoutExt for SpoutExtAdapter<S> {
     fn open(&mut self, context: &TaskContext, ext: &TaskExt, waker: WakerBox) -> PResult<bool> {
@@ -194,7 +194,7 @@ impl<B: BasicBolt> AnyBolt for Basic<B> {
     }
 }
 
-pub(crate) struct BoltExtAdapter<B>(B);
+pub(crate) struct BoltExtAdapter<B>(pub(crate) B);
 
 impl<B: AnyBolt> DynBoltExt for BoltExtAdapter<B> {
     fn prepare(&mut self, context: &TaskContext, ext: &TaskExt) -> PResult<()> {

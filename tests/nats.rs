@@ -16,7 +16,7 @@ use crate::util::*;
 
 /// A client for setting up and checking, on a runtime of its own; the
 /// streams it created are deleted when it is dropped.
-struct Broker {
+pub(crate) struct Broker {
     rt: tokio::runtime::Runtime,
     js: jetstream::Context,
     streams: Vec<String>,
@@ -32,14 +32,14 @@ struct Pipeline {
 }
 
 impl Broker {
-    fn connect() -> Self {
+    pub(crate) fn connect() -> Self {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let client = rt.block_on(async_nats::connect(NATS.addr)).expect("connect to NATS");
         let js = jetstream::new(client);
         Self { rt, js, streams: Vec::new() }
     }
 
-    fn create_stream(&mut self, name: &str, subject: &str) {
+    pub(crate) fn create_stream(&mut self, name: &str, subject: &str) {
         let config = stream::Config {
             name: name.to_owned(),
             subjects: vec![subject.to_owned()],
@@ -83,11 +83,15 @@ impl Broker {
 
     /// Publishes payloads `id-0` … `id-(n-1)`, many PubAcks in flight.
     fn publish_ids(&self, subject: &str, n: u64) {
+        self.publish_each(subject, n, |i| format!("id-{i}"));
+    }
+
+    /// Publishes `payload(0)` … `payload(n-1)` in order, many PubAcks in flight.
+    pub(crate) fn publish_each(&self, subject: &str, n: u64, payload: impl Fn(u64) -> String) {
         self.rt.block_on(async {
             let mut acks = Vec::with_capacity(1000);
             for i in 0..n {
-                let ack =
-                    self.js.publish(subject.to_owned(), format!("id-{i}").into()).await.unwrap();
+                let ack = self.js.publish(subject.to_owned(), payload(i).into()).await.unwrap();
                 acks.push(ack);
                 if acks.len() == 1000 {
                     for a in acks.drain(..) {
@@ -199,7 +203,7 @@ impl Broker {
     }
 
     /// `(num_ack_pending, num_pending)` of a consumer.
-    fn pending(&self, stream: &str, consumer: &str) -> (usize, u64) {
+    pub(crate) fn pending(&self, stream: &str, consumer: &str) -> (usize, u64) {
         self.rt.block_on(async {
             // A loaded machine (parallel tests) can delay an API answer past
             // the client's request timeout: ask again.

@@ -60,8 +60,68 @@ fn postgres_backend() -> BackendUnderTest {
     }
 }
 
+/// Where the sentences come from: all three emit `SENTENCES[i % 3]` for
+/// `i` in `0..LIMIT`, each keeping a checkpoint position.
+#[derive(Clone)]
+enum Source {
+    /// `RandomSentenceSpout` in `cycle` order.
+    Random,
+    /// A JetStream stream holding the sentences, read by `nats::JetStreamSpout`
+    /// through a durable consumer it creates.
+    JetStream { stream: String, consumer: String },
+    /// A file of the sentences, read by `files::LineSpout`.
+    File(std::path::PathBuf),
+}
+
+impl Source {
+    /// The `[plugins]` line and the spout's table, and the split bolt's input.
+    fn spout(&self) -> (String, String, &'static str) {
+        match self {
+            Source::Random => {
+                let sentences: Vec<String> = SENTENCES.iter().map(|s| format!("{s:?}")).collect();
+                let table = format!(
+                    r#"[spouts.sentences]
+component = "examples::RandomSentenceSpout"
+config = {{ order = "cycle", limit = {LIMIT}, sentences = [{}] }}"#,
+                    sentences.join(", ")
+                );
+                (String::new(), table, "default")
+            }
+            Source::JetStream { stream, consumer } => {
+                let plugin = format!("nats = \"{}\"", plugin_path("nats").display());
+                let table = format!(
+                    r#"[spouts.sentences]
+component = "nats::JetStreamSpout"
+config = {{ url = "nats://{url}", stream = "{stream}", consumer = "{consumer}", create_consumer = true, ack_wait = "2s", max_ack_pending = 20000, emit = "payload", payload_as = "string", fetch_wait = "100ms" }}"#,
+                    url = crate::util::NATS.addr,
+                );
+                (plugin, table, "payload")
+            }
+            Source::File(path) => {
+                let plugin = format!("files = \"{}\"", plugin_path("files").display());
+                let table = format!(
+                    r#"[spouts.sentences]
+component = "files::LineSpout"
+config = {{ path = "{}" }}"#,
+                    path.display()
+                );
+                (plugin, table, "default")
+            }
+        }
+    }
+}
+
 fn topology(backend: &BackendUnderTest, namespace: &str, count_tasks: u32) -> String {
-    let sentences: Vec<String> = SENTENCES.iter().map(|s| format!("{s:?}")).collect();
+    topology_from(&Source::Random, backend, namespace, count_tasks)
+}
+
+fn topology_from(
+    source: &Source,
+    backend: &BackendUnderTest,
+    namespace: &str,
+    count_tasks: u32,
+) -> String {
+    let (plugin, spout, stream) = source.spout();
     format!(
         r#"
 [topology]
@@ -72,6 +132,7 @@ max_spout_pending = 2000
 [plugins]
 examples = "{examples}"
 state = "{state}"
+{plugin}
 
 [state]
 backend = "state::{component}"
@@ -79,15 +140,13 @@ namespace = "{namespace}"
 interval_ms = 200
 config = {{ {config} }}
 
-[spouts.sentences]
-component = "examples::RandomSentenceSpout"
-config = {{ order = "cycle", limit = {LIMIT}, sentences = [{sentences}] }}
+{spout}
 throttle = {{ tuples_per_sec = {RATE}, mode = "smooth" }}
 
 [bolts.split]
 component = "examples::SplitSentence"
 parallelism = 2
-inputs = [{{ from = "sentences", grouping = "shuffle" }}]
+inputs = [{{ from = "sentences", stream = "{stream}", grouping = "shuffle" }}]
 
 [bolts.count]
 component = "examples::DurableWordCount"
@@ -98,7 +157,6 @@ inputs = [{{ from = "split", grouping = {{ fields = ["word"] }} }}]
         state = plugin_path(backend.library).display(),
         component = backend.component,
         config = backend.config,
-        sentences = sentences.join(", "),
     )
 }
 
@@ -107,6 +165,23 @@ inputs = [{{ from = "split", grouping = {{ fields = ["word"] }} }}]
 /// a run to the end; the counts printed at its graceful stop are compared
 /// with the true counts.
 fn killed_five_times(backend: BackendUnderTest, test: &str) {
+    killed_five_times_from(&Source::Random, backend, test);
+}
+
+/// The kill test with the sentences from `source`.
+fn killed_five_times_from(source: &Source, backend: BackendUnderTest, test: &str) {
+    let make = |b: &BackendUnderTest, ns: &str, tasks: u32| topology_from(source, b, ns, tasks);
+    killed_five_times_with(&make, &true_counts(LIMIT), backend, test);
+}
+
+/// The kill test of the topology `make` writes (with a namespace and a
+/// `count` parallelism), whose final counts must be `expected`.
+fn killed_five_times_with(
+    make: &dyn Fn(&BackendUnderTest, &str, u32) -> String,
+    expected: &BTreeMap<String, u64>,
+    backend: BackendUnderTest,
+    test: &str,
+) {
     if !require_service(backend.service) {
         return;
     }
@@ -123,7 +198,7 @@ fn killed_five_times(backend: BackendUnderTest, test: &str) {
     for kill in 0..5 {
         let tasks = if kill >= 2 { 3 } else { 2 };
         let file =
-            ws.write_topology(&format!("run{kill}.toml"), &topology(&backend, &namespace, tasks));
+            ws.write_topology(&format!("run{kill}.toml"), &make(&backend, &namespace, tasks));
         let mut cmd = SquallCommand::run_until_interrupted(&ws, &file);
         cmd.limit(Duration::from_secs(60));
         let mut child = cmd.spawn();
@@ -139,14 +214,14 @@ fn killed_five_times(backend: BackendUnderTest, test: &str) {
         assert!(out.stdout.lines().all(|l| !l.starts_with("wordcount:")), "killed before cleanup");
     }
     // The last run, with 2 tasks again: emits what is left, drains, prints.
-    let file = ws.write_topology("last.toml", &topology(&backend, &namespace, 2));
+    let file = ws.write_topology("last.toml", &make(&backend, &namespace, 2));
     let out = SquallCommand::run(&ws, &file, "12s").limit(Duration::from_secs(60)).output();
     out.assert_code(0);
     assert!(out.stderr.contains("durable state: restored checkpoint"), "\n{}", out.context());
     let counts = final_counts(&out.stdout);
     let rm = SquallCommand::new(&ws, ["state", "rm", "--yes"]).arg(&file).output();
     rm.assert_code(0);
-    assert_eq!(counts, true_counts(LIMIT), "\n{}", out.context());
+    assert_eq!(&counts, expected, "\n{}", out.context());
 }
 
 #[test]
@@ -157,6 +232,109 @@ fn word_counts_in_redis_are_exact_after_five_kills_and_a_rescale() {
 #[test]
 fn word_counts_in_postgres_are_exact_after_five_kills_and_a_rescale() {
     killed_five_times(postgres_backend(), "state_kill_postgres");
+}
+
+/// A JetStream stream with the `LIMIT` sentences, in order.
+fn sentence_stream(broker: &mut crate::nats::Broker) -> Source {
+    let stream = unique_name("SENTENCES");
+    let subject = unique_name("sentences");
+    broker.create_stream(&stream, &subject);
+    broker.publish_each(&subject, LIMIT, |i| SENTENCES[(i % 3) as usize].to_owned());
+    Source::JetStream { stream, consumer: unique_name("durable_wc") }
+}
+
+#[test]
+fn jetstream_fed_counts_in_redis_are_exact_after_five_kills_and_a_rescale() {
+    if !require_service(crate::util::NATS) {
+        return;
+    }
+    let mut broker = crate::nats::Broker::connect();
+    let source = sentence_stream(&mut broker);
+    killed_five_times_from(&source, redis_backend(), "state_kill_jetstream_redis");
+    let Source::JetStream { stream, consumer } = &source else { unreachable!() };
+    assert_eq!(broker.pending(stream, consumer), (0, 0), "every message acked to the server");
+}
+
+#[test]
+fn jetstream_fed_counts_in_postgres_are_exact_after_five_kills_and_a_rescale() {
+    if !require_service(crate::util::NATS) {
+        return;
+    }
+    let mut broker = crate::nats::Broker::connect();
+    let source = sentence_stream(&mut broker);
+    killed_five_times_from(&source, postgres_backend(), "state_kill_jetstream_postgres");
+    let Source::JetStream { stream, consumer } = &source else { unreachable!() };
+    assert_eq!(broker.pending(stream, consumer), (0, 0), "every message acked to the server");
+}
+
+#[test]
+fn file_fed_counts_in_redis_are_exact_after_five_kills_and_a_rescale() {
+    let ws = Workspace::new("state_kill_file_input");
+    let path = ws.dir().join("sentences.txt");
+    let mut text = String::new();
+    for i in 0..LIMIT {
+        text.push_str(SENTENCES[(i % 3) as usize]);
+        text.push('\n');
+    }
+    std::fs::write(&path, text).unwrap();
+    killed_five_times_from(&Source::File(path), redis_backend(), "state_kill_file_redis");
+}
+
+/// Sentences `s0` … `s999` in cycle order through a tumbling count window of
+/// 10 (one task), whose digests (`s<first>..s<last>#10`) are counted
+/// durably: window `k` holds sentences `10k … 10k+9`.
+fn window_topology(backend: &BackendUnderTest, namespace: &str, count_tasks: u32) -> String {
+    let sentences: Vec<String> = (0..1000).map(|i| format!("\"s{i}\"")).collect();
+    format!(
+        r#"
+[topology]
+name = "durable-windows"
+message_timeout_secs = 30
+max_spout_pending = 2000
+
+[plugins]
+examples = "{examples}"
+testkit = "{testkit}"
+state = "{state}"
+
+[state]
+backend = "state::{component}"
+namespace = "{namespace}"
+interval_ms = 200
+config = {{ {config} }}
+
+[spouts.sentences]
+component = "examples::RandomSentenceSpout"
+config = {{ order = "cycle", limit = {LIMIT}, sentences = [{sentences}] }}
+throttle = {{ tuples_per_sec = {RATE}, mode = "smooth" }}
+
+[bolts.windows]
+component = "testkit::WindowDigest"
+window = {{ length_count = 10 }}
+inputs = [{{ from = "sentences", grouping = "global" }}]
+
+[bolts.count]
+component = "examples::DurableWordCount"
+parallelism = {count_tasks}
+inputs = [{{ from = "windows", grouping = {{ fields = ["word"] }} }}]
+"#,
+        examples = plugin_path("examples").display(),
+        testkit = plugin_path("testkit").display(),
+        state = plugin_path(backend.library).display(),
+        component = backend.component,
+        config = backend.config,
+        sentences = sentences.join(", "),
+    )
+}
+
+#[test]
+fn tumbling_window_results_are_exact_after_five_kills() {
+    let mut expected = BTreeMap::new();
+    for k in 0..LIMIT / 10 {
+        let first = (10 * k) % 1000;
+        *expected.entry(format!("s{first}..s{}#10", first + 9)).or_default() += 1;
+    }
+    killed_five_times_with(&window_topology, &expected, redis_backend(), "state_kill_window");
 }
 
 #[test]

@@ -117,11 +117,19 @@ pub trait Spout: Send + Sized + 'static {
     fn committed(&mut self, _checkpoint: u64) {}
 
     /// Contract 1.2: takes back the position of the last committed
-    /// checkpoint, before `open`.
+    /// checkpoint, before `open`. In a topology with `[state]` it is called
+    /// on every task of a spout that sets [`CHECKPOINTS`](Self::CHECKPOINTS),
+    /// with [`State::no_checkpoint`] when nothing was committed yet: a spout
+    /// that is called knows it runs durably, so its broker acks (or its own
+    /// checkpoint) must wait for [`committed`](Self::committed). A spout
+    /// that is never called runs without durable state.
     ///
     /// # Errors
     /// When the position cannot be used; the topology does not start.
     fn restore_checkpoint(&mut self, position: State) -> Result<()> {
+        if position.is_no_checkpoint() {
+            return Ok(());
+        }
         Err(format!(
             "{} keeps no checkpoint position; it cannot take `{}`",
             Self::NAME,

@@ -508,7 +508,16 @@ impl BoltExecutor {
             let align = self.align.take().expect("aligning");
             self.settled = checkpoint;
             let part = match self.bolt.checkpoint(checkpoint).into_result() {
-                Ok(deltas) => Ok(deltas.into_vec()),
+                Ok(deltas) => {
+                    let mut deltas = deltas.into_vec();
+                    let sources = &*self.sources;
+                    if let Some(delta) =
+                        self.window.as_mut().and_then(|w| w.checkpoint_delta(sources))
+                    {
+                        deltas.push(delta);
+                    }
+                    Ok(deltas)
+                }
                 Err(e) => {
                     let e = format!("checkpoint: {e}");
                     count_error(&mut turn.stats, &self.core.shared, name, &e);

@@ -34,3 +34,12 @@ pub struct SourceTable {
     /// Per component: its name and, per output stream, the stream's name and fields.
     pub components: Vec<SourceComponent>,
 }
+
+impl SourceTable {
+    /// The indices of `component`'s stream `stream`, if the table has it.
+    pub fn find(&self, component: &str, stream: &str) -> Option<(u32, u32)> {
+        let c = self.components.iter().position(|(name, _)| name == component)?;
+        let s = self.components[c].1.iter().position(|(name, _)| name == stream)?;
+        Some((c as u32, s as u32))
+    }
+}

@@ -86,6 +86,9 @@ pub struct Instances {
     pub waits: Vec<Option<(WaitStrategy, WaitStrategy)>>,
     /// Per task: its custom groupings' instances, one per subscription.
     pub groupings: Vec<Vec<CustomInstance>>,
+    /// Durable state: each windowed bolt task's buffered tuples restored
+    /// from the last committed checkpoint, by task id.
+    pub windows: std::collections::HashMap<u32, crate::state::WindowRestore>,
 }
 
 /// A sending task's instance of a custom grouping, for one subscription.
@@ -167,6 +170,7 @@ fn build_some(
         bolts: (0..n).map(|_| None).collect(),
         waits: (0..n).map(|_| None).collect(),
         groupings: (0..n).map(|_| Vec::new()).collect(),
+        windows: Default::default(),
     };
     for c in topology.components.iter().filter(|c| only(c)) {
         let kind = if c.kind == Kind::Spout { "spout" } else { "bolt" };

@@ -102,6 +102,7 @@ fn restore(
             .find(|c| c.tasks.contains(&task))
             .map_or_else(String::new, |c| c.name.clone())
     };
+    instances.windows = restored.windows;
     for (task, deltas) in restored.bolts {
         let Some(Some(bolt)) = instances.bolts.get_mut(task as usize) else { continue };
         bolt.restore_stores(deltas.into()).into_result().map_err(|e| StartError::Restore {
@@ -110,13 +111,27 @@ fn restore(
             cause: e.to_string(),
         })?;
     }
-    for (task, position) in restored.spouts {
+    for (&task, position) in &restored.spouts {
         let Some(Some(spout)) = instances.spouts.get_mut(task as usize) else { continue };
-        spout.restore_checkpoint(position).into_result().map_err(|e| StartError::Restore {
-            component: name_of(task),
-            task,
-            cause: e.to_string(),
+        spout.restore_checkpoint(position.clone()).into_result().map_err(|e| {
+            StartError::Restore { component: name_of(task), task, cause: e.to_string() }
         })?;
+    }
+    // The spouts that keep positions and got none learn that they run
+    // durably (`State::no_checkpoint`): their broker acks wait for commits.
+    for c in topology.components.iter().filter(|c| c.kind == Kind::Spout && c.checkpoints) {
+        for task in c.tasks.clone() {
+            if restored.spouts.contains_key(&task) {
+                continue;
+            }
+            let Some(Some(spout)) = instances.spouts.get_mut(task as usize) else { continue };
+            let fresh = squall_plugin_api::State::no_checkpoint();
+            spout.restore_checkpoint(fresh).into_result().map_err(|e| StartError::Restore {
+                component: c.name.clone(),
+                task,
+                cause: e.to_string(),
+            })?;
+        }
     }
     for orphan in &restored.orphans {
         tracing::warn!(

@@ -226,7 +226,13 @@ pub fn task_executor(
                 window: c.window.as_ref().map(|w| {
                     let outputs: Vec<&str> =
                         c.outputs.iter().map(|s| s.decl.name.as_str()).collect();
-                    Box::new(WindowState::new(w, sources, &outputs))
+                    let mut window = Box::new(WindowState::new(w, sources, &outputs));
+                    if topology.state.is_some() {
+                        let label = format!("{} task {task}", c.name);
+                        let restored = instances.windows.remove(&task);
+                        window.make_durable(&label, task - c.tasks.start, restored, sources);
+                    }
+                    window
                 }),
                 upstream: upstream_tasks(topology, c),
             };

@@ -128,6 +128,109 @@ pub fn decode_state(bytes: &[u8]) -> Result<State, String> {
     Ok(state)
 }
 
+/// One tuple of a windowed bolt's buffer, as a checkpoint holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowEntry {
+    /// The time that places it in windows (ms).
+    pub time: u64,
+    /// Where it came from: component, stream and task id.
+    pub component: String,
+    /// The stream.
+    pub stream: String,
+    /// The sending task.
+    pub task: u32,
+    /// Its values.
+    pub values: Vec<Value>,
+}
+
+/// A window entry's bytes.
+pub fn encode_window_entry(
+    time: u64,
+    (component, stream, task): (&str, &str, u32),
+    values: &[Value],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(32 + 16 * values.len());
+    out.extend_from_slice(&time.to_be_bytes());
+    put_bytes(component.as_bytes(), &mut out);
+    put_bytes(stream.as_bytes(), &mut out);
+    out.extend_from_slice(&task.to_be_bytes());
+    encode_values(values, &mut out);
+    out
+}
+
+/// Reads [`encode_window_entry`]'s bytes.
+///
+/// # Errors
+/// Bytes this host did not write.
+pub fn decode_window_entry(bytes: &[u8]) -> Result<WindowEntry, String> {
+    let mut r = Reader(bytes);
+    let time = r.u64()?;
+    let text = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|_| "a name is not UTF-8");
+    let component = text(r.bytes()?)?;
+    let stream = text(r.bytes()?)?;
+    let task = r.u32()?;
+    let values = r.values()?;
+    r.end()?;
+    Ok(WindowEntry { time, component, stream, task, values })
+}
+
+/// A windowed task's trigger state in a checkpoint: tuples since the last
+/// firing, the next window's end, the largest event time seen, and the
+/// sequence numbers of the entries that are the next window's `expired`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WindowMeta {
+    /// Count windows: tuples since the last firing.
+    pub since_fire: u64,
+    /// Time windows: the end of the next window.
+    pub next_end: Option<u64>,
+    /// Event time: the largest timestamp seen.
+    pub max_seen: Option<u64>,
+    /// The entries (by sequence number) that left every window at the last
+    /// firing.
+    pub expired: Vec<u64>,
+}
+
+/// [`WindowMeta`]'s bytes.
+pub fn encode_window_meta(meta: &WindowMeta) -> Vec<u8> {
+    let mut out = Vec::with_capacity(32 + 8 * meta.expired.len());
+    out.extend_from_slice(&meta.since_fire.to_be_bytes());
+    for v in [meta.next_end, meta.max_seen] {
+        match v {
+            Some(v) => {
+                out.push(1);
+                out.extend_from_slice(&v.to_be_bytes());
+            }
+            None => out.push(0),
+        }
+    }
+    out.extend_from_slice(&(meta.expired.len() as u32).to_be_bytes());
+    for seq in &meta.expired {
+        out.extend_from_slice(&seq.to_be_bytes());
+    }
+    out
+}
+
+/// Reads [`encode_window_meta`]'s bytes.
+///
+/// # Errors
+/// Bytes this host did not write.
+pub fn decode_window_meta(bytes: &[u8]) -> Result<WindowMeta, String> {
+    let mut r = Reader(bytes);
+    let since_fire = r.u64()?;
+    let opt = |r: &mut Reader<'_>| -> Result<Option<u64>, String> {
+        match r.take(1)?[0] {
+            0 => Ok(None),
+            1 => Ok(Some(r.u64()?)),
+            _ => Err("a window record is not this host's".into()),
+        }
+    };
+    let next_end = opt(&mut r)?;
+    let max_seen = opt(&mut r)?;
+    let expired = (0..r.u32()?).map(|_| r.u64()).collect::<Result<_, _>>()?;
+    r.end()?;
+    Ok(WindowMeta { since_fire, next_end, max_seen, expired })
+}
+
 fn put_bytes(b: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&(b.len() as u32).to_be_bytes());
     out.extend_from_slice(b);
@@ -273,5 +376,33 @@ mod tests {
         assert!(decode_state(&bytes[..bytes.len() - 1]).is_err(), "truncated");
         assert!(record_key(b"zzz").is_err());
         assert!(record_key(b"t12").is_err());
+    }
+
+    #[test]
+    fn window_records_round_trip_and_bad_bytes_are_errors() {
+        let values = [Value::from("the cow"), Value::U64(9)];
+        let bytes = encode_window_entry(1_700, ("sentences", "default", 4), &values);
+        let entry = decode_window_entry(&bytes).unwrap();
+        assert_eq!(
+            entry,
+            WindowEntry {
+                time: 1_700,
+                component: "sentences".into(),
+                stream: "default".into(),
+                task: 4,
+                values: values.to_vec(),
+            }
+        );
+        assert!(decode_window_entry(&bytes[..bytes.len() - 1]).is_err(), "truncated");
+        let meta = WindowMeta {
+            since_fire: 3,
+            next_end: Some(2_000),
+            max_seen: None,
+            expired: vec![4, 5, 9],
+        };
+        assert_eq!(decode_window_meta(&encode_window_meta(&meta)).unwrap(), meta);
+        let mut bad = encode_window_meta(&meta);
+        bad[8] = 7;
+        assert!(decode_window_meta(&bad).is_err());
     }
 }

@@ -40,6 +40,20 @@ pub use memory::MemoryBackend;
 /// The scope of a spout component's positions.
 pub const POSITION_SCOPE: &str = "$position";
 
+/// The store (scope `component/$window`) that holds a windowed bolt's
+/// buffered tuples, keyed by `[task index, sequence number]`, and each
+/// task's trigger state (a per-task record).
+pub const WINDOW_STORE: &str = "$window";
+
+/// A windowed bolt task's part of a restored checkpoint, decoded.
+#[derive(Debug, Default)]
+pub struct WindowRestore {
+    /// Buffered tuples: old task index, sequence number, the tuple.
+    pub entries: Vec<(u32, u64, codec::WindowEntry)>,
+    /// Trigger states by old task index.
+    pub metas: Vec<(u32, codec::WindowMeta)>,
+}
+
 /// The backend scope of `store` of `component`.
 pub fn scope(component: &str, store: &str) -> String {
     format!("{component}/{store}")

@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use abi_stable::std_types::{ROption, RVec};
 use squall_plugin_api::abi::StoreDelta;
-use squall_plugin_api::{State, StateEntry};
+use squall_plugin_api::{State, StateEntry, Value};
 
 use super::codec::{self, RecordKey};
-use super::{Backend, StateError, POSITION_SCOPE};
+use super::{Backend, StateError, POSITION_SCOPE, WINDOW_STORE};
 use crate::topology::grouping::key_index;
 use crate::topology::{Kind, Topology};
 
@@ -22,6 +22,8 @@ pub struct Restored {
     pub bolts: HashMap<u32, Vec<StoreDelta>>,
     /// Each spout task's position, by task id.
     pub spouts: HashMap<u32, State>,
+    /// Each windowed bolt task's buffered tuples, by task id.
+    pub windows: HashMap<u32, super::WindowRestore>,
     /// Keys and per-task values restored.
     pub records: u64,
     /// Scopes of components the topology no longer has (left in the backend).
@@ -63,6 +65,11 @@ pub fn load(topology: &Topology, backend: &mut Backend) -> Result<Restored, Stat
         let n = c.parallelism();
         let records = backend.load(&scope)?;
         restored.records += records.len() as u64;
+        if c.kind == Kind::Bolt && store == WINDOW_STORE {
+            split_window(&scope, records, c.tasks.start, n, &mut restored.windows)
+                .map_err(|e| bad(&scope, e))?;
+            continue;
+        }
         match (c.kind, store == POSITION_SCOPE) {
             (Kind::Spout, true) => {
                 for r in records {
@@ -109,4 +116,38 @@ pub fn load(topology: &Topology, backend: &mut Backend) -> Result<Restored, Stat
     }
     restored.secs = started.elapsed().as_secs_f64();
     Ok(restored)
+}
+
+/// A windowed bolt's buffered tuples and trigger states, each old task
+/// index's going to task index `index % parallelism` (as per-task values).
+fn split_window(
+    scope: &str,
+    records: Vec<squall_plugin_api::abi::StateRecord>,
+    first_task: u32,
+    n: u32,
+    windows: &mut HashMap<u32, super::WindowRestore>,
+) -> Result<(), String> {
+    for r in records {
+        let ROption::RSome(value) = r.value else { continue };
+        match codec::record_key(&r.key)? {
+            RecordKey::Keyed(key) => {
+                let (index, seq) = match key.as_slice() {
+                    [Value::U64(index), Value::U64(seq)] => (*index, *seq),
+                    _ => return Err(format!("{scope}: a window entry keyed {key:?}")),
+                };
+                let index = u32::try_from(index).map_err(|_| "a task index over u32")?;
+                let entry = codec::decode_window_entry(&value)?;
+                windows
+                    .entry(first_task + index % n)
+                    .or_default()
+                    .entries
+                    .push((index, seq, entry));
+            }
+            RecordKey::Task(index) => {
+                let meta = codec::decode_window_meta(&value)?;
+                windows.entry(first_task + index % n).or_default().metas.push((index, meta));
+            }
+        }
+    }
+    Ok(())
 }

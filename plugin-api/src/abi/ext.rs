@@ -98,9 +98,28 @@ pub struct State {
 }
 
 impl State {
+    /// The format of the position a durable topology hands a spout's
+    /// `restore_checkpoint` when no checkpoint has been committed yet
+    /// (contract 1.2): see [`State::no_checkpoint`].
+    pub const NO_CHECKPOINT: &'static str = "squall-no-checkpoint";
+
     /// An empty state in `format`.
     pub fn new(format: &str) -> Self {
         Self { format: format.into(), entries: RVec::new() }
+    }
+
+    /// The position of a fresh start (contract 1.2). In a topology with
+    /// `[state]`, the host calls `restore_checkpoint` on every task of a
+    /// spout that keeps positions before `open`: with the last committed
+    /// checkpoint's position, or with this when none was committed. Either
+    /// way the spout knows that its broker acks must wait for `committed`.
+    pub fn no_checkpoint() -> Self {
+        Self::new(Self::NO_CHECKPOINT)
+    }
+
+    /// True for [`State::no_checkpoint`].
+    pub fn is_no_checkpoint(&self) -> bool {
+        self.format == Self::NO_CHECKPOINT
     }
 
     /// Adds an entry for `key` (empty for the whole instance).

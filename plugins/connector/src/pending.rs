@@ -322,6 +322,15 @@ impl<T> Pending<T> {
         self.replay.peek().map(|r| r.0 .0)
     }
 
+    /// The failed messages waiting for their replay (due or not), oldest
+    /// id first: what a checkpoint position must still emit again.
+    pub fn replays(&self) -> Vec<(u64, &T)> {
+        let mut ids: Vec<u64> = self.replay.iter().map(|r| r.0 .1).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.into_iter().filter_map(|id| self.slots.get(&id).map(|s| (id, &s.item))).collect()
+    }
+
     /// Takes `id` out without a verdict (a drain leaves it to the broker).
     pub fn remove(&mut self, id: u64) -> Option<T> {
         self.slots.remove(&id).map(|s| s.item)
@@ -347,6 +356,14 @@ impl<T> Pending<T> {
     pub fn commit(&mut self, epoch: u64) -> impl Iterator<Item = (u64, T)> + '_ {
         let n = self.deferred.iter().take_while(|(e, ..)| *e <= epoch).count();
         self.deferred.drain(..n).map(|(_, id, item)| (id, item))
+    }
+
+    /// Holds `item` as if it were acked downstream now (deferred: released
+    /// by the next [`Pending::commit`]): for a message whose effects are
+    /// already in committed state, whose broker ack must still wait for a
+    /// commit.
+    pub fn defer(&mut self, item: T) {
+        self.deferred.push_back((self.epoch, 0, item));
     }
 
     /// Acked downstream, not yet released to the broker.

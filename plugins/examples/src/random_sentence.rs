@@ -282,6 +282,9 @@ impl Spout for RandomSentenceSpout {
     }
 
     fn restore_checkpoint(&mut self, position: State) -> Result<()> {
+        if position.is_no_checkpoint() {
+            return Ok(());
+        }
         self.restore_state(position)
     }
 

@@ -50,6 +50,19 @@ struct LineMetrics {
     dead_lettered: metrics::Counter,
 }
 
+impl LineMetrics {
+    fn register() -> Self {
+        Self {
+            read: metrics::counter("lines_read", "Lines read from the input."),
+            replayed: metrics::counter("lines_replayed", "Failed lines emitted again."),
+            dead_lettered: metrics::counter(
+                "lines_dead_lettered",
+                "Lines written to the dead-letter file after max_deliver failed deliveries.",
+            ),
+        }
+    }
+}
+
 /// Emits the lines of a file, or of the files of a directory in name
 /// order, on the default stream `["line", "file", "offset"]`: the text
 /// without its line ending, the path of its file and its byte offset in
@@ -92,6 +105,45 @@ pub struct LineSpout {
     /// The last checkpoint error logged, so a persistent one is logged once.
     checkpoint_error: Option<String>,
     metrics: Option<LineMetrics>,
+    /// Durable state (contract 1.2): the position lives in the topology's
+    /// checkpoints instead of the checkpoint file (`None`: no `[state]`).
+    durable: Option<DurablePosition>,
+}
+
+/// The position format in checkpoints and in swap state.
+const POSITION_FORMAT: &str = "squall-files-position/1";
+
+/// A durable spout's position: where reading goes on, and the failed lines
+/// still to emit again (with their text: the file may be rotated away).
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DurablePosition {
+    read: Option<Position>,
+    replay: Vec<(String, String, u64)>,
+}
+
+impl DurablePosition {
+    fn from_state(state: &State) -> Result<Self> {
+        if state.is_no_checkpoint() {
+            return Ok(Self::default());
+        }
+        if state.format != POSITION_FORMAT {
+            return Err(format!(
+                "a position in format {:?} is not a LineSpout's ({POSITION_FORMAT:?})",
+                state.format
+            )
+            .into());
+        }
+        let Some(entry) = state.entries.first() else { return Ok(Self::default()) };
+        serde_json::from_slice(&entry.bytes)
+            .map_err(|e| format!("a LineSpout position that does not parse: {e}").into())
+    }
+
+    fn to_state(&self) -> State {
+        let mut state = State::new(POSITION_FORMAT);
+        state.push(&[], serde_json::to_vec(self).expect("a position serializes"));
+        state
+    }
 }
 
 impl LineSpout {
@@ -119,7 +171,12 @@ impl LineSpout {
     }
 
     /// Writes the checkpoint if it is due (or `force`) and has changed.
+    /// With durable state the topology's checkpoints hold the position, and
+    /// the file is not written.
     fn checkpoint(&mut self, now: Instant, force: bool) {
+        if self.durable.is_some() {
+            return;
+        }
         if !force && self.next_checkpoint.is_some_and(|at| now < at) {
             return;
         }
@@ -145,6 +202,39 @@ impl LineSpout {
                 }
             }
         }
+    }
+
+    /// The durable position now, with `restored`: the restored failed lines
+    /// not emitted again yet.
+    fn durable_position(&self, restored: Vec<(String, String, u64)>) -> DurablePosition {
+        let mut replay = restored;
+        for (_, [line, file, offset]) in self.pending.replays() {
+            replay.push((
+                line.as_str().unwrap_or_default().to_owned(),
+                file.as_str().unwrap_or_default().to_owned(),
+                offset.as_u64().unwrap_or_default(),
+            ));
+        }
+        DurablePosition { read: self.reader.position(), replay }
+    }
+
+    /// Emits the next failed line a restored position holds (as a new
+    /// message); false when there is none.
+    fn replay_restored(&mut self, collector: &mut SpoutCollector<'_>) -> bool {
+        let Some(durable) = &mut self.durable else { return false };
+        if durable.replay.is_empty() || !self.pending.has_room() {
+            return false;
+        }
+        let (line, file, offset) = durable.replay.remove(0);
+        let values = [Value::from(line), Value::from(file), Value::U64(offset)];
+        let id = self.pending.insert(values, 1);
+        if let Some(values) = self.pending.get(id) {
+            collector.emit_with_id(values, id);
+        }
+        if let Some(m) = &self.metrics {
+            m.replayed.inc();
+        }
+        true
     }
 
     /// Emits the oldest failed line still held; false when there is none.
@@ -294,6 +384,8 @@ impl Spout for LineSpout {
     const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(LineSpoutConfig::KEYS);
     const DESCRIPTION: &'static str =
         "lines of a file or directory, reliably; checkpoints the acked prefix; follows like tail -F";
+    /// With durable state the position is in the topology's checkpoints.
+    const CHECKPOINTS: bool = true;
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["line", "file", "offset"]);
@@ -353,7 +445,32 @@ impl Spout for LineSpout {
             written: None,
             checkpoint_error: None,
             metrics: None,
+            durable: None,
         })
+    }
+
+    fn restore_checkpoint(&mut self, position: State) -> Result<()> {
+        self.durable = Some(DurablePosition::from_state(&position)?);
+        Ok(())
+    }
+
+    /// The position at a barrier: where reading goes on, and the failed
+    /// lines waiting for their replay. The lines in flight are covered:
+    /// their effects are in this checkpoint.
+    fn checkpoint(&mut self, _checkpoint: u64) -> Option<State> {
+        let durable = self.durable.as_ref()?;
+        Some(self.durable_position(durable.replay.clone()).to_state())
+    }
+
+    /// A live swap hands a durable spout's position to its successor
+    /// (the host drains the spout first).
+    fn save_state(&mut self) -> Option<State> {
+        let durable = self.durable.as_ref()?;
+        Some(self.durable_position(durable.replay.clone()).to_state())
+    }
+
+    fn restore_state(&mut self, state: State) -> Result<()> {
+        self.restore_checkpoint(state)
     }
 
     fn open(&mut self, context: &TaskContext) -> Result<()> {
@@ -365,6 +482,22 @@ impl Spout for LineSpout {
                 context.parallelism
             )
             .into());
+        }
+        if let Some(durable) = &self.durable {
+            self.reader.resume(durable.read.as_ref())?;
+            squall_plugin_api::info!(
+                "{}: durable state holds the position ({}, {} failed line(s) to emit again); \
+                 the checkpoint file {} is not used",
+                self.path.display(),
+                durable.read.as_ref().map_or_else(
+                    || "from the start".to_owned(),
+                    |at| format!("resuming at {} offset {}", at.file, at.offset)
+                ),
+                durable.replay.len(),
+                self.checkpoint_path.display()
+            );
+            self.metrics = Some(LineMetrics::register());
+            return Ok(());
         }
         let at = checkpoint::read(&self.checkpoint_path)?;
         self.reader.resume(at.as_ref())?;
@@ -383,19 +516,12 @@ impl Spout for LineSpout {
                 self.checkpoint_path.display()
             ),
         }
-        self.metrics = Some(LineMetrics {
-            read: metrics::counter("lines_read", "Lines read from the input."),
-            replayed: metrics::counter("lines_replayed", "Failed lines emitted again."),
-            dead_lettered: metrics::counter(
-                "lines_dead_lettered",
-                "Lines written to the dead-letter file after max_deliver failed deliveries.",
-            ),
-        });
+        self.metrics = Some(LineMetrics::register());
         Ok(())
     }
 
     fn next_tuple(&mut self, collector: &mut SpoutCollector<'_>) -> Result<()> {
-        if self.replay_one(collector) {
+        if self.replay_one(collector) || self.replay_restored(collector) {
             return Ok(());
         }
         let now = Instant::now();
@@ -417,7 +543,8 @@ impl Spout for LineSpout {
     }
 
     fn ack(&mut self, message_id: MessageId) {
-        // The file's "broker ack" is the checkpoint passing the line.
+        // The file's "broker ack" is the checkpoint passing the line (with
+        // durable state, the topology's checkpoint: nothing to do here).
         if let Acked::Now(_) = self.pending.ack(message_id.0) {
             if self.tracker.ack(message_id.0) {
                 // Also here: a throttled spout, or one at max_spout_pending,

@@ -36,6 +36,7 @@
 #![warn(missing_docs)]
 
 mod connect;
+mod durable;
 mod publish;
 mod spout;
 pub mod template;

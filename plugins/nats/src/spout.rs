@@ -54,6 +54,7 @@ use squall_plugin_api::prelude::*;
 use tokio::sync::mpsc;
 
 use crate::connect::{runtime, with_connection, Connection};
+use crate::durable::{Delivery, Durable};
 
 /// The longest `close_timeout` (the declared close budget is twice it).
 const MAX_CLOSE_TIMEOUT_SECS: u64 = 15;
@@ -240,6 +241,9 @@ async fn ensure_consumer(
 #[derive(Debug)]
 enum Command {
     Ack(jetstream::Message),
+    /// Durable state: double-ack these (their effects are committed) and
+    /// report the sequences the server confirmed.
+    AckConfirmed(Vec<jetstream::Message>),
     Nak(jetstream::Message, Option<Duration>),
     DeadLetter {
         message: jetstream::Message,
@@ -288,11 +292,21 @@ impl SpoutMetrics {
     }
 }
 
-/// The running I/O side: the thread and the two channels to it.
+/// What the I/O thread tells a durable spout.
+#[derive(Debug)]
+enum Report {
+    /// The server confirmed the acks of these stream sequences.
+    Confirmed(Vec<u64>),
+    /// The consumer's ack floor at connect: every sequence up to it is acked.
+    AckFloor(u64),
+}
+
+/// The running I/O side: the thread and the channels to and from it.
 #[derive(Debug)]
 struct Io {
     messages: Feed<jetstream::Message>,
     commands: mpsc::UnboundedSender<Command>,
+    reports: crossbeam_channel::Receiver<Report>,
     thread: IoThread,
 }
 
@@ -310,6 +324,8 @@ pub struct JetStreamSpout {
     stream: StreamId,
     headers: String,
     io_gone_reported: bool,
+    /// Durable state's bookkeeping (`None`: the topology has no `[state]`).
+    durable: Option<Durable>,
 }
 
 impl Spout for JetStreamSpout {
@@ -321,6 +337,9 @@ impl Spout for JetStreamSpout {
     const CLOSE_BUDGET: Option<Duration> = Some(Duration::from_secs(2 * MAX_CLOSE_TIMEOUT_SECS));
     const DESCRIPTION: &'static str =
         "pulls from a durable JetStream consumer; acks on tree completion, naks on failure";
+    /// With durable state, a message is acked to the server once the
+    /// checkpoint holding its effects commits (see `durable`).
+    const CHECKPOINTS: bool = true;
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["subject", "payload", "headers"]).declare_stream("payload", &["payload"]);
@@ -371,7 +390,51 @@ impl Spout for JetStreamSpout {
             stream: StreamId::DEFAULT,
             headers: String::new(),
             io_gone_reported: false,
+            durable: None,
         })
+    }
+
+    fn restore_checkpoint(&mut self, position: State) -> Result<()> {
+        self.start_durable(&position)
+    }
+
+    /// A live swap hands a durable spout's position to its successor: the
+    /// messages acked downstream and waiting for a commit are left to the
+    /// server (not acked, not naked) and are covered in the new instance.
+    fn save_state(&mut self) -> Option<State> {
+        self.drain_reports();
+        self.durable.as_ref().map(|d| d.position(&self.config.stream, &self.config.consumer))
+    }
+
+    fn restore_state(&mut self, state: State) -> Result<()> {
+        self.start_durable(&state)
+    }
+
+    fn checkpoint(&mut self, checkpoint: u64) -> Option<State> {
+        self.drain_reports();
+        let epoch = self.held.barrier();
+        let durable = self.durable.as_mut()?;
+        durable.barrier(checkpoint, epoch);
+        Some(durable.position(&self.config.stream, &self.config.consumer))
+    }
+
+    fn committed(&mut self, checkpoint: u64) {
+        let Some(epoch) = self.durable.as_mut().and_then(|d| d.committed(checkpoint)) else {
+            return;
+        };
+        let messages: Vec<jetstream::Message> = self.held.commit(epoch).map(|(_, m)| m).collect();
+        if messages.is_empty() {
+            return;
+        }
+        if let Some(d) = &mut self.durable {
+            for m in &messages {
+                d.released(stream_sequence(m));
+            }
+        }
+        if let Some(m) = &self.metrics {
+            m.acked.add(messages.len() as u64);
+        }
+        self.command(Command::AckConfirmed(messages));
     }
 
     fn open(&mut self, context: &TaskContext) -> Result<()> {
@@ -385,6 +448,7 @@ impl Spout for JetStreamSpout {
         }
         let (message_tx, message_rx) = feed(self.config.batch, context.waker());
         let (command_tx, command_rx) = mpsc::unbounded_channel();
+        let (report_tx, report_rx) = crossbeam_channel::unbounded();
         let config = self.config.clone();
         let name = format!("squall {} {}", context.topology, self.label);
         let label = self.label.clone();
@@ -399,12 +463,15 @@ impl Spout for JetStreamSpout {
                         return;
                     }
                 };
-                rt.block_on(io_main(config, name, label, message_tx, command_rx, ready, health));
+                let channels =
+                    Channels { messages: message_tx, commands: command_rx, reports: report_tx };
+                rt.block_on(io_main(config, name, label, channels, ready, health));
             },
         )?;
         let budget = self.config.connection().connect_budget() + Duration::from_secs(5);
         let ready = thread.wait_ready(budget);
-        self.io = Some(Io { messages: message_rx, commands: command_tx, thread });
+        self.io =
+            Some(Io { messages: message_rx, commands: command_tx, reports: report_rx, thread });
         ready.map_err(Into::into)
     }
 
@@ -440,7 +507,10 @@ impl Spout for JetStreamSpout {
     }
 
     fn ack(&mut self, id: MessageId) {
-        let Acked::Now(message) = self.held.ack(id.0) else { return };
+        let Acked::Now(message) = self.held.ack(id.0) else {
+            // Deferred (durable state): acked to the server at the commit.
+            return;
+        };
         if let Some(m) = &self.metrics {
             m.acked.inc();
             m.held.set(self.held.len() as i64);
@@ -452,6 +522,11 @@ impl Spout for JetStreamSpout {
         let failed = self.held.fail(id.0, Instant::now());
         if let Some(m) = &self.metrics {
             m.held.set(self.held.len() as i64);
+        }
+        if let (Some(d), Failed::Dead { item, .. } | Failed::Redeliver { item, .. }) =
+            (&mut self.durable, &failed)
+        {
+            d.forget(stream_sequence(item));
         }
         match failed {
             Failed::Dead { item, reason } => {
@@ -490,6 +565,17 @@ impl Spout for JetStreamSpout {
             let _ = io.commands.send(Command::Nak(message, None));
             unresolved += 1;
         }
+        // Durable state: what waits for a commit is left to the server (a
+        // successor or a restart covers it, by the position).
+        let waiting = self.held.deferred();
+        if waiting > 0 {
+            squall_plugin_api::info!(
+                "{}: {waiting} message(s) acked downstream wait for a checkpoint commit; left \
+                 unacked on the server, and covered by the position a restart or a successor \
+                 takes",
+                self.label
+            );
+        }
         if let Some(m) = &self.metrics {
             m.naked.add(unresolved);
             m.held.set(0);
@@ -516,7 +602,24 @@ impl JetStreamSpout {
     /// Emits one received message (or dead-letters it when it was delivered
     /// more than `max_deliver` times) and holds it until its tree completes.
     fn take(&mut self, message: jetstream::Message, collector: &mut SpoutCollector<'_>) {
-        let deliveries = message.info().map_or(1, |i| i.delivered);
+        let info = message.info().map(|i| (i.delivered, i.stream_sequence));
+        let deliveries = info.as_ref().map_or(1, |i| i.0);
+        if let (Some(d), Ok((_, seq))) = (&mut self.durable, &info) {
+            match d.deliver(*seq) {
+                Delivery::Emit => {}
+                Delivery::Covered => {
+                    // Its effects are in the restored stores: ack it at the
+                    // next commit, never emit it again.
+                    self.held.defer(message);
+                    return;
+                }
+                Delivery::InFlight => return,
+                Delivery::Released => {
+                    self.command(Command::AckConfirmed(vec![message]));
+                    return;
+                }
+            }
+        }
         if let Some(m) = &self.metrics {
             m.received.inc();
             if deliveries > 1 {
@@ -525,6 +628,9 @@ impl JetStreamSpout {
         }
         let deliveries = u32::try_from(deliveries.max(1)).unwrap_or(u32::MAX);
         if let Err(reason) = self.held.admit(deliveries) {
+            if let (Some(d), Ok((_, seq))) = (&mut self.durable, &info) {
+                d.forget(*seq);
+            }
             if let Some(m) = &self.metrics {
                 m.dead_lettered.inc();
             }
@@ -560,6 +666,27 @@ impl JetStreamSpout {
         }
     }
 
+    /// Durable state from `position`: broker acks wait for commits from now.
+    fn start_durable(&mut self, position: &State) -> Result<()> {
+        let durable = Durable::restore(position, &self.config.stream, &self.config.consumer)?;
+        self.held.defer_broker_acks(true);
+        self.durable = Some(durable);
+        Ok(())
+    }
+
+    /// Takes in what the I/O thread reported (confirmed acks, the ack floor).
+    fn drain_reports(&mut self) {
+        let (Some(io), Some(d)) = (&self.io, &mut self.durable) else { return };
+        while let Ok(report) = io.reports.try_recv() {
+            match report {
+                Report::Confirmed(seqs) => d.confirmed(&seqs),
+                Report::AckFloor(floor) => {
+                    d.prune(floor);
+                }
+            }
+        }
+    }
+
     fn command(&self, command: Command) {
         if let Some(io) = &self.io {
             // A send fails only when the I/O thread has ended; the message is
@@ -576,6 +703,49 @@ impl JetStreamSpout {
     ) {
         emit(&self.config, self.stream, &mut self.headers, message, collector, id);
     }
+}
+
+/// A message's stream sequence (0 for one without JetStream metadata).
+fn stream_sequence(message: &jetstream::Message) -> u64 {
+    message.info().map_or(0, |i| i.stream_sequence)
+}
+
+/// The I/O thread's ends of the channels to the spout.
+struct Channels {
+    messages: Feeder<jetstream::Message>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    reports: crossbeam_channel::Sender<Report>,
+}
+
+/// Double-acks `messages` (concurrently) and reports the sequences the
+/// server confirmed; the others stay in the position, and their
+/// redeliveries are acked again.
+async fn ack_confirmed(
+    messages: Vec<jetstream::Message>,
+    reports: crossbeam_channel::Sender<Report>,
+    label: String,
+) {
+    let acks = messages.iter().map(|m| async move { m.double_ack().await.map(|()| m) });
+    let results = futures_util::future::join_all(acks).await;
+    let mut confirmed = Vec::with_capacity(results.len());
+    let mut failed = 0usize;
+    let mut first_error = None;
+    for r in results {
+        match r {
+            Ok(m) => confirmed.push(stream_sequence(m)),
+            Err(e) => {
+                failed += 1;
+                first_error.get_or_insert(e.to_string());
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        squall_plugin_api::warn!(
+            "{label}: {failed} committed message ack(s) not confirmed ({e}); they stay in the \
+             checkpoint position and their redeliveries are acked again"
+        );
+    }
+    let _ = reports.send(Report::Confirmed(confirmed));
 }
 
 /// Emits a message's values on the configured stream (no `Vec`: the values
@@ -622,11 +792,11 @@ async fn io_main(
     config: SpoutConfig,
     name: String,
     label: String,
-    messages: Feeder<jetstream::Message>,
-    mut commands: mpsc::UnboundedReceiver<Command>,
+    channels: Channels,
     ready: squall_connector::io::Handshake,
     health: Health,
 ) {
+    let Channels { messages, mut commands, reports } = channels;
     let connection: Connection = config.connection();
     let client = match connection.connect(&name, Some(&health)).await {
         Ok(c) => c,
@@ -635,13 +805,17 @@ async fn io_main(
             return;
         }
     };
-    let consumer = match ensure_consumer(&client, &config, true).await {
+    let mut consumer = match ensure_consumer(&client, &config, true).await {
         Ok(c) => c,
         Err(e) => {
             ready.ready(Err(e));
             return;
         }
     };
+    // Durable state prunes its covered sequences by the ack floor.
+    if let Ok(info) = consumer.info().await {
+        let _ = reports.send(Report::AckFloor(info.ack_floor.stream_sequence));
+    }
     ready.ready(Ok(()));
     let js = jetstream::new(client.clone());
     // 0: pull; STOP: finish the pull in progress, ask for no more; CANCEL:
@@ -657,6 +831,10 @@ async fn io_main(
     while let Some(command) = commands.recv().await {
         let result = match command {
             Command::Ack(m) => m.ack().await,
+            Command::AckConfirmed(batch) => {
+                tokio::spawn(ack_confirmed(batch, reports.clone(), label.clone()));
+                Ok(())
+            }
             Command::Nak(m, delay) => m.ack_with(AckKind::Nak(delay)).await,
             Command::DeadLetter { message, reason, deliveries } => {
                 let js = js.clone();

@@ -72,7 +72,7 @@ pub use plumbing::{ConstSpout, EmptySpout, IdBolt, NullBolt, PackBolt, SleepBolt
 pub use record::RecordBolt;
 pub use replay::ReplaySpout;
 pub use routing::{DirectSpout, MultiStreamSpout};
-pub use window::{ListSpout, WindowSizeBolt};
+pub use window::{ListSpout, WindowDigest, WindowSizeBolt};
 
 squall_plugin_api::export_plugin! {
     spouts: [
@@ -81,7 +81,7 @@ squall_plugin_api::export_plugin! {
     ],
     bolts: [ChaosBolt],
     basic_bolts: [NullBolt, IdBolt, PackBolt, PanicBolt, PanicOnNew, SleepBolt, RecordBolt, LifecycleBolt, LatencyBolt],
-    windowed_bolts: [WindowSizeBolt],
+    windowed_bolts: [WindowSizeBolt, WindowDigest],
 }
 
 /// A string value to emit again and again: inline when short, shared (one

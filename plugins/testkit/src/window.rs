@@ -44,6 +44,37 @@ impl WindowedBolt for WindowSizeBolt {
     }
 }
 
+/// Emits one string per window on `["word"]`: `<first>..<last>#<n>`, the
+/// first value of the window's oldest and newest tuple and how many tuples it
+/// holds. A downstream count of these strings tells a lost, duplicated or
+/// shifted window apart from a right one. Takes no config.
+#[derive(Debug, Default)]
+pub struct WindowDigest;
+
+impl WindowedBolt for WindowDigest {
+    const NAME: &'static str = "WindowDigest";
+    const DESCRIPTION: &'static str = "emits <first>..<last>#<n> per window";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
+
+    fn declare_outputs(outputs: &mut OutputDeclarer) {
+        outputs.declare(&["word"]);
+    }
+
+    fn new(_config: &ComponentConfig<'_>) -> Result<Self> {
+        Ok(Self)
+    }
+
+    fn execute(&mut self, window: &Window<'_>, collector: &mut BasicCollector<'_>) -> Result<()> {
+        let text = |t: Option<&Tuple<'_>>| {
+            t.and_then(|t| t.get(0)).and_then(Value::as_str).unwrap_or_default().to_owned()
+        };
+        let tuples = window.tuples();
+        let digest = format!("{}..{}#{}", text(tuples.first()), text(tuples.last()), tuples.len());
+        collector.emit(&[Value::from(digest.as_str())]);
+        Ok(())
+    }
+}
+
 /// [`ListSpout`]'s config.
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

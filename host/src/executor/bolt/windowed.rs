@@ -13,12 +13,12 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{ROption, RSlice};
-use squall_plugin_api::abi::{Output, OutputMut, Output_TO, WindowView};
-use squall_plugin_api::{Anchor, Tuple, Value};
+use abi_stable::std_types::{ROption, RSlice, RVec};
+use squall_plugin_api::abi::{Output, OutputMut, Output_TO, StoreDelta, WindowView};
+use squall_plugin_api::{Anchor, StateEntry, Tuple, Value};
 
 use super::super::output::{HostOutput, Side};
-use super::super::window::{Pushed, Trigger, Windower};
+use super::super::window::{Entry, Pushed, Trigger, Windower};
 use super::super::{count_emit_error, count_error};
 use super::{BoltExecutor, SourceTable, Turn};
 use crate::config::{WindowDecl, WindowSize};
@@ -26,7 +26,7 @@ use crate::ids::{EdgeId, RootId};
 use crate::metrics::StatField;
 
 /// A buffered input tuple: an owned copy of its values, where it came from,
-/// and its anchor in the input tracker.
+/// its anchor in the input tracker, and its sequence number in the task.
 #[derive(Debug)]
 pub struct Held {
     values: Vec<Value>,
@@ -34,6 +34,7 @@ pub struct Held {
     stream: u32,
     task: u32,
     anchor: Anchor,
+    seq: u64,
 }
 
 impl Held {
@@ -53,6 +54,24 @@ pub struct WindowState {
     timestamp_index: Option<Vec<Vec<Option<usize>>>>,
     /// The `late` stream's index among the bolt's outputs.
     late_stream: Option<u32>,
+    /// The sequence number of the next buffered tuple.
+    next_seq: u64,
+    /// Durable state: what the next checkpoint writes (`None`: no `[state]`).
+    log: Option<Box<WindowLog>>,
+    /// Restored tuples renumbered here: their old keys (task index, sequence
+    /// number), which the next checkpoint removes.
+    moved: Vec<(u32, u64)>,
+}
+
+/// What a durable windowed task's checkpoints have written: the tuples
+/// below `saved_upto` are in the backend, and `removed` of them have left
+/// the buffer since the last checkpoint.
+#[derive(Debug)]
+struct WindowLog {
+    /// The task's index in its component (the entries' key).
+    index: u32,
+    saved_upto: u64,
+    removed: Vec<u64>,
 }
 
 impl WindowState {
@@ -83,7 +102,148 @@ impl WindowState {
         });
         let late_stream =
             outputs.iter().position(|s| *s == crate::topology::LATE_STREAM).map(|i| i as u32);
-        Self { windower: Windower::new(trigger), timestamp_index, late_stream }
+        Self {
+            windower: Windower::new(trigger),
+            timestamp_index,
+            late_stream,
+            next_seq: 0,
+            log: None,
+            moved: Vec::new(),
+        }
+    }
+
+    /// Makes the window durable: each checkpoint writes the tuples buffered
+    /// since the last one and removes those that left, and `restored` (this
+    /// task's part of the last committed checkpoint) is buffered again, its
+    /// tuples untracked (their trees ended with the process that held them).
+    /// A restored tuple from a stream the topology no longer has is dropped,
+    /// with a warning.
+    pub fn make_durable(
+        &mut self,
+        label: &str,
+        index: u32,
+        restored: Option<crate::state::WindowRestore>,
+        sources: &SourceTable,
+    ) {
+        let mut log = Box::new(WindowLog { index, saved_upto: 0, removed: Vec::new() });
+        let Some(restored) = restored else {
+            self.log = Some(log);
+            return;
+        };
+        let origins: std::collections::BTreeSet<u32> = restored
+            .entries
+            .iter()
+            .map(|e| e.0)
+            .chain(restored.metas.iter().map(|m| m.0))
+            .collect();
+        // One old task per new one keeps its numbering (the backend holds
+        // those keys); tuples merged from several are numbered afresh and
+        // written again, and their old keys removed.
+        let same = origins.len() == 1 && origins.first() == Some(&index);
+        let meta =
+            restored.metas.iter().min_by_key(|m| m.0).map(|m| m.1.clone()).unwrap_or_default();
+        let expired: std::collections::HashSet<u64> =
+            if same { meta.expired.iter().copied().collect() } else { Default::default() };
+        let mut entries = restored.entries;
+        if same {
+            entries.sort_by_key(|e| e.1);
+        } else {
+            entries.sort_by_key(|e| (e.2.time, e.0, e.1));
+        }
+        // Fresh numbers start above every restored one, so that no new key
+        // is one that the same checkpoint removes.
+        self.next_seq = entries.iter().map(|e| e.1 + 1).max().unwrap_or(0);
+        let (mut buffer, mut expired_now, mut moved) = (Vec::new(), Vec::new(), Vec::new());
+        let mut dropped = 0u64;
+        for (origin, seq, entry) in entries {
+            let Some((component, stream)) = sources.find(&entry.component, &entry.stream) else {
+                dropped += 1;
+                moved.push((origin, seq));
+                continue;
+            };
+            let is_expired = same && expired.contains(&seq);
+            let seq = if same {
+                seq
+            } else {
+                moved.push((origin, seq));
+                self.next_seq += 1;
+                self.next_seq - 1
+            };
+            let item = Held {
+                values: entry.values,
+                component,
+                stream,
+                task: entry.task,
+                anchor: Anchor::NONE,
+                seq,
+            };
+            let e = Entry { time: entry.time, item };
+            if is_expired {
+                expired_now.push(e);
+            } else {
+                buffer.push(e);
+            }
+        }
+        if dropped > 0 {
+            tracing::warn!(
+                "{label}: {dropped} restored window tuple(s) came from a stream this topology no \
+                 longer has; they are dropped"
+            );
+        }
+        let triggers = (meta.since_fire as usize, meta.next_end, meta.max_seen);
+        self.windower.restore(buffer, expired_now, triggers);
+        self.moved = moved;
+        log.saved_upto = if same { self.next_seq } else { 0 };
+        self.log = Some(log);
+    }
+
+    /// Durable state: what changed in the window since the last checkpoint,
+    /// as a delta of store [`WINDOW_STORE`](crate::state::WINDOW_STORE).
+    pub fn checkpoint_delta(&mut self, sources: &SourceTable) -> Option<StoreDelta> {
+        let log = self.log.as_mut()?;
+        let mut entries = RVec::new();
+        let all = self.windower.expired().iter().chain(self.windower.buffer().iter());
+        for e in all.filter(|e| e.item.seq >= log.saved_upto) {
+            let (component, streams) = &sources.components[e.item.component as usize];
+            let (stream, _) = &streams[e.item.stream as usize];
+            let key = [Value::U64(u64::from(log.index)), Value::U64(e.item.seq)];
+            let bytes = crate::state::codec::encode_window_entry(
+                e.time,
+                (component.as_str(), stream.as_str(), e.item.task),
+                &e.item.values,
+            );
+            entries.push(StateEntry { key: RVec::from_slice(&key), bytes: bytes.into() });
+        }
+        let (since_fire, next_end, max_seen) = self.windower.triggers();
+        let meta = crate::state::codec::WindowMeta {
+            since_fire: since_fire as u64,
+            next_end,
+            max_seen,
+            expired: self.windower.expired().iter().map(|e| e.item.seq).collect(),
+        };
+        // The trigger state: the per-task record (an empty key).
+        let meta = crate::state::codec::encode_window_meta(&meta);
+        entries.push(StateEntry { key: RVec::new(), bytes: meta.into() });
+        let index = u64::from(log.index);
+        let mut removed: RVec<RVec<Value>> = log
+            .removed
+            .drain(..)
+            .map(|seq| RVec::from_slice(&[Value::U64(index), Value::U64(seq)]))
+            .collect();
+        for (origin, seq) in self.moved.drain(..) {
+            removed.push(RVec::from_slice(&[Value::U64(u64::from(origin)), Value::U64(seq)]));
+        }
+        log.saved_upto = self.next_seq;
+        Some(StoreDelta { store: crate::state::WINDOW_STORE.into(), entries, removed })
+    }
+
+    /// Before a settle drops the previous window's expired tuples: the
+    /// saved ones among them are removed at the next checkpoint.
+    fn forget_expired(&mut self) {
+        let Some(log) = self.log.as_mut() else { return };
+        let saved = log.saved_upto;
+        log.removed
+            .extend(self.windower.expired().iter().map(|e| e.item.seq).filter(|&seq| seq < saved));
     }
 
     /// How long the bolt may block before its next processing-time window.
@@ -132,7 +292,9 @@ impl BoltExecutor {
         let anchor = self.inputs.begin(ids);
         // Tracked until the tuple leaves its last window.
         self.inputs.finish(true, false, &mut self.core.transfer, &mut turn.stats);
-        let held = Held { values: values.to_vec(), component, stream, task, anchor };
+        let seq = state.next_seq;
+        state.next_seq += 1;
+        let held = Held { values: values.to_vec(), component, stream, task, anchor, seq };
         if let Pushed::Late(held) = state.windower.push(time, held) {
             self.late(turn, held);
         }
@@ -237,6 +399,7 @@ impl BoltExecutor {
 /// Acks (or fails) the tuples that left their last window.
 fn settle(bolt: &mut BoltExecutor, turn: &mut Turn, ok: bool) {
     let Some(state) = bolt.window.as_mut() else { return };
+    state.forget_expired();
     for entry in state.windower.settle() {
         let anchor = entry.item.anchor;
         if ok {

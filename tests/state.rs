@@ -20,9 +20,9 @@ use crate::util::{
 
 const SENTENCES: [&str; 3] = ["the cow jumped", "over the moon", "the man went to the store"];
 
-/// Sentences in the whole run (emitted at `RATE` per second: about 4 s).
+/// Sentences in the whole run (emitted at 10,000 per second, `THROTTLE`:
+/// about 4 s).
 const LIMIT: u64 = 40_000;
-const RATE: u64 = 10_000;
 
 fn true_counts(limit: u64) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
@@ -60,6 +60,9 @@ fn postgres_backend() -> BackendUnderTest {
     }
 }
 
+/// The spouts' throttle: about `LIMIT / RATE` seconds for the whole input.
+const THROTTLE: &str = r#"throttle = { tuples_per_sec = 10000, mode = "smooth" }"#;
+
 /// Where the sentences come from: all three emit `SENTENCES[i % 3]` for
 /// `i` in `0..LIMIT`, each keeping a checkpoint position.
 #[derive(Clone)]
@@ -71,41 +74,64 @@ enum Source {
     JetStream { stream: String, consumer: String },
     /// A file of the sentences, read by `files::LineSpout`.
     File(std::path::PathBuf),
+    /// A Redis stream of entries `sentence = …`, read by `redis::StreamSpout`
+    /// (group `durable_wc`, consumer `c`) and taken out by `redis::EntryField`.
+    RedisStream(String),
 }
 
 impl Source {
-    /// The `[plugins]` line and the spout's table, and the split bolt's input.
-    fn spout(&self) -> (String, String, &'static str) {
+    /// The `[plugins]` line, the spout's table (and any bolt between it and
+    /// the split bolt), and the split bolt's input: component and stream.
+    fn spout(&self) -> (String, String, &'static str, &'static str) {
         match self {
             Source::Random => {
                 let sentences: Vec<String> = SENTENCES.iter().map(|s| format!("{s:?}")).collect();
                 let table = format!(
                     r#"[spouts.sentences]
 component = "examples::RandomSentenceSpout"
-config = {{ order = "cycle", limit = {LIMIT}, sentences = [{}] }}"#,
+config = {{ order = "cycle", limit = {LIMIT}, sentences = [{}] }}
+{THROTTLE}"#,
                     sentences.join(", ")
                 );
-                (String::new(), table, "default")
+                (String::new(), table, "sentences", "default")
             }
             Source::JetStream { stream, consumer } => {
                 let plugin = format!("nats = \"{}\"", plugin_path("nats").display());
                 let table = format!(
                     r#"[spouts.sentences]
 component = "nats::JetStreamSpout"
-config = {{ url = "nats://{url}", stream = "{stream}", consumer = "{consumer}", create_consumer = true, ack_wait = "2s", max_ack_pending = 20000, emit = "payload", payload_as = "string", fetch_wait = "100ms" }}"#,
+config = {{ url = "nats://{url}", stream = "{stream}", consumer = "{consumer}", create_consumer = true, ack_wait = "2s", max_ack_pending = 20000, emit = "payload", payload_as = "string", fetch_wait = "100ms" }}
+{THROTTLE}"#,
                     url = crate::util::NATS.addr,
                 );
-                (plugin, table, "payload")
+                (plugin, table, "sentences", "payload")
             }
             Source::File(path) => {
                 let plugin = format!("files = \"{}\"", plugin_path("files").display());
                 let table = format!(
                     r#"[spouts.sentences]
 component = "files::LineSpout"
-config = {{ path = "{}" }}"#,
+config = {{ path = "{}" }}
+{THROTTLE}"#,
                     path.display()
                 );
-                (plugin, table, "default")
+                (plugin, table, "sentences", "default")
+            }
+            Source::RedisStream(stream) => {
+                let plugin = format!("redis = \"{}\"", plugin_path("redis").display());
+                let table = format!(
+                    r#"[spouts.sentences]
+component = "redis::StreamSpout"
+config = {{ url = "redis://{addr}", stream = "{stream}", group = "durable_wc", consumer = "c", batch = 500 }}
+{THROTTLE}
+
+[bolts.sentence]
+component = "redis::EntryField"
+config = {{ field = "sentence" }}
+inputs = [{{ from = "sentences" }}]"#,
+                    addr = REDIS.addr,
+                );
+                (plugin, table, "sentence", "default")
             }
         }
     }
@@ -121,7 +147,7 @@ fn topology_from(
     namespace: &str,
     count_tasks: u32,
 ) -> String {
-    let (plugin, spout, stream) = source.spout();
+    let (plugin, spout, from, stream) = source.spout();
     format!(
         r#"
 [topology]
@@ -141,12 +167,11 @@ interval_ms = 200
 config = {{ {config} }}
 
 {spout}
-throttle = {{ tuples_per_sec = {RATE}, mode = "smooth" }}
 
 [bolts.split]
 component = "examples::SplitSentence"
 parallelism = 2
-inputs = [{{ from = "sentences", stream = "{stream}", grouping = "shuffle" }}]
+inputs = [{{ from = "{from}", stream = "{stream}", grouping = "shuffle" }}]
 
 [bolts.count]
 component = "examples::DurableWordCount"
@@ -268,6 +293,31 @@ fn jetstream_fed_counts_in_postgres_are_exact_after_five_kills_and_a_rescale() {
 }
 
 #[test]
+fn redis_stream_fed_counts_in_postgres_are_exact_after_five_kills_and_a_rescale() {
+    if !require_service(REDIS) {
+        return;
+    }
+    let stream = unique_name("squall_sentences");
+    let mut con = redis::Client::open(format!("redis://{}", REDIS.addr))
+        .and_then(|c| c.get_connection())
+        .expect("redis answers");
+    for chunk in (0..LIMIT).collect::<Vec<_>>().chunks(1000) {
+        let mut pipe = redis::pipe();
+        for i in chunk {
+            pipe.cmd("XADD").arg(&stream).arg("*").arg("sentence").arg(SENTENCES[(i % 3) as usize]);
+            pipe.ignore();
+        }
+        pipe.query::<()>(&mut con).expect("XADD");
+    }
+    let source = Source::RedisStream(stream.clone());
+    killed_five_times_from(&source, postgres_backend(), "state_kill_redis_stream");
+    let pending: (u64, redis::Value, redis::Value, redis::Value) =
+        redis::cmd("XPENDING").arg(&stream).arg("durable_wc").query(&mut con).unwrap();
+    let _: i64 = redis::cmd("DEL").arg(&stream).query(&mut con).unwrap();
+    assert_eq!(pending.0, 0, "every entry XACKed");
+}
+
+#[test]
 fn file_fed_counts_in_redis_are_exact_after_five_kills_and_a_rescale() {
     let ws = Workspace::new("state_kill_file_input");
     let path = ws.dir().join("sentences.txt");
@@ -306,7 +356,7 @@ config = {{ {config} }}
 [spouts.sentences]
 component = "examples::RandomSentenceSpout"
 config = {{ order = "cycle", limit = {LIMIT}, sentences = [{sentences}] }}
-throttle = {{ tuples_per_sec = {RATE}, mode = "smooth" }}
+{THROTTLE}
 
 [bolts.windows]
 component = "testkit::WindowDigest"

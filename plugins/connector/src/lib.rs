@@ -12,6 +12,7 @@
 //! | [`feed`] | the I/O thread's bounded channel to `next_tuple`, which wakes the spout's executor (contract 1.1's wake handle) and, when it was full, the producer |
 //! | [`io`] | the I/O thread itself: started with a ready handshake, stopped within a declared close budget |
 //! | [`health`] | the connection's state, seen by the host: a gauge `connector_up` (0 turns `/readyz` to 503), a reconnect counter, log lines when the connection drops and comes back, and the error `next_tuple` reports (so `last_error` says why) |
+//! | [`durable`] | with durable state (contract 1.2): the broker messages a checkpoint position covers, so a restart neither loses nor counts twice |
 //! | [`config`] | [`connector_config!`]: the serde struct and the declared keys (`CONFIG_KEYS`) from one table, defaults written once |
 //!
 //! Nothing here takes a lock or makes a system call per tuple: the pending
@@ -23,6 +24,7 @@
 
 pub mod backoff;
 pub mod config;
+pub mod durable;
 pub mod feed;
 pub mod health;
 pub mod ids;
@@ -30,6 +32,7 @@ pub mod io;
 pub mod pending;
 
 pub use backoff::Backoff;
+pub use durable::{Delivery, Positions};
 pub use feed::{feed, Feed, Feeder};
 pub use health::Health;
 pub use ids::MessageIds;

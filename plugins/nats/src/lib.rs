@@ -36,7 +36,6 @@
 #![warn(missing_docs)]
 
 mod connect;
-mod durable;
 mod publish;
 mod spout;
 pub mod template;

@@ -47,14 +47,17 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use squall_connector::feed::Empty;
 use squall_connector::{
-    feed, Acked, Backoff, Failed, Feed, Feeder, Health, IoThread, Pending, Redelivery, RetryPolicy,
+    feed, Acked, Backoff, Delivery, Failed, Feed, Feeder, Health, IoThread, Pending, Positions,
+    Redelivery, RetryPolicy,
 };
+
+/// The format of a JetStream spout's checkpoint position (stream sequences).
+const POSITION_FORMAT: &str = "squall-jetstream-position/1";
 use squall_plugin_api::metrics::{self, Counter, Gauge};
 use squall_plugin_api::prelude::*;
 use tokio::sync::mpsc;
 
 use crate::connect::{runtime, with_connection, Connection};
-use crate::durable::{Delivery, Durable};
 
 /// The longest `close_timeout` (the declared close budget is twice it).
 const MAX_CLOSE_TIMEOUT_SECS: u64 = 15;
@@ -325,7 +328,7 @@ pub struct JetStreamSpout {
     headers: String,
     io_gone_reported: bool,
     /// Durable state's bookkeeping (`None`: the topology has no `[state]`).
-    durable: Option<Durable>,
+    durable: Option<Positions<u64>>,
 }
 
 impl Spout for JetStreamSpout {
@@ -403,7 +406,7 @@ impl Spout for JetStreamSpout {
     /// server (not acked, not naked) and are covered in the new instance.
     fn save_state(&mut self) -> Option<State> {
         self.drain_reports();
-        self.durable.as_ref().map(|d| d.position(&self.config.stream, &self.config.consumer))
+        self.durable.as_ref().map(Positions::position)
     }
 
     fn restore_state(&mut self, state: State) -> Result<()> {
@@ -415,7 +418,7 @@ impl Spout for JetStreamSpout {
         let epoch = self.held.barrier();
         let durable = self.durable.as_mut()?;
         durable.barrier(checkpoint, epoch);
-        Some(durable.position(&self.config.stream, &self.config.consumer))
+        Some(durable.position())
     }
 
     fn committed(&mut self, checkpoint: u64) {
@@ -668,7 +671,8 @@ impl JetStreamSpout {
 
     /// Durable state from `position`: broker acks wait for commits from now.
     fn start_durable(&mut self, position: &State) -> Result<()> {
-        let durable = Durable::restore(position, &self.config.stream, &self.config.consumer)?;
+        let source = format!("stream {:?} consumer {:?}", self.config.stream, self.config.consumer);
+        let durable = Positions::restore(POSITION_FORMAT, source, position)?;
         self.held.defer_broker_acks(true);
         self.durable = Some(durable);
         Ok(())
@@ -679,9 +683,9 @@ impl JetStreamSpout {
         let (Some(io), Some(d)) = (&self.io, &mut self.durable) else { return };
         while let Ok(report) = io.reports.try_recv() {
             match report {
-                Report::Confirmed(seqs) => d.confirmed(&seqs),
+                Report::Confirmed(seqs) => d.confirmed(seqs),
                 Report::AckFloor(floor) => {
-                    d.prune(floor);
+                    d.prune(|seq| seq <= floor);
                 }
             }
         }

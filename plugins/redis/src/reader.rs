@@ -122,6 +122,8 @@ pub(crate) struct Reader {
     /// claim that returns one of them (it was idle too long in this very
     /// task) must not deliver it twice.
     outstanding: FxHashSet<String>,
+    /// Durable state: where the ids of the XACKs Redis replied to go.
+    confirmed: Option<crossbeam_channel::Sender<Vec<String>>>,
     /// When the oldest unsent ack arrived.
     acks_since: Option<Instant>,
     claim_cursor: String,
@@ -171,6 +173,7 @@ impl Reader {
             acks: Vec::new(),
             dead: Vec::new(),
             outstanding: FxHashSet::default(),
+            confirmed: None,
             acks_since: None,
             claim_cursor: "0-0".to_owned(),
             recover: true,
@@ -182,6 +185,11 @@ impl Reader {
             errors: 0,
             dead_lettered: 0,
         }
+    }
+
+    /// Reports the ids of the XACKs Redis replied to on `to` (durable state).
+    pub(crate) fn confirm_to(&mut self, to: crossbeam_channel::Sender<Vec<String>>) {
+        self.confirmed = Some(to);
     }
 
     /// The thread's body: runs until [`Command::Stop`] or until the spout
@@ -396,8 +404,12 @@ impl Reader {
             cmd.arg(&self.settings.stream).arg(&self.settings.group).arg(&self.acks[..n]);
             let con = self.connection()?;
             cmd.query::<RedisValue>(con)?;
-            for id in self.acks.drain(..n) {
-                self.outstanding.remove(&id);
+            let done: Vec<String> = self.acks.drain(..n).collect();
+            for id in &done {
+                self.outstanding.remove(id);
+            }
+            if let Some(to) = &self.confirmed {
+                let _ = to.send(done);
             }
             if self.acks.is_empty() {
                 self.acks_since = None;

@@ -12,7 +12,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::http::{poll, request, start};
@@ -126,16 +126,26 @@ fn examples_at(commit: &'static str, dir: &str, built: &'static Built) -> Option
         let text = std::fs::read_to_string(&manifest).map_err(|e| e.to_string())?;
         let text: Vec<&str> = text.lines().filter(|l| !l.starts_with("squall-harness")).collect();
         std::fs::write(&manifest, text.join("\n")).map_err(|e| e.to_string())?;
+        // One target directory for every old commit: their dependencies
+        // (abi_stable above all) are built once, not once per commit. The
+        // builds take turns, and each copies its library out before the
+        // next one writes the same path.
+        static SHARED: Mutex<()> = Mutex::new(());
+        let _turn = SHARED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let target = target_root().join("compat-target");
         let out = cargo()
             .current_dir(&src)
             .args(["build", "--release", "-p", "squall-examples", "--target-dir"])
-            .arg(dir.join("target"))
+            .arg(&target)
             .output()
             .map_err(|e| e.to_string())?;
         if !out.status.success() {
             return Err(String::from_utf8_lossy(&out.stderr).into_owned());
         }
-        Ok(Some(dir.join("target/release/libsquall_examples.so")))
+        let library = dir.join("libsquall_examples.so");
+        std::fs::copy(target.join("release/libsquall_examples.so"), &library)
+            .map_err(|e| format!("copying the built library: {e}"))?;
+        Ok(Some(library))
     });
     match built {
         Ok(path) => path.clone(),

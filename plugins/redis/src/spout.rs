@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use squall_connector::feed::Empty;
 use squall_connector::{
-    feed, Acked, Backoff, Failed, Feed, Health, IoThread, Pending, Redelivery, RetryPolicy,
+    feed, Acked, Backoff, Delivery as Seen, Failed, Feed, Health, IoThread, Pending, Positions,
+    Redelivery, RetryPolicy,
 };
 use squall_plugin_api::host::metrics::{self, Counter};
 use squall_plugin_api::prelude::*;
@@ -131,9 +132,66 @@ pub struct StreamSpout {
     draining: bool,
     metrics: Option<SpoutMetrics>,
     health: Health,
+    /// Durable state's bookkeeping (`None`: the topology has no `[state]`).
+    durable: Option<Durable>,
+}
+
+/// The format of a stream spout's checkpoint position (entry ids).
+const POSITION_FORMAT: &str = "squall-redis-stream-position/1";
+
+/// A durable spout's positions and the reader's confirmed XACKs.
+#[derive(Debug)]
+struct Durable {
+    positions: Positions<u128>,
+    confirmed: crossbeam_channel::Receiver<Vec<String>>,
+    confirm_to: crossbeam_channel::Sender<Vec<String>>,
+}
+
+/// An entry id `<ms>-<seq>` as one number (ordered as Redis orders ids).
+fn id_key(id: &str) -> Option<u128> {
+    let (ms, seq) = id.split_once('-')?;
+    Some((u128::from(ms.parse::<u64>().ok()?) << 64) | u128::from(seq.parse::<u64>().ok()?))
 }
 
 impl StreamSpout {
+    /// Durable state from `position`: XACKs wait for commits from now.
+    fn start_durable(&mut self, position: &State) -> Result<()> {
+        let source = format!("stream {:?} group {:?}", self.config.stream, self.config.group);
+        let positions = Positions::restore(POSITION_FORMAT, source, position)?;
+        let (confirm_to, confirmed) = crossbeam_channel::unbounded();
+        self.pending.defer_broker_acks(true);
+        self.durable = Some(Durable { positions, confirmed, confirm_to });
+        Ok(())
+    }
+
+    /// Takes in the XACKs Redis confirmed.
+    fn drain_confirmed(&mut self) {
+        let Some(d) = &mut self.durable else { return };
+        while let Ok(ids) = d.confirmed.try_recv() {
+            d.positions.confirmed(ids.iter().filter_map(|id| id_key(id)));
+        }
+    }
+
+    /// Drops the covered ids no longer pending in the group (XPENDING): they
+    /// were acked before the restart and never come back.
+    fn prune_covered(&mut self, con: &mut redis::Connection) {
+        let Some(d) = &mut self.durable else { return };
+        let reply: redis::RedisResult<redis::Value> = redis::cmd("XPENDING")
+            .arg(&self.config.stream)
+            .arg(&self.config.group)
+            .arg("-")
+            .arg("+")
+            .arg(1_000_000)
+            .query(con);
+        let Ok(reply) = reply else { return };
+        let pending: rustc_hash::FxHashSet<u128> = conn::items(&reply)
+            .iter()
+            .filter_map(|e| conn::items(e).first().and_then(conn::text))
+            .filter_map(|id| id_key(&id))
+            .collect();
+        d.positions.prune(|key| !pending.contains(&key));
+    }
+
     /// The consumer name: the configured one (with the task index appended
     /// when there are several tasks), or `<host>-<pid>-<task index>`.
     fn consumer_name(&self, context: &TaskContext) -> String {
@@ -275,6 +333,8 @@ impl Spout for StreamSpout {
     const CLOSE_BUDGET: Option<Duration> = Some(CLOSE_BUDGET);
     const DESCRIPTION: &'static str =
         "reads a Redis stream through a consumer group; XACKs when the tuple tree completes";
+    /// With durable state an entry is XACKed once its effects are committed.
+    const CHECKPOINTS: bool = true;
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["id", "fields"]);
@@ -294,7 +354,46 @@ impl Spout for StreamSpout {
             draining: false,
             metrics: None,
             health: Health::new(String::new()),
+            durable: None,
         })
+    }
+
+    /// Contract 1.2: with durable state an entry is XACKed once the
+    /// checkpoint holding its effects commits.
+    fn restore_checkpoint(&mut self, position: State) -> Result<()> {
+        self.start_durable(&position)
+    }
+
+    /// A live swap hands a durable spout's position to its successor.
+    fn save_state(&mut self) -> Option<State> {
+        self.drain_confirmed();
+        self.durable.as_ref().map(|d| d.positions.position())
+    }
+
+    fn restore_state(&mut self, state: State) -> Result<()> {
+        self.start_durable(&state)
+    }
+
+    fn checkpoint(&mut self, checkpoint: u64) -> Option<State> {
+        self.drain_confirmed();
+        let epoch = self.pending.barrier();
+        let d = self.durable.as_mut()?;
+        d.positions.barrier(checkpoint, epoch);
+        Some(d.positions.position())
+    }
+
+    fn committed(&mut self, checkpoint: u64) {
+        let Some(d) = &mut self.durable else { return };
+        let Some(epoch) = d.positions.committed(checkpoint) else { return };
+        let released: Vec<InFlight> = self.pending.commit(epoch).map(|(_, f)| f).collect();
+        for flight in &released {
+            if let Some(key) = id_key(&flight.raw.id) {
+                d.positions.released(key);
+            }
+        }
+        for flight in released {
+            self.send(Command::Ack(flight.raw.id));
+        }
     }
 
     fn open(&mut self, context: &TaskContext) -> Result<()> {
@@ -310,6 +409,7 @@ impl Spout for StreamSpout {
         } else {
             self.check_group(&mut con)?;
         }
+        self.prune_covered(&mut con);
         let c = &self.config;
         let consumer = self.consumer_name(context);
         self.health = Health::new(format!("redis stream {:?} group {:?}", c.stream, c.group));
@@ -356,7 +456,7 @@ impl Spout for StreamSpout {
         // spout emits the last one, and no more.
         let (entries_tx, entries_rx) = feed(c.batch * 2, context.waker());
         let (commands_tx, commands_rx) = crossbeam_channel::unbounded();
-        let reader = Reader::new(
+        let mut reader = Reader::new(
             self.client.clone(),
             con,
             settings,
@@ -365,6 +465,9 @@ impl Spout for StreamSpout {
             reader_metrics,
             self.health.clone(),
         );
+        if let Some(d) = &self.durable {
+            reader.confirm_to(d.confirm_to.clone());
+        }
         let thread = IoThread::spawn(
             format!("redis-{}-{}", context.component, context.task_index),
             move |ready| {
@@ -397,6 +500,9 @@ impl Spout for StreamSpout {
             while budget > 0 {
                 let Some((id, flight)) = self.pending.next_replay(now) else { break };
                 collector.emit_with_id(&[flight.entry_id.clone(), flight.fields.clone()], id);
+                if let (Some(d), Some(key)) = (&mut self.durable, id_key(&flight.raw.id)) {
+                    d.positions.replayed(key);
+                }
                 if let Some(m) = &self.metrics {
                     m.redeliveries.inc();
                 }
@@ -413,6 +519,24 @@ impl Spout for StreamSpout {
                     return Err("the redis reader thread has stopped".into());
                 }
             };
+            if let (Some(d), Some(key)) = (&mut self.durable, id_key(&delivery.entry.id)) {
+                match d.positions.deliver(key) {
+                    Seen::Emit => {}
+                    Seen::Covered => {
+                        // Its effects are in the restored stores: XACK it
+                        // at the next commit, never emit it again.
+                        let entry_id = Value::from(delivery.entry.id.as_str());
+                        let fields = Value::Null;
+                        self.pending.defer(InFlight { entry_id, fields, raw: delivery.entry });
+                        continue;
+                    }
+                    Seen::InFlight => continue,
+                    Seen::Released => {
+                        self.send(Command::Ack(delivery.entry.id));
+                        continue;
+                    }
+                }
+            }
             let flight = InFlight {
                 entry_id: Value::from(delivery.entry.id.as_str()),
                 fields: fields_value(&delivery.entry),
@@ -438,10 +562,30 @@ impl Spout for StreamSpout {
         if self.draining {
             // Failed by the drain (or while it runs): leave the entry pending
             // in the group, where XAUTOCLAIM finds it; no delivery is counted.
-            self.pending.remove(id);
+            if let Some(flight) = self.pending.remove(id) {
+                if let (Some(d), Some(key)) = (&mut self.durable, id_key(&flight.raw.id)) {
+                    d.positions.replaying(key);
+                }
+            }
             return;
         }
-        match self.pending.fail(id, Instant::now()) {
+        let failed = self.pending.fail(id, Instant::now());
+        if let Some(d) = &mut self.durable {
+            match &failed {
+                Failed::Dead { item, .. } => {
+                    if let Some(key) = id_key(&item.raw.id) {
+                        d.positions.forget(key);
+                    }
+                }
+                Failed::Replay { .. } => {
+                    if let Some(key) = self.pending.get(id).and_then(|f| id_key(&f.raw.id)) {
+                        d.positions.replaying(key);
+                    }
+                }
+                Failed::Redeliver { .. } | Failed::Unknown => {}
+            }
+        }
+        match failed {
             Failed::Dead { item, reason } => {
                 self.dead_letter(item, reason.deliveries, reason.to_string());
             }

@@ -38,24 +38,30 @@ type Built = OnceLock<Result<Option<PathBuf>, String>>;
 /// `None` (skipped) when the commit is not in this checkout's history.
 fn examples_1_0() -> Option<PathBuf> {
     static BUILT: Built = OnceLock::new();
-    examples_at(CONTRACT_1_0, "compat-1.0.0", &BUILT)
+    examples_at(CONTRACT_1_0, "compat-1.0.0", 13, &BUILT)
 }
 
 /// Builds `plugins/examples` as of [`CONTRACT_1_1`], as [`examples_1_0`].
 fn examples_1_1() -> Option<PathBuf> {
     static BUILT: Built = OnceLock::new();
-    examples_at(CONTRACT_1_1, "compat-1.1.0", &BUILT)
+    examples_at(CONTRACT_1_1, "compat-1.1.0", 14, &BUILT)
 }
 
 /// Builds `plugins/examples` as of [`PRE_RELEASE_1_1`], as [`examples_1_0`].
 fn examples_pre_1_1() -> Option<PathBuf> {
     static BUILT: Built = OnceLock::new();
-    examples_at(PRE_RELEASE_1_1, "compat-pre-1.1", &BUILT)
+    examples_at(PRE_RELEASE_1_1, "compat-pre-1.1", 15, &BUILT)
 }
 
 /// Builds `plugins/examples` as of `commit` in `target/<dir>`, once per
-/// test process.
-fn examples_at(commit: &'static str, dir: &str, built: &'static Built) -> Option<PathBuf> {
+/// test process. `units` is the commit's own `codegen-units` for its two
+/// crates (see the shared target directory below).
+fn examples_at(
+    commit: &'static str,
+    dir: &str,
+    units: u32,
+    built: &'static Built,
+) -> Option<PathBuf> {
     let built = built.get_or_init(|| {
         let root = workspace_root();
         let git = |args: &[&str]| {
@@ -129,13 +135,23 @@ fn examples_at(commit: &'static str, dir: &str, built: &'static Built) -> Option
         // One target directory for every old commit: their dependencies
         // (abi_stable above all) are built once, not once per commit. The
         // builds take turns, and each copies its library out before the
-        // next one writes the same path.
+        // next one writes the same path. Cargo hashes a workspace member by
+        // its path relative to the workspace, so two commits' plugin-api
+        // 1.1.0 would share one fingerprint and the second build would be
+        // taken as fresh: a codegen-units of each commit's own for its two
+        // crates gives them hashes of their own, and leaves the
+        // dependencies' alone.
         static SHARED: Mutex<()> = Mutex::new(());
         let _turn = SHARED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let target = target_root().join("compat-target");
-        let out = cargo()
-            .current_dir(&src)
-            .args(["build", "--release", "-p", "squall-examples", "--target-dir"])
+        let mut build = cargo();
+        build.current_dir(&src).args(["build", "--release", "-p", "squall-examples"]);
+        for package in ["squall-plugin-api", "squall-examples"] {
+            let key = format!("profile.release.package.{package}.codegen-units={units}");
+            build.arg("--config").arg(key);
+        }
+        let out = build
+            .arg("--target-dir")
             .arg(&target)
             .output()
             .map_err(|e| e.to_string())?;

@@ -73,8 +73,15 @@ pub fn cargo() -> Command {
     let program = std::env::var_os("CARGO")
         .or_else(|| option_env!("CARGO").map(OsString::from))
         .unwrap_or_else(|| OsString::from("cargo"));
-    let mut cmd = Command::new(program);
+    let mut cmd = Command::new(&program);
     cmd.current_dir(workspace_root());
+    // The rustc beside that cargo, named outright: a rustup proxy found on
+    // PATH would pick its toolchain from the directory it runs in, and some
+    // crates on crates.io ship a rust-toolchain.toml of their own.
+    let rustc = std::path::Path::new(&program).with_file_name("rustc");
+    if std::env::var_os("RUSTC").is_none() && rustc.is_file() {
+        cmd.env("RUSTC", rustc);
+    }
     // The package variables cargo set for this test must not reach the
     // nested build: ring's build script reruns when CARGO_PKG_* change, so
     // inheriting them rebuilt the TLS stack (and squall-nats) on every

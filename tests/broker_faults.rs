@@ -784,7 +784,6 @@ inputs = [{{ from = "in" }}]
         || format!("no pull request\n{}", tail(&child.stderr_snapshot(), 10)),
     );
     let pulled = Instant::now();
-    let natural_end = pulled + fetch_wait + delay;
     child.terminate();
     let out = child.wait();
     let exited = Instant::now();
@@ -794,15 +793,17 @@ inputs = [{{ from = "in" }}]
     let took = exited - pulled;
     eprintln!("stopped {took:?} after the pull began; its own end: {:?}", fetch_wait + delay);
     assert!(took < Duration::from_secs(30), "within the declared budget: {took:?}");
+    // Cancelled, the pull lets the client flush and the I/O thread end
+    // within close_timeout; awaited, it holds them past it, and the
+    // thread is left behind with its acks unflushed.
     assert!(
-        out.stderr.contains("close cancelled the pull in progress"),
-        "the log says the pull was cancelled\n{}",
+        !out.stderr.contains("did not finish within close_timeout"),
+        "the I/O thread ended and flushed within close_timeout\n{}",
         out.context()
     );
     assert!(
-        exited < natural_end,
-        "the stop waited for the pull's own end ({:?} after it began): it was not cancelled\n{}",
-        fetch_wait + delay,
+        out.stderr.contains("close cancelled the pull in progress"),
+        "the log says the pull was cancelled\n{}",
         out.context()
     );
 }

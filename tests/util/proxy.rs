@@ -50,7 +50,7 @@ pub struct TcpProxy {
 /// Copies `from` to `to` until either side closes; every chunk goes out
 /// `delay_ms` after it was read. A second thread writes, so reading goes on
 /// while chunks wait: the delay adds latency, it does not cut the rate.
-fn forward_delayed(mut from: TcpStream, mut to: TcpStream, delay_ms: Arc<AtomicU64>) {
+fn forward_delayed(mut from: TcpStream, to: TcpStream, delay_ms: Arc<AtomicU64>) {
     let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
     let writer_to = to.try_clone().expect("clone");
     let writer = std::thread::spawn(move || {

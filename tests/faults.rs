@@ -335,7 +335,8 @@ fn a_sink_that_cannot_open_its_output_stops_the_run_promptly_and_names_it() {
     // EISDIR, also for root (a read-only folder would not stop root).
     std::fs::create_dir_all(ws.path("out.jsonl")).unwrap();
     let config = format!("path = {:?}", ws.path("out.jsonl").display().to_string());
-    let topology = ws.write_topology("t.toml", &start_failure_topology("files::JsonLinesSink", &config));
+    let topology =
+        ws.write_topology("t.toml", &start_failure_topology("files::JsonLinesSink", &config));
     let out = SquallCommand::run(&ws, &topology, "60s").output();
     assert_prompt_start_failure(&out, "prepare", "cannot open");
 }

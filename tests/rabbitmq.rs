@@ -34,7 +34,8 @@ impl Amqp {
     fn connect() -> Self {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let (connection, channel) = rt.block_on(async {
-            let c = Connection::connect(URL, ConnectionProperties::default()).await.expect("connect");
+            let c =
+                Connection::connect(URL, ConnectionProperties::default()).await.expect("connect");
             let ch = c.create_channel().await.expect("channel");
             ch.confirm_select(ConfirmSelectOptions::default()).await.expect("confirms");
             (c, ch)
@@ -124,7 +125,9 @@ fn value_text(v: &AMQPValue) -> String {
 impl Drop for Amqp {
     fn drop(&mut self) {
         for q in self.queues.borrow().iter() {
-            let _ = self.rt.block_on(self.channel.queue_delete(q.as_str().into(), QueueDeleteOptions::default()));
+            let _ = self.rt.block_on(
+                self.channel.queue_delete(q.as_str().into(), QueueDeleteOptions::default()),
+            );
         }
     }
 }
@@ -220,7 +223,13 @@ fn a_round_trip_through_squall_delivers_every_message_exactly_once() {
     wait_until(
         Duration::from_secs(60),
         || amqp.ready(&output) >= 2000,
-        || format!("{} of 2000 arrived\n{}", amqp.ready(&output), tail(&child.stderr_snapshot(), 20)),
+        || {
+            format!(
+                "{} of 2000 arrived\n{}",
+                amqp.ready(&output),
+                tail(&child.stderr_snapshot(), 20)
+            )
+        },
     );
     let out = stop(child);
     let got = amqp.take_all(&output);
@@ -308,7 +317,10 @@ fn a_poison_message_goes_to_the_dead_letters_after_the_default_max_deliver_and_t
         "poison.toml",
         &std::fs::read_to_string(topology(&ws, URL, &input, &output, "fail_matching = \"POISON\""))
             .unwrap()
-            .replace("connect_timeout = \"2s\"", "connect_timeout = \"2s\", retry_backoff = \"10ms\""),
+            .replace(
+                "connect_timeout = \"2s\"",
+                "connect_timeout = \"2s\", retry_backoff = \"10ms\"",
+            ),
     );
     let (child, addr) = start(&ws, &path);
     wait_until(

@@ -214,8 +214,12 @@ impl Bolt for QueuePublish {
     }
 
     fn prepare(&mut self, context: &TaskContext) -> Result<()> {
-        self.name = format!("squall {} {} task {}", context.topology, context.component, context.task_id);
-        self.rt = Some(conn::background_runtime(&format!("amqp-{}-{}", context.component, context.task_id))?);
+        self.name =
+            format!("squall {} {} task {}", context.topology, context.component, context.task_id);
+        self.rt = Some(conn::background_runtime(&format!(
+            "amqp-{}-{}",
+            context.component, context.task_id
+        ))?);
         self.connect()?;
         self.metrics = Some(PublishMetrics {
             confirmed: metrics::counter(
@@ -236,7 +240,9 @@ impl Bolt for QueuePublish {
             return Ok(());
         }
         let value = match &self.config.payload_field {
-            Some(name) => input.field(name).ok_or_else(|| format!("the input has no field {name:?}"))?,
+            Some(name) => {
+                input.field(name).ok_or_else(|| format!("the input has no field {name:?}"))?
+            }
             None => input.get(0).ok_or("the input has no fields")?,
         };
         let payload = body(value)?;
@@ -269,7 +275,9 @@ impl Bolt for QueuePublish {
                 self.report(&e);
             }
         }
-        let due = self.oldest.is_some_and(|t| t.elapsed() >= Duration::from_millis(self.config.linger_ms));
+        let due = self
+            .oldest
+            .is_some_and(|t| t.elapsed() >= Duration::from_millis(self.config.linger_ms));
         if self.waiting.len() + self.unsent.len() >= self.config.batch || due {
             self.flush(collector);
         }
@@ -300,7 +308,8 @@ mod tests {
     fn the_declared_defaults_are_the_ones_used_and_bad_values_are_refused() {
         let c = PublishConfig::parse(&ComponentConfig::new("routing_key = \"q\"")).unwrap();
         assert_eq!((c.batch, c.linger_ms, c.exchange.as_str()), (100, 50, ""));
-        let err = |text: &str| QueuePublish::new(&ComponentConfig::new(text)).unwrap_err().to_string();
+        let err =
+            |text: &str| QueuePublish::new(&ComponentConfig::new(text)).unwrap_err().to_string();
         assert!(err("routing_key = \"\"").contains("routing_key"));
         assert!(err("routing_key = \"q\"\nexchange = \"x\"\ndeclare = true").contains("declare"));
         assert!(err("routing_key = \"q\"\nbatch = 0").contains("batch"));

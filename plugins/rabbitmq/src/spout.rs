@@ -136,7 +136,11 @@ enum Command {
     Ack(Delivery),
     /// Back to the queue (at close).
     Requeue(Delivery),
-    DeadLetter { delivery: Delivery, reason: String, deliveries: u32 },
+    DeadLetter {
+        delivery: Delivery,
+        reason: String,
+        deliveries: u32,
+    },
     /// Cancel the consumer: no more deliveries.
     Stop,
     /// Carry out what is queued, close the connection, end.
@@ -385,8 +389,9 @@ fn emit(config: &SpoutConfig, d: &Delivery, collector: &mut SpoutCollector<'_>, 
         },
     };
     match config.emit {
-        Emit::Message => collector
-            .emit_with_id(&[payload, Value::str(d.routing_key.as_str())], MessageId(id)),
+        Emit::Message => {
+            collector.emit_with_id(&[payload, Value::str(d.routing_key.as_str())], MessageId(id))
+        }
         Emit::Payload => collector.emit_with_id(&[payload], MessageId(id)),
     }
 }
@@ -578,7 +583,13 @@ async fn dead_letter(
     headers.insert(ORIGINAL_QUEUE.into(), AMQPValue::LongString(original.into()));
     let props = BasicProperties::default().with_delivery_mode(2).with_headers(headers);
     let confirmed = match channel
-        .basic_publish("".into(), queue.into(), BasicPublishOptions::default(), &delivery.data, props)
+        .basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            &delivery.data,
+            props,
+        )
         .await
     {
         Ok(confirm) => match confirm.await {

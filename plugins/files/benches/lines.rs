@@ -4,8 +4,8 @@
 //! too, rounds alternating, medians of `BENCH_RUNS` (3) and their ratio.
 //!
 //! Each round writes a fresh input of `BENCH_LINES` lines (default
-//! 2,000,000, 60 bytes each: more than either reads in the run), runs
-//! `squall run --duration BENCH_SECS` (default 5) and divides the spout's
+//! 4,000,000, 60 bytes each: more than either reads in the run), runs
+//! `squall run --duration BENCH_SECS` (default 4) and divides the spout's
 //! acked count in the `--json` summary by the duration. Start-up (well under
 //! 1 % of the run) is counted for both alike.
 //!
@@ -26,7 +26,7 @@ fn main() {
     }
     let num = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let (lines, secs, runs) =
-        (num("BENCH_LINES", 2_000_000), num("BENCH_SECS", 5), num("BENCH_RUNS", 3));
+        (num("BENCH_LINES", 4_000_000), num("BENCH_SECS", 4), num("BENCH_RUNS", 3));
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let new = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| root.join("target"), PathBuf::from)

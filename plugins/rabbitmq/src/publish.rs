@@ -71,7 +71,9 @@ impl QueuePublish {
     }
 
     fn connect(&mut self) -> std::result::Result<(), String> {
-        if self.link.as_ref().is_some_and(|l| l.connection.status().connected()) {
+        // Only after a failure (which drops the link) is the link checked
+        // again: no per-input status query.
+        if self.link.is_some() {
             return Ok(());
         }
         let config = self.config.clone();
@@ -143,6 +145,9 @@ impl QueuePublish {
             }
         }
         if let Some(e) = first_error {
+            if self.link.as_ref().is_some_and(|l| !l.connection.status().connected()) {
+                self.link = None;
+            }
             self.report(&e);
         }
     }

@@ -143,6 +143,8 @@ enum Command {
     },
     /// Cancel the consumer: no more deliveries.
     Stop,
+    /// Consume again after a `Stop` (the spout was activated again).
+    Resume,
     /// Carry out what is queued, close the connection, end.
     Close,
 }
@@ -258,6 +260,10 @@ impl Spout for QueueSpout {
         let ready = thread.wait_ready(self.config.connect_timeout + Duration::from_secs(5));
         self.io = Some(Io { deliveries: rx, commands: command_tx, thread });
         ready.map_err(Into::into)
+    }
+
+    fn activate(&mut self) {
+        self.command(Command::Resume);
     }
 
     fn deactivate(&mut self) {
@@ -431,15 +437,7 @@ async fn session(config: &SpoutConfig, name: &str) -> std::result::Result<Sessio
         .basic_qos(config.prefetch, BasicQosOptions::default())
         .await
         .map_err(|e| failed("set the prefetch", e))?;
-    let consumer = channel
-        .basic_consume(
-            config.queue.as_str().into(),
-            CONSUMER_TAG.into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .map_err(|e| format!("cannot consume queue {:?}: {e}", config.queue))?;
+    let consumer = consume(&channel, config).await?;
     Ok(Session { connection, channel, dead, consumer })
 }
 
@@ -491,6 +489,7 @@ async fn io_main(
                 c = commands.recv() => match c {
                     None | Some(Command::Close) => return,
                     Some(Command::Stop) => stopped = true,
+                    Some(Command::Resume) => stopped = false,
                     Some(_) => {}
                 },
             }
@@ -531,6 +530,15 @@ async fn run(
                         cancel(&s).await;
                         Ok(())
                     }
+                    Some(Command::Resume) if *stopped => match consume(&s.channel, config).await {
+                        Ok(c) => {
+                            s.consumer = c;
+                            *stopped = false;
+                            Ok(())
+                        }
+                        Err(e) => break End::Lost(e),
+                    },
+                    Some(Command::Resume) => Ok(()),
                     Some(Command::Ack(d)) => d.ack(BasicAckOptions::default()).await.map(drop),
                     Some(Command::Requeue(d)) => d
                         .nack(BasicNackOptions { requeue: true, ..Default::default() })
@@ -559,6 +567,21 @@ async fn run(
         let _ = s.connection.close(200, "squall closing".into()).await;
     }
     end
+}
+
+async fn consume(
+    channel: &lapin::Channel,
+    config: &SpoutConfig,
+) -> std::result::Result<lapin::Consumer, String> {
+    channel
+        .basic_consume(
+            config.queue.as_str().into(),
+            CONSUMER_TAG.into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(|e| format!("cannot consume queue {:?}: {e}", config.queue))
 }
 
 async fn cancel(s: &Session) {

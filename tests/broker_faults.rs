@@ -729,3 +729,81 @@ fn a_jetstream_pull_longer_than_two_seconds_still_stops_cleanly_within_its_budge
     let took = stopped.elapsed();
     assert!(took < Duration::from_secs(31), "within the declared budget: {took:?}");
 }
+
+#[test]
+fn a_broker_slow_to_reply_at_shutdown_still_stops_cleanly_and_the_pull_in_progress_is_cancelled() {
+    if !require_service(NATS) {
+        return;
+    }
+    let js = Js::connect("nats://127.0.0.1:4222");
+    let (input, subject) = (unique_name("LAGIN"), unique_name("lagin"));
+    js.stream(&input, &subject);
+    struct Cleanup<'a>(&'a Js, &'a str);
+    impl Drop for Cleanup<'_> {
+        fn drop(&mut self) {
+            self.0.delete(self.1);
+        }
+    }
+    let _cleanup = Cleanup(&js, &input);
+    js.publish(&subject, (0..10).map(|i| format!("id-{i}")));
+    let proxy = TcpProxy::start(NATS.addr);
+    let ws = Workspace::new("nats_slow_broker_stop");
+    let fetch_wait = Duration::from_secs(8);
+    let delay = Duration::from_millis(2500);
+    let path = ws.write_topology(
+        "slow.toml",
+        &format!(
+            r#"
+[plugins]
+nats = "{{nats}}"
+testkit = "{{testkit}}"
+
+[spouts.in]
+component = "nats::JetStreamSpout"
+config = {{ url = "{url}", stream = "{input}", consumer = "squall", create_consumer = true, fetch_wait = "{fetch}s", close_timeout = "3s" }}
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{{ from = "in" }}]
+"#,
+            url = proxy.url(),
+            fetch = fetch_wait.as_secs(),
+        ),
+    );
+    let (mut child, _addr) = start_with_http(&ws, &path);
+    child.wait_for_stat("sink", "executed", |n| n >= 10, Duration::from_secs(30));
+
+    // The broker turns slow; wait for the next pull request, sent through
+    // the slow proxy: its answer (the pull's end, after fetch_wait) comes
+    // 2.5 s late, at `natural_end`. Then stop.
+    proxy.delay_replies(delay);
+    proxy.watch(b"CONSUMER.MSG.NEXT");
+    wait_until(
+        fetch_wait + delay + Duration::from_secs(5),
+        || proxy.seen() >= 1,
+        || format!("no pull request\n{}", tail(&child.stderr_snapshot(), 10)),
+    );
+    let pulled = Instant::now();
+    child.terminate();
+    let out = child.wait();
+    let exited = Instant::now();
+    assert_eq!(out.status.code(), Some(0), "SIGTERM exits 0\n{}", out.context());
+    assert!(!out.stderr.contains("did not stop within"), "{}", out.context());
+    // The declared close budget is 2 × the longest close_timeout, 30 s.
+    let took = exited - pulled;
+    eprintln!("stopped {took:?} after the pull began; its own end: {:?}", fetch_wait + delay);
+    assert!(took < Duration::from_secs(30), "within the declared budget: {took:?}");
+    // Cancelled, the pull lets the client flush and the I/O thread end
+    // within close_timeout; awaited, it holds them past it, and the
+    // thread is left behind with its acks unflushed.
+    assert!(
+        !out.stderr.contains("did not finish within close_timeout"),
+        "the I/O thread ended and flushed within close_timeout\n{}",
+        out.context()
+    );
+    assert!(
+        out.stderr.contains("close cancelled the pull in progress"),
+        "the log says the pull was cancelled\n{}",
+        out.context()
+    );
+}

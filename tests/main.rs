@@ -106,6 +106,9 @@ mod nats;
 // and a restart, a host killed (-9) among three, SIGTERM's flushed acks, a
 // cut connection, bad config.
 mod redis;
+// The RabbitMQ connector (issue 24's fourth broker) against the local
+// server: exact round trip, a cut connection, poison to the dead letters.
+mod rabbitmq;
 // The broker faults of issue 24 against real servers: Redis restarted with
 // its stream lost, NATS stopped for 10 s, poison input for each connector,
 // the file checkpoint while every line fails.

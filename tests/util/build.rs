@@ -17,6 +17,7 @@ pub const PACKAGES: &[&str] = &[
     "squall-nats",
     "squall-wait-extra",
     "squall-redis",
+    "squall-rabbitmq",
     "squall-state-redis",
     "squall-state-postgres",
     "squall-broken-not-a-plugin",

@@ -23,6 +23,9 @@ pub const NATS: Service = Service { name: "NATS (JetStream)", addr: "127.0.0.1:4
 /// Redis, as the project's machines run it.
 pub const REDIS: Service = Service { name: "Redis", addr: "127.0.0.1:6379" };
 
+/// RabbitMQ, as the project's machines run it (guest/guest, vhost /).
+pub const RABBITMQ: Service = Service { name: "RabbitMQ", addr: "127.0.0.1:5672" };
+
 /// PostgreSQL, as the project's machines run it (trust auth on loopback).
 pub const POSTGRES: Service = Service { name: "PostgreSQL", addr: "127.0.0.1:5432" };
 

@@ -28,7 +28,11 @@
 //! 2. Wait until the topology is drained — no spout active, no tree pending,
 //!    nothing unsent anywhere, and every transferred tuple received and
 //!    executed, twice in a row 10 ms apart — or until `shutdown_timeout_secs`.
-//!    A drain that times out names the components still holding work.
+//!    A drain that times out names the components still holding work. When a
+//!    task could not start (its `open` or `prepare` failed), it never executes
+//!    what is queued for it: the drain then waits at most
+//!    [`START_FAILURE_DRAIN`] (1 s) more, so a failed start exits within a
+//!    second plus the close budgets, not after the whole timeout.
 //! 3. `Stopping`: spouts fail what is still pending (reason: shutdown) and
 //!    call `close`; bolts call `cleanup`.
 //! 4. Join every thread. A thread still inside plugin code [`join_grace`]
@@ -236,6 +240,18 @@ pub struct RunOutcome {
 /// no component declares a longer close budget ([`join_grace`]).
 pub const JOIN_GRACE: Duration = Duration::from_secs(2);
 
+/// How long the drain waits once a task could not start (its `open` or
+/// `prepare` failed): that task never executes what is queued for it, so a
+/// full drain would only wait out `shutdown_timeout_secs`. The run stops
+/// within this plus the components' close budgets ([`join_grace`]).
+pub const START_FAILURE_DRAIN: Duration = Duration::from_secs(1);
+
+/// True when the run failed because a task could not start or restart
+/// (`open`, `prepare`, or taking over its state, failed).
+fn start_failed(run: &RunControl) -> bool {
+    matches!(run.fatal(), Some(RunError::Lifecycle { .. }))
+}
+
 /// What a declared close budget gets on top, for the executor's own way out
 /// of its loop after the plugin's `close` returned.
 const BUDGET_MARGIN: Duration = Duration::from_millis(500);
@@ -319,6 +335,8 @@ impl RunningTopology {
     /// when drained. A drain that times out names what still holds work.
     fn wait_drained(&self, begin: Instant, timeout: Duration) -> bool {
         let mut last = None;
+        let mut timeout = timeout;
+        let mut start_failure_seen = false;
         loop {
             std::thread::sleep(Duration::from_millis(10));
             let signature = self.handle.drained_signature();
@@ -326,7 +344,29 @@ impl RunningTopology {
                 return true;
             }
             last = signature;
+            if !start_failure_seen && start_failed(self.handle.run()) {
+                // A task that could not start never executes what is queued
+                // for it: the drain would wait the whole timeout for
+                // nothing. Give the rest of the topology a moment, then stop.
+                start_failure_seen = true;
+                let bound = begin.elapsed() + START_FAILURE_DRAIN;
+                if bound < timeout {
+                    tracing::info!(
+                        "a task could not start: draining for at most {} s, not shutdown_timeout_secs = {}",
+                        START_FAILURE_DRAIN.as_secs(),
+                        timeout.as_secs()
+                    );
+                    timeout = bound;
+                }
+            }
             if begin.elapsed() >= timeout {
+                if start_failure_seen {
+                    tracing::warn!(
+                        "stopping without a full drain (a task could not start); still holding work: {}",
+                        self.handle.backlog_summary()
+                    );
+                    return false;
+                }
                 tracing::warn!(
                     "drain did not finish within shutdown_timeout_secs = {}; still holding work: {}",
                     timeout.as_secs(),

@@ -26,17 +26,17 @@ pub enum Fsync {
     Never,
 }
 
-/// The sink's `config` table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SinkConfig {
-    /// The output file; `{task}` becomes the task index.
-    path: String,
-    #[serde(default)]
-    fsync: Fsync,
-    /// With `fsync = "interval"`: the interval (default 1000).
-    #[serde(default)]
-    fsync_interval_ms: Option<u64>,
+squall_connector::connector_config! {
+    /// The sink's `config` table: the struct and its declared keys, from
+    /// this one definition.
+    #[derive(Debug, Clone, PartialEq)]
+    struct SinkConfig {
+        path: String = required(String, "the output file; {task} becomes the task index"),
+        fsync: Fsync = default(String, "\"interval\"", "\"always\", \"interval\" or \"never\""),
+        // No declared default: writing one out would be refused under
+        // fsync = "always" or "never"; "interval" uses 1000 when it is absent.
+        fsync_interval_ms: Option<u64> = maybe(Integer, "with fsync = \"interval\" only: the interval (1000 when absent)"),
+    }
 }
 
 /// The placeholder for the task index in `path`.
@@ -128,31 +128,12 @@ fn trim_torn_tail(file: &mut File) -> io::Result<u64> {
 
 impl Bolt for JsonLinesSink {
     const NAME: &'static str = "JsonLinesSink";
-    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
-        ConfigKey::required(
-            "path",
-            KeyKind::String,
-            "the output file; {task} becomes the task index",
-        ),
-        ConfigKey::optional(
-            "fsync",
-            KeyKind::String,
-            "\"interval\"",
-            "\"always\", \"interval\" or \"never\"",
-        ),
-        // No declared default: writing one out would be refused under
-        // fsync = "always" or "never"; "interval" uses 1000 when it is absent.
-        ConfigKey::maybe(
-            "fsync_interval_ms",
-            KeyKind::Integer,
-            "with fsync = \"interval\" only: the interval (1000 when absent)",
-        ),
-    ]);
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(SinkConfig::KEYS);
     const DESCRIPTION: &'static str =
         "appends each tuple as a JSON line; acks after the write (and fsync, if asked)";
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
-        let config: SinkConfig = config.parse()?;
+        let config = SinkConfig::parse(config)?;
         if config.path.is_empty() {
             return Err("path must not be empty".into());
         }
@@ -414,11 +395,11 @@ mod tests {
     }
 
     #[test]
-    fn the_config_keys_match_the_config_struct() {
-        squall_plugin_api::testing::check_config_keys::<SinkConfig>(
-            JsonLinesSink::CONFIG_KEYS,
-            "path = \"out.jsonl\"\nfsync_interval_ms = 250",
-        )
-        .unwrap();
+    fn the_declared_keys_are_the_ones_parsed() {
+        let names: Vec<&str> = SinkConfig::KEYS.iter().map(|k| k.name).collect();
+        assert_eq!(names, ["path", "fsync", "fsync_interval_ms"]);
+        assert_eq!(SinkConfig::KEYS[1].default, Some("\"interval\""));
+        let c = SinkConfig::parse(&ComponentConfig::new("path = \"o\"")).unwrap();
+        assert_eq!((c.fsync, c.fsync_interval_ms), (Fsync::Interval, None));
     }
 }

@@ -854,6 +854,9 @@ async fn io_main(
                         if tokio::time::timeout(finish, &mut p).await.is_err() {
                             let _ = stop_tx.send(CANCEL);
                             let _ = p.await;
+                            squall_plugin_api::info!(
+                                "{label}: close cancelled the pull in progress after {finish:?} (what the server sent into it is redelivered after ack_wait)"
+                            );
                         }
                     }
                     let _ = reply.send(());

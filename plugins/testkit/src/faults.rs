@@ -404,6 +404,34 @@ impl BasicBolt for PanicOnNew {
     }
 }
 
+/// A basic bolt (declaring `["value"]`) whose `prepare` always panics: for
+/// the host's "a task cannot start" path, which must stop the run promptly,
+/// not after the whole shutdown timeout. Its config is not read.
+#[derive(Debug)]
+pub struct PanicOnPrepare;
+
+impl BasicBolt for PanicOnPrepare {
+    const NAME: &'static str = "PanicOnPrepare";
+    const DESCRIPTION: &'static str = "its prepare always panics";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
+
+    fn declare_outputs(outputs: &mut OutputDeclarer) {
+        outputs.declare(&["value"]);
+    }
+
+    fn new(_config: &ComponentConfig<'_>) -> Result<Self> {
+        Ok(PanicOnPrepare)
+    }
+
+    fn prepare(&mut self, _context: &TaskContext) -> Result<()> {
+        panic!("panic_on_prepare: panicking on purpose")
+    }
+
+    fn execute(&mut self, _input: &Tuple<'_>, _collector: &mut BasicCollector<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::panic::{catch_unwind, AssertUnwindSafe};

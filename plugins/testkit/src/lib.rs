@@ -14,7 +14,8 @@
 //! - [`PanicBolt`] / [`PanicSpout`] panic after `after` tuples, at most `times`
 //!   times per process.
 //! - [`FailOnNew`]'s constructor returns an error; [`PanicOnNew`]'s panics;
-//!   [`BlockOnNew`]'s blocks (for the startup timeout).
+//!   [`BlockOnNew`]'s blocks (for the startup timeout); [`PanicOnPrepare`]'s
+//!   `prepare` panics.
 //!
 //! Observation (they write files a test reads back):
 //! - [`ReplaySpout`] emits ids reliably, replays failures and logs every emit,
@@ -65,7 +66,9 @@ mod window;
 use serde::Deserialize;
 use squall_plugin_api::{ComponentConfig, Result, SmallStr, Value};
 
-pub use faults::{BlockOnNew, ChaosBolt, FailOnNew, PanicBolt, PanicOnNew, PanicSpout};
+pub use faults::{
+    BlockOnNew, ChaosBolt, FailOnNew, PanicBolt, PanicOnNew, PanicOnPrepare, PanicSpout,
+};
 pub use latency::LatencyBolt;
 pub use lifecycle::{LifecycleBolt, LifecycleSpout};
 pub use plumbing::{ConstSpout, EmptySpout, IdBolt, NullBolt, PackBolt, SleepBolt};
@@ -80,7 +83,7 @@ squall_plugin_api::export_plugin! {
         DirectSpout, MultiStreamSpout, ListSpout,
     ],
     bolts: [ChaosBolt],
-    basic_bolts: [NullBolt, IdBolt, PackBolt, PanicBolt, PanicOnNew, SleepBolt, RecordBolt, LifecycleBolt, LatencyBolt],
+    basic_bolts: [NullBolt, IdBolt, PackBolt, PanicBolt, PanicOnNew, PanicOnPrepare, SleepBolt, RecordBolt, LifecycleBolt, LatencyBolt],
     windowed_bolts: [WindowSizeBolt, WindowDigest],
 }
 
@@ -174,6 +177,7 @@ mod tests {
             ("bolt", "PackBolt".into(), true, default()),
             ("bolt", "PanicBolt".into(), true, default()),
             ("bolt", "PanicOnNew".into(), true, default()),
+            ("bolt", "PanicOnPrepare".into(), true, default()),
             ("bolt", "SleepBolt".into(), true, default()),
             ("bolt", "RecordBolt".into(), true, vec![]),
             ("bolt", "LifecycleBolt".into(), true, vec![]),

@@ -248,8 +248,8 @@ fn inspect_lists_components_with_kinds_streams_fields_and_the_contract_version()
     assert_eq!(streams_of("bolt", "NullBolt"), Vec::<&str>::new());
     let components =
         lines.iter().filter(|l| l.starts_with("spout ") || l.starts_with("bolt ")).count();
-    // 20 with a 1.0 descriptor, and the windowed WindowSizeBolt (1.1 only).
-    assert_eq!(components, 21, "every testkit component is listed\n{}", out.context());
+    // 21 with a 1.0 descriptor, and the windowed WindowSizeBolt (1.1 only).
+    assert_eq!(components, 22, "every testkit component is listed\n{}", out.context());
 }
 
 #[test]

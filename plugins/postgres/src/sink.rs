@@ -689,3 +689,6 @@ mod tests {
         assert_ne!(draw_generation(), draw_generation());
     }
 }
+
+#[cfg(test)]
+mod pg_tests;

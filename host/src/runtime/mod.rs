@@ -388,7 +388,7 @@ fn spawn(
 }
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -147,10 +147,8 @@ fn killed_five_times(backend: &str, test: &str) {
     let mut skipped_seen = false;
     for kill in 0..5 {
         let tasks = if kill >= 2 { 3 } else { 2 };
-        let file = ws.write_topology(
-            &format!("run{kill}.toml"),
-            &topology(&state, &table, tasks, tasks),
-        );
+        let file =
+            ws.write_topology(&format!("run{kill}.toml"), &topology(&state, &table, tasks, tasks));
         let mut cmd = SquallCommand::run_until_interrupted(&ws, &file);
         cmd.limit(Duration::from_secs(60));
         let mut child = cmd.spawn();
@@ -201,25 +199,20 @@ fn without_state_the_sink_fails_its_tuples_and_says_why() {
     }
     let ws = Workspace::new("sink_no_state");
     let table = unique_name("sink_nostate");
-    let toml = topology("", &table, 1, 1).replace(
-        "url = \"host",
-        "checkpoint_wait_ms = 300, url = \"host",
-    );
+    let toml = topology("", &table, 1, 1)
+        .replace("url = \"host", "checkpoint_wait_ms = 300, url = \"host");
     let file = ws.write_topology("nostate.toml", &toml);
     let out = SquallCommand::run(&ws, &file, "3s").limit(Duration::from_secs(60)).output();
     drop_table(&table);
-    assert!(
-        out.stderr.contains("the topology needs a [state] table"),
-        "\n{}",
-        out.context()
-    );
+    assert!(out.stderr.contains("the topology needs a [state] table"), "\n{}", out.context());
     assert!(out.stat("store", "failed") > 0, "\n{}", out.context());
 }
 
 #[test]
 fn a_column_that_is_no_input_field_is_refused_at_its_location() {
     let ws = Workspace::new("sink_validate");
-    let toml = topology("", "t", 1, 1).replace("columns = [\"word\", \"count\"]", "columns = [\"word\", \"cnt\"]");
+    let toml = topology("", "t", 1, 1)
+        .replace("columns = [\"word\", \"count\"]", "columns = [\"word\", \"cnt\"]");
     let file = ws.write_topology("bad.toml", &toml);
     let out = SquallCommand::validate(&ws, &file).output();
     out.assert_code(78);

@@ -169,7 +169,11 @@ impl Buffer {
         let text = std::mem::replace(&mut self.open, String::with_capacity(capacity));
         let batch = Batch { checkpoint, rows: std::mem::take(&mut self.open_rows), text };
         let task = self.task;
-        self.sealed.entry(self.generation).or_insert_with(|| (task, VecDeque::new())).1.push_back(batch);
+        self.sealed
+            .entry(self.generation)
+            .or_insert_with(|| (task, VecDeque::new()))
+            .1
+            .push_back(batch);
         self.dirty.insert(self.generation);
     }
 
@@ -213,7 +217,8 @@ impl Buffer {
             None => (self.task, &NONE),
         };
         let own_open = with_open && generation == self.generation;
-        let (open, open_rows) = if own_open { (self.open.as_str(), self.open_rows) } else { ("", 0) };
+        let (open, open_rows) =
+            if own_open { (self.open.as_str(), self.open_rows) } else { ("", 0) };
         if batches.is_empty() && open_rows == 0 {
             return Ok(None);
         }
@@ -252,8 +257,7 @@ impl StateStore for Buffer {
         self.open.push_str(&got.open);
         self.open_rows += got.open_rows;
         if !got.batches.is_empty() {
-            let slot =
-                self.sealed.entry(generation).or_insert_with(|| (got.task, VecDeque::new()));
+            let slot = self.sealed.entry(generation).or_insert_with(|| (got.task, VecDeque::new()));
             slot.1.extend(got.batches);
             slot.1.make_contiguous().sort_by_key(|b| b.checkpoint);
         }

@@ -74,7 +74,11 @@ fn escaped(out: &mut String, s: &str) -> Result<(), String> {
             '\t' => out.push_str("\\t"),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
-            '\0' => return Err("a string holds a NUL character, which PostgreSQL text cannot hold".into()),
+            '\0' => {
+                return Err(
+                    "a string holds a NUL character, which PostgreSQL text cannot hold".into()
+                )
+            }
             c => out.push(c),
         }
     }
@@ -116,8 +120,9 @@ fn list_json(out: &mut String, items: &[Value]) -> Result<(), String> {
                     }
                 };
                 if text.contains('\0') {
-                    return Err("a string holds a NUL character, which PostgreSQL text cannot hold"
-                        .into());
+                    return Err(
+                        "a string holds a NUL character, which PostgreSQL text cannot hold".into(),
+                    );
                 }
                 out.push_str(&serde_json::Value::String(text).to_string());
             }

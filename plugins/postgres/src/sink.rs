@@ -80,8 +80,7 @@ fn table_name(what: &str, name: &str) -> Result<String> {
 /// A column type for `create_table`: letters, digits, spaces, `_`, `(`,
 /// `)`, `,` and `[]` (`bigint`, `numeric(10, 2)`, `text[]`).
 fn column_type(t: &str) -> bool {
-    !t.trim().is_empty()
-        && t.chars().all(|c| c.is_ascii_alphanumeric() || " _(),[]".contains(c))
+    !t.trim().is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || " _(),[]".contains(c))
 }
 
 /// A message on one line.
@@ -104,9 +103,8 @@ fn describe(e: &postgres::Error) -> String {
 /// `/dev/urandom` cannot be read.
 fn draw_generation() -> i64 {
     let mut bytes = [0_u8; 8];
-    let from_kernel = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .is_ok();
+    let from_kernel =
+        std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_ok();
     if !from_kernel {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -240,8 +238,7 @@ impl PostgresSink {
                 Err(e) => return Err(e),
             }
         }
-        let columns: Vec<String> =
-            self.config.columns.iter().map(|c| format!("\"{c}\"")).collect();
+        let columns: Vec<String> = self.config.columns.iter().map(|c| format!("\"{c}\"")).collect();
         client.batch_execute(&format!(
             "SELECT {} FROM {} LIMIT 0",
             columns.join(", "),
@@ -509,7 +506,9 @@ impl BasicBolt for PostgresSink {
         if config.name.as_deref().is_some_and(str::is_empty) {
             return Err("name must not be empty".into());
         }
-        if config.timeout_ms == 0 || config.connect_timeout_ms == 0 || config.checkpoint_wait_ms == 0
+        if config.timeout_ms == 0
+            || config.connect_timeout_ms == 0
+            || config.checkpoint_wait_ms == 0
         {
             return Err(
                 "timeout_ms, connect_timeout_ms and checkpoint_wait_ms must be positive".into()
@@ -597,8 +596,7 @@ impl BasicBolt for PostgresSink {
         }
         self.check_checkpoints()?;
         let fields = input.fields();
-        if (fields.as_ptr() as usize, fields.len()) != self.fields_seen || self.indices.is_empty()
-        {
+        if (fields.as_ptr() as usize, fields.len()) != self.fields_seen || self.indices.is_empty() {
             self.locate(fields)?;
         }
         let values = input.values();

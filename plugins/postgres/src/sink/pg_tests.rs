@@ -21,7 +21,10 @@ fn require_pg() -> bool {
         return true;
     }
     let required = std::env::var("SQUALL_REQUIRE_TOOLS").is_ok_and(|v| v == "1");
-    assert!(!required, "PostgreSQL does not answer on {PG}, and SQUALL_REQUIRE_TOOLS=1 requires it");
+    assert!(
+        !required,
+        "PostgreSQL does not answer on {PG}, and SQUALL_REQUIRE_TOOLS=1 requires it"
+    );
     eprintln!("SKIPPED: PostgreSQL does not answer on {PG}; set SQUALL_REQUIRE_TOOLS=1 to fail");
     false
 }
@@ -72,9 +75,8 @@ impl Table {
 impl Drop for Table {
     fn drop(&mut self) {
         let _ = self.client.batch_execute(&format!("DROP TABLE IF EXISTS \"{}\"", self.name));
-        let _ = self
-            .client
-            .execute("DELETE FROM squall_sink_progress WHERE sink = $1", &[&self.name]);
+        let _ =
+            self.client.execute("DELETE FROM squall_sink_progress WHERE sink = $1", &[&self.name]);
     }
 }
 

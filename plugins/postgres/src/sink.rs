@@ -193,8 +193,17 @@ impl PostgresSink {
 
     /// Connects, sets the session up, creates the tables when missing and
     /// checks that `table` has the columns.
-    fn connect(&self) -> std::result::Result<Client, postgres::Error> {
-        let mut client = self.pg.connect(NoTls)?;
+    fn connect(&self) -> std::result::Result<Client, String> {
+        let mut client = self
+            .pg
+            .connect(NoTls)
+            .map_err(|e| format!("cannot connect to {}: {}", self.server(), describe(&e)))?;
+        self.set_up(&mut client)
+            .map_err(|e| format!("{}: setting up the tables: {}", self.server(), describe(&e)))?;
+        Ok(client)
+    }
+
+    fn set_up(&self, client: &mut Client) -> std::result::Result<(), postgres::Error> {
         client.batch_execute(&format!("SET statement_timeout = {};", self.config.timeout_ms))?;
         let mut schema = format!(
             "CREATE TABLE IF NOT EXISTS {} (
@@ -239,12 +248,7 @@ impl PostgresSink {
             }
         }
         let columns: Vec<String> = self.config.columns.iter().map(|c| format!("\"{c}\"")).collect();
-        client.batch_execute(&format!(
-            "SELECT {} FROM {} LIMIT 0",
-            columns.join(", "),
-            self.table
-        ))?;
-        Ok(client)
+        client.batch_execute(&format!("SELECT {} FROM {} LIMIT 0", columns.join(", "), self.table))
     }
 
     /// Writes every staged batch that checkpoint `committed` covers, in one
@@ -261,7 +265,7 @@ impl PostgresSink {
         let mut client = match client {
             Ok(c) => c,
             Err(e) => {
-                self.failed(committed, &format!("cannot connect: {}", describe(&e)));
+                self.failed(committed, &e);
                 return;
             }
         };
@@ -558,10 +562,7 @@ impl BasicBolt for PostgresSink {
             None => format!("{}/{}", context.topology, context.component),
         };
         self.buffer.set_task(context.task_index);
-        let client = self
-            .connect()
-            .map_err(|e| format!("cannot connect to {}: {}", self.server(), describe(&e)))?;
-        self.client = Some(client);
+        self.client = Some(self.connect()?);
         self.last_barrier = Instant::now();
         self.metrics = Some(Metrics {
             written: metrics::counter("rows_written", "Rows written into the table."),

@@ -219,3 +219,25 @@ fn a_column_that_is_no_input_field_is_refused_at_its_location() {
     let line = out.single_error_line();
     assert!(line.contains("bad.toml:") && line.contains("\"cnt\""), "{line}\n{}", out.context());
 }
+
+#[test]
+fn a_graceful_stop_at_full_load_writes_every_row_it_executed() {
+    if !require_service(POSTGRES) {
+        return;
+    }
+    let ws = Workspace::new("sink_graceful");
+    let table = unique_name("sink_graceful");
+    // The spout unthrottled and unlimited: the last checkpoint, taken
+    // after the drain, holds rows of its own.
+    let toml = topology("\n[state]\nbackend = \"memory\"\ninterval_ms = 1000\n", &table, 2, 1)
+        .replace(&format!("limit = {LIMIT}, "), "")
+        .replace(&format!("throttle = {{ tuples_per_sec = {RATE}, mode = \"smooth\" }}"), "");
+    let file = ws.write_topology("graceful.toml", &toml);
+    let out = SquallCommand::run(&ws, &file, "3s").limit(Duration::from_secs(60)).output();
+    let (rows, distinct, _) = table_counts(&table);
+    drop_table(&table);
+    out.assert_code(0);
+    let executed = out.stat("store", "executed") as i64;
+    assert!(executed > 0, "\n{}", out.context());
+    assert_eq!((rows, distinct), (executed, executed), "\n{}", out.context());
+}

@@ -205,3 +205,63 @@ fn a_table_without_the_columns_is_refused_at_prepare() {
     assert!(e.contains("does not exist") && e.contains("5432"), "{e}");
     assert!(!e.contains("cannot connect"), "{e}");
 }
+
+/// Not a test: rows per second through the sink (execute, the barrier, the
+/// store read as the host does at a checkpoint, the write at commit) against
+/// a plain `COPY` of the same rows, in one run, 3 rounds, medians.
+/// `cargo test --release -p squall-postgres -- --ignored --nocapture bench`
+#[test]
+#[ignore = "a benchmark; prints figures"]
+fn bench_rows_per_second_through_the_sink_and_by_plain_copy() {
+    if !require_pg() {
+        return;
+    }
+    const ROWS: i64 = 1_000_000;
+    let fields = [RString::from("id"), RString::from("word")];
+    let words: Vec<Value> = (0..1000).map(|i| Value::from(format!("word{i}").as_str())).collect();
+    let (mut sink_secs, mut copy_secs) = (Vec::new(), Vec::new());
+    for round in 0..3 {
+        let mut t = Table::new("bench");
+        let mut sink = t.sink();
+        let mut recorder = Recorder::default();
+        let started = std::time::Instant::now();
+        for id in 0..ROWS {
+            let values = [Value::I64(id), words[(id % 1000) as usize].clone()];
+            let input = Tuple::new(&values, &fields, "count", "default", 1, Anchor(1));
+            sink.execute(&input, &mut BasicCollector::new(recorder.output())).unwrap();
+        }
+        let staged = checkpoint(&mut sink, 1);
+        sink.committed(1);
+        sink_secs.push(started.elapsed().as_secs_f64());
+        let staged_bytes: usize = staged[0].entries.iter().map(|e| e.bytes.len()).sum();
+        assert_eq!(t.counts(), (ROWS, ROWS));
+
+        let mut text = String::new();
+        for id in 0..ROWS {
+            text.push_str(&format!("{id}\tword{}\n", id % 1000));
+        }
+        t.client.batch_execute(&format!("TRUNCATE \"{}\"", t.name)).unwrap();
+        let started = std::time::Instant::now();
+        let mut tx = t.client.transaction().unwrap();
+        let mut w = tx.copy_in(&format!("COPY \"{}\" (id, word) FROM STDIN", t.name)).unwrap();
+        w.write_all(text.as_bytes()).unwrap();
+        w.finish().unwrap();
+        tx.commit().unwrap();
+        copy_secs.push(started.elapsed().as_secs_f64());
+        eprintln!(
+            "round {round}: sink {:.3} s, plain COPY {:.3} s (staged entry {staged_bytes} bytes)",
+            sink_secs[round], copy_secs[round]
+        );
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (s, c) = (median(&mut sink_secs), median(&mut copy_secs));
+    eprintln!(
+        "{ROWS} rows: sink {:.0} rows/s, plain COPY {:.0} rows/s, ratio {:.2}",
+        ROWS as f64 / s,
+        ROWS as f64 / c,
+        c / s
+    );
+}

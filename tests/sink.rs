@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::util::{
-    plugin_path, require_service, unique_name, SquallCommand, Workspace, POSTGRES, REDIS,
+    plugin_path, require_service, unique_name, SquallCommand, TcpProxy, Workspace, POSTGRES, REDIS,
 };
 
 const SENTENCES: [&str; 3] = ["the cow jumped", "over the moon", "the man went to the store"];
@@ -240,4 +240,37 @@ fn a_graceful_stop_at_full_load_writes_every_row_it_executed() {
     let executed = out.stat("store", "executed") as i64;
     assert!(executed > 0, "\n{}", out.context());
     assert_eq!((rows, distinct), (executed, executed), "\n{}", out.context());
+}
+
+#[test]
+fn rows_staged_while_postgres_is_cut_off_are_written_once_it_is_back() {
+    if !require_service(POSTGRES) || !require_service(REDIS) {
+        return;
+    }
+    let ws = Workspace::new("sink_cut");
+    let namespace = unique_name("squall_sink_cut");
+    let table = unique_name("sink_cut");
+    let proxy = TcpProxy::start(POSTGRES.addr);
+    let via_proxy = format!(
+        "url = \"host=127.0.0.1 port={} user=postgres dbname=postgres\", \
+         connect_timeout_ms = 1000, timeout_ms = 2000",
+        proxy.addr().port()
+    );
+    let toml = topology(&state_section("redis", &namespace), &table, 2, 2)
+        .replace(&format!("url = \"{URL}\""), &via_proxy);
+    let file = ws.write_topology("cut.toml", &toml);
+    let mut child = SquallCommand::run(&ws, &file, "10s").limit(Duration::from_secs(60)).spawn();
+    child.wait_for_stderr("running;", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(800));
+    proxy.cut();
+    child.wait_for_stderr("rows stay staged", Duration::from_secs(10));
+    std::thread::sleep(Duration::from_secs(2));
+    proxy.restore();
+    let out = child.wait();
+    let (rows, distinct, unexpected) = table_counts(&table);
+    SquallCommand::new(&ws, ["state", "rm", "--yes"]).arg(&file).output().assert_code(0);
+    drop_table(&table);
+    out.assert_code(0);
+    let expected: i64 = true_counts(LIMIT).values().sum();
+    assert_eq!((rows, distinct, unexpected), (expected, expected, 0), "\n{}", out.context());
 }

@@ -130,3 +130,6 @@ mod authoring;
 // Durable state (issue 21) against the real Redis and PostgreSQL: counts
 // exact after kills and a rescale; `squall state`.
 mod state;
+// The exactly-once PostgreSQL sink (issue 21): each row once after kills,
+// with the Redis and the PostgreSQL state backend; no [state]; bad columns.
+mod sink;

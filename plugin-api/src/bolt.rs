@@ -100,6 +100,15 @@ pub trait Bolt: Send + Sized + 'static {
         crate::state::Stores::none()
     }
 
+    /// Contract 1.2: checkpoint `checkpoint`'s barrier has come from every
+    /// input task. The host reads the stores right after this returns, so
+    /// what they hold then is what the checkpoint records; tuples executed
+    /// after it belong to the next checkpoint. A sink that writes elsewhere
+    /// seals what it staged here, under this number, to write it once
+    /// [`committed`](Self::committed) says the number committed. The default
+    /// does nothing.
+    fn barrier(&mut self, _checkpoint: u64) {}
+
     /// Contract 1.2: checkpoint `checkpoint` is committed: everything the
     /// stores held at its barrier is durable (a sink that writes elsewhere
     /// may write what it staged for it now).
@@ -197,6 +206,15 @@ pub trait BasicBolt: Send + Sized + 'static {
     fn stores(&mut self) -> crate::state::Stores<'_> {
         crate::state::Stores::none()
     }
+
+    /// Contract 1.2: checkpoint `checkpoint`'s barrier has come from every
+    /// input task. The host reads the stores right after this returns, so
+    /// what they hold then is what the checkpoint records; tuples executed
+    /// after it belong to the next checkpoint. A sink that writes elsewhere
+    /// seals what it staged here, under this number, to write it once
+    /// [`committed`](Self::committed) says the number committed. The default
+    /// does nothing.
+    fn barrier(&mut self, _checkpoint: u64) {}
 
     /// Contract 1.2: checkpoint `checkpoint` is committed: everything the
     /// stores held at its barrier is durable (a sink that writes elsewhere

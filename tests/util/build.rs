@@ -20,6 +20,7 @@ pub const PACKAGES: &[&str] = &[
     "squall-rabbitmq",
     "squall-state-redis",
     "squall-state-postgres",
+    "squall-postgres",
     "squall-broken-not-a-plugin",
     "squall-broken-abi-mismatch",
     "squall-broken-version-mismatch",

@@ -913,6 +913,19 @@ impl BoltExecutor {
             self.retire(new, "the new instance (the run stopped before the verdict)");
         }
         self.end_swap(false, None);
+        if !self.core.poisoned {
+            // A graceful stop's last checkpoint committed before the run
+            // said Stopping; its `committed` may still be queued. A sink
+            // writes what it staged for it, so the bolt hears it first.
+            while let Ok(control) = self.core.control.try_recv() {
+                if let Control::Committed(checkpoint) = control {
+                    if let Err(e) = self.bolt.committed(checkpoint).into_result() {
+                        let e = format!("committed: {e}");
+                        count_error(&mut turn.stats, &self.core.shared, name, &e);
+                    }
+                }
+            }
+        }
         if self.core.poisoned {
             // Not called again after the panic that exhausted the restarts.
         } else if let Err(e) = self.bolt.cleanup().into_result() {

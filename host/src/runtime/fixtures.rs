@@ -109,6 +109,6 @@ pub(super) fn linked(mut components: Vec<Component>) -> Topology {
 }
 
 /// spout "s" (task 0) -> bolt "b" (tasks 1 and 2, shuffle).
-pub(super) fn topology() -> Topology {
+pub(crate) fn topology() -> Topology {
     linked(vec![component("s", Kind::Spout, 0..1), bolt("b", 1..3, &[0])])
 }

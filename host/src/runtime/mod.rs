@@ -428,7 +428,7 @@ fn spawn(
 }
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -158,8 +158,8 @@ impl Coordinator {
                 let _ = c.send(Control::Barrier(n));
             }
         }
-        let parts = match self.gather(n, spouts.len() + bolts.len(), started) {
-            Ok(parts) => parts,
+        match self.gather(&topology, n, spouts.len() + bolts.len(), started) {
+            Ok(()) => {}
             Err(why) => {
                 for &t in &bolts {
                     if let Some(c) = controls.get(t as usize) {
@@ -171,8 +171,7 @@ impl Coordinator {
                 self.set_error(Some(format!("checkpoint {n} abandoned: {why}")));
                 return false;
             }
-        };
-        self.merge(&topology, parts);
+        }
         let (writes, records, bytes) = as_writes(&self.pending);
         match self.backend.commit(n, &writes) {
             Ok(()) => {
@@ -220,11 +219,22 @@ impl Coordinator {
         std::mem::replace(&mut *last, error).is_some()
     }
 
-    /// Gathers `expected` parts of checkpoint `n` (parts of older, abandoned
-    /// checkpoints are dropped).
-    fn gather(&self, n: u64, expected: usize, started: Instant) -> Result<Vec<Report>, String> {
-        let mut parts = Vec::with_capacity(expected);
-        while parts.len() < expected {
+    /// Gathers `expected` parts of checkpoint `n` into the pending writes.
+    ///
+    /// Every part is kept, also when `n` is then abandoned, and a late part
+    /// of an abandoned checkpoint too: a task that reported has taken its
+    /// changes out of its stores, so they are committed with the next
+    /// checkpoint or never. (A task reports its checkpoints in order, so
+    /// its part of `n` arrives before its part of any later one.)
+    fn gather(
+        &mut self,
+        topology: &Topology,
+        n: u64,
+        expected: usize,
+        started: Instant,
+    ) -> Result<(), String> {
+        let mut got = 0;
+        while got < expected {
             let left = self.timeout.saturating_sub(started.elapsed());
             match self.reports.recv_timeout(left) {
                 Ok(r) if r.checkpoint == n => {
@@ -234,55 +244,53 @@ impl Coordinator {
                     if let Part::Spout(Err(e)) = &r.part {
                         return Err(format!("task {} could not give its position: {e}", r.task));
                     }
-                    parts.push(r);
+                    self.merge(topology, r);
+                    got += 1;
                 }
+                Ok(r) if r.checkpoint < n => self.merge(topology, r),
                 Ok(_) => {}
                 Err(RecvTimeoutError::Timeout) => {
                     return Err(format!(
-                        "{} of {expected} tasks reported within {} ms",
-                        parts.len(),
+                        "{got} of {expected} tasks reported within {} ms",
                         self.timeout.as_millis()
                     ))
                 }
                 Err(RecvTimeoutError::Disconnected) => return Err("the tasks are gone".into()),
             }
         }
-        Ok(parts)
+        Ok(())
     }
 
-    /// Adds the parts' changes to the pending writes.
-    fn merge(&mut self, topology: &Topology, parts: Vec<Report>) {
-        for r in parts {
-            let Some(c) = topology.components.iter().find(|c| c.tasks.contains(&r.task)) else {
-                continue;
-            };
-            let index = r.task - c.tasks.start;
-            match r.part {
-                Part::Spout(Ok(Some(position))) => {
-                    let scope = super::scope(&c.name, POSITION_SCOPE);
-                    let value = codec::encode_state(&position);
-                    self.pending.entry(scope).or_default().insert(codec::task(index), Some(value));
-                }
-                Part::Spout(_) => {}
-                Part::Bolt(Ok(deltas)) => {
-                    for d in deltas {
-                        let scope =
-                            self.pending.entry(super::scope(&c.name, &d.store)).or_default();
-                        for e in d.entries {
-                            let key = if e.key.is_empty() {
-                                codec::task(index)
-                            } else {
-                                codec::keyed(&e.key)
-                            };
-                            scope.insert(key, Some(e.bytes.into_vec()));
-                        }
-                        for key in d.removed {
-                            scope.insert(codec::keyed(&key), None);
-                        }
+    /// Adds a part's changes to the pending writes.
+    fn merge(&mut self, topology: &Topology, r: Report) {
+        let Some(c) = topology.components.iter().find(|c| c.tasks.contains(&r.task)) else {
+            return;
+        };
+        let index = r.task - c.tasks.start;
+        match r.part {
+            Part::Spout(Ok(Some(position))) => {
+                let scope = super::scope(&c.name, POSITION_SCOPE);
+                let value = codec::encode_state(&position);
+                self.pending.entry(scope).or_default().insert(codec::task(index), Some(value));
+            }
+            Part::Spout(_) => {}
+            Part::Bolt(Ok(deltas)) => {
+                for d in deltas {
+                    let scope = self.pending.entry(super::scope(&c.name, &d.store)).or_default();
+                    for e in d.entries {
+                        let key = if e.key.is_empty() {
+                            codec::task(index)
+                        } else {
+                            codec::keyed(&e.key)
+                        };
+                        scope.insert(key, Some(e.bytes.into_vec()));
+                    }
+                    for key in d.removed {
+                        scope.insert(codec::keyed(&key), None);
                     }
                 }
-                Part::Bolt(Err(_)) => {}
             }
+            Part::Bolt(Err(_)) => {}
         }
     }
 }
@@ -320,4 +328,98 @@ fn as_writes(pending: &Pending) -> (Vec<ScopeWrites>, u64, u64) {
         })
         .collect();
     (writes, records, bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use abi_stable::std_types::RVec;
+    use squall_plugin_api::abi::StoreDelta;
+    use squall_plugin_api::{StateEntry, Value};
+
+    use super::*;
+
+    /// The fixture topology (spout task 0, bolt tasks 1 and 2) and control
+    /// queues whose receivers stay alive.
+    struct Tasks {
+        topology: Arc<Topology>,
+        controls: Vec<Sender<Control>>,
+        _receivers: Vec<Receiver<Control>>,
+    }
+
+    impl TaskDirectory for Tasks {
+        fn current(&self) -> (Arc<Topology>, Vec<Sender<Control>>) {
+            (self.topology.clone(), self.controls.clone())
+        }
+    }
+
+    fn tasks() -> Tasks {
+        let (controls, receivers) = (0..3).map(|_| crossbeam_channel::unbounded()).unzip();
+        Tasks {
+            topology: Arc::new(crate::runtime::fixtures::topology()),
+            controls,
+            _receivers: receivers,
+        }
+    }
+
+    fn spout(checkpoint: u64) -> Report {
+        Report { checkpoint, task: 0, part: Part::Spout(Ok(None)) }
+    }
+
+    /// Bolt task `task`'s part: `word` = `count` in store `counts` (or nothing).
+    fn bolt(checkpoint: u64, task: u32, change: Option<(&str, &str)>) -> Report {
+        let deltas = change
+            .map(|(word, count)| StoreDelta {
+                store: "counts".into(),
+                entries: vec![StateEntry {
+                    key: vec![Value::from(word)].into(),
+                    bytes: count.as_bytes().to_vec().into(),
+                }]
+                .into(),
+                removed: RVec::new(),
+            })
+            .into_iter()
+            .collect();
+        Report { checkpoint, task, part: Part::Bolt(Ok(deltas)) }
+    }
+
+    fn committed(coordinator: &mut Coordinator, word: &str) -> Option<String> {
+        let Backend::Memory(m) = &mut coordinator.backend else { unreachable!() };
+        let key = codec::keyed(&[Value::from(word)]);
+        m.load("b/counts")
+            .into_iter()
+            .find(|r| r.key.as_slice() == key.as_slice())
+            .and_then(|r| r.value.into_option())
+            .map(|v| String::from_utf8(v.into_vec()).unwrap())
+    }
+
+    #[test]
+    fn changes_reported_for_an_abandoned_checkpoint_are_committed_with_the_next() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut backend = Backend::Memory(Default::default());
+        backend.open("ns").unwrap();
+        let mut c = Coordinator::new(
+            backend,
+            Duration::from_secs(3600),
+            Duration::from_millis(50),
+            rx,
+            None,
+            Arc::default(),
+            Arc::default(),
+        );
+        let t = tasks();
+        // Checkpoint 1: task 1 took its changes and reported them; task 2
+        // never did, so 1 is abandoned.
+        tx.send(spout(1)).unwrap();
+        tx.send(bolt(1, 1, Some(("cow", "3")))).unwrap();
+        assert!(!c.checkpoint(&t));
+        // Checkpoint 2: task 2 reports 1 late, then everyone reports 2
+        // (task 1 has nothing new: its changes went out with 1).
+        tx.send(bolt(1, 2, Some(("moon", "1")))).unwrap();
+        for r in [spout(2), bolt(2, 1, None), bolt(2, 2, None)] {
+            tx.send(r).unwrap();
+        }
+        assert!(c.checkpoint(&t));
+        assert_eq!(committed(&mut c, "cow").as_deref(), Some("3"), "reported in time for 1");
+        assert_eq!(committed(&mut c, "moon").as_deref(), Some("1"), "reported late for 1");
+    }
 }

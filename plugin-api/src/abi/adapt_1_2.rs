@@ -126,8 +126,11 @@ impl<B: AnyBolt> DynBolt12 for Bolt12Adapter<B> {
         })
     }
 
-    fn checkpoint(&mut self, _checkpoint: u64) -> PResult<RVec<StoreDelta>> {
-        guard(|| self.0 .0.stores().take_changes().map_err(runtime))
+    fn checkpoint(&mut self, checkpoint: u64) -> PResult<RVec<StoreDelta>> {
+        guard(|| {
+            self.0 .0.barrier(checkpoint);
+            self.0 .0.stores().take_changes().map_err(runtime)
+        })
     }
 
     fn committed(&mut self, checkpoint: u64) -> PResult<()> {

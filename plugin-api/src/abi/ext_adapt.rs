@@ -108,6 +108,8 @@ pub(crate) trait AnyBolt: Send + 'static {
     fn stores(&mut self) -> crate::state::Stores<'_>;
     /// Contract 1.2.
     fn committed(&mut self, checkpoint: u64);
+    /// Contract 1.2 (a barrier aligned, before the stores are read).
+    fn barrier(&mut self, _checkpoint: u64) {}
 }
 
 pub(crate) struct Windowed<B>(pub(crate) B);
@@ -168,6 +170,9 @@ impl<B: Bolt> AnyBolt for Rich<B> {
     fn committed(&mut self, checkpoint: u64) {
         self.0.committed(checkpoint);
     }
+    fn barrier(&mut self, checkpoint: u64) {
+        self.0.barrier(checkpoint);
+    }
 }
 
 impl<B: BasicBolt> AnyBolt for Basic<B> {
@@ -191,6 +196,9 @@ impl<B: BasicBolt> AnyBolt for Basic<B> {
     }
     fn committed(&mut self, checkpoint: u64) {
         self.0.committed(checkpoint);
+    }
+    fn barrier(&mut self, checkpoint: u64) {
+        self.0.barrier(checkpoint);
     }
 }
 

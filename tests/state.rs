@@ -419,6 +419,54 @@ fn squall_state_lists_and_shows_the_committed_counts_and_rm_deletes_them() {
     assert!(after.stdout.contains("no checkpoint committed"), "\n{}", after.context());
 }
 
+/// A checkpoint's PostgreSQL transaction interrupted by SIGKILL: the
+/// backend is slowed (every reply held 1 s) so that the kill lands after the
+/// commit sent its `COPY` and before its `COMMIT`. The restart must start
+/// from the checkpoint before it, and the counts end exact.
+#[test]
+fn a_commit_interrupted_by_a_kill_is_never_visible() {
+    if !require_service(POSTGRES) {
+        return;
+    }
+    let ws = Workspace::new("state_torn_commit");
+    let namespace = unique_name("squall_torn");
+    let (pg_host, pg_port) = POSTGRES.addr.split_once(':').expect("host:port");
+    let proxy = TcpProxy::start(POSTGRES.addr);
+    let mut via_proxy = postgres_backend();
+    let port = proxy.addr().port();
+    via_proxy.config =
+        format!(r#"url = "host=127.0.0.1 port={port} user=postgres dbname=postgres""#);
+    let file = ws.write_topology("torn.toml", &topology(&via_proxy, &namespace, 2));
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &file);
+    cmd.limit(Duration::from_secs(90));
+    let mut child = cmd.spawn();
+    child.wait_for_stderr("running;", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(800));
+    // From now on each round trip of the backend takes a second: the next
+    // commit's COPY goes out, and its COMMIT is seconds away.
+    proxy.watch(b"COPY ");
+    proxy.delay_replies(Duration::from_secs(1));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while proxy.seen() == 0 {
+        assert!(std::time::Instant::now() < deadline, "no commit began within 20 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child.signal(libc::SIGKILL);
+    let killed = child.wait();
+    proxy.delay_replies(Duration::ZERO);
+    let direct = format!(r#"url = "host={pg_host} port={pg_port} user=postgres dbname=postgres""#);
+    let mut backend = postgres_backend();
+    backend.config = direct;
+    let last = ws.write_topology("last.toml", &topology(&backend, &namespace, 2));
+    let out = SquallCommand::run(&ws, &last, "8s").limit(Duration::from_secs(60)).output();
+    out.assert_code(0);
+    let counts = final_counts(&out.stdout);
+    SquallCommand::new(&ws, ["state", "rm", "--yes"]).arg(&last).output().assert_code(0);
+    assert!(out.stderr.contains("durable state: restored checkpoint"), "\n{}", out.context());
+    assert_eq!(counts, true_counts(LIMIT), "\n{}\n{}", killed.context(), out.context());
+}
+
 #[test]
 fn checkpoints_fail_while_the_backend_is_cut_off_then_catch_up_and_counts_stay_exact() {
     if !require_service(REDIS) {

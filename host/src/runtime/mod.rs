@@ -29,6 +29,10 @@
 //!    nothing unsent anywhere, and every transferred tuple received and
 //!    executed, twice in a row 10 ms apart — or until `shutdown_timeout_secs`.
 //!    A drain that times out names the components still holding work.
+//!    Meanwhile, once no spout is active and no tuple moves between two
+//!    samples, the windowed bolts flush ([`WindowFlusher`]): the tuples
+//!    still in their windows get the windows they wait for, then their acks,
+//!    so a windowed topology drains instead of waiting out the timeout.
 //! 3. `Stopping`: spouts fail what is still pending (reason: shutdown) and
 //!    call `close`; bolts call `cleanup`.
 //! 4. Join every thread. A thread still inside plugin code [`join_grace`]
@@ -52,7 +56,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use handle::{Durable, HandleError, Live, LiveCell, TopologyHandle};
+pub use handle::{Durable, HandleError, Live, LiveCell, TopologyHandle, WindowFlusher};
 pub use instantiate::{instantiate, instantiate_within, wait_strategy, Instances, StartError};
 pub use plan::{Plan, Wiring};
 pub use reload::Reloader;
@@ -304,8 +308,15 @@ impl RunningTopology {
     /// when drained. A drain that times out names what still holds work.
     fn wait_drained(&self, begin: Instant, timeout: Duration) -> bool {
         let mut last = None;
+        let mut flusher = WindowFlusher::default();
+        let windowed = self.handle.topology().components.iter().any(|c| c.window.is_some());
         loop {
             std::thread::sleep(Duration::from_millis(10));
+            if windowed && self.handle.sum(Some(Kind::Spout), StatField::Active) == 0 {
+                // No spout emits any more: once nothing moves, the windows'
+                // trailing tuples get their windows and their acks.
+                flusher.poll(&self.handle);
+            }
             let signature = self.handle.drained_signature();
             if signature.is_some() && signature == last {
                 return true;

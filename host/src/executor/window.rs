@@ -404,7 +404,7 @@ mod tests {
         let (fired, rest) = flush(&mut w);
         assert!(fired.is_empty());
         assert_eq!(rest, vec![3, 4]);
-        assert!(w.is_empty());
+        assert!(w.buffer().is_empty());
     }
 
     #[test]

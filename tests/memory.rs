@@ -22,7 +22,7 @@ fn peak_rss_kib(running: &crate::util::Running, span: Duration) -> u64 {
 
 #[test]
 fn one_mb_values_into_a_slow_bolt_stay_under_the_memory_budget_without_any_byte_setting() {
-    // No receive_buffer_bytes: the default budget (16 MiB a bolt queue)
+    // No receive_buffer_bytes: the default budget (4 MiB a bolt queue)
     // holds. Without it the queue took 32768 tuples of 1 MB and RSS grew by
     // hundreds of MB a second, past any budget validate had accepted.
     let ws = Workspace::new("memory_big_values");
@@ -60,7 +60,8 @@ inputs = [{ from = "big" }]
     assert!(peak < 512 * 1024, "RSS peaked at {peak} KiB, over memory_budget_mib = 512\n{ctx}");
 }
 
-/// One spout and a 999-task bolt (1,000 tasks), small queues, no ackers.
+/// One spout and a 999-task bolt (1,000 tasks), small queues (64 tuples,
+/// 64 KiB of values), no ackers.
 fn thousand_tasks(ws: &Workspace, budget_mib: u64) -> (std::path::PathBuf, String) {
     let path = ws.write_topology(
         &format!("thousand-{budget_mib}.toml"),
@@ -69,6 +70,7 @@ fn thousand_tasks(ws: &Workspace, budget_mib: u64) -> (std::path::PathBuf, Strin
 [topology]
 acker_executors = 0
 receive_buffer_size = 64
+receive_buffer_bytes = 65536
 memory_budget_mib = {budget_mib}
 
 [plugins]

@@ -645,7 +645,7 @@ inputs = [{{ from = "source" }}]
         out.assert_code(EXIT_CONFIG);
         let lines = diagnostics(&out);
         assert_eq!(lines.len(), 1, "{}", out.context());
-        let prefix = at(&path, &text, "[bolts.counts]");
+        let prefix = at(&path, &text, "counts]");
         assert!(lines[0].starts_with(&prefix), "expected {prefix}...\n{}", out.context());
         assert!(lines[0].contains(says), "{}", out.context());
     }

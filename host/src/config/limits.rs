@@ -66,8 +66,9 @@ pub const TASK_BYTES: u64 = 3 << 20;
 /// per-task tables sized by the topology: contexts, routes, counters); see
 /// [`TASK_BYTES`].
 pub const TASK_PEER_BYTES: u64 = 2_304;
-/// The default `receive_buffer_bytes`: 16 MiB of values per bolt queue.
-pub const DEFAULT_RECEIVE_BUFFER_BYTES: u64 = 16 << 20;
+/// The default `receive_buffer_bytes`: 4 MiB of values per bolt queue
+/// (4 values of 1 MB; a queue of 32768 small tuples holds less than that).
+pub const DEFAULT_RECEIVE_BUFFER_BYTES: u64 = 4 << 20;
 
 /// Longest component, stream or topology name, in bytes.
 pub const MAX_NAME_LEN: usize = 128;

@@ -127,7 +127,7 @@ fn the_wordcount_example_parses_with_every_default_right() {
             restart_window_secs: 60,
             allow_writable_plugins: false,
             memory_budget_mib: 4096,
-            receive_buffer_bytes: 16 << 20,
+            receive_buffer_bytes: 4 << 20,
             http: None,
             http_options: Default::default(),
             acker_spin_micros: 20,

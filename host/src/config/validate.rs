@@ -76,14 +76,14 @@ pub(crate) fn check_size(w: &mut Walker<'_>, config: &TopologyConfig, budget_loc
         let threads = tasks + u64::from(settings.acker_executors);
         let message = format!(
             "the topology is estimated to need {} MiB, more than memory_budget_mib = {}: \
-             {} MiB for {threads} task and acker threads (about {} MiB each, as measured), \
+             {} MiB for {threads} task and acker threads (about {:.1} MiB each, as measured), \
              {} MiB for {threads} queues of receive_buffer_size {} at {} B a tuple, \
              {} MiB for {bolt_tasks} bolt queues holding receive_buffer_bytes = {}, \
              {} MiB for {pending_roots} pending trees at {} B",
             mib(need),
             settings.memory_budget_mib,
             mib(estimate.threads),
-            mib(estimate.threads / threads.max(1)),
+            estimate.threads as f64 / threads.max(1) as f64 / f64::from(1u32 << 20),
             mib(estimate.slots),
             settings.receive_buffer_size,
             limits::QUEUE_SLOT_BYTES,

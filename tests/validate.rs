@@ -637,8 +637,16 @@ inputs = [{{ from = "source" }}]
         (path, text)
     };
     for (name, tick, says) in [
-        ("none.toml", "", "needs tick tuples at least every 2 s, but it has no tick_tuple_freq_secs"),
-        ("slow.toml", "tick_tuple_freq_secs = 5", "needs tick tuples at least every 2 s, but tick_tuple_freq_secs = 5"),
+        (
+            "none.toml",
+            "",
+            "needs tick tuples at least every 2 s, but it has no tick_tuple_freq_secs",
+        ),
+        (
+            "slow.toml",
+            "tick_tuple_freq_secs = 5",
+            "needs tick tuples at least every 2 s, but tick_tuple_freq_secs = 5",
+        ),
     ] {
         let (path, text) = write(name, tick);
         let out = SquallCommand::validate(&ws, &path).output();

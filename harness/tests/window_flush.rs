@@ -114,10 +114,8 @@ fn a_sliding_count_window_s_trailing_tuples_get_their_window_at_the_end_of_the_f
 fn a_time_window_still_open_at_the_end_of_the_feed_is_flushed_at_once() {
     // A 20 min tumbling window: without the flush its tuples wait until it
     // ends (up to 20 min, at a multiple of 20 min), past the 5 s timeout.
-    let topology = format!(
-        "[topology]\nmessage_timeout_secs = 3600\n{}",
-        topology(r#"{ length = "20m" }"#)
-    );
+    let topology =
+        format!("[topology]\nmessage_timeout_secs = 3600\n{}", topology(r#"{ length = "20m" }"#));
     let done = Harness::new(&topology)
         .plugin::<__SquallPlugin>("w")
         .feed("numbers", numbers(1..=3))

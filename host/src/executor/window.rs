@@ -416,10 +416,10 @@ mod tests {
         assert_eq!(
             fired,
             vec![
-                (vec![1, 2], vec![2], vec![], vec![]),  // [-10, 20)
-                (vec![1, 2], vec![], vec![], vec![1]),  // [0, 30)
-                (vec![2], vec![], vec![1], vec![2]),    // [10, 40)
-                (vec![], vec![], vec![2], vec![]),      // [20, 50)
+                (vec![1, 2], vec![2], vec![], vec![]), // [-10, 20)
+                (vec![1, 2], vec![], vec![], vec![1]), // [0, 30)
+                (vec![2], vec![], vec![1], vec![2]),   // [10, 40)
+                (vec![], vec![], vec![2], vec![]),     // [20, 50)
             ]
         );
         assert!(rest.is_empty());
@@ -434,7 +434,10 @@ mod tests {
         let (fired, _) = flush(&mut w);
         assert_eq!(
             fired,
-            vec![(vec![1, 2], vec![1, 2], vec![], vec![1, 2]), (vec![], vec![], vec![1, 2], vec![])]
+            vec![
+                (vec![1, 2], vec![1, 2], vec![], vec![1, 2]),
+                (vec![], vec![], vec![1, 2], vec![])
+            ]
         );
     }
 

@@ -279,7 +279,10 @@ impl<'a> Binder<'a> {
                      tick_tuple_freq_secs: it would run without doing its work",
                     bolt.decl.name, component.reference
                 );
-                let help = format!("add tick_tuple_freq_secs = {needed_secs} to [bolts.{}]", bolt.decl.name);
+                let help = format!(
+                    "add tick_tuple_freq_secs = {needed_secs} to [bolts.{}]",
+                    bolt.decl.name
+                );
                 self.error(bolt.decl.loc, message, Some(help));
             }
             Some(secs) if std::time::Duration::from_secs(secs) > needed => {

@@ -43,6 +43,10 @@ mod acking;
 // A slow bolt slows the spout: nothing dropped, memory plateaus.
 mod backpressure;
 
+// Memory bounds: a default byte budget per bolt queue; memory_budget_mib
+// counts what a task costs (1,000 tasks).
+mod memory;
+
 // Ctrl-C mid-run: every emitted message is acked or failed before `close`.
 mod drain;
 

@@ -611,3 +611,52 @@ inputs = [{ from = "splitt" }]
     assert!(lines[0].contains("fields grouping on \"wrod\""), "{}", out.context());
     assert!(lines[1].contains("unknown spout or bolt \"splitt\""), "{}", out.context());
 }
+
+/// A bolt that needs tick tuples (`TICKS`, contract 1.2) with none, or with
+/// too few, would run doing nothing and exit 0: refused at its table.
+#[test]
+fn a_bolt_that_needs_ticks_is_refused_without_them_or_with_too_few() {
+    let ws = Workspace::new("needs_ticks");
+    let write = |name: &str, tick: &str| {
+        let text = format!(
+            r#"
+[plugins]
+testkit = "{{testkit}}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+
+[bolts.counts]
+component = "testkit::TickCountBolt"
+inputs = [{{ from = "source" }}]
+{tick}
+"#
+        );
+        let path = ws.write_topology(name, &text);
+        let text = std::fs::read_to_string(&path).expect("read back");
+        (path, text)
+    };
+    for (name, tick, says) in [
+        (
+            "none.toml",
+            "",
+            "needs tick tuples at least every 2 s, but it has no tick_tuple_freq_secs",
+        ),
+        (
+            "slow.toml",
+            "tick_tuple_freq_secs = 5",
+            "needs tick tuples at least every 2 s, but tick_tuple_freq_secs = 5",
+        ),
+    ] {
+        let (path, text) = write(name, tick);
+        let out = SquallCommand::validate(&ws, &path).output();
+        out.assert_code(EXIT_CONFIG);
+        let lines = diagnostics(&out);
+        assert_eq!(lines.len(), 1, "{}", out.context());
+        let prefix = at(&path, &text, "counts]");
+        assert!(lines[0].starts_with(&prefix), "expected {prefix}...\n{}", out.context());
+        assert!(lines[0].contains(says), "{}", out.context());
+    }
+    let (path, _) = write("ok.toml", "tick_tuple_freq_secs = 1");
+    SquallCommand::validate(&ws, &path).output().assert_code(0);
+}

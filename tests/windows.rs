@@ -131,14 +131,85 @@ inputs = [{ from = "window", stream = "late" }]
         .collect();
     assert_eq!(late, vec![("200".to_string(), 1), ("500".to_string(), 1)], "{ctx}");
     // Five windows with one tuple ([1000, 2000) ... [10000, 11000)), two
-    // with only the previous window's expired tuple.
-    assert_eq!(recorded(&ws, 2), vec![("0".to_string(), 2), ("1".to_string(), 5)], "{ctx}");
-    // Ids 0..=6 acked exactly once (3 and 6 are the late ones); 7 (20000)
-    // is still in its window at shutdown.
+    // with only the previous window's expired tuple; then the drain's
+    // flush: [20000, 21000), whose watermark never came, and the window
+    // with only its tuple expired.
+    assert_eq!(recorded(&ws, 2), vec![("0".to_string(), 3), ("1".to_string(), 6)], "{ctx}");
+    // Ids 0..=7 acked exactly once (3 and 6 are the late ones; 7, 20000,
+    // at the drain's flush).
     let acks = ws.read("acks");
-    for id in 0..=6 {
+    for id in 0..=7 {
         let n = acks.lines().filter(|l| *l == format!("acked {id}")).count();
         assert_eq!(n, 1, "id {id}:\n{acks}\n{ctx}");
     }
-    assert!(!acks.lines().any(|l| l == "acked 7"), "{acks}\n{ctx}");
+}
+
+/// A graceful stop flushes the windows (issue 25, item 3): a count window's
+/// trailing tuples, and a time window that would stay open a minute, get
+/// their windows, then their acks, and the drain ends at once instead of
+/// waiting out `shutdown_timeout_secs` and failing them at shutdown.
+#[test]
+fn a_graceful_stop_flushes_the_windows_and_acks_their_trailing_tuples() {
+    let ws = Workspace::new("windows_drain_flush");
+    let toml = r#"
+[topology]
+shutdown_timeout_secs = 30
+message_timeout_secs = 300
+
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::ListSpout"
+config = { values = [1, 2, 3, 4, 5], out = "{dir}/acks" }
+
+[bolts.count]
+component = "testkit::WindowSizeBolt"
+window = { length_count = 3 }
+inputs = [{ from = "source" }]
+
+[bolts.time]
+component = "testkit::WindowSizeBolt"
+window = { length = "60s" }
+inputs = [{ from = "source" }]
+
+[bolts.count_record]
+component = "testkit::RecordBolt"
+config = { out = "{dir}/count" }
+inputs = [{ from = "count" }]
+
+[bolts.time_record]
+component = "testkit::RecordBolt"
+config = { out = "{dir}/time" }
+inputs = [{ from = "time" }]
+"#;
+    let topology = ws.write_topology("topology.toml", toml);
+    let started = std::time::Instant::now();
+    let out = SquallCommand::run(&ws, &topology, "2s").output();
+    let elapsed = started.elapsed();
+    let ctx = format!("status: {}\n--- stderr\n{}", out.status, tail(&out.stderr, 40));
+    out.assert_code(0);
+    // A bound on a hang (the drain may take 30 s), not a timing.
+    assert!(elapsed < Duration::from_secs(15), "took {elapsed:?}\n{ctx}");
+    let acks = ws.read("acks");
+    for id in 0..5 {
+        let n = acks.lines().filter(|l| *l == format!("acked {id}")).count();
+        assert_eq!(n, 1, "id {id}:\n{acks}\n{ctx}");
+    }
+    assert!(!acks.contains("failed"), "{acks}\n{ctx}");
+    // Windows by size: the count window's [1, 2, 3] and its flushed [4, 5];
+    // the time window's five tuples, then the window with only them expired.
+    let keyed = |file: &str| {
+        let mut v: Vec<(String, u64)> = ws
+            .read(file)
+            .lines()
+            .filter_map(|l| l.strip_prefix("key "))
+            .filter_map(|l| l.rsplit_once(' '))
+            .map(|(k, n)| (k.to_string(), n.parse().expect("a count")))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(keyed("count.3"), vec![("2".to_string(), 1), ("3".to_string(), 1)], "{ctx}");
+    assert_eq!(keyed("time.4"), vec![("0".to_string(), 1), ("5".to_string(), 1)], "{ctx}");
 }

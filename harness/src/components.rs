@@ -99,6 +99,7 @@ impl Spout for Feeder {
             .position(|s| *s == stream)
             .ok_or_else(|| format!("fed stream {stream:?} is not declared"))?;
         collector.emit_to(StreamId(position as u32), &values, Some(id));
+        self.run.sent();
         Ok(())
     }
 

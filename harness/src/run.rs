@@ -33,6 +33,8 @@ struct State {
     failed: HashMap<String, Vec<MessageId>>,
     /// Ids acked or failed so far, over all spouts.
     done: usize,
+    /// Fed tuples emitted so far, over all feeders.
+    sent: usize,
 }
 
 /// What a run collected, taken out of it at the end.
@@ -62,6 +64,17 @@ impl Run {
         self.lock().feeds.get(spout).cloned().unwrap_or_default()
     }
 
+    /// Records that a feeder emitted one of its tuples.
+    pub(crate) fn sent(&self) {
+        self.lock().sent += 1;
+    }
+
+    /// True once every feeder has emitted all its tuples.
+    pub(crate) fn fed_out(&self) -> bool {
+        let state = self.lock();
+        state.sent >= state.feeds.values().map(Vec::len).sum()
+    }
+
     /// Records one tuple `component` emitted on `stream`.
     pub(crate) fn capture(&self, component: &str, stream: &str, values: Vec<Value>) {
         let mut state = self.lock();
@@ -83,8 +96,9 @@ impl Run {
     }
 
     /// Waits until every fed tuple is acked or failed, `until` passes, or
-    /// `stop()` is true (checked at least every 50 ms); true when complete.
-    pub(crate) fn wait_complete(&self, until: Instant, stop: impl Fn() -> bool) -> bool {
+    /// `stop()` is true (checked at least every 10 ms, without the lock);
+    /// true when complete.
+    pub(crate) fn wait_complete(&self, until: Instant, mut stop: impl FnMut() -> bool) -> bool {
         let mut state = self.lock();
         loop {
             let total: usize = state.feeds.values().map(Vec::len).sum();
@@ -92,10 +106,15 @@ impl Run {
                 return true;
             }
             let now = Instant::now();
-            if now >= until || stop() {
+            if now >= until {
                 return false;
             }
-            let slice = (until - now).min(std::time::Duration::from_millis(50));
+            drop(state);
+            if stop() {
+                return false;
+            }
+            state = self.lock();
+            let slice = (until - now).min(std::time::Duration::from_millis(10));
             state = self.changed.wait_timeout(state, slice).unwrap_or_else(|e| e.into_inner()).0;
         }
     }

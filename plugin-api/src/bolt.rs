@@ -27,6 +27,12 @@ pub trait Bolt: Send + Sized + 'static {
     /// at least this long for the task's thread before it reports the task
     /// as blocked (`None`: the host's default grace).
     const CLOSE_BUDGET: Option<std::time::Duration> = None;
+    /// Contract 1.2: the bolt does its work on tick tuples (a periodic
+    /// flush, an expiry) and needs one at least this often. `squall
+    /// validate` refuses a topology that gives the bolt no
+    /// `tick_tuple_freq_secs`, or a longer one, instead of letting it run
+    /// doing nothing (`None`: it needs no ticks).
+    const TICKS: Option<std::time::Duration> = None;
 
     /// Declares the output streams and their fields.
     fn declare_outputs(_outputs: &mut OutputDeclarer) {}
@@ -134,6 +140,12 @@ pub trait BasicBolt: Send + Sized + 'static {
     /// at least this long for the task's thread before it reports the task
     /// as blocked (`None`: the host's default grace).
     const CLOSE_BUDGET: Option<std::time::Duration> = None;
+    /// Contract 1.2: the bolt does its work on tick tuples (a periodic
+    /// flush, an expiry) and needs one at least this often. `squall
+    /// validate` refuses a topology that gives the bolt no
+    /// `tick_tuple_freq_secs`, or a longer one, instead of letting it run
+    /// doing nothing (`None`: it needs no ticks).
+    const TICKS: Option<std::time::Duration> = None;
 
     /// Declares the output streams and their fields.
     fn declare_outputs(_outputs: &mut OutputDeclarer) {}

@@ -97,7 +97,7 @@ settings_table! {
         /// `receive_buffer_bytes`: the byte budget of each bolt task's receive
         /// queue (encoded value bytes); 0 = no byte budget, only the tuple count.
         receive_buffer_bytes: u64 {
-            default: 0,
+            default: super::limits::DEFAULT_RECEIVE_BUFFER_BYTES,
             range: 0..=MAX_RECEIVE_BUFFER_BYTES,
         }
         /// Storm `topology.producer.batch.size`. Once read, clamped like Storm
@@ -148,7 +148,7 @@ settings_table! {
             default: false,
         }
         /// The most memory, in MiB, the topology's queues and pending maps are
-        /// estimated to need (see [`super::limits::estimate_bytes`]); a topology
+        /// estimated to need (see [`super::limits::estimate`]); a topology
         /// estimated above it is refused at validate time. 4 GiB by default.
         memory_budget_mib: u64 {
             default: 4096,

@@ -127,7 +127,7 @@ fn the_wordcount_example_parses_with_every_default_right() {
             restart_window_secs: 60,
             allow_writable_plugins: false,
             memory_budget_mib: 4096,
-            receive_buffer_bytes: 0,
+            receive_buffer_bytes: 4 << 20,
             http: None,
             http_options: Default::default(),
             acker_spin_micros: 20,
@@ -998,18 +998,34 @@ fn component_wait_and_throttle_numbers_are_bounded() {
 
 #[test]
 fn a_topology_over_its_memory_budget_is_refused() {
-    // No ackers (so no pending maps), 1 spout task with a 2^20-tuple queue at 256 B: 256 MiB.
+    // No ackers (so no pending maps), 1 spout task with a 2^20-tuple queue
+    // at 256 B: 256 MiB, and its thread: 3 MiB + 2304 B.
     let settings = "[topology]\nacker_executors = 0\nreceive_buffer_size = 1048576\n";
     let text = format!("{BASE}{settings}memory_budget_mib = 100\n");
     let messages = errors(&text);
     let at = loc_of(&text, "100\n");
     assert_eq!(messages.len(), 1, "{messages:#?}");
     assert!(
-        messages[0].starts_with(&format!("{at} the topology is estimated to need 256 MiB")),
+        messages[0].starts_with(&format!("{at} the topology is estimated to need 260 MiB")),
         "{messages:#?}"
     );
     assert!(messages[0].contains("more than memory_budget_mib = 100"), "{messages:#?}");
-    parse_ok(&format!("{BASE}{settings}memory_budget_mib = 256\n"));
+    assert!(messages[0].contains("4 MiB for 1 task and acker threads"), "{messages:#?}");
+    parse_ok(&format!("{BASE}{settings}memory_budget_mib = 260\n"));
+}
+
+#[test]
+fn a_thousand_tasks_are_refused_under_a_budget_they_would_overrun() {
+    // 1,000 tasks at receive_buffer_size = 64 used 4.9-5.1 GB of RSS on the
+    // dev VM; the old estimate (queues and pending maps only) said 16 MiB.
+    let text = format!(
+        "{BASE}parallelism = 1000\n[topology]\nacker_executors = 0\nreceive_buffer_size = 64\n\
+         memory_budget_mib = 4096\n"
+    );
+    let messages = errors(&text);
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    assert!(messages[0].contains("more than memory_budget_mib = 4096"), "{messages:#?}");
+    assert!(messages[0].contains("for 1000 task and acker threads"), "{messages:#?}");
 }
 
 #[test]
@@ -1026,7 +1042,9 @@ fn the_default_budget_refuses_a_huge_topology_and_names_the_setting() {
     text.push_str(
         "[bolts.b3]\ncomponent = \"ex::B\"\nparallelism = 1\ninputs = [{ from = \"s\" }]\n",
     );
-    text.push_str("[topology]\nreceive_buffer_size = 2\n");
+    // 4,097 threads are estimated at about 49 GiB: the budget is raised so
+    // that only the task limit is left to report.
+    text.push_str("[topology]\nreceive_buffer_size = 2\nmemory_budget_mib = 1048576\n");
     let messages = errors(&text);
     let at = loc_of(&text, "[bolts.b3]");
     let at = Loc::new(at.line, at.col + 7);

@@ -26,7 +26,7 @@ pub(crate) fn check(w: &mut Walker<'_>, config: &TopologyConfig) {
 
 /// The topology's size: at most [`limits::MAX_TOTAL_TASKS`] tasks, reported
 /// at the component that crosses the limit, and an estimated memory need
-/// ([`limits::estimate_bytes`]) within `memory_budget_mib`, reported at
+/// ([`limits::estimate`]) within `memory_budget_mib`, reported at
 /// `budget_loc`.
 pub(crate) fn check_size(w: &mut Walker<'_>, config: &TopologyConfig, budget_loc: Loc) {
     let components = config
@@ -60,27 +60,40 @@ pub(crate) fn check_size(w: &mut Walker<'_>, config: &TopologyConfig, budget_loc
             })
             .fold(0u64, u64::saturating_add)
     };
-    let need = limits::estimate_bytes(
+    let bolt_tasks: u64 = config.bolts.iter().map(|b| u64::from(b.decl.parallelism)).sum();
+    let estimate = limits::estimate(limits::Size {
         tasks,
-        u64::from(settings.acker_executors),
-        settings.receive_buffer_size as u64,
+        bolt_tasks,
+        acker_executors: u64::from(settings.acker_executors),
+        receive_buffer_size: settings.receive_buffer_size as u64,
+        receive_buffer_bytes: settings.receive_buffer_bytes,
         pending_roots,
-    );
+    });
+    let need = estimate.total();
     let budget = settings.memory_budget_mib.saturating_mul(1 << 20);
     if need > budget {
+        let mib = |b: u64| b.div_ceil(1 << 20);
+        let threads = tasks + u64::from(settings.acker_executors);
         let message = format!(
-            "the topology is estimated to need {} MiB ({} queues of receive_buffer_size {} \
-             at {} B a tuple, {} pending trees at {} B), more than memory_budget_mib = {}",
-            need.div_ceil(1 << 20),
-            tasks + u64::from(settings.acker_executors),
+            "the topology is estimated to need {} MiB, more than memory_budget_mib = {}: \
+             {} MiB for {threads} task and acker threads (about {:.1} MiB each, as measured), \
+             {} MiB for {threads} queues of receive_buffer_size {} at {} B a tuple, \
+             {} MiB for {bolt_tasks} bolt queues holding receive_buffer_bytes = {}, \
+             {} MiB for {pending_roots} pending trees at {} B",
+            mib(need),
+            settings.memory_budget_mib,
+            mib(estimate.threads),
+            estimate.threads as f64 / threads.max(1) as f64 / f64::from(1u32 << 20),
+            mib(estimate.slots),
             settings.receive_buffer_size,
             limits::QUEUE_SLOT_BYTES,
-            pending_roots,
+            mib(estimate.values),
+            settings.receive_buffer_bytes,
+            mib(estimate.pending),
             limits::PENDING_ENTRY_BYTES,
-            settings.memory_budget_mib
         );
-        let help = "lower receive_buffer_size, parallelism or max_spout_pending, \
-                    or raise memory_budget_mib in [topology]";
+        let help = "lower parallelism, receive_buffer_size, receive_buffer_bytes or \
+                    max_spout_pending, or raise memory_budget_mib in [topology]";
         w.error_at(budget_loc, message, Some(help.to_string()));
     }
 }

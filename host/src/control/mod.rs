@@ -227,6 +227,10 @@ pub enum Control {
     /// Nothing to do: ends a blocking wait so that the task sees a new run
     /// state (see [`RunControl::set_waker`]).
     Wake,
+    /// No more tuples will come for now (the end of a harness feed, a
+    /// drain): a windowed bolt fires the windows its buffered tuples wait
+    /// for, then acks them (windowed bolts only; others ignore it).
+    FlushWindows,
     /// Checkpoint `n` starts (spouts only): report the position, then send
     /// the barrier downstream behind everything emitted (see `crate::state`).
     Barrier(u64),

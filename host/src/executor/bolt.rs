@@ -643,6 +643,11 @@ impl BoltExecutor {
                 Ok(Control::TickTuple) if self.window.is_some() => {
                     // Tick tuples never enter a window.
                 }
+                Ok(Control::FlushWindows) => {
+                    if let Some(window) = self.window.as_mut() {
+                        window.flush();
+                    }
+                }
                 Ok(Control::TickTuple) => {
                     ticks += 1;
                     turn.stats.add(StatField::Ticks, 1);

@@ -235,10 +235,13 @@ impl SpoutExecutor {
                 self.core.transfer.flush_all(&mut turn.stats);
                 self.publish(&mut turn);
                 let started = Instant::now();
-                if (gated && acking) || self.swap.is_some() {
+                if (gated && acking) || self.swap.is_some() || state == RunState::Draining {
                     // Only an acker reply (or a timeout tick) can ungate the
                     // spout, or finish a swap's drain: wait for it on the
-                    // control queue.
+                    // control queue. A draining spout emits nothing more, so
+                    // it too waits for replies and ticks (and the stop's
+                    // wake) instead of napping: a thousand spouts napping
+                    // 1 ms each took the cores the drain's bolts needed.
                     self.block(false);
                 } else if self.wakes && turn.active && !gated {
                     self.block(true);
@@ -556,7 +559,7 @@ impl SpoutExecutor {
                 1
             }
             Control::TickTuple => 1,
-            Control::Wake => 0,
+            Control::Wake | Control::FlushWindows => 0,
             Control::Activate => {
                 self.enabled = true;
                 0

@@ -22,6 +22,14 @@
 //! (or fails them when the window's execute failed). They stay as the next
 //! window's `expired` tuples, then are dropped. A tuple therefore lives in
 //! the buffer for at most `length + slide` (tuples or ms).
+//!
+//! # Flush
+//! When no more tuples will come (the end of a harness feed, a drain),
+//! [`Windower::fire_flush`] fires the windows the buffered tuples are
+//! still waiting for, as if the clock (or the watermark) had passed them all
+//! and a count window's slide had been reached; then
+//! [`Windower::retire_rest`] hands back whatever is left to ack. Every
+//! trailing tuple gets its windows, then its ack.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -97,6 +105,9 @@ pub struct Windower<T> {
     max_seen: Option<u64>,
     /// The window fired last and not settled yet.
     firing: Option<Firing>,
+    /// The window fired last is a count window's flush: its settle retires
+    /// every buffered tuple.
+    flushed: bool,
 }
 
 impl<T> Windower<T> {
@@ -110,6 +121,7 @@ impl<T> Windower<T> {
             next_end: None,
             max_seen: None,
             firing: None,
+            flushed: false,
         }
     }
 
@@ -230,35 +242,80 @@ impl<T> Windower<T> {
                     None => now,
                     Some(_) => self.watermark()?,
                 };
-                loop {
-                    let end = match self.next_end {
-                        Some(end) => end,
-                        None => align_after(self.buffer.front()?.time, slide),
-                    };
-                    if end > clock {
-                        self.next_end = Some(end);
-                        return None;
-                    }
-                    let start = end.saturating_sub(length);
-                    let lo = self.buffer.partition_point(|e| e.time < start);
-                    let hi = self.buffer.partition_point(|e| e.time < end);
-                    let new_lo = self.buffer.partition_point(|e| e.time < end - slide).max(lo);
-                    if lo == hi && self.expired.is_empty() {
-                        // Empty: skip to the window of the oldest tuple left.
-                        self.next_end = self.buffer.front().map(|e| align_after(e.time, slide));
-                        self.next_end = self.next_end.map(|n| n.max(end + slide));
-                        if self.buffer.is_empty() {
-                            return None;
-                        }
-                        continue;
-                    }
-                    self.next_end = Some(end);
-                    break Firing { tuples: lo..hi, new_tuples: new_lo..hi, start, end };
-                }
+                self.time_window(length, slide, clock)?
             }
         };
         self.firing = Some(firing.clone());
         Some(firing)
+    }
+
+    /// The next window of a flush: a count window's trailing tuples (the
+    /// last `length`, the ones since the last window as new), or the next
+    /// time window that holds a buffered or expired tuple, whatever the
+    /// clock or the watermark says. `None` when none is left; then call
+    /// [`Windower::retire_rest`]. Settle each one as after [`Windower::fire`].
+    pub fn fire_flush(&mut self) -> Option<Firing> {
+        debug_assert!(self.firing.is_none(), "settle the previous window first");
+        let firing = match self.trigger {
+            Trigger::Count { length, .. } => {
+                if self.since_fire == 0 {
+                    return None;
+                }
+                let n = self.buffer.len();
+                self.flushed = true;
+                Firing {
+                    tuples: n.saturating_sub(length)..n,
+                    new_tuples: n.saturating_sub(self.since_fire)..n,
+                    start: 0,
+                    end: 0,
+                }
+            }
+            Trigger::Time { length, slide, .. } => self.time_window(length, slide, u64::MAX)?,
+        };
+        self.firing = Some(firing.clone());
+        Some(firing)
+    }
+
+    /// Ends a flush: hands back every tuple still buffered (they had every
+    /// window they will get) to ack, and starts the time windows afresh
+    /// from the next tuple.
+    pub fn retire_rest(&mut self) -> &mut [Entry<T>] {
+        debug_assert!(self.firing.is_none(), "settle the last window first");
+        self.expired.clear();
+        self.expired.extend(self.buffer.drain(..));
+        self.since_fire = 0;
+        self.next_end = None;
+        &mut self.expired
+    }
+
+    /// The next time window ending at or before `clock` that holds a
+    /// tuple (or the previous window's expired ones).
+    fn time_window(&mut self, length: u64, slide: u64, clock: u64) -> Option<Firing> {
+        loop {
+            let end = match self.next_end {
+                Some(end) => end,
+                None => align_after(self.buffer.front()?.time, slide),
+            };
+            if end > clock {
+                self.next_end = Some(end);
+                return None;
+            }
+            let start = end.saturating_sub(length);
+            let lo = self.buffer.partition_point(|e| e.time < start);
+            let hi = self.buffer.partition_point(|e| e.time < end);
+            let new_lo = self.buffer.partition_point(|e| e.time < end - slide).max(lo);
+            if lo == hi && self.expired.is_empty() {
+                // Empty: skip to the window of the oldest tuple left.
+                self.next_end = self.buffer.front().map(|e| align_after(e.time, slide));
+                self.next_end = self.next_end.map(|n| n.max(end + slide));
+                if self.buffer.is_empty() {
+                    return None;
+                }
+                continue;
+            }
+            self.next_end = Some(end);
+            return Some(Firing { tuples: lo..hi, new_tuples: new_lo..hi, start, end });
+        }
     }
 
     /// Ends the window [`Windower::fire`] returned: drops the previous
@@ -273,8 +330,13 @@ impl<T> Windower<T> {
         let keep_from = match self.trigger {
             Trigger::Count { length, slide } => {
                 self.since_fire = 0;
-                // The next window holds the last `length - slide` of these.
-                self.buffer.len().saturating_sub(length - slide)
+                if std::mem::take(&mut self.flushed) {
+                    // A flush: no later window.
+                    self.buffer.len()
+                } else {
+                    // The next window holds the last `length - slide` of these.
+                    self.buffer.len().saturating_sub(length - slide)
+                }
             }
             Trigger::Time { length, slide, .. } => {
                 let next = firing.end + slide;
@@ -318,6 +380,88 @@ mod tests {
         for (t, i) in items {
             assert!(matches!(w.push(t, i), Pushed::Buffered));
         }
+    }
+
+    /// Flushes: every window the flush fires (as [`run`] gives them), then
+    /// what [`Windower::retire_rest`] hands back.
+    #[allow(clippy::type_complexity)]
+    fn flush(w: &mut Windower<u32>) -> (Vec<(Vec<u32>, Vec<u32>, Vec<u32>, Vec<u32>)>, Vec<u32>) {
+        let mut out = Vec::new();
+        while let Some(f) = w.fire_flush() {
+            let items = |r: Range<usize>| r.map(|i| w.buffer()[i].item).collect::<Vec<_>>();
+            let expired = w.expired().iter().map(|e| e.item).collect();
+            let tuples = items(f.tuples.clone());
+            let new = items(f.new_tuples.clone());
+            let retired = w.settle().iter().map(|e| e.item).collect();
+            out.push((tuples, new, expired, retired));
+        }
+        let rest = w.retire_rest().iter().map(|e| e.item).collect();
+        (out, rest)
+    }
+
+    #[test]
+    fn a_flush_gives_a_count_window_s_trailing_tuples_their_window_then_retires_them() {
+        // Pushed one by one, each followed by the windows it made due.
+        let feed = |w: &mut Windower<u32>, items: std::ops::RangeInclusive<u32>| {
+            for i in items {
+                push_all(w, [(0, i)]);
+                let _ = run(w, 0);
+            }
+        };
+        let mut w = Windower::new(Trigger::Count { length: 3, slide: 3 });
+        feed(&mut w, 1..=5);
+        let (fired, rest) = flush(&mut w);
+        assert_eq!(fired, vec![(vec![4, 5], vec![4, 5], vec![1, 2, 3], vec![4, 5])]);
+        assert!(rest.is_empty());
+        assert!(w.is_empty());
+        // Sliding: the last window holds the last `length`; every tuple
+        // still held for later windows is retired with it.
+        let mut w = Windower::new(Trigger::Count { length: 4, slide: 2 });
+        feed(&mut w, 1..=5);
+        let (fired, rest) = flush(&mut w);
+        assert_eq!(fired, vec![(vec![3, 4, 5], vec![5], vec![1, 2], vec![3, 4, 5])]);
+        assert!(rest.is_empty());
+        // Nothing new since the last window: no window, the held ones retire.
+        let mut w = Windower::new(Trigger::Count { length: 4, slide: 2 });
+        feed(&mut w, 1..=4);
+        let (fired, rest) = flush(&mut w);
+        assert!(fired.is_empty());
+        assert_eq!(rest, vec![3, 4]);
+        assert!(w.buffer().is_empty());
+    }
+
+    #[test]
+    fn a_flush_fires_every_time_window_the_buffered_tuples_wait_for() {
+        let mut w = Windower::new(Trigger::Time { length: 30, slide: 10, lag: None });
+        push_all(&mut w, [(5, 1), (12, 2)]);
+        assert_eq!(run(&mut w, 15), vec![(vec![1], vec![1], vec![], vec![])]);
+        let (fired, rest) = flush(&mut w);
+        assert_eq!(
+            fired,
+            vec![
+                (vec![1, 2], vec![2], vec![], vec![]), // [-10, 20)
+                (vec![1, 2], vec![], vec![], vec![1]), // [0, 30)
+                (vec![2], vec![], vec![1], vec![2]),   // [10, 40)
+                (vec![], vec![], vec![2], vec![]),     // [20, 50)
+            ]
+        );
+        assert!(rest.is_empty());
+        assert!(w.is_empty());
+        // Afterwards a tuple starts its windows afresh.
+        push_all(&mut w, [(1000, 3)]);
+        assert_eq!(w.next_deadline(), Some(1010));
+        // Event time: the watermark plays no part in a flush.
+        let mut w = Windower::new(Trigger::Time { length: 10, slide: 10, lag: Some(5) });
+        push_all(&mut w, [(3, 1), (8, 2)]);
+        assert!(run(&mut w, 0).is_empty());
+        let (fired, _) = flush(&mut w);
+        assert_eq!(
+            fired,
+            vec![
+                (vec![1, 2], vec![1, 2], vec![], vec![1, 2]),
+                (vec![], vec![], vec![1, 2], vec![])
+            ]
+        );
     }
 
     #[test]

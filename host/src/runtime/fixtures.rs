@@ -49,6 +49,7 @@ pub(super) fn component(name: &str, kind: Kind, tasks: std::ops::Range<u32>) -> 
         wait: [park.clone(), park.clone(), park],
         outdated: false,
         close_budget: None,
+        needs_ticks: None,
         checkpoints: false,
     }
 }

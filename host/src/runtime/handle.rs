@@ -377,6 +377,34 @@ impl TopologyHandle {
             .then_some((transferred, self.sum(Some(Kind::Bolt), StatField::Executed)))
     }
 
+    /// A signature of the topology's progress when no tuple is moving:
+    /// nothing unsent, nothing queued, every transferred tuple received
+    /// (trees may be pending: windows hold them). Equal twice in a row with
+    /// no work in between means quiet.
+    fn quiet_signature(&self) -> Option<(u64, u64)> {
+        let unsent = self.sum(None, StatField::Unsent);
+        let transferred = self.sum(None, StatField::Transferred);
+        let received = self.sum(Some(Kind::Bolt), StatField::Received);
+        let queued: usize = self.live().wiring.data.iter().flatten().map(Sender::len).sum();
+        (unsent == 0 && queued == 0 && transferred == received)
+            .then_some((transferred, self.sum(Some(Kind::Bolt), StatField::Executed)))
+    }
+
+    /// Tells every windowed bolt task to flush its windows
+    /// ([`Control::FlushWindows`]); returns how many were told.
+    pub fn flush_windows(&self) -> usize {
+        let live = self.inner.live.get();
+        let mut told = 0;
+        for c in live.topology.components.iter().filter(|c| c.window.is_some()) {
+            for t in c.tasks.clone() {
+                if live.wiring.controls[t as usize].send(Control::FlushWindows).is_ok() {
+                    told += 1;
+                }
+            }
+        }
+        told
+    }
+
     /// The components that still hold work, with how much: queued batches
     /// (bolts) and pending trees (spouts). "nothing visible" if none does.
     pub(super) fn backlog_summary(&self) -> String {
@@ -403,6 +431,31 @@ impl TopologyHandle {
         } else {
             parts.join(", ")
         }
+    }
+}
+
+/// Flushes the windows once the topology is quiet: call
+/// [`WindowFlusher::poll`] every 10 ms or more while no new tuple can enter
+/// (the feeds are done, or the spouts are deactivated). Once no tuple has
+/// moved between two polls, every windowed bolt flushes; the windows'
+/// emits then move again, and the next quiet spell flushes the windowed
+/// bolts downstream of them.
+#[derive(Debug, Default)]
+pub struct WindowFlusher {
+    last: Option<(u64, u64)>,
+    flushed: Option<(u64, u64)>,
+}
+
+impl WindowFlusher {
+    /// Samples the topology; flushes when it was quiet since the last
+    /// sample and has not been flushed in this state yet.
+    pub fn poll(&mut self, handle: &TopologyHandle) {
+        let signature = handle.quiet_signature();
+        if signature.is_some() && signature == self.last && signature != self.flushed {
+            handle.flush_windows();
+            self.flushed = signature;
+        }
+        self.last = signature;
     }
 }
 

@@ -33,6 +33,10 @@
 //!    what is queued for it: the drain then waits at most
 //!    [`START_FAILURE_DRAIN`] (1 s) more, so a failed start exits within a
 //!    second plus the close budgets, not after the whole timeout.
+//!    Meanwhile, once no spout is active and no tuple moves between two
+//!    samples, the windowed bolts flush ([`WindowFlusher`]): the tuples
+//!    still in their windows get the windows they wait for, then their acks,
+//!    so a windowed topology drains instead of waiting out the timeout.
 //! 3. `Stopping`: spouts fail what is still pending (reason: shutdown) and
 //!    call `close`; bolts call `cleanup`.
 //! 4. Join every thread. A thread still inside plugin code [`join_grace`]
@@ -56,7 +60,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use handle::{Durable, HandleError, Live, LiveCell, TopologyHandle};
+pub use handle::{Durable, HandleError, Live, LiveCell, TopologyHandle, WindowFlusher};
 pub use instantiate::{instantiate, instantiate_within, wait_strategy, Instances, StartError};
 pub use plan::{Plan, Wiring};
 pub use reload::Reloader;
@@ -337,8 +341,15 @@ impl RunningTopology {
         let mut last = None;
         let mut timeout = timeout;
         let mut start_failure_seen = false;
+        let mut flusher = WindowFlusher::default();
+        let windowed = self.handle.topology().components.iter().any(|c| c.window.is_some());
         loop {
             std::thread::sleep(Duration::from_millis(10));
+            if windowed && self.handle.sum(Some(Kind::Spout), StatField::Active) == 0 {
+                // No spout emits any more: once nothing moves, the windows'
+                // trailing tuples get their windows and their acks.
+                flusher.poll(&self.handle);
+            }
             let signature = self.handle.drained_signature();
             if signature.is_some() && signature == last {
                 return true;

@@ -496,7 +496,8 @@ mod tests {
         assert_eq!(capacities, [Some(8), Some(8)], "64 tuples in batches of 8");
         assert_eq!((wiring.controls.len(), wiring.stats.len(), wiring.recycle.len()), (3, 3, 3));
         assert_eq!((wiring.ackers.len(), ackers.len()), (2, 2));
-        assert!(wiring.queue_bytes.iter().all(Option::is_none), "no byte budget by default");
+        let budgets: Vec<bool> = wiring.queue_bytes.iter().map(Option::is_some).collect();
+        assert_eq!(budgets, [false, true, true], "a byte budget by default, on bolt queues");
         assert!(ends.iter().all(Option::is_some));
         assert!(ends[0].as_ref().is_some_and(|e| e.data.is_none()));
         assert!(ends[1].as_ref().is_some_and(|e| e.data.is_some()));
@@ -512,6 +513,9 @@ mod tests {
         let (wiring, _, _) = Wiring::new(&t);
         let budgets: Vec<bool> = wiring.queue_bytes.iter().map(Option::is_some).collect();
         assert_eq!(budgets, [false, true, true]);
+        t.settings.receive_buffer_bytes = 0;
+        let (wiring, _, _) = Wiring::new(&t);
+        assert!(wiring.queue_bytes.iter().all(Option::is_none), "0 turns it off");
     }
 
     #[test]

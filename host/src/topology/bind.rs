@@ -183,6 +183,9 @@ impl<'a> Binder<'a> {
                 .filter(|e| e.close_budget_ms > 0)
                 .map(|e| std::time::Duration::from_millis(e.close_budget_ms));
             let checkpoints = kind == Kind::Spout && v12.is_some_and(|e| e.durable);
+            let needs_ticks = v12
+                .filter(|e| kind == Kind::Bolt && e.ticks_ms > 0)
+                .map(|e| std::time::Duration::from_millis(e.ticks_ms));
             let windowed = ext.is_some_and(|e| e.windowed);
             let input_fields = ext
                 .map(|e| e.input_fields.iter().map(|f| f.to_string()).collect())
@@ -216,6 +219,7 @@ impl<'a> Binder<'a> {
                 wait,
                 outdated: false,
                 close_budget,
+                needs_ticks,
                 checkpoints,
             });
         }
@@ -233,6 +237,7 @@ impl<'a> Binder<'a> {
         for bolt in &config.bolts {
             let Some(&to) = names.get(bolt.decl.name.as_str()) else { continue };
             components[to].tick_tuple_freq_secs = bolt.tick_tuple_freq_secs;
+            self.check_ticks(&components[to], bolt);
             for input in &bolt.inputs {
                 self.bind_input(&mut components, &names, to, input);
             }
@@ -254,6 +259,43 @@ impl<'a> Binder<'a> {
         self.diags.sort();
         self.diags.items.dedup();
         self.diags.into_result(topology).map_err(BindError::Config)
+    }
+
+    /// A bolt that declares it needs tick tuples (`Bolt::TICKS`) gets them,
+    /// at least as often as it asks: without them it would run doing
+    /// nothing, and exit 0.
+    fn check_ticks(&mut self, component: &Component, bolt: &BoltDecl) {
+        let Some(needed) = component.needs_ticks else { return };
+        let needed_secs = needed.as_secs().max(1);
+        let every = if needed.subsec_millis() == 0 {
+            format!("{} s", needed.as_secs())
+        } else {
+            format!("{} ms", needed.as_millis())
+        };
+        match bolt.tick_tuple_freq_secs {
+            None => {
+                let message = format!(
+                    "bolt \"{}\" ({}) needs tick tuples at least every {every}, but it has no \
+                     tick_tuple_freq_secs: it would run without doing its work",
+                    bolt.decl.name, component.reference
+                );
+                let help = format!(
+                    "add tick_tuple_freq_secs = {needed_secs} to [bolts.{}]",
+                    bolt.decl.name
+                );
+                self.error(bolt.decl.loc, message, Some(help));
+            }
+            Some(secs) if std::time::Duration::from_secs(secs) > needed => {
+                let message = format!(
+                    "bolt \"{}\" ({}) needs tick tuples at least every {every}, but \
+                     tick_tuple_freq_secs = {secs}",
+                    bolt.decl.name, component.reference
+                );
+                let help = format!("set tick_tuple_freq_secs = {needed_secs} or less");
+                self.error(bolt.decl.loc, message, Some(help));
+            }
+            Some(_) => {}
+        }
     }
 
     /// `[state]`: the backend's component, with its config keys checked.

@@ -158,6 +158,9 @@ pub struct Component {
     /// How long its `close` or `cleanup` may take at shutdown (contract
     /// 1.2's `CLOSE_BUDGET`; `None`: not declared).
     pub close_budget: Option<std::time::Duration>,
+    /// A bolt that needs tick tuples at least this often (contract 1.2's
+    /// `Bolt::TICKS`; `None`: it needs none).
+    pub needs_ticks: Option<std::time::Duration>,
     /// A spout that keeps a checkpoint position (contract 1.2's
     /// `Spout::CHECKPOINTS`): durable state is exact across restarts.
     pub checkpoints: bool,

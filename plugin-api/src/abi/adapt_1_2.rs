@@ -222,7 +222,14 @@ fn descriptor(
     durable: bool,
     new: extern "C" fn(RStr<'_>) -> PResult<ComponentBox12>,
 ) -> ComponentExt12 {
-    ComponentExt12 { kind, name: name.into(), close_budget_ms: millis(budget), durable, new }
+    let close_budget_ms = millis(budget);
+    ComponentExt12 { kind, name: name.into(), close_budget_ms, durable, new, ticks_ms: 0 }
+}
+
+/// A bolt's descriptor with its declared need of tick tuples.
+fn with_ticks(mut d: ComponentExt12, ticks: Option<std::time::Duration>) -> ComponentExt12 {
+    d.ticks_ms = ticks.map_or(0, |t| millis(Some(t)).max(1));
+    d
 }
 
 /// The 1.2 descriptor of a spout.
@@ -232,12 +239,14 @@ pub(crate) fn spout_12<S: Spout>() -> ComponentExt12 {
 
 /// The 1.2 descriptor of a rich bolt.
 pub(crate) fn bolt_12<B: Bolt>() -> ComponentExt12 {
-    descriptor(ComponentKind::BOLT, B::NAME, B::CLOSE_BUDGET, true, new_bolt::<B>)
+    let d = descriptor(ComponentKind::BOLT, B::NAME, B::CLOSE_BUDGET, true, new_bolt::<B>);
+    with_ticks(d, B::TICKS)
 }
 
 /// The 1.2 descriptor of a basic bolt.
 pub(crate) fn basic_bolt_12<B: BasicBolt>() -> ComponentExt12 {
-    descriptor(ComponentKind::BOLT, B::NAME, B::CLOSE_BUDGET, true, new_basic::<B>)
+    let d = descriptor(ComponentKind::BOLT, B::NAME, B::CLOSE_BUDGET, true, new_basic::<B>);
+    with_ticks(d, B::TICKS)
 }
 
 /// The 1.2 descriptor of a windowed bolt.

@@ -188,4 +188,8 @@ pub struct ComponentExt12 {
     pub durable: bool,
     /// Builds an instance through contract 1.2.
     pub new: extern "C" fn(config: RStr<'_>) -> PResult<ComponentBox12>,
+    /// A bolt that needs tick tuples: the longest it may go between two,
+    /// in milliseconds (`Bolt::TICKS`; 0: it needs none). The host refuses
+    /// a topology that gives it no `tick_tuple_freq_secs`, or a longer one.
+    pub ticks_ms: u64,
 }

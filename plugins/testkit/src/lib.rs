@@ -27,6 +27,7 @@
 //! - [`ListSpout`] emits a list of integers once each, reliably, and logs acks
 //!   and fails (event-time timestamps for windowed bolts).
 //! - [`WindowSizeBolt`] (windowed, contract 1.1) emits each window's shape.
+//! - [`TickCountBolt`] needs tick tuples (contract 1.2's `TICKS`).
 //!
 //! Routing:
 //! - [`DirectSpout`] sends with `emit_direct`; [`MultiStreamSpout`] emits on
@@ -61,6 +62,7 @@ mod replay;
 mod routing;
 #[cfg(test)]
 mod test_support;
+mod ticks;
 mod window;
 
 use serde::Deserialize;
@@ -75,6 +77,7 @@ pub use plumbing::{ConstSpout, EmptySpout, IdBolt, NullBolt, PackBolt, SleepBolt
 pub use record::RecordBolt;
 pub use replay::ReplaySpout;
 pub use routing::{DirectSpout, MultiStreamSpout};
+pub use ticks::TickCountBolt;
 pub use window::{ListSpout, WindowDigest, WindowSizeBolt};
 
 squall_plugin_api::export_plugin! {
@@ -83,7 +86,7 @@ squall_plugin_api::export_plugin! {
         DirectSpout, MultiStreamSpout, ListSpout,
     ],
     bolts: [ChaosBolt],
-    basic_bolts: [NullBolt, IdBolt, PackBolt, PanicBolt, PanicOnNew, PanicOnPrepare, SleepBolt, RecordBolt, LifecycleBolt, LatencyBolt],
+    basic_bolts: [NullBolt, IdBolt, PackBolt, PanicBolt, PanicOnNew, PanicOnPrepare, SleepBolt, RecordBolt, LifecycleBolt, LatencyBolt, TickCountBolt],
     windowed_bolts: [WindowSizeBolt, WindowDigest],
 }
 

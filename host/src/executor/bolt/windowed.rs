@@ -9,6 +9,12 @@
 //! when `execute_window` returned an error or panicked). Event-time tuples
 //! behind the watermark go out on the `late` stream, anchored to themselves,
 //! and are acked at once. Tick tuples never enter a window.
+//!
+//! A [`Control::FlushWindows`](crate::control::Control::FlushWindows) (the
+//! end of a harness feed, a drain, once no tuple is moving) flushes: the
+//! windows the buffered tuples still wait for run at once, whatever the
+//! clock, the watermark or a count window's slide says, then every tuple
+//! left is acked ([`Windower::fire_flush`]).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -61,6 +67,8 @@ pub struct WindowState {
     /// Restored tuples renumbered here: their old keys (task index, sequence
     /// number), which the next checkpoint removes.
     moved: Vec<(u32, u64)>,
+    /// A flush is under way (it goes on over turns while emits back up).
+    flushing: bool,
 }
 
 /// What a durable windowed task's checkpoints have written: the tuples
@@ -109,6 +117,7 @@ impl WindowState {
             next_seq: 0,
             log: None,
             moved: Vec::new(),
+            flushing: false,
         }
     }
 
@@ -246,6 +255,12 @@ impl WindowState {
             .extend(self.windower.expired().iter().map(|e| e.item.seq).filter(|&seq| seq < saved));
     }
 
+    /// Starts a flush: the next [`BoltExecutor::run_windows`] runs every
+    /// window the buffered tuples wait for, then acks what is left.
+    pub fn flush(&mut self) {
+        self.flushing = !self.windower.is_empty();
+    }
+
     /// How long the bolt may block before its next processing-time window.
     pub fn until_deadline(&self) -> Option<Duration> {
         let deadline = self.windower.next_deadline()?;
@@ -331,7 +346,15 @@ impl BoltExecutor {
         let now = now_millis();
         loop {
             let Some(state) = self.window.as_mut() else { return };
-            let Some(firing) = state.windower.fire(now) else { return };
+            let firing =
+                if state.flushing { state.windower.fire_flush() } else { state.windower.fire(now) };
+            let Some(firing) = firing else {
+                if state.flushing {
+                    state.flushing = false;
+                    retire_rest(self, turn);
+                }
+                return;
+            };
             let mut panic = None;
             let ok = if self.core.poisoned {
                 false
@@ -393,6 +416,15 @@ impl BoltExecutor {
                 return;
             }
         }
+    }
+}
+
+/// Acks the tuples a flush leaves: they had every window they will get.
+fn retire_rest(bolt: &mut BoltExecutor, turn: &mut Turn) {
+    let Some(state) = bolt.window.as_mut() else { return };
+    state.forget_expired();
+    for entry in state.windower.retire_rest() {
+        bolt.inputs.ack(entry.item.anchor, &mut bolt.core.transfer, &mut turn.stats);
     }
 }
 

@@ -150,11 +150,7 @@ fn examples_at(
             let key = format!("profile.release.package.{package}.codegen-units={units}");
             build.arg("--config").arg(key);
         }
-        let out = build
-            .arg("--target-dir")
-            .arg(&target)
-            .output()
-            .map_err(|e| e.to_string())?;
+        let out = build.arg("--target-dir").arg(&target).output().map_err(|e| e.to_string())?;
         if !out.status.success() {
             return Err(String::from_utf8_lossy(&out.stderr).into_owned());
         }

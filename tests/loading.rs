@@ -248,9 +248,9 @@ fn inspect_lists_components_with_kinds_streams_fields_and_the_contract_version()
     assert_eq!(streams_of("bolt", "NullBolt"), Vec::<&str>::new());
     let components =
         lines.iter().filter(|l| l.starts_with("spout ") || l.starts_with("bolt ")).count();
-    // 21 with a 1.0 descriptor, and the windowed WindowSizeBolt and
+    // 22 with a 1.0 descriptor, and the windowed WindowSizeBolt and
     // WindowDigest (1.1 only).
-    assert_eq!(components, 23, "every testkit component is listed\n{}", out.context());
+    assert_eq!(components, 24, "every testkit component is listed\n{}", out.context());
 }
 
 #[test]

@@ -185,6 +185,12 @@ mod tests {
             ("bolt", "RecordBolt".into(), true, vec![]),
             ("bolt", "LifecycleBolt".into(), true, vec![]),
             ("bolt", "LatencyBolt".into(), true, vec![]),
+            (
+                "bolt",
+                "TickCountBolt".into(),
+                true,
+                vec![("default".to_owned(), vec!["count".to_owned()], false)],
+            ),
         ];
         assert_eq!(listing(), expected);
         assert_eq!(__SquallPlugin::catalogue().plugin.as_str(), "squall-testkit");
@@ -193,8 +199,8 @@ mod tests {
     #[test]
     fn every_component_declares_its_config_keys() {
         let extensions = __SquallPlugin::extensions();
-        // Every 1.0 component has its 1.1 description; the windowed bolt has
-        // only the latter.
+        // Every 1.0 component has its 1.1 description; the two windowed
+        // bolts have only the latter.
         for d in __SquallPlugin::catalogue().components.iter() {
             assert!(
                 extensions.iter().any(|e| e.name == d.name && e.kind == d.kind),
@@ -202,7 +208,7 @@ mod tests {
                 d.name
             );
         }
-        assert_eq!(extensions.len(), __SquallPlugin::catalogue().components.len() + 1);
+        assert_eq!(extensions.len(), __SquallPlugin::catalogue().components.len() + 2);
         for c in extensions.iter() {
             assert!(c.declares_config, "{} does not declare its config keys", c.name);
             for key in c.config_keys.iter() {

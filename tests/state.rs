@@ -421,8 +421,9 @@ fn squall_state_lists_and_shows_the_committed_counts_and_rm_deletes_them() {
 
 /// A checkpoint's PostgreSQL transaction interrupted by SIGKILL: the
 /// backend is slowed (every reply held 1 s) so that the kill lands after the
-/// commit sent its `COPY` and before its `COMMIT`. The restart must start
-/// from the checkpoint before it, and the counts end exact.
+/// commit sent all its writes, the new checkpoint number last, and before
+/// its `COMMIT`. The restart must start from the checkpoint before it, and
+/// the counts end exact.
 #[test]
 fn a_commit_interrupted_by_a_kill_is_never_visible() {
     if !require_service(POSTGRES) {
@@ -442,9 +443,10 @@ fn a_commit_interrupted_by_a_kill_is_never_visible() {
     let mut child = cmd.spawn();
     child.wait_for_stderr("running;", Duration::from_secs(30));
     std::thread::sleep(Duration::from_millis(800));
-    // From now on each round trip of the backend takes a second: the next
-    // commit's COPY goes out, and its COMMIT is seconds away.
-    proxy.watch(b"COPY ");
+    // From now on each round trip of the backend takes a second: once the
+    // next commit has sent its new checkpoint number (its last write), its
+    // COMMIT is a second away.
+    proxy.watch(b"(namespace, checkpoint) VALUES");
     proxy.delay_replies(Duration::from_secs(1));
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while proxy.seen() == 0 {

@@ -469,6 +469,43 @@ fn a_commit_interrupted_by_a_kill_is_never_visible() {
     assert_eq!(counts, true_counts(LIMIT), "\n{}\n{}", killed.context(), out.context());
 }
 
+/// A live resize of the durable counter (2 tasks to 3, SIGHUP) while the
+/// spout emits, then a SIGKILL after the checkpoints that follow it, then a
+/// restart with 2 tasks: every count exact.
+#[test]
+fn a_live_resize_of_durable_counts_then_a_kill_keeps_every_count_exact() {
+    if !require_service(REDIS) {
+        return;
+    }
+    let ws = Workspace::new("state_live_resize");
+    let namespace = unique_name("squall_resize");
+    let file = ws.write_topology("live.toml", &topology(&redis_backend(), &namespace, 2));
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &file);
+    cmd.limit(Duration::from_secs(90));
+    let mut child = cmd.spawn();
+    child.wait_for_stderr("running;", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(800));
+    ws.write_topology("live.toml", &topology(&redis_backend(), &namespace, 3));
+    child.signal(libc::SIGHUP);
+    child.wait_for_stderr("reload #1 (SIGHUP) succeeded", Duration::from_secs(30));
+    // Checkpoints of the resized topology commit, then the process dies.
+    std::thread::sleep(Duration::from_millis(1200));
+    child.signal(libc::SIGKILL);
+    let killed = child.wait();
+    assert!(
+        killed.stderr.contains(r#"resized "count" from 2 to 3 tasks"#),
+        "the reload resized the counter\n{}",
+        killed.context()
+    );
+    let last = ws.write_topology("last.toml", &topology(&redis_backend(), &namespace, 2));
+    let out = SquallCommand::run(&ws, &last, "8s").limit(Duration::from_secs(60)).output();
+    out.assert_code(0);
+    let counts = final_counts(&out.stdout);
+    SquallCommand::new(&ws, ["state", "rm", "--yes"]).arg(&last).output().assert_code(0);
+    assert!(out.stderr.contains("durable state: restored checkpoint"), "\n{}", out.context());
+    assert_eq!(counts, true_counts(LIMIT), "\n{}\n{}", killed.context(), out.context());
+}
+
 #[test]
 fn checkpoints_fail_while_the_backend_is_cut_off_then_catch_up_and_counts_stay_exact() {
     if !require_service(REDIS) {

@@ -317,9 +317,9 @@ fn redis_stream_fed_counts_in_postgres_are_exact_after_five_kills_and_a_rescale(
     assert_eq!(pending.0, 0, "every entry XACKed");
 }
 
-#[test]
-fn file_fed_counts_in_redis_are_exact_after_five_kills_and_a_rescale() {
-    let ws = Workspace::new("state_kill_file_input");
+/// A file of the `LIMIT` sentences, in order, in a workspace of its own.
+fn sentence_file(test: &str) -> (Workspace, Source) {
+    let ws = Workspace::new(test);
     let path = ws.dir().join("sentences.txt");
     let mut text = String::new();
     for i in 0..LIMIT {
@@ -327,7 +327,19 @@ fn file_fed_counts_in_redis_are_exact_after_five_kills_and_a_rescale() {
         text.push('\n');
     }
     std::fs::write(&path, text).unwrap();
-    killed_five_times_from(&Source::File(path), redis_backend(), "state_kill_file_redis");
+    (ws, Source::File(path))
+}
+
+#[test]
+fn file_fed_counts_in_redis_are_exact_after_five_kills_and_a_rescale() {
+    let (_input, source) = sentence_file("state_kill_file_input");
+    killed_five_times_from(&source, redis_backend(), "state_kill_file_redis");
+}
+
+#[test]
+fn file_fed_counts_in_postgres_are_exact_after_five_kills_and_a_rescale() {
+    let (_input, source) = sentence_file("state_kill_file_input_pg");
+    killed_five_times_from(&source, postgres_backend(), "state_kill_file_postgres");
 }
 
 /// Sentences `s0` … `s999` in cycle order through a tumbling count window of

@@ -239,14 +239,21 @@ fn killed_five_times_with(
         assert!(out.stdout.lines().all(|l| !l.starts_with("wordcount:")), "killed before cleanup");
     }
     // The last run, with 2 tasks again: emits what is left, drains, prints.
-    let file = ws.write_topology("last.toml", &make(&backend, &namespace, 2));
-    let out = SquallCommand::run(&ws, &file, "12s").limit(Duration::from_secs(60)).output();
+    let (counts, context) = last_run(&ws, &make(&backend, &namespace, 2), "12s");
+    assert_eq!(&counts, expected, "\n{context}");
+}
+
+/// The run after the kills: `topology` for `duration`, which must exit 0
+/// having restored a checkpoint; returns the counts it printed (and its
+/// output, for messages), after removing the state it used.
+fn last_run(ws: &Workspace, topology: &str, duration: &str) -> (BTreeMap<String, u64>, String) {
+    let file = ws.write_topology("last.toml", topology);
+    let out = SquallCommand::run(ws, &file, duration).limit(Duration::from_secs(60)).output();
     out.assert_code(0);
     assert!(out.stderr.contains("durable state: restored checkpoint"), "\n{}", out.context());
     let counts = final_counts(&out.stdout);
-    let rm = SquallCommand::new(&ws, ["state", "rm", "--yes"]).arg(&file).output();
-    rm.assert_code(0);
-    assert_eq!(&counts, expected, "\n{}", out.context());
+    SquallCommand::new(ws, ["state", "rm", "--yes"]).arg(&file).output().assert_code(0);
+    (counts, out.context())
 }
 
 #[test]
@@ -472,13 +479,8 @@ fn a_commit_interrupted_by_a_kill_is_never_visible() {
     let direct = format!(r#"url = "host={pg_host} port={pg_port} user=postgres dbname=postgres""#);
     let mut backend = postgres_backend();
     backend.config = direct;
-    let last = ws.write_topology("last.toml", &topology(&backend, &namespace, 2));
-    let out = SquallCommand::run(&ws, &last, "8s").limit(Duration::from_secs(60)).output();
-    out.assert_code(0);
-    let counts = final_counts(&out.stdout);
-    SquallCommand::new(&ws, ["state", "rm", "--yes"]).arg(&last).output().assert_code(0);
-    assert!(out.stderr.contains("durable state: restored checkpoint"), "\n{}", out.context());
-    assert_eq!(counts, true_counts(LIMIT), "\n{}\n{}", killed.context(), out.context());
+    let (counts, context) = last_run(&ws, &topology(&backend, &namespace, 2), "8s");
+    assert_eq!(counts, true_counts(LIMIT), "\n{}\n{context}", killed.context());
 }
 
 /// A live resize of the durable counter (2 tasks to 3, SIGHUP) while the
@@ -509,13 +511,8 @@ fn a_live_resize_of_durable_counts_then_a_kill_keeps_every_count_exact() {
         "the reload resized the counter\n{}",
         killed.context()
     );
-    let last = ws.write_topology("last.toml", &topology(&redis_backend(), &namespace, 2));
-    let out = SquallCommand::run(&ws, &last, "8s").limit(Duration::from_secs(60)).output();
-    out.assert_code(0);
-    let counts = final_counts(&out.stdout);
-    SquallCommand::new(&ws, ["state", "rm", "--yes"]).arg(&last).output().assert_code(0);
-    assert!(out.stderr.contains("durable state: restored checkpoint"), "\n{}", out.context());
-    assert_eq!(counts, true_counts(LIMIT), "\n{}\n{}", killed.context(), out.context());
+    let (counts, context) = last_run(&ws, &topology(&redis_backend(), &namespace, 2), "8s");
+    assert_eq!(counts, true_counts(LIMIT), "\n{}\n{context}", killed.context());
 }
 
 #[test]

@@ -20,8 +20,12 @@
 //! (default 10) and `BENCH_RUNS` (default 3) set the length and the number
 //! of runs. `-- --test` (CI's bench smoke) does one 1-second run of each.
 //! `SQUALL_PREVIOUS_BIN=/path/to/older/squall` also runs the three
-//! throughput workloads with that build, alternating with this one, and
-//! prints this build / previous.
+//! throughput workloads and const-null acked with that build, alternating
+//! with this one, and prints this build / previous (the median of the
+//! per-pair ratios, and the medians' ratio). `SQUALL_PREVIOUS_PLUGIN_DIR`
+//! gives that build its own plugins (default: this build's).
+//! `BENCH_ONLY=previous` runs only that comparison; `BENCH_ONLY=http` only
+//! the cost of `--http`.
 //! The plugins must be built: `cargo build --release --workspace`.
 
 use std::hint::black_box;
@@ -46,6 +50,8 @@ struct Settings {
     /// Another build of squall to compare with (`SQUALL_PREVIOUS_BIN`), run
     /// alternately with `bin` in the same bench run.
     previous: Option<PathBuf>,
+    /// The plugins `previous` runs with (default: `plugin_dir`).
+    previous_plugins: Option<PathBuf>,
     secs: u64,
     runs: usize,
     root: PathBuf,
@@ -67,6 +73,7 @@ fn main() {
     let s = Settings {
         bin: PathBuf::from(env!("CARGO_BIN_EXE_squall")),
         previous: std::env::var_os("SQUALL_PREVIOUS_BIN").map(PathBuf::from),
+        previous_plugins: std::env::var_os("SQUALL_PREVIOUS_PLUGIN_DIR").map(PathBuf::from),
         secs: if smoke { 1 } else { env_num("BENCH_SECS", 10) },
         runs: if smoke { 1 } else { env_num("BENCH_RUNS", 3) as usize },
         root,
@@ -83,6 +90,11 @@ fn main() {
         }
     }
     println!("squall throughput benchmark: {} run(s) of {} s each, medians", s.runs, s.secs);
+    match std::env::var("BENCH_ONLY").as_deref() {
+        Ok("previous") => return against_previous(&s),
+        Ok("http") => return http_cost(&s),
+        _ => {}
+    }
     println!("{:<22} {:>16} {:>16} {:>8}", "workload", "squall /s", "baseline /s", "ratio");
     let workloads: [(&str, &str, &str, Baseline); 3] = [
         ("const-null", "bolt", "executed", const_null),
@@ -94,27 +106,12 @@ fn main() {
     let mut medians: FxHashMap<&str, f64> = FxHashMap::default();
     for (name, component, field, baseline) in workloads {
         let file = format!("{name}.toml");
-        let mut ours = Vec::new();
-        let mut previous = Vec::new();
-        for _ in 0..s.runs {
-            ours.push(squall_rate(&s, &s.bin, &file, component, field, None, false).0);
-            if let Some(bin) = &s.previous {
-                previous.push(squall_rate(&s, bin, &file, component, field, None, false).0);
-            }
-        }
-        let ours = median(ours.into_iter());
+        let ours = median(
+            (0..s.runs).map(|_| squall_rate(&s, &s.bin, &file, component, field, None, false).0),
+        );
         medians.insert(name, ours);
         let theirs = median((0..s.runs).map(|_| baseline(Duration::from_secs(s.secs))));
         println!("{name:<22} {ours:>16.0} {theirs:>16.0} {:>8.2}", ours / theirs);
-        if s.previous.is_some() {
-            let previous = median(previous.into_iter());
-            println!(
-                "{:<22} {previous:>16.0} {:>16} {:>8.2}   previous build; this build / previous",
-                format!("  {name} (previous)"),
-                "-",
-                ours / previous
-            );
-        }
     }
     for name in ["const-null-ack", "const-id-null-ack", "const-null-latency"] {
         let runs: Vec<(f64, (f64, f64))> = (0..s.runs)
@@ -144,18 +141,10 @@ fn main() {
         median(lat.iter().map(|l| l.0)),
         median(lat.iter().map(|l| l.1))
     );
-    // The cost of --http with the page open: const-null without and with it,
-    // alternating, in this run.
-    let (mut off, mut on) = (Vec::new(), Vec::new());
-    for _ in 0..s.runs {
-        off.push(squall_rate(&s, &s.bin, "const-null.toml", "bolt", "executed", None, false).0);
-        on.push(squall_rate(&s, &s.bin, "const-null.toml", "bolt", "executed", None, true).0);
+    http_cost(&s);
+    if s.previous.is_some() {
+        against_previous(&s);
     }
-    let (off, on) = (median(off.into_iter()), median(on.into_iter()));
-    println!(
-        "const-null with --http polled every second: {on:.0}/s vs {off:.0}/s without ({:.3} of it)",
-        on / off
-    );
     targets(&s, smoke, &medians);
     let _ = std::fs::remove_dir_all(&s.scratch);
 }
@@ -188,6 +177,56 @@ fn squall_rate(
 ) -> (f64, (f64, f64)) {
     let (rate, lat) = squall_run(s, bin, file, component, field, throttle, http, false, None);
     (rate, (lat[0], lat[1]))
+}
+
+/// This build against `SQUALL_PREVIOUS_BIN`, run alternately (this one,
+/// then the previous, `runs` times) on the throughput workloads and
+/// const-null acked: the median of the per-pair ratios, which cancels a
+/// load that drifts between pairs, and the ratio of the medians.
+fn against_previous(s: &Settings) {
+    let Some(previous) = &s.previous else {
+        eprintln!("BENCH_ONLY=previous needs SQUALL_PREVIOUS_BIN");
+        std::process::exit(2);
+    };
+    println!(
+        "{:<22} {:>16} {:>16} {:>9} {:>9}",
+        "this build / previous", "this /s", "previous /s", "pairs", "medians"
+    );
+    let workloads = [
+        ("const-null", "bolt", "executed"),
+        ("const-null-ack", "spout", "acked"),
+        ("wordcount", "split", "executed"),
+        ("const-id-null", "null", "executed"),
+    ];
+    for (name, component, field) in workloads {
+        let file = format!("{name}.toml");
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..s.runs {
+            ours.push(squall_rate(s, &s.bin, &file, component, field, None, false).0);
+            theirs.push(squall_rate(s, previous, &file, component, field, None, false).0);
+        }
+        let pairs = median(ours.iter().zip(&theirs).map(|(a, b)| a / b));
+        let (ours, theirs) = (median(ours.into_iter()), median(theirs.into_iter()));
+        println!("{name:<22} {ours:>16.0} {theirs:>16.0} {pairs:>9.3} {:>9.3}", ours / theirs);
+    }
+}
+
+/// The cost of --http with the page open: const-null without and with it
+/// (the topology polled every second, as the live page does, plus a
+/// Prometheus scrape every second), alternating, in this run.
+fn http_cost(s: &Settings) {
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for _ in 0..s.runs {
+        off.push(squall_rate(s, &s.bin, "const-null.toml", "bolt", "executed", None, false).0);
+        on.push(squall_rate(s, &s.bin, "const-null.toml", "bolt", "executed", None, true).0);
+    }
+    let pairs = median(on.iter().zip(&off).map(|(a, b)| a / b));
+    let (off, on) = (median(off.into_iter()), median(on.into_iter()));
+    println!(
+        "const-null with --http polled every second: {on:.0}/s vs {off:.0}/s without \
+         ({:.3} of it; median of the pairs' ratios {pairs:.3})",
+        on / off
+    );
 }
 
 /// [`squall_rate`], returning complete latency p50/p99/p999; with
@@ -223,8 +262,12 @@ fn squall_run(
             .collect::<Vec<_>>()
             .join("\n");
     }
-    text = text
-        .replace("${SQUALL_PLUGIN_DIR:-../../target/release}", &s.plugin_dir.display().to_string());
+    let plugins = match (&s.previous, &s.previous_plugins) {
+        (Some(previous), Some(dir)) if previous == bin => dir,
+        _ => &s.plugin_dir,
+    };
+    text =
+        text.replace("${SQUALL_PLUGIN_DIR:-../../target/release}", &plugins.display().to_string());
     if let Some(rate) = throttle {
         text = text.replacen(
             "reliable = true }",

@@ -209,17 +209,20 @@ impl Value {
     ///
     /// Scalars count 8 bytes (a bool 1, null 0); strings and byte buffers count
     /// their length; a list counts the sum of its items.
+    #[inline]
     pub fn encoded_len(&self) -> usize {
+        // Lengths only: no UTF-8 check of an inline string (the host calls
+        // this on every tuple under a byte budget).
         match self {
             Value::Null => 0,
             Value::Bool(_) => 1,
             Value::I64(_) | Value::U64(_) | Value::F64(_) => 8,
+            Value::SmallStr(s) => usize::from(s.len).min(SmallStr::CAPACITY),
+            Value::Str(s) => s.len(),
+            Value::SharedStr(s) => s.len(),
+            Value::Bytes(b) => b.len(),
+            Value::SharedBytes(b) => b.len(),
             Value::List(items) => items.iter().map(Value::encoded_len).sum(),
-            other => other
-                .as_str()
-                .map(str::len)
-                .or_else(|| other.as_bytes().map(<[u8]>::len))
-                .unwrap_or(0),
         }
     }
 }

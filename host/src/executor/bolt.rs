@@ -28,7 +28,7 @@ use super::batch::{Batch, QueueBytes};
 use super::core::TaskCore;
 use super::output::{HostOutput, Side};
 use super::spout::ThrottleUnit;
-use super::swap::{Action, SwapMachine, Verdict};
+use super::swap::{Action, RetireAction, RetireMachine, SwapMachine, Verdict};
 use super::tracking::InputTracker;
 use super::transfer::EmitError;
 use super::{count_emit_error, count_error};
@@ -217,8 +217,10 @@ impl BoltExecutor {
         }
         let (mut bolt_counter, mut bp_counter) = (0u32, 0u32);
         while self.core.run.state() != RunState::Stopping {
-            if self.retiring.is_some() && self.left(&turn) {
-                self.hand_over();
+            if self.core.rewiring.is_some() {
+                self.core.advance_rewire();
+            }
+            if self.retiring.is_some() && self.leaves(&turn) {
                 break;
             }
             // 1. pending emits first
@@ -244,6 +246,10 @@ impl BoltExecutor {
             if consumed == 0 && ticks == 0 {
                 self.core.transfer.flush_all(&mut turn.stats);
                 self.publish(&mut turn);
+                // A rewire whose last batches just left is done before a long wait.
+                if self.core.rewiring.is_some() {
+                    self.core.advance_rewire();
+                }
                 bolt_counter = self.idle(bolt_counter);
             } else {
                 bolt_counter = 0;
@@ -321,17 +327,29 @@ impl BoltExecutor {
             && !self.core.transfer.has_pending()
     }
 
-    /// Sends the state to the reloader, as [`Retire`] asks.
-    fn hand_over(&mut self) {
-        let Some(Retire { state: Some(to) }) = self.retiring.take() else { return };
-        let state = match self.bolt.save_state().into_result() {
-            Ok(state) => state.into_option(),
-            Err(e) => {
-                tracing::warn!("{}: save_state while retiring: {e}", self.core.label);
-                None
+    /// A retiring task's turn ([`RetireMachine`]): true once it has left,
+    /// its state handed over as [`Retire`] asks.
+    #[cold]
+    fn leaves(&mut self, turn: &Turn) -> bool {
+        let Some(retire) = &self.retiring else { return false };
+        let machine = RetireMachine::new(retire.state.is_some());
+        match machine.poll(self.left(turn), self.core.rewiring.is_some()) {
+            RetireAction::Run => false,
+            RetireAction::Leave { hand_state } => {
+                let to = self.retiring.take().and_then(|r| r.state);
+                if let (true, Some(to)) = (hand_state, to) {
+                    let state = match self.bolt.save_state().into_result() {
+                        Ok(state) => state.into_option(),
+                        Err(e) => {
+                            tracing::warn!("{}: save_state while retiring: {e}", self.core.label);
+                            None
+                        }
+                    };
+                    let _ = to.send((self.core.name.task.0, state));
+                }
+                true
             }
-        };
-        let _ = to.send((self.core.name.task.0, state));
+        }
     }
 
     /// The bolt wait. At progressive level 3 a bolt blocks on its receive

@@ -8,16 +8,13 @@ use crossbeam_channel::Receiver;
 use squall_plugin_api::abi::{TaskContext, TaskExt};
 use squall_plugin_api::PluginError;
 
+use super::swap::{RewireAction, RewireMachine};
 use super::transfer::Transfer;
 use super::RestartPolicy;
 use crate::control::{Control, RunControl, RunError, TaskName};
 use crate::metrics::{LocalStats, StatField, TaskStats};
 use crate::plugin::{Factory, Instance};
 use crate::wait::WaitStrategy;
-
-/// The longest a task waits for full downstream queues to take what it
-/// batched before it takes new routes.
-const REWIRE_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The parts every executor task is built from.
 #[derive(Debug)]
@@ -54,6 +51,10 @@ pub struct TaskCore {
     /// Where the task reports its part of each checkpoint (durable state;
     /// `None`: the topology has no `[state]`).
     pub checkpoints: Option<crossbeam_channel::Sender<crate::state::Report>>,
+    /// New routes taken while batches for tasks they no longer reach are
+    /// still on their way, with whom to tell once they arrived (see
+    /// [`RewireMachine`]). Checked once per loop turn.
+    pub rewiring: Option<(RewireMachine, Vec<crossbeam_channel::Sender<u32>>)>,
 }
 
 /// The waits of one task: its main strategy (spout or bolt wait) and its
@@ -98,12 +99,16 @@ impl TaskCore {
             restarts,
             poisoned: false,
             checkpoints: None,
+            rewiring: None,
         }
     }
 
-    /// Takes new routes (a live reload): flushes what is batched for the
-    /// old ones first, so every tuple emitted before reaches the task it was
-    /// routed to, then reports on `rewire.done`. The new task → component
+    /// Takes new routes (a live reload) at once: what is batched is sent
+    /// first (in order, to the tasks it was routed to), then every emit
+    /// follows the new routes. The reloader hears on `rewire.done` once the
+    /// batches for tasks the new routes no longer reach have all arrived
+    /// ([`advance_rewire`](Self::advance_rewire), every loop turn), and
+    /// only then retires those tasks. Returns the new task → component
     /// table, for a bolt downstream of replaced tasks.
     pub fn rewire(
         &mut self,
@@ -111,21 +116,43 @@ impl TaskCore {
         stats: &mut LocalStats,
     ) -> Option<Arc<crate::executor::bolt::SourceTable>> {
         self.transfer.flush_all(stats);
-        let deadline = Instant::now() + REWIRE_FLUSH_LIMIT;
-        while !self.transfer.flush_pending(stats) && Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_micros(100));
-        }
-        if self.transfer.has_pending() {
-            tracing::warn!(
-                "{}: downstream queues stayed full for {} s while taking new routes; \
-                 the batches still waiting go on to their old targets",
-                self.label,
-                REWIRE_FLUSH_LIMIT.as_secs()
-            );
-        }
+        let mut old = self.transfer.targets();
         self.transfer.rewire(rewire.streams, rewire.queues, rewire.queue_bytes);
-        let _ = rewire.done.send(self.name.task.0);
+        let mut dones = vec![rewire.done];
+        // A rewire while another is still on its way: both wait for the
+        // tasks either left behind.
+        if let Some((earlier, told)) = self.rewiring.take() {
+            old.extend_from_slice(earlier.left_behind());
+            dones.extend(told);
+        }
+        let machine = RewireMachine::new(Instant::now(), &old, &self.transfer.targets());
+        self.rewiring = Some((machine, dones));
+        self.advance_rewire();
         rewire.sources
+    }
+
+    /// Tells the reloader a rewire is done once no batch for a task left
+    /// behind waits any more. The loops call it once per turn while
+    /// [`rewiring`](Self::rewiring) is set; it never waits.
+    #[cold]
+    pub fn advance_rewire(&mut self) {
+        let Some((machine, dones)) = &mut self.rewiring else { return };
+        let pending = self.transfer.pending_to(machine.left_behind());
+        match machine.poll(Instant::now(), pending) {
+            RewireAction::Wait => {}
+            RewireAction::Warn => tracing::warn!(
+                "{}: the tasks a reload retires have not taken this task's last batches \
+                 for {} s (their queues stay full); they stay until they have",
+                self.label,
+                super::swap::REWIRE_WARN_AFTER.as_secs()
+            ),
+            RewireAction::Done => {
+                for done in dones.drain(..) {
+                    let _ = done.send(self.name.task.0);
+                }
+                self.rewiring = None;
+            }
+        }
     }
 
     /// Hands `state`, saved by the instance a new one replaces, to the new

@@ -209,6 +209,9 @@ impl SpoutExecutor {
             if self.swap.is_some() {
                 self.advance_swap(&mut turn, &name, state);
             }
+            if self.core.rewiring.is_some() {
+                self.core.advance_rewire();
+            }
             iteration += 1;
             // 2. gate
             let gated = self.max_pending.is_some_and(|max| self.tracker.pending.len() >= max);
@@ -234,6 +237,9 @@ impl SpoutExecutor {
             if emitted == 0 && received == 0 {
                 self.core.transfer.flush_all(&mut turn.stats);
                 self.publish(&mut turn);
+                if self.core.rewiring.is_some() {
+                    self.core.advance_rewire();
+                }
                 let started = Instant::now();
                 if (gated && acking) || self.swap.is_some() || state == RunState::Draining {
                     // Only an acker reply (or a timeout tick) can ungate the

@@ -5,6 +5,10 @@
 //! reads no channel, so it is tested on its own, and the model test at the
 //! end of this file runs it under random interleavings.
 //!
+//! Two smaller machines cover the other changes a reload makes to a
+//! running task: [`RewireMachine`] (new routes) and [`RetireMachine`] (a
+//! task that leaves, handing its state over).
+//!
 //! # Phases
 //! ```text
 //!   spout with a drain:  Draining ──drained or overdue──► TakeOver
@@ -154,6 +158,114 @@ impl SwapMachine {
             self.phase = Phase::Held;
         }
         ok
+    }
+}
+
+/// How long a task taking new routes waits for its batches to old tasks
+/// before it warns (it goes on waiting: a retired task leaves only once
+/// every batch for it has arrived).
+pub const REWIRE_WARN_AFTER: Duration = Duration::from_secs(10);
+
+/// What a task taking new routes does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RewireAction {
+    /// Batches for tasks the new routes no longer reach still wait for
+    /// room: send them first.
+    Wait,
+    /// They have waited [`REWIRE_WARN_AFTER`]: say so once, and wait on.
+    Warn,
+    /// Every one of them arrived: tell the reloader.
+    Done,
+}
+
+/// One task's side of taking new routes ([`Control::Rewire`]): the new
+/// routes are installed at once, so the task never stops emitting; the
+/// batches it had made for tasks that the new routes no longer reach go on
+/// to those tasks, and the reloader hears `done` only once all of them
+/// have arrived. Only then does it retire those tasks ([`RetireMachine`]),
+/// so none leaves with a batch still on its way to it.
+///
+/// [`Control::Rewire`]: crate::control::Control::Rewire
+#[derive(Debug, Clone)]
+pub struct RewireMachine {
+    /// Tasks the old routes reached and the new ones do not, sorted.
+    left_behind: Vec<u32>,
+    since: Instant,
+    warned: bool,
+}
+
+impl RewireMachine {
+    /// New routes that reach `new` (task ids) replace routes that reached
+    /// `old`, at `now`.
+    pub fn new(now: Instant, old: &[u32], new: &[u32]) -> Self {
+        let mut left_behind: Vec<u32> = old.iter().filter(|t| !new.contains(t)).copied().collect();
+        left_behind.sort_unstable();
+        left_behind.dedup();
+        Self { left_behind, since: now, warned: false }
+    }
+
+    /// The tasks the new routes no longer reach, sorted.
+    pub fn left_behind(&self) -> &[u32] {
+        &self.left_behind
+    }
+
+    /// What to do, given whether a batch for one of
+    /// [`left_behind`](Self::left_behind) still waits to be sent.
+    pub fn poll(&mut self, now: Instant, pending_to_left_behind: bool) -> RewireAction {
+        if !pending_to_left_behind {
+            RewireAction::Done
+        } else if !self.warned && now.duration_since(self.since) >= REWIRE_WARN_AFTER {
+            self.warned = true;
+            RewireAction::Warn
+        } else {
+            RewireAction::Wait
+        }
+    }
+}
+
+/// What a retiring task does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetireAction {
+    /// Something is still queued for it, half executed or waiting to be
+    /// sent: execute on.
+    Run,
+    /// Nothing is left: save the state when asked for it, hand it over and
+    /// end the task.
+    Leave {
+        /// The reloader wants the state (a resize); false: drop it (an
+        /// added task of a rolled-back reload).
+        hand_state: bool,
+    },
+}
+
+/// One task's side of leaving a running topology ([`Control::Retire`]).
+/// The reloader retires a task only after every task upstream reported its
+/// rewire done ([`RewireMachine`]), so nothing new can reach it: once its
+/// queue is empty, nothing is half executed and its own sends are out, it
+/// has executed everything ever routed to it, and the state it hands over
+/// holds all of it.
+///
+/// [`Control::Retire`]: crate::control::Control::Retire
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetireMachine {
+    hand_state: bool,
+}
+
+impl RetireMachine {
+    /// A retire request; `hand_state`: the reloader takes the state.
+    pub fn new(hand_state: bool) -> Self {
+        Self { hand_state }
+    }
+
+    /// What to do, given whether the task has `left` (queue empty, nothing
+    /// half executed or unsent) and whether it is itself still taking new
+    /// routes (a retiring task's own batches to old tasks come first).
+    pub fn poll(&self, left: bool, rewiring: bool) -> RetireAction {
+        if left && !rewiring {
+            RetireAction::Leave { hand_state: self.hand_state }
+        } else {
+            RetireAction::Run
+        }
     }
 }
 

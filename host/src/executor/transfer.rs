@@ -136,10 +136,10 @@ fn many_error(stream: &str, declared: usize, count: usize, values: usize, ids: u
 
 pub use crate::queue::StreamRoutes;
 
-/// Adds the encoded size of `values` to `batch.bytes` (byte budgets only;
-/// kept out of line so `push` stays small when no budget is set).
-#[cold]
-#[inline(never)]
+/// Adds the encoded size of `values` to `batch.bytes` (byte budgets, on by
+/// default: on every tuple, so inline, and [`Value::encoded_len`] reads
+/// lengths only).
+#[inline]
 fn count_bytes(batch: &mut Batch, values: &[Value]) {
     batch.bytes += values.iter().map(|v| v.encoded_len() as u64).sum::<u64>();
 }
@@ -258,8 +258,10 @@ impl Transfer {
     }
 
     /// Replaces the routes and the queues: a live reload added or replaced
-    /// tasks downstream. Call it with nothing batched for the old routes
-    /// (see [`TaskCore::rewire`](super::core::TaskCore::rewire)).
+    /// tasks downstream. Call it with no partial batch (after
+    /// [`flush_all`](Self::flush_all)); pending batches stay pending for
+    /// the tasks they were routed to, whose queues keep their slots (see
+    /// [`TaskCore::rewire`](super::core::TaskCore::rewire)).
     pub fn rewire(
         &mut self,
         streams: Vec<StreamRoutes>,
@@ -581,6 +583,27 @@ impl Transfer {
         true
     }
 
+    /// Every task the current routes can send to, sorted, once each.
+    pub fn targets(&self) -> Vec<u32> {
+        let mut targets: Vec<u32> = self
+            .streams
+            .iter()
+            .flat_map(|s| s.routers.iter())
+            .flat_map(|r| r.tasks())
+            .copied()
+            .collect();
+        targets.sort_unstable();
+        targets.dedup();
+        targets
+    }
+
+    /// True while a batch for one of `targets` (sorted) waits for room.
+    /// Scans the pending batches: for a task taking new routes, not for
+    /// the loop.
+    pub fn pending_to(&self, targets: &[u32]) -> bool {
+        self.pending.iter().any(|(t, _)| targets.binary_search(t).is_ok())
+    }
+
     /// True while emits wait for room downstream.
     #[inline]
     pub fn has_pending(&self) -> bool {
@@ -617,16 +640,7 @@ impl Transfer {
     /// still pending for a full queue).
     pub fn barrier(&mut self, checkpoint: u64, stats: &mut LocalStats) {
         self.flush_all(stats);
-        let mut targets: Vec<u32> = self
-            .streams
-            .iter()
-            .flat_map(|s| s.routers.iter())
-            .flat_map(|r| r.tasks())
-            .copied()
-            .collect();
-        targets.sort_unstable();
-        targets.dedup();
-        for target in targets {
+        for target in self.targets() {
             let batch = Batch::barrier(self.task, checkpoint);
             if !self.pending.is_empty() {
                 self.pending.push_back((target, batch));

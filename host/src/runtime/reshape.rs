@@ -18,9 +18,14 @@
 //! # Changing a bolt's parallelism
 //! 1. The new tasks are built (constructors ran before the commit) and
 //!    started; each waits for its state before `prepare`.
-//! 2. Every upstream task takes routes to the new tasks, after handing what
-//!    it had batched to the old ones; bolts downstream learn the new task ids.
-//! 3. Each old task executes what is queued, saves its state and leaves.
+//! 2. Every upstream task sends on routes to the new tasks at once; what
+//!    it had batched for the old ones goes on to them, and it reports once
+//!    all of it has arrived
+//!    ([`RewireMachine`](crate::executor::swap::RewireMachine)). Bolts
+//!    downstream learn the new task ids.
+//! 3. Once every upstream task reported, each old task executes what is
+//!    queued ([`RetireMachine`](crate::executor::swap::RetireMachine)),
+//!    saves its state and leaves.
 //! 4. Keyed entries go to the new task the fields grouping routes their key
 //!    to ([`key_index`]); an entry with an empty key goes from old task index
 //!    `i` to new task index `i % new_parallelism`. Each new task restores
@@ -37,7 +42,7 @@ use squall_plugin_api::State;
 use super::instantiate::{custom_groupings, instantiate_only};
 use super::plan::{routes, source_table, task_executor, Executor, Wiring};
 use super::{Live, TopologyHandle};
-use crate::control::{Control, ReloadError, Retire, Rewire, Start};
+use crate::control::{Control, ReloadError, Retire, Rewire, RunState, Start};
 use crate::executor::bolt::BoltExecutor;
 use crate::topology::grouping::key_index;
 use crate::topology::{Component, Kind, Topology};
@@ -316,14 +321,31 @@ impl Reshape {
                 }
             }
         }
-        let deadline = Instant::now() + RESHAPE_TIMEOUT * 2;
-        for _ in 0..told {
-            if done_rx.recv_deadline(deadline).is_err() {
-                errors.push(ReloadError::Timeout {
-                    what: "not every upstream task took its new routes".into(),
-                    secs: (RESHAPE_TIMEOUT * 2).as_secs(),
-                });
-                break;
+        // Every upstream task sends on the new routes at once; it reports
+        // once its last batches for the tasks left behind have arrived. Only
+        // then may those tasks leave: a task retired earlier would drop what
+        // is still on its way. So this waits as long as the run runs.
+        let mut heard = 0;
+        while heard < told {
+            match done_rx.recv_timeout(RESHAPE_TIMEOUT) {
+                Ok(_) => heard += 1,
+                Err(_) if run.state() != RunState::Stopping => tracing::warn!(
+                    "reload: {} of {told} upstream tasks still send their last batches to \
+                     the tasks it replaces ({:.0} s so far); those tasks stay until they have",
+                    told - heard,
+                    started.elapsed().as_secs_f64()
+                ),
+                Err(_) => {
+                    errors.push(ReloadError::Timeout {
+                        what: format!(
+                            "the run stopped while {} of {told} upstream tasks took their new \
+                             routes",
+                            told - heard
+                        ),
+                        secs: started.elapsed().as_secs(),
+                    });
+                    break;
+                }
             }
         }
         let rewired = started.elapsed();

@@ -443,3 +443,424 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// The rewire and retire machines on their own.
+
+#[test]
+fn a_rewire_is_done_once_the_batches_for_the_tasks_left_behind_have_arrived() {
+    let t0 = Instant::now();
+    let mut m = RewireMachine::new(t0, &[3, 1, 2, 1], &[2, 4]);
+    assert_eq!(m.left_behind(), [1, 3], "tasks the new routes still reach are not waited for");
+    assert_eq!(m.poll(t0, true), RewireAction::Wait);
+    let late = t0 + REWIRE_WARN_AFTER;
+    assert_eq!(m.poll(late, true), RewireAction::Warn);
+    assert_eq!(m.poll(late, true), RewireAction::Wait, "it warns once and waits on");
+    assert_eq!(m.poll(late, false), RewireAction::Done);
+    let mut added = RewireMachine::new(t0, &[1], &[1, 2]);
+    assert!(added.left_behind().is_empty(), "an added bolt leaves nobody behind");
+    assert_eq!(added.poll(t0, false), RewireAction::Done);
+}
+
+#[test]
+fn a_retiring_task_leaves_only_when_nothing_is_left_and_its_own_rewire_is_done() {
+    let m = RetireMachine::new(true);
+    assert_eq!(m.poll(false, false), RetireAction::Run);
+    assert_eq!(m.poll(true, true), RetireAction::Run, "its batches to old tasks first");
+    assert_eq!(m.poll(true, false), RetireAction::Leave { hand_state: true });
+    let dropped = RetireMachine::new(false);
+    assert_eq!(dropped.poll(true, false), RetireAction::Leave { hand_state: false });
+}
+
+// ---------------------------------------------------------------------------
+// The model of a live resize: a reliable spout S sends keyed tuples to a
+// counting bolt whose parallelism the reloader changes, again and again,
+// while the bolt tasks' queues are small and fill up, replies come late,
+// trees time out and the run drains. The reloader follows the host's
+// protocol (reshape.rs): start the new tasks, rewire S, retire the old
+// tasks once S reports, re-partition their counts by key.
+
+#[derive(Debug, Clone)]
+enum ResizeOp {
+    SpoutTurn,
+    /// A bolt task's turns (this many in a row): the task at this index of
+    /// the existing ones.
+    BoltTurn(usize, usize),
+    Acker(usize),
+    Timeout,
+    /// The reloader starts a resize to this many tasks.
+    Resize(usize),
+    Reloader,
+    /// Seconds pass.
+    Tick(u64),
+    Drain,
+}
+
+fn arb_resize_op() -> impl Strategy<Value = ResizeOp> {
+    prop_oneof![
+        6 => Just(ResizeOp::SpoutTurn),
+        8 => (0usize..8, prop_oneof![3 => Just(1usize), 1 => 2usize..5])
+            .prop_map(|(i, n)| ResizeOp::BoltTurn(i, n)),
+        3 => (1usize..4).prop_map(ResizeOp::Acker),
+        1 => Just(ResizeOp::Timeout),
+        1 => (1usize..4).prop_map(ResizeOp::Resize),
+        3 => Just(ResizeOp::Reloader),
+        2 => (1u64..12).prop_map(ResizeOp::Tick),
+        1 => Just(ResizeOp::Drain),
+    ]
+}
+
+const KEYS: u64 = 5;
+const QUEUE: usize = 2;
+const RESIZE_MAX_PENDING: usize = 6;
+
+#[derive(Debug, PartialEq, Eq)]
+enum TaskPhase {
+    /// Started by a resize: tuples queue up, nothing executes until its
+    /// share of the state arrives.
+    AwaitingState,
+    Running,
+    Retiring(RetireMachine),
+    Gone,
+}
+
+struct BoltTask {
+    phase: TaskPhase,
+    queue: VecDeque<u64>,
+    counts: BTreeMap<u64, u64>,
+}
+
+enum SpoutMsg {
+    Replies(Vec<u64>),
+    Timeout,
+    Rewire(Vec<u32>),
+}
+
+enum Resizing {
+    /// S takes the new routes; the old tasks wait.
+    AwaitDone { old: Vec<u32>, new: Vec<u32> },
+    /// The old tasks were told to retire; their states come in.
+    AwaitStates { old: Vec<u32>, new: Vec<u32>, states: Vec<BTreeMap<u64, u64>> },
+}
+
+struct ResizeWorld {
+    t: u64,
+    running: bool,
+    // spout
+    next: u64,
+    routes: Vec<u32>,
+    pending_trees: BTreeMap<u64, ()>,
+    /// S's batches waiting for room: (target task, id), in order.
+    transfer: VecDeque<(u32, u64)>,
+    rewiring: Option<RewireMachine>,
+    spout_ctl: VecDeque<SpoutMsg>,
+    emitted: Vec<u64>,
+    settled: Vec<u64>,
+    // bolts, by task id (never renumbered)
+    tasks: Vec<BoltTask>,
+    executed: Vec<u64>,
+    /// Tuples that reached a task after it left: lost.
+    lost: Vec<u64>,
+    acker: VecDeque<u64>,
+    // reloader
+    resizing: Option<Resizing>,
+    done: VecDeque<()>,
+    handed: VecDeque<(u32, BTreeMap<u64, u64>)>,
+}
+
+impl ResizeWorld {
+    fn new() -> Self {
+        let task = || BoltTask {
+            phase: TaskPhase::Running,
+            queue: VecDeque::new(),
+            counts: BTreeMap::new(),
+        };
+        Self {
+            t: 0,
+            running: true,
+            next: 0,
+            routes: vec![0, 1],
+            pending_trees: BTreeMap::new(),
+            transfer: VecDeque::new(),
+            rewiring: None,
+            spout_ctl: VecDeque::new(),
+            emitted: Vec::new(),
+            settled: Vec::new(),
+            tasks: vec![task(), task()],
+            executed: Vec::new(),
+            lost: Vec::new(),
+            acker: VecDeque::new(),
+            resizing: None,
+            done: VecDeque::new(),
+            handed: VecDeque::new(),
+        }
+    }
+
+    fn now(&self, base: Instant) -> Instant {
+        base + Duration::from_secs(self.t)
+    }
+
+    fn step(&mut self, base: Instant, op: &ResizeOp) {
+        match op {
+            ResizeOp::SpoutTurn => self.spout_turn(base),
+            ResizeOp::BoltTurn(i, n) => {
+                let alive: Vec<u32> = (0..self.tasks.len() as u32)
+                    .filter(|&t| self.tasks[t as usize].phase != TaskPhase::Gone)
+                    .collect();
+                if !alive.is_empty() {
+                    for _ in 0..*n {
+                        self.bolt_turn(alive[i % alive.len()]);
+                    }
+                }
+            }
+            ResizeOp::Acker(n) => {
+                let replies: Vec<u64> = (0..*n).filter_map(|_| self.acker.pop_front()).collect();
+                if !replies.is_empty() {
+                    self.spout_ctl.push_back(SpoutMsg::Replies(replies));
+                }
+            }
+            ResizeOp::Timeout => self.spout_ctl.push_back(SpoutMsg::Timeout),
+            ResizeOp::Resize(n) => self.start_resize(*n),
+            ResizeOp::Reloader => self.reloader(),
+            ResizeOp::Tick(n) => self.t += n,
+            ResizeOp::Drain => self.running = false,
+        }
+    }
+
+    /// Starts the new tasks (waiting for state) and rewires S.
+    fn start_resize(&mut self, n: usize) {
+        if self.resizing.is_some() {
+            return;
+        }
+        let first = self.tasks.len() as u32;
+        let new: Vec<u32> = (first..first + n as u32).collect();
+        for _ in 0..n {
+            self.tasks.push(BoltTask {
+                phase: TaskPhase::AwaitingState,
+                queue: VecDeque::new(),
+                counts: BTreeMap::new(),
+            });
+        }
+        self.spout_ctl.push_back(SpoutMsg::Rewire(new.clone()));
+        self.resizing = Some(Resizing::AwaitDone { old: self.routes.clone(), new });
+    }
+
+    fn reloader(&mut self) {
+        match self.resizing.take() {
+            None => {}
+            Some(Resizing::AwaitDone { old, new }) => {
+                if self.done.pop_front().is_some() {
+                    for &t in &old {
+                        self.tasks[t as usize].phase =
+                            TaskPhase::Retiring(RetireMachine::new(true));
+                    }
+                    self.resizing = Some(Resizing::AwaitStates { old, new, states: Vec::new() });
+                } else {
+                    self.resizing = Some(Resizing::AwaitDone { old, new });
+                }
+            }
+            Some(Resizing::AwaitStates { old, new, mut states }) => {
+                while let Some((_, state)) = self.handed.pop_front() {
+                    states.push(state);
+                }
+                if states.len() < old.len() {
+                    self.resizing = Some(Resizing::AwaitStates { old, new, states });
+                    return;
+                }
+                // Each key goes to the new task the grouping routes it to.
+                for (key, count) in states.into_iter().flatten() {
+                    let to = new[(key % new.len() as u64) as usize];
+                    *self.tasks[to as usize].counts.entry(key).or_default() += count;
+                }
+                for &t in &new {
+                    self.tasks[t as usize].phase = TaskPhase::Running;
+                }
+            }
+        }
+    }
+
+    /// Offers a batch to a task's queue: false when it is full.
+    fn offer(&mut self, target: u32, id: u64) -> bool {
+        let task = &mut self.tasks[target as usize];
+        if task.phase == TaskPhase::Gone {
+            self.lost.push(id);
+            return true;
+        }
+        if task.queue.len() >= QUEUE {
+            return false;
+        }
+        task.queue.push_back(id);
+        true
+    }
+
+    fn spout_turn(&mut self, base: Instant) {
+        while let Some(msg) = self.spout_ctl.pop_front() {
+            match msg {
+                SpoutMsg::Replies(ids) => {
+                    for id in ids {
+                        if self.pending_trees.remove(&id).is_some() {
+                            self.settled.push(id);
+                        }
+                    }
+                }
+                SpoutMsg::Timeout => {
+                    if let Some((&id, ())) = self.pending_trees.iter().next() {
+                        self.pending_trees.remove(&id);
+                        self.settled.push(id);
+                    }
+                }
+                SpoutMsg::Rewire(new) => {
+                    // Installed at once; what is batched stays addressed.
+                    let machine = RewireMachine::new(self.now(base), &self.routes, &new);
+                    self.routes = new;
+                    self.rewiring = Some(machine);
+                }
+            }
+        }
+        // Pending batches first, in order, stopping at the first full queue.
+        while let Some(&(target, id)) = self.transfer.front() {
+            if !self.offer(target, id) {
+                break;
+            }
+            self.transfer.pop_front();
+        }
+        if let Some(machine) = &mut self.rewiring {
+            let waiting = self.transfer.iter().any(|(t, _)| machine.left_behind().contains(t));
+            if machine.poll(base + Duration::from_secs(self.t), waiting) == RewireAction::Done {
+                self.rewiring = None;
+                self.done.push_back(());
+            }
+        }
+        let clear = self.transfer.is_empty();
+        if self.running && clear && self.pending_trees.len() < RESIZE_MAX_PENDING {
+            let id = self.next;
+            self.next += 1;
+            self.emitted.push(id);
+            self.pending_trees.insert(id, ());
+            let target = self.routes[(id % KEYS) as usize % self.routes.len()];
+            if !self.offer(target, id) {
+                self.transfer.push_back((target, id));
+            }
+        }
+    }
+
+    fn bolt_turn(&mut self, t: u32) {
+        let task = &mut self.tasks[t as usize];
+        match &task.phase {
+            TaskPhase::AwaitingState | TaskPhase::Gone => return,
+            TaskPhase::Running => {}
+            TaskPhase::Retiring(machine) => {
+                // A bolt that sends nothing on has no rewire of its own.
+                if let RetireAction::Leave { .. } = machine.poll(task.queue.is_empty(), false) {
+                    let state = std::mem::take(&mut task.counts);
+                    task.phase = TaskPhase::Gone;
+                    self.handed.push_back((t, state));
+                    return;
+                }
+            }
+        }
+        if let Some(id) = task.queue.pop_front() {
+            *task.counts.entry(id % KEYS).or_default() += 1;
+            self.executed.push(id);
+            self.acker.push_back(id);
+        }
+    }
+
+    fn settle_all(&mut self, base: Instant) {
+        self.running = false;
+        for _ in 0..20_000 {
+            let busy = !self.transfer.is_empty()
+                || !self.spout_ctl.is_empty()
+                || !self.acker.is_empty()
+                || self.resizing.is_some()
+                || self.rewiring.is_some()
+                || self.tasks.iter().any(|t| !t.queue.is_empty() && t.phase != TaskPhase::Gone);
+            if !busy {
+                break;
+            }
+            self.step(base, &ResizeOp::SpoutTurn);
+            for i in 0..self.tasks.len() {
+                self.bolt_turn(i as u32);
+            }
+            self.step(base, &ResizeOp::Acker(8));
+            self.step(base, &ResizeOp::Reloader);
+            self.t += 1;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    /// Under any interleaving of resizes with full queues, late replies,
+    /// timeouts and the run's drain: no tuple reaches a task after it left,
+    /// every emitted tuple is executed exactly once, the counts handed over
+    /// add up to exactly what was executed, each key's count lives in the
+    /// task its key routes to now, and every id is settled once.
+    #[test]
+    fn a_live_resize_loses_no_tuple_and_no_count(
+        ops in prop::collection::vec(arb_resize_op(), 1..400)
+    ) {
+        let base = Instant::now();
+        let mut w = ResizeWorld::new();
+        for op in &ops {
+            w.step(base, op);
+        }
+        w.settle_all(base);
+        prop_assert!(w.resizing.is_none() && w.rewiring.is_none(), "a resize never ended");
+        prop_assert!(w.lost.is_empty(), "tuples sent to a task that had left: {:?}", w.lost);
+
+        let mut executed = w.executed.clone();
+        executed.sort_unstable();
+        prop_assert_eq!(&executed, &w.emitted, "lost or duplicated executions");
+
+        let mut truth: BTreeMap<u64, u64> = BTreeMap::new();
+        for id in &w.emitted {
+            *truth.entry(id % KEYS).or_default() += 1;
+        }
+        let mut counted: BTreeMap<u64, u64> = BTreeMap::new();
+        for (t, task) in w.tasks.iter().enumerate() {
+            for (&key, &n) in &task.counts {
+                prop_assert!(task.phase != TaskPhase::Gone, "task {} left with counts", t);
+                let owner = w.routes[(key % w.routes.len() as u64) as usize];
+                prop_assert_eq!(owner, t as u32, "key {} counted away from its task", key);
+                *counted.entry(key).or_default() += n;
+            }
+        }
+        prop_assert_eq!(counted, truth, "counts lost or doubled in a hand-over");
+
+        let mut settled = w.settled.clone();
+        settled.sort_unstable();
+        prop_assert_eq!(&settled, &w.emitted, "an id was not settled exactly once");
+    }
+}
+
+/// The interleaving that loses a tuple when a rewire reports done too
+/// early: the old task's queue stays full past the warning, the reloader
+/// retires it, it empties its queue and leaves, and only then does the
+/// spout's last batch for it go out.
+#[test]
+fn the_resize_model_holds_the_old_task_until_the_spout_s_last_batch_arrived() {
+    use ResizeOp::*;
+    let base = Instant::now();
+    let mut w = ResizeWorld::new();
+    // Ids 0, 2, 4 go to task 0 (keys 0, 2, 4); 1, 3 to task 1.
+    for op in [SpoutTurn, SpoutTurn, SpoutTurn, SpoutTurn, SpoutTurn, Resize(1), SpoutTurn] {
+        w.step(base, &op);
+    }
+    assert_eq!(w.transfer.len(), 1, "id 4 waits for room at task 0");
+    assert!(w.rewiring.is_some());
+    for op in [Tick(5), SpoutTurn, Tick(5), SpoutTurn, Tick(5), SpoutTurn, Reloader] {
+        w.step(base, &op);
+    }
+    // Task 0 drains its queue: the spout's batch goes in behind it, so task
+    // 0 does not leave before it executed id 4.
+    for op in [BoltTurn(0, 3), SpoutTurn, Reloader, BoltTurn(0, 3), BoltTurn(1, 3), Reloader] {
+        w.step(base, &op);
+    }
+    w.settle_all(base);
+    assert!(w.lost.is_empty(), "lost {:?}", w.lost);
+    let mut executed = w.executed.clone();
+    executed.sort_unstable();
+    assert_eq!(executed, w.emitted);
+}

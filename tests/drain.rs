@@ -270,3 +270,63 @@ inputs = [{ from = "source" }]
     assert!(warning.contains("\"slow\": ") && warning.contains("queued batches"), "\n{ctx}");
     assert!(out.stat("slow", "executed") >= 100, "\n{ctx}");
 }
+
+#[test]
+fn a_thousand_draining_spouts_wait_for_their_replies_instead_of_burning_the_cores() {
+    // 999 reliable spouts, each with one tree in flight, behind one bolt
+    // that takes 5 ms a tuple: the drain lasts seconds. A spout whose tree
+    // completed has nothing to emit while the run drains; it must wait for
+    // replies on its control queue, not nap and wake a thousand times a
+    // second: a thousand napping spouts took the cores the drain's bolt
+    // needed, and a thousand components took 5-16 s to stop.
+    let ws = Workspace::new("thousand_draining_spouts");
+    let topology = ws.write_topology(
+        "thousand.toml",
+        r#"
+[topology]
+max_spout_pending = 1
+shutdown_timeout_secs = 90
+# Room for every tree in flight: no spout waits on backpressure.
+receive_buffer_size = 2048
+# A thousand tasks need about 5 GiB by the estimate (threads as measured).
+memory_budget_mib = 6144
+
+[plugins]
+testkit = "{testkit}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+parallelism = 999
+config = { reliable = true }
+
+[bolts.slow]
+component = "testkit::SleepBolt"
+config = { micros = 5000 }
+inputs = [{ from = "source", grouping = "shuffle" }]
+"#,
+    );
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &topology);
+    cmd.limit(Duration::from_secs(150));
+    let mut child = cmd.spawn();
+    child.wait_for_stderr("running", Duration::from_secs(60));
+    child.wait_for_stat("slow", "executed", |n| n >= 200, Duration::from_secs(60));
+    child.interrupt();
+    // One second inside the drain, after its first second.
+    std::thread::sleep(Duration::from_secs(1));
+    let start = child.cpu_seconds().expect("the run's CPU time");
+    let window = std::time::Instant::now();
+    std::thread::sleep(Duration::from_secs(1));
+    let cpu = child.cpu_seconds().expect("still draining") - start;
+    let share = cpu / window.elapsed().as_secs_f64();
+    let out = child.wait();
+    let ctx = context(&out);
+    out.assert_code(0);
+    let drain = &out.summary()["drain"];
+    assert_eq!(drain["completed"], true, "every tree settled\n{ctx}");
+    assert_eq!(drain["failed"], 0, "\n{ctx}");
+    assert_eq!(drain["timed_out"], 0, "\n{ctx}");
+    let secs = drain["secs"].as_f64().expect("drain secs");
+    assert!(secs > 2.2, "the drain ended before the measured second\n{ctx}");
+    eprintln!("the drain took {secs:.2} s; in its second second the process used {share:.2} of a core");
+    assert!(share < 0.5, "while draining, the process used {share:.2} of a core\n{ctx}");
+}

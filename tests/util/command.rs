@@ -331,6 +331,36 @@ impl Running {
         line.split_whitespace().nth(1)?.parse().ok()
     }
 
+    /// The CPU time the child has used so far (user + system, from
+    /// `/proc/PID/stat`, in clock ticks of 10 ms), if it still runs.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).ok()?;
+        // The fields after the command name, which is in parentheses.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 of the line: 11 and 12 here.
+        let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        Some(ticks as f64 / 100.0)
+    }
+
+    /// Samples [`cpu_seconds`](Self::cpu_seconds) every 20 ms until the
+    /// child exits (or `within` passes): the last sample, taken at most
+    /// 20 ms before the end.
+    pub fn cpu_seconds_at_exit(&mut self, within: Duration) -> f64 {
+        let deadline = Instant::now() + within;
+        let mut last = 0.0;
+        while Instant::now() < deadline {
+            if let Some(cpu) = self.cpu_seconds() {
+                last = cpu;
+            }
+            if self.child.try_wait().expect("try_wait").is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        last
+    }
+
     /// What the child has written to stderr so far.
     pub fn stderr_snapshot(&self) -> String {
         self.stderr.snapshot()

@@ -27,6 +27,7 @@ pub mod clock;
 pub mod config;
 pub mod control;
 pub mod executor;
+pub mod harness;
 pub mod http;
 pub mod ids;
 pub mod metrics;

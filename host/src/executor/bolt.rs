@@ -689,6 +689,14 @@ impl BoltExecutor {
                     }
                 }
                 Ok(Control::AbortCheckpoint(checkpoint)) => self.abandon(checkpoint),
+                Ok(Control::Sync(done)) => {
+                    if self.window.is_some() {
+                        self.run_windows(turn, name);
+                    }
+                    self.core.transfer.flush_all(&mut turn.stats);
+                    self.publish(turn);
+                    done.fetch_add(1, std::sync::atomic::Ordering::Release);
+                }
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return ticks,
             }
         }

@@ -548,7 +548,7 @@ mod tests {
             .try_iter()
             .map(|m| match m {
                 AckerInput::Msgs(m) => m.len(),
-                AckerInput::Tick | AckerInput::Wake => 0,
+                AckerInput::Tick | AckerInput::Wake | AckerInput::Sync(_) => 0,
             })
             .sum();
         assert_eq!(msgs, 5, "one init per tree");

@@ -390,6 +390,41 @@ impl TopologyHandle {
             .then_some((transferred, self.sum(Some(Kind::Bolt), StatField::Executed)))
     }
 
+    /// The topology's progress when no tuple is moving, `None` while one
+    /// is (see `quiet_signature`): equal twice in a row, with no work in
+    /// between, means quiet.
+    pub fn quiet_progress(&self) -> Option<(u64, u64)> {
+        self.quiet_signature()
+    }
+
+    /// Sends a [`Control::Sync`] to every task; returns the counter they
+    /// add to and how many were told (simulated time, `squall test`).
+    pub fn sync_tasks(&self) -> (Arc<std::sync::atomic::AtomicUsize>, usize) {
+        let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let live = self.inner.live.get();
+        let told = live
+            .wiring
+            .controls
+            .iter()
+            .filter(|c| c.send(Control::Sync(done.clone())).is_ok())
+            .count();
+        (done, told)
+    }
+
+    /// Sends an [`AckerInput::Sync`](crate::acker::msg::AckerInput::Sync)
+    /// to every acker task; returns the counter and how many were told.
+    pub fn sync_ackers(&self) -> (Arc<std::sync::atomic::AtomicUsize>, usize) {
+        let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let live = self.inner.live.get();
+        let told = live
+            .wiring
+            .ackers
+            .iter()
+            .filter(|a| a.send(crate::acker::msg::AckerInput::Sync(done.clone())).is_ok())
+            .count();
+        (done, told)
+    }
+
     /// Tells every windowed bolt task to flush its windows
     /// ([`Control::FlushWindows`]); returns how many were told.
     pub fn flush_windows(&self) -> usize {

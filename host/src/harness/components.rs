@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use squall_plugin_api::abi::{Catalogue, CatalogueBuilder, ComponentExt, PluginSource};
 use squall_plugin_api::prelude::*;
 
-use crate::run::{lookup, Fed, Run};
+use super::run::{lookup, Fed, Run};
 
 /// The alias the harness's components are bound under.
 pub(crate) const ALIAS: &str = "__harness";
@@ -140,7 +140,7 @@ pub(crate) struct HarnessPlugin;
 
 impl HarnessPlugin {
     fn builder() -> CatalogueBuilder {
-        let mut builder = CatalogueBuilder::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"));
+        let mut builder = CatalogueBuilder::new("squall-harness", env!("CARGO_PKG_VERSION"));
         builder.spout::<Feeder>();
         builder.basic_bolt::<Capture>();
         builder

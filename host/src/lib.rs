@@ -35,6 +35,7 @@ pub mod plugin;
 pub mod queue;
 pub mod runtime;
 pub mod state;
+pub mod tap;
 pub mod throttle;
 pub mod timeout;
 pub mod topology;

@@ -60,6 +60,8 @@ pub enum Command {
         #[command(subcommand)]
         what: super::state::StateCommand,
     },
+    /// Print sampled tuples flowing out of or into a component of a running topology (--http).
+    Tap(super::tap::TapArgs),
     /// Run the topology's [[tests]] in process on simulated time; exit 1 if any fails.
     Test {
         /// The topology file (or a file that includes it and adds [[tests]]).

@@ -1,5 +1,5 @@
 //! The `squall` command line: `run`, `validate`, `graph`, `inspect`, `new`,
-//! `state`, `test`, `top`.
+//! `state`, `tap`, `test`, `top`.
 //!
 //! Every command returns `Result<(), Failure>`; [`exit::exit_code`] is the
 //! one place that prints a failure and maps it to the exit code (see the
@@ -13,6 +13,7 @@ mod new;
 mod run;
 pub mod signals;
 mod state;
+mod tap;
 mod test;
 mod top;
 mod validate;
@@ -40,6 +41,7 @@ pub fn run(args: Args) -> ExitCode {
         Command::Inspect { plugin } => inspect::inspect(&plugin),
         Command::New { what: NewCommand::Plugin(a) } => new::new_plugin(a),
         Command::State { what } => state::state(what),
+        Command::Tap(a) => tap::tap(a),
         Command::Test { topology, sets, junit, only } => {
             test::test(&topology, &sets.sets, junit.as_deref(), only.as_deref())
         }

@@ -105,7 +105,12 @@ fn the_example_test_of_a_new_plugin_passes_and_catches_a_bolt_that_drops_a_field
     assert!(out.stdout.contains("test \"every number is squared\" ... ok"), "{}", out.context());
 
     // The bug: the bolt stops emitting the square (declared and emitted).
-    edit(&dir, "src/bolt.rs", "outputs.declare(&[\"n\", \"square\"]);", "outputs.declare(&[\"n\"]);");
+    edit(
+        &dir,
+        "src/bolt.rs",
+        "outputs.declare(&[\"n\", \"square\"]);",
+        "outputs.declare(&[\"n\"]);",
+    );
     edit(
         &dir,
         "src/bolt.rs",
@@ -114,7 +119,11 @@ fn the_example_test_of_a_new_plugin_passes_and_catches_a_bolt_that_drops_a_field
     );
     let out = squall_test();
     out.assert_code(1);
-    assert!(out.stdout.contains("test \"every number is squared\" ... FAILED"), "{}", out.context());
+    assert!(
+        out.stdout.contains("test \"every number is squared\" ... FAILED"),
+        "{}",
+        out.context()
+    );
     assert!(out.stdout.contains("  - { n = 3, square = 9 }\n"), "{}", out.context());
     assert!(out.stdout.contains("  + { n = 3 }\n"), "{}", out.context());
 }

@@ -79,7 +79,10 @@ fn a_tap_shows_component_task_stream_fields_and_roots_of_a_known_input() {
     let rows: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(rows.len(), 3, "{}", out.context());
     for row in rows {
-        assert!(row.starts_with("component=count side=inputs task=3 stream=default from=split:"), "{row}");
+        assert!(
+            row.starts_with("component=count side=inputs task=3 stream=default from=split:"),
+            "{row}"
+        );
         assert!(row.contains(" word=the ") || row.contains(" word=cow "), "{row}");
         assert!(row.contains(" roots="), "{row}");
     }
@@ -260,7 +263,8 @@ fn a_stalled_client_loses_samples_and_the_topology_completes_its_tuples() {
     });
     assert_eq!(done["tasks"][0]["failed"], 0, "{done:#}");
     let counts = taps(addr);
-    let (sampled, dropped) = (counts["sampled"].as_u64().unwrap(), counts["dropped"].as_u64().unwrap());
+    let (sampled, dropped) =
+        (counts["sampled"].as_u64().unwrap(), counts["dropped"].as_u64().unwrap());
     let offered = LIMIT - before;
     assert!(dropped > 0, "a client that reads nothing loses samples: {counts:#}");
     assert!(

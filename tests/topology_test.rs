@@ -189,9 +189,17 @@ fn a_failing_test_prints_a_diff_exits_1_and_is_a_junit_failure() {
     let out = cmd.output();
     out.assert_code(1);
     let stdout = &out.stdout;
-    assert!(stdout.contains("test \"the counts are wrong on purpose\" ... FAILED"), "{}", out.context());
+    assert!(
+        stdout.contains("test \"the counts are wrong on purpose\" ... FAILED"),
+        "{}",
+        out.context()
+    );
     assert!(stdout.contains("test \"this one passes\" ... ok"), "{}", out.context());
-    assert!(stdout.contains("wrong.toml:13:1: the outputs of \"count\" on stream \"default\""), "{}", out.context());
+    assert!(
+        stdout.contains("wrong.toml:13:1: the outputs of \"count\" on stream \"default\""),
+        "{}",
+        out.context()
+    );
     assert!(stdout.contains("    { word = \"a\", count = 1 }\n"), "{}", out.context());
     assert!(stdout.contains("  - { word = \"b\", count = 2 }\n"), "{}", out.context());
     assert!(stdout.contains("  + { word = \"b\", count = 1 }\n"), "{}", out.context());
@@ -225,7 +233,11 @@ equls = [["a"]]
     let out = SquallCommand::new(&ws, ["test"]).arg(&file).output();
     out.assert_code(78);
     assert!(out.stderr.contains("typo.toml:7:9"), "{}", out.context());
-    assert!(out.stderr.contains("names no spout of the topology: \"sentence\""), "{}", out.context());
+    assert!(
+        out.stderr.contains("names no spout of the topology: \"sentence\""),
+        "{}",
+        out.context()
+    );
     assert!(out.stderr.contains("typo.toml:12:1"), "{}", out.context());
     assert!(out.stderr.contains("unknown key \"equls\""), "{}", out.context());
     assert!(out.stderr.contains("did you mean \"equals\"?"), "{}", out.context());

@@ -174,7 +174,8 @@ fn main() {
 /// as fast as it can; the samples it cannot take are dropped). Both with
 /// `--http` on, so only the tap differs. `BENCH_TAP_ONLY=1` runs only this.
 fn tap_cost(s: &Settings) {
-    let (mut off, mut previous, mut sparse, mut every) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut off, mut previous, mut sparse, mut every) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..s.runs {
         off.push(tap_rate(s, &s.bin, None).0);
         if let Some(bin) = &s.previous {
@@ -207,7 +208,8 @@ fn tap_cost(s: &Settings) {
 /// bolt's executed tuples per second, and the lines the client read.
 fn tap_rate(s: &Settings, bin: &Path, tap: Option<f64>) -> (f64, u64) {
     let source = s.root.join("topologies/perf/const-id-null.toml");
-    let text = std::fs::read_to_string(&source).expect("perf topology")
+    let text = std::fs::read_to_string(&source)
+        .expect("perf topology")
         .replace("${SQUALL_PLUGIN_DIR:-../../target/release}", &s.plugin_dir.display().to_string());
     let toml = s.scratch.join("const-id-null-tap.toml");
     std::fs::write(&toml, text).expect("write topology");

@@ -87,7 +87,8 @@ pub fn tap(args: TapArgs) -> Result<(), Failure> {
         }
         None => None,
     };
-    let tls = args.tls_ca.as_deref().map(client::tls_config).transpose().map_err(Failure::HttpConfig)?;
+    let tls =
+        args.tls_ca.as_deref().map(client::tls_config).transpose().map_err(Failure::HttpConfig)?;
     let path = path(&args);
     let stream = TcpStream::connect_timeout(&args.addr, TIMEOUT)
         .map_err(|e| other(format!("cannot connect to {}: {e}", args.addr)))?;
@@ -154,7 +155,9 @@ fn session(
     format: TapFormat,
     out: &mut impl Write,
 ) -> Result<(), Failure> {
-    stream.write_all(request.as_bytes()).map_err(|e| other(format!("cannot send the request: {e}")))?;
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| other(format!("cannot send the request: {e}")))?;
     let mut reader = BufReader::new(stream);
     let (status, chunked) = head(&mut reader)?;
     if status != 200 {
@@ -223,7 +226,7 @@ fn dechunked(mut raw: &[u8]) -> Vec<u8> {
         let size = std::str::from_utf8(&raw[..eol])
             .ok()
             .and_then(|s| usize::from_str_radix(s.split(';').next().unwrap_or("").trim(), 16).ok());
-        let Some(size) = size.filter(|&n| n > 0 && eol + 2 + size <= raw.len()) else { return out };
+        let Some(size) = size.filter(|&n| n > 0 && eol + 2 + n <= raw.len()) else { return out };
         out.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
         raw = raw.get(eol + 4 + size..).unwrap_or(&[]);
     }
@@ -360,7 +363,8 @@ struct Table {
 
 impl Table {
     fn row(&mut self, json: &Json) -> String {
-        let fields: Vec<String> = pairs(json).into_iter().map(|(n, v)| format!("{n}={v}")).collect();
+        let fields: Vec<String> =
+            pairs(json).into_iter().map(|(n, v)| format!("{n}={v}")).collect();
         let roots: Vec<&str> =
             json["roots"].as_array().into_iter().flatten().filter_map(Json::as_str).collect();
         let row = format!(
@@ -375,7 +379,10 @@ impl Table {
             return row;
         }
         self.headed = true;
-        format!("{:<16} {:>5} {:<12} {:<40} {}\n{row}", "COMPONENT", "TASK", "STREAM", "FIELDS", "ROOTS")
+        format!(
+            "{:<16} {:>5} {:<12} {:<40} {}\n{row}",
+            "COMPONENT", "TASK", "STREAM", "FIELDS", "ROOTS"
+        )
     }
 }
 
@@ -407,7 +414,8 @@ mod tests {
     #[test]
     fn a_chunked_stream_is_read_line_by_line_across_chunks() {
         let body = b"5\r\n{\"a\":\r\n6\r\n1}\n{\"b\r\n5\r\n\":2}\n\r\n0\r\n\r\n";
-        let mut lines = Lines { reader: &body[..], chunked: true, left: 0, partial: Vec::new(), done: false };
+        let mut lines =
+            Lines { reader: &body[..], chunked: true, left: 0, partial: Vec::new(), done: false };
         assert_eq!(lines.next_line().unwrap().unwrap(), b"{\"a\":1}");
         assert_eq!(lines.next_line().unwrap().unwrap(), b"{\"b\":2}");
         assert!(lines.next_line().unwrap().is_none());

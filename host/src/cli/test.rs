@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 use squall_plugin_api::{MessageId, Value};
 
 use super::Failure;
-use crate::config::{Check, Expectation, InputTarget, Loc, Override, Subject, TestDecl, TopologyConfig};
+use crate::config::{
+    Check, Expectation, InputTarget, Loc, Override, Subject, TestDecl, TopologyConfig,
+};
 use crate::harness::{injector, Completed, FedTuple, Harness, HarnessError};
 use verdict::Seen;
 
@@ -89,7 +91,10 @@ pub fn test(
         })?;
     }
     if failed > 0 {
-        return Err(Failure::Other(anyhow::anyhow!("{failed} of {} test(s) failed", outcomes.len())));
+        return Err(Failure::Other(anyhow::anyhow!(
+            "{failed} of {} test(s) failed",
+            outcomes.len()
+        )));
     }
     Ok(())
 }
@@ -116,7 +121,9 @@ fn run_one(config: &TopologyConfig, test: &TestDecl) -> Result<Outcome, Failure>
             }
         };
         harness = match &input.target {
-            InputTarget::Spout(spout) => harness.feed_tuples(spout, input.stream.as_deref(), tuples),
+            InputTarget::Spout(spout) => {
+                harness.feed_tuples(spout, input.stream.as_deref(), tuples)
+            }
             InputTarget::Bolt(bolt) => {
                 harness.inject(bolt, input.from.as_deref(), input.stream.as_deref(), tuples)
             }
@@ -168,7 +175,11 @@ fn fed_tuples(tuples: &[toml::Value]) -> Result<Vec<FedTuple>, String> {
         .enumerate()
         .map(|(i, t)| match t {
             toml::Value::Array(items) => Ok(FedTuple::Values(
-                items.iter().map(to_value).collect::<Result<_, _>>().map_err(|e| format!("tuple {i}: {e}"))?,
+                items
+                    .iter()
+                    .map(to_value)
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| format!("tuple {i}: {e}"))?,
             )),
             toml::Value::Table(table) => Ok(FedTuple::Named(
                 table
@@ -366,7 +377,10 @@ mod tests {
         ];
         let xml = junit_xml("topo", &outcomes);
         assert!(xml.contains("<testsuite name=\"topo\" tests=\"2\" failures=\"1\""), "{xml}");
-        assert!(xml.contains("<testcase classname=\"topo\" name=\"ok one\" time=\"0.005\"/>"), "{xml}");
+        assert!(
+            xml.contains("<testcase classname=\"topo\" name=\"ok one\" time=\"0.005\"/>"),
+            "{xml}"
+        );
         assert!(xml.contains("name=\"a &lt;bad&gt; &quot;one&quot;\""), "{xml}");
         assert!(xml.contains("  - [1] &amp; more</failure>"), "{xml}");
         assert_eq!(xml.matches("<testcase").count(), 2);
@@ -378,7 +392,12 @@ mod tests {
         let tuples = fed_tuples(table["t"].as_array().unwrap()).unwrap();
         assert_eq!(
             tuples[0],
-            FedTuple::Values(vec![Value::I64(1), Value::from("a"), Value::F64(2.5), Value::Bool(true)])
+            FedTuple::Values(vec![
+                Value::I64(1),
+                Value::from("a"),
+                Value::F64(2.5),
+                Value::Bool(true)
+            ])
         );
         assert_eq!(tuples[1], FedTuple::Named(vec![("n".into(), Value::I64(3))]));
         let nested: toml::Table = toml::from_str("t = [[{ a = 1 }]]").unwrap();

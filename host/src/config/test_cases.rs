@@ -173,7 +173,7 @@ fn array<'v, 'i>(
     value: &'v Value<'i>,
     what: &str,
     expected: &str,
-) -> Option<&'v Vec<Value<'i>>> {
+) -> Option<&'v toml::de::DeArray<'i>> {
     match value.get_ref() {
         DeValue::Array(items) => Some(items),
         _ => {
@@ -210,7 +210,8 @@ fn read_test(
             match super::window::parse_duration_millis(&text) {
                 Ok(ms) => ms,
                 Err(e) => {
-                    let help = "write a whole number and a unit: \"500ms\", \"30s\", \"5m\", \"1h\"";
+                    let help =
+                        "write a whole number and a unit: \"500ms\", \"30s\", \"5m\", \"1h\"";
                     w.error(&value.span(), format!("{what} is invalid: {e}"), Some(help.into()));
                     0
                 }
@@ -220,7 +221,8 @@ fn read_test(
     let mut inputs = Vec::new();
     if let Some(value) = s.get("inputs") {
         let what = format!("\"inputs\" in {context}");
-        for (i, item) in array(w, value, &what, "an array of tables").into_iter().flatten().enumerate()
+        for (i, item) in
+            array(w, value, &what, "an array of tables").into_iter().flatten().enumerate()
         {
             let ctx = format!("input {} of {context}", i + 1);
             let Some(table) = w.table(item, &ctx) else { continue };
@@ -245,7 +247,9 @@ fn read_test(
                 }
             }
         }
-        None => s.missing(w, "expect", Some("add [[tests.expect]] tables: what must come out".into())),
+        None => {
+            s.missing(w, "expect", Some("add [[tests.expect]] tables: what must come out".into()))
+        }
     }
     Some(TestDecl { name, loc, inputs, advance_millis, expect })
 }
@@ -260,9 +264,12 @@ fn named(
 ) -> Option<String> {
     let text = s.string(w, key)?;
     if !known.contains(&text.get_ref().as_str()) {
-        let help = super::suggest::did_you_mean(text.get_ref(), known.iter().copied())
-            .or_else(|| Some(format!("the topology's {kind}s: {}", super::walk::quoted_list(known))));
-        let message = format!("{} names no {kind} of the topology: {:?}", s.what(key), text.get_ref());
+        let help =
+            super::suggest::did_you_mean(text.get_ref(), known.iter().copied()).or_else(|| {
+                Some(format!("the topology's {kind}s: {}", super::walk::quoted_list(known)))
+            });
+        let message =
+            format!("{} names no {kind} of the topology: {:?}", s.what(key), text.get_ref());
         w.error(&text.span(), message, help);
         return None;
     }
@@ -351,11 +358,22 @@ fn read_expect(
         ["trees_of"] => Subject::TreesOf(named(w, s, "trees_of", &all, "component")?),
         [] => {
             let help = "outputs_of = \"COMPONENT\", inputs_of = \"BOLT\" or trees_of = \"SPOUT\"";
-            w.error(&item.span(), format!("{} says what it looks at in none of outputs_of, inputs_of, trees_of", s.context), Some(help.into()));
+            w.error(
+                &item.span(),
+                format!(
+                    "{} says what it looks at in none of outputs_of, inputs_of, trees_of",
+                    s.context
+                ),
+                Some(help.into()),
+            );
             return None;
         }
         _ => {
-            w.error(&item.span(), format!("{} names more than one of outputs_of, inputs_of, trees_of", s.context), None);
+            w.error(
+                &item.span(),
+                format!("{} names more than one of outputs_of, inputs_of, trees_of", s.context),
+                None,
+            );
             return None;
         }
     };
@@ -402,7 +420,8 @@ fn read_expect(
             Check::NoOutput
         }
         _ => {
-            let message = format!("{} has more than one assertion ({})", s.context, checks.join(", "));
+            let message =
+                format!("{} has more than one assertion ({})", s.context, checks.join(", "));
             w.error(&item.span(), message, Some("write one [[tests.expect]] per assertion".into()));
             return None;
         }
@@ -552,9 +571,12 @@ tuples = "x"
     #[test]
     fn a_test_needs_a_name_and_expectations_and_names_are_unique() {
         let got = errors("\n[[tests]]\n[[tests]]\nname = \"a\"\nexpect = []\n[[tests]]\nname = \"a\"\nexpect = []\n");
-        assert_eq!(got.len(), 4, "{got:?}");
-        assert!(got[0].starts_with("11:1 missing key \"name\" in test 1"), "{got:?}");
-        assert!(got[1].starts_with("11:1 missing key \"expect\""), "{got:?}");
-        assert_eq!(got[3], "16:1 two tests are named \"a\"");
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert!(
+            got.iter().any(|e| e.starts_with("11:1 missing key \"name\" in test 1")),
+            "{got:?}"
+        );
+        assert!(got.iter().any(|e| e.starts_with("11:1 missing key \"expect\"")), "{got:?}");
+        assert_eq!(got[2], "15:1 two tests are named \"a\"");
     }
 }

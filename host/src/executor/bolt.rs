@@ -981,4 +981,3 @@ fn tap_input(
         message_id: None,
     });
 }
-

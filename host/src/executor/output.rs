@@ -294,8 +294,15 @@ impl SpoutOutput for HostOutput<'_> {
             all.add(misroute);
             if targets > 0 || dropped {
                 let routed = (stream, targets);
-                let root =
-                    tracker.emit_tracked(self.transfer, self.stats, routed, tuple, id, task, dropped);
+                let root = tracker.emit_tracked(
+                    self.transfer,
+                    self.stats,
+                    routed,
+                    tuple,
+                    id,
+                    task,
+                    dropped,
+                );
                 if tapped {
                     tap_output(self.transfer, stream, tuple, vec![root.0], Some(id));
                 }

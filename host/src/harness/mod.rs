@@ -478,8 +478,13 @@ impl Harness {
                     (spout.clone(), stream.to_owned(), fields)
                 }
                 Target::Bolt { bolt, from } => {
-                    let (input, fields) =
-                        bolt_input(&config, written, bolt, from.as_deref(), feed.stream.as_deref())?;
+                    let (input, fields) = bolt_input(
+                        &config,
+                        written,
+                        bolt,
+                        from.as_deref(),
+                        feed.stream.as_deref(),
+                    )?;
                     let name = injector(bolt);
                     let entry = match injectors.iter_mut().find(|(b, _, _)| b == bolt) {
                         Some(entry) => entry,
@@ -668,9 +673,10 @@ fn bolt_input(
             bolts.join(", ")
         )));
     };
-    let input = decl.inputs.iter().find(|i| {
-        from.is_none_or(|f| i.from == f) && stream.is_none_or(|s| i.stream == s)
-    });
+    let input = decl
+        .inputs
+        .iter()
+        .find(|i| from.is_none_or(|f| i.from == f) && stream.is_none_or(|s| i.stream == s));
     let Some(input) = input else {
         let inputs: Vec<String> =
             decl.inputs.iter().map(|i| format!("{:?} stream {:?}", i.from, i.stream)).collect();
@@ -785,12 +791,14 @@ fn settle(handle: &TopologyHandle, simulated: &SimulatedTime, until: Instant) ->
         return false;
     }
     loop {
+        if handle.fatal().is_some() || Instant::now() >= until {
+            return false;
+        }
         let before = handle.quiet_progress();
         // Tasks (their emits and acks sent), ackers (their replies sent),
         // tasks again (the spouts handled the replies).
         for round in 0..3 {
-            let (done, told) =
-                if round == 1 { handle.sync_ackers() } else { handle.sync_tasks() };
+            let (done, told) = if round == 1 { handle.sync_ackers() } else { handle.sync_tasks() };
             if !wait_for(handle, until, || done.load(Ordering::Acquire) >= told) {
                 return false;
             }

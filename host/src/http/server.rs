@@ -272,7 +272,7 @@ fn stream_response(
     h.insert(hyper::header::CONTENT_TYPE, "application/x-ndjson".parse().expect("valid"));
     h.insert(hyper::header::CACHE_CONTROL, "no-store".parse().expect("valid"));
     for (name, value) in headers {
-        if let Ok(value) = value.parse() {
+        if let Ok(value) = value.parse::<hyper::header::HeaderValue>() {
             h.insert(*name, value);
         }
     }

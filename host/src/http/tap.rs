@@ -63,7 +63,11 @@ pub fn request(query: &str) -> Result<(TapRequest, Option<u64>), String> {
         None => None,
         Some(text) => match text.parse::<u64>() {
             Ok(n) if n > 0 => Some(n),
-            _ => return Err(format!("limit must be a whole number of samples, at least 1, got {text:?}")),
+            _ => {
+                return Err(format!(
+                    "limit must be a whole number of samples, at least 1, got {text:?}"
+                ))
+            }
         },
     };
     let stream = param("stream").filter(|s| !s.is_empty());
@@ -102,10 +106,8 @@ pub fn sample_json(component: &str, sample: &Sample, fields: &[String]) -> Json 
         TapSide::Inputs => "inputs",
     };
     let fields = sample.fields.as_deref().unwrap_or(fields);
-    let from = sample
-        .from
-        .as_ref()
-        .map_or(Json::Null, |(c, t)| json!({ "component": c, "task": t }));
+    let from =
+        sample.from.as_ref().map_or(Json::Null, |(c, t)| json!({ "component": c, "task": t }));
     json!({
         "component": component,
         "side": side,
@@ -245,7 +247,10 @@ mod tests {
     #[test]
     fn a_tap_query_names_one_side_a_rate_and_a_limit() {
         let (r, limit) = request("outputs_of=split&stream=default&sample=0.25&limit=10").unwrap();
-        assert_eq!((r.component.as_str(), r.side, r.stream.as_deref()), ("split", TapSide::Outputs, Some("default")));
+        assert_eq!(
+            (r.component.as_str(), r.side, r.stream.as_deref()),
+            ("split", TapSide::Outputs, Some("default"))
+        );
         assert_eq!((r.rate, limit), (0.25, Some(10)));
         let (r, limit) = request("inputs_of=count").unwrap();
         assert_eq!((r.side, r.rate, limit, r.stream), (TapSide::Inputs, 1.0, None, None));

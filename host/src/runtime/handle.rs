@@ -217,7 +217,8 @@ impl TopologyHandle {
                 ));
             }
         }
-        let points = c.tasks.clone().filter_map(|t| live.wiring.taps.get(t as usize).cloned()).collect();
+        let points =
+            c.tasks.clone().filter_map(|t| live.wiring.taps.get(t as usize).cloned()).collect();
         Ok((self.inner.taps.attach(request, points), streams))
     }
 

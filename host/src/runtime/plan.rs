@@ -232,8 +232,7 @@ pub fn task_executor(
                     let outputs: Vec<&str> =
                         c.outputs.iter().map(|s| s.decl.name.as_str()).collect();
                     let simulated = topology.simulated.clone();
-                    let mut window =
-                        Box::new(WindowState::new(w, sources, &outputs, simulated));
+                    let mut window = Box::new(WindowState::new(w, sources, &outputs, simulated));
                     if topology.state.is_some() {
                         let label = format!("{} task {task}", c.name);
                         let restored = instances.windows.remove(&task);

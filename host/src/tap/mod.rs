@@ -278,13 +278,7 @@ mod tests {
     }
 
     fn request(rate: f64, capacity: usize) -> TapRequest {
-        TapRequest {
-            component: "c".into(),
-            side: TapSide::Outputs,
-            stream: None,
-            rate,
-            capacity,
-        }
+        TapRequest { component: "c".into(), side: TapSide::Outputs, stream: None, rate, capacity }
     }
 
     #[test]

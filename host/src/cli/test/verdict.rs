@@ -141,14 +141,18 @@ fn unordered_diff(want: &[toml::Value], seen: &[Seen], contains: bool) -> Option
             None => missing.push(w),
         }
     }
-    let extra: Vec<&Seen> =
-        seen.iter().zip(&used).filter(|(_, u)| !**u).map(|(s, _)| s).collect();
+    let extra: Vec<&Seen> = seen.iter().zip(&used).filter(|(_, u)| !**u).map(|(s, _)| s).collect();
     if missing.is_empty() && (contains || extra.is_empty()) {
         return None;
     }
     let like = want.first();
     let mut lines = vec![if contains {
-        format!("{} of {} expected tuple(s) missing among the {} got:", missing.len(), want.len(), seen.len())
+        format!(
+            "{} of {} expected tuple(s) missing among the {} got:",
+            missing.len(),
+            want.len(),
+            seen.len()
+        )
     } else {
         format!(
             "expected {} tuple(s) in any order, got {}: {} missing (-), {} unexpected (+):",
@@ -181,9 +185,11 @@ pub fn matches(want: &toml::Value, seen: &Seen) -> bool {
         }
         toml::Value::Table(table) => {
             table.len() == seen.fields.len()
-                && seen.fields.iter().zip(&seen.values).all(|(f, v)| {
-                    table.get(f).is_some_and(|w| value_eq(w, v))
-                })
+                && seen
+                    .fields
+                    .iter()
+                    .zip(&seen.values)
+                    .all(|(f, v)| table.get(f).is_some_and(|w| value_eq(w, v)))
         }
         _ => false,
     }
@@ -261,8 +267,8 @@ pub fn render_expected(want: &toml::Value, near: Option<&Seen>) -> String {
 }
 
 fn key(name: &str) -> String {
-    let bare = !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let bare =
+        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if bare {
         name.to_owned()
     } else {
@@ -334,7 +340,10 @@ mod tests {
     }
 
     fn squares(pairs: &[(u64, u64)]) -> Vec<Seen> {
-        pairs.iter().map(|&(n, s)| seen(&["n", "square"], vec![Value::U64(n), Value::U64(s)])).collect()
+        pairs
+            .iter()
+            .map(|&(n, s)| seen(&["n", "square"], vec![Value::U64(n), Value::U64(s)]))
+            .collect()
     }
 
     #[test]
@@ -352,10 +361,20 @@ mod tests {
 
     #[test]
     fn an_ordered_diff_marks_what_is_missing_and_what_came_instead() {
-        let want = toml_tuples("[{ n = 1, square = 1 }, { n = 2, square = 4 }, { n = 3, square = 9 }]");
-        assert_eq!(tuples(&Check::Equals { tuples: want.clone(), ordered: true }, &squares(&[(1, 1), (2, 4), (3, 9)])), None);
-        let lines = tuples(&Check::Equals { tuples: want, ordered: true }, &squares(&[(1, 1), (3, 9), (2, 5)]))
-            .expect("differs");
+        let want =
+            toml_tuples("[{ n = 1, square = 1 }, { n = 2, square = 4 }, { n = 3, square = 9 }]");
+        assert_eq!(
+            tuples(
+                &Check::Equals { tuples: want.clone(), ordered: true },
+                &squares(&[(1, 1), (2, 4), (3, 9)])
+            ),
+            None
+        );
+        let lines = tuples(
+            &Check::Equals { tuples: want, ordered: true },
+            &squares(&[(1, 1), (3, 9), (2, 5)]),
+        )
+        .expect("differs");
         assert_eq!(
             lines[1..],
             [

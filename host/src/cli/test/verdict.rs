@@ -124,7 +124,8 @@ fn ordered_diff(want: &[toml::Value], seen: &[Seen]) -> Option<Vec<String>> {
             lines.push(format!("  + {}", render_seen(&seen[j], want.get(i))));
             j += 1;
         } else {
-            lines.push(format!("  - {}", render_expected(&want[i], seen.get(j))));
+            let near = seen.get(j).or_else(|| seen.last());
+            lines.push(format!("  - {}", render_expected(&want[i], near)));
             i += 1;
         }
     }
@@ -162,7 +163,7 @@ fn unordered_diff(want: &[toml::Value], seen: &[Seen], contains: bool) -> Option
             extra.len()
         )
     }];
-    lines.extend(missing.iter().map(|w| format!("  - {}", render_expected(w, None))));
+    lines.extend(missing.iter().map(|w| format!("  - {}", render_expected(w, seen.first()))));
     let shown = if contains { &[][..] } else { &extra[..] };
     lines.extend(shown.iter().take(LISTED).map(|s| format!("  + {}", render_seen(s, like))));
     if shown.len() > LISTED {

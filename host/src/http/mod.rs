@@ -273,6 +273,9 @@ impl Reply {
     }
 }
 
+/// Extra headers of an answer.
+pub(crate) type Headers = Vec<(&'static str, String)>;
+
 /// A request that passed routing, its method and access checks.
 #[derive(Debug)]
 pub(crate) struct Admitted {
@@ -395,7 +398,7 @@ impl Ctx {
         req: &Incoming,
         admitted: &Admitted,
         busy: tap::Busy,
-    ) -> Result<(tap::TapBody, Vec<(&'static str, String)>), Reply> {
+    ) -> Result<(tap::TapBody, Headers), Reply> {
         let headers = admitted.headers.clone();
         let (request, limit) = tap::request(&req.query)
             .map_err(|e| Reply::json(&Answer::error(400, e), headers.clone()))?;

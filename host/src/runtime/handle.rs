@@ -172,7 +172,7 @@ impl TopologyHandle {
     pub fn tap(
         &self,
         request: &crate::tap::TapRequest,
-    ) -> Result<(crate::tap::Tap, Vec<(String, Vec<String>)>), String> {
+    ) -> Result<(crate::tap::Tap, crate::tap::StreamFields), String> {
         use crate::tap::TapSide;
         let live = self.inner.live.get();
         let topology = &live.topology;

@@ -181,6 +181,9 @@ impl TapPoint {
     }
 }
 
+/// The field names of each stream a tap can sample: `(stream, fields)`.
+pub type StreamFields = Vec<(String, Vec<String>)>;
+
 /// What a tap asks for.
 #[derive(Debug, Clone)]
 pub struct TapRequest {

@@ -1,7 +1,8 @@
 //! The live page in a real browser: headless Chromium, driven through
 //! chromedriver's WebDriver protocol, loads the page of a running topology,
-//! finds the component names, sees a counter grow between two reads, clicks
-//! a spout's deactivate button and sees the spout stop emitting.
+//! finds the component names, sees a counter grow between two reads, taps a
+//! bolt and sees its tuples in the tap panel, clicks a spout's deactivate
+//! button and sees the spout stop emitting.
 //!
 //! Needs `chromium` and `chromedriver` (Debian's `chromium` and
 //! `chromium-driver`); skipped without them unless `SQUALL_REQUIRE_TOOLS=1`.
@@ -165,6 +166,19 @@ fn the_live_page_shows_the_topology_counts_up_and_deactivates_a_spout() {
     // A counter grows between two reads.
     let first = browser.wait("an emitted count", within, emitted);
     browser.wait("the count growing", within, |b| emitted(b).filter(|&n| n > first));
+
+    // The row's tap button streams what the bolt emits into the tap panel.
+    browser.click("#components tr[data-component=\"chaos\"] button.tap");
+    let tapped = browser.wait("tapped tuples", within, |b| {
+        b.text("#tap-out").filter(|t| t.contains("value=\"hello\""))
+    });
+    assert!(tapped.starts_with("task "), "{tapped}");
+    browser.click("#tap-stop");
+    let ended = browser.wait("the tap ended", within, |_| {
+        let taps = request(addr, "GET", "/api/v1/topology").json()["taps"].clone();
+        (taps["attached"] == 0).then_some(taps)
+    });
+    assert!(ended["sampled"].as_u64() > Some(0), "{ended}");
 
     // The row's deactivate button stops the spout.
     browser.click("#components tr[data-component=\"source\"] button.deactivate");

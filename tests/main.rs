@@ -71,6 +71,14 @@ mod tls;
 // The running server against its OpenAPI document, with schemathesis.
 mod openapi;
 
+// `squall tap`: exact fields of a known input, the asked sampling rate, a
+// stalled client that loses samples while the topology completes.
+mod tap;
+
+// `squall test`: [[tests]] on the real plugins and simulated time, diffs,
+// exit 1, JUnit XML, config errors at their file:line:col.
+mod topology_test;
+
 // The live page in headless Chromium: names, a growing count, deactivate.
 mod browser;
 

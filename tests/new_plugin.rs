@@ -85,6 +85,50 @@ fn a_new_plugin_builds_passes_its_tests_and_runs() {
 }
 
 #[test]
+fn the_example_test_of_a_new_plugin_passes_and_catches_a_bolt_that_drops_a_field() {
+    let ws = Workspace::new("new-plugin-test");
+    let api = util::workspace_root().join("plugin-api");
+    let mut new = SquallCommand::new(&ws, ["new", "plugin", "tested", "--api-path"]);
+    new.arg(&api);
+    new.output().assert_code(0);
+    let dir = ws.path("tested");
+    assert!(ws.read("tested/topology.toml").contains("[[tests]]"));
+    let release = util::target_root().join("new-plugin").join("release");
+    let squall_test = || {
+        cargo_in(&dir, &["build"]);
+        let mut cmd = SquallCommand::new(&ws, ["test", "topology.toml"]);
+        cmd.current_dir(&dir).env("SQUALL_PLUGIN_DIR", &release);
+        cmd.output()
+    };
+    let out = squall_test();
+    out.assert_code(0);
+    assert!(out.stdout.contains("test \"every number is squared\" ... ok"), "{}", out.context());
+
+    // The bug: the bolt stops emitting the square (declared and emitted).
+    edit(
+        &dir,
+        "src/bolt.rs",
+        "outputs.declare(&[\"n\", \"square\"]);",
+        "outputs.declare(&[\"n\"]);",
+    );
+    edit(
+        &dir,
+        "src/bolt.rs",
+        "collector.emit(&[Value::U64(n), Value::U64(square)]);",
+        "let _ = square;\n        collector.emit(&[Value::U64(n)]);",
+    );
+    let out = squall_test();
+    out.assert_code(1);
+    assert!(
+        out.stdout.contains("test \"every number is squared\" ... FAILED"),
+        "{}",
+        out.context()
+    );
+    assert!(out.stdout.contains("  - { n = 3, square = 9 }\n"), "{}", out.context());
+    assert!(out.stdout.contains("  + { n = 3 }\n"), "{}", out.context());
+}
+
+#[test]
 fn new_plugin_refuses_a_non_empty_folder_and_bad_names() {
     let ws = Workspace::new("new-plugin-refusals");
     ws.write("taken.txt", "");

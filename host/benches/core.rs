@@ -41,6 +41,7 @@ fn transfer(c: &mut Criterion) {
         recycled: None,
         count_bytes: false,
         queue_bytes: Vec::new(),
+        tap: Default::default(),
     };
     let mut transfer = Transfer::new(TaskId(0), wiring);
     let mut stats = LocalStats::default();

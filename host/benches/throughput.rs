@@ -25,7 +25,8 @@
 //! per-pair ratios, and the medians' ratio). `SQUALL_PREVIOUS_PLUGIN_DIR`
 //! gives that build its own plugins (default: this build's).
 //! `BENCH_ONLY=previous` runs only that comparison; `BENCH_ONLY=http` only
-//! the cost of `--http`.
+//! the cost of `--http`. Last, the cost of `squall tap` (no tap, the
+//! previous build, a tap attached; `BENCH_TAP_ONLY=1` runs only that).
 //! The plugins must be built: `cargo build --release --workspace`.
 
 use std::hint::black_box;
@@ -89,6 +90,11 @@ fn main() {
             std::process::exit(2);
         }
     }
+    if std::env::var_os("BENCH_TAP_ONLY").is_some() {
+        tap_cost(&s);
+        let _ = std::fs::remove_dir_all(&s.scratch);
+        return;
+    }
     println!("squall throughput benchmark: {} run(s) of {} s each, medians", s.runs, s.secs);
     match std::env::var("BENCH_ONLY").as_deref() {
         Ok("previous") => return against_previous(&s),
@@ -146,7 +152,106 @@ fn main() {
         against_previous(&s);
     }
     targets(&s, smoke, &medians);
+    tap_cost(&s);
     let _ = std::fs::remove_dir_all(&s.scratch);
+}
+
+/// The cost of `squall tap`'s hook (docs/performance.md, "Tap"):
+/// const-id-null with no tap attached, with this build and (with
+/// `SQUALL_PREVIOUS_BIN`) the previous one, alternating; then with a tap on
+/// the id bolt's outputs at 1 in 1000 and at every tuple (a client reading
+/// as fast as it can; the samples it cannot take are dropped). Both with
+/// `--http` on, so only the tap differs. `BENCH_TAP_ONLY=1` runs only this.
+fn tap_cost(s: &Settings) {
+    let (mut off, mut previous, mut sparse, mut every) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..s.runs {
+        off.push(tap_rate(s, &s.bin, None).0);
+        if let Some(bin) = &s.previous {
+            previous.push(tap_rate(s, bin, None).0);
+        }
+        sparse.push(tap_rate(s, &s.bin, Some(0.001)));
+        every.push(tap_rate(s, &s.bin, Some(1.0)));
+    }
+    let off = median(off.into_iter());
+    println!("const-id-null with --http, no tap attached: {off:.0}/s");
+    if !previous.is_empty() {
+        let previous = median(previous.into_iter());
+        println!(
+            "  previous build, no tap: {previous:.0}/s; this build / previous {:.3}",
+            off / previous
+        );
+    }
+    for (rate, runs) in [(0.001, sparse), (1.0, every)] {
+        let ours = median(runs.iter().map(|r| r.0));
+        let lines = median(runs.iter().map(|r| r.1 as f64));
+        println!(
+            "  tap on id's outputs at {rate}: {ours:.0}/s ({:.3} of no tap); the client read {lines:.0} samples",
+            ours / off
+        );
+    }
+}
+
+/// const-id-null for `s.secs` with `--http`; with `tap`, a client reads
+/// `GET /api/v1/tap?outputs_of=id&sample=RATE` from the start. The null
+/// bolt's executed tuples per second, and the lines the client read.
+fn tap_rate(s: &Settings, bin: &Path, tap: Option<f64>) -> (f64, u64) {
+    let source = s.root.join("topologies/perf/const-id-null.toml");
+    let text = std::fs::read_to_string(&source)
+        .expect("perf topology")
+        .replace("${SQUALL_PLUGIN_DIR:-../../target/release}", &s.plugin_dir.display().to_string());
+    let toml = s.scratch.join("const-id-null-tap.toml");
+    std::fs::write(&toml, text).expect("write topology");
+    let json = s.scratch.join("summary-tap.json");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut cmd = Command::new(bin);
+    cmd.args(["run", &toml.display().to_string(), "--stats-interval", "0s", "--duration"])
+        .arg(format!("{}s", s.secs))
+        .args(["--json", &json.display().to_string(), "--http", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().expect("run squall");
+    let reader = tap.map(|rate| {
+        thread::spawn(move || {
+            use std::io::{BufRead, Write};
+            let started = Instant::now();
+            let stream = loop {
+                match std::net::TcpStream::connect(("127.0.0.1", port)) {
+                    Ok(stream) => break stream,
+                    Err(_) if started.elapsed() < Duration::from_secs(10) => {
+                        thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(e) => panic!("the endpoint never came up: {e}"),
+                }
+            };
+            let mut writer = stream.try_clone().expect("clone");
+            write!(
+                writer,
+                "GET /api/v1/tap?outputs_of=id&sample={rate} HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                 X-Requested-With: bench\r\nConnection: close\r\n\r\n"
+            )
+            .expect("send");
+            // Chunk sizes and status lines are not samples.
+            let lines = std::io::BufReader::new(stream).lines().map_while(Result::ok);
+            lines.filter(|l| l.contains("\"component\"")).count() as u64
+        })
+    });
+    let out = child.wait_with_output().expect("wait for squall");
+    assert!(out.status.success(), "squall failed: {}", String::from_utf8_lossy(&out.stderr));
+    let lines = reader.map_or(0, |r| r.join().unwrap_or(0));
+    let summary: Json =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("summary")).expect("json");
+    let elapsed = summary["elapsed_secs"].as_f64().expect("elapsed_secs");
+    let null = summary["components"]
+        .as_array()
+        .expect("components")
+        .iter()
+        .find(|c| c["name"] == "null")
+        .expect("the null bolt");
+    (null["executed"].as_f64().expect("executed") / elapsed, lines)
 }
 
 type Baseline = fn(Duration) -> f64;

@@ -144,6 +144,45 @@ impl Clock for ManualClock {
     }
 }
 
+/// Simulated time for a whole run (`squall test`): the clock that the
+/// system thread's tick tuples and message timeouts and the windowed bolts'
+/// processing time read, moved only by the test; and how far the system
+/// thread has sent what is due.
+///
+/// Clones share the clock and the progress.
+#[derive(Debug, Clone, Default)]
+pub struct SimulatedTime {
+    /// The simulated clock (starts at 0).
+    pub clock: ManualClock,
+    /// The clock reading (ns) up to which the system thread has sent every
+    /// tick tuple and timeout tick due (Release after the sends; read with
+    /// Acquire).
+    ticked_to: Arc<AtomicU64>,
+}
+
+impl SimulatedTime {
+    /// A simulated clock at 0, nothing ticked yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records that everything due up to `at` has been sent.
+    pub fn ticked(&self, at: Duration) {
+        self.ticked_to.fetch_max(duration_to_nanos(at), Ordering::Release);
+    }
+
+    /// True once everything due up to `at` has been sent.
+    pub fn has_ticked(&self, at: Duration) -> bool {
+        self.ticked_to.load(Ordering::Acquire) >= duration_to_nanos(at)
+    }
+
+    /// The simulated reading in milliseconds (what a processing-time window
+    /// reads).
+    pub fn now_millis(&self) -> u64 {
+        self.clock.peek().as_millis() as u64
+    }
+}
+
 /// `d` in nanoseconds, saturating at `u64::MAX`.
 fn duration_to_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)

@@ -366,6 +366,11 @@ impl Running {
         self.stderr.snapshot()
     }
 
+    /// What the child has written to stdout so far.
+    pub fn stdout_snapshot(&self) -> String {
+        self.stdout.snapshot()
+    }
+
     /// Sends SIGINT (what Ctrl-C sends) to the child.
     pub fn interrupt(&self) {
         self.signal(libc::SIGINT);

@@ -47,4 +47,7 @@ pub enum AckerInput {
     Tick,
     /// Nothing to do: ends the acker's wait so that it sees a new run state.
     Wake,
+    /// Simulated time (`squall test`): adds one to the counter once every
+    /// message before it is applied and its replies are sent.
+    Sync(std::sync::Arc<std::sync::atomic::AtomicUsize>),
 }

@@ -68,6 +68,9 @@ impl AckerTask {
                         tracing::debug!(dropped, "acker dropped expired trees");
                     }
                 }
+                Ok(AckerInput::Sync(done)) => {
+                    done.fetch_add(1, std::sync::atomic::Ordering::Release);
+                }
                 Ok(AckerInput::Wake) | Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
             }

@@ -60,6 +60,22 @@ pub enum Command {
         #[command(subcommand)]
         what: super::state::StateCommand,
     },
+    /// Print sampled tuples flowing out of or into a component of a running topology (--http).
+    Tap(super::tap::TapArgs),
+    /// Run the topology's [[tests]] in process on simulated time; exit 1 if any fails.
+    Test {
+        /// The topology file (or a file that includes it and adds [[tests]]).
+        topology: PathBuf,
+        /// Override one key of the topology (repeatable).
+        #[command(flatten)]
+        sets: SetArgs,
+        /// Also write the results as JUnit XML to FILE.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+        /// Run only the tests whose name contains TEXT.
+        #[arg(long, value_name = "TEXT")]
+        only: Option<String>,
+    },
     /// A live terminal dashboard of a topology run with --http (q quits).
     Top {
         /// The --http address of `squall run`: PORT (loopback) or HOST:PORT.

@@ -1,4 +1,5 @@
-//! The `squall` command line: `run`, `validate`, `graph`, `inspect`, `new`, `top`.
+//! The `squall` command line: `run`, `validate`, `graph`, `inspect`, `new`,
+//! `state`, `tap`, `test`, `top`.
 //!
 //! Every command returns `Result<(), Failure>`; [`exit::exit_code`] is the
 //! one place that prints a failure and maps it to the exit code (see the
@@ -12,6 +13,8 @@ mod new;
 mod run;
 pub mod signals;
 mod state;
+mod tap;
+mod test;
 mod top;
 mod validate;
 
@@ -38,6 +41,10 @@ pub fn run(args: Args) -> ExitCode {
         Command::Inspect { plugin } => inspect::inspect(&plugin),
         Command::New { what: NewCommand::Plugin(a) } => new::new_plugin(a),
         Command::State { what } => state::state(what),
+        Command::Tap(a) => tap::tap(a),
+        Command::Test { topology, sets, junit, only } => {
+            test::test(&topology, &sets.sets, junit.as_deref(), only.as_deref())
+        }
         Command::Top { addr, token_file, tls_ca } => {
             top::top(addr, token_file.as_deref(), tls_ca.as_deref())
         }

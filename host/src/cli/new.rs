@@ -107,6 +107,7 @@ fn write_plugin(args: NewPluginArgs) -> anyhow::Result<()> {
     println!("created plugin crate {} in {}", args.name, dir.display());
     println!("  cd {} && cargo test --release && cargo build --release", dir.display());
     println!("  squall run topology.toml --duration 10s");
+    println!("  squall test topology.toml");
     Ok(())
 }
 

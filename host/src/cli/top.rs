@@ -8,7 +8,7 @@
 //! that cannot be reached is shown in the header and asked again every
 //! second.
 
-mod client;
+pub(super) mod client;
 mod view;
 
 use std::io::IsTerminal as _;

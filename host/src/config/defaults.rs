@@ -184,7 +184,25 @@ pub(crate) mod keys {
     /// `include` is read (and removed) by `compose` before the walk; it is
     /// listed so that a misspelt `includes` gets a "did you mean".
     pub(crate) const TOP: &[&str] =
-        &["include", "topology", "plugins", "wait", "state", "spouts", "bolts"];
+        &["include", "topology", "plugins", "wait", "state", "spouts", "bolts", "tests"];
+    /// `[[tests]]` (`squall test`).
+    pub(crate) const TEST: &[&str] = &["name", "advance", "inputs", "expect"];
+    /// `[[tests.inputs]]`.
+    pub(crate) const TEST_INPUT: &[&str] = &["spout", "bolt", "from", "stream", "tuples"];
+    /// `[[tests.expect]]`.
+    pub(crate) const TEST_EXPECT: &[&str] = &[
+        "outputs_of",
+        "inputs_of",
+        "trees_of",
+        "stream",
+        "equals",
+        "unordered",
+        "contains",
+        "count",
+        "no_output",
+        "failed",
+        "acked",
+    ];
     /// `[state]` (contract 1.2's durable state).
     pub(crate) const STATE: &[&str] = &["backend", "namespace", "interval_ms", "config"];
     /// `[topology]`: `name`, the keys of the settings table (see

@@ -53,6 +53,7 @@ mod settings;
 mod source;
 pub mod state;
 mod suggest;
+pub mod test_cases;
 mod validate;
 mod wait;
 mod walk;
@@ -72,6 +73,7 @@ pub use model::{
 pub use overrides::Override;
 pub use state::{BackendDecl, StateDecl};
 pub use suggest::suggest;
+pub use test_cases::{Check, Expectation, InputTarget, Subject, TestDecl, TestInput};
 pub use window::{WindowDecl, WindowSize};
 
 use defaults::keys;
@@ -79,7 +81,7 @@ use walk::Walker;
 
 /// A topology file, read and validated: the first typed stage of the pipeline
 /// (`TopologyConfig` → `Topology` → `Plan` → `RunningTopology`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TopologyConfig {
     /// The file as named by the caller.
     pub file: PathBuf,
@@ -105,6 +107,8 @@ pub struct TopologyConfig {
     pub bolts: Vec<BoltDecl>,
     /// `[state]`: where durable state is checkpointed (`None`: nowhere).
     pub state: Option<StateDecl>,
+    /// `[[tests]]`, in file order: what `squall test` runs.
+    pub tests: Vec<TestDecl>,
 }
 
 /// Reads and validates the topology file at `path` and the files it
@@ -308,9 +312,16 @@ fn read_document(
         spouts: components::read_spouts(w, doc.get("spouts")),
         bolts: components::read_bolts(w, doc.get("bolts")),
         state: None,
+        tests: Vec::new(),
     };
     let mut config = config;
     config.state = state::read_state(w, doc.get("state"), &config.name);
+    let names = test_cases::Names {
+        spouts: config.spouts.iter().map(|s| s.decl.name.as_str()).collect(),
+        bolts: config.bolts.iter().map(|b| b.decl.name.as_str()).collect(),
+    };
+    let tests = test_cases::read_tests(w, doc.get("tests"), &names);
+    config.tests = tests;
     if let Some(decl) = &config.state {
         let s = &config.settings;
         state::check_interval(w, decl, s.message_timeout_secs, s.enable_message_timeouts);

@@ -225,7 +225,13 @@ impl<'a> Walker<'a> {
         out
     }
 
-    fn user_value(&mut self, value: &Value<'_>, path: &str, context: &str) -> Option<toml::Value> {
+    /// Converts one user value, interpolating every string in it.
+    pub(crate) fn user_value(
+        &mut self,
+        value: &Value<'_>,
+        path: &str,
+        context: &str,
+    ) -> Option<toml::Value> {
         let span = value.span();
         Some(match value.get_ref() {
             DeValue::String(s) => toml::Value::String(self.interpolate(

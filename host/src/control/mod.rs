@@ -240,6 +240,12 @@ pub enum Control {
     /// Checkpoint `n` was abandoned (bolts): stop aligning on its barrier
     /// and execute what was held back for it.
     AbortCheckpoint(u64),
+    /// Simulated time (`squall test`): once every control message before
+    /// this one is handled, a windowed bolt runs the windows due at the
+    /// simulated clock, the task sends what it batched and publishes its
+    /// counters, then adds one to the counter. When every task has, the
+    /// ticks sent before it have been executed and their emits are counted.
+    Sync(Arc<std::sync::atomic::AtomicUsize>),
 }
 
 /// New routes for one task (see [`Control::Rewire`]).

@@ -435,10 +435,18 @@ impl BoltExecutor {
             let component = sources.task_component[batch.source_task.0 as usize] as usize;
             let (component_name, streams) = &sources.components[component];
             let mut starts = batch.starts(pos);
+            // One relaxed load per batch while no tap is attached.
+            let tapped = self.core.transfer.tap().attached();
             while pos < batch.len() {
                 let ((stream, values, ids), next) = batch.tuple_at(pos, starts);
                 starts = next;
                 pos += 1;
+                if tapped {
+                    let (stream_name, fields) = &streams[stream as usize];
+                    let from = (component_name.as_str(), batch.source_task.0);
+                    let stream = (stream_name.as_str(), fields.as_slice());
+                    tap_input(&self.core.transfer, from, stream, values, ids);
+                }
                 if !self.throttles.is_empty() {
                     self.throttle_edge(turn, component, stream, values);
                 }
@@ -707,6 +715,14 @@ impl BoltExecutor {
                     }
                 }
                 Ok(Control::AbortCheckpoint(checkpoint)) => self.abandon(checkpoint),
+                Ok(Control::Sync(done)) => {
+                    if self.window.is_some() {
+                        self.run_windows(turn, name);
+                    }
+                    self.core.transfer.flush_all(&mut turn.stats);
+                    self.publish(turn);
+                    done.fetch_add(1, std::sync::atomic::Ordering::Release);
+                }
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return ticks,
             }
         }
@@ -958,4 +974,28 @@ impl BoltExecutor {
         self.publish(turn);
         turn.histogram.merge_into(&self.core.shared.execute_latency, true);
     }
+}
+
+/// Offers one input tuple to the taps on the task's inputs (cold: only
+/// while a tap is attached).
+#[cold]
+#[inline(never)]
+fn tap_input(
+    transfer: &crate::executor::transfer::Transfer,
+    (from, source_task): (&str, u32),
+    (stream, fields): (&str, &[abi_stable::std_types::RString]),
+    values: &[squall_plugin_api::Value],
+    ids: &[(crate::ids::RootId, crate::ids::EdgeId)],
+) {
+    let task = transfer.task().0;
+    transfer.tap().offer(crate::tap::TapSide::Inputs, stream, || crate::tap::Sample {
+        side: crate::tap::TapSide::Inputs,
+        task,
+        stream: stream.to_owned(),
+        from: Some((from.to_owned(), source_task)),
+        fields: Some(fields.iter().map(ToString::to_string).collect()),
+        values: values.to_vec(),
+        roots: ids.iter().map(|(root, _)| root.0).collect(),
+        message_id: None,
+    });
 }

@@ -162,6 +162,7 @@ fn transfer(task: u32, to: u32, queue: Sender<Batch>, ackers: Vec<Sender<AckerIn
         recycled: None,
         count_bytes: false,
         queue_bytes: Vec::new(),
+        tap: Default::default(),
     };
     Transfer::new(TaskId(task), wiring)
 }

@@ -8,6 +8,7 @@ use squall_plugin_api::{Anchor, MessageId, StreamId, Value};
 use super::tracking::{InputTracker, SpoutTracker};
 use super::transfer::{EmitError, Transfer};
 use crate::metrics::{LocalStats, StatField};
+use crate::tap::{Sample, TapSide};
 use crate::topology::grouping::Misroute;
 
 /// Which kind of task is emitting.
@@ -139,11 +140,13 @@ impl HostOutput<'_> {
                 values.iter().map(|v| v.encoded_len() as u64).sum::<u64>();
         }
         let acking = self.transfer.acking();
+        // The one load a tap costs while none is attached.
+        let tapped = self.transfer.tap().attached();
         match &mut self.side {
             Side::Spout { tracker, task } => match message_id {
                 ROption::RSome(id) if acking && (targets > 0 || dropped) => {
                     let task = *task;
-                    tracker.emit_tracked(
+                    let root = tracker.emit_tracked(
                         self.transfer,
                         self.stats,
                         (stream, targets),
@@ -152,14 +155,29 @@ impl HostOutput<'_> {
                         task,
                         dropped,
                     );
+                    if tapped {
+                        tap_output(self.transfer, stream, values, vec![root.0], Some(id));
+                    }
                 }
                 ROption::RSome(id) => {
                     tracker.ack_now.push(id);
+                    if tapped {
+                        tap_output(self.transfer, stream, values, Vec::new(), Some(id));
+                    }
                     self.push_untracked(stream, targets, values);
                 }
-                ROption::RNone => self.push_untracked(stream, targets, values),
+                ROption::RNone => {
+                    if tapped {
+                        tap_output(self.transfer, stream, values, Vec::new(), None);
+                    }
+                    self.push_untracked(stream, targets, values);
+                }
             },
             Side::Window { inputs, anchors } => {
+                if tapped {
+                    let roots = roots_of(inputs, anchors);
+                    tap_output(self.transfer, stream, values, roots, None);
+                }
                 if !acking || !inputs.any_tracked(anchors) {
                     self.push_untracked(stream, targets, values);
                     return;
@@ -177,6 +195,10 @@ impl HostOutput<'_> {
             Side::Bolt { inputs, auto_ack } => {
                 let current = [inputs.current_anchor()];
                 let anchors: &[Anchor] = if *auto_ack { &current } else { anchors.as_slice() };
+                if tapped {
+                    let roots = roots_of(inputs, anchors);
+                    tap_output(self.transfer, stream, values, roots, None);
+                }
                 if !acking || !inputs.any_tracked(anchors) {
                     self.push_untracked(stream, targets, values);
                     return;
@@ -244,8 +266,16 @@ impl SpoutOutput for HostOutput<'_> {
                 values.iter().map(|v| v.encoded_len() as u64).sum::<u64>();
         }
         let acking = self.transfer.acking();
+        let tapped = self.transfer.tap().attached();
         let Side::Spout { tracker, task } = &mut self.side else { return };
         if ids.is_empty() || !acking {
+            if tapped {
+                for i in 0..count {
+                    let tuple = &values[i * arity..(i + 1) * arity];
+                    let id = ids.get(i).copied();
+                    tap_output(self.transfer, stream, tuple, Vec::new(), id);
+                }
+            }
             tracker.ack_now.extend_from_slice(ids);
             self.transfer.push_many(stream, arity, count, values, self.stats);
             let misroute = self.transfer.take_misroute();
@@ -264,7 +294,18 @@ impl SpoutOutput for HostOutput<'_> {
             all.add(misroute);
             if targets > 0 || dropped {
                 let routed = (stream, targets);
-                tracker.emit_tracked(self.transfer, self.stats, routed, tuple, id, task, dropped);
+                let root = tracker.emit_tracked(
+                    self.transfer,
+                    self.stats,
+                    routed,
+                    tuple,
+                    id,
+                    task,
+                    dropped,
+                );
+                if tapped {
+                    tap_output(self.transfer, stream, tuple, vec![root.0], Some(id));
+                }
             } else {
                 tracker.ack_now.push(id);
             }
@@ -273,6 +314,39 @@ impl SpoutOutput for HostOutput<'_> {
             self.misrouted(stream, all);
         }
     }
+}
+
+/// The roots of the trees `anchors` belong to (empty when untracked).
+#[cold]
+#[inline(never)]
+fn roots_of(inputs: &mut InputTracker, anchors: &[Anchor]) -> Vec<u64> {
+    // An edge of zero changes no `ack_val`: this only collects the roots.
+    inputs.anchor_edge(anchors, 0).iter().map(|(root, _)| root.0).collect()
+}
+
+/// Offers one emitted tuple to the taps on the task's outputs (cold: only
+/// while a tap is attached).
+#[cold]
+#[inline(never)]
+fn tap_output(
+    transfer: &Transfer,
+    stream: u32,
+    values: &[Value],
+    roots: Vec<u64>,
+    message_id: Option<MessageId>,
+) {
+    let name = transfer.stream_name(stream);
+    let task = transfer.task().0;
+    transfer.tap().offer(TapSide::Outputs, name, || Sample {
+        side: TapSide::Outputs,
+        task,
+        stream: name.to_owned(),
+        from: None,
+        fields: None,
+        values: values.to_vec(),
+        roots,
+        message_id: message_id.map(|id| id.0),
+    });
 }
 
 #[cfg(test)]
@@ -318,6 +392,7 @@ mod tests {
             recycled: None,
             count_bytes: false,
             queue_bytes: Vec::new(),
+            tap: Default::default(),
         };
         (Transfer::new(TaskId(0), wiring), receivers)
     }
@@ -548,7 +623,7 @@ mod tests {
             .try_iter()
             .map(|m| match m {
                 AckerInput::Msgs(m) => m.len(),
-                AckerInput::Tick | AckerInput::Wake => 0,
+                AckerInput::Tick | AckerInput::Wake | AckerInput::Sync(_) => 0,
             })
             .sum();
         assert_eq!(msgs, 5, "one init per tree");

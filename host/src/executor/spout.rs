@@ -609,6 +609,12 @@ impl SpoutExecutor {
                 0
             }
             Control::AbortCheckpoint(_) => 0,
+            Control::Sync(done) => {
+                self.core.transfer.flush_all(&mut turn.stats);
+                self.publish(turn);
+                done.fetch_add(1, std::sync::atomic::Ordering::Release);
+                0
+            }
         }
     }
 

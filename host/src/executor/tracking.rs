@@ -61,6 +61,7 @@ impl SpoutTracker {
     /// and an entry in the pending map. `failed`: a custom grouping dropped
     /// the tuple for some subscriber, so the tree fails (the fail goes to
     /// the acker before the init: a fail wins, even over an init of zero).
+    /// Returns the tree's root id.
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub fn emit_tracked(
@@ -72,7 +73,7 @@ impl SpoutTracker {
         message_id: MessageId,
         spout_task: TaskId,
         failed: bool,
-    ) {
+    ) -> RootId {
         let root = RootId(transfer.rng.next_nonzero());
         if failed {
             transfer.to_acker(root, AckerMsg::Fail { root });
@@ -87,6 +88,7 @@ impl SpoutTracker {
         let emitted = self.now();
         self.pending.put(root, PendingRoot { message_id, emitted });
         transfer.to_acker(root, AckerMsg::Init { root, val: init, spout_task });
+        root
     }
 }
 

@@ -166,6 +166,8 @@ pub struct TransferWiring {
     /// The byte budget of each task's receive queue, by task id (empty, or
     /// `None` for a task, when `receive_buffer_bytes` is off).
     pub queue_bytes: Vec<Option<std::sync::Arc<QueueBytes>>>,
+    /// The task's tap point (`squall tap`).
+    pub tap: std::sync::Arc<crate::tap::TapPoint>,
 }
 
 /// An executor's outgoing side.
@@ -205,6 +207,9 @@ pub struct Transfer {
     /// True when any target has a byte budget: the per-tuple cost of the
     /// feature when it is off is this one predictable branch.
     budgeted: bool,
+    /// The task's tap point: one relaxed load per emit while no tap is
+    /// attached (see [`crate::tap`]).
+    tap: std::sync::Arc<crate::tap::TapPoint>,
 }
 
 /// `v`'s elements in a buffer allocated by the calling thread (see
@@ -254,6 +259,7 @@ impl Transfer {
             recycled: wiring.recycled,
             budgeted: wiring.queue_bytes.iter().any(Option::is_some),
             queue_bytes: wiring.queue_bytes,
+            tap: wiring.tap,
         }
     }
 
@@ -307,6 +313,22 @@ impl Transfer {
     #[inline]
     pub fn counts_bytes(&self) -> bool {
         self.count_bytes
+    }
+
+    /// The task's tap point.
+    #[inline(always)]
+    pub fn tap(&self) -> &crate::tap::TapPoint {
+        &self.tap
+    }
+
+    /// The name of stream `stream` (an index of the component's outputs).
+    pub fn stream_name(&self, stream: u32) -> &str {
+        self.streams.get(stream as usize).map_or("", |s| s.name.as_str())
+    }
+
+    /// The task this transfer sends for.
+    pub fn task(&self) -> TaskId {
+        self.task
     }
 
     /// True when acker tasks exist.

@@ -126,6 +126,7 @@ pub fn topology(handle: &TopologyHandle, history: &History) -> Answer {
         "failed_reloads": handle.reloads().1,
         "partial_reloads": handle.partial_reloads(),
         "durable_state": durable_state(handle),
+        "taps": taps(handle),
         "error": handle.fatal().map(|e| e.to_string()),
         "windows": WINDOWS.iter().map(|w| w.0).collect::<Vec<_>>(),
         "components": components,
@@ -356,6 +357,13 @@ fn connectors_down(handle: &TopologyHandle) -> Vec<Json> {
 }
 
 /// Durable state's figures (`null` for a topology without `[state]`).
+/// `taps`: how many are attached, and what every tap sampled and dropped
+/// since the start (a slow client's losses show here).
+fn taps(handle: &TopologyHandle) -> serde_json::Value {
+    let (attached, sampled, dropped) = handle.tap_totals();
+    serde_json::json!({ "attached": attached, "sampled": sampled, "dropped": dropped })
+}
+
 pub(crate) fn durable_state(handle: &TopologyHandle) -> serde_json::Value {
     handle.durable().map_or(serde_json::Value::Null, crate::runtime::Durable::to_json)
 }

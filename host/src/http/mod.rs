@@ -13,7 +13,8 @@
 //! Routes (see `docs/http-api.md`): `GET /`, `GET /metrics`,
 //! `GET /api/v1/topology`, `GET /api/v1/components/{name}`,
 //! `POST /api/v1/activate`, `POST /api/v1/deactivate` (all spouts, or
-//! `?component=NAME`), `POST /api/v1/drain`, `GET /healthz`, `GET /readyz`.
+//! `?component=NAME`), `POST /api/v1/drain`, `GET /api/v1/tap` (a stream of
+//! sampled tuples, [`tap`]), `GET /healthz`, `GET /readyz`.
 
 pub mod access;
 mod api;
@@ -21,6 +22,7 @@ mod history;
 mod page;
 pub mod prometheus;
 mod server;
+pub mod tap;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -271,6 +273,9 @@ impl Reply {
     }
 }
 
+/// Extra headers of an answer.
+pub(crate) type Headers = Vec<(&'static str, String)>;
+
 /// A request that passed routing, its method and access checks.
 #[derive(Debug)]
 pub(crate) struct Admitted {
@@ -282,7 +287,12 @@ pub(crate) struct Admitted {
 impl Admitted {
     /// A control action: it may read a body and block (a reload waits).
     pub(crate) fn is_control(&self) -> bool {
-        self.scope == Scope::Control
+        self.scope == Scope::Control && !self.is_tap()
+    }
+
+    /// `GET /api/v1/tap`: answered by a stream ([`Ctx::tap`]).
+    pub(crate) fn is_tap(&self) -> bool {
+        matches!(self.route, Route::Tap)
     }
 }
 
@@ -369,6 +379,8 @@ impl Ctx {
             }
             Route::Drain => api::drain(handle),
             Route::Reload => api::reload(handle),
+            // Answered by `Ctx::tap`, before `run`.
+            Route::Tap => Answer::error(500, "the tap is a stream"),
             Route::Healthz => api::healthz(handle),
             Route::Readyz => api::readyz(handle),
         };
@@ -376,6 +388,39 @@ impl Ctx {
             log_control(req.peer, action, &req.query, &answer);
         }
         Reply::json(&answer, headers)
+    }
+
+    /// Attaches the tap an admitted `GET /api/v1/tap` asks for: its
+    /// streaming body, or the error answer (400 for a bad query, 404 for an
+    /// unknown component or stream).
+    pub(crate) fn tap(
+        &self,
+        req: &Incoming,
+        admitted: &Admitted,
+        busy: tap::Busy,
+    ) -> Result<(tap::TapBody, Headers), Reply> {
+        let headers = admitted.headers.clone();
+        let (request, limit) = tap::request(&req.query)
+            .map_err(|e| Reply::json(&Answer::error(400, e), headers.clone()))?;
+        let (attached, streams) = self
+            .handle
+            .tap(&request)
+            .map_err(|e| Reply::json(&Answer::error(404, e), headers.clone()))?;
+        tracing::info!(
+            client = %Client(req.peer),
+            action = "tap",
+            component = request.component.as_str(),
+            "tap attached over HTTP"
+        );
+        let body = tap::TapBody::new(
+            attached,
+            request.component,
+            streams,
+            limit,
+            self.handle.clone(),
+            busy,
+        );
+        Ok((body, headers))
     }
 
     /// Logs a control request that was refused after admission (a body
@@ -434,6 +479,7 @@ enum Route {
     Steer { activate: bool },
     Drain,
     Reload,
+    Tap,
     Healthz,
     Readyz,
 }
@@ -452,7 +498,8 @@ impl Route {
             // Static text with no data: the page, its assets, the OpenAPI document.
             Route::Page | Route::Asset(..) => Scope::Public,
             Route::Metrics if access.metrics_public => Scope::Public,
-            Route::Steer { .. } | Route::Drain | Route::Reload => Scope::Control,
+            // The samples carry the tuples' payloads.
+            Route::Steer { .. } | Route::Drain | Route::Reload | Route::Tap => Scope::Control,
             _ => Scope::Read,
         }
     }
@@ -464,6 +511,7 @@ impl Route {
             Route::Steer { activate: false } => "deactivate",
             Route::Drain => "drain",
             Route::Reload => "reload",
+            Route::Tap => "tap",
             _ => "read",
         }
     }
@@ -479,6 +527,7 @@ fn route(path: &str) -> Option<Route> {
         "/api/v1/deactivate" => Route::Steer { activate: false },
         "/api/v1/drain" => Route::Drain,
         "/api/v1/reload" => Route::Reload,
+        "/api/v1/tap" => Route::Tap,
         "/healthz" => Route::Healthz,
         "/readyz" => Route::Readyz,
         p => {
@@ -570,6 +619,7 @@ mod tests {
             "/api/v1/deactivate",
             "/api/v1/drain",
             "/api/v1/reload",
+            "/api/v1/tap",
             "/healthz",
             "/readyz",
             "/api/v1/openapi.json",

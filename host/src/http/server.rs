@@ -25,7 +25,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full, Limited};
+use http_body_util::{BodyExt as _, Either, Full, Limited};
 use hyper::body::Incoming as Body;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -189,8 +189,14 @@ where
         let (ctx, busy) = (ctx.clone(), busy.clone());
         async move {
             busy.store(true, Ordering::Relaxed);
-            let reply = answer(req, peer, ctx, limits).await;
-            busy.store(false, Ordering::Relaxed);
+            let reply = match answer(req, peer, ctx, limits, busy.clone()).await {
+                Answered::Whole(r) => {
+                    busy.store(false, Ordering::Relaxed);
+                    r.map(Either::Left)
+                }
+                // The stream's body clears `busy` when it ends.
+                Answered::Stream(r) => r.map(Either::Right),
+            };
             Ok::<_, std::convert::Infallible>(reply)
         }
     });
@@ -226,20 +232,61 @@ fn incoming(req: &Request<Body>, peer: SocketAddr) -> Incoming {
     }
 }
 
+/// A whole answer, or the head of a stream (`GET /api/v1/tap`).
+enum Answered {
+    Whole(Response<Full<Bytes>>),
+    Stream(Response<super::tap::TapBody>),
+}
+
 async fn answer(
     req: Request<Body>,
     peer: SocketAddr,
     ctx: Arc<Ctx>,
     limits: Limits,
-) -> Response<Full<Bytes>> {
+    busy: Arc<AtomicBool>,
+) -> Answered {
     let inc = incoming(&req, peer);
     let admitted = match ctx.admit(&inc) {
         Ok(a) => a,
-        Err(reply) => return response(reply),
+        Err(reply) => return Answered::Whole(response(reply)),
     };
-    if !admitted.is_control() {
-        return response(ctx.run(&inc, admitted));
+    if admitted.is_tap() {
+        return match ctx.tap(&inc, &admitted, super::tap::Busy(busy)) {
+            Ok((body, headers)) => Answered::Stream(stream_response(body, &headers)),
+            Err(reply) => Answered::Whole(response(reply)),
+        };
     }
+    if !admitted.is_control() {
+        return Answered::Whole(response(ctx.run(&inc, admitted)));
+    }
+    Answered::Whole(control(req, inc, admitted, ctx, limits).await)
+}
+
+/// A tap's answer: 200 and the stream of NDJSON lines.
+fn stream_response(
+    body: super::tap::TapBody,
+    headers: &[(&'static str, String)],
+) -> Response<super::tap::TapBody> {
+    let mut r = Response::new(body);
+    let h = r.headers_mut();
+    h.insert(hyper::header::CONTENT_TYPE, "application/x-ndjson".parse().expect("valid"));
+    h.insert(hyper::header::CACHE_CONTROL, "no-store".parse().expect("valid"));
+    for (name, value) in headers {
+        if let Ok(value) = value.parse::<hyper::header::HeaderValue>() {
+            h.insert(*name, value);
+        }
+    }
+    r
+}
+
+/// A control request: its body is read and checked, then the action runs.
+async fn control(
+    req: Request<Body>,
+    inc: Incoming,
+    admitted: super::Admitted,
+    ctx: Arc<Ctx>,
+    limits: Limits,
+) -> Response<Full<Bytes>> {
     // A control request: its body is read (bounded in size and time) and
     // checked, then the action runs on the blocking pool.
     let declared = req

@@ -106,6 +106,7 @@ pub(super) fn linked(mut components: Vec<Component>) -> Topology {
             digest: "d1".into(),
         }],
         state: None,
+        simulated: None,
     }
 }
 

@@ -52,6 +52,8 @@ struct Shared {
     checkpoint_gate: Arc<Mutex<()>>,
     /// Durable state's figures (`[state]` topologies).
     checkpoints: OnceLock<Durable>,
+    /// Attaches taps (`squall tap`).
+    taps: crate::tap::TapHub,
 }
 
 /// A durable topology's checkpoint figures and its last-checkpoint request.
@@ -147,8 +149,77 @@ impl TopologyHandle {
                 late_threads: Mutex::default(),
                 checkpoint_gate: Arc::default(),
                 checkpoints: OnceLock::new(),
+                taps: crate::tap::TapHub::default(),
             }),
         }
+    }
+
+    /// Taps attached now, and samples sampled and dropped by every tap so
+    /// far (see [`crate::tap::TapHub::totals`]).
+    pub fn tap_totals(&self) -> (u64, u64, u64) {
+        self.inner.taps.totals()
+    }
+
+    /// Attaches a tap to every task of `request.component` (see
+    /// [`crate::tap`]); also returns the field names of each stream it can
+    /// sample (outputs: the component's streams; inputs: those of the
+    /// streams it subscribes to, as `(stream, fields)`). Tasks a live
+    /// reload adds later are not tapped.
+    ///
+    /// # Errors
+    /// An unknown component or stream, or the inputs of a spout (one line,
+    /// naming what exists).
+    pub fn tap(
+        &self,
+        request: &crate::tap::TapRequest,
+    ) -> Result<(crate::tap::Tap, crate::tap::StreamFields), String> {
+        use crate::tap::TapSide;
+        let live = self.inner.live.get();
+        let topology = &live.topology;
+        let Some(c) = topology.components.iter().find(|c| c.name == request.component) else {
+            let names: Vec<&str> = topology.components.iter().map(|c| c.name.as_str()).collect();
+            return Err(format!(
+                "no component {:?} (the topology's components: {})",
+                request.component,
+                names.join(", ")
+            ));
+        };
+        let streams: Vec<(String, Vec<String>)> = match request.side {
+            TapSide::Outputs => c
+                .outputs
+                .iter()
+                .map(|o| {
+                    let fields = o.decl.fields.iter().map(ToString::to_string).collect();
+                    (o.decl.name.to_string(), fields)
+                })
+                .collect(),
+            TapSide::Inputs if c.kind == Kind::Spout => {
+                return Err(format!("{:?} is a spout: it has no inputs to tap", c.name));
+            }
+            TapSide::Inputs => c
+                .inputs
+                .iter()
+                .filter_map(|i| topology.components.get(i.from)?.outputs.get(i.stream as usize))
+                .map(|o| {
+                    let fields = o.decl.fields.iter().map(ToString::to_string).collect();
+                    (o.decl.name.to_string(), fields)
+                })
+                .collect(),
+        };
+        if let Some(stream) = &request.stream {
+            if !streams.iter().any(|(s, _)| s == stream) {
+                let names: Vec<&str> = streams.iter().map(|(s, _)| s.as_str()).collect();
+                let side = if request.side == TapSide::Outputs { "emits" } else { "receives" };
+                return Err(format!(
+                    "{:?} {side} no stream {stream:?} (its streams: {})",
+                    c.name,
+                    if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+                ));
+            }
+        }
+        let points =
+            c.tasks.clone().filter_map(|t| live.wiring.taps.get(t as usize).cloned()).collect();
+        Ok((self.inner.taps.attach(request, points), streams))
     }
 
     /// Held by each checkpoint and each live reload, so they never overlap.
@@ -388,6 +459,41 @@ impl TopologyHandle {
         let queued: usize = self.live().wiring.data.iter().flatten().map(Sender::len).sum();
         (unsent == 0 && queued == 0 && transferred == received)
             .then_some((transferred, self.sum(Some(Kind::Bolt), StatField::Executed)))
+    }
+
+    /// The topology's progress when no tuple is moving, `None` while one
+    /// is (see `quiet_signature`): equal twice in a row, with no work in
+    /// between, means quiet.
+    pub fn quiet_progress(&self) -> Option<(u64, u64)> {
+        self.quiet_signature()
+    }
+
+    /// Sends a [`Control::Sync`] to every task; returns the counter they
+    /// add to and how many were told (simulated time, `squall test`).
+    pub fn sync_tasks(&self) -> (Arc<std::sync::atomic::AtomicUsize>, usize) {
+        let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let live = self.inner.live.get();
+        let told = live
+            .wiring
+            .controls
+            .iter()
+            .filter(|c| c.send(Control::Sync(done.clone())).is_ok())
+            .count();
+        (done, told)
+    }
+
+    /// Sends an [`AckerInput::Sync`](crate::acker::msg::AckerInput::Sync)
+    /// to every acker task; returns the counter and how many were told.
+    pub fn sync_ackers(&self) -> (Arc<std::sync::atomic::AtomicUsize>, usize) {
+        let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let live = self.inner.live.get();
+        let told = live
+            .wiring
+            .ackers
+            .iter()
+            .filter(|a| a.send(crate::acker::msg::AckerInput::Sync(done.clone())).is_ok())
+            .count();
+        (done, told)
     }
 
     /// Tells every windowed bolt task to flush its windows

@@ -73,6 +73,8 @@ pub struct Wiring {
     pub queue_bytes: Vec<Option<Arc<QueueBytes>>>,
     /// Published counters of each task.
     pub stats: Vec<Arc<TaskStats>>,
+    /// The tap point of each task (`squall tap`).
+    pub taps: Vec<Arc<crate::tap::TapPoint>>,
     /// Where tasks report their part of each checkpoint (durable state;
     /// `None`: the topology has no `[state]`).
     pub checkpoints: Option<Sender<crate::state::Report>>,
@@ -104,6 +106,7 @@ impl Wiring {
             recycle: Vec::new(),
             queue_bytes: Vec::new(),
             stats: Vec::new(),
+            taps: Vec::new(),
             checkpoints: None,
         };
         let all: Vec<u32> = (0..topology.task_count).collect();
@@ -131,6 +134,7 @@ impl Wiring {
             self.recycle.push(bounded(0).0);
             self.queue_bytes.push(None);
             self.stats.push(Arc::new(TaskStats::default()));
+            self.taps.push(Arc::default());
         }
         for &t in tasks {
             let t = t as usize;
@@ -187,6 +191,7 @@ pub fn task_executor(
         recycled: Some(ends.recycled),
         count_bytes,
         queue_bytes: wiring.queue_bytes.clone(),
+        tap: wiring.taps[t].clone(),
     };
     let mut core = TaskCore::new(
         TaskName { kind: c.kind, component: c.name.clone(), task: TaskId(task) },
@@ -226,7 +231,8 @@ pub fn task_executor(
                 window: c.window.as_ref().map(|w| {
                     let outputs: Vec<&str> =
                         c.outputs.iter().map(|s| s.decl.name.as_str()).collect();
-                    let mut window = Box::new(WindowState::new(w, sources, &outputs));
+                    let simulated = topology.simulated.clone();
+                    let mut window = Box::new(WindowState::new(w, sources, &outputs, simulated));
                     if topology.state.is_some() {
                         let label = format!("{} task {task}", c.name);
                         let restored = instances.windows.remove(&task);

@@ -55,7 +55,8 @@ pub const RESHAPE_TIMEOUT: Duration = Duration::from_secs(10);
 /// task ids; added components come last; added and resized tasks get ids
 /// from `old.task_count` on.
 pub fn align(old: &Topology, new: Topology) -> Topology {
-    let Topology { name, settings, components, file, sources, libraries, state, .. } = new;
+    let Topology { name, settings, components, file, sources, libraries, state, simulated, .. } =
+        new;
     let n = components.len();
     let mut order: Vec<usize> = old
         .components
@@ -112,6 +113,7 @@ pub fn align(old: &Topology, new: Topology) -> Topology {
         sources,
         libraries,
         state,
+        simulated,
     }
 }
 

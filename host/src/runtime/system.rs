@@ -14,6 +14,7 @@ use crossbeam_channel::Sender;
 
 use super::LiveCell;
 use crate::acker::msg::AckerInput;
+use crate::clock::SimulatedTime;
 use crate::control::{Control, RunControl, RunState};
 use crate::topology::Topology;
 
@@ -77,6 +78,9 @@ impl SystemTask {
 
     /// Runs until the topology stops.
     pub fn run(self, live: &LiveCell) {
+        if let Some(simulated) = live.get().topology.simulated.clone() {
+            return self.run_simulated(live, &simulated);
+        }
         let start = Instant::now();
         let mut next_timeout = self.timeout_period.map(|p| start + p);
         let mut ticks: Vec<(String, Duration, Instant)> = Vec::new();
@@ -115,6 +119,53 @@ impl SystemTask {
                     }
                 }
             }
+        }
+    }
+}
+
+impl SystemTask {
+    /// Runs on simulated time until the topology stops: every deadline up
+    /// to the clock's reading is sent in time order (timeout ticks before
+    /// the tick tuples due at the same reading), then the reading is
+    /// recorded as ticked ([`SimulatedTime::ticked`]). Only the test moves
+    /// the clock; the thread looks at it every millisecond. The tick
+    /// schedule is the topology's at the start (a test reloads nothing).
+    fn run_simulated(self, live: &LiveCell, simulated: &SimulatedTime) {
+        let mut next_timeout = self.timeout_period;
+        let mut ticks: Vec<(String, Duration, Duration)> = tick_bolts(&live.get().topology)
+            .into_iter()
+            .map(|(name, period)| (name, period, period))
+            .collect();
+        while self.run.state() != RunState::Stopping {
+            let now = simulated.clock.peek();
+            loop {
+                let next = ticks.iter().map(|(_, _, n)| *n).chain(next_timeout).min();
+                let Some(at) = next.filter(|at| *at <= now) else { break };
+                let now_live = live.get();
+                let controls = &now_live.wiring.controls;
+                if let (Some(period), Some(next)) = (self.timeout_period, next_timeout.as_mut()) {
+                    if *next == at {
+                        *next += period;
+                        for control in controls {
+                            let _ = control.send(Control::TimeoutTick);
+                        }
+                        for acker in &self.ackers {
+                            let _ = acker.send(AckerInput::Tick);
+                        }
+                    }
+                }
+                for (name, period, next) in &mut ticks {
+                    if *next == at {
+                        *next += *period;
+                        let tasks = now_live.topology.components.iter().find(|c| c.name == *name);
+                        for t in tasks.map(|c| c.tasks.clone()).into_iter().flatten() {
+                            let _ = controls[t as usize].send(Control::TickTuple);
+                        }
+                    }
+                }
+            }
+            simulated.ticked(now);
+            crate::wait::nap(Duration::from_millis(1), &self.run.canceler);
         }
     }
 }

@@ -253,6 +253,7 @@ impl<'a> Binder<'a> {
             sources: config.sources.clone(),
             libraries: Vec::new(),
             state: config.state.as_ref().and_then(|decl| self.bind_state(decl)),
+            simulated: None,
         };
         // A shared mistake (an unknown plugin wait strategy in `[wait.*]`)
         // is met once per component; report it once.

@@ -41,6 +41,10 @@ pub struct Topology {
     pub libraries: Vec<LibraryInfo>,
     /// Where durable state is checkpointed (`[state]`; `None`: nowhere).
     pub state: Option<StatePlan>,
+    /// Simulated time (`squall test`): tick tuples, message timeouts and
+    /// processing-time windows read this clock instead of the system's
+    /// (`None`: the system clock).
+    pub simulated: Option<crate::clock::SimulatedTime>,
 }
 
 /// `[state]`, bound: the backend to build, and how often to checkpoint.

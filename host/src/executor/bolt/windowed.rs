@@ -69,6 +69,8 @@ pub struct WindowState {
     moved: Vec<(u32, u64)>,
     /// A flush is under way (it goes on over turns while emits back up).
     flushing: bool,
+    /// Simulated time (`squall test`): processing time is its reading.
+    simulated: Option<crate::clock::SimulatedTime>,
 }
 
 /// What a durable windowed task's checkpoints have written: the tuples
@@ -85,7 +87,13 @@ struct WindowLog {
 impl WindowState {
     /// The state for a bolt with `window`, fed from `sources`, whose output
     /// streams are `outputs`.
-    pub fn new(window: &WindowDecl, sources: &SourceTable, outputs: &[&str]) -> Self {
+    /// Processing time reads `simulated` when given, the system clock otherwise.
+    pub fn new(
+        window: &WindowDecl,
+        sources: &SourceTable,
+        outputs: &[&str],
+        simulated: Option<crate::clock::SimulatedTime>,
+    ) -> Self {
         let trigger = match window.size {
             WindowSize::Count { length, slide } => {
                 Trigger::Count { length: length as usize, slide: slide as usize }
@@ -118,6 +126,7 @@ impl WindowState {
             log: None,
             moved: Vec::new(),
             flushing: false,
+            simulated,
         }
     }
 
@@ -261,15 +270,26 @@ impl WindowState {
         self.flushing = !self.windower.is_empty();
     }
 
-    /// How long the bolt may block before its next processing-time window.
+    /// How long the bolt may block before its next processing-time window
+    /// (`None` on simulated time: a [`Control::Sync`](crate::control::Control::Sync)
+    /// runs the windows due once the clock moved).
     pub fn until_deadline(&self) -> Option<Duration> {
+        if self.simulated.is_some() {
+            return None;
+        }
         let deadline = self.windower.next_deadline()?;
-        Some(Duration::from_millis(deadline.saturating_sub(now_millis())))
+        Some(Duration::from_millis(deadline.saturating_sub(self.now_millis())))
     }
-}
 
-fn now_millis() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    /// Processing time: milliseconds since the epoch, or the simulated reading.
+    fn now_millis(&self) -> u64 {
+        match &self.simulated {
+            Some(simulated) => simulated.now_millis(),
+            None => {
+                SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+            }
+        }
+    }
 }
 
 impl BoltExecutor {
@@ -285,7 +305,7 @@ impl BoltExecutor {
     ) {
         let Some(state) = self.window.as_mut() else { return };
         let time = match &state.timestamp_index {
-            None => now_millis(),
+            None => state.now_millis(),
             Some(index) => {
                 let at = index[component as usize][stream as usize];
                 match at.and_then(|i| values.get(i)) {
@@ -343,7 +363,7 @@ impl BoltExecutor {
     /// Runs every window that is due now (until emits back up: the rest
     /// run on the next turn).
     pub(super) fn run_windows(&mut self, turn: &mut Turn, name: &str) {
-        let now = now_millis();
+        let Some(now) = self.window.as_ref().map(|w| w.now_millis()) else { return };
         loop {
             let Some(state) = self.window.as_mut() else { return };
             let firing =

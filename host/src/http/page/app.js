@@ -76,6 +76,60 @@ async function post(path) {
   refresh();
 }
 
+// The tap panel: the last TAP_LINES tuples the component emits, streamed
+// from GET /api/v1/tap (NDJSON) until "stop" or another tap.
+const TAP_LINES = 20;
+let tapAbort = null;
+async function startTap(name) {
+  if (tapAbort) tapAbort.abort();
+  const abort = new AbortController();
+  tapAbort = abort;
+  $("tap").hidden = false;
+  $("tap-name").textContent = name;
+  const out = $("tap-out");
+  out.textContent = "";
+  const lines = [];
+  const show = (line) => {
+    lines.push(line);
+    if (lines.length > TAP_LINES) lines.shift();
+    out.textContent = lines.join("\n");
+  };
+  try {
+    const r = await fetch(`/api/v1/tap?outputs_of=${encodeURIComponent(name)}`, {
+      headers: headers({ "X-Requested-With": "squall-page" }),
+      signal: abort.signal,
+    });
+    if (r.status === 401) askForToken("the tap needs the control token");
+    if (!r.ok) {
+      const body = await r.json().catch(() => ({}));
+      return show(`error: ${body.error || r.statusText}`);
+    }
+    const reader = r.body.getReader();
+    const decoder = new TextDecoder();
+    let rest = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      rest += decoder.decode(value, { stream: true });
+      let at;
+      while ((at = rest.indexOf("\n")) >= 0) {
+        const j = JSON.parse(rest.slice(0, at));
+        rest = rest.slice(at + 1);
+        if (j.status) continue;
+        const fields = j.fields.map((f, i) => `${f}=${JSON.stringify(j.values[i])}`).join(" ");
+        show(`task ${j.task} ${j.stream}: ${fields}`);
+      }
+    }
+  } catch (e) {
+    if (e.name !== "AbortError") show(`error: ${e.message}`);
+  }
+}
+$("tap-stop").onclick = () => {
+  if (tapAbort) tapAbort.abort();
+  tapAbort = null;
+  $("tap").hidden = true;
+};
+
 // Layered layout: spouts in column 0, each bolt one column right of its
 // deepest input. Rows are assigned in order within a column.
 function layout(components, edges) {
@@ -182,6 +236,9 @@ function drawTable(t) {
       for (const k of ["name", "kind", "tasks", "emitted", "emit_rate", "executed", "execute_rate", "acked", "failed", "capacity", "queued", "bp", "p50", "p99", "errors", "steer"]) {
         tr.appendChild(el("td", { class: k }));
       }
+      const tap = el("button", { class: "small tap", title: "GET /api/v1/tap: sampled tuples (control scope)" }, "tap");
+      tap.onclick = () => startTap(c.name);
+      tr.querySelector(".steer").append(tap, " ");
       if (c.kind === "spout") {
         const off = el("button", { class: "small deactivate" }, "deactivate");
         off.onclick = () => post(`/api/v1/deactivate?component=${encodeURIComponent(c.name)}`);

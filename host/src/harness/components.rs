@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use squall_plugin_api::abi::{Catalogue, CatalogueBuilder, ComponentExt, PluginSource};
 use squall_plugin_api::prelude::*;
 
-use crate::run::{lookup, Fed, Run};
+use super::run::{lookup, Fed, Run};
 
 /// The alias the harness's components are bound under.
 pub(crate) const ALIAS: &str = "__harness";
@@ -57,6 +57,10 @@ pub(crate) struct Feeder {
     streams: Vec<String>,
     tuples: std::vec::IntoIter<Fed>,
     next_id: u64,
+    /// Taken, so that once its tuples are out the executor blocks on its
+    /// control queue (and answers a simulated-time sync at once) instead
+    /// of napping; it is never woken: the feeder has nothing more to emit.
+    _waker: Option<Waker>,
 }
 
 impl Spout for Feeder {
@@ -86,7 +90,12 @@ impl Spout for Feeder {
         let run = find_run(config.run)?;
         let tuples = run.feed(&config.spout).into_iter();
         let streams = config.streams.into_iter().map(|s| s.name).collect();
-        Ok(Feeder { run, spout: config.spout, streams, tuples, next_id: 0 })
+        Ok(Feeder { run, spout: config.spout, streams, tuples, next_id: 0, _waker: None })
+    }
+
+    fn open(&mut self, context: &TaskContext) -> Result<()> {
+        self._waker = context.waker();
+        Ok(())
     }
 
     fn next_tuple(&mut self, collector: &mut SpoutCollector<'_>) -> Result<()> {
@@ -140,7 +149,7 @@ pub(crate) struct HarnessPlugin;
 
 impl HarnessPlugin {
     fn builder() -> CatalogueBuilder {
-        let mut builder = CatalogueBuilder::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"));
+        let mut builder = CatalogueBuilder::new("squall-harness", env!("CARGO_PKG_VERSION"));
         builder.spout::<Feeder>();
         builder.basic_bolt::<Capture>();
         builder

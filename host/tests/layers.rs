@@ -30,6 +30,8 @@ const LAYERS: &[&[&str]] = &[
     &["executor"],
     // Planning, starting, steering, reloading and stopping a topology.
     &["runtime"],
+    // Groups of hosts sharing partitions through leases in the broker.
+    &["group"],
     // The HTTP endpoint.
     &["http"],
     // The command line.

@@ -43,6 +43,7 @@ mod components;
 pub mod compose;
 pub mod defaults;
 mod diagnostic;
+pub mod group;
 mod interpolate;
 pub mod limits;
 mod model;
@@ -69,6 +70,7 @@ pub use model::{
     PluginDecl, Settings, SpoutDecl, ThrottleMode, ThrottleRate, ThrottleSpec, WaitDefaults,
     WaitOverrides, WaitSpec,
 };
+pub use group::GroupDecl;
 pub use overrides::Override;
 pub use state::{BackendDecl, StateDecl};
 pub use suggest::suggest;
@@ -105,6 +107,9 @@ pub struct TopologyConfig {
     pub bolts: Vec<BoltDecl>,
     /// `[state]`: where durable state is checkpointed (`None`: nowhere).
     pub state: Option<StateDecl>,
+    /// `[group]`: the group of hosts sharing this topology's partitions
+    /// (`None`: this process runs the topology alone).
+    pub group: Option<GroupDecl>,
 }
 
 /// Reads and validates the topology file at `path` and the files it
@@ -173,10 +178,42 @@ fn read_file_partial(
     sets: &[Override],
     print: bool,
 ) -> Result<(TopologyConfig, Option<String>), Partial> {
+    read_file_for(path, sets, print, None)
+}
+
+/// The process environment, with [`group::PARTITION_VAR`] set to
+/// `partition` (a group's partition), or to `0` when the environment does
+/// not set it.
+fn environment(partition: Option<u32>) -> impl Fn(&str) -> Option<String> {
+    move |name| match (name == group::PARTITION_VAR, partition) {
+        (true, Some(k)) => Some(k.to_string()),
+        (true, None) => Some(std::env::var(name).unwrap_or_else(|_| "0".to_owned())),
+        (false, _) => std::env::var(name).ok(),
+    }
+}
+
+/// [`load_with`] for partition `partition` of a group:
+/// `${SQUALL_PARTITION}` is its number.
+///
+/// # Errors
+///
+/// As [`load_with`].
+pub fn load_partition(
+    path: &Path,
+    sets: &[Override],
+    partition: u32,
+) -> Result<TopologyConfig, Diagnostics> {
+    read_file_for(path, sets, false, Some(partition)).map(|(config, _)| config).map_err(|(d, _)| d)
+}
+
+fn read_file_for(
+    path: &Path,
+    sets: &[Override],
+    print: bool,
+    partition: Option<u32>,
+) -> Result<(TopologyConfig, Option<String>), Partial> {
     match read_topology_file(path) {
-        Ok(text) => {
-            read_composed_partial(text, path, sets, &|name| std::env::var(name).ok(), print)
-        }
+        Ok(text) => read_composed_partial(text, path, sets, &environment(partition), print),
         Err(e) => {
             let mut diags = Diagnostics::new();
             diags.push(path, Loc::START, format!("cannot read topology file: {e}"), None);
@@ -308,12 +345,17 @@ fn read_document(
         spouts: components::read_spouts(w, doc.get("spouts")),
         bolts: components::read_bolts(w, doc.get("bolts")),
         state: None,
+        group: None,
     };
     let mut config = config;
     config.state = state::read_state(w, doc.get("state"), &config.name);
     if let Some(decl) = &config.state {
         let s = &config.settings;
         state::check_interval(w, decl, s.message_timeout_secs, s.enable_message_timeouts);
+    }
+    config.group = group::read_group(w, doc.get("group"));
+    if let Some(g) = &config.group {
+        group::check_group_state(w, g, config.state.as_ref());
     }
     (config, topology.budget_loc)
 }

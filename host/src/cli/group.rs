@@ -68,9 +68,8 @@ pub(super) fn run_group(
         .map_err(Failure::HttpConfig)?;
     let bound = addr
         .map(|addr| {
-            BoundGroup::bind(addr).map_err(|e| {
-                Failure::Bind(crate::http::BindError { addr, message: e.to_string() })
-            })
+            BoundGroup::bind(addr)
+                .map_err(|e| Failure::Bind(crate::http::BindError { addr, message: e.to_string() }))
         })
         .transpose()?;
     if args.watch {

@@ -65,12 +65,12 @@ use toml::de::DeTable;
 
 pub use addr::parse_addr;
 pub use diagnostic::{Diagnostic, Diagnostics, Loc, Sources};
+pub use group::GroupDecl;
 pub use model::{
     BoltDecl, ComponentDecl, ComponentRef, ConfigKeyLoc, GroupingSpec, HttpOptions, InputDecl,
     PluginDecl, Settings, SpoutDecl, ThrottleMode, ThrottleRate, ThrottleSpec, WaitDefaults,
     WaitOverrides, WaitSpec,
 };
-pub use group::GroupDecl;
 pub use overrides::Override;
 pub use state::{BackendDecl, StateDecl};
 pub use suggest::suggest;

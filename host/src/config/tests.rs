@@ -1513,9 +1513,8 @@ fn group_mistakes_are_reported_where_they_are_written() {
     );
     let text = format!("{WORDCOUNT}{state}\n[group]\nname = \"g\"\n");
     assert!(errors(&text).iter().any(|e| e.contains("missing key \"partitions\" in [group]")));
-    let text = format!(
-        "{WORDCOUNT}{state}\n[group]\nname = \"g\"\npartitions = 2\nhost_id = \"a b\"\n"
-    );
+    let text =
+        format!("{WORDCOUNT}{state}\n[group]\nname = \"g\"\npartitions = 2\nhost_id = \"a b\"\n");
     let errs = errors(&text);
     assert!(errs.iter().any(|e| e.contains("not a valid host id")), "{errs:?}");
 }

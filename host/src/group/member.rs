@@ -328,12 +328,8 @@ impl Keeper {
         let now = Instant::now();
         self.avoid.retain(|_, until| *until > now);
         self.view.held = self.held.keys().copied().collect();
-        let busy: BTreeSet<u32> = self
-            .held
-            .iter()
-            .filter(|(_, h)| h.phase != Phase::Running)
-            .map(|(k, _)| *k)
-            .collect();
+        let busy: BTreeSet<u32> =
+            self.held.iter().filter(|(_, h)| h.phase != Phase::Running).map(|(k, _)| *k).collect();
         let avoid: BTreeSet<u32> = self.avoid.keys().copied().collect();
         let share = self.view.share(now);
         for action in self.view.plan(now, &busy, &avoid) {
@@ -561,7 +557,9 @@ impl Keeper {
                 last_checkpoint: h
                     .handle
                     .as_ref()
-                    .and_then(|t| t.durable().map(|d| d.stats.last_committed.load(Ordering::Relaxed)))
+                    .and_then(|t| {
+                        t.durable().map(|d| d.stats.last_committed.load(Ordering::Relaxed))
+                    })
                     .unwrap_or(0),
             })
             .collect();

@@ -87,7 +87,9 @@ impl GroupEndpoint {
                 }
             }
         })?;
-        tracing::info!("group endpoint on http://{bound} (/healthz, /readyz, /api/v1/group, /metrics)");
+        tracing::info!(
+            "group endpoint on http://{bound} (/healthz, /readyz, /api/v1/group, /metrics)"
+        );
         Ok(Self { addr: bound, stop, thread: Some(thread) })
     }
 
@@ -240,17 +242,29 @@ fn metrics(status: &Status, c: &Counters) -> String {
         ),
         ("squall_group_partitions_released_total", "Partitions released.", r(&c.released)),
         ("squall_group_leases_lost_total", "Leases lost to another host.", r(&c.lost)),
-        ("squall_group_start_failures_total", "Partitions that could not start.", r(&c.start_failures)),
+        (
+            "squall_group_start_failures_total",
+            "Partitions that could not start.",
+            r(&c.start_failures),
+        ),
         ("squall_group_renew_errors_total", "Lease renewals that failed.", r(&c.renew_errors)),
     ];
     for (name, help, value) in counters {
         out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"));
     }
-    out.push_str("# HELP squall_group_members Live members of the group, as this host sees them.\n");
-    out.push_str(&format!("# TYPE squall_group_members gauge\nsquall_group_members {}\n", status.members.len()));
+    out.push_str(
+        "# HELP squall_group_members Live members of the group, as this host sees them.\n",
+    );
+    out.push_str(&format!(
+        "# TYPE squall_group_members gauge\nsquall_group_members {}\n",
+        status.members.len()
+    ));
     out.push_str("# HELP squall_group_partition_epoch The lease epoch of each partition this host holds.\n# TYPE squall_group_partition_epoch gauge\n");
     for p in &status.partitions {
-        out.push_str(&format!("squall_group_partition_epoch{{partition=\"{}\"}} {}\n", p.partition, p.epoch));
+        out.push_str(&format!(
+            "squall_group_partition_epoch{{partition=\"{}\"}} {}\n",
+            p.partition, p.epoch
+        ));
     }
     out.push_str("# HELP squall_group_partition_last_checkpoint The last checkpoint each partition committed on this host.\n# TYPE squall_group_partition_last_checkpoint gauge\n");
     for p in &status.partitions {

@@ -122,10 +122,16 @@ inputs = [{{ from = "words", stream = "payload", grouping = {{ fields = ["word"]
 
     /// Starts host `id`.
     fn start(&mut self, id: &str) {
+        self.start_with(id, &[]);
+    }
+
+    /// Starts host `id` with more arguments.
+    fn start_with(&mut self, id: &str, more: &[&str]) -> &mut Running {
         let mut cmd = SquallCommand::new(&self.ws, ["run"]);
-        cmd.arg(&self.file).args(["--host-id", id, "--stats-interval", "0s"]);
+        cmd.arg(&self.file).args(["--host-id", id, "--stats-interval", "0s"]).args(more);
         cmd.limit(Duration::from_secs(240));
         self.hosts.insert(id.to_owned(), cmd.spawn());
+        self.hosts.get_mut(id).expect("just inserted")
     }
 
     /// What host `id` logged so far.
@@ -223,9 +229,8 @@ inputs = [{{ from = "words", stream = "payload", grouping = {{ fields = ["word"]
 
 impl Drop for Group {
     fn drop(&mut self) {
-        for running in self.hosts.values() {
-            running.signal(libc::SIGKILL);
-        }
+        // A dropped child is killed (SIGKILL ends a stopped one too).
+        self.hosts.clear();
         for k in 0..PARTITIONS {
             let _ = SquallCommand::new(&self.ws, ["state", "rm", "--yes"])
                 .arg(&self.file)
@@ -299,10 +304,31 @@ fn a_host_that_joins_takes_its_share_and_every_count_is_exact() {
     g.start("h0");
     g.start("h1");
     g.wait_settled(4, Duration::from_secs(60));
-    g.start("h2");
+    let addr = crate::http::bound_addr(g.start_with("h2", &["--http", "0"]));
     g.wait_until("joined", Duration::from_secs(60), |held| {
         held.values().all(|h| (2..=3).contains(&h.len()))
     });
+    // The joiner's endpoint shows its partitions with their lease epochs.
+    let view = crate::http::poll(addr, "/api/v1/group", Duration::from_secs(10), |v| {
+        v["partitions"].as_array().is_some_and(|p| p.len() >= 2)
+    });
+    assert_eq!(view["host"], "h2");
+    let members: Vec<&str> =
+        view["members"].as_array().unwrap().iter().filter_map(|m| m.as_str()).collect();
+    assert_eq!(members, ["h0", "h1", "h2"]);
+    let mine: BTreeSet<u32> = view["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert!(p["epoch"].as_u64().unwrap() >= 2, "taken after a release: {p}");
+            p["partition"].as_u64().unwrap() as u32
+        })
+        .collect();
+    assert_eq!(mine, g.held("h2"), "the endpoint and the log agree");
+    assert_eq!(crate::http::request(addr, "GET", "/readyz").status, 200);
+    let metrics = crate::http::request(addr, "GET", "/metrics").body;
+    assert!(metrics.contains("squall_group_partition_epoch{partition="), "{metrics}");
     g.wait_all_acked(Duration::from_secs(120));
     let logs = g.stop_all();
     assert!(!logs["h2"].contains("taken over from"), "the joiner took released partitions only");
@@ -403,9 +429,23 @@ component = "examples::RandomSentenceSpout"
         "the memory backend cannot move partitions\n{}",
         out.context()
     );
-    let file = ws.write_topology("nostate.toml", &format!("{base}\n[group]\nname = \"g\"\n"));
+    let file = ws.write_topology("nopart.toml", &format!("{base}\n[group]\nname = \"g\"\n"));
     let out = SquallCommand::validate(&ws, &file).output();
     out.assert_code(78);
-    assert!(out.stderr.contains("missing key \"partitions\""), "\n{}", out.context());
-    assert!(out.stderr.contains("a group needs [state]"), "\n{}", out.context());
+    assert!(
+        out.stderr.contains("nopart.toml:7:1: error: missing key \"partitions\""),
+        "\n{}",
+        out.context()
+    );
+    let file = ws.write_topology(
+        "nostate.toml",
+        &format!("{base}\n[group]\nname = \"g\"\npartitions = 2\n"),
+    );
+    let out = SquallCommand::validate(&ws, &file).output();
+    out.assert_code(78);
+    assert!(
+        out.stderr.contains("nostate.toml:7:1: error: a group needs [state]"),
+        "\n{}",
+        out.context()
+    );
 }

@@ -54,19 +54,34 @@ impl Leases {
         let kv = match js.get_key_value(bucket).await {
             Ok(kv) => kv,
             Err(_) => {
-                let config = kv::Config {
-                    bucket: bucket.to_owned(),
-                    description: "squall group leases".to_owned(),
-                    history: 1,
-                    storage: async_nats::jetstream::stream::StorageType::File,
+                // The bucket's stream, as a KV bucket of history 1 (made by
+                // hand: the client's own builder sends fields that older
+                // servers refuse).
+                use async_nats::jetstream::stream;
+                let config = stream::Config {
+                    name: format!("KV_{bucket}"),
+                    description: Some("squall group leases".to_owned()),
+                    subjects: vec![format!("$KV.{bucket}.>")],
+                    max_messages_per_subject: 1,
+                    storage: stream::StorageType::File,
+                    allow_rollup: true,
+                    deny_delete: true,
+                    allow_direct: true,
+                    discard: stream::DiscardPolicy::New,
                     ..Default::default()
                 };
-                match js.create_key_value(config).await {
+                let created = js.get_or_create_stream(config).await;
+                match js.get_key_value(bucket).await {
                     Ok(kv) => kv,
-                    // Another host created it first.
-                    Err(_) => js.get_key_value(bucket).await.map_err(|e| {
-                        LeaseError::Broker(format!("cannot open or create bucket {bucket}: {e}"))
-                    })?,
+                    Err(e) => {
+                        let why = match created {
+                            Err(c) => format!("{c}; then {e}"),
+                            Ok(_) => e.to_string(),
+                        };
+                        return Err(LeaseError::Broker(format!(
+                            "cannot open or create bucket {bucket}: {why}"
+                        )));
+                    }
                 }
             }
         };

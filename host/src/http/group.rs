@@ -88,7 +88,7 @@ impl GroupEndpoint {
             }
         })?;
         tracing::info!(
-            "group endpoint on http://{bound} (/healthz, /readyz, /api/v1/group, /metrics)"
+            "group endpoint: HTTP on http://{bound}/ (/healthz, /readyz, /api/v1/group, /metrics)"
         );
         Ok(Self { addr: bound, stop, thread: Some(thread) })
     }

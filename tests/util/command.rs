@@ -343,24 +343,6 @@ impl Running {
         Some(ticks as f64 / 100.0)
     }
 
-    /// Samples [`cpu_seconds`](Self::cpu_seconds) every 20 ms until the
-    /// child exits (or `within` passes): the last sample, taken at most
-    /// 20 ms before the end.
-    pub fn cpu_seconds_at_exit(&mut self, within: Duration) -> f64 {
-        let deadline = Instant::now() + within;
-        let mut last = 0.0;
-        while Instant::now() < deadline {
-            if let Some(cpu) = self.cpu_seconds() {
-                last = cpu;
-            }
-            if self.child.try_wait().expect("try_wait").is_some() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        last
-    }
-
     /// What the child has written to stderr so far.
     pub fn stderr_snapshot(&self) -> String {
         self.stderr.snapshot()

@@ -327,6 +327,8 @@ inputs = [{ from = "source", grouping = "shuffle" }]
     assert_eq!(drain["timed_out"], 0, "\n{ctx}");
     let secs = drain["secs"].as_f64().expect("drain secs");
     assert!(secs > 2.2, "the drain ended before the measured second\n{ctx}");
-    eprintln!("the drain took {secs:.2} s; in its second second the process used {share:.2} of a core");
+    eprintln!(
+        "the drain took {secs:.2} s; in its second second the process used {share:.2} of a core"
+    );
     assert!(share < 0.5, "while draining, the process used {share:.2} of a core\n{ctx}");
 }

@@ -339,7 +339,8 @@ impl Running {
         let rest = &stat[stat.rfind(')')? + 2..];
         let fields: Vec<&str> = rest.split_whitespace().collect();
         // utime and stime are fields 14 and 15 of the line: 11 and 12 here.
-        let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
         Some(ticks as f64 / 100.0)
     }
 

@@ -19,8 +19,9 @@ const LAYERS: &[&[&str]] = &[
     &["config"],
     // The bound topology: components, tasks, streams, groupings.
     &["topology"],
-    // What the executors are built from: counters, waits, timeouts, queues.
-    &["metrics", "wait", "timeout", "queue"],
+    // What the executors are built from: counters, waits, timeouts, queues,
+    // and the tap points `squall tap` reads.
+    &["metrics", "wait", "timeout", "queue", "tap"],
     // The run state and the messages every task reads.
     &["control"],
     // The ackers, and durable state's checkpoints (coordinator, backends,
@@ -30,6 +31,9 @@ const LAYERS: &[&[&str]] = &[
     &["executor"],
     // Planning, starting, steering, reloading and stopping a topology.
     &["runtime"],
+    // Running a topology in process on fixed input (the harness crate and
+    // `squall test`).
+    &["harness"],
     // The HTTP endpoint.
     &["http"],
     // The command line.

@@ -132,7 +132,7 @@ fn a_tuple_of_the_wrong_arity_is_a_clear_error() {
         .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "feed: tuple 0 for \"sentences\" stream \"default\" has 2 value(s); the stream declares 1 field(s)"
+        "feed: tuple 0 for \"sentences\" stream \"default\" has 2 value(s); the stream declares 1 field(s) (sentence)"
     );
 }
 

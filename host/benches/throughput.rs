@@ -197,9 +197,10 @@ fn tap_cost(s: &Settings) {
 /// bolt's executed tuples per second, and the lines the client read.
 fn tap_rate(s: &Settings, bin: &Path, tap: Option<f64>) -> (f64, u64) {
     let source = s.root.join("topologies/perf/const-id-null.toml");
-    let text = std::fs::read_to_string(&source)
-        .expect("perf topology")
-        .replace("${SQUALL_PLUGIN_DIR:-../../target/release}", &s.plugin_dir.display().to_string());
+    let text = std::fs::read_to_string(&source).expect("perf topology").replace(
+        "${SQUALL_PLUGIN_DIR:-../../target/release}",
+        &plugins_for(s, bin).display().to_string(),
+    );
     let toml = s.scratch.join("const-id-null-tap.toml");
     std::fs::write(&toml, text).expect("write topology");
     let json = s.scratch.join("summary-tap.json");
@@ -282,6 +283,15 @@ fn squall_rate(
 ) -> (f64, (f64, f64)) {
     let (rate, lat) = squall_run(s, bin, file, component, field, throttle, http, false, None);
     (rate, (lat[0], lat[1]))
+}
+
+/// The plugins `bin` runs with: the previous build's own
+/// (`SQUALL_PREVIOUS_PLUGIN_DIR`) when `bin` is that build, else this one's.
+fn plugins_for<'a>(s: &'a Settings, bin: &Path) -> &'a Path {
+    match (&s.previous, &s.previous_plugins) {
+        (Some(previous), Some(dir)) if previous == bin => dir,
+        _ => &s.plugin_dir,
+    }
 }
 
 /// This build against `SQUALL_PREVIOUS_BIN`, run alternately (this one,
@@ -367,12 +377,10 @@ fn squall_run(
             .collect::<Vec<_>>()
             .join("\n");
     }
-    let plugins = match (&s.previous, &s.previous_plugins) {
-        (Some(previous), Some(dir)) if previous == bin => dir,
-        _ => &s.plugin_dir,
-    };
-    text =
-        text.replace("${SQUALL_PLUGIN_DIR:-../../target/release}", &plugins.display().to_string());
+    text = text.replace(
+        "${SQUALL_PLUGIN_DIR:-../../target/release}",
+        &plugins_for(s, bin).display().to_string(),
+    );
     if let Some(rate) = throttle {
         text = text.replacen(
             "reliable = true }",

@@ -179,7 +179,8 @@ pub enum RewireAction {
 }
 
 /// One task's side of taking new routes ([`Control::Rewire`]): the new
-/// routes are installed at once, so the task never stops emitting; the
+/// routes are installed at once, so taking them never pauses the task (it
+/// emits as its downstream queues allow, as always); the
 /// batches it had made for tasks that the new routes no longer reach go on
 /// to those tasks, and the reloader hears `done` only once all of them
 /// have arrived. Only then does it retire those tasks ([`RetireMachine`]),

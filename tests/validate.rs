@@ -660,3 +660,51 @@ inputs = [{{ from = "source" }}]
     let (path, _) = write("ok.toml", "tick_tuple_freq_secs = 1");
     SquallCommand::validate(&ws, &path).output().assert_code(0);
 }
+
+/// A windowed bolt that declares the streams it emits on (`EMITS`, contract
+/// 1.2) and whose config makes it declare other outputs: every emit would be
+/// refused at run time, so validate refuses it at the bolt's table. Seen
+/// failing before the check: validate accepted both files (exit 0).
+#[test]
+fn a_windowed_bolt_whose_config_drops_a_stream_it_emits_on_is_refused() {
+    let ws = Workspace::new("emits");
+    let write = |name: &str, config: &str| {
+        let text = format!(
+            r#"
+[plugins]
+testkit = "{{testkit}}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+
+[bolts.sizes]
+component = "testkit::WindowSizeBolt"
+inputs = [{{ from = "source" }}]
+window = {{ length_count = 10 }}
+{config}
+"#
+        );
+        let path = ws.write_topology(name, &text);
+        let text = std::fs::read_to_string(&path).expect("read back");
+        (path, text)
+    };
+    let (path, text) = write("renamed.toml", "config = { stream = \"totals\" }");
+    let out = SquallCommand::validate(&ws, &path).output();
+    out.assert_code(EXIT_CONFIG);
+    let lines = diagnostics(&out);
+    assert_eq!(lines.len(), 1, "{}", out.context());
+    let prefix = at(&path, &text, "sizes]");
+    assert!(lines[0].starts_with(&prefix), "expected {prefix}...\n{}", out.context());
+    assert!(
+        lines[0].contains(
+            "bolt \"sizes\" (testkit::WindowSizeBolt) emits on stream \"default\", but with \
+             this config it declares only totals"
+        ),
+        "{}",
+        out.context()
+    );
+    let (path, _) = write("default.toml", "config = { stream = \"default\" }");
+    SquallCommand::validate(&ws, &path).output().assert_code(0);
+    let (path, _) = write("unset.toml", "");
+    SquallCommand::validate(&ws, &path).output().assert_code(0);
+}

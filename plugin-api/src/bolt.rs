@@ -33,6 +33,12 @@ pub trait Bolt: Send + Sized + 'static {
     /// `tick_tuple_freq_secs`, or a longer one, instead of letting it run
     /// doing nothing (`None`: it needs no ticks).
     const TICKS: Option<std::time::Duration> = None;
+    /// Contract 1.2: the streams the component emits on, by name. When
+    /// given, `squall validate` refuses a topology whose config makes the
+    /// component declare outputs without one of them (a config that
+    /// renames or drops a stream), instead of letting every such emit be
+    /// refused at run time (empty: not declared; nothing is checked).
+    const EMITS: &'static [&'static str] = &[];
 
     /// Declares the output streams and their fields.
     fn declare_outputs(_outputs: &mut OutputDeclarer) {}
@@ -146,6 +152,12 @@ pub trait BasicBolt: Send + Sized + 'static {
     /// `tick_tuple_freq_secs`, or a longer one, instead of letting it run
     /// doing nothing (`None`: it needs no ticks).
     const TICKS: Option<std::time::Duration> = None;
+    /// Contract 1.2: the streams the component emits on, by name. When
+    /// given, `squall validate` refuses a topology whose config makes the
+    /// component declare outputs without one of them (a config that
+    /// renames or drops a stream), instead of letting every such emit be
+    /// refused at run time (empty: not declared; nothing is checked).
+    const EMITS: &'static [&'static str] = &[];
 
     /// Declares the output streams and their fields.
     fn declare_outputs(_outputs: &mut OutputDeclarer) {}

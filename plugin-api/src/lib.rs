@@ -22,7 +22,9 @@
 //!   checkpoints them into a [`StateBackend`] (a new component kind) and
 //!   restores them after a restart, repartitioned by key. A spout keeps a
 //!   checkpoint position ([`Spout::checkpoint`]), and components declare a
-//!   close budget (`CLOSE_BUDGET`). Libraries built against 1.0 and 1.1
+//!   close budget (`CLOSE_BUDGET`), the tick tuples they need (`TICKS`) and
+//!   the streams they emit on (`EMITS`), checked at validate. Libraries
+//!   built against 1.0 and 1.1
 //!   keep loading and working in a 1.2 host.
 //! - [`rng`] is SplitMix64, a small non-cryptographic random number
 //!   generator for plugins and tests (plain Rust, outside the ABI).

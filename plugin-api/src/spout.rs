@@ -35,6 +35,12 @@ pub trait Spout: Send + Sized + 'static {
     /// after a restart: it emits again from the last committed checkpoint's
     /// position, and tells its broker only what a committed checkpoint covers.
     const CHECKPOINTS: bool = false;
+    /// Contract 1.2: the streams the component emits on, by name. When
+    /// given, `squall validate` refuses a topology whose config makes the
+    /// component declare outputs without one of them (a config that
+    /// renames or drops a stream), instead of letting every such emit be
+    /// refused at run time (empty: not declared; nothing is checked).
+    const EMITS: &'static [&'static str] = &[];
 
     /// Declares the output streams and their fields.
     fn declare_outputs(outputs: &mut OutputDeclarer);

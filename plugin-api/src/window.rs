@@ -188,6 +188,12 @@ pub trait WindowedBolt: Send + Sized + 'static {
     /// at least this long for the task's thread before it reports the task
     /// as blocked (`None`: the host's default grace).
     const CLOSE_BUDGET: Option<std::time::Duration> = None;
+    /// Contract 1.2: the streams the component emits on, by name. When
+    /// given, `squall validate` refuses a topology whose config makes the
+    /// component declare outputs without one of them (a config that
+    /// renames or drops a stream), instead of letting every such emit be
+    /// refused at run time (empty: not declared; nothing is checked).
+    const EMITS: &'static [&'static str] = &[];
 
     /// Declares the output streams and their fields.
     fn declare_outputs(_outputs: &mut OutputDeclarer) {}

@@ -10,7 +10,8 @@
 
 use std::collections::HashMap;
 
-use squall_plugin_api::abi::{ComponentDescriptor, ComponentExt, ComponentKind};
+use abi_stable::std_types::RString;
+use squall_plugin_api::abi::{ComponentDescriptor, ComponentExt, ComponentExt12, ComponentKind};
 use squall_plugin_api::{StreamDecl, DEFAULT_STREAM};
 
 use super::grouping::CustomGrouping;
@@ -179,6 +180,9 @@ impl<'a> Binder<'a> {
                 (None, None, Some(d)) => Factory::V1(d.new),
                 (None, None, None) => continue, // `resolve_any` returns one or the other
             };
+            if let Some(v12) = v12 {
+                self.check_emits(v12, &outputs, (kind, name), reference, loc);
+            }
             let close_budget = v12
                 .filter(|e| e.close_budget_ms > 0)
                 .map(|e| std::time::Duration::from_millis(e.close_budget_ms));
@@ -260,6 +264,43 @@ impl<'a> Binder<'a> {
         self.diags.sort();
         self.diags.items.dedup();
         self.diags.into_result(topology).map_err(BindError::Config)
+    }
+
+    /// A component that declares the streams it emits on (`EMITS`) declares
+    /// each of them among its outputs for this config: otherwise every
+    /// emit on the missing one would be refused at run time.
+    fn check_emits(
+        &mut self,
+        v12: &ComponentExt12,
+        outputs: &[OutputStream],
+        (kind, name): (Kind, &str),
+        reference: &ComponentRef,
+        loc: Loc,
+    ) {
+        let declared = |s: &str| outputs.iter().any(|o| o.decl.name.as_str() == s);
+        let missing: Vec<&str> =
+            v12.emits.iter().map(RString::as_str).filter(|s| !declared(s)).collect();
+        if missing.is_empty() {
+            return;
+        }
+        let kind = if kind == Kind::Spout { "spout" } else { "bolt" };
+        let streams: Vec<String> = missing.iter().map(|s| format!("{s:?}")).collect();
+        let outputs: Vec<&str> = outputs.iter().map(|o| o.decl.name.as_str()).collect();
+        let message = format!(
+            "{kind} \"{name}\" ({}::{}) emits on stream {}, but with this config it \
+             declares {}: every such emit would be refused at run time",
+            reference.alias,
+            reference.component,
+            streams.join(" and "),
+            if outputs.is_empty() {
+                "no output stream".to_owned()
+            } else {
+                format!("only {}", outputs.join(", "))
+            },
+        );
+        let help = "check the component's config: the plugin's declare_outputs_for \
+                    decides its streams from it (squall inspect lists them)";
+        self.error(loc, message, Some(help.to_owned()));
     }
 
     /// A bolt that declares it needs tick tuples (`Bolt::TICKS`) gets them,

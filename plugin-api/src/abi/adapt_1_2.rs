@@ -223,7 +223,14 @@ fn descriptor(
     new: extern "C" fn(RStr<'_>) -> PResult<ComponentBox12>,
 ) -> ComponentExt12 {
     let close_budget_ms = millis(budget);
-    ComponentExt12 { kind, name: name.into(), close_budget_ms, durable, new, ticks_ms: 0 }
+    let emits = RVec::new();
+    ComponentExt12 { kind, name: name.into(), close_budget_ms, durable, new, ticks_ms: 0, emits }
+}
+
+/// A descriptor with the streams its component declares it emits on.
+fn with_emits(mut d: ComponentExt12, emits: &[&str]) -> ComponentExt12 {
+    d.emits = emits.iter().map(|&s| RString::from(s)).collect();
+    d
 }
 
 /// A bolt's descriptor with its declared need of tick tuples.
@@ -234,24 +241,27 @@ fn with_ticks(mut d: ComponentExt12, ticks: Option<std::time::Duration>) -> Comp
 
 /// The 1.2 descriptor of a spout.
 pub(crate) fn spout_12<S: Spout>() -> ComponentExt12 {
-    descriptor(ComponentKind::SPOUT, S::NAME, S::CLOSE_BUDGET, S::CHECKPOINTS, new_spout::<S>)
+    let d =
+        descriptor(ComponentKind::SPOUT, S::NAME, S::CLOSE_BUDGET, S::CHECKPOINTS, new_spout::<S>);
+    with_emits(d, S::EMITS)
 }
 
 /// The 1.2 descriptor of a rich bolt.
 pub(crate) fn bolt_12<B: Bolt>() -> ComponentExt12 {
     let d = descriptor(ComponentKind::BOLT, B::NAME, B::CLOSE_BUDGET, true, new_bolt::<B>);
-    with_ticks(d, B::TICKS)
+    with_emits(with_ticks(d, B::TICKS), B::EMITS)
 }
 
 /// The 1.2 descriptor of a basic bolt.
 pub(crate) fn basic_bolt_12<B: BasicBolt>() -> ComponentExt12 {
     let d = descriptor(ComponentKind::BOLT, B::NAME, B::CLOSE_BUDGET, true, new_basic::<B>);
-    with_ticks(d, B::TICKS)
+    with_emits(with_ticks(d, B::TICKS), B::EMITS)
 }
 
 /// The 1.2 descriptor of a windowed bolt.
 pub(crate) fn windowed_bolt_12<B: WindowedBolt>() -> ComponentExt12 {
-    descriptor(ComponentKind::BOLT, B::NAME, B::CLOSE_BUDGET, true, new_windowed::<B>)
+    let d = descriptor(ComponentKind::BOLT, B::NAME, B::CLOSE_BUDGET, true, new_windowed::<B>);
+    with_emits(d, B::EMITS)
 }
 
 /// The 1.2 descriptor of a state backend, and its 1.1 descriptor (for its

@@ -192,4 +192,8 @@ pub struct ComponentExt12 {
     /// in milliseconds (`Bolt::TICKS`; 0: it needs none). The host refuses
     /// a topology that gives it no `tick_tuple_freq_secs`, or a longer one.
     pub ticks_ms: u64,
+    /// The streams the component emits on (`EMITS`; empty: not declared).
+    /// The host refuses a topology whose declared outputs for the
+    /// component's config lack one of them.
+    pub emits: RVec<RString>,
 }

@@ -1,22 +1,43 @@
 //! [`WindowSizeBolt`]: a windowed bolt that reports each window's shape.
 
 use squall_plugin_api::prelude::*;
+use squall_plugin_api::DEFAULT_STREAM;
 
 /// Emits one tuple per window on the default stream
 /// `["tuples", "new", "expired", "first"]`: how many tuples the window holds,
 /// how many entered and left since the previous window, and the first
-/// value of its oldest tuple's `Display` (empty for an empty window). Takes
-/// no config; the window is set in the topology.
+/// value of its oldest tuple's `Display` (empty for an empty window). The
+/// window is set in the topology. Config: `stream` (default `"default"`),
+/// the stream it declares its outputs on; it emits on `default` whatever
+/// the config says, and declares so (`EMITS`), so that validate refuses any
+/// other `stream` (a test of the contract 1.2 `EMITS` check).
 #[derive(Debug, Default)]
 pub struct WindowSizeBolt;
+
+const SIZE_FIELDS: [&str; 4] = ["tuples", "new", "expired", "first"];
 
 impl WindowedBolt for WindowSizeBolt {
     const NAME: &'static str = "WindowSizeBolt";
     const DESCRIPTION: &'static str = "emits (tuples, new, expired, first) per window";
-    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[ConfigKey::optional(
+        "stream",
+        KeyKind::String,
+        "\"default\"",
+        "the stream its outputs are declared on (it emits on default)",
+    )]);
+    const EMITS: &'static [&'static str] = &[DEFAULT_STREAM];
 
-    fn declare_outputs(outputs: &mut OutputDeclarer) {
-        outputs.declare(&["tuples", "new", "expired", "first"]);
+    fn declare_outputs_for(
+        config: &ComponentConfig<'_>,
+        outputs: &mut OutputDeclarer,
+    ) -> Result<()> {
+        #[derive(serde::Deserialize)]
+        struct Outputs {
+            stream: Option<String>,
+        }
+        let stream = config.parse::<Outputs>()?.stream;
+        outputs.declare_stream(stream.as_deref().unwrap_or(DEFAULT_STREAM), &SIZE_FIELDS);
+        Ok(())
     }
 
     fn new(_config: &ComponentConfig<'_>) -> Result<Self> {

@@ -279,3 +279,67 @@ fn a_stalled_client_loses_samples_and_the_topology_completes_its_tuples() {
     assert_eq!(request(addr, "POST", "/api/v1/drain").status, 202);
     child.wait().assert_code(0);
 }
+
+/// A tap attached before a live reload that grows the tapped component
+/// samples the tasks the reload added too. Seen failing before the hub
+/// covered added tasks: no sample ever came from the new task (the read
+/// below timed out).
+#[test]
+fn a_tap_covers_the_tasks_a_live_reload_adds() {
+    let ws = Workspace::new("tap-reload");
+    let (child, addr) = start(&ws, WORDS);
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let req = format!(
+        "GET /api/v1/tap?outputs_of=split HTTP/1.1\r\nHost: {addr}\r\n\
+         X-Requested-With: test\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(req.as_bytes()).expect("write");
+    let mut reader = std::io::BufReader::new(stream);
+    // split's tasks are 1 and 2 before the reload.
+    for _ in 0..10 {
+        let task = next_task(&mut reader).expect("a sample before the reload");
+        assert!((1..=2).contains(&task), "split's tasks are 1 and 2, got {task}");
+    }
+    let grown = WORDS.replace("parallelism = 2", "parallelism = 3");
+    ws.write_topology("web.toml", &grown);
+    let answer = request(addr, "POST", "/api/v1/reload");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let added = request(addr, "GET", "/api/v1/components/split").json()["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter_map(|t| t["task"].as_u64())
+        .find(|t| !(1..=2).contains(t))
+        .expect("the reload added a task to split");
+    // The new task gets a third of split's input: its samples come soon.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let (mut seen, mut others) = (false, 0);
+    while !seen && std::time::Instant::now() < deadline {
+        match next_task(&mut reader) {
+            Some(task) if task == added => seen = true,
+            Some(_) => others += 1,
+            None => break,
+        }
+    }
+    assert!(seen, "no sample from split's new task {added} in 30 s ({others} from the others)");
+    child.interrupt();
+    child.wait().assert_code(0);
+}
+
+/// The task of the next sample on a tap's stream (`None`: the stream ended).
+fn next_task(reader: &mut std::io::BufReader<TcpStream>) -> Option<u64> {
+    use std::io::BufRead;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if let Some(start) = line.find("{\"component\"") {
+            if let Ok(sample) = serde_json::from_str::<Value>(line[start..].trim()) {
+                return sample["task"].as_u64();
+            }
+        }
+    }
+}

@@ -441,11 +441,11 @@ impl BoltExecutor {
                 let ((stream, values, ids), next) = batch.tuple_at(pos, starts);
                 starts = next;
                 pos += 1;
-                if tapped {
+                if tapped && self.core.transfer.tap_due(crate::tap::TapSide::Inputs) {
                     let (stream_name, fields) = &streams[stream as usize];
                     let from = (component_name.as_str(), batch.source_task.0);
                     let stream = (stream_name.as_str(), fields.as_slice());
-                    tap_input(&self.core.transfer, from, stream, values, ids);
+                    tap_input(&mut self.core.transfer, from, stream, values, ids);
                 }
                 if !self.throttles.is_empty() {
                     self.throttle_edge(turn, component, stream, values);
@@ -981,14 +981,14 @@ impl BoltExecutor {
 #[cold]
 #[inline(never)]
 fn tap_input(
-    transfer: &crate::executor::transfer::Transfer,
+    transfer: &mut crate::executor::transfer::Transfer,
     (from, source_task): (&str, u32),
     (stream, fields): (&str, &[abi_stable::std_types::RString]),
     values: &[squall_plugin_api::Value],
     ids: &[(crate::ids::RootId, crate::ids::EdgeId)],
 ) {
-    let task = transfer.task().0;
-    transfer.tap().offer(crate::tap::TapSide::Inputs, stream, || crate::tap::Sample {
+    let (task, tap) = transfer.tap_mut();
+    tap.offer(crate::tap::TapSide::Inputs, stream, || crate::tap::Sample {
         side: crate::tap::TapSide::Inputs,
         task,
         stream: stream.to_owned(),

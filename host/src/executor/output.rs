@@ -140,8 +140,9 @@ impl HostOutput<'_> {
                 values.iter().map(|v| v.encoded_len() as u64).sum::<u64>();
         }
         let acking = self.transfer.acking();
-        // The one load a tap costs while none is attached.
-        let tapped = self.transfer.tap().attached();
+        // The one load a tap costs while none is attached; with one, a
+        // tuple that no tap is due to sample costs a countdown.
+        let tapped = self.transfer.tap().attached() && self.transfer.tap_due(TapSide::Outputs);
         match &mut self.side {
             Side::Spout { tracker, task } => match message_id {
                 ROption::RSome(id) if acking && (targets > 0 || dropped) => {
@@ -156,26 +157,26 @@ impl HostOutput<'_> {
                         dropped,
                     );
                     if tapped {
-                        tap_output(self.transfer, stream, values, vec![root.0], Some(id));
+                        tap_output(self.transfer, stream, values, || vec![root.0], Some(id));
                     }
                 }
                 ROption::RSome(id) => {
                     tracker.ack_now.push(id);
                     if tapped {
-                        tap_output(self.transfer, stream, values, Vec::new(), Some(id));
+                        tap_output(self.transfer, stream, values, Vec::new, Some(id));
                     }
                     self.push_untracked(stream, targets, values);
                 }
                 ROption::RNone => {
                     if tapped {
-                        tap_output(self.transfer, stream, values, Vec::new(), None);
+                        tap_output(self.transfer, stream, values, Vec::new, None);
                     }
                     self.push_untracked(stream, targets, values);
                 }
             },
             Side::Window { inputs, anchors } => {
                 if tapped {
-                    let roots = roots_of(inputs, anchors);
+                    let roots = || roots_of(inputs, anchors);
                     tap_output(self.transfer, stream, values, roots, None);
                 }
                 if !acking || !inputs.any_tracked(anchors) {
@@ -196,7 +197,7 @@ impl HostOutput<'_> {
                 let current = [inputs.current_anchor()];
                 let anchors: &[Anchor] = if *auto_ack { &current } else { anchors.as_slice() };
                 if tapped {
-                    let roots = roots_of(inputs, anchors);
+                    let roots = || roots_of(inputs, anchors);
                     tap_output(self.transfer, stream, values, roots, None);
                 }
                 if !acking || !inputs.any_tracked(anchors) {
@@ -271,9 +272,12 @@ impl SpoutOutput for HostOutput<'_> {
         if ids.is_empty() || !acking {
             if tapped {
                 for i in 0..count {
+                    if !self.transfer.tap_due(TapSide::Outputs) {
+                        continue;
+                    }
                     let tuple = &values[i * arity..(i + 1) * arity];
                     let id = ids.get(i).copied();
-                    tap_output(self.transfer, stream, tuple, Vec::new(), id);
+                    tap_output(self.transfer, stream, tuple, Vec::new, id);
                 }
             }
             tracker.ack_now.extend_from_slice(ids);
@@ -303,8 +307,8 @@ impl SpoutOutput for HostOutput<'_> {
                     task,
                     dropped,
                 );
-                if tapped {
-                    tap_output(self.transfer, stream, tuple, vec![root.0], Some(id));
+                if tapped && self.transfer.tap_due(TapSide::Outputs) {
+                    tap_output(self.transfer, stream, tuple, || vec![root.0], Some(id));
                 }
             } else {
                 tracker.ack_now.push(id);
@@ -329,22 +333,21 @@ fn roots_of(inputs: &mut InputTracker, anchors: &[Anchor]) -> Vec<u64> {
 #[cold]
 #[inline(never)]
 fn tap_output(
-    transfer: &Transfer,
+    transfer: &mut Transfer,
     stream: u32,
     values: &[Value],
-    roots: Vec<u64>,
+    roots: impl FnOnce() -> Vec<u64>,
     message_id: Option<MessageId>,
 ) {
-    let name = transfer.stream_name(stream);
-    let task = transfer.task().0;
-    transfer.tap().offer(TapSide::Outputs, name, || Sample {
+    let (name, task, tap) = transfer.tap_outputs(stream);
+    tap.offer(TapSide::Outputs, name, || Sample {
         side: TapSide::Outputs,
         task,
         stream: name.to_owned(),
         from: None,
         fields: None,
         values: values.to_vec(),
-        roots,
+        roots: roots(),
         message_id: message_id.map(|id| id.0),
     });
 }

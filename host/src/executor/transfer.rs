@@ -207,9 +207,9 @@ pub struct Transfer {
     /// True when any target has a byte budget: the per-tuple cost of the
     /// feature when it is off is this one predictable branch.
     budgeted: bool,
-    /// The task's tap point: one relaxed load per emit while no tap is
+    /// The task's tap port: one relaxed load per emit while no tap is
     /// attached (see [`crate::tap`]).
-    tap: std::sync::Arc<crate::tap::TapPoint>,
+    tap: crate::tap::TapPort,
 }
 
 /// `v`'s elements in a buffer allocated by the calling thread (see
@@ -259,7 +259,7 @@ impl Transfer {
             recycled: wiring.recycled,
             budgeted: wiring.queue_bytes.iter().any(Option::is_some),
             queue_bytes: wiring.queue_bytes,
-            tap: wiring.tap,
+            tap: crate::tap::TapPort::new(wiring.tap),
         }
     }
 
@@ -315,10 +315,30 @@ impl Transfer {
         self.count_bytes
     }
 
-    /// The task's tap point.
+    /// The task's tap port.
     #[inline(always)]
-    pub fn tap(&self) -> &crate::tap::TapPoint {
+    pub fn tap(&self) -> &crate::tap::TapPort {
         &self.tap
+    }
+
+    /// While a tap is attached: true when this tuple on `side` must be
+    /// offered to the task's taps (see [`crate::tap::TapPort::due`]).
+    #[inline(always)]
+    pub fn tap_due(&mut self, side: crate::tap::TapSide) -> bool {
+        self.tap.due(side)
+    }
+
+    /// The task's id and tap port, to offer a tuple to (only while a tap
+    /// is attached).
+    pub fn tap_mut(&mut self) -> (u32, &mut crate::tap::TapPort) {
+        (self.task.0, &mut self.tap)
+    }
+
+    /// The name of `stream` (as [`Self::stream_name`]), the task's id and
+    /// its tap port, to offer an emitted tuple to.
+    pub fn tap_outputs(&mut self, stream: u32) -> (&str, u32, &mut crate::tap::TapPort) {
+        let name = self.streams.get(stream as usize).map_or("", |s| s.name.as_str());
+        (name, self.task.0, &mut self.tap)
     }
 
     /// The name of stream `stream` (an index of the component's outputs).

@@ -164,7 +164,7 @@ impl TopologyHandle {
     /// [`crate::tap`]); also returns the field names of each stream it can
     /// sample (outputs: the component's streams; inputs: those of the
     /// streams it subscribes to, as `(stream, fields)`). Tasks a live
-    /// reload adds later are not tapped.
+    /// reload adds later are tapped as the reload installs them.
     ///
     /// # Errors
     /// An unknown component or stream, or the inputs of a spout (one line,
@@ -217,8 +217,7 @@ impl TopologyHandle {
                 ));
             }
         }
-        let points =
-            c.tasks.clone().filter_map(|t| live.wiring.taps.get(t as usize).cloned()).collect();
+        let points = task_points(&live, &c.name).unwrap_or_default();
         Ok((self.inner.taps.attach(request, points), streams))
     }
 
@@ -250,6 +249,9 @@ impl TopologyHandle {
     /// current topology, which the next reload compares against.
     pub(super) fn install(&self, live: Live) {
         self.inner.live.set(live);
+        // Taps cover the tasks the reload added.
+        let live = self.inner.live.get();
+        self.inner.taps.cover(|component| task_points(&live, component));
     }
 
     /// Keeps a thread a live reload started, to join it at stop.
@@ -563,6 +565,13 @@ impl WindowFlusher {
         }
         self.last = signature;
     }
+}
+
+/// The tap points of `component`'s tasks in `live` (`None`: no such
+/// component).
+fn task_points(live: &Live, component: &str) -> Option<Vec<Arc<crate::tap::TapPoint>>> {
+    let c = live.topology.components.iter().find(|c| c.name == component)?;
+    Some(c.tasks.clone().filter_map(|t| live.wiring.taps.get(t as usize).cloned()).collect())
 }
 
 #[cfg(test)]

@@ -3,17 +3,21 @@
 //!
 //! # Cost
 //!
-//! Every task owns a [`TapPoint`], shared with the [`TapHub`]. With no tap
-//! attached, the emit path reads one relaxed `AtomicBool` per emit (and the
-//! bolt loop one per input batch) and takes no branch past it: no lock, no
-//! allocation, no clock. With a tap attached, a tuple that is due (see
-//! [`Sampler`]) is copied and offered to the tap's bounded channel with
-//! `try_send`; a full channel (a slow or stalled client) drops the sample and
-//! counts it ([`TapCounters::dropped`]). Nothing on the tuple's path ever
-//! waits for a client: the point's subscriber list is taken with `try_lock`,
-//! and a tuple that meets a point the HTTP thread is attaching a tap to (or
-//! detaching one from) at that instant is not sampled (and not counted:
-//! that happens only while a tap starts or ends).
+//! Every task owns a [`TapPort`]: its half of a [`TapPoint`] shared with the
+//! [`TapHub`]. With no tap attached, the emit path reads one relaxed
+//! `AtomicBool` per emit (and the bolt loop one per input batch) and takes
+//! no branch past it: no lock, no allocation, no clock.
+//!
+//! The taps attached to a task live in its port, owned by the task thread,
+//! so a tapped tuple takes no lock either. The HTTP thread never touches
+//! them: it posts an attach or a detach to the point (under the point's
+//! lock, which only the posting side and the task's next tapped tuple
+//! take) and the task applies it before its next tuple. A tuple that is due
+//! for a sample (see [`Sampler`]) is copied and offered to the tap's
+//! bounded channel with `try_send`. A full channel (a slow or stalled
+//! client) costs no copy: the sample is dropped and counted
+//! ([`TapCounters::dropped`]). Nothing on the tuple's path ever waits for
+//! a client.
 //!
 //! # Sampling
 //!
@@ -33,9 +37,9 @@ use squall_plugin_api::Value;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TapSide {
     /// What the component emits (`--outputs-of`).
-    Outputs,
+    Outputs = 0,
     /// What the bolt receives, before it executes it (`--inputs-of`).
-    Inputs,
+    Inputs = 1,
 }
 
 /// One sampled tuple, as the task saw it.
@@ -89,6 +93,17 @@ impl Sampler {
         Self { ppm, acc: 0 }
     }
 
+    /// How many tuples from now the next sampled one is (1: the next).
+    fn until_due(&self) -> u32 {
+        (MILLION - self.acc).div_ceil(self.ppm)
+    }
+
+    /// Lets `n` tuples pass that are all known to be before the next
+    /// sampled one (`n < until_due()`): as `n` calls of [`Self::take`].
+    fn pass(&mut self, n: u32) {
+        self.acc += n * self.ppm;
+    }
+
     /// True when this tuple is sampled.
     #[inline]
     pub fn take(&mut self) -> bool {
@@ -116,49 +131,157 @@ struct Subscriber {
     totals: Arc<TapCounters>,
 }
 
-/// A task's tap point: whether any tap is attached, and the taps.
+/// What the HTTP thread posts to a task's port.
+#[derive(Debug)]
+enum Change {
+    Attach(Subscriber),
+    Detach(u64),
+}
+
+/// The shared half of a task's tap: whether the task must look at its
+/// port, and the attaches and detaches posted for it.
 #[derive(Debug, Default)]
 pub struct TapPoint {
-    /// True while any tap is attached (set under `subs`' lock; read
-    /// relaxed on the emit path: a tap attached a moment ago may miss the
-    /// tuples of that moment, which sampling allows).
-    attached: AtomicBool,
-    subs: Mutex<Vec<Subscriber>>,
+    /// True while the task has a tap attached or a change to apply. Stored
+    /// under `changes`' lock by both sides (so that no post is missed);
+    /// read relaxed on the emit path: a tap attached a moment ago may miss
+    /// the tuples of that moment, which sampling allows.
+    hot: AtomicBool,
+    /// True while `changes` holds a post the task has not applied.
+    pending: AtomicBool,
+    changes: Mutex<Vec<Change>>,
 }
 
 impl TapPoint {
-    /// True when a tap is attached: the one load the emit path pays.
+    /// True when the task must offer its tuples to its port: the one load
+    /// the emit path pays while no tap is attached.
     #[inline(always)]
     pub fn attached(&self) -> bool {
-        self.attached.load(Ordering::Relaxed)
+        self.hot.load(Ordering::Relaxed)
+    }
+
+    fn post(&self, change: Change) {
+        let mut changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
+        changes.push(change);
+        self.pending.store(true, Ordering::Relaxed);
+        self.hot.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A task's own half of its tap: the taps attached to it, owned by the
+/// task thread (see the module doc).
+#[derive(Debug, Default)]
+pub struct TapPort {
+    point: Arc<TapPoint>,
+    subs: Vec<Subscriber>,
+    /// By side (outputs, inputs): how many more tuples of that side no tap
+    /// is due to sample, so that they pass with a countdown. The taps'
+    /// samplers were moved past them when the count was set; 0: offer the
+    /// next tuple. Only taps of every stream are counted ahead (a tap of
+    /// one stream does not see the others' tuples).
+    skip: [u32; 2],
+}
+
+impl TapPort {
+    /// The port of `point`.
+    pub fn new(point: Arc<TapPoint>) -> Self {
+        Self { point, subs: Vec::new(), skip: [0; 2] }
+    }
+
+    /// While a tap is attached: true when this tuple on `side` must go to
+    /// [`Self::offer`]; false when no tap is due to sample it (a
+    /// countdown, so that a sparse tap costs almost nothing per tuple).
+    #[inline(always)]
+    pub fn due(&mut self, side: TapSide) -> bool {
+        let skip = &mut self.skip[side as usize];
+        if *skip == 0 || self.point.pending.load(Ordering::Relaxed) {
+            return true;
+        }
+        *skip -= 1;
+        false
+    }
+
+    /// Counts ahead the tuples of `side` no tap is due to sample, and moves
+    /// the taps' samplers past them.
+    fn plan_skip(&mut self, side: TapSide) {
+        let mut ahead = u32::MAX;
+        for sub in self.subs.iter().filter(|s| s.side == side) {
+            if sub.stream.is_some() {
+                ahead = 0;
+                break;
+            }
+            ahead = ahead.min(sub.sampler.until_due() - 1);
+        }
+        if ahead > 0 && ahead < u32::MAX {
+            for sub in self.subs.iter_mut().filter(|s| s.side == side) {
+                sub.sampler.pass(ahead);
+            }
+        }
+        self.skip[side as usize] = ahead;
+    }
+
+    /// True when a tap is attached (or being attached): the one load the
+    /// emit path pays.
+    #[inline(always)]
+    pub fn attached(&self) -> bool {
+        self.point.attached()
+    }
+
+    /// Applies what the HTTP thread posted: taken at most once per post,
+    /// never per tuple.
+    #[cold]
+    fn apply(&mut self) {
+        let mut changes = self.point.changes.lock().unwrap_or_else(|e| e.into_inner());
+        for change in changes.drain(..) {
+            match change {
+                Change::Attach(sub) => self.subs.push(sub),
+                Change::Detach(id) => self.subs.retain(|s| s.id != id),
+            }
+        }
+        self.point.pending.store(false, Ordering::Relaxed);
+        self.point.hot.store(!self.subs.is_empty(), Ordering::Relaxed);
+        self.skip = [0; 2];
     }
 
     /// Offers one tuple on `side` and `stream` to every tap attached for
-    /// it; `sample` builds the copy, at most once. Never blocks.
+    /// it, when [`Self::due`] said so (not otherwise: the samplers were
+    /// moved past the tuples it lets pass); `sample` builds the copy, at
+    /// most once, and only when a tap both wants this tuple and has room
+    /// for it. Never blocks.
     #[cold]
     #[inline(never)]
-    pub fn offer(&self, side: TapSide, stream: &str, sample: impl FnOnce() -> Sample) {
-        let Ok(mut subs) = self.subs.try_lock() else {
-            // The HTTP thread is attaching or detaching: this tuple is not
-            // sampled.
-            return;
-        };
+    pub fn offer(&mut self, side: TapSide, stream: &str, sample: impl FnOnce() -> Sample) {
+        if self.point.pending.load(Ordering::Relaxed) {
+            self.apply();
+        }
         let mut sample = Some(sample);
         let mut built: Option<Sample> = None;
-        for sub in subs.iter_mut() {
+        let last = self.subs.len().saturating_sub(1);
+        for (i, sub) in self.subs.iter_mut().enumerate() {
             if sub.side != side || sub.stream.as_deref().is_some_and(|s| s != stream) {
                 continue;
             }
             if !sub.sampler.take() {
                 continue;
             }
+            if sub.to_tap.is_full() {
+                // A slow or stalled client: no copy is made for it.
+                for c in [&sub.counters, &sub.totals] {
+                    c.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                continue;
+            }
             if built.is_none() {
                 built = sample.take().map(|f| f());
             }
-            let Some(copy) = built.clone() else { continue };
+            // The last tap takes the copy itself; the others a clone.
+            let copy = if i == last { built.take() } else { built.clone() };
+            let Some(copy) = copy else { continue };
             let sent = match sub.to_tap.try_send(copy) {
                 Ok(()) => true,
                 Err(TrySendError::Full(_)) => false,
+                // The reader went: its tap's detach is posted (dropping a
+                // [`Tap`] posts it), and applied before the next tuple.
                 Err(TrySendError::Disconnected(_)) => continue,
             };
             for c in [&sub.counters, &sub.totals] {
@@ -166,18 +289,7 @@ impl TapPoint {
                 counter.fetch_add(1, Ordering::Relaxed);
             }
         }
-    }
-
-    fn attach(&self, sub: Subscriber) {
-        let mut subs = self.subs.lock().unwrap_or_else(|e| e.into_inner());
-        subs.push(sub);
-        self.attached.store(true, Ordering::Relaxed);
-    }
-
-    fn detach(&self, id: u64) {
-        let mut subs = self.subs.lock().unwrap_or_else(|e| e.into_inner());
-        subs.retain(|s| s.id != id);
-        self.attached.store(!subs.is_empty(), Ordering::Relaxed);
+        self.plan_skip(side);
     }
 }
 
@@ -200,25 +312,40 @@ pub struct TapRequest {
 }
 
 /// An attached tap: read its samples from [`Tap::samples`]; dropping it
-/// detaches it from every task.
+/// detaches it from every task, including those a live reload added since.
 #[derive(Debug)]
 pub struct Tap {
     id: u64,
-    points: Vec<Arc<TapPoint>>,
     /// The samples, in the order each task offered them (tasks interleaved).
     pub samples: Receiver<Sample>,
     /// Sampled and dropped, over all tasks.
     pub counters: Arc<TapCounters>,
-    attached: Arc<AtomicU64>,
+    active: Arc<Mutex<Vec<Active>>>,
 }
 
 impl Drop for Tap {
     fn drop(&mut self) {
-        for point in &self.points {
-            point.detach(self.id);
+        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = active.iter().position(|a| a.id == self.id) {
+            for point in &active.swap_remove(i).points {
+                point.post(Change::Detach(self.id));
+            }
         }
-        self.attached.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// A tap as the hub keeps it, to attach it to tasks added later.
+#[derive(Debug)]
+struct Active {
+    id: u64,
+    component: String,
+    side: TapSide,
+    stream: Option<String>,
+    rate: f64,
+    to_tap: Sender<Sample>,
+    counters: Arc<TapCounters>,
+    /// The points it is attached to.
+    points: Vec<Arc<TapPoint>>,
 }
 
 /// Attaches taps to task points, and sums what every tap sampled and
@@ -227,7 +354,7 @@ impl Drop for Tap {
 pub struct TapHub {
     next_id: AtomicU64,
     totals: Arc<TapCounters>,
-    attached: Arc<AtomicU64>,
+    active: Arc<Mutex<Vec<Active>>>,
 }
 
 impl TapHub {
@@ -237,26 +364,58 @@ impl TapHub {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (to_tap, samples) = crossbeam_channel::bounded(request.capacity.max(1));
         let counters = Arc::new(TapCounters::default());
-        for point in &points {
-            point.attach(Subscriber {
-                id,
-                side: request.side,
-                stream: request.stream.clone(),
-                sampler: Sampler::new(request.rate),
-                to_tap: to_tap.clone(),
-                counters: counters.clone(),
-                totals: self.totals.clone(),
-            });
+        let mut tap = Active {
+            id,
+            component: request.component.clone(),
+            side: request.side,
+            stream: request.stream.clone(),
+            rate: request.rate,
+            to_tap,
+            counters: counters.clone(),
+            points: Vec::new(),
+        };
+        for point in points {
+            self.attach_point(&mut tap, point);
         }
-        self.attached.fetch_add(1, Ordering::Relaxed);
-        Tap { id, points, samples, counters, attached: self.attached.clone() }
+        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        active.push(tap);
+        Tap { id, samples, counters, active: self.active.clone() }
+    }
+
+    fn attach_point(&self, tap: &mut Active, point: Arc<TapPoint>) {
+        point.post(Change::Attach(Subscriber {
+            id: tap.id,
+            side: tap.side,
+            stream: tap.stream.clone(),
+            sampler: Sampler::new(tap.rate),
+            to_tap: tap.to_tap.clone(),
+            counters: tap.counters.clone(),
+            totals: self.totals.clone(),
+        }));
+        tap.points.push(point);
+    }
+
+    /// Attaches every tap to the tasks of its component that it does not
+    /// cover yet: after a live reload added tasks. `points` gives a
+    /// component's tasks' points (`None`: the component is gone).
+    pub fn cover(&self, points: impl Fn(&str) -> Option<Vec<Arc<TapPoint>>>) {
+        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        for tap in active.iter_mut() {
+            let Some(now) = points(&tap.component) else { continue };
+            for point in now {
+                if !tap.points.iter().any(|p| Arc::ptr_eq(p, &point)) {
+                    self.attach_point(tap, point);
+                }
+            }
+        }
     }
 
     /// Taps attached now, and samples sampled and dropped by every tap
     /// since the start.
     pub fn totals(&self) -> (u64, u64, u64) {
+        let attached = self.active.lock().map_or(0, |a| a.len() as u64);
         (
-            self.attached.load(Ordering::Relaxed),
+            attached,
             self.totals.sampled.load(Ordering::Relaxed),
             self.totals.dropped.load(Ordering::Relaxed),
         )
@@ -300,24 +459,34 @@ mod tests {
     #[test]
     fn no_tap_means_nothing_attached_and_a_dropped_tap_detaches() {
         let point = Arc::new(TapPoint::default());
-        assert!(!point.attached());
+        let mut port = TapPort::new(point.clone());
+        assert!(!port.attached());
         let hub = TapHub::default();
         let tap = hub.attach(&request(1.0, 8), vec![point.clone()]);
-        assert!(point.attached());
-        point.offer(TapSide::Outputs, "default", || sample("default", 1));
+        assert!(port.attached());
+        port.offer(TapSide::Outputs, "default", || sample("default", 1));
         assert_eq!(tap.samples.try_recv().map(|s| s.values), Ok(vec![Value::I64(1)]));
         drop(tap);
-        assert!(!point.attached());
+        assert!(port.attached(), "the detach waits for the task's next tuple");
+        port.offer(TapSide::Outputs, "default", || panic!("no tap is left to build a copy for"));
+        assert!(!port.attached());
+        assert!(port.subs.is_empty());
     }
 
     #[test]
     fn a_full_channel_drops_and_counts_and_never_blocks() {
         let point = Arc::new(TapPoint::default());
+        let mut port = TapPort::new(point.clone());
         let hub = TapHub::default();
-        let tap = hub.attach(&request(1.0, 3), vec![point.clone()]);
+        let tap = hub.attach(&request(1.0, 3), vec![point]);
+        let mut built = 0;
         for n in 0..10 {
-            point.offer(TapSide::Outputs, "default", || sample("default", n));
+            port.offer(TapSide::Outputs, "default", || {
+                built += 1;
+                sample("default", n)
+            });
         }
+        assert_eq!(built, 3, "no copy is made for a full channel");
         assert_eq!(tap.counters.sampled.load(Ordering::Relaxed), 3);
         assert_eq!(tap.counters.dropped.load(Ordering::Relaxed), 7);
         assert_eq!(hub.totals(), (1, 3, 7));
@@ -328,20 +497,93 @@ mod tests {
     #[test]
     fn a_tap_sees_only_its_side_and_stream_at_its_rate() {
         let point = Arc::new(TapPoint::default());
+        let mut port = TapPort::new(point.clone());
         let hub = TapHub::default();
         let mut words = request(0.5, 100);
         words.stream = Some("words".into());
         let words = hub.attach(&words, vec![point.clone()]);
         let mut inputs = request(1.0, 100);
         inputs.side = TapSide::Inputs;
-        let inputs = hub.attach(&inputs, vec![point.clone()]);
+        let inputs = hub.attach(&inputs, vec![point]);
         for n in 0..20 {
             let stream = if n % 2 == 0 { "words" } else { "other" };
-            point.offer(TapSide::Outputs, stream, || sample(stream, n));
+            port.offer(TapSide::Outputs, stream, || sample(stream, n));
         }
-        point.offer(TapSide::Inputs, "default", || sample("default", 99));
+        port.offer(TapSide::Inputs, "default", || sample("default", 99));
         let got: Vec<_> = words.samples.try_iter().map(|s| s.values[0].clone()).collect();
         assert_eq!(got, [2, 6, 10, 14, 18].map(Value::I64), "every other tuple of \"words\"");
         assert_eq!(inputs.samples.try_iter().count(), 1);
+    }
+
+    #[test]
+    fn two_taps_on_one_task_get_one_copy_each_and_a_late_attach_is_applied() {
+        let point = Arc::new(TapPoint::default());
+        let mut port = TapPort::new(point.clone());
+        let hub = TapHub::default();
+        let first = hub.attach(&request(1.0, 8), vec![point.clone()]);
+        port.offer(TapSide::Outputs, "default", || sample("default", 1));
+        let second = hub.attach(&request(1.0, 8), vec![point]);
+        let mut built = 0;
+        port.offer(TapSide::Outputs, "default", || {
+            built += 1;
+            sample("default", 2)
+        });
+        assert_eq!(built, 1, "one copy, cloned for the other tap");
+        let values =
+            |tap: &Tap| tap.samples.try_iter().map(|s| s.values[0].clone()).collect::<Vec<_>>();
+        assert_eq!(values(&first), [Value::I64(1), Value::I64(2)]);
+        assert_eq!(values(&second), [Value::I64(2)]);
+        assert_eq!(hub.totals(), (2, 3, 0));
+    }
+
+    #[test]
+    fn a_tap_covers_the_tasks_added_after_it_and_detaches_from_them() {
+        let first = Arc::new(TapPoint::default());
+        let hub = TapHub::default();
+        let tap = hub.attach(&request(1.0, 8), vec![first.clone()]);
+        let added = Arc::new(TapPoint::default());
+        let mut port = TapPort::new(added.clone());
+        assert!(!port.attached(), "a task added by a reload starts untapped");
+        let (p1, p2) = (first.clone(), added.clone());
+        hub.cover(|c| (c == "c").then(|| vec![p1.clone(), p2.clone()]));
+        hub.cover(|c| (c == "c").then(|| vec![p1.clone(), p2.clone()]));
+        assert!(port.attached());
+        port.offer(TapSide::Outputs, "default", || sample("default", 7));
+        assert_eq!(port.subs.len(), 1, "covered once, however often cover runs");
+        assert_eq!(tap.samples.try_recv().map(|s| s.values), Ok(vec![Value::I64(7)]));
+        drop(tap);
+        assert_eq!(hub.totals().0, 0);
+        port.offer(TapSide::Outputs, "default", || panic!("detached"));
+        assert!(!port.attached());
+    }
+
+    #[test]
+    fn a_port_that_counts_ahead_samples_exactly_the_tuples_its_sampler_would() {
+        for rate in [1.0, 0.5, 0.3, 0.013, 0.001] {
+            let point = Arc::new(TapPoint::default());
+            let mut port = TapPort::new(point.clone());
+            let hub = TapHub::default();
+            let tap = hub.attach(&request(rate, 100_000), vec![point]);
+            let mut sampler = Sampler::new(rate);
+            let want: Vec<i64> = (0..20_000).filter(|_| sampler.take()).collect();
+            for n in 0..20_000 {
+                // An inputs tuple in between: no tap on that side.
+                if port.due(TapSide::Inputs) {
+                    port.offer(TapSide::Inputs, "default", || sample("default", -1));
+                }
+                if port.due(TapSide::Outputs) {
+                    port.offer(TapSide::Outputs, "default", || sample("default", n));
+                }
+            }
+            let got: Vec<i64> = tap
+                .samples
+                .try_iter()
+                .map(|s| match s.values[0] {
+                    Value::I64(n) => n,
+                    ref other => panic!("{other:?}"),
+                })
+                .collect();
+            assert_eq!(got, want, "rate {rate}");
+        }
     }
 }

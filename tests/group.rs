@@ -264,6 +264,16 @@ fn held_in(log: &str) -> BTreeSet<u32> {
     held
 }
 
+/// The stale redeliveries a host's spouts recognised (and did not emit), as
+/// its log says at each spout's close.
+fn stale_in(log: &str) -> u64 {
+    let marker = " redelivered message(s) whose acks were already confirmed";
+    log.lines()
+        .filter_map(|l| l.find(marker).map(|at| &l[..at]))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
@@ -377,18 +387,21 @@ fn a_host_woken_after_its_lease_expired_commits_nothing_and_every_count_is_exact
     assert_eq!(g.counts(), g.expected(), "h2's late commits would have overwritten counts");
 }
 
-/// Seen failing (2026-12-01): every host left and came back in turn, and the
-/// counts ended 5 to 37 % too high (w00 859 and w02 1089 of 800). Not yet
-/// understood; the kill, join and zombie scenarios, whose partitions also
-/// move by graceful release, end exact.
+/// Seen failing before the JetStream spout recognised stale redeliveries
+/// (2026-12-01: counts 2 to 52 % too high, every partition): a message whose
+/// ack timed out (`ack_wait` 3 s) was sent again by the server while its
+/// ack was on the way; the copy waited in the spout's feed until after the
+/// ack was confirmed, when its sequence had left the position, and was
+/// counted a second time. The spout now remembers confirmed sequences for
+/// a while (`squall_connector::durable`, "Stale redeliveries").
 #[test]
-#[ignore = "fails: counts too high after a rolling restart (issue 22, open)"]
 fn a_rolling_restart_of_every_host_loses_nothing_and_counts_nothing_twice() {
     let Some(mut g) = Group::new("group_rolling", 4000, 200) else { return };
     for id in ["h0", "h1", "h2"] {
         g.start(id);
     }
     g.wait_settled(2, Duration::from_secs(60));
+    let mut stale = 0;
     for id in ["h0", "h1", "h2"] {
         let running = g.hosts.remove(id).expect("running");
         running.terminate();
@@ -396,6 +409,7 @@ fn a_rolling_restart_of_every_host_loses_nothing_and_counts_nothing_twice() {
         out.assert_code(0);
         assert!(out.stderr.contains(&format!("host {id} left")), "\n{}", tail(&out.stderr, 40));
         assert!(!out.stderr.contains("not committed"), "\n{}", tail(&out.stderr, 40));
+        stale += stale_in(&out.stderr);
         g.start(id);
         g.wait_settled(2, Duration::from_secs(60));
     }
@@ -403,7 +417,9 @@ fn a_rolling_restart_of_every_host_loses_nothing_and_counts_nothing_twice() {
     let logs = g.stop_all();
     for (id, log) in &logs {
         assert!(!log.contains("taken over from"), "{id}: a SIGTERM releases, nothing expires");
+        stale += stale_in(log);
     }
+    eprintln!("stale redeliveries recognised and not counted: {stale}");
     assert_eq!(g.counts(), g.expected());
 }
 

@@ -265,6 +265,19 @@ mod tests {
             changed
         }
 
+        /// The hosts still in the group renew their leases at `at` (a new
+        /// revision each, seen from `at`).
+        fn renew(&mut self, at: Instant) {
+            let hosts = &self.hosts;
+            for seen in self.leases.values_mut() {
+                if seen.value.owner.as_deref().is_some_and(|o| hosts.contains_key(o)) {
+                    self.revision += 1;
+                    seen.revision = self.revision;
+                    seen.since = at;
+                }
+            }
+        }
+
         /// Every host acts in turn until nobody has anything to do.
         fn settle(&mut self, at: Instant) {
             for _ in 0..100 {
@@ -366,7 +379,9 @@ mod tests {
         let soon = at + LEASE - Duration::from_millis(1);
         let takes = early.plan(soon, &BTreeSet::new(), &BTreeSet::new());
         assert!(takes.is_empty(), "{takes:?}");
-        // After it, they take them, with higher epochs, from c.
+        // After it, they take them, with higher epochs, from c (the
+        // survivors renewed theirs meanwhile).
+        g.renew(soon);
         let later = at + LEASE;
         let mut view = g.view("a", at);
         view.members.insert("c".into(), Seen { revision: 1, value: true, since: at });

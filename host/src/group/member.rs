@@ -303,7 +303,7 @@ impl Keeper {
 
     fn warn(&mut self, what: &str, e: &LeaseError) {
         self.warned += 1;
-        if self.warned <= 5 || self.warned % 100 == 0 {
+        if self.warned <= 5 || self.warned.is_multiple_of(100) {
             tracing::warn!("group {}: {what}: {e} (warning #{})", self.settings.name, self.warned);
         }
     }

@@ -142,6 +142,9 @@ mod authoring;
 // Durable state (issue 21) against the real Redis and PostgreSQL: counts
 // exact after kills and a rescale; `squall state`.
 mod state;
+// Groups (issue 22): hosts sharing 8 partitions through leases in JetStream
+// KV; a kill, a join, a zombie woken past its lease, a rolling restart.
+mod group;
 // The exactly-once PostgreSQL sink (issue 21): each row once after kills,
 // with the Redis and the PostgreSQL state backend; no [state]; bad columns.
 mod sink;

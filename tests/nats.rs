@@ -195,11 +195,16 @@ impl Broker {
 
     /// `(num_ack_pending, num_pending)` of a consumer; `None` while it (or
     /// its stream) does not exist or does not answer.
-    fn pending_if_any(&self, stream: &str, consumer: &str) -> Option<(usize, u64)> {
+    pub(crate) fn pending_if_any(&self, stream: &str, consumer: &str) -> Option<(usize, u64)> {
         self.rt.block_on(async {
             let info = self.js.get_stream(stream).await.ok()?.consumer_info(consumer).await.ok()?;
             Some((info.num_ack_pending, info.num_pending))
         })
+    }
+
+    /// Deletes a key-value bucket (a group's leases), if it exists.
+    pub(crate) fn delete_bucket(&self, bucket: &str) {
+        let _ = self.rt.block_on(self.js.delete_key_value(bucket));
     }
 
     /// `(num_ack_pending, num_pending)` of a consumer.

@@ -14,9 +14,12 @@
 //!    [`runtime::RunningTopology`].
 //! 5. [`runtime::RunningTopology::shutdown`] — the graceful drain.
 //!
+//! With `[group]`, [`group::Member`] runs one such topology per partition
+//! this host holds a lease for, in a group of hosts (docs/scaling.md).
+//!
 //! Pure cores, free of threads and clocks: [`acker::ledger`],
-//! [`timeout::RotatingMap`], [`throttle`]'s period and smooth modes, and
-//! [`wait::progressive`].
+//! [`timeout::RotatingMap`], [`throttle`]'s period and smooth modes,
+//! [`wait::progressive`] and [`group::assign`].
 
 #![warn(missing_docs)]
 
@@ -27,6 +30,7 @@ pub mod clock;
 pub mod config;
 pub mod control;
 pub mod executor;
+pub mod group;
 pub mod harness;
 pub mod http;
 pub mod ids;

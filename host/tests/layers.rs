@@ -34,6 +34,8 @@ const LAYERS: &[&[&str]] = &[
     // Running a topology in process on fixed input (the harness crate and
     // `squall test`).
     &["harness"],
+    // Groups of hosts sharing partitions through leases in the broker.
+    &["group"],
     // The HTTP endpoint.
     &["http"],
     // The command line.

@@ -148,6 +148,32 @@ pub struct RunArgs {
     /// changes (SIGHUP and `POST /api/v1/reload` reload too, always).
     #[arg(long)]
     pub watch: bool,
+    /// Join this group of hosts sharing the topology's partitions (sets
+    /// `group.name`; the topology needs a `[group]` table with `partitions`).
+    #[arg(long, value_name = "NAME")]
+    pub group: Option<String>,
+    /// This host's id in its group (sets `group.host_id`; default: the host
+    /// name and the process id).
+    #[arg(long, value_name = "ID")]
+    pub host_id: Option<String>,
+}
+
+impl RunArgs {
+    /// The `--set` overrides, then `--group` and `--host-id` as overrides of
+    /// `group.name` and `group.host_id`.
+    pub fn all_sets(&self) -> Vec<crate::config::Override> {
+        let mut sets = self.sets.sets.clone();
+        let flags = [("group.name", &self.group), ("group.host_id", &self.host_id)];
+        for (key, value) in flags {
+            if let Some(value) = value {
+                let quoted = serde_json::to_string(value).unwrap_or_default();
+                if let Ok(set) = format!("{key}={quoted}").parse() {
+                    sets.push(set);
+                }
+            }
+        }
+        sets
+    }
 }
 
 /// The longest `--duration`: 366 days. Longer runs have no `--duration` and

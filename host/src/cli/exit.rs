@@ -6,7 +6,7 @@
 //! | 0 | success |
 //! | 1 | the topology failed while running, or an unexpected I/O error |
 //! | 2 | usage error (clap) |
-//! | 69 | `EX_UNAVAILABLE`: a plugin library could not be loaded, a constructor failed or panicked, or the `--http` address cannot be bound |
+//! | 69 | `EX_UNAVAILABLE`: a plugin library could not be loaded, a constructor failed or panicked, the `--http` address cannot be bound, or a group's lease broker cannot be reached |
 //! | 78 | `EX_CONFIG`: the topology file is invalid, including a component or wait strategy rejecting its `config`; or the `--http` access settings are (an unreadable token, a non-loopback address without a control token) |
 //! | 130 | a second SIGINT or SIGTERM ended the process at once |
 
@@ -40,6 +40,8 @@ pub enum Failure {
     HttpConfig(String),
     /// The topology failed while running.
     Run(RunError),
+    /// A group member could not join: its lease broker cannot be reached.
+    Group(String),
     /// Anything else (I/O on an output file, ...).
     Other(anyhow::Error),
 }
@@ -49,7 +51,9 @@ impl Failure {
     pub fn exit_code(&self) -> u8 {
         match self {
             Failure::Config(_) | Failure::HttpConfig(_) => EXIT_CONFIG,
-            Failure::Load(_) | Failure::Start(_) | Failure::Bind(_) => EXIT_UNAVAILABLE,
+            Failure::Load(_) | Failure::Start(_) | Failure::Bind(_) | Failure::Group(_) => {
+                EXIT_UNAVAILABLE
+            }
             Failure::Run(_) | Failure::Other(_) => 1,
         }
     }
@@ -67,6 +71,7 @@ impl Failure {
             Failure::Bind(e) => eprintln!("error: {e}"),
             Failure::HttpConfig(e) => eprintln!("error: {e}"),
             Failure::Run(e) => eprintln!("error: {e}"),
+            Failure::Group(e) => eprintln!("error: {e}"),
             Failure::Other(e) => eprintln!("error: {e:#}"),
         }
     }

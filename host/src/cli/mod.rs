@@ -8,6 +8,7 @@
 mod args;
 pub mod exit;
 mod graph;
+mod group;
 mod inspect;
 mod new;
 mod run;
@@ -53,11 +54,21 @@ pub fn run(args: Args) -> ExitCode {
     exit::exit_code(result)
 }
 
-/// Loads, validates and binds a topology file, with `sets` applied.
-fn load(path: &std::path::Path, sets: &[Override]) -> Result<Topology, Failure> {
-    let config = crate::config::load_partial(path, sets)
-        .map_err(|(diags, config)| with_plugin_checks(diags, config.as_deref()))?;
-    bind(&config)
+/// Loads and validates a topology file, with `sets` applied; with errors,
+/// also those the plugins find in what is intact.
+fn load_config(
+    path: &std::path::Path,
+    sets: &[Override],
+) -> Result<crate::config::TopologyConfig, Failure> {
+    crate::config::load_partial(path, sets)
+        .map_err(|(diags, config)| with_plugin_checks(diags, config.as_deref()))
+}
+
+/// The namespace of partition `k` of a group whose `[state]` namespace is
+/// `namespace`: each partition's state and positions live apart, so a
+/// host that takes the partition restores exactly its part.
+pub fn partition_namespace(namespace: &str, k: u32) -> String {
+    format!("{namespace}.p{k}")
 }
 
 /// The file's own errors `diags`, and, when the file could be read

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::args::RunArgs;
 use super::signals::Signals;
-use super::{load, Failure};
+use super::Failure;
 use crate::control::RunState;
 use crate::metrics::{JsonReporter, Outcome, Reporter, RunSummary, TableReporter};
 use crate::runtime::{RunOutcome, TopologyHandle};
@@ -13,7 +13,12 @@ use crate::runtime::{RunOutcome, TopologyHandle};
 /// drains it and hands the summary to every reporter.
 pub fn run(args: RunArgs) -> Result<(), Failure> {
     let signals = Signals::install()?;
-    let topology = load(&args.topology, &args.sets.sets)?;
+    let sets = args.all_sets();
+    let config = super::load_config(&args.topology, &sets)?;
+    if let Some(group) = config.group.clone() {
+        return super::group::run_group(&args, sets, &config, group, &signals);
+    }
+    let topology = super::bind(&config)?;
     // Bound before any topology thread starts: a port in use is a clean error.
     let addr = args.http.or(topology.settings.http);
     let serve_options = addr

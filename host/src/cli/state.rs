@@ -40,10 +40,42 @@ pub struct StateTarget {
     /// Override one key of the topology (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<Override>,
+    /// The partition, for a topology with `[group]` (each partition has
+    /// its own namespace, `NAMESPACE.pK`).
+    #[arg(long, value_name = "K")]
+    pub partition: Option<u32>,
 }
 
 fn open(target: &StateTarget) -> Result<Backend, Failure> {
-    let topology = super::load(&target.topology, &target.sets)?;
+    let config = super::load_config(&target.topology, &target.sets)?;
+    let (config, partition) = match (&config.group, target.partition) {
+        (None, None) => (config, None),
+        (Some(g), Some(k)) if k < g.partitions => {
+            let config = crate::config::load_partition(&target.topology, &target.sets, k)
+                .map_err(Failure::Config)?;
+            (config, Some(k))
+        }
+        (Some(g), _) => {
+            return Err(Failure::Other(anyhow::anyhow!(
+                "{}: the topology is group {:?}'s, with {} partitions: name one with \
+                 --partition K (0 to {})",
+                target.topology.display(),
+                g.name,
+                g.partitions,
+                g.partitions - 1
+            )))
+        }
+        (None, Some(_)) => {
+            return Err(Failure::Other(anyhow::anyhow!(
+                "{}: the topology has no [group] table, so it has no partitions",
+                target.topology.display()
+            )))
+        }
+    };
+    let mut topology = super::bind(&config)?;
+    if let (Some(plan), Some(k)) = (topology.state.as_mut(), partition) {
+        plan.namespace = super::partition_namespace(&plan.namespace, k);
+    }
     let Some(plan) = &topology.state else {
         return Err(Failure::Other(anyhow::anyhow!(
             "{}: the topology has no [state] table, so it keeps no durable state",

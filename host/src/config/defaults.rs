@@ -184,7 +184,7 @@ pub(crate) mod keys {
     /// `include` is read (and removed) by `compose` before the walk; it is
     /// listed so that a misspelt `includes` gets a "did you mean".
     pub(crate) const TOP: &[&str] =
-        &["include", "topology", "plugins", "wait", "state", "spouts", "bolts", "tests"];
+        &["include", "topology", "plugins", "wait", "state", "group", "spouts", "bolts", "tests"];
     /// `[[tests]]` (`squall test`).
     pub(crate) const TEST: &[&str] = &["name", "advance", "inputs", "expect"];
     /// `[[tests.inputs]]`.
@@ -205,6 +205,9 @@ pub(crate) mod keys {
     ];
     /// `[state]` (contract 1.2's durable state).
     pub(crate) const STATE: &[&str] = &["backend", "namespace", "interval_ms", "config"];
+    /// `[group]` (hosts sharing partitions; docs/scaling.md).
+    pub(crate) const GROUP: &[&str] =
+        &["name", "partitions", "lease_ms", "url", "bucket", "host_id"];
     /// `[topology]`: `name`, the keys of the settings table (see
     /// `model.rs`), `http`.
     pub(crate) fn topology() -> Vec<&'static str> {

@@ -43,6 +43,7 @@ mod components;
 pub mod compose;
 pub mod defaults;
 mod diagnostic;
+pub mod group;
 mod interpolate;
 pub mod limits;
 mod model;
@@ -65,6 +66,7 @@ use toml::de::DeTable;
 
 pub use addr::parse_addr;
 pub use diagnostic::{Diagnostic, Diagnostics, Loc, Sources};
+pub use group::GroupDecl;
 pub use model::{
     BoltDecl, ComponentDecl, ComponentRef, ConfigKeyLoc, GroupingSpec, HttpOptions, InputDecl,
     PluginDecl, Settings, SpoutDecl, ThrottleMode, ThrottleRate, ThrottleSpec, WaitDefaults,
@@ -109,6 +111,9 @@ pub struct TopologyConfig {
     pub state: Option<StateDecl>,
     /// `[[tests]]`, in file order: what `squall test` runs.
     pub tests: Vec<TestDecl>,
+    /// `[group]`: the group of hosts sharing this topology's partitions
+    /// (`None`: this process runs the topology alone).
+    pub group: Option<GroupDecl>,
 }
 
 /// Reads and validates the topology file at `path` and the files it
@@ -177,10 +182,42 @@ fn read_file_partial(
     sets: &[Override],
     print: bool,
 ) -> Result<(TopologyConfig, Option<String>), Partial> {
+    read_file_for(path, sets, print, None)
+}
+
+/// The process environment, with [`group::PARTITION_VAR`] set to
+/// `partition` (a group's partition), or to `0` when the environment does
+/// not set it.
+fn environment(partition: Option<u32>) -> impl Fn(&str) -> Option<String> {
+    move |name| match (name == group::PARTITION_VAR, partition) {
+        (true, Some(k)) => Some(k.to_string()),
+        (true, None) => Some(std::env::var(name).unwrap_or_else(|_| "0".to_owned())),
+        (false, _) => std::env::var(name).ok(),
+    }
+}
+
+/// [`load_with`] for partition `partition` of a group:
+/// `${SQUALL_PARTITION}` is its number.
+///
+/// # Errors
+///
+/// As [`load_with`].
+pub fn load_partition(
+    path: &Path,
+    sets: &[Override],
+    partition: u32,
+) -> Result<TopologyConfig, Diagnostics> {
+    read_file_for(path, sets, false, Some(partition)).map(|(config, _)| config).map_err(|(d, _)| d)
+}
+
+fn read_file_for(
+    path: &Path,
+    sets: &[Override],
+    print: bool,
+    partition: Option<u32>,
+) -> Result<(TopologyConfig, Option<String>), Partial> {
     match read_topology_file(path) {
-        Ok(text) => {
-            read_composed_partial(text, path, sets, &|name| std::env::var(name).ok(), print)
-        }
+        Ok(text) => read_composed_partial(text, path, sets, &environment(partition), print),
         Err(e) => {
             let mut diags = Diagnostics::new();
             diags.push(path, Loc::START, format!("cannot read topology file: {e}"), None);
@@ -313,6 +350,7 @@ fn read_document(
         bolts: components::read_bolts(w, doc.get("bolts")),
         state: None,
         tests: Vec::new(),
+        group: None,
     };
     let mut config = config;
     config.state = state::read_state(w, doc.get("state"), &config.name);
@@ -325,6 +363,10 @@ fn read_document(
     if let Some(decl) = &config.state {
         let s = &config.settings;
         state::check_interval(w, decl, s.message_timeout_secs, s.enable_message_timeouts);
+    }
+    config.group = group::read_group(w, doc.get("group"));
+    if let Some(g) = &config.group {
+        group::check_group_state(w, g, config.state.as_ref());
     }
     (config, topology.budget_loc)
 }

@@ -1464,3 +1464,65 @@ fn a_checkpoint_interval_not_shorter_than_the_message_timeout_is_refused() {
         + "\n[state]\nbackend = \"memory\"\ninterval_ms = 2000\n";
     assert!(parse(&ok).is_ok());
 }
+
+#[test]
+fn group_reads_its_keys_with_defaults_and_needs_shared_state() {
+    let state = "\n[state]\nbackend = \"examples::Store\"\n";
+    let text = format!("{WORDCOUNT}{state}\n[group]\nname = \"words\"\npartitions = 8\n");
+    let group = parse_ok(&text).group.expect("[group]");
+    assert_eq!((group.name.as_str(), group.partitions), ("words", 8));
+    assert_eq!(group.lease_ms, crate::config::group::DEFAULT_LEASE_MS);
+    assert_eq!(group.url, "nats://127.0.0.1:4222");
+    assert_eq!(group.bucket, "squall_group_words");
+    assert_eq!(group.host_id, None);
+    let text = format!(
+        "{WORDCOUNT}{state}\n[group]\nname = \"g\"\npartitions = 2\nlease_ms = 900\nbucket = \"b\"\nhost_id = \"w-1\"\n"
+    );
+    let group = parse_ok(&text).group.expect("[group]");
+    assert_eq!((group.lease_ms, group.bucket.as_str()), (900, "b"));
+    assert_eq!(group.host_id.as_deref(), Some("w-1"));
+    // The memory backend, or none, cannot move a partition's state.
+    for state in ["\n[state]\nbackend = \"memory\"\n", ""] {
+        let text = format!("{WORDCOUNT}{state}\n[group]\nname = \"g\"\npartitions = 2\n");
+        let errs = errors(&text);
+        let at = loc_of(&text, "[group]");
+        assert!(errs.iter().any(|e| e.starts_with(&format!("{at} a group"))), "{errs:?}");
+    }
+}
+
+#[test]
+fn group_mistakes_are_reported_where_they_are_written() {
+    let state = "\n[state]\nbackend = \"examples::Store\"\n";
+    let text = format!("{WORDCOUNT}{state}\n[group]\nname = \"g\"\npartitions = 2\nlease = 5\n");
+    let errs = errors(&text);
+    let at = loc_of(&text, "lease = 5");
+    assert!(
+        errs.iter().any(|e| e.starts_with(&format!("{at} unknown key \"lease\" in [group]"))
+            && e.contains("lease_ms")),
+        "{errs:?}"
+    );
+    let text = format!("{WORDCOUNT}{state}\n[group]\nname = \"a.b\"\npartitions = 0\n");
+    let errs = errors(&text);
+    let name = loc_of(&text, "\"a.b\"");
+    assert!(errs.iter().any(|e| e.starts_with(&format!("{name} name \"a.b\""))), "{errs:?}");
+    let zero = loc_of(&text, "partitions = 0");
+    let zero = format!("{zero}").replace(":1", ":14");
+    assert!(
+        errs.iter().any(|e| e.starts_with(&format!("{zero} ")) && e.contains("at least 1")),
+        "{errs:?}"
+    );
+    let text = format!("{WORDCOUNT}{state}\n[group]\nname = \"g\"\n");
+    assert!(errors(&text).iter().any(|e| e.contains("missing key \"partitions\" in [group]")));
+    let text =
+        format!("{WORDCOUNT}{state}\n[group]\nname = \"g\"\npartitions = 2\nhost_id = \"a b\"\n");
+    let errs = errors(&text);
+    assert!(errs.iter().any(|e| e.contains("not a valid host id")), "{errs:?}");
+}
+
+#[test]
+fn a_partition_number_is_interpolated_where_squall_partition_is_written() {
+    let text = WORDCOUNT.replace("name = \"wordcount\"", "name = \"wc-${SQUALL_PARTITION}\"");
+    let env = |name: &str| (name == "SQUALL_PARTITION").then(|| "5".to_owned());
+    let config = parse_str_with_env(&text, &file(), &env).expect("valid");
+    assert_eq!(config.name, "wc-5");
+}

@@ -18,6 +18,7 @@
 
 pub mod access;
 mod api;
+pub mod group;
 mod history;
 mod page;
 pub mod prometheus;

@@ -124,6 +124,7 @@ impl Durable {
             "committed": s.committed.load(Relaxed),
             "failed": s.failed.load(Relaxed),
             "aborted": s.aborted.load(Relaxed),
+            "fenced": s.fenced.load(Relaxed),
             "last_duration_ms": ms(s.last_micros.load(Relaxed)),
             "last_records": s.last_records.load(Relaxed),
             "last_bytes": s.last_bytes.load(Relaxed),

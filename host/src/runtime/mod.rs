@@ -75,10 +75,44 @@ use crate::topology::{Kind, Topology};
 ///
 /// # Errors
 /// When a thread cannot be spawned.
-pub fn start(topology: Topology, mut instances: Instances) -> Result<RunningTopology, StartError> {
-    let durable = match &topology.state {
-        Some(plan) => Some(restore(&topology, plan, &mut instances)?),
-        None => None,
+pub fn start(topology: Topology, instances: Instances) -> Result<RunningTopology, StartError> {
+    start_with(topology, instances, None)
+}
+
+/// [`start`] for one partition of a group: before the state is read, an
+/// empty commit numbered [`Fence::first_checkpoint`] fences off every
+/// older owner of the partition (the backend refuses their commits from
+/// then on), and the coordinator commits only while `fence` allows it.
+/// (See `state::fence`.)
+///
+/// # Errors
+/// As [`start`]; a topology without `[state]` cannot be fenced.
+///
+/// [`Fence::first_checkpoint`]: crate::state::Fence::first_checkpoint
+pub fn start_fenced(
+    topology: Topology,
+    instances: Instances,
+    fence: Arc<crate::state::Fence>,
+) -> Result<RunningTopology, StartError> {
+    start_with(topology, instances, Some(fence))
+}
+
+fn start_with(
+    topology: Topology,
+    mut instances: Instances,
+    fence: Option<Arc<crate::state::Fence>>,
+) -> Result<RunningTopology, StartError> {
+    let durable = match (&topology.state, fence) {
+        (Some(plan), fence) => Some(restore(&topology, plan, &mut instances, fence)?),
+        (None, Some(_)) => {
+            return Err(StartError::State(crate::state::StateError {
+                backend: "none".into(),
+                call: "fence",
+                cause: "a partition of a group needs [state]: its fence is checked at commit"
+                    .into(),
+            }))
+        }
+        (None, None) => None,
     };
     Plan::new(topology, instances).spawn_with(durable)
 }
@@ -91,6 +125,7 @@ pub struct DurableStart {
     interval: Duration,
     namespace: String,
     stats: Arc<crate::state::CheckpointStats>,
+    fence: Option<Arc<crate::state::Fence>>,
 }
 
 /// Opens the backend, reads the last committed checkpoint and hands each
@@ -99,9 +134,27 @@ fn restore(
     topology: &Topology,
     plan: &crate::topology::StatePlan,
     instances: &mut Instances,
+    fence: Option<Arc<crate::state::Fence>>,
 ) -> Result<DurableStart, StartError> {
     let mut backend = crate::state::Backend::build(&plan.backend)?;
     backend.open(&plan.namespace)?;
+    if let Some(fence) = &fence {
+        // Before anything is read: from this commit on, the backend refuses
+        // every commit of an older owner (numbered below it).
+        fence.check().map_err(|e| crate::state::StateError {
+            backend: backend.name().to_owned(),
+            call: "fence",
+            cause: e.to_string(),
+        })?;
+        backend.commit(fence.first_checkpoint(), &[])?;
+        tracing::info!(
+            "partition {}: epoch {} fenced in {} (namespace {:?}): older owners can no longer commit",
+            fence.partition(),
+            fence.epoch(),
+            backend.name(),
+            plan.namespace
+        );
+    }
     let restored = crate::state::restore::load(topology, &mut backend)?;
     let name_of = |task: u32| {
         topology
@@ -173,6 +226,7 @@ fn restore(
         interval: plan.interval,
         namespace: plan.namespace.clone(),
         stats,
+        fence,
     })
 }
 
@@ -215,6 +269,10 @@ fn start_checkpoints(
         durable.stats,
         handle.checkpoint_gate(),
     );
+    let coordinator = match durable.fence {
+        Some(fence) => coordinator.with_fence(fence),
+        None => coordinator,
+    };
     let runs = run.clone();
     spawn("__checkpoint".into(), run, move || coordinator.run(&LiveTasks(live), &runs, last_rx))
 }

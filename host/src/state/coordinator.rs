@@ -48,6 +48,9 @@ pub struct CheckpointStats {
     pub durations: Mutex<Vec<u64>>,
     /// The last error, if the last attempt failed.
     pub last_error: Mutex<Option<String>>,
+    /// Commits refused by the partition's fence (a group's lease was lost
+    /// or expired; see [`Fence`](super::Fence)).
+    pub fenced: AtomicU64,
 }
 
 impl CheckpointStats {
@@ -81,6 +84,7 @@ pub struct Coordinator {
     pending: Pending,
     stats: Arc<CheckpointStats>,
     gate: Arc<Mutex<()>>,
+    fence: Option<Arc<super::Fence>>,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -116,7 +120,14 @@ impl Coordinator {
             pending: Pending::new(),
             stats,
             gate,
+            fence: None,
         }
+    }
+
+    /// Commits only while `fence` allows it (a partition of a group).
+    pub fn with_fence(mut self, fence: Arc<super::Fence>) -> Self {
+        self.fence = Some(fence);
+        self
     }
 
     /// Checkpoints every interval while the run is `Running`; then waits for
@@ -171,6 +182,15 @@ impl Coordinator {
                 self.set_error(Some(format!("checkpoint {n} abandoned: {why}")));
                 return false;
             }
+        }
+        if let Some(Err(fenced)) = self.fence.as_ref().map(|f| f.check()) {
+            self.stats.fenced.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "checkpoint {n} not committed: {fenced}; nothing is committed or acknowledged \
+                 to the broker for it"
+            );
+            self.set_error(Some(format!("checkpoint {n} fenced: {fenced}")));
+            return false;
         }
         let (writes, records, bytes) = as_writes(&self.pending);
         match self.backend.commit(n, &writes) {

@@ -27,6 +27,7 @@
 
 pub mod codec;
 pub mod coordinator;
+pub mod fence;
 mod memory;
 pub mod restore;
 
@@ -35,6 +36,7 @@ use squall_plugin_api::abi::{ScopeWrites, StateBackendBox, StateRecord, StoreDel
 use squall_plugin_api::State;
 
 pub use coordinator::{CheckpointStats, Coordinator};
+pub use fence::{Fence, Fenced};
 pub use memory::MemoryBackend;
 
 /// The scope of a spout component's positions.
@@ -165,16 +167,29 @@ impl Backend {
         }
     }
 
-    /// Commits `checkpoint` with `writes`, atomically.
+    /// Commits `checkpoint` with `writes`, atomically. A backend refuses a
+    /// `checkpoint` that is not above the last one committed.
     ///
     /// # Errors
-    /// The backend's: nothing was committed.
+    /// The backend's (a refused number among them): nothing was committed.
     pub fn commit(&mut self, checkpoint: u64, writes: &[ScopeWrites]) -> Result<(), StateError> {
         match self {
-            Backend::Memory(m) => {
-                m.commit(checkpoint, writes);
-                Ok(())
-            }
+            Backend::Memory(m) => match m.last_committed() {
+                // Every backend refuses a number not above the last one: a
+                // group's fencing rests on it (see `fence`).
+                Some(last) if last >= checkpoint => Err(StateError {
+                    backend: "memory".into(),
+                    call: "commit",
+                    cause: format!(
+                        "checkpoint {checkpoint} is not above the last committed, {last}: \
+                         refused (a newer owner of this state committed)"
+                    ),
+                }),
+                _ => {
+                    m.commit(checkpoint, writes);
+                    Ok(())
+                }
+            },
             Backend::Plugin { object, .. } => {
                 let r = object.commit(checkpoint, RSlice::from_slice(writes)).into_result();
                 r.map_err(self.err("commit"))

@@ -20,6 +20,17 @@
 //! flight here is not emitted twice. A covered key that never comes back
 //! was acked before the crash; [`Positions::prune`] drops those the broker
 //! says are done.
+//!
+//! # Stale redeliveries
+//! A broker that redelivers after an ack timeout (JetStream's `ack_wait`)
+//! may send a message again while its ack is on the way. That copy can
+//! reach the spout *after* the broker confirmed the ack: it waited in the
+//! spout's feed behind other messages. Its key has then left the position,
+//! yet its effects are committed, so it must not be emitted. A confirmed
+//! key is therefore remembered for the next [`Positions::stale_horizon`]
+//! deliveries (the most that can be received before such a copy, given
+//! the feed's and the pull's sizes), and a delivery of it is
+//! [`Delivery::Released`]: acked again, never emitted.
 
 use std::collections::VecDeque;
 use std::hash::Hash;
@@ -64,7 +75,20 @@ pub struct Positions<K> {
     covered: FxHashSet<K>,
     /// Checkpoints whose barrier came, with the deferred-ack epoch each closed.
     epochs: VecDeque<(u64, u64)>,
+    /// Keys whose ack the broker confirmed, with the delivery count then
+    /// (module doc, "Stale redeliveries"), oldest first.
+    recent: VecDeque<(K, u64)>,
+    recent_keys: FxHashSet<K>,
+    /// Deliveries so far.
+    deliveries: u64,
+    /// How many deliveries a confirmed key is remembered for.
+    horizon: u64,
+    /// Deliveries of confirmed keys, recognised and not emitted.
+    stale: u64,
 }
+
+/// The default [`Positions::stale_horizon`].
+pub const DEFAULT_STALE_HORIZON: u64 = 4096;
 
 impl<K: Copy + Eq + Hash + Ord + Serialize + DeserializeOwned> Positions<K> {
     /// Bookkeeping in `format` for `source` (say, `stream "S" consumer
@@ -79,6 +103,11 @@ impl<K: Copy + Eq + Hash + Ord + Serialize + DeserializeOwned> Positions<K> {
             unconfirmed: FxHashMap::default(),
             covered: FxHashSet::default(),
             epochs: VecDeque::new(),
+            recent: VecDeque::new(),
+            recent_keys: FxHashSet::default(),
+            deliveries: 0,
+            horizon: DEFAULT_STALE_HORIZON,
+            stale: 0,
         };
         if position.is_no_checkpoint() {
             return Ok(p);
@@ -110,8 +139,18 @@ impl<K: Copy + Eq + Hash + Ord + Serialize + DeserializeOwned> Positions<K> {
     /// or [`Delivery::Covered`] one is tracked from now.
     #[inline]
     pub fn deliver(&mut self, seq: K) -> Delivery {
+        self.deliveries += 1;
         if let Some(&released) = self.unconfirmed.get(&seq) {
             return if released { Delivery::Released } else { Delivery::InFlight };
+        }
+        if !self.recent.is_empty() {
+            self.forget_old_confirmations();
+            if self.recent_keys.contains(&seq) {
+                // A stale redelivery: its effects are committed and its ack
+                // confirmed. Ack it again; never emit it.
+                self.stale += 1;
+                return Delivery::Released;
+            }
         }
         self.unconfirmed.insert(seq, false);
         if !self.covered.is_empty() && self.covered.remove(&seq) {
@@ -152,7 +191,34 @@ impl<K: Copy + Eq + Hash + Ord + Serialize + DeserializeOwned> Positions<K> {
     /// The broker confirmed the acks of `seqs`.
     pub fn confirmed(&mut self, seqs: impl IntoIterator<Item = K>) {
         for seq in seqs {
-            self.unconfirmed.remove(&seq);
+            if self.unconfirmed.remove(&seq).is_some() && self.recent_keys.insert(seq) {
+                self.recent.push_back((seq, self.deliveries));
+            }
+        }
+        self.forget_old_confirmations();
+    }
+
+    /// Remembers a confirmed key for `deliveries` more deliveries (module
+    /// doc, "Stale redeliveries"); at least the deliveries the spout can
+    /// have received but not yet taken (its feed, plus a pull in progress).
+    pub fn stale_horizon(mut self, deliveries: u64) -> Self {
+        self.horizon = deliveries;
+        self
+    }
+
+    /// Deliveries of keys whose ack was already confirmed, recognised and
+    /// not emitted, so far.
+    pub fn stale_redeliveries(&self) -> u64 {
+        self.stale
+    }
+
+    fn forget_old_confirmations(&mut self) {
+        while let Some(&(seq, at)) = self.recent.front() {
+            if self.deliveries.saturating_sub(at) <= self.horizon {
+                break;
+            }
+            self.recent.pop_front();
+            self.recent_keys.remove(&seq);
         }
     }
 
@@ -226,6 +292,25 @@ mod tests {
         assert_eq!(d.deliver(1), Delivery::InFlight);
         assert_eq!(d.deliver(3), Delivery::Released);
         assert_eq!(d.deliver(2), Delivery::Emit);
+    }
+
+    #[test]
+    fn a_redelivery_that_arrives_after_the_ack_was_confirmed_is_not_emitted() {
+        let mut d = fresh("S").stale_horizon(3);
+        assert_eq!(d.deliver(1), Delivery::Emit);
+        d.released(1);
+        d.confirmed([1]);
+        // The broker sent 1 again (its ack timed out) before the ack landed;
+        // the copy waited in the feed behind other messages.
+        assert_eq!(d.deliver(2), Delivery::Emit);
+        assert_eq!(d.deliver(1), Delivery::Released, "a stale copy is acked, not emitted");
+        assert_eq!(d.stale_redeliveries(), 1);
+        assert_eq!(seqs(&d.position()), [2], "a confirmed key is not in the position");
+        // Past the horizon the key is forgotten.
+        for seq in 3..=6 {
+            assert_eq!(d.deliver(seq), Delivery::Emit);
+        }
+        assert!(d.recent_keys.is_empty() && d.recent.is_empty());
     }
 
     #[test]

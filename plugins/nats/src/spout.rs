@@ -570,6 +570,14 @@ impl Spout for JetStreamSpout {
         }
         // Durable state: what waits for a commit is left to the server (a
         // successor or a restart covers it, by the position).
+        let stale = self.durable.as_ref().map_or(0, Positions::stale_redeliveries);
+        if stale > 0 {
+            squall_plugin_api::info!(
+                "{}: {stale} redelivered message(s) whose acks were already confirmed were \
+                 recognised and not emitted again",
+                self.label
+            );
+        }
         let waiting = self.held.deferred();
         if waiting > 0 {
             squall_plugin_api::info!(
@@ -672,7 +680,12 @@ impl JetStreamSpout {
     /// Durable state from `position`: broker acks wait for commits from now.
     fn start_durable(&mut self, position: &State) -> Result<()> {
         let source = format!("stream {:?} consumer {:?}", self.config.stream, self.config.consumer);
-        let durable = Positions::restore(POSITION_FORMAT, source, position)?;
+        // A stale copy of a confirmed message is received at most the feed
+        // plus one pull (each `batch` at most) before it is taken; with a
+        // wide margin.
+        let horizon =
+            (4 * self.config.batch as u64).max(squall_connector::durable::DEFAULT_STALE_HORIZON);
+        let durable = Positions::restore(POSITION_FORMAT, source, position)?.stale_horizon(horizon);
         self.held.defer_broker_acks(true);
         self.durable = Some(durable);
         Ok(())

@@ -207,6 +207,7 @@ impl PostgresState {
             let message = match failure {
                 Failure::Pg(e) => describe(&e),
                 Failure::Io(e) => one_line(&e.to_string()),
+                Failure::Refused(why) => why,
             };
             format!(
                 "{}: {what} failed{}: {message}",
@@ -222,6 +223,8 @@ impl PostgresState {
 enum Failure {
     Pg(postgres::Error),
     Io(std::io::Error),
+    /// The commit's number is not above the last committed one.
+    Refused(String),
 }
 
 impl From<postgres::Error> for Failure {
@@ -375,14 +378,25 @@ impl StateBackend for PostgresState {
                     &[&ns],
                 )?;
             }
-            tx.execute(
+            // The number last (a kill before COMMIT leaves it unwritten),
+            // and only if it is above the last one committed: the row is
+            // locked and read as committed, so a newer owner's commit
+            // (a group's fencing) makes this one refuse and roll back.
+            let raised = tx.execute(
                 &format!(
-                    "INSERT INTO {} (namespace, checkpoint) VALUES ($1, $2) \
-                     ON CONFLICT (namespace) DO UPDATE SET checkpoint = EXCLUDED.checkpoint",
-                    this.checkpoints
+                    "INSERT INTO {t} (namespace, checkpoint) VALUES ($1, $2) \
+                     ON CONFLICT (namespace) DO UPDATE SET checkpoint = EXCLUDED.checkpoint \
+                     WHERE {t}.checkpoint < EXCLUDED.checkpoint",
+                    t = this.checkpoints
                 ),
                 &[&ns, &number],
             )?;
+            if raised == 0 {
+                return Err(Failure::Refused(format!(
+                    "checkpoint {checkpoint} is not above the last committed one: refused, \
+                     nothing written (a newer owner of this namespace committed)"
+                )));
+            }
             #[cfg(test)]
             if let Some(hook) = hook {
                 let pid: i32 = tx.query_one("SELECT pg_backend_pid()", &[])?.get(0);

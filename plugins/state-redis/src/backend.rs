@@ -402,6 +402,19 @@ impl StateBackend for RedisState {
                 let _ = redis::cmd("UNWATCH").query::<()>(con);
                 return Err(e);
             }
+            // A number not above the last committed one is refused (a
+            // group's fencing: a newer owner committed). The key is watched,
+            // so a commit by anyone between this read and EXEC aborts EXEC.
+            let last: Option<String> = redis::cmd("GET").arg(&keys.checkpoint).query(con)?;
+            if let Some(last) = last.and_then(|l| l.parse::<u64>().ok()) {
+                if last >= checkpoint {
+                    let _ = redis::cmd("UNWATCH").query::<()>(con);
+                    return Err(Failure::Refused(format!(
+                        "checkpoint {checkpoint} is not above the last committed, {last}: \
+                         refused, nothing written (a newer owner of this namespace committed)"
+                    )));
+                }
+            }
             let mut tx = redis::pipe();
             tx.atomic();
             let mut scopes = redis::cmd("SADD");

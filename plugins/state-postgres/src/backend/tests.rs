@@ -307,3 +307,22 @@ fn measure_load_of_1m_records() {
         eprintln!("postgres: load of 1000000 records took {took:?}");
     }
 }
+
+#[test]
+fn a_commit_not_numbered_above_the_last_one_is_refused_and_writes_nothing() {
+    if !require_pg() {
+        return;
+    }
+    let mut ns = Ns::new("fenced");
+    let b = &mut ns.backend;
+    // A newer owner's first commit (a group's fence) is numbered high.
+    b.commit(5 << 32, &[writes("a", vec![put("k", "new")])]).unwrap();
+    for late in [3, 5 << 32] {
+        let e = b.commit(late, &[writes("a", vec![put("k", "old")])]).unwrap_err().to_string();
+        assert!(e.contains("not above the last committed"), "{e}");
+    }
+    assert_eq!(b.last_committed().unwrap(), Some(5 << 32));
+    assert_eq!(loaded(b, "a"), pairs(&[("k", "new")]));
+    b.commit((5 << 32) + 1, &[writes("a", vec![put("k", "next")])]).unwrap();
+    assert_eq!(loaded(b, "a"), pairs(&[("k", "next")]));
+}

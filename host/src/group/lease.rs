@@ -1,0 +1,165 @@
+//! The leases in NATS JetStream's key-value store.
+//!
+//! One bucket per group (`[group] bucket`, history 1, file storage) holds:
+//!
+//! | key | value | written |
+//! | --- | --- | --- |
+//! | `p.K` | partition K's lease: `{"owner": "HOST" or null, "epoch": N}` | created by the first taker (`create`: only if absent), then only with `update` against the revision last read: a renewal, a take, a release |
+//! | `h.HOST` | `alive` or `left` | by HOST at every renewal, `left` when it stops |
+//!
+//! The broker's compare-and-set (`Nats-Expected-Last-Subject-Sequence`)
+//! is the only arbiter: there is no consensus code here. Whoever writes a
+//! key against a revision that is no longer its last loses, and learns it.
+
+use std::time::Duration;
+
+use async_nats::jetstream::kv;
+use bytes::Bytes;
+use futures_util::StreamExt;
+
+/// A lease operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseError {
+    /// Someone else wrote the key since the revision given (or created it).
+    #[error("the key changed since it was read (another host wrote it)")]
+    Conflict,
+    /// The broker could not be reached, or answered with an error.
+    #[error("{0}")]
+    Broker(String),
+}
+
+/// The group's bucket.
+#[derive(Debug, Clone)]
+pub struct Leases {
+    kv: kv::Store,
+    bucket: String,
+}
+
+impl Leases {
+    /// Connects to `url` and opens `bucket`, creating it if it is absent.
+    /// Each request waits at most `timeout`.
+    ///
+    /// # Errors
+    /// The server cannot be reached or has no JetStream.
+    pub async fn open(url: &str, bucket: &str, timeout: Duration) -> Result<Self, LeaseError> {
+        let options = async_nats::ConnectOptions::new()
+            .connection_timeout(timeout)
+            .request_timeout(Some(timeout))
+            .name("squall group");
+        let client = async_nats::connect_with_options(url, options)
+            .await
+            .map_err(|e| LeaseError::Broker(format!("cannot connect to {url}: {e}")))?;
+        let mut js = async_nats::jetstream::new(client);
+        js.set_timeout(timeout);
+        let kv = match js.get_key_value(bucket).await {
+            Ok(kv) => kv,
+            Err(_) => {
+                // The bucket's stream, as a KV bucket of history 1 (made by
+                // hand: the client's own builder sends fields that older
+                // servers refuse).
+                use async_nats::jetstream::stream;
+                let config = stream::Config {
+                    name: format!("KV_{bucket}"),
+                    description: Some("squall group leases".to_owned()),
+                    subjects: vec![format!("$KV.{bucket}.>")],
+                    max_messages_per_subject: 1,
+                    storage: stream::StorageType::File,
+                    allow_rollup: true,
+                    deny_delete: true,
+                    allow_direct: true,
+                    discard: stream::DiscardPolicy::New,
+                    ..Default::default()
+                };
+                let created = js.get_or_create_stream(config).await;
+                match js.get_key_value(bucket).await {
+                    Ok(kv) => kv,
+                    Err(e) => {
+                        let why = match created {
+                            Err(c) => format!("{c}; then {e}"),
+                            Ok(_) => e.to_string(),
+                        };
+                        return Err(LeaseError::Broker(format!(
+                            "cannot open or create bucket {bucket}: {why}"
+                        )));
+                    }
+                }
+            }
+        };
+        Ok(Self { kv, bucket: bucket.to_owned() })
+    }
+
+    /// The bucket's name.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The key's revision and value (`None`: absent or deleted).
+    ///
+    /// # Errors
+    /// The broker's.
+    pub async fn read(&self, key: &str) -> Result<Option<(u64, Bytes)>, LeaseError> {
+        match self.kv.entry(key).await {
+            Ok(Some(e)) if e.operation == kv::Operation::Put => Ok(Some((e.revision, e.value))),
+            Ok(_) => Ok(None),
+            Err(e) => Err(LeaseError::Broker(format!("read {key}: {e}"))),
+        }
+    }
+
+    /// Writes `value` under `key` if the key is absent; its revision.
+    ///
+    /// # Errors
+    /// [`LeaseError::Conflict`] when the key exists.
+    pub async fn create(&self, key: &str, value: Bytes) -> Result<u64, LeaseError> {
+        self.kv.create(key, value).await.map_err(|e| match e.kind() {
+            kv::CreateErrorKind::AlreadyExists => LeaseError::Conflict,
+            _ => LeaseError::Broker(format!("create {key}: {e}")),
+        })
+    }
+
+    /// Writes `value` under `key` if its last revision is `revision`; the
+    /// new revision.
+    ///
+    /// # Errors
+    /// [`LeaseError::Conflict`] when the key changed since `revision`.
+    pub async fn update(&self, key: &str, value: Bytes, revision: u64) -> Result<u64, LeaseError> {
+        self.kv.update(key, value, revision).await.map_err(|e| match e.kind() {
+            kv::UpdateErrorKind::WrongLastRevision => LeaseError::Conflict,
+            _ => LeaseError::Broker(format!("update {key}: {e}")),
+        })
+    }
+
+    /// Writes `value` under `key`, whatever it held.
+    ///
+    /// # Errors
+    /// The broker's.
+    pub async fn put(&self, key: &str, value: Bytes) -> Result<u64, LeaseError> {
+        self.kv.put(key, value).await.map_err(|e| LeaseError::Broker(format!("put {key}: {e}")))
+    }
+
+    /// Every key that starts with `prefix`.
+    ///
+    /// # Errors
+    /// The broker's.
+    pub async fn keys(&self, prefix: &str) -> Result<Vec<String>, LeaseError> {
+        let broker = |e: &dyn std::fmt::Display| LeaseError::Broker(format!("list keys: {e}"));
+        let mut keys = Box::pin(self.kv.keys().await.map_err(|e| broker(&e))?);
+        let mut out = Vec::new();
+        while let Some(key) = keys.next().await {
+            let key = key.map_err(|e| broker(&e))?;
+            if key.starts_with(prefix) {
+                out.push(key);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Partition `k`'s lease key.
+pub fn partition_key(k: u32) -> String {
+    format!("p.{k}")
+}
+
+/// Host `id`'s heartbeat key.
+pub fn member_key(id: &str) -> String {
+    format!("h.{id}")
+}

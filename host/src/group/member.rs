@@ -1,0 +1,603 @@
+//! One host's membership: the lease keeper's loop and the partitions it
+//! runs.
+//!
+//! # The loop (one thread, `__group`, on its own current-thread runtime)
+//! Every `lease / 4`:
+//! 1. **Heartbeat**: `h.HOST` = `alive`.
+//! 2. **Renew** every partition held (also while it starts or stops), each
+//!    against the revision it last wrote. A success moves the partition's
+//!    [`Fence`] to the time the renewal was sent plus the lease time, less
+//!    an eighth for clock rates. A conflict means another host took it: the
+//!    fence is lost at once (no more commits), and the partition stops
+//!    without releasing.
+//! 3. **Read** every partition's lease and every heartbeat, noting when each
+//!    revision was first seen, and **plan** ([`View::plan`]).
+//! 4. **Take** (compare-and-set, epoch + 1) and start a partition in a
+//!    thread of its own; or **release**: stop it gracefully (its last
+//!    checkpoint commits: it is still renewed), then write it released, so
+//!    another host takes it at once.
+//!
+//! Between turns it handles what the partition threads report (started,
+//! stopped) every 50 ms. At shutdown every partition stops gracefully and is
+//! released, and the heartbeat says `left`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use crossbeam_channel::{Receiver, Sender};
+
+use super::assign::{Action, LeaseValue, Seen, View};
+use super::lease::{member_key, partition_key, LeaseError, Leases};
+use crate::runtime::{RunningTopology, TopologyHandle};
+use crate::state::Fence;
+
+/// Builds and starts one partition's topology.
+pub trait Partitions: Send + Sync + 'static {
+    /// Starts partition `partition` fenced by `fence` (its state restored
+    /// from the partition's namespace).
+    ///
+    /// # Errors
+    /// Why it could not start, in one line.
+    fn start(&self, partition: u32, fence: Arc<Fence>) -> Result<RunningTopology, String>;
+}
+
+/// A group member's settings, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The group.
+    pub name: String,
+    /// Its partition count.
+    pub partitions: u32,
+    /// The lease time.
+    pub lease: Duration,
+    /// The NATS server.
+    pub url: String,
+    /// The KV bucket.
+    pub bucket: String,
+    /// This host.
+    pub host_id: String,
+}
+
+impl Settings {
+    /// How often leases are renewed and the group read.
+    pub fn turn(&self) -> Duration {
+        self.lease / 4
+    }
+
+    /// How long after a renewal was sent this host relies on it.
+    fn relied(&self) -> Duration {
+        self.lease - self.lease / 8
+    }
+}
+
+/// Counters of what the member did (`/metrics`, the final summary).
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Partitions taken (free or expired).
+    pub taken: AtomicU64,
+    /// Of those, taken from a host whose lease expired.
+    pub takeovers: AtomicU64,
+    /// Partitions released after a graceful stop.
+    pub released: AtomicU64,
+    /// Leases lost to another host (found at a renewal).
+    pub lost: AtomicU64,
+    /// Partitions that could not start.
+    pub start_failures: AtomicU64,
+    /// Renewals that failed for another reason than a conflict.
+    pub renew_errors: AtomicU64,
+}
+
+/// One partition as this host holds it, for status readers.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PartitionStatus {
+    /// The partition.
+    pub partition: u32,
+    /// Its lease's epoch.
+    pub epoch: u64,
+    /// `starting`, `running` or `stopping`.
+    pub phase: &'static str,
+    /// The last checkpoint it committed (0: none yet in this run).
+    pub last_checkpoint: u64,
+}
+
+/// What the member shows of itself.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Status {
+    /// The group.
+    pub group: String,
+    /// This host.
+    pub host: String,
+    /// The live members as last read.
+    pub members: Vec<String>,
+    /// This host's share at the last turn.
+    pub share: u32,
+    /// The partitions this host holds.
+    pub partitions: Vec<PartitionStatus>,
+}
+
+/// A running member: its thread, its status and its stop switch.
+#[derive(Debug)]
+pub struct Member {
+    thread: std::thread::JoinHandle<()>,
+    stop: Arc<AtomicBool>,
+    status: Arc<Mutex<Status>>,
+    counters: Arc<Counters>,
+}
+
+impl Member {
+    /// Connects to the broker and starts the member's thread.
+    ///
+    /// # Errors
+    /// The broker cannot be reached, or the thread cannot start.
+    pub fn start(settings: Settings, partitions: Arc<dyn Partitions>) -> Result<Self, String> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the group's runtime: {e}"))?;
+        let timeout = settings.turn().clamp(Duration::from_millis(100), Duration::from_secs(2));
+        let leases = runtime
+            .block_on(Leases::open(&settings.url, &settings.bucket, timeout))
+            .map_err(|e| format!("group {}: {e}", settings.name))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let status = Arc::new(Mutex::new(Status {
+            group: settings.name.clone(),
+            host: settings.host_id.clone(),
+            ..Status::default()
+        }));
+        let counters = Arc::new(Counters::default());
+        let (events_tx, events) = crossbeam_channel::unbounded();
+        let keeper = Keeper {
+            view: View {
+                me: settings.host_id.clone(),
+                partitions: settings.partitions,
+                lease: settings.lease,
+                leases: BTreeMap::new(),
+                members: BTreeMap::new(),
+                held: BTreeSet::new(),
+            },
+            settings,
+            leases,
+            partitions,
+            held: BTreeMap::new(),
+            avoid: BTreeMap::new(),
+            events_tx,
+            events,
+            stop: stop.clone(),
+            status: status.clone(),
+            counters: counters.clone(),
+            warned: 0,
+        };
+        let thread = std::thread::Builder::new()
+            .name("__group".into())
+            .spawn(move || runtime.block_on(keeper.run()))
+            .map_err(|e| format!("cannot start the group's thread: {e}"))?;
+        Ok(Self { thread, stop, status, counters })
+    }
+
+    /// A snapshot of what this host holds.
+    pub fn status(&self) -> Status {
+        self.status.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The member's counters.
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.counters
+    }
+
+    /// A shared handle on the status, for readers that outlive this value.
+    pub fn status_cell(&self) -> Arc<Mutex<Status>> {
+        self.status.clone()
+    }
+
+    /// True once the member's thread ended (after [`leave`](Self::leave),
+    /// or when it failed).
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    /// Stops every partition gracefully (each commits its last checkpoint),
+    /// releases them, says it left, and returns once all that is done.
+    pub fn leave(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if self.thread.join().is_err() {
+            tracing::error!("group: the member's thread panicked");
+        }
+    }
+}
+
+/// Where a held partition is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Starting,
+    Running,
+    /// Stopping; `release` once it stopped (false when the lease was lost).
+    Stopping {
+        release: bool,
+    },
+}
+
+/// A partition this host holds.
+#[derive(Debug)]
+struct Held {
+    epoch: u64,
+    revision: u64,
+    fence: Arc<Fence>,
+    phase: Phase,
+    stop: Sender<()>,
+    handle: Option<TopologyHandle>,
+}
+
+/// What a partition's thread reports.
+#[derive(Debug)]
+enum Event {
+    Started(u32, Result<TopologyHandle, String>),
+    Stopped(u32, Option<String>),
+}
+
+struct Keeper {
+    settings: Settings,
+    leases: Leases,
+    partitions: Arc<dyn Partitions>,
+    view: View,
+    held: BTreeMap<u32, Held>,
+    /// Partitions not to take again before the instant (they failed to start).
+    avoid: BTreeMap<u32, Instant>,
+    events_tx: Sender<Event>,
+    events: Receiver<Event>,
+    stop: Arc<AtomicBool>,
+    status: Arc<Mutex<Status>>,
+    counters: Arc<Counters>,
+    /// Broker errors logged so far (the first few, then every 100th).
+    warned: u64,
+}
+
+impl Keeper {
+    async fn run(mut self) {
+        let s = &self.settings;
+        tracing::info!(
+            "group {}: host {} joins ({} partitions, lease {} ms, bucket {})",
+            s.name,
+            s.host_id,
+            s.partitions,
+            s.lease.as_millis(),
+            self.leases.bucket()
+        );
+        let mut next_turn = Instant::now();
+        let mut leaving = false;
+        loop {
+            self.handle_events().await;
+            if self.stop.load(Ordering::SeqCst) && !leaving {
+                leaving = true;
+                tracing::info!(
+                    "group {}: leaving; stopping {} partitions gracefully, then releasing them",
+                    self.settings.name,
+                    self.held.len()
+                );
+                for (&k, h) in self.held.iter_mut() {
+                    if !matches!(h.phase, Phase::Stopping { .. }) {
+                        h.phase = Phase::Stopping { release: true };
+                        let _ = h.stop.send(());
+                        tracing::debug!("partition {k}: stopping (leave)");
+                    }
+                }
+            }
+            if leaving && self.held.is_empty() {
+                let left = Bytes::from_static(b"left");
+                if let Err(e) = self.leases.put(&member_key(&self.settings.host_id), left).await {
+                    tracing::warn!("group: could not say this host left ({e}); it ages out");
+                }
+                tracing::info!("group {}: host {} left", self.settings.name, self.settings.host_id);
+                self.publish(0);
+                return;
+            }
+            if Instant::now() >= next_turn {
+                next_turn = Instant::now() + self.settings.turn();
+                self.turn(leaving).await;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn warn(&mut self, what: &str, e: &LeaseError) {
+        self.warned += 1;
+        if self.warned <= 5 || self.warned.is_multiple_of(100) {
+            tracing::warn!("group {}: {what}: {e} (warning #{})", self.settings.name, self.warned);
+        }
+    }
+
+    /// One turn: heartbeat, renewals, read, plan, act.
+    async fn turn(&mut self, leaving: bool) {
+        if !leaving {
+            let alive = Bytes::from_static(b"alive");
+            if let Err(e) = self.leases.put(&member_key(&self.settings.host_id), alive).await {
+                self.warn("heartbeat", &e);
+            }
+        }
+        self.renew().await;
+        if leaving {
+            self.publish(0);
+            return;
+        }
+        if let Err(e) = self.read().await {
+            self.warn("reading the group", &e);
+            return;
+        }
+        let now = Instant::now();
+        self.avoid.retain(|_, until| *until > now);
+        self.view.held = self.held.keys().copied().collect();
+        let busy: BTreeSet<u32> =
+            self.held.iter().filter(|(_, h)| h.phase != Phase::Running).map(|(k, _)| *k).collect();
+        let avoid: BTreeSet<u32> = self.avoid.keys().copied().collect();
+        let share = self.view.share(now);
+        for action in self.view.plan(now, &busy, &avoid) {
+            match action {
+                Action::Take { partition, revision, epoch, from } => {
+                    self.take(partition, revision, epoch, from).await;
+                }
+                Action::Release { partition } => {
+                    if let Some(h) = self.held.get_mut(&partition) {
+                        tracing::info!(
+                            "partition {partition}: giving it up (share {share}); stopping it, \
+                             then releasing it"
+                        );
+                        h.phase = Phase::Stopping { release: true };
+                        let _ = h.stop.send(());
+                    }
+                }
+            }
+        }
+        self.publish(share);
+    }
+
+    fn lease_value(&self, epoch: u64, owned: bool) -> Bytes {
+        let value = LeaseValue { owner: owned.then(|| self.settings.host_id.clone()), epoch };
+        Bytes::from(serde_json::to_vec(&value).unwrap_or_default())
+    }
+
+    /// Renews every held lease; a conflict loses the partition.
+    async fn renew(&mut self) {
+        let keys: Vec<u32> = self.held.keys().copied().collect();
+        for k in keys {
+            let Some(h) = self.held.get(&k) else { continue };
+            if h.fence.is_lost() {
+                continue;
+            }
+            let (epoch, revision) = (h.epoch, h.revision);
+            let sent = Instant::now();
+            let value = self.lease_value(epoch, true);
+            match self.leases.update(&partition_key(k), value, revision).await {
+                Ok(new) => {
+                    if let Some(h) = self.held.get_mut(&k) {
+                        h.revision = new;
+                        h.fence.extend(sent + self.settings.relied());
+                    }
+                }
+                Err(LeaseError::Conflict) => self.lose(k),
+                Err(e) => {
+                    self.counters.renew_errors.fetch_add(1, Ordering::Relaxed);
+                    self.warn(&format!("renewing partition {k}"), &e);
+                }
+            }
+        }
+    }
+
+    /// Another host holds `k` now: no more commits, stop without releasing.
+    fn lose(&mut self, k: u32) {
+        let Some(h) = self.held.get_mut(&k) else { return };
+        h.fence.lose();
+        self.counters.lost.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            "partition {k}: the lease of epoch {} was lost to another host; stopping it \
+             without committing",
+            h.epoch
+        );
+        h.phase = Phase::Stopping { release: false };
+        let _ = h.stop.send(());
+    }
+
+    /// Reads every lease and heartbeat into the view.
+    async fn read(&mut self) -> Result<(), LeaseError> {
+        let now = Instant::now();
+        for k in 0..self.settings.partitions {
+            let read = self.leases.read(&partition_key(k)).await?;
+            let seen = read.and_then(|(revision, bytes)| {
+                let value: LeaseValue = serde_json::from_slice(&bytes).ok()?;
+                let since = match self.view.leases.get(&k) {
+                    Some(Some(old)) if old.revision == revision => old.since,
+                    _ => now,
+                };
+                Some(Seen { revision, value, since })
+            });
+            self.view.leases.insert(k, seen);
+        }
+        let mut members = BTreeMap::new();
+        for key in self.leases.keys("h.").await? {
+            let Some((revision, bytes)) = self.leases.read(&key).await? else { continue };
+            let id = key["h.".len()..].to_owned();
+            let since = match self.view.members.get(&id) {
+                Some(old) if old.revision == revision => old.since,
+                _ => now,
+            };
+            members.insert(id, Seen { revision, value: bytes.as_ref() == b"alive", since });
+        }
+        self.view.members = members;
+        Ok(())
+    }
+
+    /// Takes partition `k` (compare-and-set) and starts it.
+    async fn take(&mut self, k: u32, revision: Option<u64>, epoch: u64, from: Option<String>) {
+        let sent = Instant::now();
+        let value = self.lease_value(epoch, true);
+        let key = partition_key(k);
+        let result = match revision {
+            None => self.leases.create(&key, value).await,
+            Some(r) => self.leases.update(&key, value, r).await,
+        };
+        let revision = match result {
+            Ok(r) => r,
+            Err(LeaseError::Conflict) => {
+                tracing::debug!("partition {k}: another host took it first");
+                return;
+            }
+            Err(e) => {
+                self.warn(&format!("taking partition {k}"), &e);
+                return;
+            }
+        };
+        self.counters.taken.fetch_add(1, Ordering::Relaxed);
+        match &from {
+            Some(old) => {
+                self.counters.takeovers.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "partition {k}: taken over from {old}, whose lease expired (epoch {epoch})"
+                );
+            }
+            None => tracing::info!("partition {k}: taken (epoch {epoch})"),
+        }
+        let fence = Arc::new(Fence::new(k, epoch, sent + self.settings.relied()));
+        let (stop_tx, stop_rx) = crossbeam_channel::bounded(1);
+        self.held.insert(
+            k,
+            Held {
+                epoch,
+                revision,
+                fence: fence.clone(),
+                phase: Phase::Starting,
+                stop: stop_tx,
+                handle: None,
+            },
+        );
+        let partitions = self.partitions.clone();
+        let events = self.events_tx.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("__partition-{k}"))
+            .spawn(move || run_partition(&*partitions, k, fence, &stop_rx, &events));
+        if let Err(e) = spawned {
+            let _ = self.events_tx.send(Event::Started(k, Err(format!("no thread: {e}"))));
+        }
+    }
+
+    /// Handles what the partition threads reported.
+    async fn handle_events(&mut self) {
+        while let Ok(event) = self.events.try_recv() {
+            match event {
+                Event::Started(k, Ok(handle)) => {
+                    if let Some(h) = self.held.get_mut(&k) {
+                        if h.phase == Phase::Starting {
+                            h.phase = Phase::Running;
+                        }
+                        h.handle = Some(handle);
+                        tracing::info!("partition {k}: running (epoch {})", h.epoch);
+                    }
+                }
+                Event::Started(k, Err(e)) => {
+                    self.counters.start_failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!("partition {k}: could not start: {e}");
+                    let wait = self.settings.lease * 3;
+                    self.avoid.insert(k, Instant::now() + wait);
+                    self.finish(k, true).await;
+                }
+                Event::Stopped(k, error) => {
+                    if let Some(e) = &error {
+                        tracing::warn!("partition {k}: stopped with an error: {e}");
+                    }
+                    let release = match self.held.get(&k).map(|h| h.phase) {
+                        Some(Phase::Stopping { release }) => release,
+                        // It stopped on its own (a fatal error): let another try.
+                        Some(_) => {
+                            let wait = self.settings.lease * 3;
+                            self.avoid.insert(k, Instant::now() + wait);
+                            true
+                        }
+                        None => false,
+                    };
+                    self.finish(k, release).await;
+                }
+            }
+        }
+    }
+
+    /// `k` stopped (or never started): release it if asked and still ours.
+    async fn finish(&mut self, k: u32, release: bool) {
+        let Some(h) = self.held.remove(&k) else { return };
+        if !release || h.fence.is_lost() {
+            return;
+        }
+        let value = self.lease_value(h.epoch, false);
+        match self.leases.update(&partition_key(k), value, h.revision).await {
+            Ok(_) => {
+                self.counters.released.fetch_add(1, Ordering::Relaxed);
+                tracing::info!("partition {k}: released (epoch {})", h.epoch);
+            }
+            Err(LeaseError::Conflict) => {
+                tracing::warn!("partition {k}: taken by another host before it was released");
+            }
+            Err(e) => self.warn(&format!("releasing partition {k} (it expires instead)"), &e),
+        }
+    }
+
+    /// Publishes the status.
+    fn publish(&self, share: u32) {
+        let now = Instant::now();
+        let members = self.view.live(now).into_iter().map(str::to_owned).collect();
+        let partitions = self
+            .held
+            .iter()
+            .map(|(&partition, h)| PartitionStatus {
+                partition,
+                epoch: h.epoch,
+                phase: match h.phase {
+                    Phase::Starting => "starting",
+                    Phase::Running => "running",
+                    Phase::Stopping { .. } => "stopping",
+                },
+                last_checkpoint: h
+                    .handle
+                    .as_ref()
+                    .and_then(|t| {
+                        t.durable().map(|d| d.stats.last_committed.load(Ordering::Relaxed))
+                    })
+                    .unwrap_or(0),
+            })
+            .collect();
+        let mut status = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        status.members = members;
+        status.share = share;
+        status.partitions = partitions;
+    }
+}
+
+/// A partition's thread: start it, run it until told to stop (or until it
+/// stops on its own), stop it gracefully, report.
+fn run_partition(
+    partitions: &dyn Partitions,
+    k: u32,
+    fence: Arc<Fence>,
+    stop: &Receiver<()>,
+    events: &Sender<Event>,
+) {
+    let running = match partitions.start(k, fence) {
+        Ok(running) => running,
+        Err(e) => {
+            let _ = events.send(Event::Started(k, Err(e)));
+            return;
+        }
+    };
+    let handle = running.handle().clone();
+    let _ = events.send(Event::Started(k, Ok(handle.clone())));
+    loop {
+        match stop.recv_timeout(Duration::from_millis(100)) {
+            Ok(()) | Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                if handle.state() != crate::control::RunState::Running {
+                    break;
+                }
+            }
+        }
+    }
+    let outcome = running.stop();
+    let _ = events.send(Event::Stopped(k, outcome.error.map(|e| e.to_string())));
+}

@@ -1,0 +1,472 @@
+//! Groups (issue 22) against the real NATS server and Redis: hosts running
+//! one topology with `[group]` share its 8 partitions through leases in
+//! JetStream KV; each partition's counts (`examples::DurableWordCount`) and
+//! its spout's position live in the partition's own Redis namespace.
+//!
+//! The input: 40 words, `w00` … `w39`; word `i` is published to partition
+//! `i % 8`'s subject, so each partition has 5 words and every word is
+//! counted in one partition only. The true count of each word is known.
+//! After each scenario every host stops (SIGTERM: last checkpoint, release),
+//! and the counts read back from every partition's namespace (`squall state
+//! show --partition K`) must be exactly the true counts.
+//!
+//! Each test uses its own stream, group, bucket and namespace.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::nats::Broker;
+use crate::util::{
+    plugin_path, require_service, unique_name, Running, SquallCommand, Workspace, NATS, REDIS,
+};
+
+const PARTITIONS: u32 = 8;
+const WORDS: u32 = 40;
+const LEASE_MS: u64 = 2000;
+
+/// Word `i`'s text.
+fn word(i: u32) -> String {
+    format!("w{i:02}")
+}
+
+/// A group under test: its input, its topology file and its hosts.
+struct Group {
+    ws: Workspace,
+    file: PathBuf,
+    broker: Broker,
+    stream: String,
+    bucket: String,
+    per_partition: u64,
+    hosts: BTreeMap<String, Running>,
+}
+
+impl Group {
+    /// Publishes `per_partition` messages to each partition and writes the
+    /// topology (each partition's spout throttled to `rate` tuples/s);
+    /// `None` when a service is missing.
+    fn new(test: &str, per_partition: u64, rate: u32) -> Option<Self> {
+        if !require_service(NATS) || !require_service(REDIS) {
+            return None;
+        }
+        let ws = Workspace::new(test);
+        let mut broker = Broker::connect();
+        let stream = unique_name("GROUP");
+        let subject = unique_name("group");
+        broker.create_stream(&stream, &format!("{subject}.>"));
+        for k in 0..PARTITIONS {
+            let words: Vec<String> = (0..WORDS).filter(|i| i % PARTITIONS == k).map(word).collect();
+            broker.publish_each(&format!("{subject}.{k}"), per_partition, |j| {
+                words[(j % words.len() as u64) as usize].clone()
+            });
+        }
+        let bucket = unique_name("squall_group_test");
+        let namespace = unique_name("squall_group");
+        let toml = format!(
+            r#"
+[topology]
+name = "group-wc"
+message_timeout_secs = 30
+max_spout_pending = 500
+
+[plugins]
+examples = "{examples}"
+nats = "{nats}"
+state = "{state}"
+
+[group]
+name = "{group}"
+partitions = {PARTITIONS}
+lease_ms = {LEASE_MS}
+url = "nats://{nats_addr}"
+bucket = "{bucket}"
+
+[state]
+backend = "state::RedisState"
+namespace = "{namespace}"
+interval_ms = 200
+config = {{ url = "redis://{redis_addr}" }}
+
+[spouts.words]
+component = "nats::JetStreamSpout"
+config = {{ url = "nats://{nats_addr}", stream = "{stream}", consumer = "c-${{SQUALL_PARTITION}}", subject = "{subject}.${{SQUALL_PARTITION}}", create_consumer = true, ack_wait = "3s", max_ack_pending = 5000, emit = "payload", payload_as = "string", payload_field = "word", fetch_wait = "100ms" }}
+throttle = {{ tuples_per_sec = {rate}, mode = "smooth" }}
+
+[bolts.count]
+component = "examples::DurableWordCount"
+parallelism = 2
+inputs = [{{ from = "words", stream = "payload", grouping = {{ fields = ["word"] }} }}]
+"#,
+            examples = plugin_path("examples").display(),
+            nats = plugin_path("nats").display(),
+            state = plugin_path("state_redis").display(),
+            group = unique_name("g"),
+            nats_addr = NATS.addr,
+            redis_addr = REDIS.addr,
+        );
+        let file = ws.write_topology("group.toml", &toml);
+        Some(Self { ws, file, broker, stream, bucket, per_partition, hosts: BTreeMap::new() })
+    }
+
+    /// The true count of every word.
+    fn expected(&self) -> BTreeMap<String, u64> {
+        let mut counts = BTreeMap::new();
+        for k in 0..PARTITIONS {
+            let words: Vec<u32> = (0..WORDS).filter(|i| i % PARTITIONS == k).collect();
+            for j in 0..self.per_partition {
+                *counts.entry(word(words[(j % words.len() as u64) as usize])).or_default() += 1;
+            }
+        }
+        counts
+    }
+
+    /// Starts host `id`.
+    fn start(&mut self, id: &str) {
+        self.start_with(id, &[]);
+    }
+
+    /// Starts host `id` with more arguments.
+    fn start_with(&mut self, id: &str, more: &[&str]) -> &mut Running {
+        let mut cmd = SquallCommand::new(&self.ws, ["run"]);
+        cmd.arg(&self.file).args(["--host-id", id, "--stats-interval", "0s"]).args(more);
+        cmd.limit(Duration::from_secs(240));
+        self.hosts.insert(id.to_owned(), cmd.spawn());
+        self.hosts.get_mut(id).expect("just inserted")
+    }
+
+    /// What host `id` logged so far.
+    fn log(&self, id: &str) -> String {
+        self.hosts[id].stderr_snapshot()
+    }
+
+    /// The partitions host `id` runs now, as its log says.
+    fn held(&self, id: &str) -> BTreeSet<u32> {
+        held_in(&self.log(id))
+    }
+
+    /// Waits until every partition runs on one of the hosts and `ready`
+    /// holds for the partitions of each.
+    fn wait_until(
+        &self,
+        what: &str,
+        within: Duration,
+        ready: impl Fn(&BTreeMap<String, BTreeSet<u32>>) -> bool,
+    ) {
+        let deadline = Instant::now() + within;
+        loop {
+            let held: BTreeMap<String, BTreeSet<u32>> =
+                self.hosts.keys().map(|id| (id.clone(), self.held(id))).collect();
+            let all: BTreeSet<u32> = held.values().flatten().copied().collect();
+            let total: usize = held.values().map(BTreeSet::len).sum();
+            if all.len() == PARTITIONS as usize && total == PARTITIONS as usize && ready(&held) {
+                eprintln!("{what}: {held:?}");
+                return;
+            }
+            assert!(Instant::now() < deadline, "{what}: not within {within:?}: {held:?}\n{}", {
+                self.hosts
+                    .keys()
+                    .map(|id| format!("--- {id}\n{}", tail(&self.log(id), 40)))
+                    .collect::<String>()
+            });
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until each live host holds at least `min` partitions.
+    fn wait_settled(&self, min: usize, within: Duration) {
+        self.wait_until("settled", within, |held| held.values().all(|h| h.len() >= min));
+    }
+
+    /// Waits until every message of every partition is acknowledged to the
+    /// server (which happens only once a checkpoint covering it committed).
+    fn wait_all_acked(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let pending: Vec<Option<(usize, u64)>> = (0..PARTITIONS)
+                .map(|k| self.broker.pending_if_any(&self.stream, &format!("c-{k}")))
+                .collect();
+            if pending.iter().all(|p| *p == Some((0, 0))) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "not all acked within {within:?}: {pending:?}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Stops every host with SIGTERM; each must exit 0.
+    fn stop_all(&mut self) -> BTreeMap<String, String> {
+        for running in self.hosts.values() {
+            running.terminate();
+        }
+        let mut logs = BTreeMap::new();
+        for (id, running) in std::mem::take(&mut self.hosts) {
+            let out = running.wait();
+            out.assert_code(0);
+            logs.insert(id, out.stderr);
+        }
+        logs
+    }
+
+    /// The counts committed in every partition's namespace.
+    fn counts(&self) -> BTreeMap<String, u64> {
+        let mut counts = BTreeMap::new();
+        for k in 0..PARTITIONS {
+            let out = SquallCommand::new(&self.ws, ["state", "show"])
+                .arg(&self.file)
+                .args(["count/counts", "--partition", &k.to_string()])
+                .output();
+            out.assert_code(0);
+            for line in out.stdout.lines() {
+                let (key, value) = line.split_once(" = ").expect("KEY = VALUE");
+                let word = key.trim_matches('"').to_owned();
+                let n: u64 = value.parse().expect("a count");
+                assert!(counts.insert(word, n).is_none(), "a word in two partitions: {line}");
+            }
+        }
+        counts
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // A dropped child is killed (SIGKILL ends a stopped one too).
+        self.hosts.clear();
+        for k in 0..PARTITIONS {
+            let _ = SquallCommand::new(&self.ws, ["state", "rm", "--yes"])
+                .arg(&self.file)
+                .args(["--partition", &k.to_string()])
+                .output();
+        }
+        self.broker.delete_bucket(&self.bucket);
+    }
+}
+
+/// The partitions a host's log says it runs now: `partition K: running`
+/// adds K; released, lost, stopped or failed to start removes it.
+fn held_in(log: &str) -> BTreeSet<u32> {
+    let mut held = BTreeSet::new();
+    for line in log.lines() {
+        let Some(at) = line.find("partition ") else { continue };
+        let rest = &line[at + "partition ".len()..];
+        let Some((k, what)) = rest.split_once(": ") else { continue };
+        let Ok(k) = k.parse::<u32>() else { continue };
+        if what.starts_with("running (epoch") {
+            held.insert(k);
+        } else if what.starts_with("released")
+            || what.contains("was lost to another host")
+            || what.starts_with("could not start")
+            || what.starts_with("taken by another host before")
+            || what.starts_with("stopped with an error")
+        {
+            held.remove(&k);
+        }
+    }
+    held
+}
+
+/// The stale redeliveries a host's spouts recognised (and did not emit), as
+/// its log says at each spout's close.
+fn stale_in(log: &str) -> u64 {
+    let marker = " redelivered message(s) whose acks were already confirmed";
+    log.lines()
+        .filter_map(|l| l.find(marker).map(|at| &l[..at]))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[test]
+fn a_killed_hosts_partitions_move_to_the_survivors_and_every_count_is_exact() {
+    let Some(mut g) = Group::new("group_kill", 4000, 400) else { return };
+    for id in ["h0", "h1", "h2"] {
+        g.start(id);
+    }
+    g.wait_settled(2, Duration::from_secs(60));
+    let victim = g.held("h1");
+    let killed = Instant::now();
+    g.hosts["h1"].signal(libc::SIGKILL);
+    let _ = g.hosts.remove("h1").map(Running::wait);
+    g.wait_until("taken over", Duration::from_secs(60), |held| {
+        victim.iter().all(|k| held.values().any(|h| h.contains(k)))
+    });
+    let moved = killed.elapsed();
+    eprintln!("the killed host's partitions {victim:?} run again after {moved:?}");
+    let logs = g.hosts.keys().map(|id| g.log(id)).collect::<String>();
+    for k in &victim {
+        assert!(
+            logs.contains(&format!("partition {k}: taken over from h1, whose lease expired")),
+            "partition {k} was taken over from h1\n{}",
+            tail(&logs, 80)
+        );
+    }
+    g.wait_all_acked(Duration::from_secs(120));
+    g.stop_all();
+    assert_eq!(g.counts(), g.expected());
+}
+
+#[test]
+fn a_host_that_joins_takes_its_share_and_every_count_is_exact() {
+    let Some(mut g) = Group::new("group_join", 4000, 400) else { return };
+    g.start("h0");
+    g.start("h1");
+    g.wait_settled(4, Duration::from_secs(60));
+    let addr = crate::http::bound_addr(g.start_with("h2", &["--http", "0"]));
+    g.wait_until("joined", Duration::from_secs(60), |held| {
+        held.values().all(|h| (2..=3).contains(&h.len()))
+    });
+    // The joiner's endpoint shows its partitions with their lease epochs.
+    let view = crate::http::poll(addr, "/api/v1/group", Duration::from_secs(10), |v| {
+        v["partitions"].as_array().is_some_and(|p| p.len() >= 2)
+    });
+    assert_eq!(view["host"], "h2");
+    let members: Vec<&str> =
+        view["members"].as_array().unwrap().iter().filter_map(|m| m.as_str()).collect();
+    assert_eq!(members, ["h0", "h1", "h2"]);
+    let mine: BTreeSet<u32> = view["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert!(p["epoch"].as_u64().unwrap() >= 2, "taken after a release: {p}");
+            p["partition"].as_u64().unwrap() as u32
+        })
+        .collect();
+    assert_eq!(mine, g.held("h2"), "the endpoint and the log agree");
+    assert_eq!(crate::http::request(addr, "GET", "/readyz").status, 200);
+    let metrics = crate::http::request(addr, "GET", "/metrics").body;
+    assert!(metrics.contains("squall_group_partition_epoch{partition="), "{metrics}");
+    g.wait_all_acked(Duration::from_secs(120));
+    let logs = g.stop_all();
+    assert!(!logs["h2"].contains("taken over from"), "the joiner took released partitions only");
+    assert_eq!(g.counts(), g.expected());
+}
+
+#[test]
+fn a_host_woken_after_its_lease_expired_commits_nothing_and_every_count_is_exact() {
+    let Some(mut g) = Group::new("group_zombie", 3000, 400) else { return };
+    for id in ["h0", "h1", "h2"] {
+        g.start(id);
+    }
+    g.wait_settled(2, Duration::from_secs(60));
+    let victim = g.held("h2");
+    g.hosts["h2"].signal(libc::SIGSTOP);
+    // While h2 is stopped its leases expire; the others take its partitions
+    // and process everything, also what h2 had counted and not committed.
+    let others = ["h0", "h1"];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let taken: BTreeSet<u32> = others.iter().flat_map(|id| g.held(id)).collect();
+        if victim.is_subset(&taken) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "h2's partitions {victim:?} were not taken: {taken:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    g.wait_all_acked(Duration::from_secs(120));
+    // h2 wakes up: its stores still hold changes it never committed.
+    g.hosts["h2"].signal(libc::SIGCONT);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(g.log("h2").contains("was lost to another host")
+        && g.log("h2").contains("not committed: partition"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "h2 did not find its leases lost and its commits refused\n{}",
+            tail(&g.log("h2"), 60)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Once the group settles again (h2 gets partitions back), stop it all.
+    g.wait_settled(2, Duration::from_secs(60));
+    let logs = g.stop_all();
+    assert!(logs["h2"].contains("lost "), "\n{}", tail(&logs["h2"], 40));
+    assert_eq!(g.counts(), g.expected(), "h2's late commits would have overwritten counts");
+}
+
+/// Seen failing before the JetStream spout recognised stale redeliveries
+/// (2026-12-01: counts 2 to 52 % too high, every partition): a message whose
+/// ack timed out (`ack_wait` 3 s) was sent again by the server while its
+/// ack was on the way; the copy waited in the spout's feed until after the
+/// ack was confirmed, when its sequence had left the position, and was
+/// counted a second time. The spout now remembers confirmed sequences for
+/// a while (`squall_connector::durable`, "Stale redeliveries").
+#[test]
+fn a_rolling_restart_of_every_host_loses_nothing_and_counts_nothing_twice() {
+    let Some(mut g) = Group::new("group_rolling", 4000, 200) else { return };
+    for id in ["h0", "h1", "h2"] {
+        g.start(id);
+    }
+    g.wait_settled(2, Duration::from_secs(60));
+    let mut stale = 0;
+    for id in ["h0", "h1", "h2"] {
+        let running = g.hosts.remove(id).expect("running");
+        running.terminate();
+        let out = running.wait();
+        out.assert_code(0);
+        assert!(out.stderr.contains(&format!("host {id} left")), "\n{}", tail(&out.stderr, 40));
+        assert!(!out.stderr.contains("not committed"), "\n{}", tail(&out.stderr, 40));
+        stale += stale_in(&out.stderr);
+        g.start(id);
+        g.wait_settled(2, Duration::from_secs(60));
+    }
+    g.wait_all_acked(Duration::from_secs(120));
+    let logs = g.stop_all();
+    for (id, log) in &logs {
+        assert!(!log.contains("taken over from"), "{id}: a SIGTERM releases, nothing expires");
+        stale += stale_in(log);
+    }
+    eprintln!("stale redeliveries recognised and not counted: {stale}");
+    assert_eq!(g.counts(), g.expected());
+}
+
+#[test]
+fn a_group_table_with_an_unknown_key_or_without_shared_state_is_refused_with_its_place() {
+    let ws = Workspace::new("group_config");
+    let base = format!(
+        r#"[plugins]
+examples = "{}"
+
+[spouts.s]
+component = "examples::RandomSentenceSpout"
+"#,
+        plugin_path("examples").display()
+    );
+    let file = ws.write_topology(
+        "typo.toml",
+        &format!(
+            "{base}\n[state]\nbackend = \"memory\"\n\n[group]\nname = \"g\"\npartitions = 4\nlease = 3000\n"
+        ),
+    );
+    let out = SquallCommand::validate(&ws, &file).output();
+    out.assert_code(78);
+    assert!(out.stderr.contains("typo.toml:13:1"), "the unknown key's place\n{}", out.context());
+    assert!(out.stderr.contains("lease_ms"), "a did-you-mean\n{}", out.context());
+    assert!(
+        out.stderr.contains("typo.toml:10:1") && out.stderr.contains("memory state backend"),
+        "the memory backend cannot move partitions\n{}",
+        out.context()
+    );
+    let file = ws.write_topology("nopart.toml", &format!("{base}\n[group]\nname = \"g\"\n"));
+    let out = SquallCommand::validate(&ws, &file).output();
+    out.assert_code(78);
+    assert!(
+        out.stderr.contains("nopart.toml:7:1: error: missing key \"partitions\""),
+        "\n{}",
+        out.context()
+    );
+    let file = ws.write_topology(
+        "nostate.toml",
+        &format!("{base}\n[group]\nname = \"g\"\npartitions = 2\n"),
+    );
+    let out = SquallCommand::validate(&ws, &file).output();
+    out.assert_code(78);
+    assert!(
+        out.stderr.contains("nostate.toml:7:1: error: a group needs [state]"),
+        "\n{}",
+        out.context()
+    );
+}

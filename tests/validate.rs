@@ -618,23 +618,11 @@ inputs = [{ from = "splitt" }]
 fn a_bolt_that_needs_ticks_is_refused_without_them_or_with_too_few() {
     let ws = Workspace::new("needs_ticks");
     let write = |name: &str, tick: &str| {
-        let text = format!(
-            r#"
-[plugins]
-testkit = "{{testkit}}"
-
-[spouts.source]
-component = "testkit::ConstSpout"
-
-[bolts.counts]
-component = "testkit::TickCountBolt"
-inputs = [{{ from = "source" }}]
-{tick}
-"#
+        let bolt = format!(
+            "[bolts.counts]\ncomponent = \"testkit::TickCountBolt\"\n\
+             inputs = [{{ from = \"source\" }}]\n{tick}\n"
         );
-        let path = ws.write_topology(name, &text);
-        let text = std::fs::read_to_string(&path).expect("read back");
-        (path, text)
+        behind_a_const_spout(&ws, name, &bolt)
     };
     for (name, tick, says) in [
         (
@@ -664,29 +652,16 @@ inputs = [{{ from = "source" }}]
 /// A windowed bolt that declares the streams it emits on (`EMITS`, contract
 /// 1.2) and whose config makes it declare other outputs: every emit would be
 /// refused at run time, so validate refuses it at the bolt's table. Seen
-/// failing before the check: validate accepted both files (exit 0).
+/// failing before the check: validate accepted the renamed stream (exit 0).
 #[test]
 fn a_windowed_bolt_whose_config_drops_a_stream_it_emits_on_is_refused() {
     let ws = Workspace::new("emits");
     let write = |name: &str, config: &str| {
-        let text = format!(
-            r#"
-[plugins]
-testkit = "{{testkit}}"
-
-[spouts.source]
-component = "testkit::ConstSpout"
-
-[bolts.sizes]
-component = "testkit::WindowSizeBolt"
-inputs = [{{ from = "source" }}]
-window = {{ length_count = 10 }}
-{config}
-"#
+        let bolt = format!(
+            "[bolts.sizes]\ncomponent = \"testkit::WindowSizeBolt\"\n\
+             inputs = [{{ from = \"source\" }}]\nwindow = {{ length_count = 10 }}\n{config}\n"
         );
-        let path = ws.write_topology(name, &text);
-        let text = std::fs::read_to_string(&path).expect("read back");
-        (path, text)
+        behind_a_const_spout(&ws, name, &bolt)
     };
     let (path, text) = write("renamed.toml", "config = { stream = \"totals\" }");
     let out = SquallCommand::validate(&ws, &path).output();
@@ -707,4 +682,16 @@ window = {{ length_count = 10 }}
     SquallCommand::validate(&ws, &path).output().assert_code(0);
     let (path, _) = write("unset.toml", "");
     SquallCommand::validate(&ws, &path).output().assert_code(0);
+}
+
+/// Writes topology `name`: testkit's `ConstSpout` as `source`, then `bolt`
+/// (a bolt's table); returns its path and its text as written.
+fn behind_a_const_spout(ws: &Workspace, name: &str, bolt: &str) -> (std::path::PathBuf, String) {
+    let text = format!(
+        "[plugins]\ntestkit = \"{{testkit}}\"\n\n[spouts.source]\n\
+         component = \"testkit::ConstSpout\"\n\n{bolt}"
+    );
+    let path = ws.write_topology(name, &text);
+    let text = std::fs::read_to_string(&path).expect("read back");
+    (path, text)
 }

@@ -6,7 +6,7 @@
 
 use abi_stable::std_types::ROption;
 
-use crate::abi::{OutputMut, SpoutOutputMut};
+use crate::abi::{BoltOutputMut, OutputMut, SpoutOutputMut};
 use crate::{Anchor, MessageId, StreamId, Value};
 
 /// Handed to a spout's `next_tuple`.
@@ -152,25 +152,120 @@ impl std::fmt::Debug for SpoutCollector<'_> {
     }
 }
 
+/// The host object behind a bolt's collector.
+pub(crate) enum BoltOut<'a> {
+    /// A contract 1.0 output (a 1.0 or 1.1 host, the 1.0 and 1.1 build
+    /// paths, or a test's recorder): many-tuple emits are made one tuple at
+    /// a time.
+    V1(OutputMut<'a>),
+    /// A contract 1.2 bolt output: emits without options passed by value,
+    /// and `emit_many`.
+    V12(BoltOutputMut<'a>),
+}
+
+impl BoltOut<'_> {
+    #[inline]
+    fn emit(&mut self, stream: StreamId, values: &[Value], anchors: &[Anchor]) {
+        match self {
+            BoltOut::V1(o) => {
+                o.emit(stream.0, values.into(), anchors.into(), ROption::RNone, ROption::RNone)
+            }
+            BoltOut::V12(o) => o.emit(stream.0, values.into(), anchors.into()),
+        }
+    }
+
+    #[inline]
+    fn emit_direct(&mut self, task: u32, stream: StreamId, values: &[Value], anchors: &[Anchor]) {
+        match self {
+            BoltOut::V1(o) => o.emit(
+                stream.0,
+                values.into(),
+                anchors.into(),
+                ROption::RNone,
+                ROption::RSome(task),
+            ),
+            BoltOut::V12(o) => o.emit_direct(stream.0, task, values.into(), anchors.into()),
+        }
+    }
+
+    fn emit_many(&mut self, stream: StreamId, count: usize, values: &[Value], anchors: &[Anchor]) {
+        match self {
+            BoltOut::V12(o) => {
+                // A count beyond u32 cannot match the values: the host refuses it.
+                let count = u32::try_from(count).unwrap_or(u32::MAX);
+                o.emit_many(stream.0, count, values.into(), anchors.into());
+            }
+            BoltOut::V1(_) => {
+                // One emit per tuple; a call whose shape is wrong emits
+                // nothing, as a spout's `emit_many` on a 1.0 output.
+                if count == 0 || !values.len().is_multiple_of(count) {
+                    return;
+                }
+                let arity = values.len() / count;
+                for tuple in values.chunks_exact(arity) {
+                    self.emit(stream, tuple, anchors);
+                }
+            }
+        }
+    }
+
+    fn ack(&mut self, anchor: Anchor) {
+        match self {
+            BoltOut::V1(o) => o.ack(anchor),
+            BoltOut::V12(o) => o.ack(anchor),
+        }
+    }
+
+    fn fail(&mut self, anchor: Anchor) {
+        match self {
+            BoltOut::V1(o) => o.fail(anchor),
+            BoltOut::V12(o) => o.fail(anchor),
+        }
+    }
+
+    fn reset_timeout(&mut self, anchor: Anchor) {
+        match self {
+            BoltOut::V1(o) => o.reset_timeout(anchor),
+            BoltOut::V12(o) => o.reset_timeout(anchor),
+        }
+    }
+}
+
 /// Handed to a rich [`Bolt`](crate::Bolt)'s `execute`: it anchors and acks by itself.
+///
+/// Besides one-tuple emits it offers [`emit_many`](Self::emit_many), which
+/// hands a run of tuples anchored alike (the words of one sentence, say) to
+/// the host in one call.
 pub struct BoltCollector<'a> {
-    output: OutputMut<'a>,
+    output: BoltOut<'a>,
 }
 
 impl<'a> BoltCollector<'a> {
-    /// Wraps the host's output object.
+    /// Wraps the host's contract 1.0 output object (also what
+    /// [`Recorder::output`](crate::testing::Recorder::output) returns).
     pub fn new(output: OutputMut<'a>) -> Self {
+        Self { output: BoltOut::V1(output) }
+    }
+
+    /// Wraps the host's contract 1.2 bolt output object (also what
+    /// [`Recorder::bolt_output`](crate::testing::Recorder::bolt_output)
+    /// returns).
+    pub fn from_bolt_output(output: BoltOutputMut<'a>) -> Self {
+        Self { output: BoltOut::V12(output) }
+    }
+
+    pub(crate) fn from_out(output: BoltOut<'a>) -> Self {
         Self { output }
     }
 
     /// Emits on the default stream, anchored to `anchors` (empty = untracked).
     pub fn emit(&mut self, anchors: &[Anchor], values: &[Value]) {
-        self.emit_to(StreamId::DEFAULT, anchors, values);
+        self.output.emit(StreamId::DEFAULT, values, anchors);
     }
 
     /// Emits on a declared stream, anchored to `anchors`.
     pub fn emit_to(&mut self, stream: StreamId, anchors: &[Anchor], values: &[Value]) {
-        self.output.emit(stream.0, values.into(), anchors.into(), ROption::RNone, ROption::RNone);
+        self.output.emit(stream, values, anchors);
     }
 
     /// Emits on a direct stream to one task, anchored to `anchors`.
@@ -181,13 +276,28 @@ impl<'a> BoltCollector<'a> {
         anchors: &[Anchor],
         values: &[Value],
     ) {
-        self.output.emit(
-            stream.0,
-            values.into(),
-            anchors.into(),
-            ROption::RNone,
-            ROption::RSome(task),
-        );
+        self.output.emit_direct(task, stream, values, anchors);
+    }
+
+    /// Emits `count` tuples on the default stream in one call, each
+    /// anchored to `anchors`. `values` holds their values back to back:
+    /// `count` times the stream's field count. A call whose length does not
+    /// fit emits nothing and is counted as an error of the bolt, as an emit
+    /// with the wrong number of values is.
+    pub fn emit_many(&mut self, anchors: &[Anchor], count: usize, values: &[Value]) {
+        self.output.emit_many(StreamId::DEFAULT, count, values, anchors);
+    }
+
+    /// Emits `count` tuples on a declared, non-direct stream in one call,
+    /// each anchored to `anchors`, as [`emit_many`](Self::emit_many).
+    pub fn emit_many_to(
+        &mut self,
+        stream: StreamId,
+        anchors: &[Anchor],
+        count: usize,
+        values: &[Value],
+    ) {
+        self.output.emit_many(stream, count, values, anchors);
     }
 
     /// Acks an input (now or later): its part of the tree is done.
@@ -214,36 +324,62 @@ impl std::fmt::Debug for BoltCollector<'_> {
 
 /// Handed to a [`BasicBolt`](crate::BasicBolt)'s `execute`: every emit is
 /// anchored to the input, which is acked when `execute` returns `Ok` and
-/// failed when it returns `Err`.
+/// failed when it returns `Err`. (A windowed bolt's emits are anchored to
+/// every tuple of its window.)
 pub struct BasicCollector<'a> {
-    output: OutputMut<'a>,
+    output: BoltOut<'a>,
 }
 
 impl<'a> BasicCollector<'a> {
-    /// Wraps the host's output object.
+    /// Wraps the host's contract 1.0 output object (also what
+    /// [`Recorder::output`](crate::testing::Recorder::output) returns).
     pub fn new(output: OutputMut<'a>) -> Self {
+        Self { output: BoltOut::V1(output) }
+    }
+
+    /// Wraps the host's contract 1.2 bolt output object (also what
+    /// [`Recorder::bolt_output`](crate::testing::Recorder::bolt_output)
+    /// returns).
+    pub fn from_bolt_output(output: BoltOutputMut<'a>) -> Self {
+        Self { output: BoltOut::V12(output) }
+    }
+
+    pub(crate) fn from_out(output: BoltOut<'a>) -> Self {
         Self { output }
     }
 
     /// Emits on the default stream.
     pub fn emit(&mut self, values: &[Value]) {
-        self.emit_to(StreamId::DEFAULT, values);
+        self.output.emit(StreamId::DEFAULT, values, &[]);
     }
 
     /// Emits on a declared stream.
     pub fn emit_to(&mut self, stream: StreamId, values: &[Value]) {
-        self.output.emit(stream.0, values.into(), (&[][..]).into(), ROption::RNone, ROption::RNone);
+        self.output.emit(stream, values, &[]);
     }
 
     /// Emits on a direct stream to one task.
     pub fn emit_direct(&mut self, task: u32, stream: StreamId, values: &[Value]) {
-        self.output.emit(
-            stream.0,
-            values.into(),
-            (&[][..]).into(),
-            ROption::RNone,
-            ROption::RSome(task),
-        );
+        self.output.emit_direct(task, stream, values, &[]);
+    }
+
+    /// Emits `count` tuples on the default stream in one call: `values`
+    /// holds their values back to back, `count` times the stream's field
+    /// count. A call whose length does not fit emits nothing and is counted
+    /// as an error of the bolt.
+    ///
+    /// ```ignore
+    /// // One one-field tuple per word of the sentence, in one call.
+    /// collector.emit_many(words.len(), &words);
+    /// ```
+    pub fn emit_many(&mut self, count: usize, values: &[Value]) {
+        self.output.emit_many(StreamId::DEFAULT, count, values, &[]);
+    }
+
+    /// Emits `count` tuples on a declared, non-direct stream in one call,
+    /// as [`emit_many`](Self::emit_many).
+    pub fn emit_many_to(&mut self, stream: StreamId, count: usize, values: &[Value]) {
+        self.output.emit_many(stream, count, values, &[]);
     }
 
     /// Restarts the message timeout of the input's tree.

@@ -27,7 +27,10 @@ use abi_stable::{
 
 use serde::de::{self, DeserializeOwned, Visitor};
 
-use crate::abi::{Output, OutputMut, Output_TO, SpoutOutput, SpoutOutputMut, SpoutOutput_TO};
+use crate::abi::{
+    BoltOutput, BoltOutputMut, BoltOutput_TO, Output, OutputMut, Output_TO, SpoutOutput,
+    SpoutOutputMut, SpoutOutput_TO,
+};
 use crate::{
     Anchor, ComponentConfig, ConfigKey, KeyKind, MessageId, Tuple, Value, SYSTEM_COMPONENT,
     TICK_STREAM,
@@ -53,8 +56,10 @@ pub struct Emitted {
 /// Hand [`Recorder::output`] to a collector (`SpoutCollector::new`,
 /// `BoltCollector::new` or `BasicCollector::new`), or
 /// [`Recorder::spout_output`] to `SpoutCollector::from_ext` (the contract
-/// 1.1 spout output a host hands a spout, with `emit_many`), call the
-/// component, drop the collector, then read the fields.
+/// 1.1 spout output a host hands a spout, with `emit_many`), or
+/// [`Recorder::bolt_output`] to `BoltCollector::from_bolt_output` or
+/// `BasicCollector::from_bolt_output` (the contract 1.2 bolt output), call
+/// the component, drop the collector, then read the fields.
 #[derive(Debug, Default)]
 pub struct Recorder {
     /// Every emit, in order.
@@ -86,6 +91,43 @@ impl Recorder {
     /// `count` tuples or its ids are neither none nor one per tuple.
     pub fn spout_output(&mut self) -> SpoutOutputMut<'_> {
         SpoutOutput_TO::from_ptr(RMut::new(self), TD_Opaque)
+    }
+
+    /// The contract 1.2 bolt output a collector wraps, e.g.
+    /// `BoltCollector::from_bolt_output(recorder.bolt_output())`:
+    /// `emit_many` arrives as one call, refused as
+    /// [`spout_output`](Self::spout_output)'s is.
+    pub fn bolt_output(&mut self) -> BoltOutputMut<'_> {
+        BoltOutput_TO::from_ptr(RMut::new(self), TD_Opaque)
+    }
+
+    /// Records `count` tuples (`values` back to back) of one `emit_many`
+    /// call, or counts the call as refused when they do not split evenly.
+    fn record_many(
+        &mut self,
+        stream: u32,
+        count: u32,
+        values: &[Value],
+        anchors: &[Anchor],
+        message_ids: &[MessageId],
+    ) {
+        let n = count as usize;
+        let fits = if n == 0 { values.is_empty() } else { values.len().is_multiple_of(n) };
+        if !fits || !(message_ids.is_empty() || message_ids.len() == n) {
+            self.refused += 1;
+            return;
+        }
+        self.emit_many_calls.push(count);
+        let arity = values.len().checked_div(n).unwrap_or(0);
+        for i in 0..n {
+            self.emitted.push(Emitted {
+                stream,
+                values: values[i * arity..(i + 1) * arity].to_vec(),
+                anchors: anchors.to_vec(),
+                message_id: message_ids.get(i).copied(),
+                direct_task: None,
+            });
+        }
     }
 
     /// The first value of every emit, as strings.
@@ -146,23 +188,45 @@ impl SpoutOutput for Recorder {
         values: RSlice<'_, Value>,
         message_ids: RSlice<'_, MessageId>,
     ) {
-        let n = count as usize;
-        let fits = if n == 0 { values.is_empty() } else { values.len().is_multiple_of(n) };
-        if !fits || !(message_ids.is_empty() || message_ids.len() == n) {
-            self.refused += 1;
-            return;
-        }
-        self.emit_many_calls.push(count);
-        let arity = values.len().checked_div(n).unwrap_or(0);
-        for i in 0..n {
-            self.emitted.push(Emitted {
-                stream,
-                values: values[i * arity..(i + 1) * arity].to_vec(),
-                anchors: Vec::new(),
-                message_id: message_ids.get(i).copied(),
-                direct_task: None,
-            });
-        }
+        self.record_many(stream, count, values.as_slice(), &[], message_ids.as_slice());
+    }
+}
+
+impl BoltOutput for Recorder {
+    fn emit(&mut self, stream: u32, values: RSlice<'_, Value>, anchors: RSlice<'_, Anchor>) {
+        Output::emit(self, stream, values, anchors, ROption::RNone, ROption::RNone);
+    }
+
+    fn emit_direct(
+        &mut self,
+        stream: u32,
+        task: u32,
+        values: RSlice<'_, Value>,
+        anchors: RSlice<'_, Anchor>,
+    ) {
+        Output::emit(self, stream, values, anchors, ROption::RNone, ROption::RSome(task));
+    }
+
+    fn emit_many(
+        &mut self,
+        stream: u32,
+        count: u32,
+        values: RSlice<'_, Value>,
+        anchors: RSlice<'_, Anchor>,
+    ) {
+        self.record_many(stream, count, values.as_slice(), anchors.as_slice(), &[]);
+    }
+
+    fn ack(&mut self, anchor: Anchor) {
+        Output::ack(self, anchor);
+    }
+
+    fn fail(&mut self, anchor: Anchor) {
+        Output::fail(self, anchor);
+    }
+
+    fn reset_timeout(&mut self, anchor: Anchor) {
+        Output::reset_timeout(self, anchor);
     }
 }
 

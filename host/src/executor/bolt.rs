@@ -19,9 +19,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use abi_stable::sabi_trait::TD_Opaque;
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError};
-use squall_plugin_api::abi::{OutputMut, Output_TO, TaskContext};
+use squall_plugin_api::abi::TaskContext;
 use squall_plugin_api::{Anchor, PluginError, State, Tuple, SYSTEM_COMPONENT, TICK_STREAM};
 
 use super::batch::{Batch, QueueBytes};
@@ -621,8 +620,7 @@ impl BoltExecutor {
                 error: &mut turn.emit_error,
                 side: Side::Bolt { inputs: &mut self.inputs, auto_ack: self.auto_ack },
             };
-            let output: OutputMut<'_> = Output_TO::from_ptr(&mut output, TD_Opaque);
-            self.bolt.execute(tuple, output).into_result()
+            self.bolt.execute(tuple, &mut output).into_result()
         };
         if let Some(e) = turn.emit_error.take() {
             count_emit_error(&mut turn.stats, &self.core, "execute", &e);

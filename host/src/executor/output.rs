@@ -2,7 +2,7 @@
 //! reset_timeout calls do.
 
 use abi_stable::std_types::{ROption, RSlice};
-use squall_plugin_api::abi::{Output, SpoutOutput};
+use squall_plugin_api::abi::{BoltOutput, Output, SpoutOutput};
 use squall_plugin_api::{Anchor, MessageId, StreamId, Value};
 
 use super::tracking::{InputTracker, SpoutTracker};
@@ -51,33 +51,53 @@ pub struct HostOutput<'a> {
     pub side: Side<'a>,
 }
 
-impl HostOutput<'_> {
-    #[inline]
-    fn push_untracked(&mut self, stream: u32, targets: usize, values: &[Value]) {
-        for i in 0..targets {
-            let target = self.transfer.target(i);
-            self.transfer.push(target, stream, values, &[], self.stats);
-        }
+/// Appends an untracked tuple to each of the last route's `targets`.
+#[inline]
+fn push_untracked(
+    transfer: &mut Transfer,
+    stats: &mut LocalStats,
+    stream: u32,
+    targets: usize,
+    values: &[Value],
+) {
+    for i in 0..targets {
+        let target = transfer.target(i);
+        transfer.push(target, stream, values, &[], stats);
     }
 }
 
-impl HostOutput<'_> {
-    /// Counts what custom groupings got wrong for an emit on `stream`:
-    /// every bad index is an error, and the call reports the first (logged
-    /// once per component and stream, see `count_emit_error`). True when an
-    /// index out of range dropped the tuple for some subscriber: its tree
-    /// then fails.
-    #[cold]
-    #[inline(never)]
-    fn misrouted(&mut self, stream: u32, misroute: Misroute) -> bool {
-        self.stats.add(StatField::Errors, misroute.errors());
-        match self.error {
-            Some(EmitError::Misrouted(ref mut detail)) => detail.errors += misroute.errors(),
-            Some(_) => {}
-            None => *self.error = Some(self.transfer.misroute_error(stream, misroute.errors())),
-        }
-        misroute.out_of_range > 0
+/// Counts what custom groupings got wrong for an emit on `stream`: every
+/// bad index is an error, and the call reports the first (logged once per
+/// component and stream, see `count_emit_error`). True when an index out
+/// of range dropped the tuple for some subscriber: its tree then fails.
+#[cold]
+#[inline(never)]
+fn misrouted(
+    stats: &mut LocalStats,
+    error: &mut Option<EmitError>,
+    transfer: &mut Transfer,
+    stream: u32,
+    misroute: Misroute,
+) -> bool {
+    stats.add(StatField::Errors, misroute.errors());
+    match error {
+        Some(EmitError::Misrouted(ref mut detail)) => detail.errors += misroute.errors(),
+        Some(_) => {}
+        None => *error = Some(transfer.misroute_error(stream, misroute.errors())),
     }
+    misroute.out_of_range > 0
+}
+
+/// One routed emit: the stream's index, how many targets it goes to,
+/// whether a custom grouping dropped it for some subscriber, and whether
+/// acking is on and a tap is due to sample it.
+#[derive(Debug, Clone, Copy)]
+struct Routed {
+    stream: u32,
+    targets: usize,
+    dropped: bool,
+    acking: bool,
+    tapped: bool,
 }
 
 impl Output for HostOutput<'_> {
@@ -90,7 +110,15 @@ impl Output for HostOutput<'_> {
         message_id: ROption<MessageId>,
         direct_task: ROption<u32>,
     ) {
-        self.emit_one(stream, values.as_slice(), anchors, message_id, direct_task);
+        let values = values.as_slice();
+        let Some(routed) = self.route_one(stream, values, direct_task.into_option()) else {
+            return;
+        };
+        if matches!(self.side, Side::Spout { .. }) {
+            self.spout_tail(routed, values, message_id);
+        } else {
+            self.anchored_tail(routed, values, anchors.as_slice());
+        }
     }
 
     fn ack(&mut self, anchor: Anchor) {
@@ -112,28 +140,69 @@ impl Output for HostOutput<'_> {
     }
 }
 
-impl HostOutput<'_> {
-    /// One emit, for both the 1.0 [`Output`] and the 1.1 [`SpoutOutput`]
-    /// (inlined into each, so neither pays a call more than the other).
-    #[inline(always)]
-    fn emit_one(
+/// What a contract 1.2 bolt emits through: the same emits as [`Output`]'s
+/// for a bolt, without the options, and `emit_many`.
+impl BoltOutput for HostOutput<'_> {
+    #[inline]
+    fn emit(&mut self, stream: u32, values: RSlice<'_, Value>, anchors: RSlice<'_, Anchor>) {
+        let values = values.as_slice();
+        if let Some(routed) = self.route_one(stream, values, None) {
+            self.anchored_tail(routed, values, anchors.as_slice());
+        }
+    }
+
+    fn emit_direct(
         &mut self,
         stream: u32,
-        values: &[Value],
+        task: u32,
+        values: RSlice<'_, Value>,
         anchors: RSlice<'_, Anchor>,
-        message_id: ROption<MessageId>,
-        direct_task: ROption<u32>,
     ) {
-        let (stream, targets) =
-            match self.transfer.route(StreamId(stream), values, direct_task.into_option()) {
-                Ok(routed) => routed,
-                Err(e) => {
-                    self.error.get_or_insert(e);
-                    return;
-                }
-            };
+        let values = values.as_slice();
+        if let Some(routed) = self.route_one(stream, values, Some(task)) {
+            self.anchored_tail(routed, values, anchors.as_slice());
+        }
+    }
+
+    fn emit_many(
+        &mut self,
+        stream: u32,
+        count: u32,
+        values: RSlice<'_, Value>,
+        anchors: RSlice<'_, Anchor>,
+    ) {
+        self.emit_many_anchored(stream, count as usize, values.as_slice(), anchors.as_slice());
+    }
+
+    fn ack(&mut self, anchor: Anchor) {
+        Output::ack(self, anchor);
+    }
+
+    fn fail(&mut self, anchor: Anchor) {
+        Output::fail(self, anchor);
+    }
+
+    fn reset_timeout(&mut self, anchor: Anchor) {
+        Output::reset_timeout(self, anchor);
+    }
+}
+
+impl HostOutput<'_> {
+    /// Routes one emit and counts it (`None`: refused, the error recorded).
+    /// Shared by every emit (inlined into each, so none pays a call more
+    /// than another).
+    #[inline(always)]
+    fn route_one(&mut self, stream: u32, values: &[Value], direct: Option<u32>) -> Option<Routed> {
+        let (stream, targets) = match self.transfer.route(StreamId(stream), values, direct) {
+            Ok(routed) => routed,
+            Err(e) => {
+                self.error.get_or_insert(e);
+                return None;
+            }
+        };
         let misroute = self.transfer.take_misroute();
-        let dropped = misroute.any() && self.misrouted(stream, misroute);
+        let dropped =
+            misroute.any() && misrouted(self.stats, self.error, self.transfer, stream, misroute);
         self.stats.add(StatField::Emitted, 1);
         if self.transfer.counts_bytes() {
             self.transfer.emitted_bytes +=
@@ -143,77 +212,160 @@ impl HostOutput<'_> {
         // The one load a tap costs while none is attached; with one, a
         // tuple that no tap is due to sample costs a countdown.
         let tapped = self.transfer.tap().attached() && self.transfer.tap_due(TapSide::Outputs);
-        match &mut self.side {
-            Side::Spout { tracker, task } => match message_id {
-                ROption::RSome(id) if acking && (targets > 0 || dropped) => {
-                    let task = *task;
-                    let root = tracker.emit_tracked(
-                        self.transfer,
-                        self.stats,
-                        (stream, targets),
-                        values,
-                        id,
-                        task,
-                        dropped,
-                    );
-                    if tapped {
-                        tap_output(self.transfer, stream, values, || vec![root.0], Some(id));
-                    }
-                }
-                ROption::RSome(id) => {
-                    tracker.ack_now.push(id);
-                    if tapped {
-                        tap_output(self.transfer, stream, values, Vec::new, Some(id));
-                    }
-                    self.push_untracked(stream, targets, values);
-                }
-                ROption::RNone => {
-                    if tapped {
-                        tap_output(self.transfer, stream, values, Vec::new, None);
-                    }
-                    self.push_untracked(stream, targets, values);
-                }
-            },
-            Side::Window { inputs, anchors } => {
+        Some(Routed { stream, targets, dropped, acking, tapped })
+    }
+
+    /// A spout's routed emit: tracked under its message id when acking.
+    #[inline(always)]
+    fn spout_tail(&mut self, routed: Routed, values: &[Value], message_id: ROption<MessageId>) {
+        let Routed { stream, targets, dropped, acking, tapped } = routed;
+        let Side::Spout { tracker, task } = &mut self.side else { return };
+        match message_id {
+            ROption::RSome(id) if acking && (targets > 0 || dropped) => {
+                let task = *task;
+                let root = tracker.emit_tracked(
+                    self.transfer,
+                    self.stats,
+                    (stream, targets),
+                    values,
+                    id,
+                    task,
+                    dropped,
+                );
                 if tapped {
-                    let roots = || roots_of(inputs, anchors);
-                    tap_output(self.transfer, stream, values, roots, None);
-                }
-                if !acking || !inputs.any_tracked(anchors) {
-                    self.push_untracked(stream, targets, values);
-                    return;
-                }
-                if dropped {
-                    inputs.fail_roots(anchors, self.transfer);
-                }
-                for i in 0..targets {
-                    let edge = self.transfer.rng.next_nonzero();
-                    let target = self.transfer.target(i);
-                    let ids = inputs.anchor_edge(anchors, edge);
-                    self.transfer.push(target, stream, values, ids, self.stats);
+                    tap_output(self.transfer, stream, values, || vec![root.0], Some(id));
                 }
             }
+            ROption::RSome(id) => {
+                tracker.ack_now.push(id);
+                if tapped {
+                    tap_output(self.transfer, stream, values, Vec::new, Some(id));
+                }
+                push_untracked(self.transfer, self.stats, stream, targets, values);
+            }
+            ROption::RNone => {
+                if tapped {
+                    tap_output(self.transfer, stream, values, Vec::new, None);
+                }
+                push_untracked(self.transfer, self.stats, stream, targets, values);
+            }
+        }
+    }
+
+    /// A bolt's or a window's routed emit: anchored to `anchors` (a basic
+    /// bolt's to its current input, a window's to the window's tuples).
+    #[inline(always)]
+    fn anchored_tail(&mut self, routed: Routed, values: &[Value], anchors: &[Anchor]) {
+        let Routed { stream, targets, dropped, acking, tapped } = routed;
+        let current;
+        let (inputs, anchors): (&mut InputTracker, &[Anchor]) = match &mut self.side {
             Side::Bolt { inputs, auto_ack } => {
-                let current = [inputs.current_anchor()];
-                let anchors: &[Anchor] = if *auto_ack { &current } else { anchors.as_slice() };
-                if tapped {
-                    let roots = || roots_of(inputs, anchors);
-                    tap_output(self.transfer, stream, values, roots, None);
-                }
-                if !acking || !inputs.any_tracked(anchors) {
-                    self.push_untracked(stream, targets, values);
+                current = [inputs.current_anchor()];
+                (inputs, if *auto_ack { &current } else { anchors })
+            }
+            Side::Window { inputs, anchors } => (inputs, anchors),
+            Side::Spout { .. } => {
+                push_untracked(self.transfer, self.stats, stream, targets, values);
+                return;
+            }
+        };
+        if tapped {
+            let roots = || roots_of(inputs, anchors);
+            tap_output(self.transfer, stream, values, roots, None);
+        }
+        if !acking || !inputs.any_tracked(anchors) {
+            push_untracked(self.transfer, self.stats, stream, targets, values);
+            return;
+        }
+        if dropped {
+            inputs.fail_roots(anchors, self.transfer);
+        }
+        for i in 0..targets {
+            let edge = self.transfer.rng.next_nonzero();
+            let target = self.transfer.target(i);
+            let ids = inputs.anchor_edge(anchors, edge);
+            self.transfer.push(target, stream, values, ids, self.stats);
+        }
+    }
+
+    /// A 1.2 bolt's `emit_many`: the stream and the shape are checked once;
+    /// untracked runs are batched as a spout's are, tracked tuples each get
+    /// their edges.
+    fn emit_many_anchored(
+        &mut self,
+        stream: u32,
+        count: usize,
+        values: &[Value],
+        anchors: &[Anchor],
+    ) {
+        let (stream, arity) =
+            match self.transfer.check_many(StreamId(stream), count, values.len(), 0) {
+                Ok(checked) => checked,
+                Err(e) => {
+                    self.error.get_or_insert(e);
                     return;
                 }
-                if dropped {
-                    inputs.fail_roots(anchors, self.transfer);
-                }
-                for i in 0..targets {
-                    let edge = self.transfer.rng.next_nonzero();
-                    let target = self.transfer.target(i);
-                    let ids = inputs.anchor_edge(anchors, edge);
-                    self.transfer.push(target, stream, values, ids, self.stats);
+            };
+        if count == 0 {
+            return;
+        }
+        self.stats.add(StatField::Emitted, count as u64);
+        if self.transfer.counts_bytes() {
+            self.transfer.emitted_bytes +=
+                values.iter().map(|v| v.encoded_len() as u64).sum::<u64>();
+        }
+        let acking = self.transfer.acking();
+        let tapped = self.transfer.tap().attached();
+        let current;
+        let (inputs, anchors): (&mut InputTracker, &[Anchor]) = match &mut self.side {
+            Side::Bolt { inputs, auto_ack } => {
+                current = [inputs.current_anchor()];
+                (inputs, if *auto_ack { &current } else { anchors })
+            }
+            Side::Window { inputs, anchors } => (inputs, anchors),
+            // Only bolt executors hand out a bolt output.
+            Side::Spout { .. } => {
+                self.transfer.push_many(stream, arity, count, values, self.stats);
+                return;
+            }
+        };
+        if !acking || !inputs.any_tracked(anchors) {
+            if tapped {
+                for tuple in values.chunks_exact(arity) {
+                    if self.transfer.tap_due(TapSide::Outputs) {
+                        let roots = || roots_of(inputs, anchors);
+                        tap_output(self.transfer, stream, tuple, roots, None);
+                    }
                 }
             }
+            self.transfer.push_many(stream, arity, count, values, self.stats);
+            let misroute = self.transfer.take_misroute();
+            if misroute.any() {
+                misrouted(self.stats, self.error, self.transfer, stream, misroute);
+            }
+            return;
+        }
+        let mut all = Misroute::default();
+        for tuple in values.chunks_exact(arity) {
+            let targets = self.transfer.route_checked(stream, tuple);
+            let misroute = self.transfer.take_misroute();
+            if misroute.out_of_range > 0 {
+                inputs.fail_roots(anchors, self.transfer);
+            }
+            all.add(misroute);
+            if tapped && self.transfer.tap_due(TapSide::Outputs) {
+                let roots = || roots_of(inputs, anchors);
+                tap_output(self.transfer, stream, tuple, roots, None);
+            }
+            for i in 0..targets {
+                let edge = self.transfer.rng.next_nonzero();
+                let target = self.transfer.target(i);
+                let ids = inputs.anchor_edge(anchors, edge);
+                self.transfer.push(target, stream, tuple, ids, self.stats);
+            }
+        }
+        if all.any() {
+            misrouted(self.stats, self.error, self.transfer, stream, all);
         }
     }
 }
@@ -229,7 +381,10 @@ impl SpoutOutput for HostOutput<'_> {
         message_id: ROption<MessageId>,
         direct_task: ROption<u32>,
     ) {
-        self.emit_one(stream, values.as_slice(), RSlice::default(), message_id, direct_task);
+        let values = values.as_slice();
+        if let Some(routed) = self.route_one(stream, values, direct_task.into_option()) {
+            self.spout_tail(routed, values, message_id);
+        }
     }
 
     fn emit_many(
@@ -284,7 +439,7 @@ impl SpoutOutput for HostOutput<'_> {
             self.transfer.push_many(stream, arity, count, values, self.stats);
             let misroute = self.transfer.take_misroute();
             if misroute.any() {
-                self.misrouted(stream, misroute);
+                misrouted(self.stats, self.error, self.transfer, stream, misroute);
             }
             return;
         }
@@ -315,7 +470,7 @@ impl SpoutOutput for HostOutput<'_> {
             }
         }
         if all.any() {
-            self.misrouted(stream, all);
+            misrouted(self.stats, self.error, self.transfer, stream, all);
         }
     }
 }
@@ -362,7 +517,7 @@ mod tests {
     use super::*;
     use crate::acker::msg::AckerInput;
     use crate::executor::batch::Batch;
-    use crate::executor::tracking::SpoutTracker;
+    use crate::executor::tracking::{InputTracker, SpoutTracker};
     use crate::executor::transfer::{StreamRoutes, TransferWiring};
     use crate::ids::TaskId;
     use crate::topology::grouping::{Grouping, Router};
@@ -470,6 +625,85 @@ mod tests {
         fn received(&mut self) -> Received {
             drain(&mut self.transfer, &mut self.stats, &self.queues)
         }
+    }
+
+    /// A bolt's output over `rig`'s transfer, with `inputs` (a basic bolt
+    /// when `auto_ack`).
+    fn bolt_output<'a>(
+        rig: &'a mut Rig,
+        inputs: &'a mut InputTracker,
+        auto_ack: bool,
+    ) -> HostOutput<'a> {
+        HostOutput {
+            transfer: &mut rig.transfer,
+            stats: &mut rig.stats,
+            error: &mut rig.error,
+            side: Side::Bolt { inputs, auto_ack },
+        }
+    }
+
+    #[test]
+    fn a_bolts_emit_many_delivers_and_anchors_as_one_emit_per_tuple_does() {
+        use crate::ids::{EdgeId, RootId};
+        let values = tuples(30);
+        let routes = || vec![stream("default", 2, false, mixed_routers())];
+        let input = [(RootId(7), EdgeId(0xfeed))];
+        // (emitted through emit_many?, a basic bolt?)
+        let mut got = Vec::new();
+        for (many, auto_ack) in [(true, true), (false, true), (true, false), (false, false)] {
+            let (acker, _acks) = unbounded();
+            let mut rig = Rig::acking(routes(), 8, 4, vec![acker]);
+            let mut inputs = InputTracker::new();
+            let anchor = inputs.begin(&input);
+            let anchors = if auto_ack { &[][..] } else { &[anchor][..] };
+            let mut output = bolt_output(&mut rig, &mut inputs, auto_ack);
+            if many {
+                BoltOutput::emit_many(
+                    &mut output,
+                    u32::MAX,
+                    30,
+                    values.as_slice().into(),
+                    anchors.into(),
+                );
+            } else {
+                for tuple in values.chunks(2) {
+                    BoltOutput::emit(&mut output, u32::MAX, tuple.into(), anchors.into());
+                }
+            }
+            assert_eq!(rig.error, None);
+            assert_eq!(rig.stats.get(StatField::Emitted), 30);
+            let received = rig.received();
+            let edges: usize = received.values().flatten().map(|(_, _, ids)| ids).sum();
+            let delivered: usize = received.values().map(Vec::len).sum();
+            assert_eq!(edges, delivered, "every delivered tuple is anchored to the input");
+            got.push(received);
+        }
+        assert_eq!(got[0], got[1], "basic bolt: emit_many routes as 30 emits do");
+        assert_eq!(got[2], got[3], "rich bolt: emit_many routes as 30 emits do");
+        assert_eq!(got[0], got[2]);
+    }
+
+    #[test]
+    fn a_bolts_emit_many_that_breaks_a_rule_emits_nothing_and_reports_it() {
+        let values = tuples(4);
+        let mut rig = Rig::new(vec![stream("default", 2, false, mixed_routers())], 8, 4);
+        let mut inputs = InputTracker::new();
+        inputs.begin(&[]);
+        let mut output = bolt_output(&mut rig, &mut inputs, true);
+        BoltOutput::emit_many(
+            &mut output,
+            u32::MAX,
+            3,
+            values.as_slice().into(),
+            RSlice::default(),
+        );
+        let error = rig.error.take().expect("refused").to_string();
+        assert!(
+            error.contains("emit_many on stream \"default\" of 3 tuples with 8 values"),
+            "{error}"
+        );
+        assert_eq!(rig.stats.get(StatField::Emitted), 0);
+        assert!(rig.received().is_empty());
     }
 
     /// Two values per tuple; the first cycles over 5 words, so the fields

@@ -7,9 +7,9 @@
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{ROption, RResult};
 use squall_plugin_api::abi::{
-    Bolt12Box, BoltBox, BoltExtBox, ComponentBox, ComponentBox12, ComponentExtBox, Output,
-    OutputMut, Output_TO, PResult, Spout12Box, SpoutBox, SpoutExtBox, SpoutOutput, SpoutOutput_TO,
-    State, StoreDelta, TaskContext, TaskExt, WakerBox, WindowView,
+    Bolt12Box, BoltBox, BoltExtBox, BoltOutput, BoltOutput_TO, ComponentBox, ComponentBox12,
+    ComponentExtBox, Output, Output_TO, PResult, Spout12Box, SpoutBox, SpoutExtBox, SpoutOutput,
+    SpoutOutput_TO, State, StoreDelta, TaskContext, TaskExt, WakerBox, WindowView,
 };
 use squall_plugin_api::{ErrorKind, MessageId, PluginError, Tuple};
 
@@ -240,7 +240,7 @@ impl std::fmt::Debug for BoltObj {
         f.write_str(match self {
             BoltObj::V1(_) => "BoltObj::V1",
             BoltObj::Ext(_) => "BoltObj::Ext",
-            BoltObj::V12(_) => "BoltObj::Ext",
+            BoltObj::V12(_) => "BoltObj::V12",
         })
     }
 }
@@ -255,13 +255,19 @@ impl BoltObj {
         }
     }
 
-    /// `execute`.
+    /// `execute`, emitting through `output`: as a 1.0 [`Output`] to a 1.0
+    /// or 1.1 bolt, as a 1.2 [`BoltOutput`] (no options by value, and
+    /// `emit_many`) to a 1.2 bolt.
     #[inline]
-    pub fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> PResult<()> {
+    pub fn execute<O: Output + BoltOutput>(
+        &mut self,
+        input: &Tuple<'_>,
+        output: &mut O,
+    ) -> PResult<()> {
         match self {
-            BoltObj::V1(b) => b.execute(input, output),
-            BoltObj::Ext(b) => b.execute(input, output),
-            BoltObj::V12(b) => b.execute(input, output),
+            BoltObj::V1(b) => b.execute(input, Output_TO::from_ptr(output, TD_Opaque)),
+            BoltObj::Ext(b) => b.execute(input, Output_TO::from_ptr(output, TD_Opaque)),
+            BoltObj::V12(b) => b.execute(input, BoltOutput_TO::from_ptr(output, TD_Opaque)),
         }
     }
 
@@ -275,18 +281,18 @@ impl BoltObj {
     }
 
     /// `execute_window` (windowed bolts, contract 1.1 only).
-    pub fn execute_window(
+    pub fn execute_window<O: Output + BoltOutput>(
         &mut self,
         window: &WindowView<'_>,
-        output: OutputMut<'_>,
+        output: &mut O,
     ) -> PResult<()> {
         match self {
             BoltObj::V1(_) => RResult::RErr(PluginError::new(
                 ErrorKind::RUNTIME,
                 "a contract 1.0 bolt cannot take windows",
             )),
-            BoltObj::Ext(b) => b.execute_window(window, output),
-            BoltObj::V12(b) => b.execute_window(window, output),
+            BoltObj::Ext(b) => b.execute_window(window, Output_TO::from_ptr(output, TD_Opaque)),
+            BoltObj::V12(b) => b.execute_window(window, BoltOutput_TO::from_ptr(output, TD_Opaque)),
         }
     }
 

@@ -11,11 +11,13 @@ use super::ext::{SpoutOutputMut, State, WakerBox, WindowView};
 use super::ext_adapt::{
     config, runtime, AnyBolt, Basic, BoltExtAdapter, Rich, SpoutExtAdapter, Windowed,
 };
+use super::v1_2::BoltOutputMut;
 use super::v1_2::{
     ComponentBox12, ComponentExt12, DynBolt12, DynBolt12_TO, DynSpout12, DynSpout12_TO,
     DynStateBackend, DynStateBackend_TO, ScopeWrites, StateRecord, StoreDelta,
 };
-use super::{guard, ComponentKind, OutputMut, PResult, TaskContext, TaskExt};
+use super::{guard, ComponentKind, PResult, TaskContext, TaskExt};
+use crate::collector::BoltOut;
 use crate::state::{StateBackend, STORES_FORMAT};
 use crate::{BasicBolt, Bolt, ComponentConfig, MessageId, Spout, Tuple, WindowedBolt};
 
@@ -88,16 +90,20 @@ impl<B: AnyBolt> DynBolt12 for Bolt12Adapter<B> {
         self.0.prepare(context, ext)
     }
 
-    fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> PResult<()> {
-        self.0.execute(input, output)
+    fn execute(&mut self, input: &Tuple<'_>, output: BoltOutputMut<'_>) -> PResult<()> {
+        guard(|| self.0 .0.execute(input, BoltOut::V12(output)).map_err(runtime))
     }
 
     fn cleanup(&mut self) -> PResult<()> {
         self.0.cleanup()
     }
 
-    fn execute_window(&mut self, window: &WindowView<'_>, output: OutputMut<'_>) -> PResult<()> {
-        self.0.execute_window(window, output)
+    fn execute_window(
+        &mut self,
+        window: &WindowView<'_>,
+        output: BoltOutputMut<'_>,
+    ) -> PResult<()> {
+        guard(|| self.0 .0.execute_window(window, BoltOut::V12(output)).map_err(runtime))
     }
 
     /// The bolt's own state if it saves one, else its stores.

@@ -13,6 +13,7 @@ use super::ext::{
 };
 use super::guard::to_plugin_error;
 use super::{guard, ComponentKind, InputDecl, OutputMut, PResult, TaskContext, TaskExt};
+use crate::collector::BoltOut;
 use crate::{
     BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, ConfigKey, ErrorKind,
     Grouping, MessageId, OutputDeclarer, Spout, SpoutCollector, StreamDecl, Tuple, Value, Waker,
@@ -93,12 +94,12 @@ impl<S: Spout> DynSpoutExt for SpoutExtAdapter<S> {
 /// What a bolt adapter needs from a rich or a basic bolt.
 pub(crate) trait AnyBolt: Send + 'static {
     fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()>;
-    fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> crate::Result<()>;
+    fn execute(&mut self, input: &Tuple<'_>, output: BoltOut<'_>) -> crate::Result<()>;
     fn cleanup(&mut self);
     fn execute_window(
         &mut self,
         _window: &WindowView<'_>,
-        _output: OutputMut<'_>,
+        _output: BoltOut<'_>,
     ) -> crate::Result<()> {
         Err("not a windowed bolt: the host handed it a window".into())
     }
@@ -118,7 +119,7 @@ impl<B: WindowedBolt> AnyBolt for Windowed<B> {
     fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()> {
         self.0.prepare(context)
     }
-    fn execute(&mut self, _input: &Tuple<'_>, _output: OutputMut<'_>) -> crate::Result<()> {
+    fn execute(&mut self, _input: &Tuple<'_>, _output: BoltOut<'_>) -> crate::Result<()> {
         Err("a windowed bolt takes windows, not single tuples".into())
     }
     fn cleanup(&mut self) {
@@ -127,9 +128,9 @@ impl<B: WindowedBolt> AnyBolt for Windowed<B> {
     fn execute_window(
         &mut self,
         window: &WindowView<'_>,
-        output: OutputMut<'_>,
+        output: BoltOut<'_>,
     ) -> crate::Result<()> {
-        self.0.execute(&Window::new(window), &mut BasicCollector::new(output))
+        self.0.execute(&Window::new(window), &mut BasicCollector::from_out(output))
     }
     fn save_state(&mut self) -> Option<State> {
         self.0.save_state()
@@ -152,8 +153,8 @@ impl<B: Bolt> AnyBolt for Rich<B> {
     fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()> {
         self.0.prepare(context)
     }
-    fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> crate::Result<()> {
-        self.0.execute(input, &mut BoltCollector::new(output))
+    fn execute(&mut self, input: &Tuple<'_>, output: BoltOut<'_>) -> crate::Result<()> {
+        self.0.execute(input, &mut BoltCollector::from_out(output))
     }
     fn cleanup(&mut self) {
         self.0.cleanup();
@@ -179,8 +180,8 @@ impl<B: BasicBolt> AnyBolt for Basic<B> {
     fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()> {
         self.0.prepare(context)
     }
-    fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> crate::Result<()> {
-        self.0.execute(input, &mut BasicCollector::new(output))
+    fn execute(&mut self, input: &Tuple<'_>, output: BoltOut<'_>) -> crate::Result<()> {
+        self.0.execute(input, &mut BasicCollector::from_out(output))
     }
     fn cleanup(&mut self) {
         self.0.cleanup();
@@ -211,7 +212,7 @@ impl<B: AnyBolt> DynBoltExt for BoltExtAdapter<B> {
     }
 
     fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> PResult<()> {
-        guard(|| self.0.execute(input, output).map_err(runtime))
+        guard(|| self.0.execute(input, BoltOut::V1(output)).map_err(runtime))
     }
 
     fn cleanup(&mut self) -> PResult<()> {
@@ -222,7 +223,7 @@ impl<B: AnyBolt> DynBoltExt for BoltExtAdapter<B> {
     }
 
     fn execute_window(&mut self, window: &WindowView<'_>, output: OutputMut<'_>) -> PResult<()> {
-        guard(|| self.0.execute_window(window, output).map_err(runtime))
+        guard(|| self.0.execute_window(window, BoltOut::V1(output)).map_err(runtime))
     }
 
     fn save_state(&mut self) -> PResult<ROption<State>> {

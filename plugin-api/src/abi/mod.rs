@@ -51,9 +51,9 @@ pub use root::{
 };
 
 pub use v1_2::{
-    Bolt12Box, ComponentBox12, ComponentExt12, DynBolt12, DynBolt12_TO, DynSpout12, DynSpout12_TO,
-    DynStateBackend, DynStateBackend_TO, ScopeWrites, Spout12Box, StateBackendBox, StateRecord,
-    StoreDelta,
+    Bolt12Box, BoltOutput, BoltOutputMut, BoltOutput_TO, ComponentBox12, ComponentExt12, DynBolt12,
+    DynBolt12_TO, DynSpout12, DynSpout12_TO, DynStateBackend, DynStateBackend_TO, ScopeWrites,
+    Spout12Box, StateBackendBox, StateRecord, StoreDelta,
 };
 
 #[doc(hidden)]

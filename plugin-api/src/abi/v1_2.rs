@@ -7,17 +7,71 @@
 //! ones after them. A 1.0 or 1.1 library has no such field, and loads and
 //! runs as before.
 //!
+//! A 1.2 bolt also emits through its own output, [`BoltOutput`]: every
+//! argument of its emits fits in registers (the 1.0 [`Output`](super::Output)
+//! passes two options by value, which spill to the stack on every emit), and
+//! `emit_many` hands a run of tuples over in one call, as spouts have had
+//! since 1.1.
+//!
 //! These types are frozen for all of 1.2; a later minor adds its own.
 
 use abi_stable::{
     sabi_trait,
+    sabi_types::RMut,
     std_types::{RBox, ROption, RSlice, RStr, RString, RVec},
     StableAbi,
 };
 
 use super::ext::{SpoutOutputMut, State, StateEntry, WakerBox, WindowView};
-use super::{ComponentKind, OutputMut, PResult, TaskContext, TaskExt};
-use crate::{MessageId, Tuple, Value};
+use super::{ComponentKind, PResult, TaskContext, TaskExt};
+use crate::{Anchor, MessageId, Tuple, Value};
+
+/// What a 1.2 bolt's `execute` and `execute_window` emit, ack and fail
+/// through, implemented by the host.
+///
+/// Streams are as in [`Output::emit`](super::Output::emit): an index into
+/// the declared streams, or `u32::MAX` for `"default"`. Errors (an
+/// undeclared stream, a wrong field count, a bad direct task) are recorded
+/// by the host and reported when the current call returns.
+#[sabi_trait]
+pub trait BoltOutput {
+    /// Emits one tuple on a non-direct stream, anchored to `anchors`
+    /// (empty: untracked; a basic bolt's emits are anchored by the host).
+    fn emit(&mut self, stream: u32, values: RSlice<'_, Value>, anchors: RSlice<'_, Anchor>);
+
+    /// Emits one tuple on a direct stream, to task `task`.
+    fn emit_direct(
+        &mut self,
+        stream: u32,
+        task: u32,
+        values: RSlice<'_, Value>,
+        anchors: RSlice<'_, Anchor>,
+    );
+
+    /// Emits `count` tuples on a non-direct stream, each anchored to
+    /// `anchors`: `values` holds their values back to back, the stream's
+    /// field count each. A call that breaks a rule emits nothing.
+    fn emit_many(
+        &mut self,
+        stream: u32,
+        count: u32,
+        values: RSlice<'_, Value>,
+        anchors: RSlice<'_, Anchor>,
+    );
+
+    /// Acks an input tuple.
+    fn ack(&mut self, anchor: Anchor);
+
+    /// Fails an input tuple; its whole tree fails at once.
+    fn fail(&mut self, anchor: Anchor);
+
+    /// Restarts the message timeout of the tree an input tuple belongs to.
+    #[sabi(last_prefix_field)]
+    fn reset_timeout(&mut self, anchor: Anchor);
+}
+
+/// A borrowed [`BoltOutput`] object, valid for one call.
+pub type BoltOutputMut<'a> = BoltOutput_TO<'a, RMut<'a, ()>>;
 
 /// What one store of a bolt changed since the previous checkpoint, or (at
 /// a restore) what a checkpoint holds for a task's keys.
@@ -77,11 +131,12 @@ pub trait DynBolt12: Send {
     /// As [`DynBoltExt::prepare`](super::DynBoltExt::prepare).
     fn prepare(&mut self, context: &TaskContext, ext: &TaskExt) -> PResult<()>;
     /// Processes one input tuple.
-    fn execute(&mut self, input: &Tuple<'_>, output: OutputMut<'_>) -> PResult<()>;
+    fn execute(&mut self, input: &Tuple<'_>, output: BoltOutputMut<'_>) -> PResult<()>;
     /// Storm's `cleanup`.
     fn cleanup(&mut self) -> PResult<()>;
     /// A windowed bolt's window.
-    fn execute_window(&mut self, window: &WindowView<'_>, output: OutputMut<'_>) -> PResult<()>;
+    fn execute_window(&mut self, window: &WindowView<'_>, output: BoltOutputMut<'_>)
+        -> PResult<()>;
     /// Saves the instance's state for its successor (`None`: it keeps none).
     /// A bolt with stores hands them over here too.
     fn save_state(&mut self) -> PResult<ROption<State>>;

@@ -18,9 +18,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{ROption, RSlice, RVec};
-use squall_plugin_api::abi::{Output, OutputMut, Output_TO, StoreDelta, WindowView};
+use squall_plugin_api::abi::{Output, StoreDelta, WindowView};
 use squall_plugin_api::{Anchor, StateEntry, Tuple, Value};
 
 use super::super::output::{HostOutput, Side};
@@ -411,8 +410,7 @@ impl BoltExecutor {
                     error: &mut turn.emit_error,
                     side: Side::Window { inputs: &mut self.inputs, anchors: &anchors },
                 };
-                let output: OutputMut<'_> = Output_TO::from_ptr(&mut output, TD_Opaque);
-                let result = self.bolt.execute_window(&view, output).into_result();
+                let result = self.bolt.execute_window(&view, &mut output).into_result();
                 if let Some(e) = turn.emit_error.take() {
                     count_emit_error(&mut turn.stats, &self.core, "window", &e);
                 }

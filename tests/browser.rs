@@ -24,7 +24,7 @@ use crate::util::{require_tool, Workspace};
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// A chromedriver child and one browser session; both end on drop.
-struct Browser {
+pub(crate) struct Browser {
     driver: Child,
     addr: SocketAddr,
     session: String,
@@ -33,7 +33,7 @@ struct Browser {
 }
 
 impl Browser {
-    fn start(chromedriver: &Path, chromium: &Path, profile: &Path) -> Browser {
+    pub(crate) fn start(chromedriver: &Path, chromium: &Path, profile: &Path) -> Browser {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let driver = Command::new(chromedriver)
             .arg(format!("--port={port}"))
@@ -82,35 +82,51 @@ impl Browser {
         json["value"].clone()
     }
 
-    fn session(&self, method: &str, rest: &str, body: &Value) -> Value {
+    pub(crate) fn session(&self, method: &str, rest: &str, body: &Value) -> Value {
         self.call(method, &format!("/session/{}{rest}", self.session), body)
     }
 
-    fn find(&self, css: &str) -> Option<String> {
+    pub(crate) fn find(&self, css: &str) -> Option<String> {
         let body = json!({ "using": "css selector", "value": css });
         let found = self.session("POST", "/elements", &body);
         found.as_array()?.first()?.get(ELEMENT)?.as_str().map(str::to_owned)
     }
 
-    fn attribute(&self, css: &str, name: &str) -> Option<String> {
+    pub(crate) fn attribute(&self, css: &str, name: &str) -> Option<String> {
         let e = self.find(css)?;
         self.session("GET", &format!("/element/{e}/attribute/{name}"), &Value::Null)
             .as_str()
             .map(str::to_owned)
     }
 
-    fn text(&self, css: &str) -> Option<String> {
+    /// How many elements `css` matches.
+    pub(crate) fn count(&self, css: &str) -> usize {
+        let body = json!({ "using": "css selector", "value": css });
+        self.session("POST", "/elements", &body).as_array().map_or(0, Vec::len)
+    }
+
+    /// Opens `url` in the session.
+    pub(crate) fn open(&self, url: &str) {
+        self.session("POST", "/url", &json!({ "url": url }));
+    }
+
+    pub(crate) fn text(&self, css: &str) -> Option<String> {
         let e = self.find(css)?;
         self.session("GET", &format!("/element/{e}/text"), &Value::Null).as_str().map(str::to_owned)
     }
 
-    fn click(&self, css: &str) {
+    pub(crate) fn click(&self, css: &str) {
         let e = self.find(css).unwrap_or_else(|| panic!("no element {css}"));
         self.session("POST", &format!("/element/{e}/click"), &json!({}));
     }
 
     /// Polls until `ready` returns a value, or panics after `within`.
-    fn wait<T>(&self, what: &str, within: Duration, ready: impl Fn(&Browser) -> Option<T>) -> T {
+    pub(crate) fn wait<T>(
+        &self,
+        what: &str,
+        within: Duration,
+        ready: impl Fn(&Browser) -> Option<T>,
+    ) -> T {
         let deadline = Instant::now() + within;
         loop {
             if let Some(v) = ready(self) {

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use crate::nats::Broker;
 use crate::util::{
-    plugin_path, require_service, unique_name, Running, SquallCommand, Workspace, NATS, REDIS,
+    plugin_path, require_service, require_tool, unique_name, OwnServer, Running, ServerKind,
+    SquallCommand, Workspace, NATS, REDIS,
 };
 
 const PARTITIONS: u32 = 8;
@@ -46,11 +47,20 @@ impl Group {
     /// topology (each partition's spout throttled to `rate` tuples/s);
     /// `None` when a service is missing.
     fn new(test: &str, per_partition: u64, rate: u32) -> Option<Self> {
-        if !require_service(NATS) || !require_service(REDIS) {
+        if !require_service(NATS) {
+            return None;
+        }
+        Self::on(NATS.addr, test, per_partition, rate)
+    }
+
+    /// As [`Group::new`], with the leases and the input on the NATS server
+    /// at `nats_addr`.
+    fn on(nats_addr: &str, test: &str, per_partition: u64, rate: u32) -> Option<Self> {
+        if !require_service(REDIS) {
             return None;
         }
         let ws = Workspace::new(test);
-        let mut broker = Broker::connect();
+        let mut broker = Broker::connect_to(nats_addr);
         let stream = unique_name("GROUP");
         let subject = unique_name("group");
         broker.create_stream(&stream, &format!("{subject}.>"));
@@ -101,7 +111,6 @@ inputs = [{{ from = "words", stream = "payload", grouping = {{ fields = ["word"]
             nats = plugin_path("nats").display(),
             state = plugin_path("state_redis").display(),
             group = unique_name("g"),
-            nats_addr = NATS.addr,
             redis_addr = REDIS.addr,
         );
         let file = ws.write_topology("group.toml", &toml);
@@ -205,6 +214,16 @@ inputs = [{{ from = "words", stream = "payload", grouping = {{ fields = ["word"]
             logs.insert(id, out.stderr);
         }
         logs
+    }
+
+    /// What `squall group status --json` reads from the broker.
+    fn status(&self) -> serde_json::Value {
+        let out = SquallCommand::new(&self.ws, ["group", "status"])
+            .arg(&self.file)
+            .arg("--json")
+            .output();
+        out.assert_code(0);
+        serde_json::from_str(&out.stdout).expect("JSON")
     }
 
     /// The counts committed in every partition's namespace.
@@ -339,9 +358,64 @@ fn a_host_that_joins_takes_its_share_and_every_count_is_exact() {
     assert_eq!(crate::http::request(addr, "GET", "/readyz").status, 200);
     let metrics = crate::http::request(addr, "GET", "/metrics").body;
     assert!(metrics.contains("squall_group_partition_epoch{partition="), "{metrics}");
+    // `squall group status` reads the same from the broker, without joining.
+    let status = g.status();
+    let hosts: Vec<&str> =
+        status["members"].as_array().unwrap().iter().map(|m| m["host"].as_str().unwrap()).collect();
+    assert_eq!(hosts, ["h0", "h1", "h2"], "{status:#}");
+    for m in status["members"].as_array().unwrap() {
+        let id = m["host"].as_str().unwrap();
+        assert_eq!(m["state"], "alive", "{status:#}");
+        let listed: BTreeSet<u32> = m["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_u64().unwrap() as u32)
+            .collect();
+        assert_eq!(listed, g.held(id), "{id}: the broker and the log agree\n{status:#}");
+    }
+    for p in status["partitions"].as_array().unwrap() {
+        assert_eq!(p["state"], "held", "{status:#}");
+        assert!(p["epoch"].as_u64().unwrap() >= 1, "{status:#}");
+        assert!(p["pending"].is_u64() && p["unacked"].is_u64(), "the lag is read: {status:#}");
+    }
+    // The joiner's live page shows the same partitions, with their epochs.
+    if let (Some(chromium), Some(chromedriver)) =
+        (require_tool("chromium"), require_tool("chromedriver"))
+    {
+        let profile = g.ws.path("chromium-profile");
+        let browser = crate::browser::Browser::start(&chromedriver, &chromium, &profile);
+        browser.open(&format!("http://{addr}/"));
+        browser
+            .wait("the host", Duration::from_secs(20), |b| b.text("#host").filter(|t| t == "h2"));
+        let rows = browser.wait("h2's partitions", Duration::from_secs(20), |b| {
+            let n = b.count("#partitions tbody tr");
+            (n == mine.len()).then_some(n)
+        });
+        for k in &mine {
+            let epoch = browser.text(&format!("#partitions tr[data-partition=\"{k}\"] .epoch"));
+            assert!(epoch.is_some_and(|e| e.parse::<u64>().is_ok_and(|e| e >= 2)), "partition {k}");
+        }
+        eprintln!("the live page shows h2's {rows} partitions");
+    }
     g.wait_all_acked(Duration::from_secs(120));
+    let status = g.status();
+    for p in status["partitions"].as_array().unwrap() {
+        assert_eq!((p["pending"].as_u64(), p["unacked"].as_u64()), (Some(0), Some(0)), "{p}");
+    }
     let logs = g.stop_all();
     assert!(!logs["h2"].contains("taken over from"), "the joiner took released partitions only");
+    // Every host left and released its partitions; the text form says so.
+    let status = g.status();
+    assert!(status["members"].as_array().unwrap().iter().all(|m| m["state"] == "left"));
+    assert!(status["partitions"].as_array().unwrap().iter().all(|p| p["state"] == "released"));
+    let text = SquallCommand::new(&g.ws, ["group", "status"]).arg(&g.file).output();
+    text.assert_code(0);
+    assert!(
+        text.stdout.contains("PARTITION") && text.stdout.contains("released"),
+        "{}",
+        text.stdout
+    );
     assert_eq!(g.counts(), g.expected());
 }
 
@@ -402,6 +476,7 @@ fn a_rolling_restart_of_every_host_loses_nothing_and_counts_nothing_twice() {
     }
     g.wait_settled(2, Duration::from_secs(60));
     let mut stale = 0;
+    let mut stopped = Vec::new();
     for id in ["h0", "h1", "h2"] {
         let running = g.hosts.remove(id).expect("running");
         running.terminate();
@@ -410,6 +485,7 @@ fn a_rolling_restart_of_every_host_loses_nothing_and_counts_nothing_twice() {
         assert!(out.stderr.contains(&format!("host {id} left")), "\n{}", tail(&out.stderr, 40));
         assert!(!out.stderr.contains("not committed"), "\n{}", tail(&out.stderr, 40));
         stale += stale_in(&out.stderr);
+        stopped.push(out.stderr);
         g.start(id);
         g.wait_settled(2, Duration::from_secs(60));
     }
@@ -420,6 +496,109 @@ fn a_rolling_restart_of_every_host_loses_nothing_and_counts_nothing_twice() {
         stale += stale_in(log);
     }
     eprintln!("stale redeliveries recognised and not counted: {stale}");
+    // No partition waited for more than its restore: from its release to
+    // its next run, at most the taker's restore (taken → running) plus the
+    // one turn (lease/4) in which the taker reads the group and sees it free.
+    stopped.extend(logs.into_values());
+    let moves = moves_in(&stopped);
+    assert!(moves.len() >= 6, "each restart moves partitions away and back: {moves:?}");
+    let turn = Duration::from_millis(LEASE_MS / 4);
+    for m in &moves {
+        eprintln!("{m:?}");
+        assert!(
+            m.idle <= m.restore + turn + Duration::from_millis(250),
+            "partition {} idle {:?} after its release, its restore took {:?}",
+            m.partition,
+            m.idle,
+            m.restore
+        );
+    }
+    assert_eq!(g.counts(), g.expected());
+}
+
+/// A partition released by one host and run again by another.
+#[derive(Debug)]
+#[allow(dead_code)] // the fields are printed
+struct Move {
+    partition: u32,
+    epoch: u64,
+    /// From the release to the taker's `running`.
+    idle: Duration,
+    /// From the take to `running`: starting the topology and restoring its state.
+    restore: Duration,
+}
+
+/// The seconds since the month began at the start of a log line
+/// (`2026-12-02T19:30:00.123456Z  INFO …`); `None` for other lines.
+fn logged_at(line: &str) -> Option<f64> {
+    let stamp = line.split_whitespace().next()?.strip_suffix('Z')?;
+    let (date, time) = stamp.split_once('T')?;
+    let day: f64 = date.rsplit('-').next()?.parse().ok()?;
+    let mut parts = time.split(':');
+    let (h, m, s): (f64, f64, f64) =
+        (parts.next()?.parse().ok()?, parts.next()?.parse().ok()?, parts.next()?.parse().ok()?);
+    Some(day * 86_400.0 + h * 3600.0 + m * 60.0 + s)
+}
+
+/// Every release (`partition K: released (epoch E)`) that a take of epoch
+/// E + 1 and a run followed, in any of the hosts' logs.
+fn moves_in(logs: &[String]) -> Vec<Move> {
+    let find = |what: &str| -> Option<f64> {
+        logs.iter().flat_map(|l| l.lines()).find(|l| l.contains(what)).and_then(logged_at)
+    };
+    let mut moves = Vec::new();
+    for line in logs.iter().flat_map(|l| l.lines()) {
+        let Some(at) = line.find("partition ") else { continue };
+        let rest = &line[at + "partition ".len()..];
+        let Some((k, what)) = rest.split_once(": released (epoch ") else { continue };
+        let (Ok(partition), Some(Ok(epoch))) =
+            (k.parse::<u32>(), what.strip_suffix(')').map(str::parse::<u64>))
+        else {
+            continue;
+        };
+        let (Some(released), Some(taken), Some(running)) = (
+            logged_at(line),
+            find(&format!("partition {partition}: taken (epoch {})", epoch + 1)),
+            find(&format!("partition {partition}: running (epoch {})", epoch + 1)),
+        ) else {
+            continue;
+        };
+        moves.push(Move {
+            partition,
+            epoch,
+            idle: Duration::from_secs_f64((running - released).max(0.0)),
+            restore: Duration::from_secs_f64((running - taken).max(0.0)),
+        });
+    }
+    moves
+}
+
+/// The group's broker (a NATS server of the test's own, so the tests
+/// beside it never notice) stops for twice the lease time mid-run, then
+/// starts again with its store: no lease can be renewed meanwhile, so every
+/// host's fences run out and its commits are refused; once the server is
+/// back, the leases, the consumers and the commits recover.
+#[test]
+fn a_broker_restart_mid_run_recovers_leases_and_consumers_and_every_count_is_exact() {
+    let Some(mut server) = OwnServer::start(ServerKind::Nats, "group_broker") else { return };
+    let addr = server.addr().to_string();
+    let Some(mut g) = Group::on(&addr, "group_broker", 3000, 400) else { return };
+    for id in ["h0", "h1", "h2"] {
+        g.start(id);
+    }
+    g.wait_settled(2, Duration::from_secs(60));
+    let before = g.hosts.keys().map(|id| (id.clone(), g.held(id))).collect::<BTreeMap<_, _>>();
+    std::thread::sleep(Duration::from_secs(1));
+    server.stop();
+    std::thread::sleep(Duration::from_millis(2 * LEASE_MS));
+    server.up();
+    g.wait_all_acked(Duration::from_secs(120));
+    let after = g.hosts.keys().map(|id| (id.clone(), g.held(id))).collect::<BTreeMap<_, _>>();
+    eprintln!("partitions before the restart {before:?}, after {after:?}");
+    let logs = g.stop_all();
+    for (id, log) in &logs {
+        assert!(log.contains(&format!("host {id} left")), "{id}\n{}", tail(log, 40));
+    }
     assert_eq!(g.counts(), g.expected());
 }
 
@@ -469,4 +648,28 @@ component = "examples::RandomSentenceSpout"
         "\n{}",
         out.context()
     );
+    // `squall group status` of a file without [group], and of a group no
+    // host has run: one line each, not a hang or a made-up table.
+    let plain = ws.write_topology("plain.toml", &base);
+    let out = SquallCommand::new(&ws, ["group", "status"]).arg(&plain).output();
+    out.assert_code(1);
+    assert!(out.stderr.contains("has no [group] table"), "\n{}", out.context());
+    if require_service(NATS) {
+        let file = ws.write_topology(
+            "never.toml",
+            &format!(
+                "[plugins]\nexamples = \"{}\"\nstate = \"{}\"\n\n\
+                 [spouts.s]\ncomponent = \"examples::RandomSentenceSpout\"\n\n\
+                 [state]\nbackend = \"state::RedisState\"\n\n\
+                 [group]\nname = \"{}\"\npartitions = 2\nurl = \"nats://{}\"\n",
+                plugin_path("examples").display(),
+                plugin_path("state_redis").display(),
+                unique_name("never"),
+                NATS.addr
+            ),
+        );
+        let out = SquallCommand::new(&ws, ["group", "status"]).arg(&file).output();
+        out.assert_code(69);
+        assert!(out.stderr.contains("no host of the group has run yet"), "\n{}", out.context());
+    }
 }

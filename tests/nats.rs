@@ -33,8 +33,13 @@ struct Pipeline {
 
 impl Broker {
     pub(crate) fn connect() -> Self {
+        Self::connect_to(NATS.addr)
+    }
+
+    /// A client of the server at `addr` (a test's own server).
+    pub(crate) fn connect_to(addr: &str) -> Self {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let client = rt.block_on(async_nats::connect(NATS.addr)).expect("connect to NATS");
+        let client = rt.block_on(async_nats::connect(addr)).expect("connect to NATS");
         let js = jetstream::new(client);
         Self { rt, js, streams: Vec::new() }
     }

@@ -60,6 +60,13 @@ pub enum Command {
         #[command(subcommand)]
         what: super::state::StateCommand,
     },
+    /// A group of hosts sharing a topology's partitions, read from its
+    /// broker without joining it.
+    Group {
+        /// What to do.
+        #[command(subcommand)]
+        what: GroupCommand,
+    },
     /// Print sampled tuples flowing out of or into a component of a running topology (--http).
     Tap(super::tap::TapArgs),
     /// Run the topology's [[tests]] in process on simulated time; exit 1 if any fails.
@@ -99,6 +106,24 @@ pub struct SetArgs {
     /// string), e.g. --set topology.max_spout_pending=1000. Repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<crate::config::Override>,
+}
+
+/// What `squall group` does.
+#[derive(Debug, Subcommand)]
+pub enum GroupCommand {
+    /// Every host in the topology's group with its heartbeat and the
+    /// partitions it holds, then each partition's lease (owner, epoch,
+    /// when it was last renewed) and the lag of its JetStream consumers.
+    Status {
+        /// The topology file (its `[group]` names the group and broker).
+        topology: PathBuf,
+        /// Override one key of the topology (repeatable).
+        #[command(flatten)]
+        sets: SetArgs,
+        /// Print JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// What `squall graph` prints.

@@ -146,3 +146,235 @@ pub(super) fn run_group(
     );
     Ok(())
 }
+
+/// One partition as `squall group status` reads it from the broker.
+#[derive(Debug, serde::Serialize)]
+struct PartitionRow {
+    partition: u32,
+    /// The lease's owner (`None`: released, or never taken).
+    owner: Option<String>,
+    epoch: u64,
+    /// How long ago the lease was last written (a renewal, a take, a release).
+    age_ms: u64,
+    /// `held`, `expired` (its owner stopped renewing), `released` or `free`.
+    state: &'static str,
+    /// Messages of the partition's JetStream consumers not yet delivered
+    /// (`None`: no JetStream spout, or it could not be read).
+    pending: Option<u64>,
+    /// Delivered and not yet acknowledged (with durable state, acks wait
+    /// for the checkpoint that covers them).
+    unacked: Option<u64>,
+}
+
+/// One member's heartbeat.
+#[derive(Debug, serde::Serialize)]
+struct MemberRow {
+    host: String,
+    /// `alive`, `silent` (no heartbeat within the lease time) or `left`.
+    state: &'static str,
+    age_ms: u64,
+    partitions: Vec<u32>,
+}
+
+/// What `squall group status` prints.
+#[derive(Debug, serde::Serialize)]
+struct GroupReport {
+    group: String,
+    bucket: String,
+    lease_ms: u64,
+    members: Vec<MemberRow>,
+    partitions: Vec<PartitionRow>,
+}
+
+/// `squall group status TOPOLOGY.toml`: every member of the topology's
+/// group, the partitions each holds and their lag, read from the broker
+/// without joining the group.
+pub(super) fn status(
+    topology: &std::path::Path,
+    sets: &[Override],
+    json: bool,
+) -> Result<(), Failure> {
+    let config = super::load_config(topology, sets)?;
+    let Some(group) = config.group.clone() else {
+        return Err(Failure::Other(anyhow::anyhow!(
+            "{}: the topology has no [group] table",
+            topology.display()
+        )));
+    };
+    // The consumers each partition's spouts read, from its own config.
+    let mut consumers = Vec::new();
+    for k in 0..group.partitions {
+        let config = crate::config::load_partition(topology, sets, k).map_err(Failure::Config)?;
+        consumers.push(jetstream_consumers(&config));
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Other(anyhow::anyhow!("cannot start a runtime: {e}")))?;
+    let report = runtime.block_on(read_group(&group, &consumers))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(())
+}
+
+/// A JetStream spout's server, stream and consumer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Consumer {
+    url: String,
+    stream: String,
+    consumer: String,
+}
+
+/// The JetStream consumers the spouts of one partition's topology read
+/// (`nats::JetStreamSpout` with a named consumer).
+fn jetstream_consumers(config: &crate::config::TopologyConfig) -> Vec<Consumer> {
+    config
+        .spouts
+        .iter()
+        .filter(|s| s.decl.component.component == "JetStreamSpout")
+        .filter_map(|s| {
+            let table: toml::Table = s.decl.config.parse().ok()?;
+            let text = |key: &str| table.get(key).and_then(toml::Value::as_str).map(str::to_owned);
+            Some(Consumer {
+                url: text("url").unwrap_or_else(|| "nats://127.0.0.1:4222".to_owned()),
+                stream: text("stream")?,
+                consumer: text("consumer")?,
+            })
+        })
+        .collect()
+}
+
+async fn read_group(
+    group: &crate::config::GroupDecl,
+    consumers: &[Vec<Consumer>],
+) -> Result<GroupReport, Failure> {
+    use crate::group::assign::LeaseValue;
+    use crate::group::lease::{member_key, partition_key, Leases};
+    let timeout = Duration::from_secs(2);
+    let broker =
+        |e: crate::group::lease::LeaseError| Failure::Group(format!("group {}: {e}", group.name));
+    let leases = Leases::attach(&group.url, &group.bucket, timeout).await.map_err(broker)?;
+    let lease = Duration::from_millis(group.lease_ms);
+    let age = |at: std::time::SystemTime| {
+        std::time::SystemTime::now().duration_since(at).unwrap_or_default()
+    };
+    let mut members = Vec::new();
+    for key in leases.keys("h.").await.map_err(broker)? {
+        let Some((_, value, at)) = leases.entry(&key).await.map_err(broker)? else { continue };
+        let age = age(at);
+        let state = match value.as_ref() {
+            b"alive" if age <= lease => "alive",
+            b"alive" => "silent",
+            _ => "left",
+        };
+        let host = key["h.".len()..].to_owned();
+        debug_assert_eq!(member_key(&host), key);
+        members.push(MemberRow { host, state, age_ms: millis(age), partitions: Vec::new() });
+    }
+    let mut clients: Vec<(String, async_nats::jetstream::Context)> = Vec::new();
+    let mut partitions = Vec::new();
+    for k in 0..group.partitions {
+        let entry = leases.entry(&partition_key(k)).await.map_err(broker)?;
+        let (owner, epoch, age) = match entry {
+            Some((_, bytes, at)) => match serde_json::from_slice::<LeaseValue>(&bytes) {
+                Ok(v) => (v.owner, v.epoch, Some(age(at))),
+                Err(_) => (None, 0, Some(age(at))),
+            },
+            None => (None, 0, None),
+        };
+        let state = match (&owner, age) {
+            (Some(_), Some(a)) if a <= lease => "held",
+            (Some(_), _) => "expired",
+            (None, Some(_)) => "released",
+            (None, None) => "free",
+        };
+        if let (Some(o), "held" | "expired") = (&owner, state) {
+            if let Some(m) = members.iter_mut().find(|m| &m.host == o) {
+                m.partitions.push(k);
+            }
+        }
+        let (mut pending, mut unacked) = (None, None);
+        for c in consumers.get(k as usize).into_iter().flatten() {
+            let js = match clients.iter().find(|(url, _)| url == &c.url) {
+                Some((_, js)) => js.clone(),
+                None => {
+                    let Ok(client) =
+                        crate::group::lease::connect(&c.url, timeout, "squall group status").await
+                    else {
+                        continue;
+                    };
+                    let js = async_nats::jetstream::new(client);
+                    clients.push((c.url.clone(), js.clone()));
+                    js
+                }
+            };
+            let Ok(stream) = js.get_stream(&c.stream).await else { continue };
+            let Ok(info) = stream.consumer_info(&c.consumer).await else { continue };
+            *pending.get_or_insert(0) += info.num_pending;
+            *unacked.get_or_insert(0) += info.num_ack_pending as u64;
+        }
+        partitions.push(PartitionRow {
+            partition: k,
+            owner,
+            epoch,
+            age_ms: age.map_or(0, millis),
+            state,
+            pending,
+            unacked,
+        });
+    }
+    Ok(GroupReport {
+        group: group.name.clone(),
+        bucket: group.bucket.clone(),
+        lease_ms: group.lease_ms,
+        members,
+        partitions,
+    })
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The report as text: the group, one line per member, one per partition.
+fn render(report: &GroupReport) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "group {} (bucket {}, {} partitions, lease {} ms)",
+        report.group,
+        report.bucket,
+        report.partitions.len(),
+        report.lease_ms
+    );
+    let _ = writeln!(out, "\n{:<24} {:<7} {:>10}  partitions", "HOST", "STATE", "HEARTBEAT");
+    for m in &report.members {
+        let held = m.partitions.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        let held = if held.is_empty() { "-".to_owned() } else { held };
+        let _ = writeln!(out, "{:<24} {:<7} {:>8}ms  {held}", m.host, m.state, m.age_ms);
+    }
+    let _ = writeln!(
+        out,
+        "\n{:>9} {:<24} {:<9} {:>6} {:>10} {:>10} {:>10}",
+        "PARTITION", "OWNER", "STATE", "EPOCH", "RENEWED", "PENDING", "UNACKED"
+    );
+    let opt = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+    for p in &report.partitions {
+        let _ = writeln!(
+            out,
+            "{:>9} {:<24} {:<9} {:>6} {:>8}ms {:>10} {:>10}",
+            p.partition,
+            p.owner.as_deref().unwrap_or("-"),
+            p.state,
+            p.epoch,
+            p.age_ms,
+            opt(p.pending),
+            opt(p.unacked)
+        );
+    }
+    out
+}

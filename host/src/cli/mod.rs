@@ -21,7 +21,7 @@ mod validate;
 
 use std::process::ExitCode;
 
-pub use args::{Args, Command, GraphFormat, NewCommand, SetArgs};
+pub use args::{Args, Command, GraphFormat, GroupCommand, NewCommand, SetArgs};
 pub use exit::{Failure, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_UNAVAILABLE};
 
 use crate::config::{Diagnostics, Override};
@@ -42,6 +42,9 @@ pub fn run(args: Args) -> ExitCode {
         Command::Inspect { plugin } => inspect::inspect(&plugin),
         Command::New { what: NewCommand::Plugin(a) } => new::new_plugin(a),
         Command::State { what } => state::state(what),
+        Command::Group { what: GroupCommand::Status { topology, sets, json } } => {
+            group::status(&topology, &sets.sets, json)
+        }
         Command::Tap(a) => tap::tap(a),
         Command::Test { topology, sets, junit, only } => {
             test::test(&topology, &sets.sets, junit.as_deref(), only.as_deref())

@@ -42,13 +42,7 @@ impl Leases {
     /// # Errors
     /// The server cannot be reached or has no JetStream.
     pub async fn open(url: &str, bucket: &str, timeout: Duration) -> Result<Self, LeaseError> {
-        let options = async_nats::ConnectOptions::new()
-            .connection_timeout(timeout)
-            .request_timeout(Some(timeout))
-            .name("squall group");
-        let client = async_nats::connect_with_options(url, options)
-            .await
-            .map_err(|e| LeaseError::Broker(format!("cannot connect to {url}: {e}")))?;
+        let client = connect(url, timeout, "squall group").await?;
         let mut js = async_nats::jetstream::new(client);
         js.set_timeout(timeout);
         let kv = match js.get_key_value(bucket).await {
@@ -86,6 +80,41 @@ impl Leases {
             }
         };
         Ok(Self { kv, bucket: bucket.to_owned() })
+    }
+
+    /// Connects to `url` and opens `bucket`, which must exist: for readers
+    /// that do not join the group (`squall group status`).
+    ///
+    /// # Errors
+    /// The server cannot be reached, or the bucket does not exist.
+    pub async fn attach(url: &str, bucket: &str, timeout: Duration) -> Result<Self, LeaseError> {
+        let client = connect(url, timeout, "squall group status").await?;
+        let mut js = async_nats::jetstream::new(client);
+        js.set_timeout(timeout);
+        let kv = js.get_key_value(bucket).await.map_err(|e| {
+            LeaseError::Broker(format!(
+                "no bucket {bucket} on {url} ({e}): no host of the group has run yet"
+            ))
+        })?;
+        Ok(Self { kv, bucket: bucket.to_owned() })
+    }
+
+    /// The key's revision, value and the broker's time of that revision
+    /// (`None`: absent or deleted).
+    ///
+    /// # Errors
+    /// The broker's.
+    pub async fn entry(
+        &self,
+        key: &str,
+    ) -> Result<Option<(u64, Bytes, std::time::SystemTime)>, LeaseError> {
+        match self.kv.entry(key).await {
+            Ok(Some(e)) if e.operation == kv::Operation::Put => {
+                Ok(Some((e.revision, e.value, std::time::SystemTime::from(e.created))))
+            }
+            Ok(_) => Ok(None),
+            Err(e) => Err(LeaseError::Broker(format!("read {key}: {e}"))),
+        }
     }
 
     /// The bucket's name.
@@ -152,6 +181,24 @@ impl Leases {
         }
         Ok(out)
     }
+}
+
+/// A client of `url` whose requests wait at most `timeout`.
+///
+/// # Errors
+/// The server cannot be reached.
+pub async fn connect(
+    url: &str,
+    timeout: Duration,
+    name: &str,
+) -> Result<async_nats::Client, LeaseError> {
+    let options = async_nats::ConnectOptions::new()
+        .connection_timeout(timeout)
+        .request_timeout(Some(timeout))
+        .name(name);
+    async_nats::connect_with_options(url, options)
+        .await
+        .map_err(|e| LeaseError::Broker(format!("cannot connect to {url}: {e}")))
 }
 
 /// Partition `k`'s lease key.

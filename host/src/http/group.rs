@@ -3,6 +3,7 @@
 //!
 //! | route | answer |
 //! | --- | --- |
+//! | `GET /` | the live page: this host's partitions with their lease epochs, phases and last checkpoints, the members and the counters, polled every second (no token: it holds no data; its script asks with the read token) |
 //! | `GET /healthz` | 200 `{"status": "ok"}` while the member runs |
 //! | `GET /readyz` | 200 while the member is in its group and not leaving, 503 otherwise |
 //! | `GET /api/v1/group` | this host's view: group, host, live members, share, and each partition it holds with its lease epoch, phase and last committed checkpoint; the member's counters |
@@ -168,6 +169,13 @@ fn answer(mut stream: TcpStream, bound: SocketAddr, access: &Access, view: &Grou
     let _ = stream.write_all(out.as_bytes()).and_then(|()| stream.write_all(body.as_bytes()));
 }
 
+/// The member's live page: polls `/api/v1/group` every second.
+const GROUP_PAGE: &str = include_str!("page/group.html");
+/// Its script.
+const GROUP_SCRIPT: &str = include_str!("page/group.js");
+const HTML: &str = "text/html; charset=utf-8";
+const SCRIPT: &str = "text/javascript; charset=utf-8";
+
 fn respond(
     head: &Head,
     bound: SocketAddr,
@@ -180,6 +188,13 @@ fn respond(
         return json_answer(Answer::error(405, "a group member's endpoint is read-only"));
     }
     let scope = match head.path.as_str() {
+        // Static text with no data: the page and its assets.
+        "/" | "/index.html" => return (200, HTML, GROUP_PAGE.to_owned(), false),
+        "/group.js" => return (200, SCRIPT, GROUP_SCRIPT.to_owned(), false),
+        "/style.css" => {
+            let (kind, body) = super::page::asset("/style.css").unwrap_or(("text/css", ""));
+            return (200, kind, body.to_owned(), false);
+        }
         "/metrics" if access.metrics_public => Scope::Public,
         "/healthz" | "/readyz" | "/api/v1/group" | "/metrics" => Scope::Read,
         _ => return json_answer(Answer::error(404, format!("no route {}", head.path))),

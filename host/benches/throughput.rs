@@ -25,7 +25,8 @@
 //! per-pair ratios, and the medians' ratio). `SQUALL_PREVIOUS_PLUGIN_DIR`
 //! gives that build its own plugins (default: this build's).
 //! `BENCH_ONLY=previous` runs only that comparison; `BENCH_ONLY=http` only
-//! the cost of `--http`. Last, the cost of `squall tap` (no tap, the
+//! the cost of `--http`; `BENCH_ONLY=baseline` only the first table (each
+//! workload alternating with its hand-written baseline, run by run). Last, the cost of `squall tap` (no tap, the
 //! previous build, a tap attached; `BENCH_TAP_ONLY=1` runs only that).
 //! The plugins must be built: `cargo build --release --workspace`.
 
@@ -112,12 +113,27 @@ fn main() {
     let mut medians: FxHashMap<&str, f64> = FxHashMap::default();
     for (name, component, field, baseline) in workloads {
         let file = format!("{name}.toml");
-        let ours = median(
-            (0..s.runs).map(|_| squall_rate(&s, &s.bin, &file, component, field, None, false).0),
-        );
+        // Alternating, so that both see the same moments of a shared machine.
+        let (mut ours, mut theirs, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..s.runs {
+            let o = squall_rate(&s, &s.bin, &file, component, field, None, false).0;
+            let t = baseline(Duration::from_secs(s.secs));
+            pairs.push(o / t);
+            ours.push(o);
+            theirs.push(t);
+        }
+        let (ours, theirs, pair) =
+            (median(ours.into_iter()), median(theirs.into_iter()), median(pairs.into_iter()));
         medians.insert(name, ours);
-        let theirs = median((0..s.runs).map(|_| baseline(Duration::from_secs(s.secs))));
-        println!("{name:<22} {ours:>16.0} {theirs:>16.0} {:>8.2}", ours / theirs);
+        println!(
+            "{name:<22} {ours:>16.0} {theirs:>16.0} {:>8.2}   (median of the {} pairs: {pair:.3})",
+            ours / theirs,
+            s.runs
+        );
+    }
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("baseline") {
+        let _ = std::fs::remove_dir_all(&s.scratch);
+        return;
     }
     for name in ["const-null-ack", "const-id-null-ack", "const-null-latency"] {
         let runs: Vec<(f64, (f64, f64))> = (0..s.runs)

@@ -274,6 +274,7 @@ async fn read_group(
         debug_assert_eq!(member_key(&host), key);
         members.push(MemberRow { host, state, age_ms: millis(age), partitions: Vec::new() });
     }
+    members.sort_by(|a, b| a.host.cmp(&b.host));
     let mut clients: Vec<(String, async_nats::jetstream::Context)> = Vec::new();
     let mut partitions = Vec::new();
     for k in 0..group.partitions {

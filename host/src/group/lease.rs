@@ -33,6 +33,8 @@ pub enum LeaseError {
 pub struct Leases {
     kv: kv::Store,
     bucket: String,
+    /// Requests sent to the broker (each read, write and key listing).
+    requests: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Leases {
@@ -79,7 +81,7 @@ impl Leases {
                 }
             }
         };
-        Ok(Self { kv, bucket: bucket.to_owned() })
+        Ok(Self { kv, bucket: bucket.to_owned(), requests: Default::default() })
     }
 
     /// Connects to `url` and opens `bucket`, which must exist: for readers
@@ -96,7 +98,7 @@ impl Leases {
                 "no bucket {bucket} on {url} ({e}): no host of the group has run yet"
             ))
         })?;
-        Ok(Self { kv, bucket: bucket.to_owned() })
+        Ok(Self { kv, bucket: bucket.to_owned(), requests: Default::default() })
     }
 
     /// The key's revision, value and the broker's time of that revision
@@ -108,6 +110,7 @@ impl Leases {
         &self,
         key: &str,
     ) -> Result<Option<(u64, Bytes, std::time::SystemTime)>, LeaseError> {
+        self.count();
         match self.kv.entry(key).await {
             Ok(Some(e)) if e.operation == kv::Operation::Put => {
                 Ok(Some((e.revision, e.value, std::time::SystemTime::from(e.created))))
@@ -115,6 +118,15 @@ impl Leases {
             Ok(_) => Ok(None),
             Err(e) => Err(LeaseError::Broker(format!("read {key}: {e}"))),
         }
+    }
+
+    /// The count of requests sent to the broker, shared with its readers.
+    pub fn requests(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+        self.requests.clone()
+    }
+
+    fn count(&self) {
+        self.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The bucket's name.
@@ -127,6 +139,7 @@ impl Leases {
     /// # Errors
     /// The broker's.
     pub async fn read(&self, key: &str) -> Result<Option<(u64, Bytes)>, LeaseError> {
+        self.count();
         match self.kv.entry(key).await {
             Ok(Some(e)) if e.operation == kv::Operation::Put => Ok(Some((e.revision, e.value))),
             Ok(_) => Ok(None),
@@ -139,6 +152,7 @@ impl Leases {
     /// # Errors
     /// [`LeaseError::Conflict`] when the key exists.
     pub async fn create(&self, key: &str, value: Bytes) -> Result<u64, LeaseError> {
+        self.count();
         self.kv.create(key, value).await.map_err(|e| match e.kind() {
             kv::CreateErrorKind::AlreadyExists => LeaseError::Conflict,
             _ => LeaseError::Broker(format!("create {key}: {e}")),
@@ -151,6 +165,7 @@ impl Leases {
     /// # Errors
     /// [`LeaseError::Conflict`] when the key changed since `revision`.
     pub async fn update(&self, key: &str, value: Bytes, revision: u64) -> Result<u64, LeaseError> {
+        self.count();
         self.kv.update(key, value, revision).await.map_err(|e| match e.kind() {
             kv::UpdateErrorKind::WrongLastRevision => LeaseError::Conflict,
             _ => LeaseError::Broker(format!("update {key}: {e}")),
@@ -162,6 +177,7 @@ impl Leases {
     /// # Errors
     /// The broker's.
     pub async fn put(&self, key: &str, value: Bytes) -> Result<u64, LeaseError> {
+        self.count();
         self.kv.put(key, value).await.map_err(|e| LeaseError::Broker(format!("put {key}: {e}")))
     }
 
@@ -170,6 +186,7 @@ impl Leases {
     /// # Errors
     /// The broker's.
     pub async fn keys(&self, prefix: &str) -> Result<Vec<String>, LeaseError> {
+        self.count();
         let broker = |e: &dyn std::fmt::Display| LeaseError::Broker(format!("list keys: {e}"));
         let mut keys = Box::pin(self.kv.keys().await.map_err(|e| broker(&e))?);
         let mut out = Vec::new();

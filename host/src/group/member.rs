@@ -88,6 +88,8 @@ pub struct Counters {
     pub start_failures: AtomicU64,
     /// Renewals that failed for another reason than a conflict.
     pub renew_errors: AtomicU64,
+    /// Requests sent to the lease broker (reads, writes, key listings).
+    pub broker_requests: Arc<AtomicU64>,
 }
 
 /// One partition as this host holds it, for status readers.
@@ -147,7 +149,8 @@ impl Member {
             host: settings.host_id.clone(),
             ..Status::default()
         }));
-        let counters = Arc::new(Counters::default());
+        let counters =
+            Arc::new(Counters { broker_requests: leases.requests(), ..Counters::default() });
         let (events_tx, events) = crossbeam_channel::unbounded();
         let keeper = Keeper {
             view: View {

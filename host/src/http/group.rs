@@ -241,6 +241,7 @@ fn counters_json(c: &Counters) -> serde_json::Value {
         "lost": r(&c.lost),
         "start_failures": r(&c.start_failures),
         "renew_errors": r(&c.renew_errors),
+        "broker_requests": c.broker_requests.load(Ordering::Relaxed),
     })
 }
 
@@ -263,6 +264,11 @@ fn metrics(status: &Status, c: &Counters) -> String {
             r(&c.start_failures),
         ),
         ("squall_group_renew_errors_total", "Lease renewals that failed.", r(&c.renew_errors)),
+        (
+            "squall_group_broker_requests_total",
+            "Requests sent to the lease broker.",
+            c.broker_requests.load(Ordering::Relaxed),
+        ),
     ];
     for (name, help, value) in counters {
         out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"));

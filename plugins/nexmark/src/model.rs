@@ -705,13 +705,14 @@ mod tests {
                     // A hot auction is a multiple of 100 past the first;
                     // a random one is too, 1 time in 100.
                     hot_auction +=
-                        u64::from((b.auction - FIRST_AUCTION_ID) % HOT_AUCTION_STEP == 0);
+                        u64::from((b.auction - FIRST_AUCTION_ID).is_multiple_of(HOT_AUCTION_STEP));
                     hot_bidder += u64::from((b.bidder - FIRST_PERSON_ID) % HOT_BIDDER_STEP == 1);
                     assert!(b.price >= 100 && b.price <= 100_000_000, "{b:?}");
                 }
                 Event::Auction(a) => {
                     auctions += 1;
-                    hot_seller += u64::from((a.seller - FIRST_PERSON_ID) % HOT_SELLER_STEP == 0);
+                    hot_seller +=
+                        u64::from((a.seller - FIRST_PERSON_ID).is_multiple_of(HOT_SELLER_STEP));
                     assert!(a.expires > a.date_time && a.reserve > a.initial_bid, "{a:?}");
                     assert!((10..15).contains(&a.category));
                 }

@@ -140,7 +140,7 @@ impl BasicBolt for Selection {
 
     fn execute(&mut self, input: &Tuple<'_>, collector: &mut BasicCollector<'_>) -> Result<()> {
         let auction = u64_at(input, bid::AUCTION)?;
-        if auction % self.modulus == 0 {
+        if auction.is_multiple_of(self.modulus) {
             let price = u64_at(input, bid::PRICE)?;
             collector.emit(&[Value::U64(auction), Value::U64(price)]);
         }

@@ -308,7 +308,7 @@ impl Spout for NexmarkSpout {
             return Err(format!("unknown generator position `{}`", position.format).into());
         }
         let bytes = position.entries[0].bytes.as_slice();
-        if bytes.len() < 16 || bytes.len() % 8 != 0 {
+        if bytes.len() < 16 || !bytes.len().is_multiple_of(8) {
             return Err("a generator position is 8-byte words".into());
         }
         let word = |i: usize| {

@@ -138,7 +138,7 @@ fn q2_selects_the_bids_on_auctions_that_are_multiples_of_123() {
     let events = events();
     let out = run("q2", "q2", &events);
     let expected: Vec<Vec<Cell>> = bids(&events)
-        .filter(|b| b.auction % 123 == 0)
+        .filter(|b| b.auction.is_multiple_of(123))
         .map(|b| vec![u(b.auction), u(b.price)])
         .collect();
     assert!(expected.len() > 10, "{}", expected.len());

@@ -148,7 +148,7 @@ inputs = [{ from = "split", grouping = { fields = ["word"] } }]
 fn every_shipped_topology_validates() {
     let ws = Workspace::new("shipped_topologies");
     let mut files = Vec::new();
-    for dir in ["topologies", "topologies/perf"] {
+    for dir in ["topologies", "topologies/perf", "topologies/nexmark"] {
         for entry in std::fs::read_dir(workspace_root().join(dir)).expect("topologies dir") {
             let path = entry.expect("dir entry").path();
             if path.extension().is_some_and(|e| e == "toml") {

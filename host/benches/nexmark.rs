@@ -1,0 +1,207 @@
+//! Nexmark on the `squall` binary: events per second per core, for every
+//! query topology in `topologies/nexmark/` (generator → query → null sink),
+//! against Flink's published per-core figures.
+//!
+//! Each query runs as `squall run topologies/nexmark/qN.toml --duration
+//! BENCH_SECS` (default 8 s), `BENCH_RUNS` times (default 3). A run's
+//! figure is the events the generator emitted (people, auctions and bids)
+//! divided by the CPU time the process used (user + system, from
+//! `getrusage(RUSAGE_CHILDREN)` around its wait: start-up and drain
+//! included), not by wall time; the table shows the medians. The stateful
+//! queries (q3, q4, q5, q7, q8) run a second time with durable state: a
+//! `[state]` table checkpointing into Redis at 127.0.0.1:6379 every second
+//! (skipped when Redis does not answer). The Redis server's own CPU is not
+//! counted.
+//!
+//! `cargo bench -p squall-host --bench nexmark` with the workspace built in
+//! release (`cargo build --release --workspace`); `-- --test` (the bench
+//! smoke) runs each query once for half a second.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Flink's events per second per core, where it publishes one (the
+/// Nexmark results of the nexmark/nexmark repository: 8-core hosts,
+/// RocksDB, exactly-once checkpoints).
+const QUERIES: [(&str, Option<f64>); 8] = [
+    ("q0", Some(155_000.0)),
+    ("q1", Some(158_000.0)),
+    ("q2", Some(175_000.0)),
+    ("q3", None),
+    ("q4", Some(34_000.0)),
+    ("q5", Some(22_000.0)),
+    ("q7", Some(12_300.0)),
+    ("q8", None),
+];
+
+/// The queries that keep state, run again with `[state]`.
+const STATEFUL: [&str; 5] = ["q3", "q4", "q5", "q7", "q8"];
+
+const REDIS_URL: &str = "redis://127.0.0.1:6379";
+
+struct Bench {
+    squall: PathBuf,
+    root: PathBuf,
+    plugins: PathBuf,
+    scratch: PathBuf,
+    duration: String,
+}
+
+/// One run: events emitted, CPU seconds, wall seconds.
+struct Run {
+    events: f64,
+    cpu: f64,
+    wall: f64,
+}
+
+fn main() {
+    let smoke = std::env::args().any(|a| a == "--test");
+    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let (runs, duration) = if smoke {
+        (1, "500ms".to_owned())
+    } else {
+        (env("BENCH_RUNS", 3) as usize, format!("{}s", env("BENCH_SECS", 8)))
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace").to_path_buf();
+    let plugins = std::env::var_os("SQUALL_PLUGIN_DIR")
+        .map_or_else(|| root.join("target/release"), PathBuf::from);
+    for lib in ["libsquall_nexmark.so", "libsquall_state_redis.so"] {
+        if !plugins.join(lib).exists() {
+            eprintln!(
+                "missing {}: run `cargo build --release --workspace` first",
+                plugins.join(lib).display()
+            );
+            std::process::exit(2);
+        }
+    }
+    let scratch = std::env::temp_dir().join(format!("squall-nexmark-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).expect("scratch dir");
+    let bench = Bench {
+        squall: PathBuf::from(env!("CARGO_BIN_EXE_squall")),
+        root,
+        plugins,
+        scratch,
+        duration,
+    };
+    let redis = std::net::TcpStream::connect(("127.0.0.1", 6379)).is_ok();
+    println!(
+        "nexmark: {runs} run(s) of {} per query, medians; events per second per core = \
+         generator events / (user + sys CPU s of the squall process)",
+        bench.duration
+    );
+    println!(
+        "{:<5} {:<8} {:>12} {:>8} {:>12} {:>16} {:>15} {:>7}",
+        "query", "state", "events", "CPU s", "events/s", "events/s/core", "Flink /core", "ratio"
+    );
+    let mut rows = Vec::new();
+    for (query, flink) in QUERIES {
+        rows.push((query, "none", flink, bench.median(query, None, runs)));
+        if STATEFUL.contains(&query) {
+            if redis {
+                rows.push((query, "redis", flink, bench.median(query, Some(REDIS_URL), runs)));
+            } else {
+                println!("{query:<5} redis    (skipped: nothing answers on 127.0.0.1:6379)");
+            }
+        }
+        for (query, state, flink, run) in rows.drain(..) {
+            let per_core = run.events / run.cpu;
+            let (theirs, ratio) = match flink {
+                Some(f) => (format!("{:.0}", f), format!("{:.1}", per_core / f)),
+                None => ("-".to_owned(), "-".to_owned()),
+            };
+            println!(
+                "{query:<5} {state:<8} {:>12.0} {:>8.2} {:>12.0} {:>16.0} {theirs:>15} {ratio:>7}",
+                run.events,
+                run.cpu,
+                run.events / run.wall,
+                per_core
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&bench.scratch);
+}
+
+impl Bench {
+    /// `runs` runs of `query`; the run with the median events per core.
+    fn median(&self, query: &str, redis: Option<&str>, runs: usize) -> Run {
+        let mut all: Vec<Run> = (0..runs).map(|i| self.run(query, redis, i)).collect();
+        all.sort_by(|a, b| (a.events / a.cpu).total_cmp(&(b.events / b.cpu)));
+        all.swap_remove(all.len() / 2)
+    }
+
+    /// The topology of `query` as shipped, with the plugin directory filled
+    /// in, and with `[state]` into Redis when `redis` is given.
+    fn topology(&self, query: &str, redis: Option<(&str, &str)>) -> String {
+        let file = self.root.join(format!("topologies/nexmark/{query}.toml"));
+        let text = std::fs::read_to_string(&file).expect("the query topology");
+        let dir = self.plugins.display().to_string();
+        let mut text = text.replace("${SQUALL_PLUGIN_DIR:-../../target/release}", &dir);
+        if let Some((url, namespace)) = redis {
+            let plugin = format!("nexmark = \"{dir}/libsquall_nexmark.so\"");
+            assert!(text.contains(&plugin), "{query}.toml names the plugin as expected");
+            text = text
+                .replace(&plugin, &format!("{plugin}\nstate = \"{dir}/libsquall_state_redis.so\""));
+            text.push_str(&format!(
+                "\n[state]\nbackend = \"state::RedisState\"\nnamespace = \"{namespace}\"\n\
+                 interval_ms = 1000\nconfig = {{ url = \"{url}\" }}\n"
+            ));
+        }
+        text
+    }
+
+    fn run(&self, query: &str, redis: Option<&str>, i: usize) -> Run {
+        let namespace = format!("squall-nexmark-bench-{}-{query}-{i}", std::process::id());
+        let toml = self.scratch.join(format!("{query}-{i}.toml"));
+        let json = self.scratch.join(format!("{query}-{i}.json"));
+        std::fs::write(&toml, self.topology(query, redis.map(|u| (u, namespace.as_str()))))
+            .expect("write the topology");
+        let before = children_cpu_secs();
+        let started = std::time::Instant::now();
+        let out = Command::new(&self.squall)
+            .args(["run", "--stats-interval", "0s", "--duration", &self.duration, "--json"])
+            .arg(&json)
+            .arg(&toml)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run squall");
+        let wall = started.elapsed().as_secs_f64();
+        let cpu = children_cpu_secs() - before;
+        assert!(out.status.success(), "{query}: {}", String::from_utf8_lossy(&out.stderr));
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).expect("the --json summary"))
+                .expect("a JSON summary");
+        let events = summary["components"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == "events"))
+            .and_then(|c| c["emitted"].as_f64())
+            .expect("the generator's emitted count");
+        if redis.is_some() {
+            let d = &summary["durable_state"];
+            assert!(
+                d["committed"].as_u64().unwrap_or(0) > 0 || self.duration == "500ms",
+                "{query}: no checkpoint committed: {d}"
+            );
+            let _ = Command::new(&self.squall)
+                .args(["state", "rm", "--yes"])
+                .arg(&toml)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        Run { events, cpu, wall }
+    }
+}
+
+/// User + system CPU seconds of every child process waited for so far.
+fn children_cpu_secs() -> f64 {
+    // SAFETY: getrusage only writes one `rusage` into the zeroed struct we
+    // own and pass by pointer; RUSAGE_CHILDREN is a valid `who`.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}

@@ -12,6 +12,7 @@ use std::time::Duration;
 pub const PACKAGES: &[&str] = &[
     "squall-host",
     "squall-examples",
+    "squall-nexmark",
     "squall-testkit",
     "squall-files",
     "squall-nats",

@@ -211,22 +211,7 @@ fn held(log: &str) -> Vec<u32> {
 
 /// The time a log line was written (tracing's RFC 3339 stamp, UTC).
 fn stamp(line: &str) -> Option<SystemTime> {
-    let s = line.split_whitespace().next()?.strip_suffix('Z')?;
-    let (date, time) = s.split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let mut t = time.split(':');
-    let (h, min) = (t.next()?.parse::<u64>().ok()?, t.next()?.parse::<u64>().ok()?);
-    let sec: f64 = t.next()?.parse().ok()?;
-    // Days since the epoch (Howard Hinnant's civil-from-days, inverted).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = (era * 146_097 + doe - 719_468) as u64;
-    let secs = days * 86_400 + h * 3600 + min * 60;
-    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_secs_f64(sec))
+    humantime::parse_rfc3339(line.split_whitespace().next()?).ok()
 }
 
 /// The first line of `log` that contains `what`, and when it was written.
@@ -290,14 +275,12 @@ fn failover(b: &mut Bench, kills: usize) {
             let after = &log[log.find(&from)?..];
             logged(after, &format!("partition {k}: running (epoch"))
         });
-        let seen_running = SystemTime::now();
         let (_, _, delivered) =
             b.consumer(&g.stream, &format!("c-{k}")).expect("the partition's consumer");
         let again = wait_for("a delivery", Duration::from_secs(30), || {
             let (_, _, now) = b.consumer(&g.stream, &format!("c-{k}"))?;
             (now > delivered).then(SystemTime::now)
         });
-        let _ = seen_running;
         expiry.push(ms(since(killed, taken)));
         restore.push(ms(since(taken, running)));
         resume.push(ms(since(running, again)));

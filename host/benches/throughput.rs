@@ -297,8 +297,8 @@ fn squall_rate(
     throttle: Option<u64>,
     http: bool,
 ) -> (f64, (f64, f64)) {
-    let (rate, lat) = squall_run(s, bin, file, component, field, throttle, http, false, None);
-    (rate, (lat[0], lat[1]))
+    let run = squall_run(s, bin, file, component, field, throttle, http, false, None);
+    (run.rate, (run.latency[0], run.latency[1]))
 }
 
 /// The plugins `bin` runs with: the previous build's own
@@ -319,10 +319,7 @@ fn against_previous(s: &Settings) {
         eprintln!("BENCH_ONLY=previous needs SQUALL_PREVIOUS_BIN");
         std::process::exit(2);
     };
-    println!(
-        "{:<22} {:>16} {:>16} {:>9} {:>9}",
-        "this build / previous", "this /s", "previous /s", "pairs", "medians"
-    );
+    println!("this build / previous, {} alternating runs each", s.runs);
     let workloads = [
         ("const-null", "bolt", "executed"),
         ("const-null-ack", "spout", "acked"),
@@ -332,32 +329,58 @@ fn against_previous(s: &Settings) {
     for (name, component, field) in workloads {
         let file = format!("{name}.toml");
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        let run = |bin| squall_run(s, bin, &file, component, field, None, false, false, None);
         for _ in 0..s.runs {
-            ours.push(squall_rate(s, &s.bin, &file, component, field, None, false).0);
-            theirs.push(squall_rate(s, previous, &file, component, field, None, false).0);
+            ours.push(run(&s.bin));
+            theirs.push(run(previous));
         }
-        let pairs = median(ours.iter().zip(&theirs).map(|(a, b)| a / b));
-        let (ours, theirs) = (median(ours.into_iter()), median(theirs.into_iter()));
-        println!("{name:<22} {ours:>16.0} {theirs:>16.0} {pairs:>9.3} {:>9.3}", ours / theirs);
+        compare(name, &ours, &theirs);
     }
+}
+
+/// Prints `ours` against `theirs` (runs taken alternately): per second
+/// and per CPU second, each as the median of the per-pair ratios (which
+/// cancels a load that drifts between pairs) and the ratio of the medians.
+fn compare(what: &str, ours: &[Run], theirs: &[Run]) {
+    let ratios = |f: fn(&Run) -> f64| {
+        let pairs = median(ours.iter().zip(theirs).map(|(a, b)| f(a) / f(b)));
+        let (a, b) = (median(ours.iter().map(f)), median(theirs.iter().map(f)));
+        (a, b, pairs, a / b)
+    };
+    let (a, b, pairs, medians) = ratios(|r| r.rate);
+    let (ca, cb, cpu_pairs, cpu_medians) = ratios(|r| r.per_cpu);
+    println!("{what}");
+    println!("  per second:     {a:>14.0} vs {b:>14.0}   pairs {pairs:.3}   medians {medians:.3}");
+    println!(
+        "  per CPU second: {ca:>14.0} vs {cb:>14.0}   pairs {cpu_pairs:.3}   medians {cpu_medians:.3}"
+    );
 }
 
 /// The cost of --http with the page open: const-null without and with it
 /// (the topology polled every second, as the live page does, plus a
 /// Prometheus scrape every second), alternating, in this run.
 fn http_cost(s: &Settings) {
-    let (mut off, mut on) = (Vec::new(), Vec::new());
+    let (mut off, mut on, mut shares) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ok, mut refused) = (0, 0);
+    let run = |http| {
+        squall_run(s, &s.bin, "const-null.toml", "bolt", "executed", None, http, false, None)
+    };
     for _ in 0..s.runs {
-        off.push(squall_rate(s, &s.bin, "const-null.toml", "bolt", "executed", None, false).0);
-        on.push(squall_rate(s, &s.bin, "const-null.toml", "bolt", "executed", None, true).0);
+        off.push(run(false));
+        let with = run(true);
+        let load = with.http.as_ref().expect("a --http run has a poller");
+        ok += load.ok;
+        refused += load.refused;
+        shares.push(load.cpu.0 / load.cpu.1.max(f64::MIN_POSITIVE));
+        on.push(with);
     }
-    let pairs = median(on.iter().zip(&off).map(|(a, b)| a / b));
-    let (off, on) = (median(off.into_iter()), median(on.into_iter()));
+    compare("const-null with --http polled every second / without", &on, &off);
     println!(
-        "const-null with --http polled every second: {on:.0}/s vs {off:.0}/s without \
-         ({:.3} of it; median of the pairs' ratios {pairs:.3})",
-        on / off
+        "  the endpoint's threads (__http*): {:.3} % of the process's CPU (median of the runs); \
+         {ok} requests answered 200, {refused} refused",
+        median(shares.into_iter()) * 100.0
     );
+    assert_eq!(refused, 0, "the poller's requests were refused: the bench would measure nothing");
 }
 
 /// [`squall_rate`], returning complete latency p50/p99/p999; with
@@ -375,7 +398,7 @@ fn squall_run(
     http: bool,
     defaults: bool,
     profile: Option<&str>,
-) -> (f64, [f64; 3]) {
+) -> Run {
     let source = s.root.join("topologies/perf").join(file);
     let mut text = std::fs::read_to_string(&source).expect("perf topology");
     if let Some(profile) = profile {
@@ -416,29 +439,50 @@ fn squall_run(
         .arg(&json);
     // With `http`: serve --http and poll it as the live page does (the
     // topology every second) plus a Prometheus scrape every second.
-    let poller = http.then(|| {
+    let port = http.then(|| {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
         cmd.args(["--http", &port.to_string()]);
+        port
+    });
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run squall");
+    let poller = port.map(|port| {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let pid = child.id();
         let thread = thread::spawn(move || {
+            let mut load = HttpLoad::default();
             while !flag.load(Ordering::Relaxed) {
                 for path in ["/api/v1/topology", "/metrics"] {
-                    let _ = http_get(port, path);
+                    match http_get(port, path) {
+                        Some(200) => load.ok += 1,
+                        // Not up yet, or the run is ending.
+                        None => {}
+                        Some(_) => load.refused += 1,
+                    }
+                }
+                if let Some(cpu) = thread_cpu(pid) {
+                    load.cpu = cpu;
                 }
                 thread::sleep(Duration::from_secs(1));
             }
+            load
         });
         (stop, thread)
     });
-    let out = cmd.output().expect("run squall");
-    if let Some((stop, thread)) = poller {
+    let cpu_before = children_cpu();
+    let out = child.wait_with_output().expect("run squall");
+    let cpu = children_cpu() - cpu_before;
+    let load = poller.map(|(stop, thread)| {
         stop.store(true, Ordering::Relaxed);
-        let _ = thread.join();
-    }
+        thread.join().expect("the poller")
+    });
     assert!(out.status.success(), "squall failed: {}", String::from_utf8_lossy(&out.stderr));
     let summary: Json =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("summary")).expect("json");
@@ -449,21 +493,85 @@ fn squall_run(
         .iter()
         .find(|c| c["name"] == component)
         .expect("component");
-    let rate = c[field].as_f64().expect("field") / elapsed;
+    let count = c[field].as_f64().expect("field");
     let lat = &summary["components"][0]["complete_latency_us"];
     let at = |q: &str| lat[q].as_f64().unwrap_or(0.0);
-    (rate, [at("p50"), at("p99"), at("p999")])
+    Run {
+        rate: count / elapsed,
+        per_cpu: count / cpu.max(f64::MIN_POSITIVE),
+        latency: [at("p50"), at("p99"), at("p999")],
+        http: load,
+    }
 }
 
-/// One `GET path` on loopback `port`, read to the end; `None` if not served.
-fn http_get(port: u16, path: &str) -> Option<usize> {
+/// What one [`squall_run`] measured.
+#[derive(Debug)]
+struct Run {
+    /// `field` of `component` per second of the run.
+    rate: f64,
+    /// `field` of `component` per CPU second of the process (user + system,
+    /// start-up and drain included): the cost, steadier than the rate on
+    /// a shared machine.
+    per_cpu: f64,
+    /// The spout's complete latency p50/p99/p999 (µs).
+    latency: [f64; 3],
+    /// With `http`, what the poller saw.
+    http: Option<HttpLoad>,
+}
+
+/// One `GET path` on loopback `port` (with the `Host` the endpoint's
+/// rebinding check accepts), read to the end: the status code, `None` if
+/// not served.
+fn http_get(port: u16, path: &str) -> Option<u16> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
-    let mut body = Vec::new();
-    stream.read_to_end(&mut body).ok()?;
-    Some(body.len())
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).ok()?;
+    let head = std::str::from_utf8(response.get(..12)?).ok()?;
+    head.strip_prefix("HTTP/1.1 ")?.parse().ok()
+}
+
+/// What the poller of a `--http` run saw.
+#[derive(Debug, Default)]
+struct HttpLoad {
+    /// Requests answered 200.
+    ok: usize,
+    /// Requests answered anything else (a bench that measured refusals
+    /// would measure nothing).
+    refused: usize,
+    /// The last reading of the process's CPU seconds: (`__http*` threads, all threads).
+    cpu: (f64, f64),
+}
+
+/// On-CPU seconds of `pid`'s threads named `__http…` and of all its
+/// threads (`schedstat`'s ns, where `stat` counts 10 ms ticks that a few
+/// requests never reach).
+fn thread_cpu(pid: u32) -> Option<(f64, f64)> {
+    let threads = thread_times(pid)?;
+    let sum = |http: bool| {
+        let ns: u64 = threads
+            .iter()
+            .filter(|(name, _)| !http || name.starts_with("__http"))
+            .map(|t| t.1)
+            .sum();
+        ns as f64 / 1e9
+    };
+    Some((sum(true), sum(false)))
+}
+
+/// Each thread of `pid`: its name and its on-CPU time in ns, from
+/// `/proc/<pid>/task/*/{comm,schedstat}`.
+fn thread_times(pid: u32) -> Option<Vec<(String, u64)>> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let read = |dir: &Path| -> Option<(String, u64)> {
+        let name = std::fs::read_to_string(dir.join("comm")).ok()?;
+        let sched = std::fs::read_to_string(dir.join("schedstat")).ok()?;
+        Some((name.trim_end().to_owned(), sched.split_whitespace().next()?.parse().ok()?))
+    };
+    Some(tasks.filter_map(|t| read(&t.ok()?.path())).collect())
 }
 
 /// The CPU share of one core an idle topology uses over `secs`: in steady
@@ -498,11 +606,7 @@ fn idle_cpu(s: &Settings, file: &str, secs: u64) -> (f64, f64) {
 
 /// The on-CPU time of every thread of `pid`, in ns (`schedstat`'s first field).
 fn threads_cpu_ns(pid: u32) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
-    tasks
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
-        .filter_map(|line| line.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
+    thread_times(pid).map_or(0, |threads| threads.iter().map(|t| t.1).sum())
 }
 
 /// User + system CPU seconds of all waited-for children (getrusage).
@@ -673,7 +777,8 @@ fn targets(s: &Settings, smoke: bool, medians: &FxHashMap<&str, f64>) {
                 let lat: Vec<[f64; 3]> = (0..runs)
                     .map(|_| {
                         let at = Some(rate);
-                        squall_run(s, &s.bin, file, "spout", "acked", at, false, true, profile).1
+                        squall_run(s, &s.bin, file, "spout", "acked", at, false, true, profile)
+                            .latency
                     })
                     .collect();
                 let q = |i: usize| median(lat.iter().map(|l| l[i]));

@@ -319,12 +319,12 @@ async fn control(
     response(reply.unwrap_or_else(|_| Reply::error(500, "the control action panicked")))
 }
 
-/// A control request's body: nothing (or blanks), or a JSON object. What
-/// is in the object is not used; anything else is refused (400), so that
-/// the documented contract is the accepted one.
+/// A control request's body: nothing, or a JSON object. What is in the
+/// object is not used; anything else, blanks alone included (they are not
+/// JSON), is refused (400), so that the documented contract is the
+/// accepted one.
 fn json_object_or_empty(body: &[u8]) -> bool {
-    body.iter().all(u8::is_ascii_whitespace)
-        || matches!(serde_json::from_slice(body), Ok(serde_json::Value::Object(_)))
+    body.is_empty() || matches!(serde_json::from_slice(body), Ok(serde_json::Value::Object(_)))
 }
 
 fn response(reply: Reply) -> Response<Full<Bytes>> {
@@ -443,10 +443,11 @@ mod tests {
 
     #[test]
     fn a_control_body_is_empty_or_a_json_object() {
-        for ok in [&b""[..], b" \n", b"{}", b"{\"a\": [1]}"] {
+        for ok in [&b""[..], b"{}", b" {}\n", b"{\"a\": [1]}"] {
             assert!(json_object_or_empty(ok), "{ok:?}");
         }
-        for bad in [&b"[null, null]"[..], b"\x00", b"1", b"\"x\"", b"{", b"null"] {
+        // "\r" is what schemathesis sent and saw accepted (ST201).
+        for bad in [&b"[null, null]"[..], b"\x00", b"1", b"\"x\"", b"{", b"null", b"\r", b" \n"] {
             assert!(!json_object_or_empty(bad), "{bad:?}");
         }
     }

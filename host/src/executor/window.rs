@@ -130,6 +130,13 @@ impl<T> Windower<T> {
         self.trigger
     }
 
+    /// Whether [`Windower::fire`] reads its `now` argument: only windows on
+    /// processing time do (count windows and event time never look at the
+    /// clock, so their caller need not read it).
+    pub fn reads_clock(&self) -> bool {
+        matches!(self.trigger, Trigger::Time { lag: None, .. })
+    }
+
     /// The buffered tuples, oldest first.
     pub fn buffer(&self) -> &VecDeque<Entry<T>> {
         &self.buffer
@@ -201,8 +208,14 @@ impl<T> Windower<T> {
                     return Pushed::Late(item);
                 }
                 self.max_seen = Some(self.max_seen.map_or(time, |m| m.max(time)));
-                let at = self.buffer.partition_point(|e| e.time <= time);
-                self.buffer.insert(at, Entry { time, item });
+                // In order (the common case of an event-time stream): append
+                // without searching; else after every entry not later.
+                if self.buffer.back().is_none_or(|last| last.time <= time) {
+                    self.buffer.push_back(Entry { time, item });
+                } else {
+                    let at = self.buffer.partition_point(|e| e.time <= time);
+                    self.buffer.insert(at, Entry { time, item });
+                }
             }
         }
         Pushed::Buffered
@@ -600,6 +613,24 @@ mod tests {
         assert_eq!(run(&mut w, 0), vec![(vec![6, 1, 4], vec![6, 1, 4], vec![2, 3], vec![6, 1, 4])]);
         assert!(matches!(w.push(19, 8), Pushed::Late(8)));
         assert_eq!(w.buffer().iter().map(|e| e.item).collect::<Vec<_>>(), vec![7]);
+    }
+
+    #[test]
+    fn event_time_buffers_by_timestamp_and_keeps_arrival_order_among_equals() {
+        let mut w = Windower::new(Trigger::Time { length: 10, slide: 10, lag: Some(100) });
+        // Appended in order, inserted out of order, equals after equals.
+        push_all(&mut w, [(5, 1), (5, 2), (3, 3), (5, 4), (7, 5), (4, 6)]);
+        let held =
+            |w: &Windower<u32>| w.buffer().iter().map(|e| (e.time, e.item)).collect::<Vec<_>>();
+        assert_eq!(held(&w), vec![(3, 3), (4, 6), (5, 1), (5, 2), (5, 4), (7, 5)]);
+    }
+
+    #[test]
+    fn only_processing_time_windows_read_the_clock() {
+        let time = |lag| Windower::<u32>::new(Trigger::Time { length: 10, slide: 10, lag });
+        assert!(time(None).reads_clock());
+        assert!(!time(Some(0)).reads_clock());
+        assert!(!Windower::<u32>::new(Trigger::Count { length: 3, slide: 3 }).reads_clock());
     }
 
     #[test]

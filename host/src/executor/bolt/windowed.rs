@@ -362,7 +362,12 @@ impl BoltExecutor {
     /// Runs every window that is due now (until emits back up: the rest
     /// run on the next turn).
     pub(super) fn run_windows(&mut self, turn: &mut Turn, name: &str) {
-        let Some(now) = self.window.as_ref().map(|w| w.now_millis()) else { return };
+        // The clock is read only for windows on processing time.
+        let Some(now) =
+            self.window.as_ref().map(|w| if w.windower.reads_clock() { w.now_millis() } else { 0 })
+        else {
+            return;
+        };
         loop {
             let Some(state) = self.window.as_mut() else { return };
             let firing =

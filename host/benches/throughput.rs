@@ -22,7 +22,8 @@
 //! `SQUALL_PREVIOUS_BIN=/path/to/older/squall` also runs the three
 //! throughput workloads and const-null acked with that build, alternating
 //! with this one, and prints this build / previous (the median of the
-//! per-pair ratios, and the medians' ratio). `SQUALL_PREVIOUS_PLUGIN_DIR`
+//! per-pair ratios, and the medians' ratio), per second and per CPU second
+//! of the process. `SQUALL_PREVIOUS_PLUGIN_DIR`
 //! gives that build its own plugins (default: this build's).
 //! `BENCH_ONLY=previous` runs only that comparison; `BENCH_ONLY=http` only
 //! the cost of `--http`; `BENCH_ONLY=baseline` only the first table (each
@@ -116,7 +117,7 @@ fn main() {
         // Alternating, so that both see the same moments of a shared machine.
         let (mut ours, mut theirs, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..s.runs {
-            let o = squall_rate(&s, &s.bin, &file, component, field, None, false).0;
+            let o = squall_rate(&s, &s.bin, &file, component, field, None).0;
             let t = baseline(Duration::from_secs(s.secs));
             pairs.push(o / t);
             ours.push(o);
@@ -137,9 +138,7 @@ fn main() {
     }
     for name in ["const-null-ack", "const-id-null-ack", "const-null-latency"] {
         let runs: Vec<(f64, (f64, f64))> = (0..s.runs)
-            .map(|_| {
-                squall_rate(&s, &s.bin, &format!("{name}.toml"), "spout", "acked", None, false)
-            })
+            .map(|_| squall_rate(&s, &s.bin, &format!("{name}.toml"), "spout", "acked", None))
             .collect();
         let ours = median(runs.iter().map(|r| r.0));
         medians.insert(name, ours);
@@ -148,15 +147,13 @@ fn main() {
     }
     // Complete latency at half the maximum rate, on the latency topology
     // (batches of one tuple), throttled in smooth mode.
-    let max = median((0..s.runs).map(|_| {
-        squall_rate(&s, &s.bin, "const-null-latency.toml", "spout", "acked", None, false).0
-    }));
+    let max = median(
+        (0..s.runs)
+            .map(|_| squall_rate(&s, &s.bin, "const-null-latency.toml", "spout", "acked", None).0),
+    );
     let half = (max / 2.0).max(1.0) as u64;
     let lat: Vec<(f64, f64)> = (0..s.runs)
-        .map(|_| {
-            squall_rate(&s, &s.bin, "const-null-latency.toml", "spout", "acked", Some(half), false)
-                .1
-        })
+        .map(|_| squall_rate(&s, &s.bin, "const-null-latency.toml", "spout", "acked", Some(half)).1)
         .collect();
     println!(
         "complete latency at {half}/s (half of {max:.0}/s): p50 {:.0} us, p99 {:.0} us",
@@ -295,9 +292,8 @@ fn squall_rate(
     component: &str,
     field: &str,
     throttle: Option<u64>,
-    http: bool,
 ) -> (f64, (f64, f64)) {
-    let run = squall_run(s, bin, file, component, field, throttle, http, false, None);
+    let run = squall_run(s, bin, file, component, field, throttle, false, false, None);
     (run.rate, (run.latency[0], run.latency[1]))
 }
 
@@ -826,7 +822,7 @@ fn targets(s: &Settings, smoke: bool, medians: &FxHashMap<&str, f64>) {
         );
     }
     let rate = |file: &str, component: &str, field: &str| {
-        median((0..runs).map(|_| squall_rate(s, &s.bin, file, component, field, None, false).0))
+        median((0..runs).map(|_| squall_rate(s, &s.bin, file, component, field, None).0))
     };
     line(
         "const-null, 64 tuples per next_tuple (M tuples/s)",

@@ -379,8 +379,9 @@ fn http_cost(s: &Settings) {
     assert_eq!(refused, 0, "the poller's requests were refused: the bench would measure nothing");
 }
 
-/// [`squall_rate`], returning complete latency p50/p99/p999; with
-/// `defaults`, the topology's batch and queue settings are removed so the
+/// Runs a perf topology once and returns what it measured ([`Run`]: the
+/// rate, the rate per CPU second, complete latency p50/p99/p999, and with
+/// `http` what the poller saw); with `defaults`, the topology's batch and queue settings are removed so the
 /// defaults apply; with `profile`, the topology includes that file of
 /// `topologies/profiles/` (a named profile of docs/performance.md).
 #[allow(clippy::too_many_arguments)]

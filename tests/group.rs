@@ -497,16 +497,20 @@ fn a_rolling_restart_of_every_host_loses_nothing_and_counts_nothing_twice() {
     }
     eprintln!("stale redeliveries recognised and not counted: {stale}");
     // No partition waited for more than its restore: from its release to
-    // its next run, at most the taker's restore (taken → running) plus the
-    // one turn (lease/4) in which the taker reads the group and sees it free.
+    // its next run, the taker's restore (taken → running) plus the moment
+    // in which it learns of the release (its watch wakes it within 50 ms;
+    // it reads the group and takes the lease). Measured 6-57 ms beyond the
+    // restore. Waiting for the taker's next turn (lease/4 = 500 ms, or two
+    // when the leaving host still counted in the shares) does not fit: seen
+    // failing so on CI (1.30 s idle, restore 257 ms).
     stopped.extend(logs.into_values());
     let moves = moves_in(&stopped);
     assert!(moves.len() >= 6, "each restart moves partitions away and back: {moves:?}");
-    let turn = Duration::from_millis(LEASE_MS / 4);
+    let learn = Duration::from_millis(250);
     for m in &moves {
         eprintln!("{m:?}");
         assert!(
-            m.idle <= m.restore + turn + Duration::from_millis(250),
+            m.idle <= m.restore + learn,
             "partition {} idle {:?} after its release, its restore took {:?}",
             m.partition,
             m.idle,

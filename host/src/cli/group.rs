@@ -268,6 +268,7 @@ async fn read_group(
         let state = match value.as_ref() {
             b"alive" if age <= lease => "alive",
             b"alive" => "silent",
+            b"leaving" => "leaving",
             _ => "left",
         };
         let host = key["h.".len()..].to_owned();

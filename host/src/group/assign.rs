@@ -22,7 +22,7 @@
 //!    two hosts that both try get one winner.
 //!
 //! A member is live while its heartbeat changed within the lease time, or
-//! until it says it left. Hosts act on views that may differ for a moment
+//! until it says it is leaving or left. Hosts act on views that may differ for a moment
 //! (one has seen a join, another not yet); the compare-and-set keeps each
 //! partition with one owner at a time, and the shares settle once the views
 //! agree (see the convergence test).

@@ -5,7 +5,7 @@
 //! | key | value | written |
 //! | --- | --- | --- |
 //! | `p.K` | partition K's lease: `{"owner": "HOST" or null, "epoch": N}` | created by the first taker (`create`: only if absent), then only with `update` against the revision last read: a renewal, a take, a release |
-//! | `h.HOST` | `alive` or `left` | by HOST at every renewal, `left` when it stops |
+//! | `h.HOST` | `alive`, `leaving` or `left` | by HOST at every renewal; `leaving` when it starts to stop, `left` once it released everything |
 //!
 //! The broker's compare-and-set (`Nats-Expected-Last-Subject-Sequence`)
 //! is the only arbiter: there is no consensus code here. Whoever writes a
@@ -181,6 +181,20 @@ impl Leases {
         self.kv.put(key, value).await.map_err(|e| LeaseError::Broker(format!("put {key}: {e}")))
     }
 
+    /// Every change written to the bucket from now on, as `(key, value)`
+    /// (deletions are not used by the group, and are skipped). The stream
+    /// ends when the broker's connection is lost for good; the caller
+    /// watches again.
+    ///
+    /// # Errors
+    /// The broker's.
+    pub async fn watch(&self) -> Result<Changes, LeaseError> {
+        self.count();
+        let watch =
+            self.kv.watch_all().await.map_err(|e| LeaseError::Broker(format!("watch: {e}")))?;
+        Ok(Changes(watch))
+    }
+
     /// Every key that starts with `prefix`.
     ///
     /// # Errors
@@ -197,6 +211,30 @@ impl Leases {
             }
         }
         Ok(out)
+    }
+}
+
+/// The changes written to a bucket, from [`Leases::watch`].
+pub struct Changes(kv::Watch);
+
+impl std::fmt::Debug for Changes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Changes")
+    }
+}
+
+impl Changes {
+    /// The next key written and its value; `None` once the watch ended (the
+    /// connection was lost for good, or a change could not be read: the
+    /// caller watches again rather than skip one).
+    pub async fn next(&mut self) -> Option<(String, Bytes)> {
+        loop {
+            match self.0.next().await? {
+                Ok(e) if e.operation == kv::Operation::Put => return Some((e.key, e.value)),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
     }
 }
 

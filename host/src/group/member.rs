@@ -18,8 +18,18 @@
 //!    another host takes it at once.
 //!
 //! Between turns it handles what the partition threads report (started,
-//! stopped) every 50 ms. At shutdown every partition stops gracefully and is
-//! released, and the heartbeat says `left`.
+//! stopped) every 50 ms.
+//!
+//! Steps 3 and 4 also come early, within those 50 ms, when a watch on the
+//! bucket sees a change that moves partitions ([`Wakes`]): a partition
+//! released, a host that joined, or one that is leaving or left. So a
+//! released partition waits for its taker's restore, not for the taker's
+//! next turn. Renewals, which every host writes every turn, wake nobody.
+//!
+//! At shutdown the heartbeat says `leaving` first (the others count this
+//! host out of the shares at once, and take each partition as it is
+//! released), every partition stops gracefully and is released, and the
+//! heartbeat says `left`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -152,6 +162,14 @@ impl Member {
         let counters =
             Arc::new(Counters { broker_requests: leases.requests(), ..Counters::default() });
         let (events_tx, events) = crossbeam_channel::unbounded();
+        let wake = Arc::new(AtomicBool::new(false));
+        let watcher = watch(
+            leases.clone(),
+            Wakes::new(settings.host_id.clone()),
+            wake.clone(),
+            stop.clone(),
+            settings.turn(),
+        );
         let keeper = Keeper {
             view: View {
                 me: settings.host_id.clone(),
@@ -169,13 +187,19 @@ impl Member {
             events_tx,
             events,
             stop: stop.clone(),
+            wake,
             status: status.clone(),
             counters: counters.clone(),
             warned: 0,
         };
         let thread = std::thread::Builder::new()
             .name("__group".into())
-            .spawn(move || runtime.block_on(keeper.run()))
+            .spawn(move || {
+                // The watch runs on the same thread, while the keeper sleeps
+                // between its steps; it ends with the runtime.
+                runtime.spawn(watcher);
+                runtime.block_on(keeper.run());
+            })
             .map_err(|e| format!("cannot start the group's thread: {e}"))?;
         Ok(Self { thread, stop, status, counters })
     }
@@ -251,6 +275,8 @@ struct Keeper {
     events_tx: Sender<Event>,
     events: Receiver<Event>,
     stop: Arc<AtomicBool>,
+    /// Set by the watch: take a turn now.
+    wake: Arc<AtomicBool>,
     status: Arc<Mutex<Status>>,
     counters: Arc<Counters>,
     /// Broker errors logged so far (the first few, then every 100th).
@@ -274,6 +300,12 @@ impl Keeper {
             self.handle_events().await;
             if self.stop.load(Ordering::SeqCst) && !leaving {
                 leaving = true;
+                // Counted out of the shares now, so the others take each
+                // partition the moment it is released, not a turn later.
+                let said = Bytes::from_static(b"leaving");
+                if let Err(e) = self.leases.put(&member_key(&self.settings.host_id), said).await {
+                    self.warn("saying this host is leaving", &e);
+                }
                 tracing::info!(
                     "group {}: leaving; stopping {} partitions gracefully, then releasing them",
                     self.settings.name,
@@ -298,7 +330,11 @@ impl Keeper {
             }
             if Instant::now() >= next_turn {
                 next_turn = Instant::now() + self.settings.turn();
+                self.wake.store(false, Ordering::SeqCst);
                 self.turn(leaving).await;
+            } else if !leaving && self.wake.swap(false, Ordering::SeqCst) {
+                // Something moved: read and act now; the renewals keep their pace.
+                self.act().await;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -324,6 +360,11 @@ impl Keeper {
             self.publish(0);
             return;
         }
+        self.act().await;
+    }
+
+    /// Reads the group, plans, and takes or releases.
+    async fn act(&mut self) {
         if let Err(e) = self.read().await {
             self.warn("reading the group", &e);
             return;
@@ -573,6 +614,62 @@ impl Keeper {
     }
 }
 
+/// Which changes in the bucket call for a turn now: those that move
+/// partitions. A pure filter, tested without a broker.
+#[derive(Debug)]
+struct Wakes {
+    me: String,
+    /// The other hosts last seen `alive`.
+    alive: BTreeSet<String>,
+}
+
+impl Wakes {
+    fn new(me: String) -> Self {
+        Self { me, alive: BTreeSet::new() }
+    }
+
+    /// Whether `key` written with `value` moves partitions: a partition
+    /// released (no owner), another host's first `alive` (it joined: the
+    /// others give up their excess), or its `leaving` or `left` (the others
+    /// take its share). Renewals and repeated heartbeats do not.
+    fn wakes(&mut self, key: &str, value: &[u8]) -> bool {
+        if key.starts_with("p.") {
+            return serde_json::from_slice::<LeaseValue>(value).is_ok_and(|v| v.owner.is_none());
+        }
+        let Some(host) = key.strip_prefix("h.") else { return false };
+        if host == self.me {
+            return false;
+        }
+        if value == b"alive" {
+            self.alive.insert(host.to_owned())
+        } else {
+            self.alive.remove(host) || value == b"leaving"
+        }
+    }
+}
+
+/// Watches the bucket and sets `wake` at each change that moves
+/// partitions, until `stop`. A watch that ends (the broker went away) is
+/// started again after a turn; meanwhile the turns still come on time.
+async fn watch(
+    leases: Leases,
+    mut wakes: Wakes,
+    wake: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    turn: Duration,
+) {
+    while !stop.load(Ordering::SeqCst) {
+        if let Ok(mut changes) = leases.watch().await {
+            while let Some((key, value)) = changes.next().await {
+                if wakes.wakes(&key, &value) {
+                    wake.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+        tokio::time::sleep(turn).await;
+    }
+}
+
 /// A partition's thread: start it, run it until told to stop (or until it
 /// stops on its own), stop it gracefully, report.
 fn run_partition(
@@ -603,4 +700,42 @@ fn run_partition(
     }
     let outcome = running.stop();
     let _ = events.send(Event::Stopped(k, outcome.error.map(|e| e.to_string())));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(owner: Option<&str>, epoch: u64) -> Vec<u8> {
+        serde_json::to_vec(&LeaseValue { owner: owner.map(str::to_owned), epoch }).unwrap()
+    }
+
+    #[test]
+    fn a_release_wakes_and_a_renewal_or_a_take_does_not() {
+        let mut w = Wakes::new("h0".into());
+        assert!(w.wakes("p.3", &lease(None, 4)));
+        assert!(!w.wakes("p.3", &lease(Some("h1"), 5)));
+        assert!(!w.wakes("p.3", &lease(Some("h1"), 5)));
+        assert!(!w.wakes("p.3", b"not json"));
+    }
+
+    #[test]
+    fn a_join_wakes_once_and_a_leave_wakes_whether_or_not_the_join_was_seen() {
+        let mut w = Wakes::new("h0".into());
+        assert!(w.wakes("h.h1", b"alive"), "a host first seen alive joined");
+        assert!(!w.wakes("h.h1", b"alive"), "its next heartbeats are renewals");
+        assert!(w.wakes("h.h1", b"leaving"));
+        assert!(!w.wakes("h.h1", b"left"), "already counted out when it said leaving");
+        assert!(w.wakes("h.h1", b"alive"), "it came back");
+        assert!(w.wakes("h.h1", b"left"), "left without saying leaving (an older host)");
+        assert!(w.wakes("h.h2", b"leaving"), "a leave seen before any heartbeat");
+    }
+
+    #[test]
+    fn this_hosts_own_heartbeats_and_other_keys_wake_nobody() {
+        let mut w = Wakes::new("h0".into());
+        assert!(!w.wakes("h.h0", b"alive"));
+        assert!(!w.wakes("h.h0", b"leaving"));
+        assert!(!w.wakes("x.y", b"alive"));
+    }
 }

@@ -6,7 +6,6 @@ use std::io::{Read, Write};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use postgres::error::SqlState;
 use postgres::{Client, Config, NoTls};
 use serde::Deserialize;
 use squall_plugin_api::metrics;
@@ -14,6 +13,10 @@ use squall_plugin_api::prelude::*;
 
 use crate::buffer::Buffer;
 use crate::render;
+
+/// The advisory lock key (`pg_advisory_xact_lock`) under which sink
+/// tasks create their tables one at a time: "squall-s" in ASCII.
+const SET_UP_LOCK: i64 = 0x7371_7561_6c6c_2d73;
 
 /// The sink's `config` table.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -231,22 +234,14 @@ impl PostgresSink {
                 columns.join(", ")
             ));
         }
-        // Tasks creating the same table at once: one fails with a unique
-        // violation in the catalog; by then the table exists.
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            match client.batch_execute(&schema) {
-                Ok(()) => break,
-                Err(e)
-                    if attempts < 3
-                        && matches!(
-                            e.code(),
-                            Some(&SqlState::UNIQUE_VIOLATION | &SqlState::DUPLICATE_TABLE)
-                        ) => {}
-                Err(e) => return Err(e),
-            }
-        }
+        // Tasks creating the same tables at once race in the catalog (a
+        // unique violation, or "type already exists" for the table's row
+        // type, even with IF NOT EXISTS): one transaction-scoped advisory
+        // lock makes them take turns, and the later ones find the tables.
+        let mut tx = client.transaction()?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SET_UP_LOCK])?;
+        tx.batch_execute(&schema)?;
+        tx.commit()?;
         let columns: Vec<String> = self.config.columns.iter().map(|c| format!("\"{c}\"")).collect();
         client.batch_execute(&format!("SELECT {} FROM {} LIMIT 0", columns.join(", "), self.table))
     }

@@ -31,6 +31,12 @@
 //! deliveries (the most that can be received before such a copy, given
 //! the feed's and the pull's sizes), and a delivery of it is
 //! [`Delivery::Released`]: acked again, never emitted.
+//!
+//! The keys remembered so go into the position too, and a successor (after
+//! a restart, a swap, or on another host of a group) remembers them for its
+//! first deliveries. A broker restarted just after it confirmed acks can
+//! lose them and send those messages again: a successor that knew only the
+//! unconfirmed keys would emit them, and count them twice.
 
 use std::collections::VecDeque;
 use std::hash::Hash;
@@ -60,6 +66,10 @@ struct Stored<K> {
     /// What the keys are keys of, e.g. `stream "S" consumer "C"`.
     source: String,
     keys: Vec<K>,
+    /// Keys whose ack the broker confirmed lately (module doc, "Stale
+    /// redeliveries"); absent from positions written before they were kept.
+    #[serde(default = "Vec::new", skip_serializing_if = "Vec::is_empty")]
+    confirmed: Vec<K>,
 }
 
 /// The durable bookkeeping of one spout task (module doc), keyed by `K`.
@@ -131,6 +141,11 @@ impl<K: Copy + Eq + Hash + Ord + Serialize + DeserializeOwned> Positions<K> {
                 .into());
             }
             p.covered.extend(stored.keys);
+            for key in stored.confirmed {
+                if p.recent_keys.insert(key) {
+                    p.recent.push_back((key, 0));
+                }
+            }
         }
         Ok(p)
     }
@@ -254,7 +269,8 @@ impl<K: Copy + Eq + Hash + Ord + Serialize + DeserializeOwned> Positions<K> {
         let mut keys: Vec<K> =
             self.unconfirmed.keys().chain(self.covered.iter()).copied().collect();
         keys.sort_unstable();
-        let stored = Stored { source: self.source.clone(), keys };
+        let confirmed = self.recent.iter().map(|&(key, _)| key).collect();
+        let stored = Stored { source: self.source.clone(), keys, confirmed };
         let mut state = State::new(self.format);
         state.push(&[], serde_json::to_vec(&stored).expect("a position serializes"));
         state
@@ -330,6 +346,35 @@ mod tests {
         after.released(7);
         after.confirmed([7]);
         assert_eq!(seqs(&after.position()), [8, 9]);
+    }
+
+    /// A broker restarted just after it confirmed acks may have lost them:
+    /// JetStream then redelivers messages whose effects are committed (seen
+    /// in `group::a_broker_restart…`: 256 messages counted twice, delivered
+    /// a third time to the partition's next owner). The confirmed keys go
+    /// into the position, so a successor acks such a copy, never emits it.
+    #[test]
+    fn a_successor_acks_a_redelivery_of_what_its_predecessor_saw_confirmed() {
+        let mut d = fresh("S");
+        for seq in 1..=4 {
+            assert_eq!(d.deliver(seq), Delivery::Emit);
+        }
+        d.released(1);
+        d.released(2);
+        d.confirmed([1, 2]);
+        let position = d.position();
+        assert_eq!(seqs(&position), [3, 4], "the covered keys are the unconfirmed ones");
+        let mut after = Positions::<u64>::restore(FORMAT, "S".into(), &position).unwrap();
+        assert_eq!(after.deliver(1), Delivery::Released, "confirmed before the checkpoint");
+        assert_eq!(after.deliver(3), Delivery::Covered);
+        assert_eq!(after.deliver(5), Delivery::Emit);
+        assert_eq!(after.stale_redeliveries(), 1);
+        // A position written before confirmed keys were kept still restores.
+        let old = br#"{"source":"S","keys":[3]}"#;
+        let mut state = State::new(FORMAT);
+        state.push(&[], old.to_vec());
+        let mut older = Positions::<u64>::restore(FORMAT, "S".into(), &state).unwrap();
+        assert_eq!(older.deliver(3), Delivery::Covered);
     }
 
     #[test]

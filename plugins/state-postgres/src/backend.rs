@@ -6,13 +6,16 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use abi_stable::std_types::{ROption, RVec};
-use postgres::error::SqlState;
 use postgres::{Client, Config, NoTls};
 use serde::Deserialize;
 use squall_plugin_api::abi::{ScopeWrites, StateRecord};
 use squall_plugin_api::prelude::*;
 
 use crate::copy::{decode_pairs, CopyEncoder};
+
+/// The advisory lock key (`pg_advisory_xact_lock`) under which sessions
+/// create the backend's tables one at a time: "squall-b" in ASCII.
+const SET_UP_LOCK: i64 = 0x7371_7561_6c6c_2d62;
 
 /// The backend's `[state.config]` table.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -156,22 +159,15 @@ impl PostgresState {
             data = self.data,
             checkpoints = self.checkpoints,
         );
-        // Two sessions creating the same table at once: one of them fails
-        // with a unique violation in the catalog; by then the table exists.
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            match client.batch_execute(&schema) {
-                Ok(()) => break,
-                Err(e)
-                    if attempts < 3
-                        && matches!(
-                            e.code(),
-                            Some(&SqlState::UNIQUE_VIOLATION | &SqlState::DUPLICATE_TABLE)
-                        ) => {}
-                Err(e) => return Err(e),
-            }
-        }
+        // Sessions creating the same tables at once (the partitions of a
+        // group on one host open together) race in the catalog: a unique
+        // violation, or "type already exists" for a table's row type, even
+        // with IF NOT EXISTS. A transaction-scoped advisory lock makes them
+        // take turns; the later ones find the tables.
+        let mut tx = client.transaction()?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SET_UP_LOCK])?;
+        tx.batch_execute(&schema)?;
+        tx.commit()?;
         client.batch_execute(&format!(
             "CREATE TEMP TABLE IF NOT EXISTS {STAGE} (
                  scope TEXT NOT NULL,

@@ -326,3 +326,38 @@ fn a_commit_not_numbered_above_the_last_one_is_refused_and_writes_nothing() {
     b.commit((5 << 32) + 1, &[writes("a", vec![put("k", "next")])]).unwrap();
     assert_eq!(loaded(b, "a"), pairs(&[("k", "next")]));
 }
+
+/// Backends opening at once (a group's partitions on one host) each create
+/// the missing tables: `CREATE TABLE IF NOT EXISTS` is not safe against
+/// itself in PostgreSQL. Every one must open.
+#[test]
+fn backends_creating_the_tables_at_once_all_open() {
+    if !require_pg() {
+        return;
+    }
+    for round in 0..30 {
+        let table = unique(&format!("race{round}")).replace('-', "_");
+        let config = format!("url = {URL:?}\ntable = {table:?}\n");
+        let start = std::sync::Barrier::new(16);
+        let results: Vec<std::result::Result<(), String>> = std::thread::scope(|s| {
+            let opens: Vec<_> = (0..16)
+                .map(|i| {
+                    let (config, start) = (&config, &start);
+                    s.spawn(move || {
+                        let mut b = PostgresState::new(&ComponentConfig::new(config)).unwrap();
+                        start.wait();
+                        b.open(&format!("ns{i}")).map_err(|e| e.to_string())
+                    })
+                })
+                .collect();
+            opens.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        let mut client = Config::from_str(URL).unwrap().connect(NoTls).unwrap();
+        let _ = client.batch_execute(&format!(
+            "DROP TABLE IF EXISTS \"{table}\"; DROP TABLE IF EXISTS \"{table}_checkpoints\";"
+        ));
+        for r in &results {
+            assert!(r.is_ok(), "round {round}: {r:?}");
+        }
+    }
+}

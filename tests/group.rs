@@ -496,22 +496,25 @@ fn a_rolling_restart_of_every_host_loses_nothing_and_counts_nothing_twice() {
         stale += stale_in(log);
     }
     eprintln!("stale redeliveries recognised and not counted: {stale}");
-    // No partition waited for more than its restore: from its release to
-    // its next run, the taker's restore (taken → running) plus the moment
-    // in which it learns of the release (its watch wakes it within 50 ms;
-    // it reads the group and takes the lease). Measured 6-57 ms beyond the
-    // restore. Waiting for the taker's next turn (lease/4 = 500 ms, or two
-    // when the leaving host still counted in the shares) does not fit: seen
-    // failing so on CI (1.30 s idle, restore 257 ms).
+    // No partition waits for more than its restore and the moment in which
+    // its taker learns of the release. The taker's watch wakes it (the take
+    // says "woken by the watch"), so it need not wait for its next turn
+    // (lease/4 = 500 ms, or two while the leaving host still counted in the
+    // shares: seen so on CI, 1.30 s idle with a 257 ms restore). A take on
+    // the taker's own turn is fine only when that turn came first, within
+    // 250 ms of the release. How long the wake takes is a figure for the
+    // group bench, not for this test: the 6-57 ms measured here on a quiet
+    // machine were 267 ms once on CI, with other tests running beside it.
     stopped.extend(logs.into_values());
     let moves = moves_in(&stopped);
     assert!(moves.len() >= 6, "each restart moves partitions away and back: {moves:?}");
-    let learn = Duration::from_millis(250);
+    let turn_came_first = Duration::from_millis(250);
     for m in &moves {
         eprintln!("{m:?}");
         assert!(
-            m.idle <= m.restore + learn,
-            "partition {} idle {:?} after its release, its restore took {:?}",
+            m.woken || m.idle <= m.restore + turn_came_first,
+            "partition {} idle {:?} after its release, its restore took {:?}, and its taker \
+             was not woken by the release: it waited for its turn",
             m.partition,
             m.idle,
             m.restore
@@ -530,6 +533,8 @@ struct Move {
     idle: Duration,
     /// From the take to `running`: starting the topology and restoring its state.
     restore: Duration,
+    /// The taker acted at once, woken by its watch, not on its turn.
+    woken: bool,
 }
 
 /// The seconds since the month began at the start of a log line
@@ -560,9 +565,14 @@ fn moves_in(logs: &[String]) -> Vec<Move> {
         else {
             continue;
         };
+        let take = format!("partition {partition}: taken (epoch {})", epoch + 1);
+        let woken = logs
+            .iter()
+            .flat_map(|l| l.lines())
+            .any(|l| l.contains(&take) && l.contains("woken by the watch"));
         let (Some(released), Some(taken), Some(running)) = (
             logged_at(line),
-            find(&format!("partition {partition}: taken (epoch {})", epoch + 1)),
+            find(&take),
             find(&format!("partition {partition}: running (epoch {})", epoch + 1)),
         ) else {
             continue;
@@ -572,6 +582,7 @@ fn moves_in(logs: &[String]) -> Vec<Move> {
             epoch,
             idle: Duration::from_secs_f64((running - released).max(0.0)),
             restore: Duration::from_secs_f64((running - taken).max(0.0)),
+            woken,
         });
     }
     moves

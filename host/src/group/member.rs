@@ -334,7 +334,7 @@ impl Keeper {
                 self.turn(leaving).await;
             } else if !leaving && self.wake.swap(false, Ordering::SeqCst) {
                 // Something moved: read and act now; the renewals keep their pace.
-                self.act().await;
+                self.act(Cause::Wake).await;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -360,11 +360,11 @@ impl Keeper {
             self.publish(0);
             return;
         }
-        self.act().await;
+        self.act(Cause::Turn).await;
     }
 
     /// Reads the group, plans, and takes or releases.
-    async fn act(&mut self) {
+    async fn act(&mut self, cause: Cause) {
         if let Err(e) = self.read().await {
             self.warn("reading the group", &e);
             return;
@@ -379,7 +379,7 @@ impl Keeper {
         for action in self.view.plan(now, &busy, &avoid) {
             match action {
                 Action::Take { partition, revision, epoch, from } => {
-                    self.take(partition, revision, epoch, from).await;
+                    self.take(partition, revision, epoch, from, cause).await;
                 }
                 Action::Release { partition } => {
                     if let Some(h) = self.held.get_mut(&partition) {
@@ -472,7 +472,14 @@ impl Keeper {
     }
 
     /// Takes partition `k` (compare-and-set) and starts it.
-    async fn take(&mut self, k: u32, revision: Option<u64>, epoch: u64, from: Option<String>) {
+    async fn take(
+        &mut self,
+        k: u32,
+        revision: Option<u64>,
+        epoch: u64,
+        from: Option<String>,
+        cause: Cause,
+    ) {
         let sent = Instant::now();
         let value = self.lease_value(epoch, true);
         let key = partition_key(k);
@@ -499,7 +506,7 @@ impl Keeper {
                     "partition {k}: taken over from {old}, whose lease expired (epoch {epoch})"
                 );
             }
-            None => tracing::info!("partition {k}: taken (epoch {epoch})"),
+            None => tracing::info!("partition {k}: taken (epoch {epoch}) {}", cause.said()),
         }
         let fence = Arc::new(Fence::new(k, epoch, sent + self.settings.relied()));
         let (stop_tx, stop_rx) = crossbeam_channel::bounded(1);
@@ -644,6 +651,25 @@ impl Wakes {
             self.alive.insert(host.to_owned())
         } else {
             self.alive.remove(host) || value == b"leaving"
+        }
+    }
+}
+
+/// What made a host read the group and act.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    /// Its turn, every `lease_ms / 4`.
+    Turn,
+    /// The watch saw a change that moves partitions.
+    Wake,
+}
+
+impl Cause {
+    /// How a take's log line says it.
+    fn said(self) -> &'static str {
+        match self {
+            Cause::Turn => "on its turn",
+            Cause::Wake => "at once, woken by the watch",
         }
     }
 }

@@ -196,8 +196,8 @@ fn a_refused_row_keeps_its_batch_staged_until_the_table_takes_it() {
 /// A sink's tasks prepare at once and each creates the missing tables:
 /// PostgreSQL's `CREATE TABLE IF NOT EXISTS` is not safe against itself
 /// (a unique violation, or "type already exists" for the row type), which
-/// failed a task's prepare in CI (seen here in about one round of 30
-/// with 16 tasks before the fix). Every task must come up.
+/// failed a task's prepare in CI (seen here before the fix, in round 16
+/// of 30 with 16 tasks). Every task must come up.
 #[test]
 fn tasks_creating_the_tables_at_once_all_prepare() {
     if !require_pg() {

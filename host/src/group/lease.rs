@@ -33,6 +33,8 @@ pub enum LeaseError {
 pub struct Leases {
     kv: kv::Store,
     bucket: String,
+    /// How long one request waits.
+    timeout: Duration,
     /// Requests sent to the broker (each read, write and key listing).
     requests: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
@@ -81,7 +83,7 @@ impl Leases {
                 }
             }
         };
-        Ok(Self { kv, bucket: bucket.to_owned(), requests: Default::default() })
+        Ok(Self { kv, bucket: bucket.to_owned(), timeout, requests: Default::default() })
     }
 
     /// Connects to `url` and opens `bucket`, which must exist: for readers
@@ -98,7 +100,7 @@ impl Leases {
                 "no bucket {bucket} on {url} ({e}): no host of the group has run yet"
             ))
         })?;
-        Ok(Self { kv, bucket: bucket.to_owned(), requests: Default::default() })
+        Ok(Self { kv, bucket: bucket.to_owned(), timeout, requests: Default::default() })
     }
 
     /// The key's revision, value and the broker's time of that revision
@@ -111,7 +113,7 @@ impl Leases {
         key: &str,
     ) -> Result<Option<(u64, Bytes, std::time::SystemTime)>, LeaseError> {
         self.count();
-        match self.kv.entry(key).await {
+        match self.bounded(self.kv.entry(key)).await? {
             Ok(Some(e)) if e.operation == kv::Operation::Put => {
                 Ok(Some((e.revision, e.value, std::time::SystemTime::from(e.created))))
             }
@@ -123,6 +125,19 @@ impl Leases {
     /// The count of requests sent to the broker, shared with its readers.
     pub fn requests(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
         self.requests.clone()
+    }
+
+    /// Awaits one of the client's calls for at most twice the request
+    /// timeout. The client bounds its requests itself; this is the keeper's
+    /// guarantee that no call, whatever the client does, holds up its
+    /// renewals for long.
+    async fn bounded<T>(
+        &self,
+        call: impl std::future::Future<Output = T>,
+    ) -> Result<T, LeaseError> {
+        tokio::time::timeout(self.timeout * 2, call)
+            .await
+            .map_err(|_| LeaseError::Broker(format!("no answer within {:?}", self.timeout * 2)))
     }
 
     fn count(&self) {
@@ -140,7 +155,7 @@ impl Leases {
     /// The broker's.
     pub async fn read(&self, key: &str) -> Result<Option<(u64, Bytes)>, LeaseError> {
         self.count();
-        match self.kv.entry(key).await {
+        match self.bounded(self.kv.entry(key)).await? {
             Ok(Some(e)) if e.operation == kv::Operation::Put => Ok(Some((e.revision, e.value))),
             Ok(_) => Ok(None),
             Err(e) => Err(LeaseError::Broker(format!("read {key}: {e}"))),
@@ -153,7 +168,7 @@ impl Leases {
     /// [`LeaseError::Conflict`] when the key exists.
     pub async fn create(&self, key: &str, value: Bytes) -> Result<u64, LeaseError> {
         self.count();
-        self.kv.create(key, value).await.map_err(|e| match e.kind() {
+        self.bounded(self.kv.create(key, value)).await?.map_err(|e| match e.kind() {
             kv::CreateErrorKind::AlreadyExists => LeaseError::Conflict,
             _ => LeaseError::Broker(format!("create {key}: {e}")),
         })
@@ -166,7 +181,7 @@ impl Leases {
     /// [`LeaseError::Conflict`] when the key changed since `revision`.
     pub async fn update(&self, key: &str, value: Bytes, revision: u64) -> Result<u64, LeaseError> {
         self.count();
-        self.kv.update(key, value, revision).await.map_err(|e| match e.kind() {
+        self.bounded(self.kv.update(key, value, revision)).await?.map_err(|e| match e.kind() {
             kv::UpdateErrorKind::WrongLastRevision => LeaseError::Conflict,
             _ => LeaseError::Broker(format!("update {key}: {e}")),
         })
@@ -178,7 +193,9 @@ impl Leases {
     /// The broker's.
     pub async fn put(&self, key: &str, value: Bytes) -> Result<u64, LeaseError> {
         self.count();
-        self.kv.put(key, value).await.map_err(|e| LeaseError::Broker(format!("put {key}: {e}")))
+        self.bounded(self.kv.put(key, value))
+            .await?
+            .map_err(|e| LeaseError::Broker(format!("put {key}: {e}")))
     }
 
     /// Every change written to the bucket from now on, as `(key, value)`
@@ -190,27 +207,44 @@ impl Leases {
     /// The broker's.
     pub async fn watch(&self) -> Result<Changes, LeaseError> {
         self.count();
-        let watch =
-            self.kv.watch_all().await.map_err(|e| LeaseError::Broker(format!("watch: {e}")))?;
+        let watch = self
+            .bounded(self.kv.watch_all())
+            .await?
+            .map_err(|e| LeaseError::Broker(format!("watch: {e}")))?;
         Ok(Changes(watch))
     }
 
-    /// Every key that starts with `prefix`.
+    /// Every key that starts with `prefix`, from the subjects the bucket's
+    /// stream holds (one request per page of subjects).
+    ///
+    /// Not the client's `keys()`: that reads an ordered consumer until a
+    /// message says nothing is pending, and in a bucket whose keys are
+    /// rewritten all the time (every renewal replaces its key's only
+    /// revision) it listed some keys several times or missed others (see
+    /// the test below), and its read has no time bound. In the group zombie
+    /// test a keeper stopped at an await for 240 s, neither renewing nor
+    /// leaving; this listing was its only call without a bound.
     ///
     /// # Errors
-    /// The broker's.
+    /// The broker's, or no answer within the request timeout.
     pub async fn keys(&self, prefix: &str) -> Result<Vec<String>, LeaseError> {
         self.count();
         let broker = |e: &dyn std::fmt::Display| LeaseError::Broker(format!("list keys: {e}"));
-        let mut keys = Box::pin(self.kv.keys().await.map_err(|e| broker(&e))?);
-        let mut out = Vec::new();
-        while let Some(key) = keys.next().await {
-            let key = key.map_err(|e| broker(&e))?;
-            if key.starts_with(prefix) {
-                out.push(key);
+        let filter = format!("{}{prefix}>", self.kv.prefix);
+        let list = async {
+            let mut subjects =
+                self.kv.stream.info_with_subjects(&filter).await.map_err(|e| broker(&e))?;
+            let mut out = Vec::new();
+            while let Some(subject) = subjects.next().await {
+                let (subject, _) = subject.map_err(|e| broker(&e))?;
+                if let Some(key) = subject.strip_prefix(self.kv.prefix.as_str()) {
+                    out.push(key.to_owned());
+                }
             }
-        }
-        Ok(out)
+            out.sort();
+            Ok(out)
+        };
+        self.bounded(list).await?
     }
 }
 
@@ -264,4 +298,81 @@ pub fn partition_key(k: u32) -> String {
 /// Host `id`'s heartbeat key.
 pub fn member_key(id: &str) -> String {
     format!("h.{id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bucket of its own on the NATS server CI runs (127.0.0.1:4222);
+    /// `None`, and the test says it is skipped, when there is none.
+    async fn bucket(timeout: Duration) -> Option<Leases> {
+        let name = format!(
+            "squall_lease_test_{}_{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default()
+        );
+        match Leases::open("nats://127.0.0.1:4222", &name, timeout).await {
+            Ok(leases) => Some(leases),
+            Err(e) => {
+                eprintln!("skipped: no NATS server with JetStream on 127.0.0.1:4222 ({e})");
+                None
+            }
+        }
+    }
+
+    /// Seen failing with the client's own `keys()` (an ordered consumer read
+    /// until a message says nothing is pending), in 5 runs of 5, within 8
+    /// to 17 listings: a listing taken while another host rewrote its keys
+    /// held one key up to 5 times, or missed a live host's (`["h.a",
+    /// "h.c"]`).
+    #[test]
+    fn a_key_listing_ends_while_another_host_rewrites_its_keys_and_after() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let timeout = Duration::from_millis(500);
+        let Some(leases) = rt.block_on(bucket(timeout)) else { return };
+        rt.block_on(async {
+            for id in ["a", "b", "c"] {
+                leases.put(&member_key(id), Bytes::from_static(b"alive")).await.unwrap();
+            }
+            for k in 0..8 {
+                leases.put(&partition_key(k), Bytes::from_static(b"{}")).await.unwrap();
+            }
+        });
+        // Another host: its own connection, rewriting every lease and its
+        // heartbeat as fast as it can, for a while.
+        let name = leases.bucket().to_owned();
+        let writer = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let url = "nats://127.0.0.1:4222";
+                let other = Leases::open(url, &name, timeout).await.unwrap();
+                let until = std::time::Instant::now() + Duration::from_secs(3);
+                while std::time::Instant::now() < until {
+                    for k in 0..8 {
+                        let _ = other.put(&partition_key(k), Bytes::from_static(b"{}")).await;
+                    }
+                    let _ = other.put(&member_key("b"), Bytes::from_static(b"alive")).await;
+                }
+            });
+        });
+        let expected = vec!["h.a".to_owned(), "h.b".to_owned(), "h.c".to_owned()];
+        let mut listings = 0;
+        rt.block_on(async {
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while std::time::Instant::now() < deadline {
+                // Bounded here too, so the old way fails the test, not hangs it.
+                let listed = tokio::time::timeout(Duration::from_secs(5), leases.keys("h."))
+                    .await
+                    .unwrap_or_else(|_| panic!("listing {listings} never ended"));
+                assert_eq!(listed.unwrap(), expected, "listing {listings}");
+                listings += 1;
+            }
+        });
+        writer.join().unwrap();
+        assert!(listings > 10, "only {listings} listings");
+    }
 }

@@ -253,6 +253,10 @@ struct Held {
     revision: u64,
     fence: Arc<Fence>,
     phase: Phase,
+    /// Tells the partition's thread to stop. A queue of one, written with
+    /// `try_send`: one stop is enough, and the keeper must never block on
+    /// it (a partition still starting reads it only once it started, and
+    /// the keeper's renewals cannot wait that long).
     stop: Sender<()>,
     handle: Option<TopologyHandle>,
 }
@@ -314,7 +318,7 @@ impl Keeper {
                 for (&k, h) in self.held.iter_mut() {
                     if !matches!(h.phase, Phase::Stopping { .. }) {
                         h.phase = Phase::Stopping { release: true };
-                        let _ = h.stop.send(());
+                        let _ = h.stop.try_send(());
                         tracing::debug!("partition {k}: stopping (leave)");
                     }
                 }
@@ -388,7 +392,7 @@ impl Keeper {
                              then releasing it"
                         );
                         h.phase = Phase::Stopping { release: true };
-                        let _ = h.stop.send(());
+                        let _ = h.stop.try_send(());
                     }
                 }
             }
@@ -439,7 +443,7 @@ impl Keeper {
             h.epoch
         );
         h.phase = Phase::Stopping { release: false };
-        let _ = h.stop.send(());
+        let _ = h.stop.try_send(());
     }
 
     /// Reads every lease and heartbeat into the view.

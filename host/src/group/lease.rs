@@ -215,7 +215,9 @@ impl Leases {
     }
 
     /// Every key that starts with `prefix`, from the subjects the bucket's
-    /// stream holds (one request per page of subjects).
+    /// stream holds (one request per page of subjects). `prefix` is whole
+    /// tokens ending in a dot, such as `h.`: the server matches it as a
+    /// subject filter.
     ///
     /// Not the client's `keys()`: that reads an ordered consumer until a
     /// message says nothing is pending, and in a bucket whose keys are
@@ -226,7 +228,7 @@ impl Leases {
     /// leaving; this listing was its only call without a bound.
     ///
     /// # Errors
-    /// The broker's, or no answer within the request timeout.
+    /// The broker's, or no answer within twice the request timeout.
     pub async fn keys(&self, prefix: &str) -> Result<Vec<String>, LeaseError> {
         self.count();
         let broker = |e: &dyn std::fmt::Display| LeaseError::Broker(format!("list keys: {e}"));

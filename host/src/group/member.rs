@@ -334,7 +334,8 @@ impl Keeper {
             }
             if Instant::now() >= next_turn {
                 next_turn = Instant::now() + self.settings.turn();
-                self.wake.store(false, Ordering::SeqCst);
+                // A pending wake is left for the turn's own read and plan
+                // to take ([`Keeper::act`]).
                 self.turn(leaving).await;
             } else if !leaving && self.wake.swap(false, Ordering::SeqCst) {
                 // Something moved: read and act now; the renewals keep their pace.
@@ -369,6 +370,12 @@ impl Keeper {
 
     /// Reads the group, plans, and takes or releases.
     async fn act(&mut self, cause: Cause) {
+        // A wake that came before this read is served by it, whichever
+        // started the read: a turn that meets a pending wake acts on it.
+        let cause = match cause {
+            Cause::Turn if self.wake.swap(false, Ordering::SeqCst) => Cause::WakeOnTurn,
+            other => other,
+        };
         if let Err(e) = self.read().await {
             self.warn("reading the group", &e);
             return;
@@ -666,6 +673,9 @@ enum Cause {
     Turn,
     /// The watch saw a change that moves partitions.
     Wake,
+    /// The watch saw such a change, and this host's turn came before the
+    /// next step between turns: the turn served the wake.
+    WakeOnTurn,
 }
 
 impl Cause {
@@ -674,6 +684,9 @@ impl Cause {
         match self {
             Cause::Turn => "on its turn",
             Cause::Wake => "at once, woken by the watch",
+            Cause::WakeOnTurn => {
+                "on its turn, which came first after the watch woke it (woken by the watch)"
+            }
         }
     }
 }

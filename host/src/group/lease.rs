@@ -154,12 +154,7 @@ impl Leases {
     /// # Errors
     /// The broker's.
     pub async fn read(&self, key: &str) -> Result<Option<(u64, Bytes)>, LeaseError> {
-        self.count();
-        match self.bounded(self.kv.entry(key)).await? {
-            Ok(Some(e)) if e.operation == kv::Operation::Put => Ok(Some((e.revision, e.value))),
-            Ok(_) => Ok(None),
-            Err(e) => Err(LeaseError::Broker(format!("read {key}: {e}"))),
-        }
+        Ok(self.entry(key).await?.map(|(revision, value, _)| (revision, value)))
     }
 
     /// Writes `value` under `key` if the key is absent; its revision.

@@ -673,8 +673,8 @@ enum Cause {
     Turn,
     /// The watch saw a change that moves partitions.
     Wake,
-    /// The watch saw such a change, and this host's turn came before the
-    /// next step between turns: the turn served the wake.
+    /// The watch saw such a change, and this host's turn began before the
+    /// step between turns could act on it: the turn's read served the wake.
     WakeOnTurn,
 }
 

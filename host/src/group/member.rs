@@ -15,7 +15,10 @@
 //! 4. **Take** (compare-and-set, epoch + 1) and start a partition in a
 //!    thread of its own; or **release**: stop it gracefully (its last
 //!    checkpoint commits: it is still renewed), then write it released, so
-//!    another host takes it at once.
+//!    another host takes it at once. A take another host won first (the
+//!    lowest free partitions are everyone's first choice) sends the host
+//!    back to step 3 at once, for up to four rounds, so it still takes its
+//!    share of what is free now rather than on its next turn.
 //!
 //! Between turns it handles what the partition threads report (started,
 //! stopped) every 50 ms.
@@ -25,6 +28,10 @@
 //! released, a host that joined, or one that is leaving or left. So a
 //! released partition waits for its taker's restore, not for the taker's
 //! next turn. Renewals, which every host writes every turn, wake nobody.
+//! The watch also notes when it saw each release, so a take on the taker's
+//! own turn says whether its read began before the watch reported the
+//! release (the read came first) or after (the wake was missed; the
+//! partition waited for the turn).
 //!
 //! At shutdown the heartbeat says `leaving` first (the others count this
 //! host out of the shares at once, and take each partition as it is
@@ -163,10 +170,12 @@ impl Member {
             Arc::new(Counters { broker_requests: leases.requests(), ..Counters::default() });
         let (events_tx, events) = crossbeam_channel::unbounded();
         let wake = Arc::new(AtomicBool::new(false));
+        let reports = Reports::default();
         let watcher = watch(
             leases.clone(),
             Wakes::new(settings.host_id.clone()),
             wake.clone(),
+            reports.clone(),
             stop.clone(),
             settings.turn(),
         );
@@ -188,6 +197,7 @@ impl Member {
             events,
             stop: stop.clone(),
             wake,
+            reports,
             status: status.clone(),
             counters: counters.clone(),
             warned: 0,
@@ -281,6 +291,8 @@ struct Keeper {
     stop: Arc<AtomicBool>,
     /// Set by the watch: take a turn now.
     wake: Arc<AtomicBool>,
+    /// The releases the watch saw.
+    reports: Reports,
     status: Arc<Mutex<Status>>,
     counters: Arc<Counters>,
     /// Broker errors logged so far (the first few, then every 100th).
@@ -368,17 +380,31 @@ impl Keeper {
         self.act(Cause::Turn).await;
     }
 
-    /// Reads the group, plans, and takes or releases.
+    /// Reads the group, plans, and takes or releases. A take that another
+    /// host won first (both read the same partitions free, and the lowest
+    /// free ones are everyone's first choice) leaves this host short of its
+    /// share: it reads and plans again at once, for a few rounds, rather
+    /// than leave the partitions it could take idle until its next turn.
     async fn act(&mut self, cause: Cause) {
+        let read_began = Instant::now();
         // A wake that came before this read is served by it, whichever
         // started the read: a turn that meets a pending wake acts on it.
         let cause = match cause {
             Cause::Turn if self.wake.swap(false, Ordering::SeqCst) => Cause::WakeOnTurn,
             other => other,
         };
+        for _ in 0..4 {
+            if !self.act_once(cause, read_began).await {
+                return;
+            }
+        }
+    }
+
+    /// One read, plan and act; true when a take lost to another host.
+    async fn act_once(&mut self, cause: Cause, read_began: Instant) -> bool {
         if let Err(e) = self.read().await {
             self.warn("reading the group", &e);
-            return;
+            return false;
         }
         let now = Instant::now();
         self.avoid.retain(|_, until| *until > now);
@@ -387,10 +413,26 @@ impl Keeper {
             self.held.iter().filter(|(_, h)| h.phase != Phase::Running).map(|(k, _)| *k).collect();
         let avoid: BTreeSet<u32> = self.avoid.keys().copied().collect();
         let share = self.view.share(now);
+        let mut lost_a_race = false;
         for action in self.view.plan(now, &busy, &avoid) {
             match action {
                 Action::Take { partition, revision, epoch, from } => {
-                    self.take(partition, revision, epoch, from, cause).await;
+                    let how = match (cause, revision, &from) {
+                        // A released lease: how this host learnt of it.
+                        (Cause::Turn, Some(_), None) => {
+                            let seen = self.reports.seen(partition, epoch.saturating_sub(1));
+                            match (seen, self.reports.watching_since()) {
+                                (Some(at), _) if at <= read_began => {
+                                    Learnt::AfterReport(read_began - at)
+                                }
+                                (_, Some(since)) if since <= read_began => Learnt::BeforeReport,
+                                _ => Learnt::Unwatched,
+                            }
+                        }
+                        (Cause::Turn, ..) => Learnt::Turn,
+                        _ => Learnt::Woken(cause),
+                    };
+                    lost_a_race |= self.take(partition, revision, epoch, from, how).await;
                 }
                 Action::Release { partition } => {
                     if let Some(h) = self.held.get_mut(&partition) {
@@ -405,6 +447,7 @@ impl Keeper {
             }
         }
         self.publish(share);
+        lost_a_race
     }
 
     fn lease_value(&self, epoch: u64, owned: bool) -> Bytes {
@@ -482,15 +525,16 @@ impl Keeper {
         Ok(())
     }
 
-    /// Takes partition `k` (compare-and-set) and starts it.
+    /// Takes partition `k` (compare-and-set) and starts it; true when
+    /// another host took it first.
     async fn take(
         &mut self,
         k: u32,
         revision: Option<u64>,
         epoch: u64,
         from: Option<String>,
-        cause: Cause,
-    ) {
+        how: Learnt,
+    ) -> bool {
         let sent = Instant::now();
         let value = self.lease_value(epoch, true);
         let key = partition_key(k);
@@ -502,11 +546,11 @@ impl Keeper {
             Ok(r) => r,
             Err(LeaseError::Conflict) => {
                 tracing::debug!("partition {k}: another host took it first");
-                return;
+                return true;
             }
             Err(e) => {
                 self.warn(&format!("taking partition {k}"), &e);
-                return;
+                return false;
             }
         };
         self.counters.taken.fetch_add(1, Ordering::Relaxed);
@@ -517,7 +561,7 @@ impl Keeper {
                     "partition {k}: taken over from {old}, whose lease expired (epoch {epoch})"
                 );
             }
-            None => tracing::info!("partition {k}: taken (epoch {epoch}) {}", cause.said()),
+            None => tracing::info!("partition {k}: taken (epoch {epoch}) {how}"),
         }
         let fence = Arc::new(Fence::new(k, epoch, sent + self.settings.relied()));
         let (stop_tx, stop_rx) = crossbeam_channel::bounded(1);
@@ -540,6 +584,7 @@ impl Keeper {
         if let Err(e) = spawned {
             let _ = self.events_tx.send(Event::Started(k, Err(format!("no thread: {e}"))));
         }
+        false
     }
 
     /// Handles what the partition threads reported.
@@ -652,7 +697,7 @@ impl Wakes {
     /// take its share). Renewals and repeated heartbeats do not.
     fn wakes(&mut self, key: &str, value: &[u8]) -> bool {
         if key.starts_with("p.") {
-            return serde_json::from_slice::<LeaseValue>(value).is_ok_and(|v| v.owner.is_none());
+            return released(key, value).is_some();
         }
         let Some(host) = key.strip_prefix("h.") else { return false };
         if host == self.me {
@@ -678,17 +723,91 @@ enum Cause {
     WakeOnTurn,
 }
 
-impl Cause {
-    /// How a take's log line says it.
-    fn said(self) -> &'static str {
+/// How a host came to take a partition, as its log line says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Learnt {
+    /// The read that found it was served a wake ([`Cause::Wake`] or
+    /// [`Cause::WakeOnTurn`]).
+    Woken(Cause),
+    /// On its turn; the partition was not released but free (never taken).
+    Turn,
+    /// On its turn; the read began before the watch reported the release,
+    /// so the read found it first.
+    BeforeReport,
+    /// On its turn; the read began before the watch was watching (the host
+    /// had just joined, or its watch was starting again).
+    Unwatched,
+    /// On its turn; the watch had reported the release this long before
+    /// the read began, and no wake served it.
+    AfterReport(Duration),
+}
+
+impl std::fmt::Display for Learnt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Cause::Turn => "on its turn",
-            Cause::Wake => "at once, woken by the watch",
-            Cause::WakeOnTurn => {
-                "on its turn, which came first after the watch woke it (woken by the watch)"
+            Learnt::Woken(Cause::WakeOnTurn) => f.write_str(
+                "on its turn, which came first after the watch woke it (woken by the watch)",
+            ),
+            Learnt::Woken(_) => f.write_str("at once, woken by the watch"),
+            Learnt::Turn => f.write_str("on its turn"),
+            Learnt::BeforeReport => {
+                f.write_str("on its turn, whose read began before the watch reported the release")
             }
+            Learnt::Unwatched => {
+                f.write_str("on its turn, whose read began before the watch was watching")
+            }
+            Learnt::AfterReport(d) => write!(
+                f,
+                "on its turn, {} ms after the watch reported the release (no wake served it)",
+                d.as_millis()
+            ),
         }
     }
+}
+
+/// What the watch saw: since when it has been watching, and for each
+/// partition the last release (the released lease's epoch) and when it saw
+/// it. Written by the watch and read by the keeper, on the same thread, a
+/// few times a turn.
+#[derive(Debug, Clone, Default)]
+struct Reports(Arc<Mutex<Watched>>);
+
+/// The contents of [`Reports`].
+#[derive(Debug, Default)]
+struct Watched {
+    watching: Option<Instant>,
+    released: BTreeMap<u32, (u64, Instant)>,
+}
+
+impl Reports {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Watched> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The watch is watching from now (`true`) or no longer (`false`).
+    fn watching(&self, on: bool) {
+        self.lock().watching = on.then(Instant::now);
+    }
+
+    fn watching_since(&self) -> Option<Instant> {
+        self.lock().watching
+    }
+
+    fn note(&self, partition: u32, epoch: u64) {
+        self.lock().released.insert(partition, (epoch, Instant::now()));
+    }
+
+    /// When the watch saw `partition` released at `epoch`.
+    fn seen(&self, partition: u32, epoch: u64) -> Option<Instant> {
+        self.lock().released.get(&partition).filter(|(e, _)| *e == epoch).map(|(_, at)| *at)
+    }
+}
+
+/// The partition and epoch of a lease written released (no owner).
+fn released(key: &str, value: &[u8]) -> Option<(u32, u64)> {
+    let k = key.strip_prefix("p.")?.parse().ok()?;
+    let v: LeaseValue = serde_json::from_slice(value).ok()?;
+    v.owner.is_none().then_some((k, v.epoch))
 }
 
 /// Watches the bucket and sets `wake` at each change that moves
@@ -698,16 +817,23 @@ async fn watch(
     leases: Leases,
     mut wakes: Wakes,
     wake: Arc<AtomicBool>,
+    reports: Reports,
     stop: Arc<AtomicBool>,
     turn: Duration,
 ) {
     while !stop.load(Ordering::SeqCst) {
         if let Ok(mut changes) = leases.watch().await {
+            reports.watching(true);
             while let Some((key, value)) = changes.next().await {
                 if wakes.wakes(&key, &value) {
                     wake.store(true, Ordering::SeqCst);
                 }
+                if let Some((k, epoch)) = released(&key, &value) {
+                    reports.note(k, epoch);
+                    tracing::debug!("group: the watch saw partition {k} released (epoch {epoch})");
+                }
             }
+            reports.watching(false);
         }
         tokio::time::sleep(turn).await;
     }
@@ -780,5 +906,24 @@ mod tests {
         assert!(!w.wakes("h.h0", b"alive"));
         assert!(!w.wakes("h.h0", b"leaving"));
         assert!(!w.wakes("x.y", b"alive"));
+    }
+
+    #[test]
+    fn a_release_is_reported_with_its_partition_and_epoch_and_a_turn_says_what_came_first() {
+        assert_eq!(released("p.3", &lease(None, 4)), Some((3, 4)));
+        assert_eq!(released("p.3", &lease(Some("h1"), 5)), None, "a take or a renewal");
+        assert_eq!(released("p.x", &lease(None, 4)), None);
+        let reports = Reports::default();
+        let before = Instant::now();
+        assert_eq!(reports.seen(3, 4), None);
+        reports.watching(true);
+        reports.note(3, 4);
+        let at = reports.seen(3, 4).expect("noted");
+        assert!(at >= before && reports.watching_since().is_some_and(|w| w <= at));
+        assert_eq!(reports.seen(3, 5), None, "another epoch's release is another release");
+        reports.watching(false);
+        assert_eq!(reports.watching_since(), None);
+        let late = Learnt::AfterReport(Duration::from_millis(461)).to_string();
+        assert!(late.contains("461 ms after the watch reported the release"), "{late}");
     }
 }

@@ -328,13 +328,22 @@ fn a_killed_hosts_partitions_move_to_the_survivors_and_every_count_is_exact() {
     });
     let moved = killed.elapsed();
     eprintln!("the killed host's partitions {victim:?} run again after {moved:?}");
+    // Each was taken at its lease's expiry: by the read the expiry timer
+    // started, or by a turn or a wake that came first after the expiry
+    // was due. A takeover that waited for a later turn says how long after
+    // the expiry it came, and fails here (seen so with the timer turned
+    // off). How long the expiry and the restore take is the group bench's.
     let logs = g.hosts.keys().map(|id| g.log(id)).collect::<String>();
     for k in &victim {
+        let taken = format!("partition {k}: taken over from h1, whose lease expired");
+        let line = logs.lines().find(|l| l.contains(&taken));
         assert!(
-            logs.contains(&format!("partition {k}: taken over from h1, whose lease expired")),
-            "partition {k} was taken over from h1\n{}",
+            line.is_some_and(|l| l.contains("at the expiry it foresaw")
+                || l.contains("which came first after the expiry was due")),
+            "partition {k} was taken over from h1 at its expiry: {line:?}\n{}",
             tail(&logs, 80)
         );
+        eprintln!("{}", line.unwrap_or_default());
     }
     g.wait_all_acked(Duration::from_secs(120));
     g.stop_all();

@@ -103,6 +103,24 @@ impl View {
         live
     }
 
+    /// The next instant after `now` at which, unless renewed before, a
+    /// lease another host holds expires or another live member's heartbeat
+    /// ages out: when the plan may change without anything being written.
+    pub fn next_expiry(&self, now: Instant) -> Option<Instant> {
+        let leases = self
+            .leases
+            .values()
+            .flatten()
+            .filter(|seen| seen.value.owner.as_deref().is_some_and(|o| o != self.me))
+            .map(|seen| seen.since + self.lease);
+        let members = self
+            .members
+            .iter()
+            .filter(|(id, seen)| seen.value && **id != self.me)
+            .map(|(_, seen)| seen.since + self.lease);
+        leases.chain(members).filter(|at| *at > now).min()
+    }
+
     /// How many partitions each live member holds, as the leases say (this
     /// host: as it knows).
     fn counts<'a>(&'a self, live: &BTreeSet<&'a str>) -> BTreeMap<&'a str, u32> {
@@ -379,6 +397,9 @@ mod tests {
         let soon = at + LEASE - Duration::from_millis(1);
         let takes = early.plan(soon, &BTreeSet::new(), &BTreeSet::new());
         assert!(takes.is_empty(), "{takes:?}");
+        // The instant the plan changes is foreseen: c's leases and its
+        // heartbeat expire a lease time after they were seen.
+        assert_eq!(early.next_expiry(soon), Some(at + LEASE));
         // After it, they take them, with higher epochs, from c (the
         // survivors renewed theirs meanwhile).
         g.renew(soon);
@@ -387,6 +408,8 @@ mod tests {
         view.members.insert("c".into(), Seen { revision: 1, value: true, since: at });
         let takes = view.plan(later, &BTreeSet::new(), &BTreeSet::new());
         assert!(!takes.is_empty());
+        // What expires next is b's renewal of `soon`, after `later`.
+        assert_eq!(view.next_expiry(later), Some(soon + LEASE));
         for t in &takes {
             let Action::Take { partition, from, epoch, .. } = t else { panic!("{t:?}") };
             assert!(dead.contains(partition), "{t:?}");

@@ -255,13 +255,15 @@ impl std::fmt::Debug for Changes {
 }
 
 impl Changes {
-    /// The next key written and its value; `None` once the watch ended (the
-    /// connection was lost for good, or a change could not be read: the
-    /// caller watches again rather than skip one).
-    pub async fn next(&mut self) -> Option<(String, Bytes)> {
+    /// The next key written, its revision and its value; `None` once the
+    /// watch ended (the connection was lost for good, or a change could not
+    /// be read: the caller watches again rather than skip one).
+    pub async fn next(&mut self) -> Option<(String, u64, Bytes)> {
         loop {
             match self.0.next().await? {
-                Ok(e) if e.operation == kv::Operation::Put => return Some((e.key, e.value)),
+                Ok(e) if e.operation == kv::Operation::Put => {
+                    return Some((e.key, e.revision, e.value))
+                }
                 Ok(_) => {}
                 Err(_) => return None,
             }

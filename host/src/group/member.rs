@@ -23,6 +23,14 @@
 //! Between turns it handles what the partition threads report (started,
 //! stopped) every 50 ms.
 //!
+//! A revision the host has not read before dates from when its watch saw
+//! it written (or else from when the read returned), so a lease expires a
+//! lease time after its last renewal was written, not after this host next
+//! read it. Each read also foresees the next instant a lease of another
+//! host, or its heartbeat, runs out unrenewed ([`View::next_expiry`]); the
+//! first 50 ms step at or after it reads and acts, so a dead host's
+//! partitions are taken at its leases' expiry, not up to a turn later.
+//!
 //! Steps 3 and 4 also come early, within those 50 ms, when a watch on the
 //! bucket sees a change that moves partitions ([`Wakes`]): a partition
 //! released, a host that joined, or one that is leaving or left. So a
@@ -198,6 +206,8 @@ impl Member {
             stop: stop.clone(),
             wake,
             reports,
+            expiry_due: None,
+            prev_tick: Instant::now(),
             status: status.clone(),
             counters: counters.clone(),
             warned: 0,
@@ -293,6 +303,11 @@ struct Keeper {
     wake: Arc<AtomicBool>,
     /// The releases the watch saw.
     reports: Reports,
+    /// The next expiry the view foresees ([`View::next_expiry`]), as of
+    /// the last read: a step of the loop at or after it reads and acts.
+    expiry_due: Option<Instant>,
+    /// When the loop's last step began (before the current one's).
+    prev_tick: Instant,
     status: Arc<Mutex<Status>>,
     counters: Arc<Counters>,
     /// Broker errors logged so far (the first few, then every 100th).
@@ -344,7 +359,8 @@ impl Keeper {
                 self.publish(0);
                 return;
             }
-            if Instant::now() >= next_turn {
+            let tick = Instant::now();
+            if tick >= next_turn {
                 next_turn = Instant::now() + self.settings.turn();
                 // A pending wake is left for the turn's own read and plan
                 // to take ([`Keeper::act`]).
@@ -352,7 +368,12 @@ impl Keeper {
             } else if !leaving && self.wake.swap(false, Ordering::SeqCst) {
                 // Something moved: read and act now; the renewals keep their pace.
                 self.act(Cause::Wake).await;
+            } else if !leaving && self.expiry_due.is_some_and(|due| tick >= due) {
+                // A lease or a heartbeat ran out unrenewed: take it now,
+                // not up to a turn later.
+                self.act(Cause::Expiry).await;
             }
+            self.prev_tick = tick;
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -393,15 +414,23 @@ impl Keeper {
             Cause::Turn if self.wake.swap(false, Ordering::SeqCst) => Cause::WakeOnTurn,
             other => other,
         };
+        // What this read comes after: an expiry that was due, and whether
+        // an earlier step of the loop had already come after it.
+        let expiry = match self.expiry_due {
+            Some(due) if due <= read_began && self.prev_tick < due => After::ExpiryFirst,
+            Some(due) if due <= read_began => After::ExpiryMissed(read_began - due),
+            _ => After::Nothing,
+        };
         for _ in 0..4 {
-            if !self.act_once(cause, read_began).await {
-                return;
+            if !self.act_once(cause, read_began, expiry).await {
+                break;
             }
         }
+        self.expiry_due = self.view.next_expiry(Instant::now());
     }
 
     /// One read, plan and act; true when a take lost to another host.
-    async fn act_once(&mut self, cause: Cause, read_began: Instant) -> bool {
+    async fn act_once(&mut self, cause: Cause, read_began: Instant, expiry: After) -> bool {
         if let Err(e) = self.read().await {
             self.warn("reading the group", &e);
             return false;
@@ -417,21 +446,24 @@ impl Keeper {
         for action in self.view.plan(now, &busy, &avoid) {
             match action {
                 Action::Take { partition, revision, epoch, from } => {
-                    let how = match (cause, revision, &from) {
+                    let woken = matches!(cause, Cause::Wake | Cause::WakeOnTurn);
+                    let after = match (revision, &from) {
+                        // Taken over: what the read came after.
+                        (_, Some(_)) if cause != Cause::Expiry => expiry,
                         // A released lease: how this host learnt of it.
-                        (Cause::Turn, Some(_), None) => {
+                        (Some(_), None) if !woken => {
                             let seen = self.reports.seen(partition, epoch.saturating_sub(1));
                             match (seen, self.reports.watching_since()) {
                                 (Some(at), _) if at <= read_began => {
-                                    Learnt::AfterReport(read_began - at)
+                                    After::ReleaseMissed(read_began - at)
                                 }
-                                (_, Some(since)) if since <= read_began => Learnt::BeforeReport,
-                                _ => Learnt::Unwatched,
+                                (_, Some(since)) if since <= read_began => After::BeforeReport,
+                                _ => After::Unwatched,
                             }
                         }
-                        (Cause::Turn, ..) => Learnt::Turn,
-                        _ => Learnt::Woken(cause),
+                        _ => After::Nothing,
                     };
+                    let how = Learnt { cause, after };
                     lost_a_race |= self.take(partition, revision, epoch, from, how).await;
                 }
                 Action::Release { partition } => {
@@ -497,15 +529,21 @@ impl Keeper {
     }
 
     /// Reads every lease and heartbeat into the view.
+    ///
+    /// A revision not seen before dates from when the watch saw it written,
+    /// or else from when its read returned: never before it was written,
+    /// so its writer's [`Fence`] (the time it sent the write plus less than
+    /// a lease) always ends before this host may take it.
     async fn read(&mut self) -> Result<(), LeaseError> {
-        let now = Instant::now();
         for k in 0..self.settings.partitions {
-            let read = self.leases.read(&partition_key(k)).await?;
+            let key = partition_key(k);
+            let read = self.leases.read(&key).await?;
+            let now = Instant::now();
             let seen = read.and_then(|(revision, bytes)| {
                 let value: LeaseValue = serde_json::from_slice(&bytes).ok()?;
                 let since = match self.view.leases.get(&k) {
                     Some(Some(old)) if old.revision == revision => old.since,
-                    _ => now,
+                    _ => self.reports.written_at(&key, revision).map_or(now, |at| at.min(now)),
                 };
                 Some(Seen { revision, value, since })
             });
@@ -514,10 +552,11 @@ impl Keeper {
         let mut members = BTreeMap::new();
         for key in self.leases.keys("h.").await? {
             let Some((revision, bytes)) = self.leases.read(&key).await? else { continue };
+            let now = Instant::now();
             let id = key["h.".len()..].to_owned();
             let since = match self.view.members.get(&id) {
                 Some(old) if old.revision == revision => old.since,
-                _ => now,
+                _ => self.reports.written_at(&key, revision).map_or(now, |at| at.min(now)),
             };
             members.insert(id, Seen { revision, value: bytes.as_ref() == b"alive", since });
         }
@@ -558,7 +597,8 @@ impl Keeper {
             Some(old) => {
                 self.counters.takeovers.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
-                    "partition {k}: taken over from {old}, whose lease expired (epoch {epoch})"
+                    "partition {k}: taken over from {old}, whose lease expired (epoch {epoch}), \
+                     {how}"
                 );
             }
             None => tracing::info!("partition {k}: taken (epoch {epoch}) {how}"),
@@ -721,54 +761,81 @@ enum Cause {
     /// The watch saw such a change, and this host's turn began before the
     /// step between turns could act on it: the turn's read served the wake.
     WakeOnTurn,
+    /// A lease of another host, or its heartbeat, reached the end of its
+    /// lease time unrenewed (as the view foresaw it: [`View::next_expiry`]).
+    Expiry,
 }
 
-/// How a host came to take a partition, as its log line says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Learnt {
-    /// The read that found it was served a wake ([`Cause::Wake`] or
-    /// [`Cause::WakeOnTurn`]).
-    Woken(Cause),
-    /// On its turn; the partition was not released but free (never taken).
-    Turn,
-    /// On its turn; the read began before the watch reported the release,
-    /// so the read found it first.
-    BeforeReport,
-    /// On its turn; the read began before the watch was watching (the host
-    /// had just joined, or its watch was starting again).
-    Unwatched,
-    /// On its turn; the watch had reported the release this long before
-    /// the read began, and no wake served it.
-    AfterReport(Duration),
-}
-
-impl std::fmt::Display for Learnt {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Cause {
+    /// How a take's log line begins to say it.
+    fn said(self) -> &'static str {
         match self {
-            Learnt::Woken(Cause::WakeOnTurn) => f.write_str(
-                "on its turn, which came first after the watch woke it (woken by the watch)",
-            ),
-            Learnt::Woken(_) => f.write_str("at once, woken by the watch"),
-            Learnt::Turn => f.write_str("on its turn"),
-            Learnt::BeforeReport => {
-                f.write_str("on its turn, whose read began before the watch reported the release")
+            Cause::Turn => "on its turn",
+            Cause::Wake => "at once, woken by the watch",
+            Cause::WakeOnTurn => {
+                "on its turn, which came first after the watch woke it (woken by the watch)"
             }
-            Learnt::Unwatched => {
-                f.write_str("on its turn, whose read began before the watch was watching")
-            }
-            Learnt::AfterReport(d) => write!(
-                f,
-                "on its turn, {} ms after the watch reported the release (no wake served it)",
-                d.as_millis()
-            ),
+            Cause::Expiry => "at the expiry it foresaw",
         }
     }
 }
 
-/// What the watch saw: since when it has been watching, and for each
-/// partition the last release (the released lease's epoch) and when it saw
-/// it. Written by the watch and read by the keeper, on the same thread, a
-/// few times a turn.
+/// How a host came to take a partition, as its log line says it: the
+/// [`Cause`] of the read that found it free, and what that read came after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Learnt {
+    cause: Cause,
+    after: After,
+}
+
+/// What the read that found a partition free came after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    /// Nothing to say: a wake served it, or the partition was never taken.
+    Nothing,
+    /// A release: the read began before the watch reported it, so the read
+    /// found it first.
+    BeforeReport,
+    /// A release: the read began before the watch was watching (the host
+    /// had just joined, or its watch was starting again).
+    Unwatched,
+    /// A release the watch had reported this long before the read began,
+    /// and no wake served it.
+    ReleaseMissed(Duration),
+    /// An expiry (a takeover): the read began after the expiry that was
+    /// due, and it was the first step of the loop to come after it.
+    ExpiryFirst,
+    /// An expiry that was due this long before the read began, when an
+    /// earlier step of the loop had come after it and no timer served it.
+    ExpiryMissed(Duration),
+}
+
+impl std::fmt::Display for Learnt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.cause.said())?;
+        match self.after {
+            After::Nothing => Ok(()),
+            After::BeforeReport => {
+                f.write_str(", whose read began before the watch reported the release")
+            }
+            After::Unwatched => f.write_str(", whose read began before the watch was watching"),
+            After::ReleaseMissed(d) => write!(
+                f,
+                ", {} ms after the watch reported the release (no wake served it)",
+                d.as_millis()
+            ),
+            After::ExpiryFirst => f.write_str(", which came first after the expiry was due"),
+            After::ExpiryMissed(d) => {
+                write!(f, ", {} ms after the expiry was due (no timer served it)", d.as_millis())
+            }
+        }
+    }
+}
+
+/// What the watch saw: since when it has been watching, when it saw each
+/// key's last revision, and for each partition the last release (the
+/// released lease's epoch) and when it saw it. Written by the watch and
+/// read by the keeper, on the same thread.
 #[derive(Debug, Clone, Default)]
 struct Reports(Arc<Mutex<Watched>>);
 
@@ -776,6 +843,8 @@ struct Reports(Arc<Mutex<Watched>>);
 #[derive(Debug, Default)]
 struct Watched {
     watching: Option<Instant>,
+    /// Key: its last revision and when it was seen.
+    written: BTreeMap<String, (u64, Instant)>,
     released: BTreeMap<u32, (u64, Instant)>,
 }
 
@@ -795,6 +864,23 @@ impl Reports {
 
     fn note(&self, partition: u32, epoch: u64) {
         self.lock().released.insert(partition, (epoch, Instant::now()));
+    }
+
+    /// The watch saw `key` written at `revision` now.
+    fn written(&self, key: &str, revision: u64) {
+        let now = Instant::now();
+        let mut watched = self.lock();
+        match watched.written.get_mut(key) {
+            Some(last) => *last = (revision, now),
+            None => {
+                watched.written.insert(key.to_owned(), (revision, now));
+            }
+        }
+    }
+
+    /// When the watch saw `key` written at `revision`.
+    fn written_at(&self, key: &str, revision: u64) -> Option<Instant> {
+        self.lock().written.get(key).filter(|(r, _)| *r == revision).map(|(_, at)| *at)
     }
 
     /// When the watch saw `partition` released at `epoch`.
@@ -824,7 +910,8 @@ async fn watch(
     while !stop.load(Ordering::SeqCst) {
         if let Ok(mut changes) = leases.watch().await {
             reports.watching(true);
-            while let Some((key, value)) = changes.next().await {
+            while let Some((key, revision, value)) = changes.next().await {
+                reports.written(&key, revision);
                 if wakes.wakes(&key, &value) {
                     wake.store(true, Ordering::SeqCst);
                 }
@@ -909,7 +996,7 @@ mod tests {
     }
 
     #[test]
-    fn a_release_is_reported_with_its_partition_and_epoch_and_a_turn_says_what_came_first() {
+    fn the_watch_reports_releases_and_revisions_and_a_take_says_what_its_read_came_after() {
         assert_eq!(released("p.3", &lease(None, 4)), Some((3, 4)));
         assert_eq!(released("p.3", &lease(Some("h1"), 5)), None, "a take or a renewal");
         assert_eq!(released("p.x", &lease(None, 4)), None);
@@ -923,7 +1010,25 @@ mod tests {
         assert_eq!(reports.seen(3, 5), None, "another epoch's release is another release");
         reports.watching(false);
         assert_eq!(reports.watching_since(), None);
-        let late = Learnt::AfterReport(Duration::from_millis(461)).to_string();
-        assert!(late.contains("461 ms after the watch reported the release"), "{late}");
+        let late =
+            Learnt { cause: Cause::Turn, after: After::ReleaseMissed(Duration::from_millis(461)) };
+        assert_eq!(
+            late.to_string(),
+            "on its turn, 461 ms after the watch reported the release (no wake served it)"
+        );
+        reports.written("p.3", 9);
+        let seen = reports.written_at("p.3", 9).expect("noted");
+        assert_eq!(reports.written_at("p.3", 8), None, "only the revision last seen");
+        reports.written("p.3", 10);
+        assert!(reports.written_at("p.3", 10).is_some_and(|at| at >= seen));
+        assert_eq!(reports.written_at("p.3", 9), None);
+        let missed =
+            Learnt { cause: Cause::Turn, after: After::ExpiryMissed(Duration::from_millis(300)) };
+        assert_eq!(
+            missed.to_string(),
+            "on its turn, 300 ms after the expiry was due (no timer served it)"
+        );
+        let timer = Learnt { cause: Cause::Expiry, after: After::Nothing };
+        assert_eq!(timer.to_string(), "at the expiry it foresaw");
     }
 }

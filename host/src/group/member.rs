@@ -301,7 +301,8 @@ struct Keeper {
     stop: Arc<AtomicBool>,
     /// Set by the watch: take a turn now.
     wake: Arc<AtomicBool>,
-    /// The releases the watch saw.
+    /// What the watch saw: since when, each key's last revision, and the
+    /// releases ([`Reports`]).
     reports: Reports,
     /// The next expiry the view foresees ([`View::next_expiry`]), as of
     /// the last read: a step of the loop at or after it reads and acts.

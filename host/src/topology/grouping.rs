@@ -281,14 +281,19 @@ impl Router {
     }
 
     /// The one task this router sends every tuple to, when that does not
-    /// depend on the tuple: a shuffle-like or `all` grouping over a single
-    /// task, or `global`. `None` for the others (fields, direct and custom
-    /// groupings always route per tuple).
+    /// depend on the tuple: a shuffle-like, `all` or fields grouping over a
+    /// single task (every key hashes to it), or `global`. `None` for the
+    /// others (fields over several tasks, direct and custom groupings
+    /// route per tuple).
     #[inline]
     pub fn single_target(&self) -> Option<u32> {
         match (&self.grouping, self.tasks.as_slice()) {
             (
-                Grouping::Shuffle | Grouping::LocalOrShuffle | Grouping::None | Grouping::All,
+                Grouping::Shuffle
+                | Grouping::LocalOrShuffle
+                | Grouping::None
+                | Grouping::All
+                | Grouping::Fields(_),
                 [task],
             ) => Some(*task),
             (Grouping::Global, [first, ..]) => Some(*first),
@@ -505,5 +510,19 @@ mod tests {
         assert_eq!(direct.route(&[], Some(8)), Targets::One(8));
         assert_eq!(direct.route(&[], Some(9)), Targets::Nothing);
         assert_eq!(direct.route(&[], None), Targets::Nothing);
+    }
+
+    #[test]
+    fn a_fields_grouping_over_one_task_has_that_task_as_its_single_target() {
+        let mut one = Router::new(Grouping::Fields(vec![0]), vec![6], 0);
+        assert_eq!(one.single_target(), Some(6));
+        for v in [Value::from("the"), Value::from("cow"), Value::I64(42)] {
+            assert_eq!(one.route(&[v], None), Targets::One(6), "every key routes to it");
+        }
+        assert_eq!(one.route(&[], None), Targets::One(6), "a missing field too");
+        let several = Router::new(Grouping::Fields(vec![0]), vec![6, 7], 0);
+        assert_eq!(several.single_target(), None);
+        let direct = Router::new(Grouping::Direct, vec![6], 0);
+        assert_eq!(direct.single_target(), None, "a direct emit names its task");
     }
 }

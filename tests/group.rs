@@ -529,8 +529,9 @@ fn a_rolling_restart_of_every_host_loses_nothing_and_counts_nothing_twice() {
     // the taker's own turn is fine only when that turn's read began before
     // the watch reported the release (the release landed mid-turn, and the
     // read found it first); the taker's log must hold the watch's report,
-    // so a watch that never reports fails too; or when the read began
-    // before the watch was watching (the taker had just joined). A take
+    // so a watch that runs but never reports fails too; or when the read
+    // began before the watch was watching (the taker had just joined; a
+    // watch that never started would pass as this). A take
     // that another host won first sends the loser back to read and plan
     // at once (seen failing before that: both hosts chose the lowest free
     // partitions, and the loser's share waited 461 ms for its turn, when

@@ -36,10 +36,10 @@
 //! released, a host that joined, or one that is leaving or left. So a
 //! released partition waits for its taker's restore, not for the taker's
 //! next turn. Renewals, which every host writes every turn, wake nobody.
-//! The watch also notes when it saw each release, so a take on the taker's
-//! own turn says whether its read began before the watch reported the
-//! release (the read came first) or after (the wake was missed; the
-//! partition waited for the turn).
+//! The watch also notes when it saw each revision (a release among them),
+//! so a take on the taker's own turn says whether its read began before
+//! the watch reported the release (the read came first) or after (the wake
+//! was missed; the partition waited for the turn).
 //!
 //! At shutdown the heartbeat says `leaving` first (the others count this
 //! host out of the shares at once, and take each partition as it is
@@ -301,8 +301,8 @@ struct Keeper {
     stop: Arc<AtomicBool>,
     /// Set by the watch: take a turn now.
     wake: Arc<AtomicBool>,
-    /// What the watch saw: since when, each key's last revision, and the
-    /// releases ([`Reports`]).
+    /// What the watch saw: since when, and each key's last revision
+    /// ([`Reports`]).
     reports: Reports,
     /// The next expiry the view foresees ([`View::next_expiry`]), as of
     /// the last read: a step of the loop at or after it reads and acts.
@@ -452,8 +452,9 @@ impl Keeper {
                         // Taken over: what the read came after.
                         (_, Some(_)) if cause != Cause::Expiry => expiry,
                         // A released lease: how this host learnt of it.
-                        (Some(_), None) if !woken => {
-                            let seen = self.reports.seen(partition, epoch.saturating_sub(1));
+                        (Some(released), None) if !woken => {
+                            let key = partition_key(partition);
+                            let seen = self.reports.written_at(&key, released);
                             match (seen, self.reports.watching_since()) {
                                 (Some(at), _) if at <= read_began => {
                                     After::ReleaseMissed(read_began - at)
@@ -544,7 +545,7 @@ impl Keeper {
                 let value: LeaseValue = serde_json::from_slice(&bytes).ok()?;
                 let since = match self.view.leases.get(&k) {
                     Some(Some(old)) if old.revision == revision => old.since,
-                    _ => self.reports.written_at(&key, revision).map_or(now, |at| at.min(now)),
+                    _ => self.reports.dated(&key, revision, now),
                 };
                 Some(Seen { revision, value, since })
             });
@@ -557,7 +558,7 @@ impl Keeper {
             let id = key["h.".len()..].to_owned();
             let since = match self.view.members.get(&id) {
                 Some(old) if old.revision == revision => old.since,
-                _ => self.reports.written_at(&key, revision).map_or(now, |at| at.min(now)),
+                _ => self.reports.dated(&key, revision, now),
             };
             members.insert(id, Seen { revision, value: bytes.as_ref() == b"alive", since });
         }
@@ -833,10 +834,9 @@ impl std::fmt::Display for Learnt {
     }
 }
 
-/// What the watch saw: since when it has been watching, when it saw each
-/// key's last revision, and for each partition the last release (the
-/// released lease's epoch) and when it saw it. Written by the watch and
-/// read by the keeper, on the same thread.
+/// What the watch saw: since when it has been watching, and when it saw
+/// each key's last revision (a release is the revision a take replaces).
+/// Written by the watch and read by the keeper, on the same thread.
 #[derive(Debug, Clone, Default)]
 struct Reports(Arc<Mutex<Watched>>);
 
@@ -846,7 +846,6 @@ struct Watched {
     watching: Option<Instant>,
     /// Key: its last revision and when it was seen.
     written: BTreeMap<String, (u64, Instant)>,
-    released: BTreeMap<u32, (u64, Instant)>,
 }
 
 impl Reports {
@@ -861,10 +860,6 @@ impl Reports {
 
     fn watching_since(&self) -> Option<Instant> {
         self.lock().watching
-    }
-
-    fn note(&self, partition: u32, epoch: u64) {
-        self.lock().released.insert(partition, (epoch, Instant::now()));
     }
 
     /// The watch saw `key` written at `revision` now.
@@ -884,9 +879,10 @@ impl Reports {
         self.lock().written.get(key).filter(|(r, _)| *r == revision).map(|(_, at)| *at)
     }
 
-    /// When the watch saw `partition` released at `epoch`.
-    fn seen(&self, partition: u32, epoch: u64) -> Option<Instant> {
-        self.lock().released.get(&partition).filter(|(e, _)| *e == epoch).map(|(_, at)| *at)
+    /// When `key`'s `revision`, read at `read`, was first seen: when the
+    /// watch saw it written, if that was earlier, else `read`.
+    fn dated(&self, key: &str, revision: u64, read: Instant) -> Instant {
+        self.written_at(key, revision).map_or(read, |at| at.min(read))
     }
 }
 
@@ -917,7 +913,6 @@ async fn watch(
                     wake.store(true, Ordering::SeqCst);
                 }
                 if let Some((k, epoch)) = released(&key, &value) {
-                    reports.note(k, epoch);
                     tracing::debug!("group: the watch saw partition {k} released (epoch {epoch})");
                 }
             }
@@ -1003,12 +998,11 @@ mod tests {
         assert_eq!(released("p.x", &lease(None, 4)), None);
         let reports = Reports::default();
         let before = Instant::now();
-        assert_eq!(reports.seen(3, 4), None);
+        assert_eq!(reports.written_at("p.3", 7), None);
         reports.watching(true);
-        reports.note(3, 4);
-        let at = reports.seen(3, 4).expect("noted");
+        reports.written("p.3", 7);
+        let at = reports.written_at("p.3", 7).expect("noted");
         assert!(at >= before && reports.watching_since().is_some_and(|w| w <= at));
-        assert_eq!(reports.seen(3, 5), None, "another epoch's release is another release");
         reports.watching(false);
         assert_eq!(reports.watching_since(), None);
         let late =

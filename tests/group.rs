@@ -530,8 +530,9 @@ fn a_rolling_restart_of_every_host_loses_nothing_and_counts_nothing_twice() {
     // the watch reported the release (the release landed mid-turn, and the
     // read found it first); the taker's log must hold the watch's report,
     // so a watch that runs but never reports fails too; or when the read
-    // began before the watch was watching (the taker had just joined; a
-    // watch that never started would pass as this). A take
+    // began before the watch was watching (the taker had just joined), and
+    // the taker's log shows its watch did start (a debug line), so a watch
+    // that never starts fails too. A take
     // that another host won first sends the loser back to read and plan
     // at once (seen failing before that: both hosts chose the lowest free
     // partitions, and the loser's share waited 461 ms for its turn, when
@@ -549,15 +550,16 @@ fn a_rolling_restart_of_every_host_loses_nothing_and_counts_nothing_twice() {
         // finds a release with its first read; its watch never saw it.
         let unwatched = m.learnt.contains("read began before the watch was watching");
         assert!(
-            unwatched || (m.reported && (woken || read_first)),
+            (unwatched && m.watched) || (m.reported && (woken || read_first)),
             "partition {} idle {:?} after its release (epoch {}), its restore took {:?}: its \
-             taker learnt of it {:?}, and its watch {} the release\n{}",
+             taker learnt of it {:?}, its watch {} the release and {}\n{}",
             m.partition,
             m.idle,
             m.epoch,
             m.restore,
             m.learnt,
             if m.reported { "reported" } else { "never reported" },
+            if m.watched { "did start" } else { "never started" },
             stopped
                 .iter()
                 .enumerate()
@@ -586,6 +588,8 @@ struct Move {
     learnt: String,
     /// The taker's watch reported the release (a debug line).
     reported: bool,
+    /// The taker's watch started watching the leases (a debug line).
+    watched: bool,
 }
 
 /// The seconds since the month began at the start of a log line
@@ -638,6 +642,7 @@ fn moves_in(logs: &[String]) -> Vec<Move> {
             restore: Duration::from_secs_f64((running - took).max(0.0)),
             learnt,
             reported: taker.contains(&report),
+            watched: taker.contains("the watch is watching the leases"),
         });
     }
     moves

@@ -907,6 +907,7 @@ async fn watch(
     while !stop.load(Ordering::SeqCst) {
         if let Ok(mut changes) = leases.watch().await {
             reports.watching(true);
+            tracing::debug!("group: the watch is watching the leases");
             while let Some((key, revision, value)) = changes.next().await {
                 reports.written(&key, revision);
                 if wakes.wakes(&key, &value) {
@@ -917,6 +918,7 @@ async fn watch(
                 }
             }
             reports.watching(false);
+            tracing::debug!("group: the watch ended; it starts again after a turn");
         }
         tokio::time::sleep(turn).await;
     }

@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::{bounded, Receiver, Sender};
+
 /// A clonable, shared cancellation flag that also wakes sleepers.
 ///
 /// All clones refer to the same flag. Once canceled it stays canceled.
@@ -20,7 +22,7 @@ pub struct Canceler {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Inner {
     /// Lock-free copy of the flag for cheap polling.
     canceled: AtomicBool,
@@ -28,6 +30,23 @@ struct Inner {
     locked: Mutex<bool>,
     /// Notified once, by `cancel`.
     wake: Condvar,
+    /// Dropped by `cancel`, which disconnects `closed`.
+    open: Mutex<Option<Sender<()>>>,
+    /// Never receives a message; disconnected (so ready) once canceled.
+    closed: Receiver<()>,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        let (open, closed) = bounded(0);
+        Self {
+            canceled: AtomicBool::new(false),
+            locked: Mutex::new(false),
+            wake: Condvar::new(),
+            open: Mutex::new(Some(open)),
+            closed,
+        }
+    }
 }
 
 impl Canceler {
@@ -42,6 +61,14 @@ impl Canceler {
         self.inner.canceled.store(true, Ordering::SeqCst);
         *self.lock() = true;
         self.inner.wake.notify_all();
+        drop(self.inner.open.lock().unwrap_or_else(PoisonError::into_inner).take());
+    }
+
+    /// A channel that never carries a message and is disconnected once
+    /// canceled: a thread blocked in a `crossbeam_channel::Select` that
+    /// also receives on it wakes at the cancel (as a condition wait would).
+    pub fn closed(&self) -> &Receiver<()> {
+        &self.inner.closed
     }
 
     /// Whether [`Canceler::cancel`] has been called on this canceler or a clone.
@@ -134,6 +161,22 @@ mod tests {
         canceler.cancel();
         assert!(canceler.wait_timeout(Duration::from_secs(3600)));
         assert!(canceler.wait_timeout(Duration::MAX));
+    }
+
+    #[test]
+    fn a_select_on_closed_wakes_at_the_cancel() {
+        let canceler = Canceler::new();
+        assert!(canceler.closed().try_recv().is_err_and(|e| e.is_empty()), "open until the cancel");
+        let waiter = canceler.clone();
+        let handle = thread::spawn(move || {
+            let mut select = crossbeam_channel::Select::new();
+            select.recv(waiter.closed());
+            select.ready_timeout(Duration::from_secs(3600)).is_ok()
+        });
+        thread::sleep(Duration::from_millis(5));
+        canceler.cancel();
+        assert!(handle.join().expect("waiter thread panicked"), "woken by the cancel");
+        assert!(canceler.closed().try_recv().is_err_and(|e| e.is_disconnected()));
     }
 
     #[test]

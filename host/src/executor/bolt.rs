@@ -226,7 +226,7 @@ impl BoltExecutor {
             if !self.core.transfer.flush_pending(&mut turn.stats) {
                 self.publish(&mut turn);
                 let started = Instant::now();
-                bp_counter = self.core.backpressure_wait.idle(bp_counter, &self.core.run.canceler);
+                bp_counter = self.core.backpressure_idle(bp_counter);
                 turn.stats.add(StatField::BackpressureNanos, started.elapsed().as_nanos() as u64);
                 continue;
             }

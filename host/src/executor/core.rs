@@ -2,7 +2,7 @@
 //! loop's own state, and the restart-after-panic code both loops share.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 use squall_plugin_api::abi::{TaskContext, TaskExt};
@@ -14,6 +14,7 @@ use super::RestartPolicy;
 use crate::control::{Control, RunControl, RunError, TaskName};
 use crate::metrics::{LocalStats, StatField, TaskStats};
 use crate::plugin::{Factory, Instance};
+use crate::wait::progressive::Level;
 use crate::wait::WaitStrategy;
 
 /// The parts every executor task is built from.
@@ -62,6 +63,32 @@ pub struct TaskCore {
 pub type Waits = (WaitStrategy, WaitStrategy);
 
 impl TaskCore {
+    /// The backpressure wait, once; returns the next counter. Past its
+    /// spins, a progressive strategy waits on the full queue instead of
+    /// parking or sleeping: for up to its level-3 sleep, or until the
+    /// consumer makes room, which wakes it at once (the wait module's
+    /// deliberate differences). The drain's beginning ends the wait, and
+    /// while the drain lasts it waits at most
+    /// [`DRAIN_NAP`](crate::wait::DRAIN_NAP), as the strategy's own naps do.
+    pub fn backpressure_idle(&mut self, counter: u32) -> u32 {
+        if let WaitStrategy::Progressive(p) = &self.backpressure_wait {
+            let (level, next) = p.level(counter);
+            if level != Level::Spin {
+                let canceler = &self.run.canceler;
+                let sleep = Duration::from_millis(p.sleep_millis(counter));
+                let (timeout, cancel) = if canceler.is_canceled() {
+                    (sleep.min(crate::wait::DRAIN_NAP), None)
+                } else {
+                    (sleep, Some(canceler.closed()))
+                };
+                if self.transfer.wait_for_room(timeout, cancel) {
+                    return next;
+                }
+            }
+        }
+        self.backpressure_wait.idle(counter, &self.run.canceler)
+    }
+
     /// Reports this task's part of checkpoint `checkpoint`.
     pub fn report(&self, checkpoint: u64, part: crate::state::Part) {
         if let Some(to) = &self.checkpoints {

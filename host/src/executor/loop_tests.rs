@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RResult::ROk, RString};
@@ -13,7 +13,7 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use squall_plugin_api::abi::{
     DynBolt, DynBolt_TO, DynSpout, DynSpout_TO, OutputMut, PResult, TaskContext, TaskExt,
 };
-use squall_plugin_api::{Anchor, MessageId, StreamDecl, Tuple, Value, WaitSituation};
+use squall_plugin_api::{Anchor, MessageId, StreamDecl, StreamId, Tuple, Value, WaitSituation};
 
 use crate::plugin::{BoltObj, Factory, SpoutObj};
 
@@ -27,10 +27,12 @@ use super::RestartPolicy;
 use crate::acker::msg::{AckerInput, AckerMsg, Reply, ReplyKind};
 use crate::control::{Control, RunControl, RunState, TaskName};
 use crate::ids::TaskId;
-use crate::metrics::{StatField, TaskStats};
+use crate::metrics::{LocalStats, StatField, TaskStats};
 use crate::topology::grouping::{Grouping, Router};
 use crate::topology::Kind;
+use crate::wait::progressive::Progressive;
 use crate::wait::recording::Recorder;
+use crate::wait::WaitStrategy;
 
 const SPOUT: WaitSituation = WaitSituation::SPOUT_WAIT;
 const BOLT: WaitSituation = WaitSituation::BOLT_WAIT;
@@ -896,4 +898,100 @@ fn an_abandoned_checkpoint_releases_what_was_held_and_ignores_its_late_barriers(
     assert_eq!(seen.len(), 2);
     assert!(seen.contains(&"I64(2)".to_owned()) && seen.contains(&"I64(3)".to_owned()), "{seen:?}");
     assert!(reports.is_empty(), "{reports:?}");
+}
+
+#[test]
+fn a_spout_under_backpressure_waits_on_the_full_queue_and_goes_on_when_room_comes() {
+    // The backpressure strategy's only level sleeps 10 s. Seen failing
+    // before a progressive backpressure wait waited on the queue: the
+    // pending tuple waited the sleep out, and the run took 10 s.
+    let run = Arc::new(RunControl::default());
+    let (queue, downstream) = bounded::<Batch>(1);
+    let (_ctl, control) = unbounded();
+    let mut stop = stopper(&run, 1);
+    let recorder = Recorder::new(move |i, _, _| stop(i));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let spout =
+        ScriptedSpout { script: vec![1, 1], calls, reliable: false, next_id: 0, events: None };
+    let stats = Arc::new(TaskStats::default());
+    let sleepy = Progressive::new(0, 0, 10_000);
+    let waits = (recorder.strategy(SPOUT), WaitStrategy::Progressive(sleepy));
+    let core = core(Kind::Spout, 0, transfer(0, 1, queue, vec![]), control, waits, &stats, run);
+    let options =
+        SpoutOptions { max_pending: None, recvq_skips: 1, timeout_buckets: 2, throttle: None };
+    let executor =
+        SpoutExecutor::new(core, SpoutObj::V1(DynSpout_TO::from_value(spout, TD_Opaque)), options);
+    // The consumer takes the first tuple a little later, making room for
+    // the second, which waits pending meanwhile.
+    let consumer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        let first = downstream.recv_timeout(Duration::from_secs(30)).map(|b| b.len());
+        let second = downstream.recv_timeout(Duration::from_secs(30)).map(|b| b.len());
+        (first, second)
+    });
+    let started = Instant::now();
+    executor.run();
+    let took = started.elapsed();
+    assert_eq!(consumer.join().expect("consumer"), (Ok(1), Ok(1)), "both tuples arrived");
+    assert!(stats.get(StatField::BackpressureNanos) > 0, "the second tuple waited");
+    assert!(
+        took < Duration::from_secs(10),
+        "the pending tuple went once room came, not after the 10 s sleep: {took:?}"
+    );
+}
+
+#[test]
+fn a_batch_that_no_full_queue_holds_back_is_not_waited_on() {
+    // A batch held back by its target's byte budget finds a free slot: the
+    // backpressure wait then runs its strategy instead of waiting on a
+    // queue that is ready at once (it would spin).
+    let (queue, downstream) = bounded::<Batch>(1);
+    let mut transfer = transfer(0, 1, queue, vec![]);
+    assert!(!transfer.wait_for_room(Duration::from_secs(10), None), "nothing is pending");
+    let mut stats = LocalStats::default();
+    let values = [Value::from("v")];
+    for _ in 0..2 {
+        let (stream, targets) = transfer.route(StreamId::DEFAULT, &values, None).expect("routes");
+        assert_eq!(targets, 1);
+        let target = transfer.target(0);
+        transfer.push(target, stream, &values, &[], &mut stats);
+    }
+    assert!(transfer.has_pending(), "the second batch found the queue full");
+    assert!(downstream.try_recv().is_ok());
+    assert!(!transfer.wait_for_room(Duration::from_secs(10), None), "a slot is free: no wait");
+    assert!(transfer.flush_pending(&mut stats));
+}
+
+#[test]
+fn the_drain_ends_a_backpressure_wait_on_a_full_queue() {
+    // Nothing ever makes room, and the strategy's only level sleeps 10 s:
+    // the drain's cancel must end the wait on the queue at once (seen
+    // failing before the wait also received on the canceler: 10 s).
+    let run = Arc::new(RunControl::default());
+    let (queue, _downstream) = bounded::<Batch>(1);
+    let (_ctl, control) = unbounded();
+    let recorder = Recorder::new(|_, _, _| {});
+    let calls = Arc::new(AtomicUsize::new(0));
+    let spout =
+        ScriptedSpout { script: vec![1, 1], calls, reliable: false, next_id: 0, events: None };
+    let stats = Arc::new(TaskStats::default());
+    let sleepy = Progressive::new(0, 0, 10_000);
+    let waits = (recorder.strategy(SPOUT), WaitStrategy::Progressive(sleepy));
+    let transfer = transfer(0, 1, queue, vec![]);
+    let core = core(Kind::Spout, 0, transfer, control, waits, &stats, run.clone());
+    let options =
+        SpoutOptions { max_pending: None, recvq_skips: 1, timeout_buckets: 2, throttle: None };
+    let executor =
+        SpoutExecutor::new(core, SpoutObj::V1(DynSpout_TO::from_value(spout, TD_Opaque)), options);
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        run.canceler.cancel();
+        run.advance(RunState::Stopping);
+    });
+    let started = Instant::now();
+    executor.run();
+    let took = started.elapsed();
+    stopper.join().expect("stopper");
+    assert!(stats.get(StatField::BackpressureNanos) > 0, "the second tuple waited");
+    assert!(took < Duration::from_secs(10), "the cancel ended the wait: {took:?}");
 }

@@ -229,7 +229,7 @@ impl SpoutExecutor {
             // 5. wait
             if self.core.transfer.has_pending() {
                 let started = Instant::now();
-                bp_counter = self.core.backpressure_wait.idle(bp_counter, &self.core.run.canceler);
+                bp_counter = self.core.backpressure_idle(bp_counter);
                 turn.stats.add(StatField::BackpressureNanos, started.elapsed().as_nanos() as u64);
                 continue;
             }

@@ -625,6 +625,31 @@ impl Transfer {
         true
     }
 
+    /// Blocks until the queue of the first pending batch has room, or
+    /// `cancel` is ready, or for `timeout`; true when it waited on that
+    /// queue (room came, the cancel, or the time passed), false when there
+    /// was nothing to wait on: nothing
+    /// pending, or the batch waits for its target's byte budget rather
+    /// than a queue slot (a slot would be free at once, so the caller waits
+    /// with its strategy instead). The consumer's receive wakes the waiter
+    /// (crossbeam wakes a blocked sender when a slot frees), so a task
+    /// under backpressure wakes once per slot made free instead of once per
+    /// park.
+    pub fn wait_for_room(&self, timeout: Duration, cancel: Option<&Receiver<()>>) -> bool {
+        let Some((target, _)) = self.pending.front() else { return false };
+        let Some(Some(queue)) = self.queues.get(*target as usize) else { return false };
+        if !queue.is_full() {
+            return false;
+        }
+        let mut select = crossbeam_channel::Select::new();
+        select.send(queue);
+        if let Some(cancel) = cancel {
+            select.recv(cancel);
+        }
+        let _ = select.ready_timeout(timeout);
+        true
+    }
+
     /// Every task the current routes can send to, sorted, once each.
     pub fn targets(&self) -> Vec<u32> {
         let mut targets: Vec<u32> = self

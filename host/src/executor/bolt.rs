@@ -49,11 +49,6 @@ pub use windowed::WindowState;
 /// costs 50-70 us of CPU on the 2-core VM (docs/performance.md).
 const DEEP_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// How long a bolt at progressive level 2 waits on its queues: about what a
-/// 1 ns park sleeps on Linux (timer slack), so the level lasts as long as in
-/// Storm, but a tuple ends the wait at once.
-const PARK_WAIT: std::time::Duration = std::time::Duration::from_micros(100);
-
 /// The longest a bolt executes a backlog before a housekeeping turn
 /// (publishing stats, seeing the run state).
 const HOUSEKEEPING: std::time::Duration = std::time::Duration::from_millis(5);
@@ -370,7 +365,7 @@ impl BoltExecutor {
                 Level::Spin => return p.idle(counter, &self.core.run.canceler),
                 // Level 2: wait for a tuple for as long as a 1 ns park really
                 // sleeps under timer slack, but wake as soon as one arrives.
-                Level::Park => PARK_WAIT,
+                Level::Park => crate::wait::PARK_WAIT,
                 Level::Sleep => DEEP_IDLE,
             };
             // A windowed bolt wakes for its next window's end.

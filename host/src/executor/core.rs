@@ -2,7 +2,7 @@
 //! loop's own state, and the restart-after-panic code both loops share.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::Receiver;
 use squall_plugin_api::abi::{TaskContext, TaskExt};
@@ -14,7 +14,6 @@ use super::RestartPolicy;
 use crate::control::{Control, RunControl, RunError, TaskName};
 use crate::metrics::{LocalStats, StatField, TaskStats};
 use crate::plugin::{Factory, Instance};
-use crate::wait::progressive::Level;
 use crate::wait::WaitStrategy;
 
 /// The parts every executor task is built from.
@@ -65,21 +64,20 @@ pub type Waits = (WaitStrategy, WaitStrategy);
 impl TaskCore {
     /// The backpressure wait, once; returns the next counter. Past its
     /// spins, a progressive strategy waits on the full queue instead of
-    /// parking or sleeping: for up to its level-3 sleep, or until the
-    /// consumer makes room, which wakes it at once (the wait module's
+    /// parking or sleeping, for as long as
+    /// [`Progressive::queue_wait`](crate::wait::progressive::Progressive::queue_wait)
+    /// says, or until the consumer makes room, which wakes it at once (the wait module's
     /// deliberate differences). The drain's beginning ends the wait, and
     /// while the drain lasts it waits at most
     /// [`DRAIN_NAP`](crate::wait::DRAIN_NAP), as the strategy's own naps do.
     pub fn backpressure_idle(&mut self, counter: u32) -> u32 {
         if let WaitStrategy::Progressive(p) = &self.backpressure_wait {
-            let (level, next) = p.level(counter);
-            if level != Level::Spin {
+            if let (Some(wait), next) = p.queue_wait(counter) {
                 let canceler = &self.run.canceler;
-                let sleep = Duration::from_millis(p.sleep_millis(counter));
                 let (timeout, cancel) = if canceler.is_canceled() {
-                    (sleep.min(crate::wait::DRAIN_NAP), None)
+                    (wait.min(crate::wait::DRAIN_NAP), None)
                 } else {
-                    (sleep, Some(canceler.closed()))
+                    (wait, Some(canceler.closed()))
                 };
                 if self.transfer.wait_for_room(timeout, cancel) {
                     return next;

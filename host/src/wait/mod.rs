@@ -44,7 +44,8 @@
 //! - A task under backpressure whose backpressure strategy is progressive
 //!   waits, past its level-1 spins, on the full queue its pending batch is
 //!   for, instead of parking 1 ns (level 2) or sleeping (level 3): for up
-//!   to `level3_sleep_millis`, or until the consumer takes a batch and so
+//!   to `level3_sleep_millis` (at level 2 at least [`PARK_WAIT`], what the
+//!   park lasts), or until the consumer takes a batch and so
 //!   makes room, which wakes it at once (crossbeam wakes a sender blocked
 //!   on a full channel), or until the drain begins. A 1 ns park sleeps
 //!   50-80 us whether or not room came, so a spout held by a busy bolt woke
@@ -87,6 +88,13 @@ use crate::cancel::Canceler;
 
 /// The longest a built-in strategy sleeps once the drain has begun.
 pub const DRAIN_NAP: Duration = Duration::from_millis(1);
+
+/// How long a task at progressive level 2 waits on a queue instead of
+/// parking 1 ns (a bolt on its input queues; under backpressure, at least
+/// this long on the full queue): about what a 1 ns park sleeps on Linux
+/// (timer slack), so the level lasts as long as in Storm, but the queue's
+/// readiness ends the wait at once.
+pub const PARK_WAIT: Duration = Duration::from_micros(100);
 
 /// Sleeps `d`, or until `drain` is canceled if that comes first; once the
 /// drain has begun, sleeps at most [`DRAIN_NAP`], so a drain is never held

@@ -128,6 +128,22 @@ impl Progressive {
         doubled.min(self.level3_max_sleep_millis)
     }
 
+    /// How long one wait on a queue lasts at most in place of this
+    /// strategy's park or sleep (`None` at level 1, which spins), and the
+    /// next counter: the level-3 sleep, and at level 2 at least
+    /// [`PARK_WAIT`](super::PARK_WAIT), what a 1 ns park really lasts, so a
+    /// `level3_sleep_millis` of 0 does not turn level 2 into a spin.
+    pub fn queue_wait(&self, counter: u32) -> (Option<Duration>, u32) {
+        let (level, next) = self.level(counter);
+        let sleep = Duration::from_millis(self.sleep_millis(counter));
+        let wait = match level {
+            Level::Spin => None,
+            Level::Park => Some(sleep.max(super::PARK_WAIT)),
+            Level::Sleep => Some(sleep),
+        };
+        (wait, next)
+    }
+
     /// Waits once; returns the next counter. A level-3 sleep ends when the
     /// drain begins (`drain` is canceled), see [`super::nap`].
     pub fn idle(&self, counter: u32, drain: &Canceler) -> u32 {
@@ -171,6 +187,21 @@ mod tests {
         }
         assert_eq!(spout.level3_sleep_millis, 1);
         assert_eq!(bolt.level3_sleep_millis, 1);
+    }
+
+    #[test]
+    fn a_queue_wait_lasts_the_level_3_sleep_and_at_level_2_at_least_a_park() {
+        let bp = Progressive::default_for(WaitSituation::BACK_PRESSURE_WAIT);
+        let ms = Duration::from_millis;
+        assert_eq!(bp.queue_wait(0), (None, 1), "level 1 spins");
+        assert_eq!(bp.queue_wait(1), (Some(ms(1)), 2));
+        assert_eq!(bp.queue_wait(1001), (Some(ms(1)), 1001));
+        let no_sleep = Progressive::new(1, 10, 0);
+        assert_eq!(no_sleep.queue_wait(1), (Some(super::super::PARK_WAIT), 2));
+        assert_eq!(no_sleep.queue_wait(11), (Some(Duration::ZERO), 11), "level 3 as configured");
+        let backing_off = Progressive::new(0, 0, 1).with_max_sleep(8);
+        let waits: Vec<_> = (0..5).map(|c| backing_off.queue_wait(c).0).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 8].map(|m| Some(ms(m))));
     }
 
     #[test]

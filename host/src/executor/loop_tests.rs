@@ -900,16 +900,15 @@ fn an_abandoned_checkpoint_releases_what_was_held_and_ignores_its_late_barriers(
     assert!(reports.is_empty(), "{reports:?}");
 }
 
-#[test]
-fn a_spout_under_backpressure_waits_on_the_full_queue_and_goes_on_when_room_comes() {
-    // The backpressure strategy's only level sleeps 10 s. Seen failing
-    // before a progressive backpressure wait waited on the queue: the
-    // pending tuple waited the sleep out, and the run took 10 s.
-    let run = Arc::new(RunControl::default());
-    let (queue, downstream) = bounded::<Batch>(1);
+/// A spout that emits two tuples, in batches of one, into `queue`; its
+/// backpressure strategy is progressive with one level, a 10 s sleep, and
+/// its spout wait is `recorder`'s.
+fn sleepy_two_tuple_spout(
+    queue: Sender<Batch>,
+    recorder: &Recorder,
+    run: Arc<RunControl>,
+) -> (SpoutExecutor, Arc<TaskStats>) {
     let (_ctl, control) = unbounded();
-    let mut stop = stopper(&run, 1);
-    let recorder = Recorder::new(move |i, _, _| stop(i));
     let calls = Arc::new(AtomicUsize::new(0));
     let spout =
         ScriptedSpout { script: vec![1, 1], calls, reliable: false, next_id: 0, events: None };
@@ -921,6 +920,19 @@ fn a_spout_under_backpressure_waits_on_the_full_queue_and_goes_on_when_room_come
         SpoutOptions { max_pending: None, recvq_skips: 1, timeout_buckets: 2, throttle: None };
     let executor =
         SpoutExecutor::new(core, SpoutObj::V1(DynSpout_TO::from_value(spout, TD_Opaque)), options);
+    (executor, stats)
+}
+
+#[test]
+fn a_spout_under_backpressure_waits_on_the_full_queue_and_goes_on_when_room_comes() {
+    // The backpressure strategy's only level sleeps 10 s. Seen failing
+    // before a progressive backpressure wait waited on the queue: the
+    // pending tuple waited the sleep out, and the run took 10 s.
+    let run = Arc::new(RunControl::default());
+    let (queue, downstream) = bounded::<Batch>(1);
+    let mut stop = stopper(&run, 1);
+    let recorder = Recorder::new(move |i, _, _| stop(i));
+    let (executor, stats) = sleepy_two_tuple_spout(queue, &recorder, run);
     // The consumer takes the first tuple a little later, making room for
     // the second, which waits pending meanwhile.
     let consumer = std::thread::spawn(move || {
@@ -969,20 +981,8 @@ fn the_drain_ends_a_backpressure_wait_on_a_full_queue() {
     // failing before the wait also received on the canceler: 10 s).
     let run = Arc::new(RunControl::default());
     let (queue, _downstream) = bounded::<Batch>(1);
-    let (_ctl, control) = unbounded();
     let recorder = Recorder::new(|_, _, _| {});
-    let calls = Arc::new(AtomicUsize::new(0));
-    let spout =
-        ScriptedSpout { script: vec![1, 1], calls, reliable: false, next_id: 0, events: None };
-    let stats = Arc::new(TaskStats::default());
-    let sleepy = Progressive::new(0, 0, 10_000);
-    let waits = (recorder.strategy(SPOUT), WaitStrategy::Progressive(sleepy));
-    let transfer = transfer(0, 1, queue, vec![]);
-    let core = core(Kind::Spout, 0, transfer, control, waits, &stats, run.clone());
-    let options =
-        SpoutOptions { max_pending: None, recvq_skips: 1, timeout_buckets: 2, throttle: None };
-    let executor =
-        SpoutExecutor::new(core, SpoutObj::V1(DynSpout_TO::from_value(spout, TD_Opaque)), options);
+    let (executor, stats) = sleepy_two_tuple_spout(queue, &recorder, run.clone());
     let stopper = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(50));
         run.canceler.cancel();

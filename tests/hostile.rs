@@ -137,8 +137,21 @@ fn five_hundred_slow_or_idle_clients_and_a_stalled_body_do_not_delay_healthz() {
 #[test]
 fn a_body_past_the_limit_gets_413_and_changes_nothing() {
     let ws = Workspace::new("http_body_limit");
-    let (child, addr) = start(&ws, TOPOLOGY);
+    let (mut child, addr) = start(&ws, TOPOLOGY);
+    // The endpoint answers before the spouts are activated: wait for them,
+    // so that "still active" below says the refused deactivate did nothing
+    // (seen failing on CI without the wait: the spout not yet activated).
+    child.wait_for_stderr("running;", Duration::from_secs(30));
     assert_eq!(request(addr, "GET", "/healthz").status, 200);
+    let active = || {
+        let t = request(addr, "GET", "/api/v1/topology").json();
+        crate::http::component(&t, "source")["active"] == true
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !active() {
+        assert!(std::time::Instant::now() < deadline, "the spout was never active");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 
     // A body past 64 KiB: 413 from its Content-Length alone, nothing read.
     let big = format!(

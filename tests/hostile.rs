@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use crate::http::{exchange, read_answer, request, start, TOPOLOGY};
+use crate::http::{component, exchange, poll, read_answer, request, start, TOPOLOGY};
 use crate::util::{require_tool, SquallCommand, Workspace};
 
 /// A connection that sent `sent` and then nothing more.
@@ -137,21 +137,13 @@ fn five_hundred_slow_or_idle_clients_and_a_stalled_body_do_not_delay_healthz() {
 #[test]
 fn a_body_past_the_limit_gets_413_and_changes_nothing() {
     let ws = Workspace::new("http_body_limit");
-    let (mut child, addr) = start(&ws, TOPOLOGY);
+    let (child, addr) = start(&ws, TOPOLOGY);
+    assert_eq!(request(addr, "GET", "/healthz").status, 200);
     // The endpoint answers before the spouts are activated: wait for them,
     // so that "still active" below says the refused deactivate did nothing
     // (seen failing on CI without the wait: the spout not yet activated).
-    child.wait_for_stderr("running;", Duration::from_secs(30));
-    assert_eq!(request(addr, "GET", "/healthz").status, 200);
-    let active = || {
-        let t = request(addr, "GET", "/api/v1/topology").json();
-        crate::http::component(&t, "source")["active"] == true
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !active() {
-        assert!(std::time::Instant::now() < deadline, "the spout was never active");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let within = Duration::from_secs(30);
+    poll(addr, "/api/v1/topology", within, |t| component(t, "source")["active"] == true);
 
     // A body past 64 KiB: 413 from its Content-Length alone, nothing read.
     let big = format!(
@@ -180,7 +172,7 @@ fn a_body_past_the_limit_gets_413_and_changes_nothing() {
     assert_eq!(a.status, 413, "{}", a.body);
     let t = request(addr, "GET", "/api/v1/topology").json();
     assert_eq!(t["reloads"].as_u64().unwrap() + t["failed_reloads"].as_u64().unwrap(), 0);
-    assert_eq!(crate::http::component(&t, "source")["active"], true);
+    assert_eq!(component(&t, "source")["active"], true);
     child.interrupt();
     child.wait().assert_code(0);
 }

@@ -954,7 +954,8 @@ fn a_spout_under_backpressure_waits_on_the_full_queue_and_goes_on_when_room_come
 
 #[test]
 fn a_batch_that_no_full_queue_holds_back_is_not_waited_on() {
-    // A batch held back by its target's byte budget finds a free slot: the
+    // A pending batch whose queue has a free slot (as when its target's
+    // byte budget, not the queue, holds it back) is not waited on: the
     // backpressure wait then runs its strategy instead of waiting on a
     // queue that is ready at once (it would spin).
     let (queue, downstream) = bounded::<Batch>(1);

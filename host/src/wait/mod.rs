@@ -50,7 +50,8 @@
 //!   on a full channel), or until the drain begins. A 1 ns park sleeps
 //!   50-80 us whether or not room came, so a spout held by a busy bolt woke
 //!   9,200-10,600 times a second, taking CPU from the very bolts it waited
-//!   for; it now wakes at most about once per batch the bolt takes (word
+//!   for; it now wakes about once per batch the bolt takes, or once per
+//!   `level3_sleep_millis` while the bolt takes none (word
 //!   count on the 2-core VM, 5 alternating pairs: the spout's voluntary
 //!   context switches from 36,840-42,592 to 1,431-3,825 in 4 s, its CPU from
 //!   26-37 % to 16-22 % of a core, and 1.24 times the sentences per second,

@@ -309,6 +309,18 @@ inputs = [{ from = "source", grouping = "shuffle" }]
     cmd.limit(Duration::from_secs(150));
     let mut child = cmd.spawn();
     child.wait_for_stderr("running", Duration::from_secs(60));
+    // Every spout has run its first turns and holds its tree. "running" is
+    // logged once the threads are spawned, not once each has opened: on a
+    // loaded machine hundreds of spouts were still starting seconds later
+    // (300 a second), and their start-up (each thread's first allocator
+    // pages, about 4 ms of kernel time) fell in the measured second (1.85
+    // of a core, with 470 of the 999 trees in flight).
+    child.wait_for_stats(
+        "source",
+        &["emitted", "acked"],
+        |v| v[0] - v[1] == 999,
+        Duration::from_secs(60),
+    );
     child.wait_for_stat("slow", "executed", |n| n >= 200, Duration::from_secs(60));
     child.interrupt();
     // One second inside the drain, after its first second.
@@ -326,6 +338,7 @@ inputs = [{ from = "source", grouping = "shuffle" }]
     assert_eq!(drain["failed"], 0, "\n{ctx}");
     assert_eq!(drain["timed_out"], 0, "\n{ctx}");
     let secs = drain["secs"].as_f64().expect("drain secs");
+    assert_eq!(drain["in_flight_at_start"], 999, "every spout held a tree\n{ctx}");
     assert!(secs > 2.2, "the drain ended before the measured second\n{ctx}");
     eprintln!(
         "the drain took {secs:.2} s; in its second second the process used {share:.2} of a core"

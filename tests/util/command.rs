@@ -390,6 +390,21 @@ impl Running {
         })
     }
 
+    /// Like [`Self::wait_for_stat`], over several `columns` of one row:
+    /// `ready` gets their values in the order asked.
+    pub fn wait_for_stats(
+        &mut self,
+        component: &str,
+        columns: &[&str],
+        ready: impl Fn(&[u64]) -> bool,
+        within: Duration,
+    ) -> Vec<u64> {
+        let what = format!("the awaited {component}.{columns:?} in the stats");
+        self.wait_for(&what, within, |stderr| {
+            latest_row(stderr, component, columns).filter(|row| ready(row))
+        })
+    }
+
     /// Polls the child's stderr until `probe` finds something in it; panics
     /// (killing the child, showing its output) if it ends first or `within`
     /// passes.
@@ -605,15 +620,24 @@ fn shell_words(args: &[OsString]) -> String {
 /// The value of `column` in the last stats table row of `component` in
 /// `stderr`, if a table with that column and row was printed.
 pub fn latest_stat(stderr: &str, component: &str, column: &str) -> Option<u64> {
-    let mut columns: Option<usize> = None;
+    latest_row(stderr, component, &[column]).map(|row| row[0])
+}
+
+/// The `columns` of the latest stats table row of `component` in `stderr`
+/// that has all of them, read from one row; a line still being written (no
+/// newline yet) is not read, so no figure is cut short.
+pub fn latest_row(stderr: &str, component: &str, columns: &[&str]) -> Option<Vec<u64>> {
+    let mut at: Option<Vec<usize>> = None;
     let mut latest = None;
-    for line in stderr.lines() {
+    for line in stderr.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
         let words: Vec<&str> = line.split_whitespace().collect();
         if words.first() == Some(&"component") {
-            columns = words.iter().position(|w| *w == column);
-        } else if let (Some(i), Some(&name)) = (columns, words.first()) {
+            at = columns.iter().map(|c| words.iter().position(|w| w == c)).collect();
+        } else if let (Some(at), Some(&name)) = (&at, words.first()) {
             if name == component {
-                latest = words.get(i).and_then(|v| v.parse().ok()).or(latest);
+                let row: Option<Vec<u64>> =
+                    at.iter().map(|&i| words.get(i).and_then(|v| v.parse().ok())).collect();
+                latest = row.or(latest);
             }
         }
     }

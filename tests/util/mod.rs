@@ -82,6 +82,18 @@ inputs = [{ from = "source" }]
     }
 
     #[test]
+    fn latest_row_reads_one_complete_row_of_the_latest_table() {
+        let stderr = "component emitted acked\nsource 5 1\nsink 0 0\n\
+                      component emitted acked\nsource 12 7\nsource 10";
+        // The last line has no newline yet: it may be cut short, so the row
+        // before it is the latest.
+        assert_eq!(latest_row(stderr, "source", &["acked", "emitted"]), Some(vec![7, 12]));
+        assert_eq!(latest_stat(stderr, "sink", "emitted"), Some(0));
+        assert_eq!(latest_row(stderr, "source", &["emitted", "queued"]), None);
+        assert_eq!(latest_stat(stderr, "other", "emitted"), None);
+    }
+
+    #[test]
     fn loc_of_counts_lines_and_characters_from_one() {
         assert_eq!(loc_of("a\nbé \"x\"", "\"x\""), (2, 4));
         assert_eq!(loc_of("key", "key"), (1, 1));

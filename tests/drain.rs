@@ -313,8 +313,8 @@ inputs = [{ from = "source", grouping = "shuffle" }]
     // logged once the threads are spawned, not once each has opened: on a
     // loaded machine hundreds of spouts were still starting seconds later
     // (300 a second), and their start-up (each thread's first allocator
-    // pages, about 4 ms of kernel time) fell in the measured second (1.85
-    // of a core, with 470 of the 999 trees in flight).
+    // pages, then a zeroed 2 MiB huge page each) fell in the measured
+    // second (1.85 of a core, with 470 of the 999 trees in flight).
     child.wait_for_stats(
         "source",
         &["emitted", "acked"],

@@ -63,8 +63,18 @@ inputs = [{ from = "big" }]
 /// One spout and a 999-task bolt (1,000 tasks), small queues (64 tuples,
 /// 64 KiB of values), no ackers.
 fn thousand_tasks(ws: &Workspace, budget_mib: u64) -> (std::path::PathBuf, String) {
+    idle_bolts(ws, &format!("thousand-{budget_mib}.toml"), 999, budget_mib)
+}
+
+/// One spout and `bolts` idle bolt tasks, small queues, no ackers.
+fn idle_bolts(
+    ws: &Workspace,
+    file: &str,
+    bolts: u32,
+    budget_mib: u64,
+) -> (std::path::PathBuf, String) {
     let path = ws.write_topology(
-        &format!("thousand-{budget_mib}.toml"),
+        file,
         &format!(
             r#"
 [topology]
@@ -81,7 +91,7 @@ component = "testkit::ConstSpout"
 
 [bolts.sink]
 component = "testkit::NullBolt"
-parallelism = 999
+parallelism = {bolts}
 inputs = [{{ from = "source" }}]
 "#
         ),
@@ -90,11 +100,64 @@ inputs = [{{ from = "source" }}]
     (path, text)
 }
 
+/// `AnonHugePages` of a running child, in KiB.
+fn huge_pages_kib(running: &crate::util::Running) -> u64 {
+    let rollup = std::fs::read_to_string(format!("/proc/{}/smaps_rollup", running.pid()))
+        .expect("the child's smaps_rollup");
+    let line = rollup.lines().find(|l| l.starts_with("AnonHugePages:")).expect("AnonHugePages");
+    line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).expect("a size in kB")
+}
+
+/// Runs 300 idle tasks with `thp` as `MIMALLOC_ALLOW_THP` (None: unset);
+/// their peak RSS and the huge pages they hold, in KiB.
+fn three_hundred_tasks(ws: &Workspace, thp: Option<&str>) -> (u64, u64) {
+    let (path, _) = idle_bolts(ws, "three-hundred.toml", 299, 4096);
+    let mut command = SquallCommand::run_until_interrupted(ws, &path);
+    match thp {
+        Some(value) => command.env("MIMALLOC_ALLOW_THP", value),
+        None => command.env_remove("MIMALLOC_ALLOW_THP"),
+    };
+    command.limit(Duration::from_secs(120));
+    let mut running = command.spawn();
+    running.wait_for_stat("sink", "executed", |n| n > 0, Duration::from_secs(90));
+    let peak = peak_rss_kib(&running, Duration::from_secs(1));
+    let huge = huge_pages_kib(&running);
+    running.interrupt();
+    running.wait().assert_code(0);
+    (peak, huge)
+}
+
+#[test]
+fn tasks_start_without_huge_pages_unless_mimalloc_is_told_to_use_them() {
+    // mimalloc advises huge pages on its arenas; each thread's first small
+    // allocations then took a whole zeroed 2 MiB page. 300 idle tasks used
+    // 1,010 MB of RSS that way, and 238 MB without.
+    let ws = Workspace::new("memory_huge_pages");
+    let (peak, huge) = three_hundred_tasks(&ws, None);
+    eprintln!("300 tasks: {peak} KiB of RSS, {huge} KiB in huge pages");
+    // A few huge pages come before main turns them off (4 MiB seen).
+    assert!(huge <= 8 << 10, "{huge} KiB in huge pages ({peak} KiB of RSS)");
+    assert!(peak < 450 << 10, "300 idle tasks peaked at {peak} KiB of RSS");
+
+    // The operator's setting wins: mimalloc's own option brings them back,
+    // where the machine allows huge pages at all.
+    let thp =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if thp.contains("[never]") || thp.is_empty() {
+        eprintln!("this machine has no transparent huge pages ({thp:?}): the setting is not tried");
+        return;
+    }
+    let (peak, huge) = three_hundred_tasks(&ws, Some("1"));
+    eprintln!("with MIMALLOC_ALLOW_THP=1: {peak} KiB of RSS, {huge} KiB in huge pages");
+    assert!(huge > 64 << 10, "MIMALLOC_ALLOW_THP=1 brought no huge pages back ({huge} KiB)");
+}
+
 #[test]
 fn a_thousand_tasks_are_refused_under_a_budget_they_overrun_and_stay_under_one_they_fit() {
     let ws = Workspace::new("memory_thousand_tasks");
-    // 1,000 tasks used about 5 GB of RSS; the old estimate said 16 MiB, and
-    // 4096 MiB was accepted.
+    // 1,000 tasks used about 5 GB of RSS with huge pages (0.9 GB without,
+    // the default now); the old estimate said 16 MiB, and 4096 MiB was
+    // accepted.
     let (path, text) = thousand_tasks(&ws, 4096);
     let mut validate = SquallCommand::validate(&ws, &path);
     validate.limit(Duration::from_secs(30));

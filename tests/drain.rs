@@ -318,7 +318,7 @@ inputs = [{ from = "source", grouping = "shuffle" }]
     child.wait_for_stats(
         "source",
         &["emitted", "acked"],
-        |v| v[0] - v[1] == 999,
+        |v| v[0].saturating_sub(v[1]) == 999,
         Duration::from_secs(60),
     );
     child.wait_for_stat("slow", "executed", |n| n >= 200, Duration::from_secs(60));

@@ -131,7 +131,7 @@ fn three_hundred_tasks(ws: &Workspace, thp: Option<&str>) -> (u64, u64) {
 fn tasks_start_without_huge_pages_unless_mimalloc_is_told_to_use_them() {
     // mimalloc advises huge pages on its arenas; each thread's first small
     // allocations then took a whole zeroed 2 MiB page. 300 idle tasks used
-    // 1,010 MB of RSS that way, and 238 MB without.
+    // 986 MiB of RSS that way, and 233 MiB without.
     let ws = Workspace::new("memory_huge_pages");
     let (peak, huge) = three_hundred_tasks(&ws, None);
     eprintln!("300 tasks: {peak} KiB of RSS, {huge} KiB in huge pages");
@@ -155,7 +155,7 @@ fn tasks_start_without_huge_pages_unless_mimalloc_is_told_to_use_them() {
 #[test]
 fn a_thousand_tasks_are_refused_under_a_budget_they_overrun_and_stay_under_one_they_fit() {
     let ws = Workspace::new("memory_thousand_tasks");
-    // 1,000 tasks used about 5 GB of RSS with huge pages (0.9 GB without,
+    // 1,000 tasks used about 5 GB of RSS with huge pages (876 MiB without,
     // the default now); the old estimate said 16 MiB, and 4096 MiB was
     // accepted.
     let (path, text) = thousand_tasks(&ws, 4096);

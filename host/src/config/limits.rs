@@ -62,7 +62,7 @@ pub const PENDING_ENTRY_BYTES: u64 = 192;
 /// 10 tasks, 319 MB at 100, 1,048 MB at 300, 4.9-5.1 GB at 1,000, i.e. about
 /// 2.8 MB + 2.2 KB × tasks per task; rounded up here. That was with the
 /// allocator's transparent huge pages, which `squall` now turns off unless
-/// `MIMALLOC_ALLOW_THP` is set: the same 1,000 tasks then use 0.9 GB, and
+/// `MIMALLOC_ALLOW_THP` is set: the same 1,000 tasks then use 876 MiB, and
 /// this figure stays the bound for an operator who allows them again.
 pub const TASK_BYTES: u64 = 3 << 20;
 /// What the estimate counts, per task, for every task of the topology (the

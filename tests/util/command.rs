@@ -384,10 +384,7 @@ impl Running {
         ready: impl Fn(u64) -> bool,
         within: Duration,
     ) -> u64 {
-        let what = format!("the awaited {component}.{column} in the stats");
-        self.wait_for(&what, within, |stderr| {
-            latest_stat(stderr, component, column).filter(|&v| ready(v))
-        })
+        self.wait_for_stats(component, &[column], |row| ready(row[0]), within)[0]
     }
 
     /// Like [`Self::wait_for_stat`], over several `columns` of one row:
@@ -399,7 +396,7 @@ impl Running {
         ready: impl Fn(&[u64]) -> bool,
         within: Duration,
     ) -> Vec<u64> {
-        let what = format!("the awaited {component}.{columns:?} in the stats");
+        let what = format!("the awaited {component}.{} in the stats", columns.join(", "));
         self.wait_for(&what, within, |stderr| {
             latest_row(stderr, component, columns).filter(|row| ready(row))
         })

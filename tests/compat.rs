@@ -1,7 +1,8 @@
 //! The plugin contract's compatibility promise: plugins built against
-//! plugin-api 1.0.0 and 1.1.0 (taken from git history) load and run
-//! unchanged in this host (contract 1.2), and the 1.1 additions (host
-//! logging, user metrics) work for a plugin built against 1.1.
+//! plugin-api 1.0.0, 1.1.0 and 1.2.0 (taken from git history) load and run
+//! unchanged in this host (contract 1.3), the 1.1 additions (host logging,
+//! user metrics) work for a plugin built against 1.1, and the 1.2 ones
+//! (declared keys, durable stores) for a plugin built against 1.2.
 //!
 //! The 1.0.0 plugin is `plugins/examples` at [`CONTRACT_1_0`], built from a
 //! `git archive` of that commit in its own target directory, once per test
@@ -27,6 +28,9 @@ const CONTRACT_1_0: &str = "a479b9376badbc4d888361e35e5891163de086a2";
 /// The last commit of contract 1.1.0 (plugin-api 1.1.0, before 1.2 began).
 const CONTRACT_1_1: &str = "3209e9ae5795c7db18dff206428c2e626d9b05c0";
 
+/// The last commit of contract 1.2.0 (plugin-api 1.2.0, before 1.3 began).
+const CONTRACT_1_2: &str = "6bb1b2dd213212624ca0a7a22b40f4cecbdd7a07";
+
 /// Contract 1.1.0 as an earlier stop shipped it, before a spout's
 /// `next_tuple` took a `SpoutOutput`: its 1.1 part no longer matches this
 /// host's (plugin-api 1.1 was never published, so its types still moved).
@@ -45,6 +49,12 @@ fn examples_1_0() -> Option<PathBuf> {
 fn examples_1_1() -> Option<PathBuf> {
     static BUILT: Built = OnceLock::new();
     examples_at(CONTRACT_1_1, "compat-1.1.0", 14, &BUILT)
+}
+
+/// Builds `plugins/examples` as of [`CONTRACT_1_2`], as [`examples_1_0`].
+fn examples_1_2() -> Option<PathBuf> {
+    static BUILT: Built = OnceLock::new();
+    examples_at(CONTRACT_1_2, "compat-1.2.0", 16, &BUILT)
 }
 
 /// Builds `plugins/examples` as of [`PRE_RELEASE_1_1`], as [`examples_1_0`].
@@ -299,6 +309,44 @@ fn a_plugin_built_against_contract_1_1_loads_runs_logs_and_exports_its_metrics()
     let out = cmd.output();
     out.assert_code(0);
     assert!(!out.stderr.contains("counting words"), "filtered out\n{}", out.context());
+}
+
+#[test]
+fn a_plugin_built_against_contract_1_2_loads_and_runs_with_durable_state() {
+    let Some(old) = examples_1_2() else { return };
+    let ws = Workspace::new("contract_1_2");
+    let inspect = SquallCommand::inspect(&ws, &old).output();
+    inspect.assert_code(0);
+    assert!(inspect.stdout.contains("(contract 1.2.0)"), "\n{}", inspect.context());
+    assert!(inspect.stdout.contains("DurableWordCount"), "\n{}", inspect.context());
+
+    // Word count on the 1.2.0 library, called once per tuple (it has no
+    // batch entry points): exact counts, every sentence acked, loaded
+    // through its own root module.
+    let toml = word_count_topology(1).replace("{examples}", &old.display().to_string());
+    let topology = ws.write_topology("wc.toml", &toml);
+    let out = SquallCommand::run(&ws, &topology, "3s").output();
+    out.assert_code(0);
+    assert_eq!(printed_word_counts(&out), expected_word_counts(), "\n{}", out.context());
+    assert_eq!(out.stat("sentences", "acked"), SENTENCE_LIMIT, "\n{}", out.context());
+    assert!(
+        !out.stderr.contains("does not match this host's")
+            && !out.stderr.contains("does not record its panic strategy"),
+        "a 1.2 library loads through its own root module\n{}",
+        out.context()
+    );
+
+    // Its durable word count keeps its stores through checkpoints (contract
+    // 1.2): the counts printed at the stop are exact.
+    let durable = toml.replace("examples::WordCount", "examples::DurableWordCount").replace(
+        "[spouts.sentences]",
+        "[state]\nbackend = \"memory\"\ninterval_ms = 100\n\n[spouts.sentences]",
+    );
+    let topology = ws.write_topology("durable.toml", &durable);
+    let out = SquallCommand::run(&ws, &topology, "3s").output();
+    out.assert_code(0);
+    assert_eq!(printed_word_counts(&out), expected_word_counts(), "\n{}", out.context());
+    assert_eq!(out.stat("sentences", "acked"), SENTENCE_LIMIT, "\n{}", out.context());
 }
 
 #[test]

@@ -63,6 +63,27 @@ pub trait Bolt: Send + Sized + 'static {
     /// An error fails the input tuple.
     fn execute(&mut self, input: &Tuple<'_>, collector: &mut BoltCollector<'_>) -> Result<()>;
 
+    /// Contract 1.3: processes a run of inputs in one call (one boundary
+    /// crossing for the whole run). The default takes them one by one and
+    /// calls [`execute`](Self::execute) on each; a bolt may override it to
+    /// work on the whole run at once. Anchor emits and ack or fail each
+    /// input through `collector`, exactly as `execute` does.
+    ///
+    /// # Errors
+    /// An error fails the input taken last ([`Inputs`](crate::Inputs)
+    /// counts them); the host hands the inputs not taken yet to the next
+    /// call.
+    fn execute_batch(
+        &mut self,
+        inputs: &mut crate::Inputs<'_, '_>,
+        collector: &mut BoltCollector<'_>,
+    ) -> Result<()> {
+        for input in inputs {
+            self.execute(input, collector)?;
+        }
+        Ok(())
+    }
+
     /// Called once at shutdown.
     fn cleanup(&mut self) {}
 

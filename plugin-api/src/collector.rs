@@ -18,6 +18,7 @@ use crate::{Anchor, MessageId, StreamId, Value};
 /// of once per tuple.
 pub struct SpoutCollector<'a> {
     output: SpoutOut<'a>,
+    emitted: usize,
 }
 
 /// The host object behind a [`SpoutCollector`].
@@ -33,14 +34,20 @@ impl<'a> SpoutCollector<'a> {
     /// Wraps the host's contract 1.0 output object (also what
     /// [`Recorder::output`](crate::testing::Recorder::output) returns).
     pub fn new(output: OutputMut<'a>) -> Self {
-        Self { output: SpoutOut::V1(output) }
+        Self { output: SpoutOut::V1(output), emitted: 0 }
     }
 
     /// Wraps the host's contract 1.1 spout output object (also what
     /// [`Recorder::spout_output`](crate::testing::Recorder::spout_output)
     /// returns).
     pub fn from_ext(output: SpoutOutputMut<'a>) -> Self {
-        Self { output: SpoutOut::Ext(output) }
+        Self { output: SpoutOut::Ext(output), emitted: 0 }
+    }
+
+    /// How many tuples this collector was asked to emit so far (the host
+    /// may still refuse one that breaks a rule).
+    pub fn emitted(&self) -> usize {
+        self.emitted
     }
 
     /// Emits an untracked tuple on the default stream.
@@ -103,6 +110,7 @@ impl<'a> SpoutCollector<'a> {
     ) {
         match &mut self.output {
             SpoutOut::Ext(output) => {
+                self.emitted += count;
                 // A count beyond u32 cannot match the values: the host refuses it.
                 let count = u32::try_from(count).unwrap_or(u32::MAX);
                 output.emit_many(stream.0, count, values.into(), message_ids.into());
@@ -131,6 +139,7 @@ impl<'a> SpoutCollector<'a> {
         message_id: Option<MessageId>,
         direct: Option<u32>,
     ) {
+        self.emitted += 1;
         match &mut self.output {
             SpoutOut::V1(output) => output.emit(
                 stream.0,
@@ -328,39 +337,58 @@ impl std::fmt::Debug for BoltCollector<'_> {
 /// every tuple of its window.)
 pub struct BasicCollector<'a> {
     output: BoltOut<'a>,
+    /// The input being executed, in a batch (contract 1.3), where the host
+    /// does not know which input an emit belongs to: emits are anchored to
+    /// it explicitly. Empty when the host anchors them (one call per tuple).
+    anchor: Option<[Anchor; 1]>,
 }
 
 impl<'a> BasicCollector<'a> {
     /// Wraps the host's contract 1.0 output object (also what
     /// [`Recorder::output`](crate::testing::Recorder::output) returns).
     pub fn new(output: OutputMut<'a>) -> Self {
-        Self { output: BoltOut::V1(output) }
+        Self { output: BoltOut::V1(output), anchor: None }
     }
 
     /// Wraps the host's contract 1.2 bolt output object (also what
     /// [`Recorder::bolt_output`](crate::testing::Recorder::bolt_output)
     /// returns).
     pub fn from_bolt_output(output: BoltOutputMut<'a>) -> Self {
-        Self { output: BoltOut::V12(output) }
+        Self { output: BoltOut::V12(output), anchor: None }
     }
 
     pub(crate) fn from_out(output: BoltOut<'a>) -> Self {
-        Self { output }
+        Self { output, anchor: None }
+    }
+
+    /// In a batch: the input the next emits belong to.
+    pub(crate) fn set_input(&mut self, anchor: Anchor) {
+        self.anchor = Some([anchor]);
+    }
+
+    /// In a batch: acks the current input (its `execute` returned `Ok`).
+    pub(crate) fn ack_input(&mut self) {
+        if let Some([anchor]) = self.anchor {
+            self.output.ack(anchor);
+        }
     }
 
     /// Emits on the default stream.
     pub fn emit(&mut self, values: &[Value]) {
-        self.output.emit(StreamId::DEFAULT, values, &[]);
+        let anchors = self.anchor;
+        self.output.emit(StreamId::DEFAULT, values, anchor_slice(&anchors));
     }
 
     /// Emits on a declared stream.
     pub fn emit_to(&mut self, stream: StreamId, values: &[Value]) {
-        self.output.emit(stream, values, &[]);
+        let anchors = self.anchor;
+        self.output.emit(stream, values, anchor_slice(&anchors));
     }
 
     /// Emits on a direct stream to one task.
     pub fn emit_direct(&mut self, task: u32, stream: StreamId, values: &[Value]) {
-        self.output.emit_direct(task, stream, values, &[]);
+        let anchors = self.anchor;
+        self.output.emit_direct(task, stream, values, anchor_slice(&anchors));
     }
 
     /// Emits `count` tuples on the default stream in one call: `values`
@@ -373,19 +401,27 @@ impl<'a> BasicCollector<'a> {
     /// collector.emit_many(words.len(), &words);
     /// ```
     pub fn emit_many(&mut self, count: usize, values: &[Value]) {
-        self.output.emit_many(StreamId::DEFAULT, count, values, &[]);
+        let anchors = self.anchor;
+        self.output.emit_many(StreamId::DEFAULT, count, values, anchor_slice(&anchors));
     }
 
     /// Emits `count` tuples on a declared, non-direct stream in one call,
     /// as [`emit_many`](Self::emit_many).
     pub fn emit_many_to(&mut self, stream: StreamId, count: usize, values: &[Value]) {
-        self.output.emit_many(stream, count, values, &[]);
+        let anchors = self.anchor;
+        self.output.emit_many(stream, count, values, anchor_slice(&anchors));
     }
 
     /// Restarts the message timeout of the input's tree.
     pub fn reset_timeout(&mut self, input: impl Into<Anchor>) {
         self.output.reset_timeout(input.into());
     }
+}
+
+/// The anchors a basic bolt's emit carries: none when the host anchors it.
+#[inline]
+fn anchor_slice(anchor: &Option<[Anchor; 1]>) -> &[Anchor] {
+    anchor.as_ref().map_or(&[], |a| &a[..])
 }
 
 impl std::fmt::Debug for BasicCollector<'_> {

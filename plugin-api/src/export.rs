@@ -5,7 +5,8 @@
 ///
 /// Each list is optional, but the lists that are present must come in this
 /// order: `spouts`, `bolts`, `basic_bolts`, `wait_strategies`,
-/// `windowed_bolts`, `groupings`, `state_backends` (contract 1.2).
+/// `windowed_bolts`, `groupings`, `state_backends` (contract 1.2),
+/// `coordinators` (contract 1.3).
 ///
 /// ```text
 /// squall_plugin_api::export_plugin! {
@@ -16,6 +17,7 @@
 ///     windowed_bolts: [MyWindowedBolt],
 ///     groupings: [MyGrouping],
 ///     state_backends: [MyBackend],
+///     coordinators: [MyCoordinator],
 /// }
 /// ```
 ///
@@ -32,6 +34,7 @@ macro_rules! export_plugin {
         $(windowed_bolts: [$($windowed:ty),* $(,)?] $(,)?)?
         $(groupings: [$($grouping:ty),* $(,)?] $(,)?)?
         $(state_backends: [$($backend:ty),* $(,)?] $(,)?)?
+        $(coordinators: [$($coordinator:ty),* $(,)?] $(,)?)?
     ) => {
         #[doc(hidden)]
         pub struct __SquallPlugin;
@@ -47,6 +50,7 @@ macro_rules! export_plugin {
                 $($(builder.windowed_bolt::<$windowed>();)*)?
                 $($(builder.grouping::<$grouping>();)*)?
                 $($(builder.state_backend::<$backend>();)*)?
+                $($(builder.coordinator::<$coordinator>();)*)?
                 builder
             }
         }
@@ -62,6 +66,10 @@ macro_rules! export_plugin {
 
             fn extensions_1_2() -> $crate::__private::RVec<$crate::abi::ComponentExt12> {
                 Self::builder().build_extensions_12()
+            }
+
+            fn extensions_1_3() -> $crate::__private::RVec<$crate::abi::ComponentExt13> {
+                Self::builder().build_extensions_13()
             }
         }
 

@@ -26,6 +26,13 @@
 //!   the streams they emit on (`EMITS`), checked at validate. Libraries
 //!   built against 1.0 and 1.1
 //!   keep loading and working in a 1.2 host.
+//! - Contract 1.3: batches across the boundary. The host hands a bolt a
+//!   run of inputs in one call ([`Bolt::execute_batch`], which by default
+//!   calls `execute` on each; basic bolts get it from the adapter) and lets
+//!   a spout emit up to a bound in one call ([`Spout::next_batch`], which by
+//!   default calls `next_tuple` until it emits nothing). Group
+//!   coordinators ([`Coordinator`]) are a new component kind. Libraries
+//!   built against 1.0, 1.1 and 1.2 keep loading and working.
 //! - [`rng`] is SplitMix64, a small non-cryptographic random number
 //!   generator for plugins and tests (plain Rust, outside the ABI).
 //! - [`abi`] is the stable-ABI layer (abi_stable `#[sabi_trait]` objects and a
@@ -121,10 +128,12 @@
 #![allow(non_local_definitions, non_camel_case_types)] // abi_stable naming (`PluginRoot_Ref`, `DynSpout_TO`) and derive noise on recent rustc
 
 pub mod abi;
+mod batch;
 mod bolt;
 mod collector;
 mod config;
 mod context;
+mod coordinator;
 mod error;
 mod export;
 mod grouping;
@@ -141,10 +150,12 @@ mod waker;
 mod window;
 
 pub use abi::{InputDecl, State, StateEntry};
+pub use batch::Inputs;
 pub use bolt::{BasicBolt, Bolt};
 pub use collector::{BasicCollector, BoltCollector, SpoutCollector};
 pub use config::ComponentConfig;
 pub use context::{ComponentTasks, OutputDeclarer, StreamDecl, TaskContext, TaskContextBuilder};
+pub use coordinator::Coordinator;
 pub use error::{Error, ErrorKind, PluginError, Result};
 pub use grouping::Grouping;
 pub use host::metrics;
@@ -173,10 +184,10 @@ pub mod __private {
 /// Everything a plugin author needs, in one `use`.
 pub mod prelude {
     pub use crate::{
-        Anchor, BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, ConfigKey, Error,
-        Grouping, InputDecl, KeyKind, KeyValueState, MessageId, OutputDeclarer, Result, Spout,
-        SpoutCollector, State, StateBackend, Stores, StreamId, TaskContext, Tuple, Value,
-        ValueState, WaitSituation, WaitStrategy, Waker, Window, WindowSize, WindowSpec,
-        WindowedBolt,
+        Anchor, BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, ConfigKey,
+        Coordinator, Error, Grouping, InputDecl, Inputs, KeyKind, KeyValueState, MessageId,
+        OutputDeclarer, Result, Spout, SpoutCollector, State, StateBackend, Stores, StreamId,
+        TaskContext, Tuple, Value, ValueState, WaitSituation, WaitStrategy, Waker, Window,
+        WindowSize, WindowSpec, WindowedBolt,
     };
 }

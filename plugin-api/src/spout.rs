@@ -85,6 +85,25 @@ pub trait Spout: Send + Sized + 'static {
     /// An error is reported and counted; the spout keeps running.
     fn next_tuple(&mut self, collector: &mut SpoutCollector<'_>) -> Result<()>;
 
+    /// Contract 1.3: emits up to `max` tuples in one call (one boundary
+    /// crossing for all of them); the host gives `max` from its
+    /// max-spout-pending room and its batch size. The default calls
+    /// [`next_tuple`](Self::next_tuple) until it emits nothing or `max`
+    /// tuples were emitted. Must not block.
+    ///
+    /// # Errors
+    /// As `next_tuple`: reported and counted.
+    fn next_batch(&mut self, max: usize, collector: &mut SpoutCollector<'_>) -> Result<()> {
+        loop {
+            let before = collector.emitted();
+            self.next_tuple(collector)?;
+            let emitted = collector.emitted();
+            if emitted == before || emitted >= max {
+                return Ok(());
+            }
+        }
+    }
+
     /// The tuple tree of `message_id` was fully processed.
     fn ack(&mut self, _message_id: MessageId) {}
 

@@ -4,11 +4,10 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
-use squall_plugin_api::abi::{ComponentExt, ComponentKind};
-use squall_plugin_api::StreamDecl;
+use squall_plugin_api::abi::ComponentKind;
 
 use super::Failure;
-use crate::plugin::{escape_controls, load_library, Library};
+use crate::plugin::{escape_controls, load_library, Descriptor, Library};
 
 /// Prints a library's catalogue: components, kinds, streams, fields, contract
 /// version and (contract 1.1) each component's declared config keys, the
@@ -37,42 +36,27 @@ pub fn inspect(path: &Path) -> Result<(), Failure> {
 /// What `inspect` prints for a loaded library.
 fn render(library: &Library, path: &Path) -> String {
     let mut out = String::new();
-    let c = &library.catalogue;
     let e = |text: &str| escape_controls(text);
-    let _ = writeln!(
-        out,
-        "plugin {} {} (contract {})",
-        e(&c.plugin),
-        e(&c.version),
-        e(&c.contract_version)
-    );
+    let (plugin, version) = (e(&library.plugin), e(&library.version));
+    let _ = writeln!(out, "plugin {plugin} {version} (contract {})", e(&library.contract));
     let _ = writeln!(out, "path   {}", e(&path.to_string_lossy()));
-    let contract_1_0 = library.extensions.is_empty();
-    for d in c.components.iter() {
-        let basic = if d.auto_ack { " (basic: acked by the host)" } else { "" };
-        let _ = writeln!(out, "  {:<14} {}{}", d.kind.name(), e(&d.name), basic);
+    let contract_1_0 = library.is_contract_1_0();
+    for d in &library.descriptors {
+        let note = if d.windowed {
+            " (windowed: the host buffers its windows)"
+        } else if d.kind == ComponentKind::BOLT && d.auto_ack {
+            " (basic: acked by the host)"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "  {:<14} {}{note}", d.kind.name(), e(&d.name));
         if !d.description.is_empty() {
             let _ = writeln!(out, "  {:<14}   {}", "", e(&d.description));
         }
-        let ext = library.extension(&d.name, d.kind);
-        write_streams(&mut out, &d.outputs, ext);
-        write_extension(&mut out, ext, d.kind, contract_1_0);
-    }
-    // Windowed bolts and custom groupings have no 1.0 descriptor: only the
-    // 1.1 extensions list them.
-    let ext_only = library.extensions.iter().filter(|x| {
-        !c.components.iter().any(|d| d.kind == x.kind && d.name.as_str() == x.name.as_str())
-    });
-    for g in ext_only {
-        let windowed = if g.windowed { " (windowed: the host buffers its windows)" } else { "" };
-        let _ = writeln!(out, "  {:<14} {}{windowed}", g.kind.name(), e(&g.name));
-        if !g.description.is_empty() {
-            let _ = writeln!(out, "  {:<14}   {}", "", e(&g.description));
+        if d.kind != ComponentKind::GROUPING {
+            write_streams(&mut out, d);
         }
-        if g.kind != ComponentKind::GROUPING {
-            write_streams(&mut out, &[], Some(g));
-        }
-        if g.windowed && !declares(g, crate::topology::LATE_STREAM) {
+        if d.windowed && !declares(d, crate::topology::LATE_STREAM) {
             let _ = writeln!(
                 out,
                 "  {:<14}   stream {} [the fields of its first input] (added by the host: \
@@ -81,31 +65,25 @@ fn render(library: &Library, path: &Path) -> String {
                 crate::topology::LATE_STREAM
             );
         }
-        write_extension(&mut out, Some(g), g.kind, false);
+        write_extension(&mut out, d, contract_1_0);
     }
     out
 }
 
 /// True when the component declares `stream` for an empty config.
-fn declares(ext: &ComponentExt, stream: &str) -> bool {
-    (ext.declare_outputs)("".into())
-        .into_result()
-        .is_ok_and(|streams| streams.iter().any(|s| s.name.as_str() == stream))
+fn declares(d: &Descriptor, stream: &str) -> bool {
+    d.outputs("").is_ok_and(|streams| streams.iter().any(|s| s.name.as_str() == stream))
 }
 
-/// One `stream NAME [fields]` line per output stream. A 1.1 component's
-/// streams are what it declares for an empty config (they may depend on the
-/// config); when it refuses an empty config, a line says they come from its
-/// config. Otherwise, the 1.0 descriptor's `outputs`.
-fn write_streams(out: &mut String, outputs: &[StreamDecl], ext: Option<&ComponentExt>) {
+/// One `stream NAME [fields]` line per output stream: what the component
+/// declares for an empty config (a 1.1 component's streams may depend on
+/// its config; when it refuses an empty config, a line says they come from
+/// its config).
+fn write_streams(out: &mut String, d: &Descriptor) {
     let e = |text: &str| escape_controls(text);
-    let declared;
-    let outputs = match ext.map(|x| (x.declare_outputs)("".into()).into_result()) {
-        Some(Ok(streams)) => {
-            declared = streams;
-            declared.as_slice()
-        }
-        Some(Err(error)) => {
+    let outputs = match d.outputs("") {
+        Ok(streams) => streams,
+        Err(error) => {
             let _ = writeln!(
                 out,
                 "  {:<14}   streams: declared from its config (without one: {})",
@@ -114,7 +92,6 @@ fn write_streams(out: &mut String, outputs: &[StreamDecl], ext: Option<&Componen
             );
             return;
         }
-        None => outputs,
     };
     for s in outputs {
         let fields: Vec<String> = s.fields.iter().map(|f| e(f)).collect();
@@ -124,39 +101,31 @@ fn write_streams(out: &mut String, outputs: &[StreamDecl], ext: Option<&Componen
     }
 }
 
-/// The 1.1 part of one component: the input fields a bolt expects and its
-/// config keys, one aligned row each (`name  type  default  doc`, where the
-/// default reads `required` for a key that must be given and `-` for an
-/// optional key without one).
-fn write_extension(
-    out: &mut String,
-    ext: Option<&ComponentExt>,
-    kind: ComponentKind,
-    contract_1_0: bool,
-) {
+/// The input fields a bolt expects and its config keys, one aligned row
+/// each (`name  type  default  doc`, where the default reads `required` for
+/// a key that must be given and `-` for an optional key without one).
+fn write_extension(out: &mut String, d: &Descriptor, contract_1_0: bool) {
     let e = |text: &str| escape_controls(text);
     let pad = "";
-    let Some(ext) = ext else {
-        let why = if contract_1_0 { " (contract 1.0)" } else { "" };
-        let _ = writeln!(out, "  {pad:<14}   config keys: not declared{why}");
+    if contract_1_0 {
+        let _ = writeln!(out, "  {pad:<14}   config keys: not declared (contract 1.0)");
         return;
-    };
-    if kind == ComponentKind::BOLT {
-        let fields: Vec<String> = ext.input_fields.iter().map(|f| e(f)).collect();
+    }
+    if d.kind == ComponentKind::BOLT {
+        let fields: Vec<String> = d.input_fields.iter().map(|f| e(f)).collect();
         let fields = if fields.is_empty() { "any".to_owned() } else { fields.join(", ") };
         let _ = writeln!(out, "  {pad:<14}   input fields: {fields}");
     }
-    if !ext.declares_config {
+    let Some(config_keys) = &d.config_keys else {
         let _ = writeln!(out, "  {pad:<14}   config keys: not declared");
         return;
-    }
-    if ext.config_keys.is_empty() {
+    };
+    if config_keys.is_empty() {
         let _ = writeln!(out, "  {pad:<14}   config keys: none");
         return;
     }
     let _ = writeln!(out, "  {pad:<14}   config keys:");
-    let rows: Vec<[String; 4]> = ext
-        .config_keys
+    let rows: Vec<[String; 4]> = config_keys
         .iter()
         .map(|k| {
             let default = if k.required {
@@ -249,6 +218,28 @@ mod tests {
         builder
     }
 
+    /// The library `builder` describes, as a library built against
+    /// `contract` (1.0.0: its 1.0 catalogue only; 1.1.0: and its 1.1 part).
+    fn library(builder: impl Fn() -> CatalogueBuilder, contract: &str) -> Library {
+        let catalogue = builder().build();
+        let v1_1 =
+            if contract == "1.0.0" { Vec::new() } else { builder().build_extensions().into_vec() };
+        let descriptors = crate::plugin::descriptor::normalise(&crate::plugin::descriptor::Parts {
+            v1_0: &catalogue.components,
+            v1_1: &v1_1,
+            ..Default::default()
+        });
+        Library {
+            alias: "demo".into(),
+            path: "/p/libdemo.so".into(),
+            plugin: "demo".into(),
+            version: "0.3.0".into(),
+            contract: contract.into(),
+            descriptors,
+            digest: String::new(),
+        }
+    }
+
     fn lines(library: &Library) -> Vec<String> {
         render(library, Path::new("/p/libdemo.so"))
             .lines()
@@ -258,14 +249,7 @@ mod tests {
 
     #[test]
     fn keys_inputs_and_groupings_are_listed_aligned() {
-        let library = Library {
-            alias: "demo".into(),
-            path: "/p/libdemo.so".into(),
-            catalogue: builder().build(),
-            extensions: builder().build_extensions().into_vec(),
-            extensions_12: Vec::new(),
-            digest: String::new(),
-        };
+        let library = library(builder, "1.1.0");
         let lines = lines(&library);
         let expected = [
             "  bolt           Joiner (basic: acked by the host)",
@@ -285,14 +269,7 @@ mod tests {
 
     #[test]
     fn a_1_0_library_says_its_keys_are_not_declared() {
-        let library = Library {
-            alias: "demo".into(),
-            path: "/p/libdemo.so".into(),
-            catalogue: builder().build(),
-            extensions: Vec::new(),
-            extensions_12: Vec::new(),
-            digest: String::new(),
-        };
+        let library = library(builder, "1.0.0");
         let lines = lines(&library);
         let notes: Vec<&str> =
             lines.iter().filter(|l| l.contains("config keys")).map(|l| l.trim()).collect();
@@ -336,14 +313,7 @@ mod tests {
             builder.basic_bolt::<Pick>();
             builder
         };
-        let library = Library {
-            alias: "demo".into(),
-            path: "/p/libdemo.so".into(),
-            catalogue: builder().build(),
-            extensions: builder().build_extensions().into_vec(),
-            extensions_12: Vec::new(),
-            digest: String::new(),
-        };
+        let library = library(builder, "1.1.0");
         let lines = lines(&library);
         let expected = [
             "  bolt           Pick (basic: acked by the host)",

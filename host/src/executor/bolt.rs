@@ -84,6 +84,9 @@ pub struct BoltExecutor {
     released: std::collections::VecDeque<Batch>,
     /// Barriers of checkpoints up to this one are stale (done or abandoned).
     settled: u64,
+    /// The buffer a batch's input views are gathered in (contract 1.3
+    /// bolts), kept empty between runs.
+    run: Vec<Tuple<'static>>,
 }
 
 /// A checkpoint barrier that has come from some of the input tasks.
@@ -158,6 +161,7 @@ impl BoltExecutor {
             align: None,
             released: std::collections::VecDeque::new(),
             settled: 0,
+            run: Vec::new(),
         }
     }
 
@@ -431,6 +435,13 @@ impl BoltExecutor {
             let mut starts = batch.starts(pos);
             // One relaxed load per batch while no tap is attached.
             let tapped = self.core.transfer.tap().attached();
+            if !WINDOWED && self.bolt.batches() {
+                let run = self.execute_run(turn, name, (&batch, pos, starts), component, tapped);
+                turn.stats.add(StatField::Executed, run);
+                consumed += run;
+                pos = batch.len();
+                due = started.elapsed() >= HOUSEKEEPING;
+            }
             while pos < batch.len() {
                 let ((stream, values, ids), next) = batch.tuple_at(pos, starts);
                 starts = next;
@@ -598,6 +609,94 @@ impl BoltExecutor {
         self.core.shared.publish(&turn.stats);
         let outcome = self.core.run.throttle(throttler, n);
         turn.stats.add(StatField::ThrottleNanos, outcome.waited.as_nanos() as u64);
+    }
+
+    /// Executes the rest of a queue batch, from `pos`, through the bolt's
+    /// batch entry point (contract 1.3): the inputs are registered as open
+    /// and handed over in one call, which anchors, acks and fails each of
+    /// them itself. On an error or a panic, the input the bolt was executing
+    /// fails, as one call per tuple would fail it, and the inputs after it
+    /// go to the next call (to the restarted instance after a panic).
+    /// Returns the number of inputs executed.
+    fn execute_run(
+        &mut self,
+        turn: &mut Turn,
+        name: &str,
+        (batch, mut pos, mut starts): (&Batch, usize, (usize, usize)),
+        component: usize,
+        tapped: bool,
+    ) -> u64 {
+        let sources = Arc::clone(&self.sources);
+        let (component_name, streams) = &sources.components[component];
+        // The buffer's allocation is kept between runs (an empty vector
+        // collected in place into one of another lifetime).
+        let mut tuples: Vec<Tuple<'_>> = std::mem::take(&mut self.run)
+            .into_iter()
+            .map(|_| unreachable!("the buffer is empty"))
+            .collect();
+        while pos < batch.len() {
+            let ((stream, values, ids), next) = batch.tuple_at(pos, starts);
+            starts = next;
+            pos += 1;
+            let (stream_name, fields) = &streams[stream as usize];
+            if tapped && self.core.transfer.tap_due(crate::tap::TapSide::Inputs) {
+                let from = (component_name.as_str(), batch.source_task.0);
+                let stream = (stream_name.as_str(), fields.as_slice());
+                tap_input(&mut self.core.transfer, from, stream, values, ids);
+            }
+            if !self.throttles.is_empty() {
+                self.throttle_edge(turn, component, stream, values);
+            }
+            let anchor = self.inputs.open_input(ids);
+            let source = batch.source_task.0;
+            tuples.push(Tuple::new(values, fields, component_name, stream_name, source, anchor));
+        }
+        let mut start = 0;
+        while start < tuples.len() {
+            let rest = &tuples[start..];
+            if self.core.poisoned {
+                for tuple in rest {
+                    let stats = &mut turn.stats;
+                    self.inputs.fail(
+                        tuple.anchor(),
+                        &mut self.core.transfer,
+                        stats,
+                        StatField::FailedPanic,
+                    );
+                }
+                break;
+            }
+            let mut taken = 0u32;
+            let result = {
+                let mut output = HostOutput {
+                    transfer: &mut self.core.transfer,
+                    stats: &mut turn.stats,
+                    error: &mut turn.emit_error,
+                    side: Side::Bolt { inputs: &mut self.inputs, auto_ack: false },
+                };
+                self.bolt.execute_batch(rest, &mut output, &mut taken).into_result()
+            };
+            if let Some(e) = turn.emit_error.take() {
+                count_emit_error(&mut turn.stats, &self.core, "execute_batch", &e);
+            }
+            let Err(e) = result else { break };
+            // The input being executed when it failed (the first when none was taken).
+            let failed = (taken as usize).clamp(1, rest.len()) - 1;
+            let anchor = rest[failed].anchor();
+            let (transfer, stats) = (&mut self.core.transfer, &mut turn.stats);
+            if e.is_panic() {
+                self.inputs.fail(anchor, transfer, stats, StatField::FailedPanic);
+                self.restart(turn, e);
+            } else {
+                self.inputs.fail(anchor, transfer, stats, StatField::FailedExplicit);
+                count_error(&mut turn.stats, &self.core.shared, name, &format!("execute: {e}"));
+            }
+            start += failed + 1;
+        }
+        let executed = tuples.len() as u64;
+        tuples.clear();
+        self.run = tuples.into_iter().map(|_| unreachable!("the buffer is empty")).collect();
+        executed
     }
 
     /// Executes one tuple and settles its ack.

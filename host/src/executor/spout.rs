@@ -317,6 +317,15 @@ impl SpoutExecutor {
         let before = turn.stats.get(StatField::Emitted);
         let bytes_before = self.core.transfer.emitted_bytes;
         self.tracker.begin_call();
+        // A contract 1.3 spout emits up to a batch in one call, and no more
+        // than max-spout-pending leaves room for (the gate holds when there
+        // is none); a throttled one, one `next_tuple`'s worth, so that the
+        // throttle paces its calls as before.
+        let room = self
+            .max_pending
+            .map_or(usize::MAX, |max| max.saturating_sub(self.tracker.pending.len()).max(1));
+        let cap = if self.throttle.is_some() { 1 } else { self.core.transfer.batch_size() };
+        let max = room.min(cap) as u32;
         let result = {
             let mut output = HostOutput {
                 transfer: &mut self.core.transfer,
@@ -326,11 +335,11 @@ impl SpoutExecutor {
             };
             if timed {
                 let started = Instant::now();
-                let result = self.spout.next_tuple(&mut output).into_result();
+                let result = self.spout.next_batch(max, &mut output).into_result();
                 turn.stats.add(StatField::BusyNanos, started.elapsed().as_nanos() as u64 * 64);
                 result
             } else {
-                self.spout.next_tuple(&mut output).into_result()
+                self.spout.next_batch(max, &mut output).into_result()
             }
         };
         let emitted = turn.stats.get(StatField::Emitted) - before;

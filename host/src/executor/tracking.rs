@@ -155,6 +155,23 @@ impl InputTracker {
         Anchor(self.current)
     }
 
+    /// Registers one input of a batch (contract 1.3) as open, as a rich
+    /// bolt's input is once its `execute` returned: the bolt (or a basic
+    /// bolt's adapter) acks or fails it by its anchor. Returns the anchor
+    /// ([`Anchor::NONE`] when it is not tracked). No input is current
+    /// meanwhile.
+    #[inline]
+    pub fn open_input(&mut self, ids: &[(RootId, EdgeId)]) -> Anchor {
+        self.current_open = false;
+        if ids.is_empty() {
+            return Anchor::NONE;
+        }
+        let token = self.next_token;
+        self.next_token += 1;
+        self.open.put(token, OpenInput { ids: ids.to_vec(), ack_val: 0 });
+        Anchor(token)
+    }
+
     /// The current input's anchor.
     pub fn current_anchor(&self) -> Anchor {
         if self.current_open {

@@ -351,6 +351,11 @@ impl Transfer {
         self.task
     }
 
+    /// Tuples per outgoing batch (`producer_batch_size`).
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
     /// True when acker tasks exist.
     pub fn acking(&self) -> bool {
         !self.ackers.is_empty()

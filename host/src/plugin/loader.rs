@@ -12,48 +12,57 @@ use abi_stable::std_types::RVec;
 use libloading::os::unix::{Library as UnixLibrary, RTLD_LOCAL, RTLD_NOW};
 use sha2::{Digest, Sha256};
 use squall_plugin_api::abi::{
-    lib_header, v1_0, v1_1, Catalogue, ComponentDescriptor, ComponentExt, ComponentExt12,
+    lib_header, v1_0, v1_1, v1_2_root, Catalogue, ComponentExt, ComponentExt12, ComponentExt13,
     ComponentKind, HostBox, PResult, PanicStrategy, PluginRoot_Ref, PluginSource, CONTRACT_VERSION,
 };
 
 use super::copy::{self, CopyError};
+use super::descriptor::{normalise, Descriptor, Parts};
 use super::elf::{self, Verdict};
 use super::error::{escape_controls, shown};
 use super::LoadError;
 
-/// A loaded, checked plugin library and its catalogue.
+/// A loaded, checked plugin library and its components.
 #[derive(Debug)]
 pub struct Library {
     /// The alias the topology gave it.
     pub alias: String,
     /// The path it was loaded from.
     pub path: PathBuf,
-    /// What it exports.
-    pub catalogue: Catalogue,
-    /// Contract 1.1: how it describes its components (empty for a 1.0 library).
-    pub extensions: Vec<ComponentExt>,
-    /// Contract 1.2: the components built through contract 1.2 (empty for a
-    /// 1.0 or 1.1 library).
-    pub extensions_12: Vec<ComponentExt12>,
+    /// The library's name (its crate name).
+    pub plugin: String,
+    /// The library's own version.
+    pub version: String,
+    /// The contract version it was built against.
+    pub contract: String,
+    /// Its components, one descriptor each whatever contract built it.
+    pub descriptors: Vec<Descriptor>,
     /// The SHA-256 (64 lowercase hex digits) of the bytes loaded, or
     /// [`IN_PROCESS_DIGEST`] for a library linked into this process.
     pub digest: String,
 }
 
 impl Library {
-    /// The component called `name`, if the library exports one.
-    pub fn component(&self, name: &str) -> Option<&ComponentDescriptor> {
-        self.catalogue.components.iter().find(|c| c.name.as_str() == name)
+    /// The component called `name` of kind `kind`.
+    pub fn descriptor(&self, name: &str, kind: ComponentKind) -> Option<&Descriptor> {
+        self.descriptors.iter().find(|d| d.name == name && d.kind == kind)
     }
 
-    /// The 1.1 description of the component called `name` of kind `kind`.
-    pub fn extension(&self, name: &str, kind: ComponentKind) -> Option<&ComponentExt> {
-        self.extensions.iter().find(|c| c.name.as_str() == name && c.kind == kind)
+    /// A component called `name`, of any kind (for "is a bolt, not a
+    /// spout" messages).
+    pub fn named(&self, name: &str) -> Option<&Descriptor> {
+        self.descriptors.iter().find(|d| d.name == name)
     }
 
-    /// The 1.2 description of the component called `name` of kind `kind`.
-    pub fn extension_12(&self, name: &str, kind: ComponentKind) -> Option<&ComponentExt12> {
-        self.extensions_12.iter().find(|c| c.name.as_str() == name && c.kind == kind)
+    /// The names of its components of kind `kind` (for "did you mean").
+    pub fn names(&self, kind: ComponentKind) -> impl Iterator<Item = &str> {
+        self.descriptors.iter().filter(move |d| d.kind == kind).map(|d| d.name.as_str())
+    }
+
+    /// True when it was built against contract 1.0 (it describes no config
+    /// keys, state handover or wake handles).
+    pub fn is_contract_1_0(&self) -> bool {
+        self.contract.starts_with("1.0.")
     }
 }
 
@@ -279,6 +288,7 @@ pub fn load_in_process<P: PluginSource>(alias: &str) -> Result<Library, LoadErro
         panic_strategy: root.panic_strategy(),
         extensions: root.extensions(),
         extensions_12: root.extensions_1_2(),
+        extensions_13: root.extensions_1_3(),
         mismatch_1_1: None,
     };
     read_root(alias, path, root, IN_PROCESS_DIGEST.to_owned())
@@ -325,31 +335,37 @@ fn read_root(alias: &str, path: &Path, root: Root, digest: String) -> Result<Lib
             );
         }
     }
-    let extensions = match root.extensions {
-        Some(extensions) => extensions().into_result().map_err(|e| LoadError::Catalogue {
-            alias: alias_s.clone(),
-            path: path_b.clone(),
-            detail: e.to_string(),
-        })?,
-        None => Default::default(),
+    let catalogue_error = |e: squall_plugin_api::PluginError| LoadError::Catalogue {
+        alias: alias_s.clone(),
+        path: path_b.clone(),
+        detail: e.to_string(),
     };
-    let extensions_12 = match root.extensions_12 {
-        Some(extensions) => extensions().into_result().map_err(|e| LoadError::Catalogue {
-            alias: alias_s.clone(),
-            path: path_b.clone(),
-            detail: e.to_string(),
-        })?,
-        None => Default::default(),
-    };
+    let extensions = call(root.extensions).map_err(catalogue_error)?;
+    let extensions_12 = call(root.extensions_12).map_err(catalogue_error)?;
+    let extensions_13 = call(root.extensions_13).map_err(catalogue_error)?;
     tracing::debug!(alias, path = %path.display(), plugin = %catalogue.plugin, version = %catalogue.version, "loaded plugin");
+    let descriptors = normalise(&Parts {
+        v1_0: &catalogue.components,
+        v1_1: &extensions,
+        v1_2: &extensions_12,
+        v1_3: &extensions_13,
+    });
     Ok(Library {
         alias: alias_s,
         path: path_b,
-        catalogue,
-        extensions: extensions.into_vec(),
-        extensions_12: extensions_12.into_vec(),
+        plugin: catalogue.plugin.to_string(),
+        version: catalogue.version.to_string(),
+        contract: catalogue.contract_version.to_string(),
+        descriptors,
         digest,
     })
+}
+
+/// Calls one of a root module's descriptor lists, if the library has it.
+fn call<T>(
+    list: Option<extern "C" fn() -> PResult<RVec<T>>>,
+) -> Result<RVec<T>, squall_plugin_api::PluginError> {
+    list.map_or_else(|| Ok(RVec::new()), |list| list().into_result())
 }
 
 /// Opens `path` for reading, refusing anything but a regular file before a
@@ -522,6 +538,8 @@ pub(super) struct Root {
     extensions: Option<extern "C" fn() -> PResult<RVec<ComponentExt>>>,
     /// Contract 1.2 and later.
     extensions_12: Option<extern "C" fn() -> PResult<RVec<ComponentExt12>>>,
+    /// Contract 1.3 and later.
+    extensions_13: Option<extern "C" fn() -> PResult<RVec<ComponentExt13>>>,
     /// Why the 1.1 root module did not match, when the library loads
     /// through its 1.0 descriptors.
     mismatch_1_1: Option<String>,
@@ -569,7 +587,8 @@ fn open_root(alias: &str, path: &Path, copy: &Path) -> Result<Root, LoadError> {
     // host's 1.1 root module. So check the newest shape first, then the 1.0
     // shape, which every 1.x library has; a library that fails both is
     // reported against the 1.0 shape, the one every squall plugin shares.
-    // The same holds between 1.1 and 1.2: newest shape, then 1.1, then 1.0.
+    // The same holds between the later minors: newest shape, then 1.2,
+    // then 1.1, then 1.0.
     if let Ok(root) = header.init_root_module::<PluginRoot_Ref>() {
         return Ok(Root {
             catalogue: root.catalogue(),
@@ -577,6 +596,18 @@ fn open_root(alias: &str, path: &Path, copy: &Path) -> Result<Root, LoadError> {
             panic_strategy: root.panic_strategy(),
             extensions: root.extensions(),
             extensions_12: root.extensions_1_2(),
+            extensions_13: root.extensions_1_3(),
+            mismatch_1_1: None,
+        });
+    }
+    if let Ok(root) = header.init_root_module::<v1_2_root::PluginRoot_Ref>() {
+        return Ok(Root {
+            catalogue: root.catalogue(),
+            attach_host: root.attach_host(),
+            panic_strategy: root.panic_strategy(),
+            extensions: root.extensions(),
+            extensions_12: root.extensions_1_2(),
+            extensions_13: None,
             mismatch_1_1: None,
         });
     }
@@ -587,6 +618,7 @@ fn open_root(alias: &str, path: &Path, copy: &Path) -> Result<Root, LoadError> {
             panic_strategy: root.panic_strategy(),
             extensions: root.extensions(),
             extensions_12: None,
+            extensions_13: None,
             mismatch_1_1: None,
         }),
         Err(newest) => match header.init_root_module::<v1_0::PluginRoot_Ref>() {
@@ -596,6 +628,7 @@ fn open_root(alias: &str, path: &Path, copy: &Path) -> Result<Root, LoadError> {
                 panic_strategy: None,
                 extensions: None,
                 extensions_12: None,
+                extensions_13: None,
                 mismatch_1_1: Some(condense(&newest)),
             }),
             Err(e) => Err(incompatible(e)),

@@ -15,6 +15,7 @@
 //! `RootModule::load_from*` cache.
 
 mod copy;
+pub mod descriptor;
 mod elf;
 mod error;
 mod loader;
@@ -22,11 +23,12 @@ pub mod object;
 pub mod services;
 
 pub use copy::{private_dir, remove_private_copies, try_remove_private_copies, PrivateCopies};
+pub use descriptor::Descriptor;
 pub use error::{escape_controls, LoadError};
 pub use loader::{
     load_in_process, load_library, load_library_in, load_library_with, Library, LoadOptions,
     ALLOW_WRITABLE_ENV, IN_PROCESS_DIGEST, IN_PROCESS_PATH,
 };
 pub use object::{
-    BoltObj, Constructor, Constructor12, ExtConstructor, Factory, Instance, SpoutObj,
+    BoltObj, Constructor, Constructor12, Constructor13, ExtConstructor, Factory, Instance, SpoutObj,
 };

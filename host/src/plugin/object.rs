@@ -7,9 +7,10 @@
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{ROption, RResult};
 use squall_plugin_api::abi::{
-    Bolt12Box, BoltBox, BoltExtBox, BoltOutput, BoltOutput_TO, ComponentBox, ComponentBox12,
-    ComponentExtBox, Output, Output_TO, PResult, Spout12Box, SpoutBox, SpoutExtBox, SpoutOutput,
-    SpoutOutput_TO, State, StoreDelta, TaskContext, TaskExt, WakerBox, WindowView,
+    Bolt12Box, Bolt13Box, BoltBox, BoltExtBox, BoltOutput, BoltOutput_TO, ComponentBox,
+    ComponentBox12, ComponentBox13, ComponentExtBox, CoordinatorBox, Output, Output_TO, PResult,
+    Spout12Box, Spout13Box, SpoutBox, SpoutExtBox, SpoutOutput, SpoutOutput_TO, State, StoreDelta,
+    TaskContext, TaskExt, WakerBox, WindowView,
 };
 use squall_plugin_api::{ErrorKind, MessageId, PluginError, Tuple};
 
@@ -23,6 +24,9 @@ pub type ExtConstructor =
 /// A 1.2 constructor (see [`squall_plugin_api::abi::ComponentExt12::new`]).
 pub type Constructor12 = extern "C" fn(abi_stable::std_types::RStr<'_>) -> PResult<ComponentBox12>;
 
+/// A 1.3 constructor (see [`squall_plugin_api::abi::ComponentExt13::new`]).
+pub type Constructor13 = extern "C" fn(abi_stable::std_types::RStr<'_>) -> PResult<ComponentBox13>;
+
 /// How a component's instances are built.
 #[derive(Debug, Clone, Copy)]
 pub enum Factory {
@@ -32,18 +36,32 @@ pub enum Factory {
     Ext(ExtConstructor),
     /// Through the 1.2 descriptor.
     V12(Constructor12),
+    /// Through the 1.3 descriptor.
+    V13(Constructor13),
 }
 
-/// A freshly built spout or bolt.
-#[derive(Debug)]
+/// A freshly built spout, bolt or coordinator.
 pub enum Instance {
     /// A spout.
     Spout(SpoutObj),
     /// A bolt.
     Bolt(BoltObj),
-    /// Something else (a wait strategy or a grouping where a spout or bolt
-    /// was expected).
+    /// A group coordinator (contract 1.3).
+    Coordinator(CoordinatorBox),
+    /// Something else (a wait strategy, a grouping or a state backend where
+    /// a spout or bolt was expected).
     Other,
+}
+
+impl std::fmt::Debug for Instance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Instance::Spout(s) => s.fmt(f),
+            Instance::Bolt(b) => b.fmt(f),
+            Instance::Coordinator(_) => f.write_str("Instance::Coordinator"),
+            Instance::Other => f.write_str("Instance::Other"),
+        }
+    }
 }
 
 impl Factory {
@@ -68,6 +86,11 @@ impl Factory {
                 ComponentBox12::Bolt(b) => Instance::Bolt(BoltObj::V12(b)),
                 ComponentBox12::StateBackend(_) => Instance::Other,
             }),
+            Factory::V13(new) => new(config.into()).into_result().map(|built| match built {
+                ComponentBox13::Spout(s) => Instance::Spout(SpoutObj::V13(s)),
+                ComponentBox13::Bolt(b) => Instance::Bolt(BoltObj::V13(b)),
+                ComponentBox13::Coordinator(c) => Instance::Coordinator(c),
+            }),
         }
     }
 }
@@ -87,6 +110,8 @@ pub enum SpoutObj {
     Ext(SpoutExtBox),
     /// Built through contract 1.2.
     V12(Spout12Box),
+    /// Built through contract 1.3.
+    V13(Spout13Box),
 }
 
 impl std::fmt::Debug for SpoutObj {
@@ -94,7 +119,8 @@ impl std::fmt::Debug for SpoutObj {
         f.write_str(match self {
             SpoutObj::V1(_) => "SpoutObj::V1",
             SpoutObj::Ext(_) => "SpoutObj::Ext",
-            SpoutObj::V12(_) => "SpoutObj::Ext",
+            SpoutObj::V12(_) => "SpoutObj::V12",
+            SpoutObj::V13(_) => "SpoutObj::V13",
         })
     }
 }
@@ -111,6 +137,7 @@ impl SpoutObj {
             SpoutObj::V1(s) => s.open(context).map(|()| false),
             SpoutObj::Ext(s) => s.open(context, ext, waker.clone()),
             SpoutObj::V12(s) => s.open(context, ext, waker.clone()),
+            SpoutObj::V13(s) => s.open(context, ext, waker.clone()),
         }
     }
 
@@ -120,6 +147,7 @@ impl SpoutObj {
             SpoutObj::V1(s) => s.activate(),
             SpoutObj::Ext(s) => s.activate(),
             SpoutObj::V12(s) => s.activate(),
+            SpoutObj::V13(s) => s.activate(),
         }
     }
 
@@ -129,6 +157,7 @@ impl SpoutObj {
             SpoutObj::V1(s) => s.deactivate(),
             SpoutObj::Ext(s) => s.deactivate(),
             SpoutObj::V12(s) => s.deactivate(),
+            SpoutObj::V13(s) => s.deactivate(),
         }
     }
 
@@ -140,7 +169,23 @@ impl SpoutObj {
             SpoutObj::V1(s) => s.next_tuple(Output_TO::from_ptr(output, TD_Opaque)),
             SpoutObj::Ext(s) => s.next_tuple(SpoutOutput_TO::from_ptr(output, TD_Opaque)),
             SpoutObj::V12(s) => s.next_tuple(SpoutOutput_TO::from_ptr(output, TD_Opaque)),
+            SpoutObj::V13(s) => s.next_tuple(SpoutOutput_TO::from_ptr(output, TD_Opaque)),
         }
+    }
+
+    /// `next_batch` (contract 1.3 spouts), emitting up to `max` tuples;
+    /// `next_tuple` for the others.
+    #[inline]
+    pub fn next_batch<O: Output + SpoutOutput>(&mut self, max: u32, output: &mut O) -> PResult<()> {
+        match self {
+            SpoutObj::V13(s) => s.next_batch(max, SpoutOutput_TO::from_ptr(output, TD_Opaque)),
+            _ => self.next_tuple(output),
+        }
+    }
+
+    /// True when it fills a batch per call (contract 1.3).
+    pub fn batches(&self) -> bool {
+        matches!(self, SpoutObj::V13(_))
     }
 
     /// `ack`.
@@ -150,6 +195,7 @@ impl SpoutObj {
             SpoutObj::V1(s) => s.ack(id),
             SpoutObj::Ext(s) => s.ack(id),
             SpoutObj::V12(s) => s.ack(id),
+            SpoutObj::V13(s) => s.ack(id),
         }
     }
 
@@ -159,6 +205,7 @@ impl SpoutObj {
             SpoutObj::V1(s) => s.fail(id),
             SpoutObj::Ext(s) => s.fail(id),
             SpoutObj::V12(s) => s.fail(id),
+            SpoutObj::V13(s) => s.fail(id),
         }
     }
 
@@ -168,6 +215,7 @@ impl SpoutObj {
             SpoutObj::V1(s) => s.close(),
             SpoutObj::Ext(s) => s.close(),
             SpoutObj::V12(s) => s.close(),
+            SpoutObj::V13(s) => s.close(),
         }
     }
 
@@ -177,12 +225,13 @@ impl SpoutObj {
             SpoutObj::V1(_) => RResult::ROk(ROption::RNone),
             SpoutObj::Ext(s) => s.save_state(),
             SpoutObj::V12(s) => s.save_state(),
+            SpoutObj::V13(s) => s.save_state(),
         }
     }
 
     /// True when it can take over state (built against contract 1.1).
     pub fn takes_state(&self) -> bool {
-        matches!(self, SpoutObj::Ext(_) | SpoutObj::V12(_))
+        matches!(self, SpoutObj::Ext(_) | SpoutObj::V12(_) | SpoutObj::V13(_))
     }
 
     /// Takes over a predecessor's state (a 1.0 spout refuses any).
@@ -191,6 +240,7 @@ impl SpoutObj {
             SpoutObj::V1(_) => no_state(&state),
             SpoutObj::Ext(s) => s.restore_state(state),
             SpoutObj::V12(s) => s.restore_state(state),
+            SpoutObj::V13(s) => s.restore_state(state),
         }
     }
 }
@@ -201,6 +251,7 @@ impl SpoutObj {
     pub fn checkpoint(&mut self, checkpoint: u64) -> PResult<ROption<State>> {
         match self {
             SpoutObj::V12(s) => s.checkpoint(checkpoint),
+            SpoutObj::V13(s) => s.checkpoint(checkpoint),
             _ => RResult::ROk(ROption::RNone),
         }
     }
@@ -209,6 +260,7 @@ impl SpoutObj {
     pub fn committed(&mut self, checkpoint: u64) -> PResult<()> {
         match self {
             SpoutObj::V12(s) => s.committed(checkpoint),
+            SpoutObj::V13(s) => s.committed(checkpoint),
             _ => RResult::ROk(()),
         }
     }
@@ -217,6 +269,7 @@ impl SpoutObj {
     pub fn restore_checkpoint(&mut self, position: State) -> PResult<()> {
         match self {
             SpoutObj::V12(s) => s.restore_checkpoint(position),
+            SpoutObj::V13(s) => s.restore_checkpoint(position),
             _ => RResult::RErr(PluginError::new(
                 ErrorKind::RUNTIME,
                 "built before contract 1.2, it keeps no checkpoint position",
@@ -233,6 +286,8 @@ pub enum BoltObj {
     Ext(BoltExtBox),
     /// Built through contract 1.2.
     V12(Bolt12Box),
+    /// Built through contract 1.3.
+    V13(Bolt13Box),
 }
 
 impl std::fmt::Debug for BoltObj {
@@ -241,6 +296,7 @@ impl std::fmt::Debug for BoltObj {
             BoltObj::V1(_) => "BoltObj::V1",
             BoltObj::Ext(_) => "BoltObj::Ext",
             BoltObj::V12(_) => "BoltObj::V12",
+            BoltObj::V13(_) => "BoltObj::V13",
         })
     }
 }
@@ -252,6 +308,7 @@ impl BoltObj {
             BoltObj::V1(b) => b.prepare(context),
             BoltObj::Ext(b) => b.prepare(context, ext),
             BoltObj::V12(b) => b.prepare(context, ext),
+            BoltObj::V13(b) => b.prepare(context, ext),
         }
     }
 
@@ -268,7 +325,36 @@ impl BoltObj {
             BoltObj::V1(b) => b.execute(input, Output_TO::from_ptr(output, TD_Opaque)),
             BoltObj::Ext(b) => b.execute(input, Output_TO::from_ptr(output, TD_Opaque)),
             BoltObj::V12(b) => b.execute(input, BoltOutput_TO::from_ptr(output, TD_Opaque)),
+            BoltObj::V13(b) => b.execute(input, BoltOutput_TO::from_ptr(output, TD_Opaque)),
         }
+    }
+
+    /// `execute_batch` (contract 1.3 bolts): a run of inputs in one call;
+    /// `taken` tells how far it got (see
+    /// [`DynBolt13::execute_batch`](squall_plugin_api::abi::DynBolt13::execute_batch)).
+    /// A bolt built through an earlier contract refuses the call: the
+    /// executor calls it once per tuple.
+    #[inline]
+    pub fn execute_batch<O: Output + BoltOutput>(
+        &mut self,
+        inputs: &[Tuple<'_>],
+        output: &mut O,
+        taken: &mut u32,
+    ) -> PResult<()> {
+        match self {
+            BoltObj::V13(b) => {
+                b.execute_batch(inputs.into(), BoltOutput_TO::from_ptr(output, TD_Opaque), taken)
+            }
+            _ => RResult::RErr(PluginError::new(
+                ErrorKind::RUNTIME,
+                "built before contract 1.3, it takes one tuple per call",
+            )),
+        }
+    }
+
+    /// True when it takes a run of inputs per call (contract 1.3).
+    pub fn batches(&self) -> bool {
+        matches!(self, BoltObj::V13(_))
     }
 
     /// `cleanup`.
@@ -277,6 +363,7 @@ impl BoltObj {
             BoltObj::V1(b) => b.cleanup(),
             BoltObj::Ext(b) => b.cleanup(),
             BoltObj::V12(b) => b.cleanup(),
+            BoltObj::V13(b) => b.cleanup(),
         }
     }
 
@@ -293,6 +380,7 @@ impl BoltObj {
             )),
             BoltObj::Ext(b) => b.execute_window(window, Output_TO::from_ptr(output, TD_Opaque)),
             BoltObj::V12(b) => b.execute_window(window, BoltOutput_TO::from_ptr(output, TD_Opaque)),
+            BoltObj::V13(b) => b.execute_window(window, BoltOutput_TO::from_ptr(output, TD_Opaque)),
         }
     }
 
@@ -302,12 +390,13 @@ impl BoltObj {
             BoltObj::V1(_) => RResult::ROk(ROption::RNone),
             BoltObj::Ext(b) => b.save_state(),
             BoltObj::V12(b) => b.save_state(),
+            BoltObj::V13(b) => b.save_state(),
         }
     }
 
     /// True when it can take over state (built against contract 1.1).
     pub fn takes_state(&self) -> bool {
-        matches!(self, BoltObj::Ext(_) | BoltObj::V12(_))
+        matches!(self, BoltObj::Ext(_) | BoltObj::V12(_) | BoltObj::V13(_))
     }
 
     /// Takes over a predecessor's state (a 1.0 bolt refuses any).
@@ -316,6 +405,7 @@ impl BoltObj {
             BoltObj::V1(_) => no_state(&state),
             BoltObj::Ext(b) => b.restore_state(state),
             BoltObj::V12(b) => b.restore_state(state),
+            BoltObj::V13(b) => b.restore_state(state),
         }
     }
 }
@@ -329,6 +419,7 @@ impl BoltObj {
     ) -> PResult<abi_stable::std_types::RVec<StoreDelta>> {
         match self {
             BoltObj::V12(b) => b.checkpoint(checkpoint),
+            BoltObj::V13(b) => b.checkpoint(checkpoint),
             _ => RResult::ROk(abi_stable::std_types::RVec::new()),
         }
     }
@@ -337,6 +428,7 @@ impl BoltObj {
     pub fn committed(&mut self, checkpoint: u64) -> PResult<()> {
         match self {
             BoltObj::V12(b) => b.committed(checkpoint),
+            BoltObj::V13(b) => b.committed(checkpoint),
             _ => RResult::ROk(()),
         }
     }
@@ -348,6 +440,7 @@ impl BoltObj {
     ) -> PResult<()> {
         match self {
             BoltObj::V12(b) => b.restore_stores(stores),
+            BoltObj::V13(b) => b.restore_stores(stores),
             _ if stores.is_empty() => RResult::ROk(()),
             _ => RResult::RErr(PluginError::new(
                 ErrorKind::RUNTIME,

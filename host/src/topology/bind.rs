@@ -10,8 +10,7 @@
 
 use std::collections::HashMap;
 
-use abi_stable::std_types::RString;
-use squall_plugin_api::abi::{ComponentDescriptor, ComponentExt, ComponentExt12, ComponentKind};
+use squall_plugin_api::abi::ComponentKind;
 use squall_plugin_api::{StreamDecl, DEFAULT_STREAM};
 
 use super::grouping::CustomGrouping;
@@ -25,7 +24,7 @@ use crate::config::{
 
 /// The stream a windowed bolt sends its late tuples on (event time).
 pub const LATE_STREAM: &str = "late";
-use crate::plugin::{load_library_with, Factory, Library, LoadError, LoadOptions};
+use crate::plugin::{load_library_with, Descriptor, Factory, Library, LoadError, LoadOptions};
 
 /// Why a topology could not be bound.
 #[derive(Debug, thiserror::Error)]
@@ -150,16 +149,13 @@ impl<'a> Binder<'a> {
             let (loc, parallelism) = (*loc, *parallelism);
             let wanted =
                 if kind == Kind::Spout { ComponentKind::SPOUT } else { ComponentKind::BOLT };
-            let Some((descriptor, ext)) = self.resolve_any(reference, wanted) else { continue };
+            let Some(descriptor) = self.resolve(reference, wanted) else { continue };
             // A config whose keys are wrong is reported there, not again
             // when the component refuses it while declaring its outputs.
             let errors = self.diags.items.len();
-            if let Some(ext) = ext {
-                self.check_config_keys(ext, reference, loc, keys);
-            }
+            self.check_config_keys(descriptor, reference, loc, keys);
             let keys_ok = self.diags.items.len() == errors;
-            let Some(declared) =
-                self.outputs(descriptor, ext, component_config, reference, keys_ok)
+            let Some(declared) = self.outputs(descriptor, component_config, reference, keys_ok)
             else {
                 continue;
             };
@@ -170,30 +166,7 @@ impl<'a> Binder<'a> {
                 .into_iter()
                 .map(|decl| OutputStream { decl, subscribers: Vec::new() })
                 .collect();
-            let v12 = self
-                .libraries
-                .get(&reference.alias)
-                .and_then(|lib| lib.extension_12(&reference.component, wanted));
-            let factory = match (v12, ext.and_then(|e| e.new.into_option()), descriptor) {
-                (Some(v12), _, _) => Factory::V12(v12.new),
-                (None, Some(new), _) => Factory::Ext(new),
-                (None, None, Some(d)) => Factory::V1(d.new),
-                (None, None, None) => continue, // `resolve_any` returns one or the other
-            };
-            if let Some(v12) = v12 {
-                self.check_emits(v12, &outputs, (kind, name), reference, loc);
-            }
-            let close_budget = v12
-                .filter(|e| e.close_budget_ms > 0)
-                .map(|e| std::time::Duration::from_millis(e.close_budget_ms));
-            let checkpoints = kind == Kind::Spout && v12.is_some_and(|e| e.durable);
-            let needs_ticks = v12
-                .filter(|e| kind == Kind::Bolt && e.ticks_ms > 0)
-                .map(|e| std::time::Duration::from_millis(e.ticks_ms));
-            let windowed = ext.is_some_and(|e| e.windowed);
-            let input_fields = ext
-                .map(|e| e.input_fields.iter().map(|f| f.to_string()).collect())
-                .unwrap_or_default();
+            self.check_emits(descriptor, &outputs, (kind, name), reference, loc);
             let default_stream = outputs
                 .iter()
                 .position(|s| s.decl.name.as_str() == DEFAULT_STREAM)
@@ -204,17 +177,16 @@ impl<'a> Binder<'a> {
                 kind,
                 reference: format!("{}::{}", reference.alias, reference.component),
                 loc,
-                factory,
-                input_fields,
+                factory: descriptor.factory,
+                input_fields: descriptor.input_fields.clone(),
                 config: component_config.clone(),
                 tasks,
                 retired: Vec::new(),
                 outputs,
                 default_stream,
-                auto_ack: ext
-                    .map_or_else(|| descriptor.is_some_and(|d| d.auto_ack), |e| e.auto_ack),
-                windowed,
-                ids_survive_swap: ext.is_some_and(|e| e.ids_survive_swap),
+                auto_ack: descriptor.auto_ack,
+                windowed: descriptor.windowed,
+                ids_survive_swap: descriptor.ids_survive_swap,
                 window: None,
                 inputs: Vec::new(),
                 tick_tuple_freq_secs: None,
@@ -222,9 +194,9 @@ impl<'a> Binder<'a> {
                 max_spout_pending: None,
                 wait,
                 outdated: false,
-                close_budget,
-                needs_ticks,
-                checkpoints,
+                close_budget: descriptor.close_budget,
+                needs_ticks: descriptor.ticks,
+                checkpoints: kind == Kind::Spout && descriptor.durable,
             });
         }
         for spout in &config.spouts {
@@ -271,7 +243,7 @@ impl<'a> Binder<'a> {
     /// emit on the missing one would be refused at run time.
     fn check_emits(
         &mut self,
-        v12: &ComponentExt12,
+        descriptor: &Descriptor,
         outputs: &[OutputStream],
         (kind, name): (Kind, &str),
         reference: &ComponentRef,
@@ -279,7 +251,7 @@ impl<'a> Binder<'a> {
     ) {
         let declared = |s: &str| outputs.iter().any(|o| o.decl.name.as_str() == s);
         let missing: Vec<&str> =
-            v12.emits.iter().map(RString::as_str).filter(|s| !declared(s)).collect();
+            descriptor.emits.iter().map(String::as_str).filter(|s| !declared(s)).collect();
         if missing.is_empty() {
             return;
         }
@@ -348,17 +320,10 @@ impl<'a> Binder<'a> {
             BackendDecl::Plugin(reference) => {
                 let kind = ComponentKind::STATE_BACKEND;
                 let library = self.libraries.get(&reference.alias)?;
-                let (Some(ext), Some(v12)) = (
-                    library.extension(&reference.component, kind),
-                    library.extension_12(&reference.component, kind),
-                ) else {
-                    let names: Vec<&str> = library
-                        .extensions_12
-                        .iter()
-                        .filter(|c| c.kind == kind)
-                        .map(|c| c.name.as_str())
-                        .collect();
-                    let help = suggest(&reference.component, names.iter().copied())
+                let Some((descriptor, Factory::V12(new))) =
+                    library.descriptor(&reference.component, kind).map(|d| (d, d.factory))
+                else {
+                    let help = suggest(&reference.component, library.names(kind))
                         .map(|s| format!("did you mean \"{}::{s}\"?", reference.alias));
                     let message = format!(
                         "unknown state backend \"{}::{}\": plugin \"{}\" exports no state \
@@ -368,10 +333,10 @@ impl<'a> Binder<'a> {
                     self.error(reference.loc, message, help);
                     return None;
                 };
-                self.check_config_keys(ext, reference, decl.loc, &decl.config_keys);
+                self.check_config_keys(descriptor, reference, decl.loc, &decl.config_keys);
                 super::BackendPlan::Plugin {
                     reference: format!("{}::{}", reference.alias, reference.component),
-                    new: v12.new,
+                    new,
                     config: decl.config.clone(),
                 }
             }
@@ -383,27 +348,24 @@ impl<'a> Binder<'a> {
         })
     }
 
-    /// The 1.1 description of a resolved component, when its library has one.
-    fn extension(&self, reference: &ComponentRef, kind: ComponentKind) -> Option<&'a ComponentExt> {
+    /// The descriptor of `alias::Component` of kind `kind`, if it exists.
+    fn descriptor(&self, reference: &ComponentRef, kind: ComponentKind) -> Option<&'a Descriptor> {
         let libraries = self.libraries;
-        libraries.get(&reference.alias)?.extension(&reference.component, kind)
+        libraries.get(&reference.alias)?.descriptor(&reference.component, kind)
     }
 
-    /// The component's output streams: from its config when it is a 1.1
-    /// component (outputs may depend on config), else as its 1.0 descriptor
-    /// declares them. `None` when the component refused its config, which
-    /// is reported unless `report` is false (its keys were reported wrong).
+    /// The component's output streams for its config. `None` when the
+    /// component refused its config, which is reported unless `report` is
+    /// false (its keys were reported wrong).
     fn outputs(
         &mut self,
-        descriptor: Option<&ComponentDescriptor>,
-        ext: Option<&ComponentExt>,
+        descriptor: &Descriptor,
         config: &str,
         reference: &ComponentRef,
         report: bool,
     ) -> Option<Vec<StreamDecl>> {
-        let Some(ext) = ext else { return descriptor.map(|d| d.outputs.to_vec()) };
-        match (ext.declare_outputs)(config.into()).into_result() {
-            Ok(outputs) => Some(outputs.into_vec()),
+        match descriptor.outputs(config) {
+            Ok(outputs) => Some(outputs),
             Err(_) if !report => None,
             Err(e) => {
                 let message = format!(
@@ -422,18 +384,16 @@ impl<'a> Binder<'a> {
     /// before any constructor runs.
     fn check_config_keys(
         &mut self,
-        ext: &ComponentExt,
+        descriptor: &Descriptor,
         reference: &ComponentRef,
         component_loc: Loc,
         written: &[ConfigKeyLoc],
     ) {
-        if !ext.declares_config {
-            return;
-        }
+        let Some(config_keys) = &descriptor.config_keys else { return };
         let component = format!("{}::{}", reference.alias, reference.component);
-        let declared = || ext.config_keys.iter().map(|k| k.name.as_str());
+        let declared = || config_keys.iter().map(|k| k.name.as_str());
         for key in written {
-            let Some(decl) = ext.config_keys.iter().find(|k| k.name.as_str() == key.name) else {
+            let Some(decl) = config_keys.iter().find(|k| k.name.as_str() == key.name) else {
                 let help = suggest(&key.name, declared()).map(|s| format!("did you mean \"{s}\"?"));
                 let known: Vec<&str> = declared().collect();
                 let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
@@ -456,7 +416,7 @@ impl<'a> Binder<'a> {
                 self.error(key.loc, message, Some(decl.doc.to_string()).filter(|d| !d.is_empty()));
             }
         }
-        for decl in ext.config_keys.iter().filter(|k| k.required) {
+        for decl in config_keys.iter().filter(|k| k.required) {
             if !written.iter().any(|k| k.name == decl.name.as_str()) {
                 let message =
                     format!("{component} needs config key \"{}\" ({})", decl.name, decl.kind);
@@ -469,12 +429,10 @@ impl<'a> Binder<'a> {
     /// A 1.1 bolt's checks of what it is subscribed to: the input fields it
     /// declared, then its own `check_inputs`.
     fn check_inputs(&mut self, components: &[Component], to: usize, reference: &ComponentRef) {
-        let Some(ext) = self.extension(reference, ComponentKind::BOLT) else { return };
+        let Some(descriptor) = self.descriptor(reference, ComponentKind::BOLT) else { return };
         let bolt = &components[to];
         let inputs = super::input_decls(components, bolt);
-        if let Err(e) =
-            (ext.check_inputs)(bolt.config.as_str().into(), inputs.as_slice().into()).into_result()
-        {
+        if let Err(e) = descriptor.check_inputs(&bolt.config, &inputs) {
             let message = format!(
                 "bolt \"{}\" ({}) refuses its inputs: {}",
                 bolt.name, bolt.reference, e.message
@@ -511,44 +469,29 @@ impl<'a> Binder<'a> {
         self.diags.push_at(&self.config.sources, loc, message, help);
     }
 
-    /// Finds `alias::Component` as a 1.0 descriptor, a 1.1 description, or
-    /// both; a component that exists only in contract 1.1 (a windowed bolt)
-    /// has no 1.0 descriptor. Reports it as [`Binder::resolve`] does when
-    /// neither exists.
-    #[allow(clippy::type_complexity)]
-    fn resolve_any(
-        &mut self,
-        reference: &ComponentRef,
-        wanted: ComponentKind,
-    ) -> Option<(Option<&'a ComponentDescriptor>, Option<&'a ComponentExt>)> {
-        if let Some(ext) = self.extension(reference, wanted) {
-            let libraries = self.libraries;
-            let descriptor = libraries.get(&reference.alias)?.component(&reference.component);
-            return Some((descriptor.filter(|d| d.kind == wanted), Some(ext)));
-        }
-        self.resolve(reference, wanted).map(|d| (Some(d), None))
-    }
-
     /// Finds `alias::Component` in its library and checks its kind.
     fn resolve(
         &mut self,
         reference: &ComponentRef,
         wanted: ComponentKind,
-    ) -> Option<&'a ComponentDescriptor> {
+    ) -> Option<&'a Descriptor> {
         let libraries = self.libraries;
         let library = libraries.get(&reference.alias)?; // unknown aliases were reported by config
-        let Some(descriptor) = library.component(&reference.component) else {
-            let candidates: Vec<&str> = library
-                .catalogue
-                .components
-                .iter()
-                .filter(|c| c.kind == wanted)
-                .map(|c| c.name.as_str())
-                .collect();
-            let help = suggest(&reference.component, candidates.iter().copied())
-                .map(|s| format!("did you mean \"{}::{s}\"?", reference.alias));
-            self.error(
-                reference.loc,
+        if let Some(descriptor) = library.descriptor(&reference.component, wanted) {
+            return Some(descriptor);
+        }
+        let (message, help) = match library.named(&reference.component) {
+            Some(other) => (
+                format!(
+                    "\"{}::{}\" is a {}, not a {}",
+                    reference.alias,
+                    reference.component,
+                    other.kind.name(),
+                    wanted.name()
+                ),
+                None,
+            ),
+            None => (
                 format!(
                     "unknown component \"{}::{}\": plugin \"{}\" exports no {} of that name",
                     reference.alias,
@@ -556,25 +499,12 @@ impl<'a> Binder<'a> {
                     reference.alias,
                     wanted.name()
                 ),
-                help,
-            );
-            return None;
+                suggest(&reference.component, library.names(wanted))
+                    .map(|s| format!("did you mean \"{}::{s}\"?", reference.alias)),
+            ),
         };
-        if descriptor.kind != wanted {
-            self.error(
-                reference.loc,
-                format!(
-                    "\"{}::{}\" is a {}, not a {}",
-                    reference.alias,
-                    reference.component,
-                    descriptor.kind.name(),
-                    wanted.name()
-                ),
-                None,
-            );
-            return None;
-        }
-        Some(descriptor)
+        self.error(reference.loc, message, help);
+        None
     }
 
     fn wait_plans(&mut self, overrides: &WaitOverrides) -> [WaitPlan; 3] {
@@ -590,15 +520,14 @@ impl<'a> Binder<'a> {
 
     fn wait_plan(&mut self, spec: WaitSpec) -> WaitPlan {
         if let WaitSpec::Plugin { component, config, keys } = &spec {
-            if let Some(d) = self.resolve(component, ComponentKind::WAIT_STRATEGY) {
+            let resolved = self.resolve(component, ComponentKind::WAIT_STRATEGY);
+            if let Some((d, Factory::V1(new))) = resolved.map(|d| (d, d.factory)) {
                 // A table shared by several components is checked once per
                 // component; `bind` drops the repeated diagnostics.
-                if let Some(ext) = self.extension(component, ComponentKind::WAIT_STRATEGY) {
-                    self.check_config_keys(ext, component, component.loc, keys);
-                }
+                self.check_config_keys(d, component, component.loc, keys);
                 return WaitPlan::Plugin {
                     name: format!("{}::{}", component.alias, component.component),
-                    new: d.new,
+                    new,
                     config: config.clone(),
                     loc: component.loc,
                 };
@@ -777,8 +706,9 @@ impl<'a> Binder<'a> {
             GroupingSpec::LocalOrShuffle => Grouping::LocalOrShuffle,
             GroupingSpec::None => Grouping::None,
             GroupingSpec::Custom { component, config, config_keys } => {
-                let ext = self.extension(component, ComponentKind::GROUPING);
-                let Some(new) = ext.and_then(|e| e.new.into_option()) else {
+                let descriptor = self.descriptor(component, ComponentKind::GROUPING);
+                let Some((descriptor, Factory::Ext(new))) = descriptor.map(|d| (d, d.factory))
+                else {
                     let message = format!(
                         "unknown grouping \"{}::{}\": plugin \"{}\" exports no custom grouping of that name",
                         component.alias, component.component, component.alias
@@ -786,9 +716,7 @@ impl<'a> Binder<'a> {
                     self.error(component.loc, message, None);
                     return None;
                 };
-                if let Some(ext) = ext {
-                    self.check_config_keys(ext, component, component.loc, config_keys);
-                }
+                self.check_config_keys(descriptor, component, component.loc, config_keys);
                 Grouping::Custom(std::sync::Arc::new(CustomGrouping {
                     name: format!("{}::{}", component.alias, component.component),
                     new,

@@ -26,7 +26,7 @@ fn millis(budget: Option<std::time::Duration>) -> u64 {
 }
 
 /// A 1.2 spout: the 1.1 adapter's calls, then the checkpoint ones.
-pub(crate) struct Spout12Adapter<S>(SpoutExtAdapter<S>);
+pub(crate) struct Spout12Adapter<S>(pub(crate) SpoutExtAdapter<S>);
 
 impl<S: Spout> DynSpout12 for Spout12Adapter<S> {
     fn open(&mut self, context: &TaskContext, ext: &TaskExt, waker: WakerBox) -> PResult<bool> {
@@ -83,7 +83,7 @@ impl<S: Spout> DynSpout12 for Spout12Adapter<S> {
 
 /// A 1.2 bolt: the 1.1 adapter's calls, its stores in `save_state` and
 /// `restore_state`, then the checkpoint ones.
-pub(crate) struct Bolt12Adapter<B>(BoltExtAdapter<B>);
+pub(crate) struct Bolt12Adapter<B>(pub(crate) BoltExtAdapter<B>);
 
 impl<B: AnyBolt> DynBolt12 for Bolt12Adapter<B> {
     fn prepare(&mut self, context: &TaskContext, ext: &TaskExt) -> PResult<()> {

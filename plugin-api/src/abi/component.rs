@@ -33,6 +33,8 @@ impl ComponentKind {
     pub const GROUPING: Self = Self(3);
     /// Contract 1.2: where a topology's checkpoints are committed.
     pub const STATE_BACKEND: Self = Self(4);
+    /// Contract 1.3: decides which of a group's partitions a host runs.
+    pub const COORDINATOR: Self = Self(5);
 
     /// The kind's name as the catalogue prints it.
     pub fn name(self) -> &'static str {
@@ -42,6 +44,7 @@ impl ComponentKind {
             Self::WAIT_STRATEGY => "wait_strategy",
             Self::STATE_BACKEND => "state_backend",
             Self::GROUPING => "grouping",
+            Self::COORDINATOR => "coordinator",
             _ => "unknown",
         }
     }
@@ -108,6 +111,7 @@ pub struct CatalogueBuilder {
     catalogue: Catalogue,
     extensions: RVec<super::ComponentExt>,
     extensions_12: RVec<super::ComponentExt12>,
+    extensions_13: RVec<super::ComponentExt13>,
 }
 
 impl CatalogueBuilder {
@@ -122,6 +126,7 @@ impl CatalogueBuilder {
             },
             extensions: RVec::new(),
             extensions_12: RVec::new(),
+            extensions_13: RVec::new(),
         }
     }
 
@@ -131,6 +136,7 @@ impl CatalogueBuilder {
         S::declare_outputs(&mut outputs);
         self.extensions.push(super::ext_adapt::spout_ext::<S>());
         self.extensions_12.push(super::adapt_1_2::spout_12::<S>());
+        self.extensions_13.push(super::adapt_1_3::spout_13::<S>());
         self.push(ComponentKind::SPOUT, S::NAME, S::DESCRIPTION, outputs, false, new_spout::<S>)
     }
 
@@ -140,6 +146,7 @@ impl CatalogueBuilder {
         B::declare_outputs(&mut outputs);
         self.extensions.push(super::ext_adapt::bolt_ext::<B>());
         self.extensions_12.push(super::adapt_1_2::bolt_12::<B>());
+        self.extensions_13.push(super::adapt_1_3::bolt_13::<B>());
         self.push(ComponentKind::BOLT, B::NAME, B::DESCRIPTION, outputs, false, new_bolt::<B>)
     }
 
@@ -149,6 +156,7 @@ impl CatalogueBuilder {
         B::declare_outputs(&mut outputs);
         self.extensions.push(super::ext_adapt::basic_bolt_ext::<B>());
         self.extensions_12.push(super::adapt_1_2::basic_bolt_12::<B>());
+        self.extensions_13.push(super::adapt_1_3::basic_bolt_13::<B>());
         self.push(ComponentKind::BOLT, B::NAME, B::DESCRIPTION, outputs, true, new_basic_bolt::<B>)
     }
 
@@ -201,6 +209,15 @@ impl CatalogueBuilder {
         self
     }
 
+    /// Adds a group coordinator (contract 1.3: it has no earlier descriptor
+    /// but its 1.1 one, for its config keys).
+    pub fn coordinator<C: crate::Coordinator>(&mut self) -> &mut Self {
+        let (v13, ext) = super::adapt_1_3::coordinator_13::<C>();
+        self.extensions.push(ext);
+        self.extensions_13.push(v13);
+        self
+    }
+
     /// Adds a custom grouping (contract 1.1: it has no 1.0 descriptor).
     pub fn grouping<G: crate::Grouping>(&mut self) -> &mut Self {
         self.extensions.push(super::ext_adapt::grouping_ext::<G>());
@@ -220,6 +237,12 @@ impl CatalogueBuilder {
     /// The finished 1.2 descriptors (wait strategies and groupings have none).
     pub fn build_extensions_12(self) -> RVec<super::ComponentExt12> {
         self.extensions_12
+    }
+
+    /// The finished 1.3 descriptors (spouts, bolts other than windowed
+    /// ones, and coordinators).
+    pub fn build_extensions_13(self) -> RVec<super::ComponentExt13> {
+        self.extensions_13
     }
 }
 

@@ -95,6 +95,14 @@ impl<S: Spout> DynSpoutExt for SpoutExtAdapter<S> {
 pub(crate) trait AnyBolt: Send + 'static {
     fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()>;
     fn execute(&mut self, input: &Tuple<'_>, output: BoltOut<'_>) -> crate::Result<()>;
+    /// Contract 1.3: a run of inputs in one call.
+    fn execute_batch(
+        &mut self,
+        _inputs: &mut crate::Inputs<'_, '_>,
+        _output: BoltOut<'_>,
+    ) -> crate::Result<()> {
+        Err("a windowed bolt takes windows, not batches of tuples".into())
+    }
     fn cleanup(&mut self);
     fn execute_window(
         &mut self,
@@ -156,6 +164,13 @@ impl<B: Bolt> AnyBolt for Rich<B> {
     fn execute(&mut self, input: &Tuple<'_>, output: BoltOut<'_>) -> crate::Result<()> {
         self.0.execute(input, &mut BoltCollector::from_out(output))
     }
+    fn execute_batch(
+        &mut self,
+        inputs: &mut crate::Inputs<'_, '_>,
+        output: BoltOut<'_>,
+    ) -> crate::Result<()> {
+        self.0.execute_batch(inputs, &mut BoltCollector::from_out(output))
+    }
     fn cleanup(&mut self) {
         self.0.cleanup();
     }
@@ -182,6 +197,21 @@ impl<B: BasicBolt> AnyBolt for Basic<B> {
     }
     fn execute(&mut self, input: &Tuple<'_>, output: BoltOut<'_>) -> crate::Result<()> {
         self.0.execute(input, &mut BasicCollector::from_out(output))
+    }
+    /// Each input's emits are anchored to it and it is acked when its
+    /// `execute` returns `Ok`: what the host does for one call per tuple.
+    fn execute_batch(
+        &mut self,
+        inputs: &mut crate::Inputs<'_, '_>,
+        output: BoltOut<'_>,
+    ) -> crate::Result<()> {
+        let mut collector = BasicCollector::from_out(output);
+        for input in inputs {
+            collector.set_input(input.anchor());
+            self.0.execute(input, &mut collector)?;
+            collector.ack_input();
+        }
+        Ok(())
     }
     fn cleanup(&mut self) {
         self.0.cleanup();

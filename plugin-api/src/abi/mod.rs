@@ -13,6 +13,7 @@
 //! - Field names are ABI: renaming one breaks every built plugin.
 
 mod adapt_1_2;
+mod adapt_1_3;
 mod component;
 mod context;
 mod dyn_bolt;
@@ -25,6 +26,7 @@ mod host;
 mod output;
 mod root;
 mod v1_2;
+mod v1_3;
 
 pub use component::{
     Catalogue, CatalogueBuilder, ComponentBox, ComponentDescriptor, ComponentKind,
@@ -46,14 +48,19 @@ pub use host::{
 };
 pub use output::{Output, OutputMut, Output_TO};
 pub use root::{
-    lib_header, v1_0, v1_1, PanicStrategy, PluginRoot, PluginRoot_Ref, PluginSource, ABI_BASELINE,
-    CONTRACT_VERSION, ROOT_SYMBOL,
+    lib_header, v1_0, v1_1, v1_2_root, PanicStrategy, PluginRoot, PluginRoot_Ref, PluginSource,
+    ABI_BASELINE, CONTRACT_VERSION, ROOT_SYMBOL,
 };
 
 pub use v1_2::{
     Bolt12Box, BoltOutput, BoltOutputMut, BoltOutput_TO, ComponentBox12, ComponentExt12, DynBolt12,
     DynBolt12_TO, DynSpout12, DynSpout12_TO, DynStateBackend, DynStateBackend_TO, ScopeWrites,
     Spout12Box, StateBackendBox, StateRecord, StoreDelta,
+};
+pub use v1_3::{
+    Bolt13Box, ComponentBox13, ComponentExt13, CoordinatorBox, DynBolt13, DynBolt13_TO,
+    DynCoordinator, DynCoordinator_TO, DynSpout13, DynSpout13_TO, PartitionChange, PartitionEvent,
+    Spout13Box,
 };
 
 #[doc(hidden)]

@@ -10,7 +10,7 @@ use abi_stable::{
 
 use abi_stable::std_types::RVec;
 
-use super::{guard, Catalogue, ComponentExt, ComponentExt12, HostBox, PResult};
+use super::{guard, Catalogue, ComponentExt, ComponentExt12, ComponentExt13, HostBox, PResult};
 
 /// The contract version written in every library header: the oldest 1.x
 /// contract, so that a host accepts every 1.x library (see
@@ -57,6 +57,11 @@ pub struct PluginRoot {
     /// `None` in a 1.0 or 1.1 library.
     #[sabi(missing_field(option))]
     pub extensions_1_2: extern "C" fn() -> PResult<RVec<ComponentExt12>>,
+    /// Contract 1.3: the components a 1.3 host builds through contract 1.3
+    /// ([`ComponentExt13`]): batch entry points and group coordinators.
+    /// `None` in a library built before 1.3.
+    #[sabi(missing_field(option))]
+    pub extensions_1_3: extern "C" fn() -> PResult<RVec<ComponentExt13>>,
 }
 
 /// How a library's code handles a panic (an open set of constants).
@@ -185,6 +190,55 @@ pub mod v1_1 {
     }
 }
 
+/// The root module as contract 1.2 shaped it: every field of
+/// [`PluginRoot`] up to `extensions_1_2`. A host checks a 1.2 library
+/// against this shape (see [`v1_0`]).
+pub mod v1_2_root {
+    use abi_stable::{
+        declare_root_module_statics, library::RootModule, sabi_types::VersionStrings,
+        std_types::RVec, StableAbi,
+    };
+
+    use super::PanicStrategy;
+    use crate::abi::{Catalogue, ComponentExt, ComponentExt12, HostBox, PResult};
+
+    /// Contract 1.2's root module.
+    #[repr(C)]
+    #[derive(StableAbi)]
+    #[sabi(kind(Prefix(prefix_ref = PluginRoot_Ref)))]
+    #[sabi(missing_field(panic))]
+    pub struct PluginRoot {
+        /// Returns the library's catalogue.
+        #[sabi(last_prefix_field)]
+        pub catalogue: extern "C" fn() -> PResult<Catalogue>,
+        /// Hands the library its host handle.
+        #[sabi(missing_field(option))]
+        pub attach_host: extern "C" fn(HostBox),
+        /// How the library handles panics.
+        #[sabi(missing_field(option))]
+        pub panic_strategy: PanicStrategy,
+        /// The 1.1 descriptors.
+        #[sabi(missing_field(option))]
+        pub extensions: extern "C" fn() -> PResult<RVec<ComponentExt>>,
+        /// The 1.2 descriptors.
+        #[sabi(missing_field(option))]
+        pub extensions_1_2: extern "C" fn() -> PResult<RVec<ComponentExt12>>,
+    }
+
+    impl std::fmt::Debug for PluginRoot {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("PluginRoot (contract 1.2 shape)")
+        }
+    }
+
+    impl RootModule for PluginRoot_Ref {
+        declare_root_module_statics! {PluginRoot_Ref}
+        const BASE_NAME: &'static str = "squall_plugin";
+        const NAME: &'static str = "squall_plugin";
+        const VERSION_STRINGS: VersionStrings = VersionStrings::new(super::ABI_BASELINE);
+    }
+}
+
 /// A library's catalogue, implemented by the type [`export_plugin!`](crate::export_plugin) generates.
 pub trait PluginSource {
     /// Builds the catalogue.
@@ -195,6 +249,14 @@ pub trait PluginSource {
     fn extensions_1_2() -> RVec<ComponentExt12> {
         RVec::new()
     }
+    /// Builds the 1.3 descriptors.
+    fn extensions_1_3() -> RVec<ComponentExt13> {
+        RVec::new()
+    }
+}
+
+extern "C" fn extensions_13_of<P: PluginSource>() -> PResult<RVec<ComponentExt13>> {
+    guard(|| Ok(P::extensions_1_3()))
 }
 
 extern "C" fn extensions_12_of<P: PluginSource>() -> PResult<RVec<ComponentExt12>> {
@@ -216,6 +278,7 @@ fn root_of<P: PluginSource>() -> PluginRoot_Ref {
         panic_strategy: PanicStrategy::of_this_build(),
         extensions: extensions_of::<P>,
         extensions_1_2: extensions_12_of::<P>,
+        extensions_1_3: extensions_13_of::<P>,
     }
     .leak_into_prefix()
 }

@@ -1,0 +1,243 @@
+//! Adapters from the plain-Rust traits to the contract 1.3 objects, and the
+//! descriptors a 1.3 library lists.
+
+use abi_stable::{
+    sabi_trait::TD_Opaque,
+    std_types::{ROption, RSlice, RStr, RString, RVec},
+};
+
+use super::adapt_1_2::{Bolt12Adapter, Spout12Adapter};
+use super::ext::{SpoutOutputMut, State, WakerBox, WindowView};
+use super::ext_adapt::{config, runtime, AnyBolt, Basic, BoltExtAdapter, Rich, SpoutExtAdapter};
+use super::v1_2::{BoltOutputMut, DynBolt12, DynSpout12, StoreDelta};
+use super::v1_3::{
+    ComponentBox13, ComponentExt13, DynBolt13, DynBolt13_TO, DynCoordinator, DynCoordinator_TO,
+    DynSpout13, DynSpout13_TO, PartitionEvent,
+};
+use super::{guard, ComponentKind, PResult, TaskContext, TaskExt};
+use crate::collector::BoltOut;
+use crate::{
+    BasicBolt, Bolt, ComponentConfig, Coordinator, Inputs, MessageId, Spout, SpoutCollector, Tuple,
+};
+
+/// A 1.3 spout: the 1.2 adapter's calls, then `next_batch`.
+struct Spout13Adapter<S>(Spout12Adapter<S>);
+
+impl<S: Spout> DynSpout13 for Spout13Adapter<S> {
+    fn open(&mut self, context: &TaskContext, ext: &TaskExt, waker: WakerBox) -> PResult<bool> {
+        self.0.open(context, ext, waker)
+    }
+
+    fn activate(&mut self) -> PResult<()> {
+        self.0.activate()
+    }
+
+    fn deactivate(&mut self) -> PResult<()> {
+        self.0.deactivate()
+    }
+
+    fn next_tuple(&mut self, output: SpoutOutputMut<'_>) -> PResult<()> {
+        DynSpout12::next_tuple(&mut self.0, output)
+    }
+
+    fn ack(&mut self, message_id: MessageId) -> PResult<()> {
+        DynSpout12::ack(&mut self.0, message_id)
+    }
+
+    fn fail(&mut self, message_id: MessageId) -> PResult<()> {
+        DynSpout12::fail(&mut self.0, message_id)
+    }
+
+    fn close(&mut self) -> PResult<()> {
+        DynSpout12::close(&mut self.0)
+    }
+
+    fn save_state(&mut self) -> PResult<ROption<State>> {
+        DynSpout12::save_state(&mut self.0)
+    }
+
+    fn restore_state(&mut self, state: State) -> PResult<()> {
+        DynSpout12::restore_state(&mut self.0, state)
+    }
+
+    fn checkpoint(&mut self, checkpoint: u64) -> PResult<ROption<State>> {
+        self.0.checkpoint(checkpoint)
+    }
+
+    fn committed(&mut self, checkpoint: u64) -> PResult<()> {
+        self.0.committed(checkpoint)
+    }
+
+    fn restore_checkpoint(&mut self, position: State) -> PResult<()> {
+        self.0.restore_checkpoint(position)
+    }
+
+    fn next_batch(&mut self, max: u32, output: SpoutOutputMut<'_>) -> PResult<()> {
+        let spout = &mut self.0 .0 .0;
+        guard(|| {
+            let mut collector = SpoutCollector::from_ext(output);
+            spout.next_batch(max as usize, &mut collector).map_err(runtime)
+        })
+    }
+}
+
+/// A 1.3 bolt: the 1.2 adapter's calls, then `execute_batch`.
+struct Bolt13Adapter<B>(Bolt12Adapter<B>);
+
+impl<B: AnyBolt> DynBolt13 for Bolt13Adapter<B> {
+    fn prepare(&mut self, context: &TaskContext, ext: &TaskExt) -> PResult<()> {
+        DynBolt12::prepare(&mut self.0, context, ext)
+    }
+
+    fn execute(&mut self, input: &Tuple<'_>, output: BoltOutputMut<'_>) -> PResult<()> {
+        DynBolt12::execute(&mut self.0, input, output)
+    }
+
+    fn cleanup(&mut self) -> PResult<()> {
+        DynBolt12::cleanup(&mut self.0)
+    }
+
+    fn execute_window(
+        &mut self,
+        window: &WindowView<'_>,
+        output: BoltOutputMut<'_>,
+    ) -> PResult<()> {
+        DynBolt12::execute_window(&mut self.0, window, output)
+    }
+
+    fn save_state(&mut self) -> PResult<ROption<State>> {
+        DynBolt12::save_state(&mut self.0)
+    }
+
+    fn restore_state(&mut self, state: State) -> PResult<()> {
+        DynBolt12::restore_state(&mut self.0, state)
+    }
+
+    fn checkpoint(&mut self, checkpoint: u64) -> PResult<RVec<StoreDelta>> {
+        self.0.checkpoint(checkpoint)
+    }
+
+    fn committed(&mut self, checkpoint: u64) -> PResult<()> {
+        self.0.committed(checkpoint)
+    }
+
+    fn restore_stores(&mut self, stores: RVec<StoreDelta>) -> PResult<()> {
+        self.0.restore_stores(stores)
+    }
+
+    fn execute_batch(
+        &mut self,
+        inputs: RSlice<'_, Tuple<'_>>,
+        output: BoltOutputMut<'_>,
+        taken: &mut u32,
+    ) -> PResult<()> {
+        let bolt = &mut self.0 .0 .0;
+        guard(|| {
+            let mut inputs = Inputs::new(inputs.as_slice(), taken);
+            bolt.execute_batch(&mut inputs, BoltOut::V12(output)).map_err(runtime)
+        })
+    }
+}
+
+struct CoordinatorAdapter<C>(C);
+
+impl<C: Coordinator> DynCoordinator for CoordinatorAdapter<C> {
+    fn join(&mut self, member: RStr<'_>, partitions: u32) -> PResult<u32> {
+        guard(|| self.0.join(member.as_str(), partitions).map_err(runtime))
+    }
+
+    fn poll(&mut self, wait_ms: u64) -> PResult<RVec<PartitionEvent>> {
+        let wait = std::time::Duration::from_millis(wait_ms);
+        guard(|| self.0.poll(wait).map(RVec::from).map_err(runtime))
+    }
+
+    fn released(&mut self, partition: u32, epoch: u64) -> PResult<()> {
+        guard(|| self.0.released(partition, epoch).map_err(runtime))
+    }
+
+    fn status(&mut self) -> PResult<RString> {
+        guard(|| self.0.status().map(RString::from).map_err(runtime))
+    }
+
+    fn leave(&mut self) -> PResult<()> {
+        guard(|| {
+            self.0.leave();
+            Ok(())
+        })
+    }
+}
+
+extern "C" fn new_spout<S: Spout>(cfg: RStr<'_>) -> PResult<ComponentBox13> {
+    guard(|| {
+        let spout = S::new(&ComponentConfig::new(cfg.as_str())).map_err(config)?;
+        let adapter = Spout13Adapter(Spout12Adapter(SpoutExtAdapter(spout)));
+        Ok(ComponentBox13::Spout(DynSpout13_TO::from_value(adapter, TD_Opaque)))
+    })
+}
+
+fn bolt_box<B: AnyBolt>(bolt: B) -> ComponentBox13 {
+    let adapter = Bolt13Adapter(Bolt12Adapter(BoltExtAdapter(bolt)));
+    ComponentBox13::Bolt(DynBolt13_TO::from_value(adapter, TD_Opaque))
+}
+
+extern "C" fn new_bolt<B: Bolt>(cfg: RStr<'_>) -> PResult<ComponentBox13> {
+    guard(|| Ok(bolt_box(Rich(B::new(&ComponentConfig::new(cfg.as_str())).map_err(config)?))))
+}
+
+extern "C" fn new_basic<B: BasicBolt>(cfg: RStr<'_>) -> PResult<ComponentBox13> {
+    guard(|| Ok(bolt_box(Basic(B::new(&ComponentConfig::new(cfg.as_str())).map_err(config)?))))
+}
+
+extern "C" fn new_coordinator<C: Coordinator>(cfg: RStr<'_>) -> PResult<ComponentBox13> {
+    guard(|| {
+        let coordinator = C::new(&ComponentConfig::new(cfg.as_str())).map_err(config)?;
+        let object = DynCoordinator_TO::from_value(CoordinatorAdapter(coordinator), TD_Opaque);
+        Ok(ComponentBox13::Coordinator(object))
+    })
+}
+
+fn descriptor(
+    kind: ComponentKind,
+    name: &str,
+    batch: bool,
+    new: extern "C" fn(RStr<'_>) -> PResult<ComponentBox13>,
+) -> ComponentExt13 {
+    ComponentExt13 { kind, name: name.into(), batch, new }
+}
+
+/// The 1.3 descriptor of a spout: the host calls `next_batch`.
+pub(crate) fn spout_13<S: Spout>() -> ComponentExt13 {
+    descriptor(ComponentKind::SPOUT, S::NAME, true, new_spout::<S>)
+}
+
+/// The 1.3 descriptor of a rich bolt: the host calls `execute_batch`.
+pub(crate) fn bolt_13<B: Bolt>() -> ComponentExt13 {
+    descriptor(ComponentKind::BOLT, B::NAME, true, new_bolt::<B>)
+}
+
+/// The 1.3 descriptor of a basic bolt: the host calls `execute_batch`,
+/// and the adapter anchors and acks each input.
+pub(crate) fn basic_bolt_13<B: BasicBolt>() -> ComponentExt13 {
+    descriptor(ComponentKind::BOLT, B::NAME, true, new_basic::<B>)
+}
+
+/// The 1.3 descriptor of a coordinator, and its 1.1 descriptor (for its
+/// config keys).
+pub(crate) fn coordinator_13<C: Coordinator>() -> (ComponentExt13, super::ComponentExt) {
+    let (declares_config, config_keys) = super::ext_adapt::keys(C::CONFIG_KEYS);
+    let ext = super::ComponentExt {
+        kind: ComponentKind::COORDINATOR,
+        name: C::NAME.into(),
+        description: C::DESCRIPTION.into(),
+        declares_config,
+        config_keys,
+        input_fields: RVec::new(),
+        auto_ack: false,
+        windowed: false,
+        ids_survive_swap: false,
+        declare_outputs: super::ext_adapt::no_outputs,
+        check_inputs: super::ext_adapt::any_inputs,
+        new: ROption::RNone,
+    };
+    (descriptor(ComponentKind::COORDINATOR, C::NAME, false, new_coordinator::<C>), ext)
+}

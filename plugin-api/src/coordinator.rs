@@ -1,0 +1,60 @@
+//! Contract 1.3: group coordinators, the component kind that decides which
+//! of a group's partitions a host runs.
+
+use crate::abi::PartitionEvent;
+use crate::{ComponentConfig, ConfigKey, Result};
+
+/// A group coordinator, named by a topology's `[group] coordinator =
+/// "alias::Name"` (export it with `coordinators: [..]` in
+/// [`export_plugin!`](crate::export_plugin)).
+///
+/// The host owns the partitions' work: for each partition this coordinator
+/// assigns, it restores the partition's state namespace and runs the
+/// topology for it, fenced by the event's epoch; for each revoke it stops
+/// the partition, commits what is complete, and calls
+/// [`released`](Self::released). The host calls every method from one
+/// thread, one call at a time.
+pub trait Coordinator: Send + Sized + 'static {
+    /// The name a topology's `[group] coordinator = "alias::Name"` uses.
+    const NAME: &'static str;
+    /// A one-line description for `squall inspect`.
+    const DESCRIPTION: &'static str = "";
+    /// The config keys `[group.config]` accepts (checked by `squall validate`).
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = None;
+
+    /// Builds an instance from `[group.config]`.
+    ///
+    /// # Errors
+    /// When the config is invalid.
+    fn new(config: &ComponentConfig<'_>) -> Result<Self>;
+
+    /// Joins the group as `member`. `partitions` is the count the topology
+    /// declares (0: the coordinator knows it). Returns the partition count.
+    ///
+    /// # Errors
+    /// When the group cannot be reached or joined.
+    fn join(&mut self, member: &str, partitions: u32) -> Result<u32>;
+
+    /// Runs the protocol for at most `wait` and returns what changed.
+    ///
+    /// # Errors
+    /// A transient error is reported and the host polls again; ownership
+    /// not renewed in time expires at the host (its fence).
+    fn poll(&mut self, wait: std::time::Duration) -> Result<Vec<PartitionEvent>>;
+
+    /// The host stopped `partition` (held under `epoch`) and committed its
+    /// last checkpoint.
+    ///
+    /// # Errors
+    /// When the release cannot be told to the group (it then expires).
+    fn released(&mut self, partition: u32, epoch: u64) -> Result<()>;
+
+    /// The group as this instance sees it, as one JSON document.
+    ///
+    /// # Errors
+    /// When the group cannot be read.
+    fn status(&mut self) -> Result<String>;
+
+    /// Leaves the group, after every partition was released.
+    fn leave(&mut self) {}
+}

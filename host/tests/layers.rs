@@ -1,8 +1,8 @@
 //! The host's modules form layers that point one way: a module uses only
 //! the modules of the layers below its own. The table is written once, here;
-//! a `crate::` path in a module's code (comments and test modules aside)
-//! that reaches its own layer or a higher one fails this test, naming the
-//! file, the line and the path.
+//! a `crate::` path anywhere in a module's files (its tests included;
+//! comments aside) that reaches its own layer or a higher one fails this
+//! test, naming the file, the line and the path.
 
 use std::path::{Path, PathBuf};
 
@@ -57,27 +57,14 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The code of a file: comments blanked out, and the test module at its end
-/// (`#[cfg(test)]` then `mod`) dropped. Files that are test modules
-/// themselves (`tests.rs`, `*_tests.rs`) have no code here.
-fn code(path: &Path, text: &str) -> Vec<(usize, String)> {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    if name == "tests.rs" || name.ends_with("_tests.rs") {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    let mut lines = text.lines().enumerate().peekable();
-    while let Some((i, line)) = lines.next() {
-        let trimmed = line.trim_start();
-        if trimmed.starts_with("#[cfg(test)]")
-            && lines.peek().is_some_and(|(_, next)| next.trim_start().starts_with("mod "))
-        {
-            break;
-        }
-        let code = line.split("//").next().unwrap_or_default();
-        out.push((i + 1, code.to_owned()));
-    }
-    out
+/// The code of a file, line by line, comments blanked out. Test modules
+/// and test files are code too: a test that reaches up the layers couples
+/// them as much as the code it tests.
+fn code(text: &str) -> Vec<(usize, String)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| (i + 1, line.split("//").next().unwrap_or_default().to_owned()))
+        .collect()
 }
 
 /// Every `crate::module` a line names.
@@ -116,7 +103,7 @@ fn violations(src: &Path) -> Vec<String> {
             continue;
         };
         let text = std::fs::read_to_string(&path).expect("read a source file");
-        for (line, code) in code(&path, &text) {
+        for (line, code) in code(&text) {
             for used in crate_paths(&code) {
                 if used == top {
                     continue;
@@ -147,7 +134,7 @@ fn the_host_modules_use_only_the_layers_below_them() {
 }
 
 #[test]
-fn the_check_sees_an_upward_use_and_ignores_comments_and_tests() {
+fn the_check_sees_an_upward_use_in_code_and_in_tests_and_ignores_comments() {
     let dir = std::env::temp_dir().join(format!("squall-layers-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("config")).expect("a folder");
@@ -157,11 +144,20 @@ fn the_check_sees_an_upward_use_and_ignores_comments_and_tests() {
          #[cfg(test)]\nmod tests {\n    use crate::runtime::Y;\n}\n",
     )
     .expect("write");
+    std::fs::write(dir.join("config/model_tests.rs"), "use crate::cli::Z;\n").expect("write");
     let found = violations(&dir);
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found.len(), 3, "{found:?}");
     assert!(
         found[0].starts_with("config/mod.rs:3: `config` (layer 3) uses `crate::http`"),
+        "{found:?}"
+    );
+    assert!(
+        found[1].starts_with("config/mod.rs:6: `config` (layer 3) uses `crate::runtime`"),
+        "{found:?}"
+    );
+    assert!(
+        found[2].starts_with("config/model_tests.rs:1: `config` (layer 3) uses `crate::cli`"),
         "{found:?}"
     );
 }

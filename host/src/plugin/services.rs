@@ -252,7 +252,24 @@ impl DynHost for HostServices {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::TaskStats;
+
+    /// A task's sink as the tests read it: the errors recorded, and the
+    /// user metrics (the host's is `metrics::TaskStats`, a layer above).
+    #[derive(Default)]
+    struct Sink {
+        errors: Mutex<Vec<String>>,
+        user: UserMetrics,
+    }
+
+    impl TaskSink for Sink {
+        fn record_error(&self, message: String) {
+            self.errors.lock().unwrap().push(message);
+        }
+
+        fn user_metrics(&self) -> &UserMetrics {
+            &self.user
+        }
+    }
 
     #[test]
     fn metric_names_follow_prometheus() {
@@ -276,9 +293,9 @@ mod tests {
             format!("metric \"words\" not registered: {message}").as_str().into(),
         );
         drop(constructing);
-        let stats = Arc::new(TaskStats::default());
+        let stats = Arc::new(Sink::default());
         enter_task("splitter", 4, stats.clone());
-        let errors: Vec<String> = stats.errors.snapshot().into_iter().map(|e| e.message).collect();
+        let errors = stats.errors.lock().unwrap().clone();
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(errors[0].contains("splitter/4") && errors[0].contains("words"), "{errors:?}");
         CURRENT.with(|c| *c.borrow_mut() = None);
@@ -291,7 +308,7 @@ mod tests {
             host.register_metric(MetricKind::COUNTER, "c".into(), "".into()).is_err(),
             "no task"
         );
-        let stats = Arc::new(TaskStats::default());
+        let stats = Arc::new(Sink::default());
         enter_task("count", 3, stats.clone());
         let a = host.register_metric(MetricKind::COUNTER, "c".into(), "h".into()).unwrap();
         let b = host.register_metric(MetricKind::COUNTER, "c".into(), "h".into()).unwrap();

@@ -577,12 +577,12 @@ fn task_points(live: &Live, component: &str) -> Option<Vec<Arc<crate::tap::TapPo
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::{bolt, component, linked, topology};
     use super::super::plan::TaskEnds;
     use super::*;
     use crate::executor::batch::Batch;
     use crate::ids::TaskId;
     use crate::metrics::LocalStats;
+    use crate::topology::fixtures::{bolt, component, linked, topology};
 
     /// A handle on `topology` wired as it would run, with no thread started:
     /// the handle and every task's receiving ends.

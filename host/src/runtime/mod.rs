@@ -497,8 +497,6 @@ fn spawn(
 }
 
 #[cfg(test)]
-pub(crate) mod fixtures;
-#[cfg(test)]
 mod tests {
     use super::*;
 

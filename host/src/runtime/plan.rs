@@ -485,9 +485,9 @@ fn edge_throttles(
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::{bolt, component, linked, topology};
     use super::*;
     use crate::config::{Loc, ThrottleMode};
+    use crate::topology::fixtures::{bolt, component, linked, topology};
 
     #[test]
     fn every_bolt_task_gets_a_queue_of_batches_and_every_task_a_control_queue() {

@@ -846,9 +846,9 @@ fn drain_limit(settings: &crate::config::Settings, c: &Component) -> Option<Dura
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::{bolt, component, linked, topology};
     use super::*;
     use crate::config::{Loc, Settings, ThrottleMode, ThrottleRate, ThrottleSpec, WaitSpec};
+    use crate::topology::fixtures::{bolt, component, linked, topology};
     use crate::topology::{Grouping, Input};
 
     #[test]

@@ -504,8 +504,8 @@ pub fn partition(
 mod tests {
     use squall_plugin_api::Value;
 
-    use super::super::fixtures::{bolt, component, linked, topology};
     use super::*;
+    use crate::topology::fixtures::{bolt, component, linked, topology};
 
     fn keyed(words: &[&str]) -> State {
         let mut state = State::new("wc/1");

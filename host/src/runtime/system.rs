@@ -172,8 +172,8 @@ impl SystemTask {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::{bolt, component, linked};
     use super::*;
+    use crate::topology::fixtures::{bolt, component, linked};
     use crate::topology::Kind;
 
     /// s -> a (ticks every 2 s), b (every 0 s: at least 1), c (no ticks).

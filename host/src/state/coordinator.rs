@@ -375,7 +375,7 @@ mod tests {
     fn tasks() -> Tasks {
         let (controls, receivers) = (0..3).map(|_| crossbeam_channel::unbounded()).unzip();
         Tasks {
-            topology: Arc::new(crate::runtime::fixtures::topology()),
+            topology: Arc::new(crate::topology::fixtures::topology()),
             controls,
             _receivers: receivers,
         }

@@ -6,6 +6,8 @@
 //! spawns a thread.
 
 mod bind;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod grouping;
 
 use std::ops::Range;

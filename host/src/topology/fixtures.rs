@@ -1,15 +1,15 @@
-//! Topologies built by hand for the runtime's unit tests: no file is read
+//! Topologies built by hand for unit tests (the runtime's, durable state's): no file is read
 //! and no plugin is loaded (every factory fails, and none is called).
 
 use abi_stable::std_types::RStr;
 use squall_plugin_api::abi::{ComponentBox, PResult};
 use squall_plugin_api::{ErrorKind, PluginError, StreamDecl};
 
-use crate::config::{Loc, Settings, WaitSpec};
-use crate::plugin::Factory;
-use crate::topology::{
+use super::{
     Component, Grouping, Input, Kind, LibraryInfo, OutputStream, Subscriber, Topology, WaitPlan,
 };
+use crate::config::{Loc, Settings, WaitSpec};
+use crate::plugin::Factory;
 
 extern "C" fn never(_config: RStr<'_>) -> PResult<ComponentBox> {
     abi_stable::std_types::RResult::RErr(PluginError::new(ErrorKind::RUNTIME, "not built"))
@@ -17,7 +17,7 @@ extern "C" fn never(_config: RStr<'_>) -> PResult<ComponentBox> {
 
 /// A component of `lib` with one output stream, `default` (field `value`),
 /// no inputs and no subscribers.
-pub(super) fn component(name: &str, kind: Kind, tasks: std::ops::Range<u32>) -> Component {
+pub(crate) fn component(name: &str, kind: Kind, tasks: std::ops::Range<u32>) -> Component {
     let park = WaitPlan::Builtin(WaitSpec::Park { park_micros: 0 });
     Component {
         name: name.to_owned(),
@@ -55,12 +55,12 @@ pub(super) fn component(name: &str, kind: Kind, tasks: std::ops::Range<u32>) -> 
 }
 
 /// A shuffle input from the default stream of component `from`.
-pub(super) fn input(from: usize) -> Input {
+pub(crate) fn input(from: usize) -> Input {
     Input { from, stream: 0, grouping: Grouping::Shuffle, loc: Loc::new(9, 1), throttle: None }
 }
 
 /// A bolt on `tasks` that subscribes to each of `from`.
-pub(super) fn bolt(name: &str, tasks: std::ops::Range<u32>, from: &[usize]) -> Component {
+pub(crate) fn bolt(name: &str, tasks: std::ops::Range<u32>, from: &[usize]) -> Component {
     let mut bolt = component(name, Kind::Bolt, tasks);
     bolt.inputs = from.iter().map(|&f| input(f)).collect();
     bolt
@@ -69,7 +69,7 @@ pub(super) fn bolt(name: &str, tasks: std::ops::Range<u32>, from: &[usize]) -> C
 /// `components` as a topology named "t" from `t.toml`, every component of
 /// library `lib` (digest "d1"): the subscribers follow from the inputs, and
 /// the task count from the highest task.
-pub(super) fn linked(mut components: Vec<Component>) -> Topology {
+pub(crate) fn linked(mut components: Vec<Component>) -> Topology {
     for c in &mut components {
         for stream in &mut c.outputs {
             stream.subscribers.clear();

@@ -54,9 +54,8 @@ impl Kafka {
         let admin: AdminClient<DefaultClientContext> = Self::config().create().expect("admin");
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
-        let results = rt
-            .block_on(admin.create_topics([&new], &AdminOptions::new()))
-            .expect("create topics");
+        let results =
+            rt.block_on(admin.create_topics([&new], &AdminOptions::new())).expect("create topics");
         for r in results {
             r.unwrap_or_else(|(t, e)| panic!("cannot create topic {t}: {e}"));
         }
@@ -87,7 +86,13 @@ impl Kafka {
 
     /// Reads `topic` from the start until `expected` records came (or
     /// `within` passed), then half a second more to catch extra ones.
-    fn read_all(&self, topic: &str, partitions: i32, expected: usize, within: Duration) -> Vec<Read> {
+    fn read_all(
+        &self,
+        topic: &str,
+        partitions: i32,
+        expected: usize,
+        within: Duration,
+    ) -> Vec<Read> {
         let consumer: BaseConsumer = Self::config()
             .set("group.id", unique_name("reader"))
             .set("enable.auto.commit", "false")
@@ -132,7 +137,8 @@ impl Kafka {
 
     /// The committed offsets of `group` on `topic`'s partitions (-1: none).
     fn committed(&self, group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
-        let consumer: BaseConsumer = Self::config().set("group.id", group).create().expect("consumer");
+        let consumer: BaseConsumer =
+            Self::config().set("group.id", group).create().expect("consumer");
         let mut tpl = TopicPartitionList::new();
         for p in 0..partitions {
             tpl.add_partition(topic, p);
@@ -362,7 +368,10 @@ fn bad_input_is_one_clear_error_and_a_non_zero_exit() {
             "librdkafka refuses \"no.such.property\"",
         ),
         (r#"topics = ["t"], group_id = "g", max_deliver = "ten""#, "max_deliver"),
-        (r#"topics = ["t"], group_id = "g", first_pol = "earliest""#, "did you mean \"first_poll\"?"),
+        (
+            r#"topics = ["t"], group_id = "g", first_pol = "earliest""#,
+            "did you mean \"first_poll\"?",
+        ),
         (r#"topics = ["t"], assign = ["t:0"], group_id = "g""#, "exactly one of them"),
         (r#"topics = ["t"], group_id = "g", fields = ["value", "size"]"#, "\"size\" is not one of"),
     ];
@@ -424,7 +433,8 @@ fn a_topic_that_does_not_exist_is_a_config_error_at_the_spout() {
         out.assert_code(78);
         let line = out.single_error_line();
         assert!(
-            line.contains("bad.toml:5:9: error: spout \"in\"") && line.contains(&format!("{missing:?} do not exist")),
+            line.contains("bad.toml:5:9: error: spout \"in\"")
+                && line.contains(&format!("{missing:?} do not exist")),
             "{mode}: {line}"
         );
     }

@@ -687,11 +687,14 @@ fn to_tpl(offsets: &[(Arc<str>, i32, i64)]) -> TopicPartitionList {
     tpl
 }
 
+/// A dead letter's delivery report: delivered, or the error and the letter.
+type DeadOutcome = std::result::Result<Box<DeadLetter>, (String, Box<DeadLetter>)>;
+
 /// The dead-letter producer's context: delivery reports go back to the
 /// I/O loop.
 struct DeadLetterContext {
     base: Context0,
-    reports: Sender<std::result::Result<Box<DeadLetter>, (String, Box<DeadLetter>)>>,
+    reports: Sender<DeadOutcome>,
 }
 
 impl ClientContext for DeadLetterContext {
@@ -736,7 +739,7 @@ struct IoStart {
 struct DeadLetters {
     producer: BaseProducer<DeadLetterContext>,
     topic: String,
-    delivered: Receiver<std::result::Result<Box<DeadLetter>, (String, Box<DeadLetter>)>>,
+    delivered: Receiver<DeadOutcome>,
     retry: Vec<(Instant, Box<DeadLetter>)>,
     failures: u64,
 }
@@ -1048,10 +1051,11 @@ fn serve(
                         squall_plugin_api::warn!("{label}: commit not sent: {e}");
                     }
                 }
-                Command::DeadLetter(dead) => match dead_letters {
-                    Some(d) => d.send(dead, label),
-                    None => {}
-                },
+                Command::DeadLetter(dead) => {
+                    if let Some(d) = dead_letters {
+                        d.send(dead, label);
+                    }
+                }
                 Command::Pause => shared.paused.store(true, Ordering::Relaxed),
                 Command::Resume => shared.paused.store(false, Ordering::Relaxed),
                 Command::Close(offsets) => {

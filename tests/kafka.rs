@@ -319,7 +319,7 @@ fn a_poison_record_is_dead_lettered_after_max_deliver_and_the_offset_moves_past_
     let out = stop(child);
     assert_eq!(dead_letters.len(), 1, "{dead_letters:?}\n{}", out.context());
     let d = &dead_letters[0];
-    assert_eq!(d.value, "POISON");
+    assert_eq!((d.partition, d.value.as_str()), (0, "POISON"));
     assert_eq!(d.headers["squall-deliveries"], "3", "{d:?}");
     assert_eq!(d.headers["squall-original-topic"], input, "{d:?}");
     assert_eq!(d.headers["squall-original-offset"], "20", "{d:?}");

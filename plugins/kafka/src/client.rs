@@ -351,6 +351,10 @@ mod tests {
         let c = conn("properties = { \"linger.ms\" = \"soon\" }");
         let e = c.client_config(&[], &[]).unwrap_err().to_string();
         assert!(e.contains("linger.ms"), "{e}");
+        // Built without TLS: librdkafka refuses it at once, not at connect.
+        let c = conn("properties = { \"security.protocol\" = \"ssl\" }");
+        let e = c.client_config(&[], &[]).unwrap_err().to_string();
+        assert!(e.contains("security.protocol"), "{e}");
     }
 
     #[test]

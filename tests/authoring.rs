@@ -201,7 +201,7 @@ inputs = [{ from = "project" }]
 #[test]
 fn every_shipped_component_declares_its_config_keys() {
     let ws = Workspace::new("declared_keys");
-    for library in ["examples", "testkit", "files", "wait-extra"] {
+    for library in ["examples", "testkit", "files", "wait-extra", "kafka"] {
         let out = SquallCommand::inspect(&ws, &plugin_path(library)).output();
         out.assert_code(0);
         let components =

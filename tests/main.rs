@@ -121,6 +121,9 @@ mod redis;
 // The RabbitMQ connector (issue 24's fourth broker) against the local
 // server: exact round trip, a cut connection, poison to the dead letters.
 mod rabbitmq;
+// The Kafka connector against the local broker (Tansu): exact counts and
+// committed offsets end to end, poison to the dead-letter topic, bad input.
+mod kafka;
 // The broker faults of issue 24 against real servers: Redis restarted with
 // its stream lost, NATS stopped for 10 s, poison input for each connector,
 // the file checkpoint while every line fails.

@@ -19,6 +19,7 @@ pub const PACKAGES: &[&str] = &[
     "squall-wait-extra",
     "squall-redis",
     "squall-rabbitmq",
+    "squall-kafka",
     "squall-state-redis",
     "squall-state-postgres",
     "squall-postgres",

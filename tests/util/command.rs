@@ -62,7 +62,7 @@ impl Workspace {
     }
 
     /// The text of a topology with its placeholders filled in: `{testkit}`,
-    /// `{examples}`, `{wait_extra}`, `{files}`, `{nats}`, `{redis}` and `{rabbitmq}` become the
+    /// `{examples}`, `{wait_extra}`, `{files}`, `{nats}`, `{redis}`, `{rabbitmq}` and `{kafka}` become the
     /// absolute paths of the built plugins, `{dir}` this workspace's directory.
     pub fn fill(&self, toml: &str) -> String {
         let mut text = toml.replace("{dir}", &self.dir.display().to_string());
@@ -74,6 +74,7 @@ impl Workspace {
             ("{nats}", "nats"),
             ("{redis}", "redis"),
             ("{rabbitmq}", "rabbitmq"),
+            ("{kafka}", "kafka"),
         ] {
             if text.contains(placeholder) {
                 text = text.replace(placeholder, &plugin_path(plugin).display().to_string());

@@ -29,6 +29,10 @@ pub const RABBITMQ: Service = Service { name: "RabbitMQ", addr: "127.0.0.1:5672"
 /// PostgreSQL, as the project's machines run it (trust auth on loopback).
 pub const POSTGRES: Service = Service { name: "PostgreSQL", addr: "127.0.0.1:5432" };
 
+/// A Kafka broker (the project's test broker, Tansu: `bash
+/// ../shared/kafka/start-kafka.sh start`).
+pub const KAFKA: Service = Service { name: "Kafka", addr: "127.0.0.1:9092" };
+
 /// True when `service` accepts a TCP connection within a second. When it
 /// does not, prints that the calling test is skipped and returns false; under
 /// `SQUALL_REQUIRE_TOOLS=1` panics instead, so CI never skips.

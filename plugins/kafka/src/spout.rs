@@ -1,0 +1,1705 @@
+//! [`KafkaSpout`]: a reliable spout over a Kafka consumer group (or
+//! explicitly assigned partitions) that commits only completed offsets.
+//!
+//! # Threads
+//! One I/O thread per task owns librdkafka's `BaseConsumer` (and, with a
+//! dead-letter topic, a `BaseProducer`). It polls records and hands them to
+//! `next_tuple` over squall-connector's feed, which wakes the executor.
+//! The prefetch is bounded in bytes: librdkafka's own queue holds at most
+//! half of `prefetch_bytes` (`queued.max.messages.kbytes`), and the feed
+//! the other half; while the feed is over its half (or holds `max_pending`
+//! records) the I/O thread pauses its partitions and keeps polling, so
+//! rebalances and the group session are served while the topology is slow.
+//!
+//! # Offsets
+//! Per partition, the spout keeps the offsets it emitted ([`Tracker`]): an
+//! offset is done when its tree completes, or when it was dead-lettered
+//! (after the dead letter's delivery report). The offset committed is one
+//! past the done prefix (Storm's rule), every `commit_interval` and at
+//! close. A failed tree is emitted again from the spout's memory after a
+//! backoff (`retry_backoff`, doubled per retry up to `retry_backoff_max`);
+//! the delivery that fails `max_deliver` times goes to `dead_letter_topic`
+//! with the reason in headers.
+//!
+//! # Rebalance
+//! librdkafka runs the rebalance on the I/O thread, inside `poll`. An
+//! assignment is announced to the spout through the feed, ahead of the
+//! partition's records, with a new generation number. A revocation is sent
+//! to the spout out of band (it is answered in `next_tuple`, `ack` or
+//! `fail`, whichever runs first): the spout stops emitting the revoked
+//! partitions' records, answers with their completed offsets, which the
+//! I/O thread commits (synchronously) before it lets the partitions go.
+//! Acks and fails of a revoked generation's tuples are ignored: their next
+//! owner reads them again from the committed offset, so nothing is failed
+//! twice or replayed by two tasks.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
+use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
+use rdkafka::message::{Header, Headers, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
+use rustc_hash::FxHashMap;
+use serde::Deserialize;
+use squall_connector::feed::Empty;
+use squall_connector::{
+    feed, Acked, Backoff, Failed, Feed, Feeder, Health, IoThread, Pending, Redelivery, RetryPolicy,
+};
+use squall_plugin_api::metrics::{self, Counter, Gauge, Histogram};
+use squall_plugin_api::prelude::*;
+use squall_plugin_api::Waker;
+
+use crate::client::{self, with_connection, Context0};
+use crate::offsets::Tracker;
+
+/// The longest `close_timeout` (the declared close budget is three times it).
+const MAX_CLOSE_TIMEOUT_SECS: u64 = 15;
+
+/// The header a dead letter carries its reason in.
+pub const DEAD_LETTER_REASON: &str = "squall-dead-letter-reason";
+/// The header a dead letter carries its delivery count in.
+pub const DELIVERIES: &str = "squall-deliveries";
+/// The header a dead letter carries its original topic in.
+pub const ORIGINAL_TOPIC: &str = "squall-original-topic";
+/// The header a dead letter carries its original partition in.
+pub const ORIGINAL_PARTITION: &str = "squall-original-partition";
+/// The header a dead letter carries its original offset in.
+pub const ORIGINAL_OFFSET: &str = "squall-original-offset";
+
+/// Where a partition is read from the first time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum FirstPoll {
+    /// From its first offset, whatever was committed.
+    Earliest,
+    /// From its end, whatever was committed.
+    Latest,
+    /// From the committed offset, else the first.
+    CommittedOrEarliest,
+    /// From the committed offset, else the end.
+    CommittedOrLatest,
+}
+
+/// How keys and values are emitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum PayloadAs {
+    /// As a string, decoded as UTF-8 (invalid sequences become U+FFFD).
+    String,
+    /// As bytes, as they came.
+    Bytes,
+}
+
+/// A field the spout can emit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Key,
+    Value,
+    Headers,
+    Topic,
+    Partition,
+    Offset,
+    Timestamp,
+}
+
+const FIELDS: &[(&str, Field)] = &[
+    ("key", Field::Key),
+    ("value", Field::Value),
+    ("headers", Field::Headers),
+    ("topic", Field::Topic),
+    ("partition", Field::Partition),
+    ("offset", Field::Offset),
+    ("timestamp", Field::Timestamp),
+];
+
+fn parse_fields(names: &[String]) -> Result<Vec<Field>> {
+    if names.is_empty() {
+        return Err("fields must name at least one field".into());
+    }
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let Some(&(_, f)) = FIELDS.iter().find(|(n, _)| n == name) else {
+            let all: Vec<&str> = FIELDS.iter().map(|(n, _)| *n).collect();
+            return Err(format!("fields: {name:?} is not one of {}", all.join(", ")).into());
+        };
+        if out.contains(&f) {
+            return Err(format!("fields: {name:?} is named twice").into());
+        }
+        out.push(f);
+    }
+    Ok(out)
+}
+
+squall_connector::connector_config! {
+    /// The spout's own keys (the connection's are in `client::Connection`).
+    #[derive(Debug, Clone, PartialEq)]
+    struct SpoutKeys {
+        topics: Vec<String> = default(Array, "[]", "topics to subscribe to in group_id (not with assign)"),
+        assign: Vec<String> = default(Array, "[]", "partitions to read without group rebalancing: \"topic:partition\" or \"topic\" for all; split among the tasks (not with topics)"),
+        group_id: String = required(String, "the consumer group: its committed offsets are the spout's progress"),
+        first_poll: FirstPoll = default(String, "\"committed-or-earliest\"", "where a partition is first read: earliest, latest, committed-or-earliest, committed-or-latest"),
+        fields: Vec<String> = default(Array, "[\"value\"]", "emitted fields, in order: key, value, headers, topic, partition, offset, timestamp"),
+        payload_as: PayloadAs = default(String, "\"string\"", "keys and values as \"string\" (UTF-8, invalid sequences replaced) or \"bytes\""),
+        max_deliver: u32 = default(Integer, "10", "deliveries after which a failing message is dead-lettered"),
+        #[serde(deserialize_with = "squall_connector::config::duration")]
+        retry_backoff: Duration = default(Duration, "\"100ms\"", "the pause before a failed message's first replay, doubled per retry"),
+        #[serde(deserialize_with = "squall_connector::config::duration")]
+        retry_backoff_max: Duration = default(Duration, "\"10s\"", "the longest pause between replays"),
+        dead_letter_topic: Option<String> = maybe(String, "where dead messages are produced, reason in headers (default: logged, counted and skipped)"),
+        #[serde(deserialize_with = "squall_connector::config::duration")]
+        commit_interval: Duration = default(Duration, "\"5s\"", "how often completed offsets are committed (and at close)"),
+        max_pending: usize = default(Integer, "10000", "most messages emitted and not completed per task"),
+        prefetch_bytes: u64 = default(Integer, "16777216", "bytes fetched ahead of the topology per task: half in librdkafka's queue, half in the spout's"),
+        create_partitions: Option<i32> = maybe(Integer, "create missing topics (and the dead-letter topic) with this many partitions (default: a missing topic is an error)"),
+        #[serde(deserialize_with = "squall_connector::config::duration")]
+        revoke_timeout: Duration = default(Duration, "\"10s\"", "how long a revocation waits for the spout's completed offsets"),
+        #[serde(deserialize_with = "squall_connector::config::duration")]
+        close_timeout: Duration = default(Duration, "\"5s\"", "how long close waits for the final commit and the dead letters (at most 15s)"),
+    }
+}
+
+with_connection!(SpoutConfig, SpoutKeys);
+
+/// A partition to assign: topic, and the partition or every one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Assignment {
+    topic: String,
+    partition: Option<i32>,
+}
+
+impl SpoutConfig {
+    fn check(&self) -> Result<Vec<Assignment>> {
+        self.connection.check()?;
+        if self.topics.is_empty() == self.assign.is_empty() {
+            return Err("give topics (a group subscription) or assign (explicit partitions), \
+                        exactly one of them"
+                .into());
+        }
+        for t in &self.topics {
+            client::check_topic("topics", t)?;
+        }
+        let mut assign = Vec::new();
+        for a in &self.assign {
+            let (topic, partition) = match a.rsplit_once(':') {
+                Some((t, p)) => {
+                    let p: i32 = p.parse().ok().filter(|p| *p >= 0).ok_or_else(|| {
+                        format!("assign: {a:?}: the partition must be a number from 0")
+                    })?;
+                    (t, Some(p))
+                }
+                None => (a.as_str(), None),
+            };
+            client::check_topic("assign", topic)?;
+            assign.push(Assignment { topic: topic.to_owned(), partition });
+        }
+        if self.group_id.trim().is_empty() {
+            return Err("group_id must not be empty".into());
+        }
+        parse_fields(&self.fields)?;
+        if self.max_deliver < 1 {
+            return Err(
+                format!("max_deliver must be at least 1, found {}", self.max_deliver).into()
+            );
+        }
+        if self.retry_backoff > self.retry_backoff_max {
+            return Err("retry_backoff must not be longer than retry_backoff_max".into());
+        }
+        if let Some(t) = &self.dead_letter_topic {
+            client::check_topic("dead_letter_topic", t)?;
+            if self.topics.contains(t) || assign.iter().any(|a| &a.topic == t) {
+                return Err("dead_letter_topic must not be a topic the spout reads".into());
+            }
+        }
+        if self.commit_interval < Duration::from_millis(10) {
+            return Err("commit_interval must be at least 10ms".into());
+        }
+        if self.max_pending == 0 || self.max_pending > 10_000_000 {
+            return Err(
+                format!("max_pending must be 1 ... 10000000, found {}", self.max_pending).into()
+            );
+        }
+        if self.prefetch_bytes < 64 * 1024 {
+            return Err("prefetch_bytes must be at least 65536".into());
+        }
+        if self.create_partitions.is_some_and(|p| p < 1) {
+            return Err("create_partitions must be at least 1".into());
+        }
+        if self.close_timeout > Duration::from_secs(MAX_CLOSE_TIMEOUT_SECS) {
+            return Err(format!(
+                "close_timeout must be at most {MAX_CLOSE_TIMEOUT_SECS}s, found {:?}",
+                self.close_timeout
+            )
+            .into());
+        }
+        Ok(assign)
+    }
+
+    /// The consumer's librdkafka configuration, checked by librdkafka.
+    fn client_config(&self) -> Result<rdkafka::ClientConfig> {
+        // Half the prefetch in librdkafka's queue (at least 1 KiB).
+        let queue_kib = (self.prefetch_bytes / 2 / 1024).max(1);
+        let reset = match self.first_poll {
+            FirstPoll::Earliest | FirstPoll::CommittedOrEarliest => "earliest",
+            FirstPoll::Latest | FirstPoll::CommittedOrLatest => "latest",
+        };
+        self.connection.client_config(
+            &[
+                ("partition.assignment.strategy", "cooperative-sticky".into()),
+                ("queued.max.messages.kbytes", queue_kib.to_string()),
+            ],
+            &[
+                ("group.id", self.group_id.clone()),
+                ("enable.auto.commit", "false".into()),
+                ("enable.auto.offset.store", "false".into()),
+                ("enable.partition.eof", "false".into()),
+                ("auto.offset.reset", reset.into()),
+            ],
+        )
+    }
+
+    /// Every topic the spout needs: read, and the dead-letter topic.
+    fn needed_topics(&self, assign: &[Assignment]) -> Vec<String> {
+        let mut all: Vec<String> = self.topics.clone();
+        all.extend(assign.iter().map(|a| a.topic.clone()));
+        all.extend(self.dead_letter_topic.clone());
+        all.sort();
+        all.dedup();
+        all
+    }
+}
+
+/// A polled record on its way to the spout.
+#[derive(Debug)]
+struct Record {
+    idx: u32,
+    gen: u32,
+    offset: i64,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    headers: Option<Vec<(String, Option<Vec<u8>>)>>,
+    timestamp: Option<i64>,
+    bytes: usize,
+}
+
+/// What the I/O thread feeds the spout, in order.
+#[derive(Debug)]
+enum Item {
+    /// A partition is this task's from now, as generation `gen`; its
+    /// records follow.
+    Assigned {
+        idx: u32,
+        gen: u32,
+        topic: Arc<str>,
+        partition: i32,
+    },
+    Record(Record),
+}
+
+/// Out of band, answered at once: partitions revoked; the reply is their
+/// completed offsets.
+#[derive(Debug)]
+struct Revoke {
+    parts: Vec<(u32, u32)>,
+    reply: Sender<Vec<(Arc<str>, i32, i64)>>,
+}
+
+/// What the I/O thread reports.
+#[derive(Debug)]
+enum Report {
+    /// A dead letter was delivered: its offset is done.
+    DeadLettered { idx: u32, gen: u32, offset: i64 },
+}
+
+/// A message on its way to the dead-letter topic.
+#[derive(Debug)]
+struct DeadLetter {
+    idx: u32,
+    gen: u32,
+    topic: Arc<str>,
+    partition: i32,
+    record: Record,
+    reason: String,
+    deliveries: u32,
+}
+
+/// What the spout asks the I/O thread to do, in order.
+#[derive(Debug)]
+enum Command {
+    Commit(Vec<(Arc<str>, i32, i64)>),
+    DeadLetter(Box<DeadLetter>),
+    Pause,
+    Resume,
+    /// Commit these (synchronously), flush the dead letters, leave the group.
+    Close(Vec<(Arc<str>, i32, i64)>),
+}
+
+/// Counters shared by the spout and its I/O thread.
+#[derive(Debug)]
+struct Shared {
+    /// Bytes of records in the feed.
+    bytes: AtomicUsize,
+    /// A revocation waits for the spout.
+    control: AtomicBool,
+    /// The spout is closing: revocations no longer ask it.
+    closing: AtomicBool,
+    /// The spout asked for a pause (deactivate).
+    paused: AtomicBool,
+}
+
+/// The spout's metrics (registered in `open`), some shared with the I/O thread.
+#[derive(Debug, Clone)]
+struct SpoutMetrics {
+    received: Counter,
+    acked: Counter,
+    replayed: Counter,
+    dead_lettered: Counter,
+    ignored: Counter,
+    held: Gauge,
+    prefetched: Gauge,
+    commits: Counter,
+    commit_failures: Counter,
+    commit_latency: Histogram,
+    assigned: Counter,
+    revoked: Counter,
+    partitions: Gauge,
+}
+
+impl SpoutMetrics {
+    fn register() -> Self {
+        Self {
+            received: metrics::counter("kafka_received", "Kafka records received."),
+            acked: metrics::counter("kafka_acked", "Kafka records whose tuple tree completed."),
+            replayed: metrics::counter(
+                "kafka_replayed",
+                "Failed Kafka records emitted again by the spout.",
+            ),
+            dead_lettered: metrics::counter(
+                "kafka_dead_lettered",
+                "Kafka records given up after max_deliver deliveries.",
+            ),
+            ignored: metrics::counter(
+                "kafka_revoked_ignored",
+                "Acks and fails of records of a revoked partition (their next owner reads them).",
+            ),
+            held: metrics::gauge("kafka_held", "Kafka records emitted and not yet completed."),
+            prefetched: metrics::gauge(
+                "kafka_prefetched_bytes",
+                "Bytes of records fetched and waiting for next_tuple.",
+            ),
+            commits: metrics::counter("kafka_commits", "Offset commits the broker confirmed."),
+            commit_failures: metrics::counter(
+                "kafka_commit_failures",
+                "Offset commits that failed (the next commit covers them).",
+            ),
+            commit_latency: metrics::histogram(
+                "kafka_commit_latency_ms",
+                "Milliseconds from an asynchronous commit's request to its confirmation.",
+            ),
+            assigned: metrics::counter(
+                "kafka_partitions_assigned",
+                "Partitions assigned to this task by rebalances.",
+            ),
+            revoked: metrics::counter(
+                "kafka_partitions_revoked",
+                "Partitions revoked from this task by rebalances.",
+            ),
+            partitions: metrics::gauge("kafka_partitions", "Partitions this task reads now."),
+        }
+    }
+}
+
+/// One partition as the I/O thread knows it.
+#[derive(Debug)]
+struct TableEntry {
+    topic: Arc<str>,
+    partition: i32,
+    gen: u32,
+    assigned: bool,
+    ever: bool,
+}
+
+/// Partitions by index, never reused.
+#[derive(Debug, Default)]
+struct Table {
+    entries: Vec<TableEntry>,
+    by_name: FxHashMap<(Arc<str>, i32), u32>,
+}
+
+impl Table {
+    fn intern(&mut self, topic: &str, partition: i32) -> u32 {
+        if let Some(&i) = self.by_name.get(&(Arc::<str>::from(topic), partition)) {
+            return i;
+        }
+        let topic: Arc<str> = topic.into();
+        let i = self.entries.len() as u32;
+        self.entries.push(TableEntry {
+            topic: topic.clone(),
+            partition,
+            gen: 0,
+            assigned: false,
+            ever: false,
+        });
+        self.by_name.insert((topic, partition), i);
+        i
+    }
+
+    fn find(&self, topic: &str, partition: i32) -> Option<u32> {
+        self.by_name.get(&(Arc::<str>::from(topic), partition)).copied()
+    }
+}
+
+/// The consumer's context: rebalances and commit reports (module doc).
+struct SpoutContext {
+    base: Context0,
+    feeder: Feeder<Item>,
+    table: Mutex<Table>,
+    /// Bumped at every change of the table.
+    epoch: AtomicU64,
+    control: Sender<Revoke>,
+    waker: Option<Waker>,
+    shared: Arc<Shared>,
+    first_poll: FirstPoll,
+    revoke_timeout: Duration,
+    /// The feed's share of `prefetch_bytes`.
+    half_prefetch: u64,
+    metrics: SpoutMetrics,
+    /// Nanoseconds since `started` when the last async commit was asked for.
+    commit_asked: AtomicU64,
+    started: Instant,
+}
+
+impl ClientContext for SpoutContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        self.base.log(level, fac, message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.base.error(error, reason);
+    }
+}
+
+impl ConsumerContext for SpoutContext {
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        let cooperative = matches!(consumer.rebalance_protocol(), RebalanceProtocol::Cooperative);
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                self.assigned(tpl);
+                let result = if cooperative {
+                    consumer.incremental_assign(tpl)
+                } else {
+                    consumer.assign(tpl)
+                };
+                if let Err(e) = result {
+                    squall_plugin_api::error!(
+                        "{}: cannot take assigned partitions: {e}",
+                        self.base.label()
+                    );
+                }
+                if self.shared.paused.load(Ordering::Relaxed) || self.feed_full() {
+                    let _ = consumer.pause(tpl);
+                }
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                let lost = consumer.assignment_lost();
+                self.revoked(consumer, tpl, lost);
+                let result = if cooperative {
+                    consumer.incremental_unassign(tpl)
+                } else {
+                    consumer.unassign()
+                };
+                if let Err(e) = result {
+                    squall_plugin_api::error!(
+                        "{}: cannot give up revoked partitions: {e}",
+                        self.base.label()
+                    );
+                }
+            }
+            other => {
+                squall_plugin_api::error!("{}: rebalance error: {other:?}", self.base.label());
+                if !cooperative {
+                    let _ = consumer.unassign();
+                }
+            }
+        }
+    }
+
+    fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
+        match result {
+            Ok(()) => {
+                self.metrics.commits.inc();
+                let asked = self.commit_asked.load(Ordering::Relaxed);
+                let now = self.started.elapsed().as_nanos() as u64;
+                self.metrics.commit_latency.record(now.saturating_sub(asked) / 1_000_000);
+            }
+            Err(e) => {
+                self.metrics.commit_failures.inc();
+                squall_plugin_api::warn!(
+                    "{}: commit of {} partition offset(s) failed: {e} (the next commit covers them)",
+                    self.base.label(),
+                    offsets.count()
+                );
+            }
+        }
+    }
+}
+
+impl SpoutContext {
+    fn feed_full(&self) -> bool {
+        self.feeder.room() == 0
+            || self.shared.bytes.load(Ordering::Relaxed) as u64 >= self.half_prefetch()
+    }
+
+    fn half_prefetch(&self) -> u64 {
+        self.half_prefetch
+    }
+
+    /// New partitions: a generation each, announced to the spout ahead of
+    /// their records; `earliest`/`latest` apply to a partition's first
+    /// assignment in this task.
+    fn assigned(&self, tpl: &mut TopicPartitionList) {
+        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let mut starts = Vec::new();
+        let mut names = Vec::new();
+        for elem in tpl.elements() {
+            let idx = table.intern(elem.topic(), elem.partition());
+            let entry = &mut table.entries[idx as usize];
+            entry.gen += 1;
+            entry.assigned = true;
+            if !entry.ever {
+                match self.first_poll {
+                    FirstPoll::Earliest => starts.push((idx, Offset::Beginning)),
+                    FirstPoll::Latest => starts.push((idx, Offset::End)),
+                    _ => {}
+                }
+            }
+            entry.ever = true;
+            names.push(format!("{}:{}", entry.topic, entry.partition));
+            self.feeder.push(Item::Assigned {
+                idx,
+                gen: entry.gen,
+                topic: entry.topic.clone(),
+                partition: entry.partition,
+            });
+        }
+        for (idx, offset) in starts {
+            let e = &table.entries[idx as usize];
+            let _ = tpl.set_partition_offset(&e.topic, e.partition, offset);
+        }
+        let live = table.entries.iter().filter(|e| e.assigned).count();
+        drop(table);
+        self.epoch.fetch_add(1, Ordering::Release);
+        self.metrics.assigned.add(names.len() as u64);
+        self.metrics.partitions.set(live as i64);
+        if !names.is_empty() {
+            squall_plugin_api::info!("{}: assigned {}", self.base.label(), names.join(", "));
+        }
+    }
+
+    /// Revoked partitions: the spout stops emitting them and answers with
+    /// their completed offsets, committed here before they go.
+    fn revoked(&self, consumer: &BaseConsumer<Self>, tpl: &TopicPartitionList, lost: bool) {
+        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let mut parts = Vec::new();
+        let mut names = Vec::new();
+        for elem in tpl.elements() {
+            let Some(idx) = table.find(elem.topic(), elem.partition()) else { continue };
+            let entry = &mut table.entries[idx as usize];
+            if entry.assigned {
+                entry.assigned = false;
+                parts.push((idx, entry.gen));
+                names.push(format!("{}:{}", entry.topic, entry.partition));
+            }
+        }
+        let live = table.entries.iter().filter(|e| e.assigned).count();
+        drop(table);
+        self.epoch.fetch_add(1, Ordering::Release);
+        self.metrics.revoked.add(parts.len() as u64);
+        self.metrics.partitions.set(live as i64);
+        if parts.is_empty() {
+            return;
+        }
+        let label = self.base.label();
+        if self.shared.closing.load(Ordering::Acquire) {
+            return;
+        }
+        let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
+        if self.control.send(Revoke { parts, reply: reply_tx }).is_err() {
+            return;
+        }
+        self.shared.control.store(true, Ordering::Release);
+        if let Some(w) = &self.waker {
+            w.wake();
+        }
+        let offsets = match reply_rx.recv_timeout(self.revoke_timeout) {
+            Ok(o) => o,
+            Err(_) => {
+                squall_plugin_api::warn!(
+                    "{label}: the spout did not answer a revocation of {} within revoke_timeout = {:?}; \
+                     their latest completed offsets are not committed (the next owner reads those \
+                     records again)",
+                    names.join(", "),
+                    self.revoke_timeout
+                );
+                return;
+            }
+        };
+        if lost {
+            squall_plugin_api::warn!(
+                "{label}: the assignment of {} was lost (the group moved on); its completed offsets \
+                 cannot be committed, the next owner reads those records again",
+                names.join(", ")
+            );
+            return;
+        }
+        if !offsets.is_empty() {
+            let tpl = to_tpl(&offsets);
+            if let Err(e) = consumer.commit(&tpl, CommitMode::Sync) {
+                squall_plugin_api::warn!("{label}: commit at revocation failed: {e}");
+            } else {
+                self.metrics.commits.inc();
+            }
+        }
+        squall_plugin_api::info!(
+            "{label}: revoked {} ({} completed offset(s) committed)",
+            names.join(", "),
+            offsets.len()
+        );
+    }
+}
+
+/// A list of `(topic, partition, offset)` as librdkafka's list.
+fn to_tpl(offsets: &[(Arc<str>, i32, i64)]) -> TopicPartitionList {
+    let mut tpl = TopicPartitionList::with_capacity(offsets.len());
+    for (topic, partition, offset) in offsets {
+        let _ = tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset));
+    }
+    tpl
+}
+
+/// A dead letter's delivery report: delivered, or the error and the letter.
+type DeadOutcome = std::result::Result<Box<DeadLetter>, (String, Box<DeadLetter>)>;
+
+/// The dead-letter producer's context: delivery reports go back to the
+/// I/O loop.
+struct DeadLetterContext {
+    base: Context0,
+    reports: Sender<DeadOutcome>,
+}
+
+impl ClientContext for DeadLetterContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        self.base.log(level, fac, message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.base.error(error, reason);
+    }
+}
+
+impl ProducerContext for DeadLetterContext {
+    type DeliveryOpaque = Box<DeadLetter>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, dead: Box<DeadLetter>) {
+        let _ = self.reports.send(match result {
+            Ok(_) => Ok(dead),
+            Err((e, _)) => Err((e.to_string(), dead)),
+        });
+    }
+}
+
+/// What the I/O thread starts from.
+struct IoStart {
+    config: SpoutConfig,
+    assign: Vec<Assignment>,
+    task_index: usize,
+    tasks: usize,
+    label: String,
+    feeder: Feeder<Item>,
+    control: Sender<Revoke>,
+    commands: Receiver<Command>,
+    reports: Sender<Report>,
+    waker: Option<Waker>,
+    shared: Arc<Shared>,
+    health: Health,
+    metrics: SpoutMetrics,
+}
+
+/// The dead-letter side of the I/O thread.
+struct DeadLetters {
+    producer: BaseProducer<DeadLetterContext>,
+    topic: String,
+    delivered: Receiver<DeadOutcome>,
+    retry: Vec<(Instant, Box<DeadLetter>)>,
+    failures: u64,
+}
+
+impl DeadLetters {
+    fn send(&mut self, dead: Box<DeadLetter>, label: &str) {
+        let mut headers = OwnedHeaders::new();
+        if let Some(original) = &dead.record.headers {
+            for (k, v) in original {
+                headers = headers.insert(Header { key: k, value: v.as_deref() });
+            }
+        }
+        let partition = dead.partition.to_string();
+        let offset = dead.record.offset.to_string();
+        let deliveries = dead.deliveries.to_string();
+        for (k, v) in [
+            (DEAD_LETTER_REASON, dead.reason.as_str()),
+            (ORIGINAL_TOPIC, &*dead.topic),
+            (ORIGINAL_PARTITION, partition.as_str()),
+            (ORIGINAL_OFFSET, offset.as_str()),
+            (DELIVERIES, deliveries.as_str()),
+        ] {
+            headers = headers.insert(Header { key: k, value: Some(v.as_bytes()) });
+        }
+        let key = dead.record.key.clone();
+        let value = dead.record.value.clone();
+        let mut record: BaseRecord<'_, [u8], [u8], Box<DeadLetter>> =
+            BaseRecord::with_opaque_to(&self.topic, dead).headers(headers);
+        if let Some(k) = &key {
+            record = record.key(k.as_slice());
+        }
+        if let Some(v) = &value {
+            record = record.payload(v.as_slice());
+        }
+        if let Err((e, record)) = self.producer.send(record) {
+            self.failed(e.to_string(), record.delivery_opaque, label);
+        }
+    }
+
+    fn failed(&mut self, why: String, dead: Box<DeadLetter>, label: &str) {
+        self.failures += 1;
+        if self.failures.is_power_of_two() {
+            squall_plugin_api::error!(
+                "{label}: cannot dead-letter {}:{} offset {} to {:?} ({why}); retried in 1 s, \
+                 the partition's commit waits for it (failure #{})",
+                dead.topic,
+                dead.partition,
+                dead.record.offset,
+                self.topic,
+                self.failures
+            );
+        }
+        self.retry.push((Instant::now() + Duration::from_secs(1), dead));
+    }
+
+    /// Serves delivery reports and due retries.
+    fn turn(&mut self, reports: &Sender<Report>, waker: Option<&Waker>, label: &str) {
+        self.producer.poll(Duration::ZERO);
+        while let Ok(outcome) = self.delivered.try_recv() {
+            match outcome {
+                Ok(dead) => {
+                    squall_plugin_api::warn!(
+                        "{label}: dead-lettered {}:{} offset {} to {:?}: {}",
+                        dead.topic,
+                        dead.partition,
+                        dead.record.offset,
+                        self.topic,
+                        dead.reason
+                    );
+                    let _ = reports.send(Report::DeadLettered {
+                        idx: dead.idx,
+                        gen: dead.gen,
+                        offset: dead.record.offset,
+                    });
+                    if let Some(w) = waker {
+                        w.wake();
+                    }
+                }
+                Err((why, dead)) => self.failed(why, dead, label),
+            }
+        }
+        if !self.retry.is_empty() {
+            let now = Instant::now();
+            let (due, later): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut self.retry).into_iter().partition(|(at, _)| *at <= now);
+            self.retry = later;
+            for (_, dead) in due {
+                self.send(dead, label);
+            }
+        }
+    }
+}
+
+/// Looks the topics up, creating missing ones when asked to.
+fn ensure_topics(
+    consumer: &BaseConsumer<impl ConsumerContext>,
+    client_config: &rdkafka::ClientConfig,
+    config: &SpoutConfig,
+    assign: &[Assignment],
+    timeout: Duration,
+) -> std::result::Result<rdkafka::metadata::Metadata, String> {
+    let brokers = config.connection.brokers.trim();
+    let fetch = || {
+        consumer.fetch_metadata(None, timeout).map_err(|e| {
+            format!("cannot reach Kafka at {brokers} within connect_timeout = {timeout:?}: {e}")
+        })
+    };
+    let metadata = fetch()?;
+    let needed = config.needed_topics(assign);
+    let missing: Vec<String> = client::partitions(&metadata, &needed)
+        .into_iter()
+        .filter_map(|(t, n)| n.is_none().then_some(t))
+        .collect();
+    if missing.is_empty() {
+        return Ok(metadata);
+    }
+    let Some(partitions) = config.create_partitions else {
+        return Err(format!(
+            "topic(s) {} do not exist on {brokers} (create them, or set create_partitions)",
+            missing.iter().map(|t| format!("{t:?}")).collect::<Vec<_>>().join(", ")
+        ));
+    };
+    client::create_topics(client_config, &missing, partitions, timeout)?;
+    squall_plugin_api::info!("created topic(s) {missing:?} with {partitions} partition(s)");
+    fetch()
+}
+
+/// Starts the consumer and serves it until `Close` (module doc).
+fn io_main(start: IoStart, ready: squall_connector::io::Handshake) {
+    let IoStart {
+        config,
+        assign,
+        task_index,
+        tasks,
+        label,
+        feeder,
+        control,
+        commands,
+        reports,
+        waker,
+        shared,
+        health,
+        metrics,
+    } = start;
+    let client_config = match config.client_config() {
+        Ok(c) => c,
+        Err(e) => return ready.ready(Err(e.to_string())),
+    };
+    let context = SpoutContext {
+        base: Context0::new(&label, Some(health.clone())),
+        feeder,
+        table: Mutex::new(Table::default()),
+        epoch: AtomicU64::new(0),
+        control,
+        waker: waker.clone(),
+        shared: shared.clone(),
+        first_poll: config.first_poll,
+        revoke_timeout: config.revoke_timeout,
+        half_prefetch: config.prefetch_bytes / 2,
+        metrics: metrics.clone(),
+        commit_asked: AtomicU64::new(0),
+        started: Instant::now(),
+    };
+    let consumer: BaseConsumer<SpoutContext> = match client_config.create_with_context(context) {
+        Ok(c) => c,
+        Err(e) => return ready.ready(Err(format!("cannot create the consumer: {e}"))),
+    };
+    let timeout = config.connection.connect_timeout;
+    let metadata = match ensure_topics(&consumer, &client_config, &config, &assign, timeout) {
+        Ok(m) => m,
+        Err(e) => return ready.ready(Err(e)),
+    };
+    let mut dead_letters = None;
+    if let Some(topic) = &config.dead_letter_topic {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let producer_config =
+            config.connection.client_config(&[("enable.idempotence", "true".into())], &[]);
+        let producer = producer_config.and_then(|c| {
+            c.create_with_context(DeadLetterContext {
+                base: Context0::new(&label, None),
+                reports: tx,
+            })
+            .map_err(|e| format!("cannot create the dead-letter producer: {e}").into())
+        });
+        match producer {
+            Ok(producer) => {
+                dead_letters = Some(DeadLetters {
+                    producer,
+                    topic: topic.clone(),
+                    delivered: rx,
+                    retry: Vec::new(),
+                    failures: 0,
+                })
+            }
+            Err(e) => return ready.ready(Err(e.to_string())),
+        }
+    }
+    let started = if assign.is_empty() {
+        let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
+        consumer.subscribe(&topics).map_err(|e| format!("cannot subscribe to {topics:?}: {e}"))
+    } else {
+        assign_share(&consumer, &metadata, &assign, task_index, tasks)
+    };
+    if let Err(e) = started {
+        return ready.ready(Err(e));
+    }
+    ready.ready(Ok(()));
+    let topics = config.needed_topics(&assign);
+    serve(
+        &consumer,
+        &config,
+        &topics,
+        &commands,
+        &reports,
+        &mut dead_letters,
+        &label,
+        &health,
+        &shared,
+    );
+    // Close: the dead letters in flight get close_timeout; then the consumer
+    // leaves the group as it is dropped (revocations no longer ask the spout).
+    if let Some(d) = &mut dead_letters {
+        let _ = d.producer.flush(config.close_timeout);
+        d.turn(&reports, waker.as_ref(), &label);
+    }
+}
+
+/// Assigns this task's share of `assign` (entry `i` goes to task `i % tasks`).
+fn assign_share(
+    consumer: &BaseConsumer<SpoutContext>,
+    metadata: &rdkafka::metadata::Metadata,
+    assign: &[Assignment],
+    task_index: usize,
+    tasks: usize,
+) -> std::result::Result<(), String> {
+    let mut all = Vec::new();
+    for a in assign {
+        let Some(topic) = metadata.topics().iter().find(|t| t.name() == a.topic) else {
+            return Err(format!("topic {:?} does not exist", a.topic));
+        };
+        match a.partition {
+            Some(p) => {
+                if !topic.partitions().iter().any(|m| m.id() == p) {
+                    return Err(format!(
+                        "assign: topic {:?} has no partition {p} (it has {})",
+                        a.topic,
+                        topic.partitions().len()
+                    ));
+                }
+                all.push((a.topic.clone(), p));
+            }
+            None => {
+                let mut ids: Vec<i32> = topic.partitions().iter().map(|m| m.id()).collect();
+                ids.sort_unstable();
+                all.extend(ids.into_iter().map(|p| (a.topic.clone(), p)));
+            }
+        }
+    }
+    all.sort();
+    all.dedup();
+    let mut tpl = TopicPartitionList::new();
+    for (i, (topic, p)) in all.iter().enumerate() {
+        if i % tasks.max(1) == task_index {
+            let _ = tpl.add_partition_offset(topic, *p, Offset::Stored);
+        }
+    }
+    if tpl.count() == 0 {
+        squall_plugin_api::warn!(
+            "assign names {} partition(s) and there are {tasks} tasks: task index {task_index} reads none",
+            all.len()
+        );
+        return Ok(());
+    }
+    consumer.context().assigned(&mut tpl);
+    consumer.assign(&tpl).map_err(|e| format!("cannot assign partitions: {e}"))
+}
+
+/// The I/O loop: commands, flow control, polling (module doc).
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    consumer: &BaseConsumer<SpoutContext>,
+    config: &SpoutConfig,
+    topics: &[String],
+    commands: &Receiver<Command>,
+    reports: &Sender<Report>,
+    dead_letters: &mut Option<DeadLetters>,
+    label: &str,
+    health: &Health,
+    shared: &Shared,
+) {
+    let context = consumer.context().clone();
+    let want_headers = config.dead_letter_topic.is_some()
+        || parse_fields(&config.fields).is_ok_and(|f| f.contains(&Field::Headers));
+    // (topic, partition) -> (idx, gen), refreshed when the table changes.
+    let mut cache: FxHashMap<i32, Vec<(Arc<str>, u32, u32)>> = FxHashMap::default();
+    let mut cache_epoch = u64::MAX;
+    let mut paused = false;
+    let mut last_check = Instant::now();
+    let mut errors = 0u64;
+    loop {
+        while let Ok(command) = commands.try_recv() {
+            match command {
+                Command::Commit(offsets) => {
+                    let tpl = to_tpl(&offsets);
+                    let now = context.started.elapsed().as_nanos() as u64;
+                    context.commit_asked.store(now, Ordering::Relaxed);
+                    if let Err(e) = consumer.commit(&tpl, CommitMode::Async) {
+                        context.metrics.commit_failures.inc();
+                        squall_plugin_api::warn!("{label}: commit not sent: {e}");
+                    }
+                }
+                Command::DeadLetter(dead) => {
+                    if let Some(d) = dead_letters {
+                        d.send(dead, label);
+                    }
+                }
+                Command::Pause => shared.paused.store(true, Ordering::Relaxed),
+                Command::Resume => shared.paused.store(false, Ordering::Relaxed),
+                Command::Close(offsets) => {
+                    shared.closing.store(true, Ordering::Release);
+                    if !offsets.is_empty() {
+                        match consumer.commit(&to_tpl(&offsets), CommitMode::Sync) {
+                            Ok(()) => {
+                                context.metrics.commits.inc();
+                                squall_plugin_api::info!(
+                                    "{label}: committed the completed offsets of {} partition(s) at close",
+                                    offsets.len()
+                                );
+                            }
+                            Err(e) => squall_plugin_api::warn!(
+                                "{label}: the commit at close failed: {e} (the records after the \
+                                 last committed offsets are read again)"
+                            ),
+                        }
+                    }
+                    return;
+                }
+            }
+        }
+        // Flow control: pause every partition while the feed is over its
+        // share of the prefetch, or the spout was deactivated.
+        let want_pause = shared.paused.load(Ordering::Relaxed) || context.feed_full();
+        let epoch = context.epoch.load(Ordering::Acquire);
+        if want_pause != paused || (paused && epoch != cache_epoch) {
+            if let Ok(assignment) = consumer.assignment() {
+                let _ = if want_pause {
+                    consumer.pause(&assignment)
+                } else {
+                    consumer.resume(&assignment)
+                };
+            }
+            paused = want_pause;
+        }
+        let mut polled = 0;
+        let mut wait = Duration::from_millis(if paused { 100 } else { 50 });
+        while polled < 1024 {
+            let Some(result) = consumer.poll(wait) else { break };
+            wait = Duration::ZERO;
+            polled += 1;
+            let message = match result {
+                Ok(m) => m,
+                Err(e) => {
+                    match e.rdkafka_error_code() {
+                        Some(
+                            RDKafkaErrorCode::UnknownTopicOrPartition
+                            | RDKafkaErrorCode::UnknownTopic
+                            | RDKafkaErrorCode::UnknownPartition,
+                        ) => health.failing(&format!("{e}")),
+                        _ => {
+                            errors += 1;
+                            if errors.is_power_of_two() {
+                                squall_plugin_api::warn!(
+                                    "{label}: consumer error: {e} (error #{errors})"
+                                );
+                            }
+                        }
+                    }
+                    continue;
+                }
+            };
+            if !health.is_up() {
+                health.restored("records flow again");
+            }
+            let epoch = context.epoch.load(Ordering::Acquire);
+            if epoch != cache_epoch {
+                cache.clear();
+                let table = context.table.lock().unwrap_or_else(|e| e.into_inner());
+                for (i, e) in table.entries.iter().enumerate() {
+                    if e.assigned {
+                        cache.entry(e.partition).or_default().push((
+                            e.topic.clone(),
+                            i as u32,
+                            e.gen,
+                        ));
+                    }
+                }
+                cache_epoch = epoch;
+            }
+            let Some(&(_, idx, gen)) = cache
+                .get(&message.partition())
+                .and_then(|v| v.iter().find(|(t, ..)| **t == *message.topic()))
+            else {
+                continue;
+            };
+            let key = message.key().map(<[u8]>::to_vec);
+            let value = message.payload().map(<[u8]>::to_vec);
+            let headers = if want_headers {
+                message.headers().map(|h| {
+                    h.iter()
+                        .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+                        .collect::<Vec<_>>()
+                })
+            } else {
+                None
+            };
+            let bytes = 96
+                + key.as_ref().map_or(0, Vec::len)
+                + value.as_ref().map_or(0, Vec::len)
+                + headers.as_ref().map_or(0, |h| {
+                    h.iter().map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + 32).sum()
+                });
+            let record = Record {
+                idx,
+                gen,
+                offset: message.offset(),
+                key,
+                value,
+                headers,
+                timestamp: message.timestamp().to_millis(),
+                bytes,
+            };
+            shared.bytes.fetch_add(bytes, Ordering::Relaxed);
+            if !context.feeder.push(Item::Record(record)) {
+                return;
+            }
+        }
+        if let Some(d) = dead_letters {
+            d.turn(reports, context.waker.as_ref(), label);
+        }
+        // While the connection is down, ask for the metadata once a second:
+        // it answers as soon as a broker does.
+        if !health.is_up() && last_check.elapsed() >= Duration::from_secs(1) {
+            last_check = Instant::now();
+            if let Ok(metadata) = consumer.fetch_metadata(None, Duration::from_secs(1)) {
+                let missing = client::partitions(&metadata, topics)
+                    .into_iter()
+                    .filter(|(_, n)| n.is_none())
+                    .count();
+                if missing == 0 {
+                    health.restored("the cluster answers again");
+                } else {
+                    health.failing(&format!(
+                        "{missing} topic(s) the spout reads do not exist any more"
+                    ));
+                }
+            }
+        }
+        if context.feeder.is_closed() {
+            return;
+        }
+    }
+}
+
+/// One partition as the spout knows it.
+#[derive(Debug)]
+struct Part {
+    topic: Arc<str>,
+    partition: i32,
+    gen: u32,
+    live: bool,
+    /// The highest generation revoked: its records and acks are stale.
+    revoked: u32,
+    tracker: Tracker,
+}
+
+/// The running I/O side.
+#[derive(Debug)]
+struct Io {
+    items: Feed<Item>,
+    control: Receiver<Revoke>,
+    commands: Sender<Command>,
+    reports: Receiver<Report>,
+    thread: IoThread,
+}
+
+/// Records taken from the feed per `next_tuple` call.
+const PER_CALL: usize = 256;
+
+/// A reliable spout over a Kafka consumer group or assigned partitions (see
+/// the module doc and docs/connectors.md for every key).
+#[derive(Debug)]
+pub struct KafkaSpout {
+    config: SpoutConfig,
+    assign: Vec<Assignment>,
+    fields: Vec<Field>,
+    label: String,
+    io: Option<Io>,
+    held: Pending<Record>,
+    parts: Vec<Part>,
+    shared: Arc<Shared>,
+    health: Health,
+    metrics: Option<SpoutMetrics>,
+    values: Vec<Value>,
+    headers_text: String,
+    last_commit: Instant,
+    io_gone_reported: bool,
+}
+
+impl Spout for KafkaSpout {
+    const NAME: &'static str = "KafkaSpout";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&SpoutConfig::KEYS);
+    /// `close` waits at most `close_timeout` for the final commit to be
+    /// taken, and twice that for the I/O thread to flush the dead letters
+    /// and leave the group.
+    const CLOSE_BUDGET: Option<Duration> = Some(Duration::from_secs(3 * MAX_CLOSE_TIMEOUT_SECS));
+    const DESCRIPTION: &'static str =
+        "reads Kafka topics in a consumer group; commits offsets of completed trees only";
+
+    fn declare_outputs(outputs: &mut OutputDeclarer) {
+        outputs.declare(&["value"]);
+    }
+
+    /// The fields `fields` names, in its order.
+    fn declare_outputs_for(
+        config: &ComponentConfig<'_>,
+        outputs: &mut OutputDeclarer,
+    ) -> Result<()> {
+        /// Only the key that shapes the outputs; the rest is checked by `new`.
+        #[derive(Deserialize)]
+        struct Outputs {
+            #[serde(default = "default_fields")]
+            fields: Vec<String>,
+        }
+        let fields = config.parse::<Outputs>()?.fields;
+        parse_fields(&fields)?;
+        let names: Vec<&str> = fields.iter().map(String::as_str).collect();
+        outputs.declare(&names);
+        Ok(())
+    }
+
+    fn new(config: &ComponentConfig<'_>) -> Result<Self> {
+        let config = SpoutConfig::parse(config)?;
+        let assign = config.check()?;
+        let fields = parse_fields(&config.fields)?;
+        // librdkafka checks every property now (exit 78 at the component).
+        let client_config = config.client_config()?;
+        // With a cluster to ask, a missing topic is a config error now.
+        // Without one, `open` waits connect_timeout and reports.
+        if config.create_partitions.is_none() {
+            check_topics_now(&client_config, &config, &assign)?;
+        }
+        let policy = RetryPolicy {
+            max_deliver: config.max_deliver,
+            backoff: Backoff::new(config.retry_backoff, config.retry_backoff_max),
+        };
+        Ok(Self {
+            held: Pending::new(config.max_pending, policy, Redelivery::Local),
+            values: Vec::with_capacity(fields.len()),
+            fields,
+            assign,
+            config,
+            label: String::new(),
+            io: None,
+            parts: Vec::new(),
+            shared: Arc::new(Shared {
+                bytes: AtomicUsize::new(0),
+                control: AtomicBool::new(false),
+                closing: AtomicBool::new(false),
+                paused: AtomicBool::new(false),
+            }),
+            health: Health::new(String::new()),
+            metrics: None,
+            headers_text: String::new(),
+            last_commit: Instant::now(),
+            io_gone_reported: false,
+        })
+    }
+
+    fn open(&mut self, context: &TaskContext) -> Result<()> {
+        self.label = format!("{} task {}", context.component, context.task_id);
+        let metrics = SpoutMetrics::register();
+        self.metrics = Some(metrics.clone());
+        self.health = Health::new(format!("kafka {}", self.label));
+        self.health.register("kafka", context.waker());
+        let (feeder, items) = feed(self.config.max_pending, context.waker());
+        let (control_tx, control_rx) = crossbeam_channel::unbounded();
+        let (command_tx, command_rx) = crossbeam_channel::unbounded();
+        let (report_tx, report_rx) = crossbeam_channel::unbounded();
+        let start = IoStart {
+            config: self.config.clone(),
+            assign: self.assign.clone(),
+            task_index: context.task_index as usize,
+            tasks: context.parallelism as usize,
+            label: self.label.clone(),
+            feeder,
+            control: control_tx,
+            commands: command_rx,
+            reports: report_tx,
+            waker: context.waker(),
+            shared: self.shared.clone(),
+            health: self.health.clone(),
+            metrics,
+        };
+        let mut thread = IoThread::spawn(
+            format!("kafka-{}-{}", context.component, context.task_id),
+            move |ready| io_main(start, ready),
+        )?;
+        let ready =
+            thread.wait_ready(self.config.connection.connect_timeout * 2 + Duration::from_secs(5));
+        self.io = Some(Io {
+            items,
+            control: control_rx,
+            commands: command_tx,
+            reports: report_rx,
+            thread,
+        });
+        self.last_commit = Instant::now();
+        ready.map_err(Into::into)
+    }
+
+    fn activate(&mut self) {
+        self.command(Command::Resume);
+    }
+
+    fn deactivate(&mut self) {
+        self.command(Command::Pause);
+    }
+
+    fn next_tuple(&mut self, collector: &mut SpoutCollector<'_>) -> Result<()> {
+        if let Some(e) = self.health.take_error() {
+            return Err(e.into());
+        }
+        self.serve_io();
+        let now = Instant::now();
+        if now.duration_since(self.last_commit) >= self.config.commit_interval {
+            self.last_commit = now;
+            self.commit();
+        }
+        let Self { held, parts, values, headers_text, fields, config, metrics, .. } = self;
+        // Replays first: a failed record waits its backoff, then goes again.
+        if held.has_replays() {
+            let mut stale = Vec::new();
+            while let Some((id, record)) = held.next_replay(now) {
+                if !is_live(parts, record) {
+                    stale.push(id);
+                    continue;
+                }
+                emit(config, fields, parts, values, headers_text, record, collector, id);
+                if let Some(m) = metrics {
+                    m.replayed.inc();
+                }
+            }
+            for id in stale {
+                held.remove(id);
+            }
+        }
+        let mut taken_bytes = 0usize;
+        let mut result = Ok(());
+        for _ in 0..PER_CALL {
+            if !held.has_room() {
+                break;
+            }
+            let Some(io) = &self.io else { break };
+            let item = match io.items.take() {
+                Ok(i) => i,
+                Err(Empty::Now) => break,
+                Err(Empty::Closed) => {
+                    if !std::mem::replace(&mut self.io_gone_reported, true) {
+                        result =
+                            Err(format!("{}: the Kafka I/O thread has stopped", self.label).into());
+                    }
+                    break;
+                }
+            };
+            match item {
+                Item::Assigned { idx, gen, topic, partition } => {
+                    let part = part_mut(parts, idx);
+                    if gen > part.revoked {
+                        *part = Part {
+                            topic,
+                            partition,
+                            gen,
+                            live: true,
+                            revoked: part.revoked,
+                            tracker: Tracker::new(),
+                        };
+                    }
+                }
+                Item::Record(record) => {
+                    taken_bytes += record.bytes;
+                    if !is_live(parts, &record) {
+                        continue;
+                    }
+                    let part = &mut parts[record.idx as usize];
+                    if !part.tracker.emitted(record.offset) {
+                        continue;
+                    }
+                    let id = held.insert(record, 1);
+                    if let Some(record) = held.get(id) {
+                        emit(config, fields, parts, values, headers_text, record, collector, id);
+                    }
+                    if let Some(m) = metrics {
+                        m.received.inc();
+                    }
+                }
+            }
+        }
+        if taken_bytes > 0 {
+            self.shared.bytes.fetch_sub(taken_bytes, Ordering::Relaxed);
+        }
+        if let Some(m) = &self.metrics {
+            m.held.set(self.held.len() as i64);
+            m.prefetched.set(self.shared.bytes.load(Ordering::Relaxed) as i64);
+        }
+        result
+    }
+
+    fn ack(&mut self, id: MessageId) {
+        if self.shared.control.load(Ordering::Relaxed) {
+            self.serve_io();
+        }
+        let Acked::Now(record) = self.held.ack(id.0) else { return };
+        if is_live(&self.parts, &record) {
+            self.parts[record.idx as usize].tracker.done(record.offset);
+            if let Some(m) = &self.metrics {
+                m.acked.inc();
+            }
+        } else if let Some(m) = &self.metrics {
+            m.ignored.inc();
+        }
+    }
+
+    fn fail(&mut self, id: MessageId) {
+        if self.shared.control.load(Ordering::Relaxed) {
+            self.serve_io();
+        }
+        let Some(record) = self.held.get(id.0) else { return };
+        if !is_live(&self.parts, record) {
+            // Revoked: its next owner reads it again; never replayed here.
+            self.held.remove(id.0);
+            if let Some(m) = &self.metrics {
+                m.ignored.inc();
+            }
+            return;
+        }
+        if let Failed::Dead { item, reason } = self.held.fail(id.0, Instant::now()) {
+            if let Some(m) = &self.metrics {
+                m.dead_lettered.inc();
+            }
+            let part = &mut self.parts[item.idx as usize];
+            if self.config.dead_letter_topic.is_some() {
+                let dead = DeadLetter {
+                    idx: item.idx,
+                    gen: item.gen,
+                    topic: part.topic.clone(),
+                    partition: part.partition,
+                    deliveries: reason.deliveries,
+                    reason: reason.to_string(),
+                    record: item,
+                };
+                self.command(Command::DeadLetter(Box::new(dead)));
+            } else {
+                squall_plugin_api::warn!(
+                    "{}: gave up {}:{} offset {} ({reason}); no dead_letter_topic, so it is skipped",
+                    self.label,
+                    part.topic,
+                    part.partition,
+                    item.offset
+                );
+                part.tracker.done(item.offset);
+            }
+        }
+    }
+
+    fn close(&mut self) {
+        self.serve_io();
+        let Some(mut io) = self.io.take() else { return };
+        self.shared.closing.store(true, Ordering::Release);
+        let offsets = self.completed();
+        let _ = io.commands.send(Command::Close(offsets));
+        let unresolved = self.held.drain().count();
+        if unresolved > 0 {
+            squall_plugin_api::info!(
+                "{}: {unresolved} record(s) not completed at close (replays waiting); they are read \
+                 again after the last committed offset",
+                self.label
+            );
+        }
+        if let Some(m) = &self.metrics {
+            m.held.set(0);
+        }
+        if !io.thread.join_within(self.config.close_timeout * 2) {
+            squall_plugin_api::warn!(
+                "{}: the Kafka consumer did not close within {:?}; it is left to finish on its own",
+                self.label,
+                self.config.close_timeout * 2
+            );
+        }
+    }
+}
+
+fn default_fields() -> Vec<String> {
+    vec!["value".to_owned()]
+}
+
+/// With a cluster that answers within 2 s, the topics must exist (unless
+/// `create_partitions`): a config error at the component. No answer: `open`
+/// reports it after `connect_timeout`.
+fn check_topics_now(
+    client_config: &rdkafka::ClientConfig,
+    config: &SpoutConfig,
+    assign: &[Assignment],
+) -> Result<()> {
+    let mut probe = client_config.clone();
+    probe.remove("group.id");
+    let Ok(consumer) = probe.create_with_context::<_, BaseConsumer<Context0>>(Context0::quiet())
+    else {
+        return Ok(());
+    };
+    let timeout = config.connection.connect_timeout.min(Duration::from_secs(2));
+    let Ok(metadata) = consumer.fetch_metadata(None, timeout) else { return Ok(()) };
+    let needed = config.needed_topics(assign);
+    let missing: Vec<String> = client::partitions(&metadata, &needed)
+        .into_iter()
+        .filter_map(|(t, n)| n.is_none().then(|| format!("{t:?}")))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "topic(s) {} do not exist on {} (create them, or set create_partitions)",
+        missing.join(", "),
+        config.connection.brokers.trim()
+    )
+    .into())
+}
+
+fn part_mut(parts: &mut Vec<Part>, idx: u32) -> &mut Part {
+    let idx = idx as usize;
+    while parts.len() <= idx {
+        parts.push(Part {
+            topic: Arc::from(""),
+            partition: -1,
+            gen: 0,
+            live: false,
+            revoked: 0,
+            tracker: Tracker::new(),
+        });
+    }
+    &mut parts[idx]
+}
+
+/// True when `record`'s partition generation is still this task's.
+#[inline]
+fn is_live(parts: &[Part], record: &Record) -> bool {
+    parts.get(record.idx as usize).is_some_and(|p| p.live && p.gen == record.gen)
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn emit(
+    config: &SpoutConfig,
+    fields: &[Field],
+    parts: &[Part],
+    values: &mut Vec<Value>,
+    headers_text: &mut String,
+    record: &Record,
+    collector: &mut SpoutCollector<'_>,
+    id: u64,
+) {
+    let bytes = |b: &Option<Vec<u8>>| match b {
+        None => Value::Null,
+        Some(b) => match config.payload_as {
+            PayloadAs::Bytes => Value::shared_bytes(b),
+            PayloadAs::String => match std::str::from_utf8(b) {
+                Ok(s) => Value::str(s),
+                Err(_) => Value::str(&String::from_utf8_lossy(b)),
+            },
+        },
+    };
+    let part = &parts[record.idx as usize];
+    values.clear();
+    for f in fields {
+        values.push(match f {
+            Field::Key => bytes(&record.key),
+            Field::Value => bytes(&record.value),
+            Field::Headers => {
+                headers_text.clear();
+                for (k, v) in record.headers.iter().flatten() {
+                    let v = v.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+                    let _ = write!(headers_text, "{k}: {v}\r\n");
+                }
+                Value::str(headers_text)
+            }
+            Field::Topic => Value::str(&part.topic),
+            Field::Partition => Value::I64(i64::from(part.partition)),
+            Field::Offset => Value::I64(record.offset),
+            Field::Timestamp => record.timestamp.map_or(Value::Null, Value::I64),
+        });
+    }
+    collector.emit_with_id(values, MessageId(id));
+}
+
+impl KafkaSpout {
+    fn command(&self, command: Command) {
+        if let Some(io) = &self.io {
+            // Fails only when the I/O thread has ended: what was not
+            // committed is read again.
+            let _ = io.commands.send(command);
+        }
+    }
+
+    /// Answers revocations and takes the I/O thread's reports.
+    fn serve_io(&mut self) {
+        let Some(io) = &self.io else { return };
+        self.shared.control.store(false, Ordering::Relaxed);
+        while let Ok(report) = io.reports.try_recv() {
+            match report {
+                Report::DeadLettered { idx, gen, offset } => {
+                    if let Some(p) = self.parts.get_mut(idx as usize) {
+                        if p.live && p.gen == gen {
+                            p.tracker.done(offset);
+                        }
+                    }
+                }
+            }
+        }
+        while let Ok(revoke) = io.control.try_recv() {
+            let mut offsets = Vec::new();
+            for (idx, gen) in revoke.parts {
+                let part = part_mut(&mut self.parts, idx);
+                part.revoked = part.revoked.max(gen);
+                if part.live && part.gen == gen {
+                    part.live = false;
+                    if let Some(o) = part.tracker.committable() {
+                        offsets.push((part.topic.clone(), part.partition, o));
+                    }
+                    part.tracker = Tracker::new();
+                }
+            }
+            let _ = revoke.reply.send(offsets);
+        }
+    }
+
+    /// The completed offsets of the live partitions that moved.
+    fn completed(&mut self) -> Vec<(Arc<str>, i32, i64)> {
+        let mut offsets = Vec::new();
+        for p in self.parts.iter_mut().filter(|p| p.live) {
+            if let Some(o) = p.tracker.take_commit() {
+                offsets.push((p.topic.clone(), p.partition, o));
+            }
+        }
+        offsets
+    }
+
+    /// Commits the completed offsets that moved since the last commit.
+    fn commit(&mut self) {
+        let offsets = self.completed();
+        if !offsets.is_empty() {
+            self.command(Command::Commit(offsets));
+        }
+    }
+}

@@ -217,7 +217,7 @@ fn inspect_lists_components_with_kinds_streams_fields_and_the_contract_version()
     out.assert_code(0);
     let lines: Vec<&str> = out.stdout.lines().map(str::trim).collect();
     assert!(
-        lines[0].starts_with("plugin squall-testkit ") && lines[0].contains("(contract 1.2.0)"),
+        lines[0].starts_with("plugin squall-testkit ") && lines[0].contains("(contract 1.3.0)"),
         "header\n{}",
         out.context()
     );

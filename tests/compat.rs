@@ -246,28 +246,39 @@ fn a_plugin_built_against_contract_1_0_loads_and_runs_in_this_host() {
     drop(child);
 }
 
-#[test]
-fn a_plugin_built_against_contract_1_1_loads_runs_logs_and_exports_its_metrics() {
-    let Some(old) = examples_1_1() else { return };
-    let ws = Workspace::new("contract_1_1");
-    let inspect = SquallCommand::inspect(&ws, &old).output();
+/// `squall inspect` reads the examples library `old` as built against
+/// `contract`, and word count runs on it with exact counts, every sentence
+/// acked, loaded through its own root module (no fallback warning).
+/// Returns the word-count topology.
+fn counts_words_through_its_own_root(
+    ws: &Workspace,
+    old: &std::path::Path,
+    contract: &str,
+) -> String {
+    let inspect = SquallCommand::inspect(ws, old).output();
     inspect.assert_code(0);
-    assert!(inspect.stdout.contains("(contract 1.1.0)"), "\n{}", inspect.context());
-
-    // Word count on the 1.1.0 library: exact counts, every sentence acked,
-    // loaded through its 1.1 root module (no fallback warning).
+    let header = format!("(contract {contract})");
+    assert!(inspect.stdout.contains(&header), "\n{}", inspect.context());
     let toml = word_count_topology(1).replace("{examples}", &old.display().to_string());
     let topology = ws.write_topology("wc.toml", &toml);
-    let out = SquallCommand::run(&ws, &topology, "3s").output();
+    let out = SquallCommand::run(ws, &topology, "3s").output();
     out.assert_code(0);
     assert_eq!(printed_word_counts(&out), expected_word_counts(), "\n{}", out.context());
     assert_eq!(out.stat("sentences", "acked"), SENTENCE_LIMIT, "\n{}", out.context());
     assert!(
         !out.stderr.contains("does not match this host's")
             && !out.stderr.contains("does not record its panic strategy"),
-        "a 1.1 library loads through its own root module\n{}",
+        "a {contract} library loads through its own root module\n{}",
         out.context()
     );
+    toml
+}
+
+#[test]
+fn a_plugin_built_against_contract_1_1_loads_runs_logs_and_exports_its_metrics() {
+    let Some(old) = examples_1_1() else { return };
+    let ws = Workspace::new("contract_1_1");
+    let toml = counts_words_through_its_own_root(&ws, &old, "1.1.0");
 
     let (child, addr) = start(&ws, &toml);
     // Both tasks have registered (each in its own `prepare`) and counted.
@@ -315,26 +326,8 @@ fn a_plugin_built_against_contract_1_1_loads_runs_logs_and_exports_its_metrics()
 fn a_plugin_built_against_contract_1_2_loads_and_runs_with_durable_state() {
     let Some(old) = examples_1_2() else { return };
     let ws = Workspace::new("contract_1_2");
-    let inspect = SquallCommand::inspect(&ws, &old).output();
-    inspect.assert_code(0);
-    assert!(inspect.stdout.contains("(contract 1.2.0)"), "\n{}", inspect.context());
-    assert!(inspect.stdout.contains("DurableWordCount"), "\n{}", inspect.context());
-
-    // Word count on the 1.2.0 library, called once per tuple (it has no
-    // batch entry points): exact counts, every sentence acked, loaded
-    // through its own root module.
-    let toml = word_count_topology(1).replace("{examples}", &old.display().to_string());
-    let topology = ws.write_topology("wc.toml", &toml);
-    let out = SquallCommand::run(&ws, &topology, "3s").output();
-    out.assert_code(0);
-    assert_eq!(printed_word_counts(&out), expected_word_counts(), "\n{}", out.context());
-    assert_eq!(out.stat("sentences", "acked"), SENTENCE_LIMIT, "\n{}", out.context());
-    assert!(
-        !out.stderr.contains("does not match this host's")
-            && !out.stderr.contains("does not record its panic strategy"),
-        "a 1.2 library loads through its own root module\n{}",
-        out.context()
-    );
+    // Called once per tuple: it has no batch entry points.
+    let toml = counts_words_through_its_own_root(&ws, &old, "1.2.0");
 
     // Its durable word count keeps its stores through checkpoints (contract
     // 1.2): the counts printed at the stop are exact.

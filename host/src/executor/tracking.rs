@@ -109,7 +109,14 @@ pub struct InputTracker {
     current_open: bool,
     open: RotatingMap<u64, OpenInput>,
     scratch: Vec<(RootId, EdgeId)>,
+    /// Emptied id lists of settled inputs, reused for the next open ones
+    /// (at most [`SPARE_IDS`]), so that keeping inputs open allocates
+    /// nothing in a steady state.
+    spare: Vec<Vec<(RootId, EdgeId)>>,
 }
+
+/// How many emptied id lists an [`InputTracker`] keeps for reuse.
+const SPARE_IDS: usize = 1024;
 
 impl Default for InputTracker {
     fn default() -> Self {
@@ -134,6 +141,7 @@ impl InputTracker {
             current_open: false,
             open: RotatingMap::new(3),
             scratch: Vec::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -168,7 +176,9 @@ impl InputTracker {
         }
         let token = self.next_token;
         self.next_token += 1;
-        self.open.put(token, OpenInput { ids: ids.to_vec(), ack_val: 0 });
+        let mut list = self.spare.pop().unwrap_or_default();
+        list.extend_from_slice(ids);
+        self.open.put(token, OpenInput { ids: list, ack_val: 0 });
         Anchor(token)
     }
 
@@ -317,7 +327,8 @@ impl InputTracker {
             self.ack(anchor, transfer, stats);
         } else {
             self.current_open = false;
-            let ids = self.current_ids.clone();
+            let mut ids = self.spare.pop().unwrap_or_default();
+            ids.extend_from_slice(&self.current_ids);
             self.open.put(self.current, OpenInput { ids, ack_val: self.current_ack_val });
         }
     }
@@ -333,10 +344,12 @@ impl InputTracker {
         self.open.rotate().count()
     }
 
-    fn recycle(&mut self, ids: Vec<(RootId, EdgeId)>) {
+    fn recycle(&mut self, mut ids: Vec<(RootId, EdgeId)>) {
+        ids.clear();
         if self.current_ids.capacity() == 0 {
             self.current_ids = ids;
-            self.current_ids.clear();
+        } else if self.spare.len() < SPARE_IDS {
+            self.spare.push(ids);
         }
     }
 }

@@ -241,3 +241,83 @@ pub(crate) fn coordinator_13<C: Coordinator>() -> (ComponentExt13, super::Compon
     };
     (descriptor(ComponentKind::COORDINATOR, C::NAME, false, new_coordinator::<C>), ext)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::v1_3::PartitionChange;
+    use super::super::CatalogueBuilder;
+    use super::*;
+
+    /// Assigns every partition to the one member, at epoch 7, then nothing.
+    struct Solo {
+        partitions: u32,
+        told: bool,
+    }
+
+    impl Coordinator for Solo {
+        const NAME: &'static str = "Solo";
+        const CONFIG_KEYS: Option<&'static [crate::ConfigKey]> = Some(&[]);
+
+        fn new(_config: &ComponentConfig<'_>) -> crate::Result<Self> {
+            Ok(Solo { partitions: 0, told: false })
+        }
+
+        fn join(&mut self, _member: &str, partitions: u32) -> crate::Result<u32> {
+            self.partitions = partitions;
+            Ok(partitions)
+        }
+
+        fn poll(&mut self, _wait: std::time::Duration) -> crate::Result<Vec<PartitionEvent>> {
+            if std::mem::replace(&mut self.told, true) {
+                return Ok(Vec::new());
+            }
+            let event = |partition| PartitionEvent {
+                change: PartitionChange::ASSIGNED,
+                partition,
+                epoch: 7,
+                valid_for_ms: u64::MAX,
+            };
+            Ok((0..self.partitions).map(event).collect())
+        }
+
+        fn released(&mut self, _partition: u32, _epoch: u64) -> crate::Result<()> {
+            Err("not held".into())
+        }
+
+        fn status(&mut self) -> crate::Result<String> {
+            Ok(format!("{{\"partitions\":{}}}", self.partitions))
+        }
+    }
+
+    #[test]
+    fn a_coordinator_is_listed_in_1_1_and_1_3_and_answers_through_the_boundary() {
+        let mut builder = CatalogueBuilder::new("demo", "0.1.0");
+        builder.coordinator::<Solo>();
+        let (v11, v13) = {
+            let mut other = CatalogueBuilder::new("demo", "0.1.0");
+            other.coordinator::<Solo>();
+            (builder.build_extensions(), other.build_extensions_13())
+        };
+        assert_eq!(v11.len(), 1);
+        assert_eq!(v11[0].kind, ComponentKind::COORDINATOR);
+        assert!(v11[0].declares_config && v11[0].config_keys.is_empty());
+        assert_eq!(
+            (v13[0].kind, v13[0].name.as_str(), v13[0].batch),
+            (ComponentKind::COORDINATOR, "Solo", false)
+        );
+        let ComponentBox13::Coordinator(mut c) = (v13[0].new)("".into()).unwrap() else {
+            panic!("a coordinator box");
+        };
+        assert_eq!(c.join("host-a".into(), 3).unwrap(), 3);
+        let events = c.poll(10).unwrap();
+        assert_eq!(
+            events.iter().map(|e| (e.partition, e.epoch)).collect::<Vec<_>>(),
+            [(0, 7), (1, 7), (2, 7)]
+        );
+        assert!(c.poll(10).unwrap().is_empty());
+        assert_eq!(c.status().unwrap().as_str(), "{\"partitions\":3}");
+        let refused = c.released(0, 7).into_result().unwrap_err();
+        assert!(refused.message.contains("not held"), "{refused:?}");
+        assert!(c.leave().is_ok());
+    }
+}

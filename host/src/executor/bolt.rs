@@ -53,6 +53,11 @@ const DEEP_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
 /// (publishing stats, seeing the run state).
 const HOUSEKEEPING: std::time::Duration = std::time::Duration::from_millis(5);
 
+/// The most tuples a contract 1.3 bolt gets in one `execute_batch` call:
+/// the per-tuple loop looks at its clock every 64 tuples, and a run ends
+/// where it would look.
+const RUN: usize = 64;
+
 pub use crate::queue::{SourceComponent, SourceTable};
 
 /// Everything a bolt task owns.
@@ -435,14 +440,26 @@ impl BoltExecutor {
             let mut starts = batch.starts(pos);
             // One relaxed load per batch while no tap is attached.
             let tapped = self.core.transfer.tap().attached();
-            if !WINDOWED && self.bolt.batches() {
-                let run = self.execute_run(turn, name, (&batch, pos, starts), component, tapped);
-                turn.stats.add(StatField::Executed, run);
-                consumed += run;
-                pos = batch.len();
-                due = started.elapsed() >= HOUSEKEEPING;
+            // A contract 1.3 bolt gets runs of at most RUN tuples, and the
+            // loop looks at its clock and its pending emits after each run,
+            // as it does every 64 tuples below.
+            let batched = !WINDOWED && self.bolt.batches();
+            while batched && pos < batch.len() {
+                let end = (pos + RUN).min(batch.len());
+                let run = (&batch, pos..end, starts);
+                let (executed, next) = self.execute_run(turn, name, run, component, tapped);
+                (pos, starts) = (end, next);
+                turn.stats.add(StatField::Executed, executed);
+                consumed += executed;
+                if self.core.transfer.has_pending() {
+                    break;
+                }
+                if started.elapsed() >= HOUSEKEEPING {
+                    due = true;
+                    break;
+                }
             }
-            while pos < batch.len() {
+            while !batched && pos < batch.len() {
                 let ((stream, values, ids), next) = batch.tuple_at(pos, starts);
                 starts = next;
                 pos += 1;
@@ -611,21 +628,23 @@ impl BoltExecutor {
         turn.stats.add(StatField::ThrottleNanos, outcome.waited.as_nanos() as u64);
     }
 
-    /// Executes the rest of a queue batch, from `pos`, through the bolt's
-    /// batch entry point (contract 1.3): the inputs are registered as open
-    /// and handed over in one call, which anchors, acks and fails each of
-    /// them itself. On an error or a panic, the input the bolt was executing
-    /// fails, as one call per tuple would fail it, and the inputs after it
-    /// go to the next call (to the restarted instance after a panic).
-    /// Returns the number of inputs executed.
+    /// Executes the tuples `range` of a queue batch (the first at offsets
+    /// `starts`) through the bolt's batch entry point (contract 1.3): the
+    /// inputs are registered as open and handed over in one call, which
+    /// anchors, acks and fails each of them itself. On an error or a panic,
+    /// the input the bolt was executing fails, as one call per tuple would
+    /// fail it, and the inputs after it go to the next call (to the
+    /// restarted instance after a panic). Returns the number of inputs
+    /// executed, and the offsets of the tuple after the range.
     fn execute_run(
         &mut self,
         turn: &mut Turn,
         name: &str,
-        (batch, mut pos, mut starts): (&Batch, usize, (usize, usize)),
+        (batch, range, mut starts): (&Batch, std::ops::Range<usize>, (usize, usize)),
         component: usize,
         tapped: bool,
-    ) -> u64 {
+    ) -> (u64, (usize, usize)) {
+        let mut pos = range.start;
         let sources = Arc::clone(&self.sources);
         let (component_name, streams) = &sources.components[component];
         // The buffer's allocation is kept between runs (an empty vector
@@ -634,7 +653,7 @@ impl BoltExecutor {
             .into_iter()
             .map(|_| unreachable!("the buffer is empty"))
             .collect();
-        while pos < batch.len() {
+        while pos < range.end {
             let ((stream, values, ids), next) = batch.tuple_at(pos, starts);
             starts = next;
             pos += 1;
@@ -696,7 +715,7 @@ impl BoltExecutor {
         let executed = tuples.len() as u64;
         tuples.clear();
         self.run = tuples.into_iter().map(|_| unreachable!("the buffer is empty")).collect();
-        executed
+        (executed, starts)
     }
 
     /// Executes one tuple and settles its ack.

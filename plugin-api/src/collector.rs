@@ -339,7 +339,8 @@ pub struct BasicCollector<'a> {
     output: BoltOut<'a>,
     /// The input being executed, in a batch (contract 1.3), where the host
     /// does not know which input an emit belongs to: emits are anchored to
-    /// it explicitly. Empty when the host anchors them (one call per tuple).
+    /// it explicitly. Empty when the host anchors them (one call per tuple), or
+    /// when the input is not tracked.
     anchor: Option<[Anchor; 1]>,
 }
 
@@ -363,14 +364,8 @@ impl<'a> BasicCollector<'a> {
 
     /// In a batch: the input the next emits belong to.
     pub(crate) fn set_input(&mut self, anchor: Anchor) {
-        self.anchor = Some([anchor]);
-    }
-
-    /// In a batch: acks the current input (its `execute` returned `Ok`).
-    pub(crate) fn ack_input(&mut self) {
-        if let Some([anchor]) = self.anchor {
-            self.output.ack(anchor);
-        }
+        // An untracked input's emits are untracked: no anchor to look up.
+        self.anchor = (anchor != Anchor::NONE).then_some([anchor]);
     }
 
     /// Emits on the default stream.

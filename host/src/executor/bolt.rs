@@ -631,7 +631,8 @@ impl BoltExecutor {
     /// Executes the tuples `range` of a queue batch (the first at offsets
     /// `starts`) through the bolt's batch entry point (contract 1.3): the
     /// inputs are registered as open and handed over in one call, which
-    /// anchors, acks and fails each of them itself. On an error or a panic,
+    /// anchors each emit and acks or fails each input itself (a basic
+    /// bolt's inputs that succeeded are acked here). On an error or a panic,
     /// the input the bolt was executing fails, as one call per tuple would
     /// fail it, and the inputs after it go to the next call (to the
     /// restarted instance after a panic). Returns the number of inputs
@@ -653,6 +654,9 @@ impl BoltExecutor {
             .into_iter()
             .map(|_| unreachable!("the buffer is empty"))
             .collect();
+        if self.auto_ack {
+            self.inputs.begin_run();
+        }
         while pos < range.end {
             let ((stream, values, ids), next) = batch.tuple_at(pos, starts);
             starts = next;
@@ -666,7 +670,11 @@ impl BoltExecutor {
             if !self.throttles.is_empty() {
                 self.throttle_edge(turn, component, stream, values);
             }
-            let anchor = self.inputs.open_input(ids);
+            let anchor = if self.auto_ack {
+                self.inputs.run_input(ids)
+            } else {
+                self.inputs.open_input(ids)
+            };
             let source = batch.source_task.0;
             tuples.push(Tuple::new(values, fields, component_name, stream_name, source, anchor));
         }
@@ -698,9 +706,19 @@ impl BoltExecutor {
             if let Some(e) = turn.emit_error.take() {
                 count_emit_error(&mut turn.stats, &self.core, "execute_batch", &e);
             }
+            // The input being executed when it failed (the first when none
+            // was taken); every input before it succeeded.
+            let failed = match result {
+                Ok(()) => rest.len(),
+                Err(_) => (taken as usize).clamp(1, rest.len()) - 1,
+            };
+            if self.auto_ack {
+                // A basic bolt: what one call per tuple acked on `Ok`.
+                for tuple in &rest[..failed] {
+                    self.inputs.ack(tuple.anchor(), &mut self.core.transfer, &mut turn.stats);
+                }
+            }
             let Err(e) = result else { break };
-            // The input being executed when it failed (the first when none was taken).
-            let failed = (taken as usize).clamp(1, rest.len()) - 1;
             let anchor = rest[failed].anchor();
             let (transfer, stats) = (&mut self.core.transfer, &mut turn.stats);
             if e.is_panic() {
@@ -711,6 +729,9 @@ impl BoltExecutor {
                 count_error(&mut turn.stats, &self.core.shared, name, &format!("execute: {e}"));
             }
             start += failed + 1;
+        }
+        if self.auto_ack {
+            self.inputs.end_run();
         }
         let executed = tuples.len() as u64;
         tuples.clear();

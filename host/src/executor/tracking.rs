@@ -113,6 +113,22 @@ pub struct InputTracker {
     /// (at most [`SPARE_IDS`]), so that keeping inputs open allocates
     /// nothing in a steady state.
     spare: Vec<Vec<(RootId, EdgeId)>>,
+    /// A basic bolt's batch (contract 1.3): its tracked inputs, anchors
+    /// `run_base..`, whose ids lie in `run_ids`. The host settles each of
+    /// them when the call returns, so they never enter `open`.
+    run: Vec<RunInput>,
+    run_ids: Vec<(RootId, EdgeId)>,
+    run_base: u64,
+}
+
+/// One tracked input of a basic bolt's batch.
+#[derive(Debug, Clone, Copy)]
+struct RunInput {
+    /// Its ids: `run_ids[start..end]`.
+    start: u32,
+    end: u32,
+    ack_val: u64,
+    open: bool,
 }
 
 /// How many emptied id lists an [`InputTracker`] keeps for reuse.
@@ -142,6 +158,9 @@ impl InputTracker {
             open: RotatingMap::new(3),
             scratch: Vec::new(),
             spare: Vec::new(),
+            run: Vec::new(),
+            run_ids: Vec::new(),
+            run_base: 0,
         }
     }
 
@@ -182,6 +201,50 @@ impl InputTracker {
         Anchor(token)
     }
 
+    /// Starts a basic bolt's batch: the inputs [`run_input`](Self::run_input)
+    /// registers until [`end_run`](Self::end_run) are settled by the host.
+    pub fn begin_run(&mut self) {
+        self.current_open = false;
+        self.run.clear();
+        self.run_ids.clear();
+        self.run_base = self.next_token;
+    }
+
+    /// Registers one input of a basic bolt's batch; returns its anchor
+    /// ([`Anchor::NONE`] when it is not tracked).
+    #[inline]
+    pub fn run_input(&mut self, ids: &[(RootId, EdgeId)]) -> Anchor {
+        if ids.is_empty() {
+            return Anchor::NONE;
+        }
+        let start = self.run_ids.len() as u32;
+        self.run_ids.extend_from_slice(ids);
+        let end = self.run_ids.len() as u32;
+        self.run.push(RunInput { start, end, ack_val: 0, open: true });
+        let token = self.next_token;
+        self.next_token += 1;
+        Anchor(token)
+    }
+
+    /// Ends a basic bolt's batch. An input left open (none is, once the
+    /// host has settled the call) stays tracked as a rich bolt's would.
+    pub fn end_run(&mut self) {
+        for (i, input) in self.run.iter().enumerate().filter(|(_, r)| r.open) {
+            let mut ids = self.spare.pop().unwrap_or_default();
+            ids.extend_from_slice(&self.run_ids[input.start as usize..input.end as usize]);
+            self.open.put(self.run_base + i as u64, OpenInput { ids, ack_val: input.ack_val });
+        }
+        self.run.clear();
+        self.run_ids.clear();
+    }
+
+    /// The index in `run` of an open input of the current batch.
+    #[inline]
+    fn in_run(&self, anchor: Anchor) -> Option<usize> {
+        let i = anchor.0.checked_sub(self.run_base)? as usize;
+        (anchor.0 != 0 && self.run.get(i).is_some_and(|r| r.open)).then_some(i)
+    }
+
     /// The current input's anchor.
     pub fn current_anchor(&self) -> Anchor {
         if self.current_open {
@@ -199,10 +262,15 @@ impl InputTracker {
     pub fn anchor_edge(&mut self, anchors: &[Anchor], edge: u64) -> &[(RootId, EdgeId)] {
         self.scratch.clear();
         for &anchor in anchors {
+            let run = self.in_run(anchor);
             let ids: &[(RootId, EdgeId)] =
                 if anchor.0 != 0 && anchor.0 == self.current && self.current_open {
                     self.current_ack_val ^= edge;
                     &self.current_ids
+                } else if let Some(i) = run {
+                    let input = &mut self.run[i];
+                    input.ack_val ^= edge;
+                    &self.run_ids[input.start as usize..input.end as usize]
                 } else if let Some(open) = self.open.get_mut(&anchor.0) {
                     open.ack_val ^= edge;
                     &open.ids
@@ -233,7 +301,9 @@ impl InputTracker {
     #[inline]
     pub fn any_tracked(&self, anchors: &[Anchor]) -> bool {
         anchors.iter().any(|a| {
-            (a.0 != 0 && a.0 == self.current && self.current_open) || self.open.contains_key(&a.0)
+            (a.0 != 0 && a.0 == self.current && self.current_open)
+                || self.in_run(*a).is_some()
+                || self.open.contains_key(&a.0)
         })
     }
 
@@ -251,6 +321,15 @@ impl InputTracker {
 
     /// Acks an input: `edge ^ ack_val` for each of its roots goes to the acker.
     pub fn ack(&mut self, anchor: Anchor, transfer: &mut Transfer, stats: &mut LocalStats) {
+        if let Some(i) = self.in_run(anchor) {
+            let input = &mut self.run[i];
+            input.open = false;
+            for &(root, edge) in &self.run_ids[input.start as usize..input.end as usize] {
+                transfer.to_acker(root, AckerMsg::Ack { root, val: edge.0 ^ input.ack_val });
+            }
+            stats.add(StatField::Acked, 1);
+            return;
+        }
         if let Some((ids, ack_val)) = self.take(anchor) {
             for &(root, edge) in &ids {
                 transfer.to_acker(root, AckerMsg::Ack { root, val: edge.0 ^ ack_val });
@@ -268,6 +347,15 @@ impl InputTracker {
         stats: &mut LocalStats,
         field: StatField,
     ) {
+        if let Some(i) = self.in_run(anchor) {
+            let input = &mut self.run[i];
+            input.open = false;
+            for &(root, _) in &self.run_ids[input.start as usize..input.end as usize] {
+                transfer.to_acker(root, AckerMsg::Fail { root });
+            }
+            stats.add(field, 1);
+            return;
+        }
         if let Some((ids, _)) = self.take(anchor) {
             for &(root, _) in &ids {
                 transfer.to_acker(root, AckerMsg::Fail { root });
@@ -279,9 +367,13 @@ impl InputTracker {
 
     /// Asks the acker to restart the timeout of each of the input's roots.
     pub fn reset_timeout(&mut self, anchor: Anchor, transfer: &mut Transfer) {
+        let run = self.in_run(anchor);
         let ids: &[(RootId, EdgeId)] =
             if anchor.0 != 0 && anchor.0 == self.current && self.current_open {
                 &self.current_ids
+            } else if let Some(i) = run {
+                let input = self.run[i];
+                &self.run_ids[input.start as usize..input.end as usize]
             } else if let Some(open) = self.open.get(&anchor.0) {
                 &open.ids
             } else {

@@ -198,8 +198,9 @@ impl<B: BasicBolt> AnyBolt for Basic<B> {
     fn execute(&mut self, input: &Tuple<'_>, output: BoltOut<'_>) -> crate::Result<()> {
         self.0.execute(input, &mut BasicCollector::from_out(output))
     }
-    /// Each input's emits are anchored to it and it is acked when its
-    /// `execute` returns `Ok`: what the host does for one call per tuple.
+    /// Each input's emits are anchored to it; the host acks the inputs
+    /// whose `execute` returned `Ok` once the call returns (it knows them
+    /// from how far the bolt got), as it does for one call per tuple.
     fn execute_batch(
         &mut self,
         inputs: &mut crate::Inputs<'_, '_>,
@@ -209,7 +210,6 @@ impl<B: BasicBolt> AnyBolt for Basic<B> {
         for input in inputs {
             collector.set_input(input.anchor());
             self.0.execute(input, &mut collector)?;
-            collector.ack_input();
         }
         Ok(())
     }

@@ -93,13 +93,14 @@ pub trait DynBolt13: Send {
     fn restore_stores(&mut self, stores: RVec<StoreDelta>) -> PResult<()>;
     /// Processes a run of input tuples, in order, in one call.
     ///
-    /// Emits are anchored explicitly, and each input is acked or failed
-    /// through `output` (the plugin's adapter does it for a basic bolt).
-    /// `taken` counts the inputs the bolt has begun: on return it says how
-    /// far the bolt got. On an error or a panic, input `taken - 1` (the one
-    /// being executed; input 0 when none was taken) fails, and the inputs
-    /// after it are handed to the next call, so that every input is
-    /// executed once, as one call per tuple would.
+    /// Emits are anchored explicitly. A rich bolt acks or fails each input
+    /// through `output`; a basic bolt's inputs are acked by the host, once
+    /// the call returns, up to where the bolt got. `taken` counts the
+    /// inputs the bolt has begun: on return it says how far the bolt got.
+    /// On an error or a panic, input `taken - 1` (the one being executed;
+    /// input 0 when none was taken) fails, and the inputs after it are
+    /// handed to the next call, so that every input is executed once, as
+    /// one call per tuple would.
     #[sabi(last_prefix_field)]
     fn execute_batch(
         &mut self,

@@ -75,6 +75,25 @@ pub fn access_from(
     })
 }
 
+/// Reads and checks every file `[topology.http]` names, as `squall run`
+/// would: the token files (a regular file under the size cap, holding one
+/// valid token) and the TLS certificate and key (regular files under the
+/// cap, PEM, the key fitting the certificate). `squall validate` calls it
+/// whether or not an address is set; variables are not looked at (they are
+/// the running host's).
+///
+/// # Errors
+/// The first file that is unusable, in one line.
+pub fn check_files(options: &crate::config::HttpOptions) -> Result<(), String> {
+    for file in [&options.token_file, &options.read_token_file].into_iter().flatten() {
+        Token::from_file(file)?;
+    }
+    if let (Some(cert), Some(key)) = (&options.tls_cert, &options.tls_key) {
+        tls::TlsFiles { cert: cert.clone(), key: key.clone() }.config()?;
+    }
+    Ok(())
+}
+
 /// Everything [`HttpServer::serve`] needs from `[topology.http]` and
 /// `--http-token-file`: the access policy, the limits, and the TLS files
 /// (read and checked now, so that a bad file stops the run before it starts).

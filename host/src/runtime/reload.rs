@@ -671,7 +671,7 @@ impl Reloader {
     /// the library already mapped.
     fn bind(&mut self) -> Result<Topology, Vec<ReloadError>> {
         let config = crate::config::load(&self.file).map_err(|d| {
-            d.items.iter().map(|i| ReloadError::Config(i.to_string())).collect::<Vec<_>>()
+            d.listed().items.iter().map(|i| ReloadError::Config(i.to_string())).collect::<Vec<_>>()
         })?;
         let (scratch, loads) = (self.scratch.clone(), &mut self.copies);
         let result = crate::topology::bind_with(&config, &mut |decl, options| {
@@ -684,7 +684,7 @@ impl Reloader {
         });
         result.map_err(|e| match e {
             BindError::Config(d) => {
-                d.items.iter().map(|i| ReloadError::Config(i.to_string())).collect()
+                d.listed().items.iter().map(|i| ReloadError::Config(i.to_string())).collect()
             }
             BindError::Load(errors) => {
                 errors.iter().map(|e| ReloadError::Load(e.to_string())).collect()

@@ -5,13 +5,17 @@
 //!   and `--tls-ca`) must be regular files under a size cap: a FIFO, a device
 //!   or a huge file is refused at once in one line, exit 78, by `run` and by
 //!   `validate` (which checks them too: a missing token file validated);
+//! - two reloads waiting do not hold up deactivate, activate, the reads or
+//!   the drain;
 //! - validation with thousands of unknown `from` names is linear, and its
 //!   output is a screenful per kind of error.
 
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::http::TOPOLOGY;
+use crate::http::{bound_addr, read_answer, request, Answer, TOPOLOGY};
 use crate::util::{require_tool, Output, SquallCommand, Workspace};
 
 /// EX_CONFIG.
@@ -127,6 +131,108 @@ fn token_and_tls_files_must_be_small_regular_files() {
         tap.arg("--tls-ca").arg(path);
         assert_refused(&bounded(&mut tap).output(), "the CA file", path, want);
     }
+}
+
+/// A reliable spout into a sink, and a spout whose constructor sleeps
+/// `secs`: a reload that changes `secs` waits that long for it.
+fn slow_reload_topology(secs: u64) -> String {
+    format!(
+        r#"
+[topology]
+name = "slow_reload"
+
+[plugins]
+testkit = "{{testkit}}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+config = {{ reliable = true }}
+throttle = {{ tuples_per_sec = 500 }}
+
+[spouts.slow]
+component = "testkit::BlockOnNew"
+config = {{ secs = {secs} }}
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{{ from = "source" }}]
+"#
+    )
+}
+
+/// Sends a control `POST` on a new connection, without reading the answer.
+fn post(addr: SocketAddr, path: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    let raw = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(raw.as_bytes()).expect("write request");
+    s
+}
+
+/// Whether anything of an answer has arrived on `s` (without taking it).
+fn answered(s: &TcpStream) -> bool {
+    s.set_nonblocking(true).expect("nonblocking");
+    let mut byte = [0u8; 1];
+    let got = match s.peek(&mut byte) {
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
+        Err(e) => panic!("peek: {e}"),
+    };
+    s.set_nonblocking(false).expect("blocking");
+    got
+}
+
+/// Item 2. Two reloads waiting (the first for a constructor that sleeps
+/// 15 s) take no thread another action needs: deactivate, the reads,
+/// activate and the drain are answered while both reloads are still
+/// unanswered. They took both control threads: deactivate was answered
+/// only once a reload was over (28.07 s in the issue).
+#[test]
+fn waiting_reloads_do_not_hold_up_the_other_control_actions() {
+    let ws = Workspace::new("reloads_waiting");
+    let path = ws.write_topology("slow.toml", &slow_reload_topology(0));
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &path);
+    // The reload's debug line says when it has started (read the file).
+    cmd.args(["--http", "0"])
+        .env("RUST_LOG", "info,squall_host::runtime::reload=debug")
+        .limit(Duration::from_secs(120));
+    let mut child = cmd.spawn();
+    let addr = bound_addr(&mut child);
+    crate::http::poll(addr, "/api/v1/topology", Duration::from_secs(30), |t| {
+        crate::http::component(t, "sink")["summary"]["executed"].as_u64().unwrap_or(0) > 0
+    });
+
+    ws.write_topology("slow.toml", &slow_reload_topology(15));
+    let first = post(addr, "/api/v1/reload");
+    child.wait_for_stderr("reload: library loaded", Duration::from_secs(30));
+    let second = post(addr, "/api/v1/reload");
+    // Setup, not a measure: time for the second request to be read.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        !answered(&first) && !answered(&second),
+        "a reload was answered before its spout was built"
+    );
+
+    let check = |what: &str, answer: Answer, status: u16| {
+        assert_eq!(answer.status, status, "{what}: {}", answer.body);
+        assert!(
+            !answered(&first) && !answered(&second),
+            "{what} was answered only after a reload was over\n{}",
+            crate::util::tail(&child.stderr_snapshot(), 20)
+        );
+    };
+    let mut deactivate = post(addr, "/api/v1/deactivate?component=source");
+    check("deactivate", read_answer(&mut deactivate), 200);
+    check("GET /healthz", request(addr, "GET", "/healthz"), 200);
+    check("GET /api/v1/topology", request(addr, "GET", "/api/v1/topology"), 200);
+    let mut activate = post(addr, "/api/v1/activate?component=source");
+    check("activate", read_answer(&mut activate), 200);
+    let mut drain = post(addr, "/api/v1/drain");
+    check("drain", read_answer(&mut drain), 202);
+    drop((first, second));
+    child.wait().assert_code(0);
 }
 
 /// Item 6. `validate` of 12,000 bolts reading from components that do not

@@ -100,7 +100,8 @@ mod throttle;
 mod hardening;
 
 // Issue 42's control plane: token and TLS files that are FIFOs, devices or
-// huge; thousands of unknown `from` names.
+// huge; reloads waiting while the other control actions answer; thousands
+// of unknown `from` names.
 mod control_plane;
 
 // The file connectors: LineSpout resumes from its checkpoint after kill -9

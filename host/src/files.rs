@@ -125,9 +125,9 @@ pub fn read_capped(path: &Path, what: &str, cap: u64) -> Result<Vec<u8>, String>
 
 /// `64 KiB`, `1 MiB`.
 fn shown_bytes(n: u64) -> String {
-    if n >= 1024 * 1024 && n % (1024 * 1024) == 0 {
+    if n >= 1024 * 1024 && n.is_multiple_of(1024 * 1024) {
         format!("{} MiB", n / (1024 * 1024))
-    } else if n >= 1024 && n % 1024 == 0 {
+    } else if n >= 1024 && n.is_multiple_of(1024) {
         format!("{} KiB", n / 1024)
     } else {
         format!("{n} bytes")

@@ -99,6 +99,11 @@ mod throttle;
 // numbers and hostile names.
 mod hardening;
 
+// Issue 42's control plane: token and TLS files that are FIFOs, devices or
+// huge; reloads waiting while the other control actions answer; thousands
+// of unknown `from` names.
+mod control_plane;
+
 // The file connectors: LineSpout resumes from its checkpoint after kill -9
 // with no line skipped, follows a file across rotation and truncation, and
 // JsonLinesSink writes every tuple; bad config exits 78 at file:line:col.

@@ -270,7 +270,8 @@ fn a_public_address_without_a_control_token_is_refused_before_anything_runs() {
     cmd.args(["--http", "0", "--http-token-file", "missing.token"]);
     let out = cmd.output();
     out.assert_code(78);
-    assert!(out.stderr.contains("cannot read the token file"), "{}", out.context());
+    let line = out.single_error_line();
+    assert!(line.contains("the token file missing.token does not exist"), "{}", out.context());
 
     // --http-token-file closes a loopback endpoint too.
     let mut cmd = SquallCommand::run_until_interrupted(&ws, &plain);

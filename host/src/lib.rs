@@ -30,6 +30,7 @@ pub mod clock;
 pub mod config;
 pub mod control;
 pub mod executor;
+pub mod files;
 pub mod group;
 pub mod harness;
 pub mod http;

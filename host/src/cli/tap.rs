@@ -81,10 +81,9 @@ pub fn tap(args: TapArgs) -> Result<(), Failure> {
         return Err(Failure::HttpConfig("--limit must be at least 1".into()));
     }
     let token = match &args.token_file {
-        Some(path) => {
-            crate::http::Token::from_file(path).map_err(Failure::HttpConfig)?;
-            Some(std::fs::read_to_string(path).unwrap_or_default().trim().to_owned())
-        }
+        Some(path) => Some(
+            crate::http::Token::from_file(path).map_err(Failure::HttpConfig)?.secret().to_owned(),
+        ),
         None => None,
     };
     let tls =

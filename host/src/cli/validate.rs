@@ -7,7 +7,8 @@ use super::{bind, Failure};
 use crate::config::Override;
 use crate::topology::Topology;
 
-/// Loads the plugins, checks the topology, and builds every instance
+/// Loads the plugins, checks the topology and the files `[topology.http]`
+/// names (token files, TLS certificate and key), and builds every instance
 /// (constructors check their config) without starting anything.
 ///
 /// With `print`, the effective topology (after includes and `sets`) is
@@ -23,6 +24,9 @@ pub fn validate(path: &Path, sets: &[Override], print: bool) -> Result<(), Failu
         crate::config::load_partial(path, sets)
             .map_err(|(diags, config)| super::with_plugin_checks(diags, config.as_deref()))?
     };
+    // The token and TLS files, read as `squall run` reads them: a missing
+    // or unusable file is exit 78 here too, not only once the host starts.
+    crate::http::check_files(&config.settings.http_options).map_err(Failure::HttpConfig)?;
     let topology = bind(&config)?;
     super::instantiate(&topology)?;
     let summary = summary(path, &topology);

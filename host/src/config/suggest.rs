@@ -17,6 +17,8 @@ pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
     let lowered = name.to_lowercase();
     let mut best: Option<(usize, &str)> = None;
     for candidate in candidates {
+        #[cfg(test)]
+        COMPARED.with(|n| n.set(n.get() + 1));
         let distance = if candidate.to_lowercase() == lowered {
             0
         } else {
@@ -27,6 +29,13 @@ pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         }
     }
     best.map(|(_, candidate)| candidate.to_string())
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Candidates [`suggest`] has compared a name with on this thread: the
+    /// work a test can bound.
+    pub(crate) static COMPARED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// `did you mean "…"?` for the closest candidate, if any.

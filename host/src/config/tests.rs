@@ -1317,6 +1317,79 @@ fn thousands_of_unknown_keys_are_listed_up_to_a_cap_with_how_many_more() {
     assert_eq!(errors.len(), 21, "{errors}");
 }
 
+/// Issue 42, item 6. Unknown `from` names cost work linear in their
+/// number: 12,000 bolts, each naming a component that does not exist, are
+/// checked with a "did you mean" worked out only for the errors shown.
+/// Every name got one before: 12,000 x 12,001 comparisons (144 million),
+/// 33 s of `squall validate`.
+#[test]
+fn unknown_from_names_cost_linear_work() {
+    let n = 12_000;
+    let bolts: String = (0..n)
+        .map(|i| format!("[bolts.b{i}]\ncomponent = \"ex::B\"\ninputs = [{{ from = \"c{i}\" }}]\n"))
+        .collect();
+    let text = format!("{BASE}\n{bolts}");
+    super::suggest::COMPARED.with(|c| c.set(0));
+    let errors = parse_str_with_env(&text, Path::new("t.toml"), &|_| None).unwrap_err();
+    let compared = super::suggest::COMPARED.with(|c| c.get());
+    let unknown: Vec<_> =
+        errors.items.iter().filter(|d| d.message.starts_with("unknown spout or bolt")).collect();
+    assert_eq!(unknown.len(), n, "every unknown name is an error");
+    assert!(
+        compared <= 100 * n as u64,
+        "{compared} name comparisons for {n} unknown names among {} components",
+        n + 1
+    );
+    // The errors shown (the first by position) still say what is close.
+    assert_eq!(unknown[0].message, "unknown spout or bolt \"c0\" in inputs of bolt \"b0\"");
+    assert_eq!(unknown[0].help.as_deref(), Some("did you mean \"b0\"?"));
+}
+
+/// Issue 42, item 6. Thousands of errors of one kind print a screenful:
+/// the first 20 by position, then one line with how many more; other kinds
+/// are listed as before. 300,000 duplicate inputs printed 35.6 MB.
+#[test]
+fn thousands_of_errors_of_one_kind_print_a_screenful_and_how_many_more() {
+    let n = 3_000;
+    let inputs = vec!["{ from = \"s\" }"; n].join(", ");
+    let missing: String = (0..n)
+        .map(|i| {
+            format!("[bolts.m{i}]\ncomponent = \"ex::B\"\ninputs = [{{ from = \"gone{i}\" }}]\n")
+        })
+        .collect();
+    let text = format!("{BASE}\n[bolts.b]\ncomponent = \"ex::B\"\ninputs = [{inputs}]\n{missing}");
+    let errors = parse_str_with_env(&text, Path::new("t.toml"), &|_| None).unwrap_err();
+    // Every error is kept (and 3,001 bolts are over the memory budget).
+    assert_eq!(errors.len(), 2 * n - 1 + 1, "{:?}", errors.items.last());
+    let shown = errors.to_string();
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines.len(), 2 * 21 + 1, "{shown}");
+    let twice = lines.iter().filter(|l| l.contains(": error: bolt \"b\" subscribes")).count();
+    let unknown = lines.iter().filter(|l| l.contains(": error: unknown spout or bolt")).count();
+    assert_eq!((twice, unknown), (20, 20), "{shown}");
+    let more: Vec<&&str> = lines.iter().filter(|l| l.contains(": error: and ")).collect();
+    assert_eq!(more.len(), 2, "{shown}");
+    assert!(
+        more.iter().any(|l| l.contains(&format!(
+            "and {} more errors like 'bolt \"…\" subscribes to stream \"…\" of \"…\" twice' \
+             (not listed; the first 20 are)",
+            n - 1 - 20
+        ))),
+        "{shown}"
+    );
+    assert!(
+        more.iter().any(|l| l.contains(&format!(
+            "and {} more errors like 'unknown spout or bolt \"…\" in inputs of bolt \"…\"'",
+            n - 20
+        ))),
+        "{shown}"
+    );
+    // Each summary line stands where the first error it leaves out is.
+    let first_left_out = &errors.items.iter().filter(|d| d.message.contains("twice")).nth(20);
+    let at = first_left_out.expect("a 21st duplicate").loc;
+    assert!(more.iter().any(|l| l.starts_with(&format!("t.toml:{at}: error: and "))), "{shown}");
+}
+
 /// The `[topology]` table of docs/topology.md, row by row: each cell of
 /// the rows whose first cell is a key in backquotes.
 fn documented_topology_rows() -> Vec<Vec<String>> {

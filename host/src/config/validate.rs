@@ -9,7 +9,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use super::diagnostic::Loc;
+use super::diagnostic::{Loc, LISTED_PER_KIND};
 use super::limits;
 use super::model::BoltDecl;
 use super::suggest::did_you_mean;
@@ -117,6 +117,12 @@ fn check_unique_names(w: &mut Walker<'_>, config: &TopologyConfig) {
 
 /// Every `from` names a declared component, and no bolt subscribes to the same
 /// stream of the same component twice.
+///
+/// Linear in the number of inputs and names: a name is looked up in a set,
+/// and a "did you mean" (a distance to every name) is worked out only for
+/// the unknown names that are shown ([`LISTED_PER_KIND`], the first by
+/// position); 12,000 unknown names among 12,000 bolts took 33 s when each
+/// got one.
 fn check_inputs(w: &mut Walker<'_>, config: &TopologyConfig) {
     let names: Vec<&str> = config
         .spouts
@@ -124,16 +130,13 @@ fn check_inputs(w: &mut Walker<'_>, config: &TopologyConfig) {
         .map(|s| s.decl.name.as_str())
         .chain(config.bolts.iter().map(|b| b.decl.name.as_str()))
         .collect();
+    let known: HashSet<&str> = names.iter().copied().collect();
+    let mut unknown = Vec::new();
     for bolt in &config.bolts {
         let mut seen: HashSet<(&str, &str)> = HashSet::new();
         for input in &bolt.inputs {
-            if !names.contains(&input.from.as_str()) {
-                let message = format!(
-                    "unknown spout or bolt \"{}\" in inputs of bolt \"{}\"",
-                    input.from, bolt.decl.name
-                );
-                let help = did_you_mean(&input.from, names.iter().copied());
-                w.error_at(input.from_loc, message, help);
+            if !known.contains(input.from.as_str()) {
+                unknown.push((input, bolt.decl.name.as_str()));
             } else if !seen.insert((input.from.as_str(), input.stream.as_str())) {
                 let message = format!(
                     "bolt \"{}\" subscribes to stream \"{}\" of \"{}\" twice",
@@ -142,6 +145,18 @@ fn check_inputs(w: &mut Walker<'_>, config: &TopologyConfig) {
                 w.error_at(input.from_loc, message, Some("remove one of the inputs".to_string()));
             }
         }
+    }
+    // In the order they are shown: by file, then position.
+    unknown.sort_by(|(a, _), (b, _)| {
+        (w.file_of(a.from_loc), a.from_loc).cmp(&(w.file_of(b.from_loc), b.from_loc))
+    });
+    for (i, (input, bolt)) in unknown.into_iter().enumerate() {
+        let message =
+            format!("unknown spout or bolt \"{}\" in inputs of bolt \"{bolt}\"", input.from);
+        let help = (i < LISTED_PER_KIND)
+            .then(|| did_you_mean(&input.from, names.iter().copied()))
+            .flatten();
+        w.error_at(input.from_loc, message, help);
     }
 }
 

@@ -73,6 +73,11 @@ impl<'a> Walker<'a> {
         self.sources.loc(span.start)
     }
 
+    /// The file (or `--set` argument) `loc` is in, as errors name it.
+    pub(crate) fn file_of(&self, loc: Loc) -> &Path {
+        self.names.name(loc)
+    }
+
     /// Records an error at the start of `span`.
     pub(crate) fn error(&mut self, span: &Range<usize>, message: String, help: Option<String>) {
         let loc = self.loc(span);

@@ -59,14 +59,27 @@ impl Token {
         Ok(Self(t.as_bytes().to_vec()))
     }
 
-    /// Reads a token from `path`.
+    /// Reads a token from `path`: a regular file of at most
+    /// [`TOKEN_FILE_CAP`](crate::files::TOKEN_FILE_CAP) bytes (a FIFO or a
+    /// device is refused before it is opened, see [`crate::files`]).
     ///
     /// # Errors
-    /// The file cannot be read or holds no valid token.
+    /// The file is missing, not a regular file, too large, cannot be read,
+    /// or holds no valid token.
     pub fn from_file(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
-        Self::new(&text).map_err(|e| format!("the token file {} {e}", path.display()))
+        let what = "the token file";
+        let bytes = crate::files::read_capped(path, what, crate::files::TOKEN_FILE_CAP)?;
+        let shown = crate::plugin::escape_controls(&path.to_string_lossy());
+        let text = String::from_utf8(bytes)
+            .map_err(|_| format!("{what} {shown} holds characters outside printable ASCII"))?;
+        Self::new(&text).map_err(|e| format!("{what} {shown} {e}"))
+    }
+
+    /// The token itself, to send as a bearer token (the clients, `squall
+    /// top` and `squall tap`, send the token they read).
+    pub fn secret(&self) -> &str {
+        // Only printable ASCII is ever stored (see `new`).
+        std::str::from_utf8(&self.0).unwrap_or_default()
     }
 
     /// Reads a token from the environment variable `name`.

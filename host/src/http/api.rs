@@ -6,7 +6,7 @@ use serde_json::{json, Value as Json};
 
 use super::history::{Counts, History, WindowStats};
 use crate::metrics::StatField;
-use crate::runtime::reload::ReloadOutcome;
+use crate::runtime::reload::{ReloadOutcome, ReloadReport};
 use crate::runtime::{HandleError, TopologyHandle};
 use crate::topology::grouping::Grouping;
 use crate::topology::{Component, Kind, Topology};
@@ -283,19 +283,18 @@ pub fn drain(handle: &TopologyHandle) -> Answer {
     Answer { status: 202, body: json!({ "ok": true, "state": state(handle) }) }
 }
 
-/// `POST /api/v1/reload`: reloads the topology file live and answers when
-/// the reload is over, with its outcome: 200 when applied (or nothing
-/// changed), 409 when it was rolled back (the topology runs unchanged), 500
-/// when it was only partly applied, 503 when this run cannot reload.
-pub fn reload(handle: &TopologyHandle) -> Answer {
-    let Some(outcome) = handle.request_reload("HTTP") else {
-        return Answer::error(503, "reloading is not available for this run");
-    };
-    // A reload waits at most twice the swap timeout for its tasks, plus loading.
-    let limit = crate::runtime::reload::SWAP_TIMEOUT * 3;
-    let outcome = outcome.recv_timeout(limit);
+/// How long `POST /api/v1/reload` waits for its reload: twice the swap
+/// timeout for the tasks, plus loading.
+pub const RELOAD_WAIT: std::time::Duration =
+    std::time::Duration::from_secs(crate::runtime::reload::SWAP_TIMEOUT.as_secs() * 3);
+
+/// `POST /api/v1/reload`, once its reload is over (`report`), or `None`
+/// when it did not end within [`RELOAD_WAIT`]: 200 when applied (or
+/// nothing changed), 409 when it was rolled back (the topology runs
+/// unchanged), 500 when it was only partly applied, 504 past the wait.
+pub fn reload_answer(handle: &TopologyHandle, report: Option<ReloadReport>) -> Answer {
     let (reloads, failed) = handle.reloads();
-    let Ok(report) = outcome else {
+    let Some(report) = report else {
         return Answer::error(504, "the reload did not finish in time; see the log");
     };
     let status = match report.outcome {
@@ -312,6 +311,11 @@ pub fn reload(handle: &TopologyHandle) -> Answer {
         body["error"] = json!(report.line);
     }
     Answer { status, body }
+}
+
+/// `POST /api/v1/reload` when this run cannot reload.
+pub fn reload_unavailable() -> Answer {
+    Answer::error(503, "reloading is not available for this run")
 }
 
 /// `GET /healthz`: the process serves (liveness).

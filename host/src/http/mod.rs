@@ -75,6 +75,25 @@ pub fn access_from(
     })
 }
 
+/// Reads and checks every file `[topology.http]` names, as `squall run`
+/// would: the token files (a regular file under the size cap, holding one
+/// valid token) and the TLS certificate and key (regular files under the
+/// cap, PEM, the key fitting the certificate). `squall validate` calls it
+/// whether or not an address is set; variables are not looked at (they are
+/// the running host's).
+///
+/// # Errors
+/// The first file that is unusable, in one line.
+pub fn check_files(options: &crate::config::HttpOptions) -> Result<(), String> {
+    for file in [&options.token_file, &options.read_token_file].into_iter().flatten() {
+        Token::from_file(file)?;
+    }
+    if let (Some(cert), Some(key)) = (&options.tls_cert, &options.tls_key) {
+        tls::TlsFiles { cert: cert.clone(), key: key.clone() }.config()?;
+    }
+    Ok(())
+}
+
 /// Everything [`HttpServer::serve`] needs from `[topology.http]` and
 /// `--http-token-file`: the access policy, the limits, and the TLS files
 /// (read and checked now, so that a bad file stops the run before it starts).
@@ -286,9 +305,15 @@ pub(crate) struct Admitted {
 }
 
 impl Admitted {
-    /// A control action: it may read a body and block (a reload waits).
+    /// A control action: it reads a body (activate, deactivate and drain
+    /// then run on the control threads, a reload is waited for).
     pub(crate) fn is_control(&self) -> bool {
         self.scope == Scope::Control && !self.is_tap()
+    }
+
+    /// `POST /api/v1/reload`: waited for without a thread ([`Ctx::reload`]).
+    pub(crate) fn is_reload(&self) -> bool {
+        matches!(self.route, Route::Reload)
     }
 
     /// `GET /api/v1/tap`: answered by a stream ([`Ctx::tap`]).
@@ -379,7 +404,8 @@ impl Ctx {
                 api::steer(handle, activate, query_param(&req.query, "component").as_deref())
             }
             Route::Drain => api::drain(handle),
-            Route::Reload => api::reload(handle),
+            // Answered by `Ctx::reload`, which waits without a thread.
+            Route::Reload => Answer::error(500, "a reload is waited for elsewhere"),
             // Answered by `Ctx::tap`, before `run`.
             Route::Tap => Answer::error(500, "the tap is a stream"),
             Route::Healthz => api::healthz(handle),
@@ -389,6 +415,32 @@ impl Ctx {
             log_control(req.peer, action, &req.query, &answer);
         }
         Reply::json(&answer, headers)
+    }
+
+    /// Answers an admitted `POST /api/v1/reload` whose body was checked:
+    /// queues a reload with the reload thread and waits for its report
+    /// (at most [`api::RELOAD_WAIT`]) without holding a thread, so that
+    /// reloads waiting, however many and however long, keep no other
+    /// request waiting (the control threads stay free for activate,
+    /// deactivate and drain; reads never use them). Requests that arrive
+    /// while a reload runs are served together by the next one.
+    pub(crate) async fn reload(&self, req: &Incoming, admitted: Admitted) -> Reply {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let queued = self.handle.request_reload_then("HTTP", move |report| {
+            let _ = tx.send(report);
+        });
+        let answer = if queued {
+            match tokio::time::timeout(api::RELOAD_WAIT, rx).await {
+                Ok(Ok(report)) => api::reload_answer(&self.handle, Some(report)),
+                // The reload thread ended without an answer.
+                Ok(Err(_)) => api::reload_unavailable(),
+                Err(_) => api::reload_answer(&self.handle, None),
+            }
+        } else {
+            api::reload_unavailable()
+        };
+        log_control(req.peer, admitted.route.action(), &req.query, &answer);
+        Reply::json(&answer, admitted.headers)
     }
 
     /// Attaches the tap an admitted `GET /api/v1/tap` asks for: its

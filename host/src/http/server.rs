@@ -5,7 +5,8 @@
 //! - Connections: at most `max_connections` are served at once; one more
 //!   gets a 503 and is closed (a few such answers at a time, then they are
 //!   just closed). Tasks are bounded by that, threads by the runtime (one)
-//!   and its blocking pool ([`BLOCKING_THREADS`], for control actions).
+//!   and its blocking pool ([`BLOCKING_THREADS`], for activate, deactivate
+//!   and drain; a reload is awaited on the runtime, holding no thread).
 //! - Running out of descriptors (`EMFILE`) is survived: the accept loop
 //!   logs it, sheds nothing it has already accepted, and tries again a
 //!   moment later; connections wait in the kernel's backlog meanwhile.
@@ -35,8 +36,8 @@ use tokio::net::TcpStream;
 use super::tls::{TlsFiles, TlsState};
 use super::{Ctx, Incoming, Limits, Reply, Serving};
 
-/// Threads of the blocking pool that runs control actions (a reload waits
-/// for its outcome there).
+/// Threads of the blocking pool that runs activate, deactivate and drain
+/// (a reload is waited for without one: see `Ctx::reload`).
 pub const BLOCKING_THREADS: usize = 2;
 /// 503 answers written at once past the connection limit; past these a
 /// connection is closed without one.
@@ -314,6 +315,9 @@ async fn control(
         // The rest of the body is not read: this connection is done.
         r.headers_mut().insert(hyper::header::CONNECTION, "close".parse().expect("valid"));
         return r;
+    }
+    if admitted.is_reload() {
+        return response(ctx.reload(&inc, admitted).await);
     }
     let reply = tokio::task::spawn_blocking(move || ctx.run(&inc, admitted)).await;
     response(reply.unwrap_or_else(|_| Reply::error(500, "the control action panicked")))

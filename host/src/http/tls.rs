@@ -20,13 +20,20 @@ pub struct TlsFiles {
 
 impl TlsFiles {
     /// Reads and checks both files: the server configuration they make.
+    /// Each must be a regular file of at most
+    /// [`PEM_FILE_CAP`](crate::files::PEM_FILE_CAP) bytes (see [`crate::files`]).
     ///
     /// # Errors
-    /// A file that cannot be read, holds no certificate or key, or a key
-    /// that does not match the certificate.
+    /// A file that is missing, not a regular file, too large or cannot be
+    /// read, holds no certificate or key, or a key that does not match the
+    /// certificate.
     pub fn config(&self) -> Result<Arc<ServerConfig>, String> {
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&self.cert)
-            .map_err(|e| format!("cannot read the TLS certificate {}: {e}", self.cert.display()))?
+        let cert = crate::files::read_capped(
+            &self.cert,
+            "the TLS certificate",
+            crate::files::PEM_FILE_CAP,
+        )?;
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert)
             .collect::<Result<_, _>>()
             .map_err(|e| format!("the TLS certificate {} is not PEM: {e}", self.cert.display()))?;
         if certs.is_empty() {
@@ -35,7 +42,8 @@ impl TlsFiles {
                 self.cert.display()
             ));
         }
-        let key = PrivateKeyDer::from_pem_file(&self.key)
+        let key = crate::files::read_capped(&self.key, "the TLS key", crate::files::PEM_FILE_CAP)?;
+        let key = PrivateKeyDer::from_pem_slice(&key)
             .map_err(|e| format!("cannot read the TLS key {}: {e}", self.key.display()))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = ServerConfig::builder_with_provider(provider)

@@ -1,7 +1,7 @@
 //! Opening one plugin library and reading its catalogue.
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -21,6 +21,7 @@ use super::descriptor::{normalise, Descriptor, Parts};
 use super::elf::{self, Verdict};
 use super::error::{escape_controls, shown};
 use super::LoadError;
+use crate::files::OpenError;
 
 /// A loaded, checked plugin library and its components.
 #[derive(Debug)]
@@ -373,49 +374,16 @@ fn call<T>(
 /// opened and a device never sees an `open`), then opened without blocking,
 /// and the open descriptor is checked again (the path may have changed).
 fn open_regular(alias: &str, path: &Path) -> Result<File, LoadError> {
-    let open_error = |source: std::io::Error| match source.raw_os_error() {
-        Some(libc::ENOENT) => LoadError::missing(alias, path),
-        Some(libc::ELOOP) => LoadError::SymlinkLoop { alias: alias.to_owned(), path: path.into() },
-        _ => LoadError::Read { alias: alias.to_owned(), path: path.to_path_buf(), source },
-    };
-    let not_regular = |file_type: std::fs::FileType| LoadError::NotRegular {
-        alias: alias.to_owned(),
-        path: path.to_path_buf(),
-        kind: describe_file_type(file_type),
-    };
-    let meta = std::fs::metadata(path).map_err(open_error)?;
-    if !meta.is_file() {
-        return Err(not_regular(meta.file_type()));
-    }
-    // O_NONBLOCK: should the path become a FIFO between the stat and the
-    // open, the open returns at once instead of waiting for a writer.
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(open_error)?;
-    let meta = file.metadata().map_err(open_error)?;
-    if !meta.is_file() {
-        return Err(not_regular(meta.file_type()));
-    }
-    Ok(file)
-}
-
-/// `a FIFO`, `a directory`, ...: what a non-regular file is.
-fn describe_file_type(t: std::fs::FileType) -> &'static str {
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO (named pipe)"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    }
+    crate::files::open_regular(path).map_err(|e| match e {
+        OpenError::Missing => LoadError::missing(alias, path),
+        OpenError::SymlinkLoop => {
+            LoadError::SymlinkLoop { alias: alias.to_owned(), path: path.into() }
+        }
+        OpenError::NotRegular(kind) => {
+            LoadError::NotRegular { alias: alias.to_owned(), path: path.to_path_buf(), kind }
+        }
+        OpenError::Io(source) => read_error(alias, path, source),
+    })
 }
 
 /// Refuses a library that someone other than its owner (or root) could have

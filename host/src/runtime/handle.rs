@@ -372,9 +372,25 @@ impl TopologyHandle {
         trigger: &'static str,
     ) -> Option<crossbeam_channel::Receiver<ReloadReport>> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        let request = ReloadRequest { trigger, reply: Some(tx) };
-        self.inner.reloader.get()?.send(request).ok()?;
-        Some(rx)
+        let reply = move |report| {
+            let _ = tx.send(report);
+        };
+        self.request_reload_then(trigger, reply).then_some(rx)
+    }
+
+    /// Asks for a reload without waiting: `reply` is called with the
+    /// report once it is over, on the reload thread (it must not block).
+    /// The request joins the queue of the reload thread, which serves
+    /// every request waiting when it starts a reload with that one reload.
+    /// False when reloading is not set up for this run or its thread has
+    /// ended (`reply` is then never called).
+    pub fn request_reload_then(
+        &self,
+        trigger: &'static str,
+        reply: impl FnOnce(ReloadReport) + Send + 'static,
+    ) -> bool {
+        let request = ReloadRequest { trigger, reply: Some(Box::new(reply)) };
+        self.inner.reloader.get().is_some_and(|r| r.send(request).is_ok())
     }
 
     /// Sends `message` to task `task`; false when the task has ended.

@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{bounded, Receiver};
 
 use super::reshape::Reshape;
 use super::{Live, TopologyHandle};
@@ -69,12 +69,21 @@ pub struct ReloadCounts {
 }
 
 /// A request to reload, from SIGHUP, the HTTP API or the file watcher.
-#[derive(Debug)]
 pub struct ReloadRequest {
     /// What asked for it, for the log.
     pub trigger: &'static str,
-    /// Where to send the report.
-    pub reply: Option<Sender<ReloadReport>>,
+    /// Called with the report once the reload that serves this request is
+    /// over (on the reload thread: it must not block).
+    pub reply: Option<Box<dyn FnOnce(ReloadReport) + Send>>,
+}
+
+impl std::fmt::Debug for ReloadRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReloadRequest")
+            .field("trigger", &self.trigger)
+            .field("reply", &self.reply.is_some())
+            .finish()
+    }
 }
 
 /// How a reload ended: what the log, `POST /api/v1/reload` and the
@@ -548,7 +557,7 @@ impl Reloader {
             let report = self.reload(&trigger);
             for r in batch {
                 if let Some(reply) = r.reply {
-                    let _ = reply.send(report.clone());
+                    reply(report.clone());
                 }
             }
         }
@@ -671,7 +680,7 @@ impl Reloader {
     /// the library already mapped.
     fn bind(&mut self) -> Result<Topology, Vec<ReloadError>> {
         let config = crate::config::load(&self.file).map_err(|d| {
-            d.items.iter().map(|i| ReloadError::Config(i.to_string())).collect::<Vec<_>>()
+            d.listed().items.iter().map(|i| ReloadError::Config(i.to_string())).collect::<Vec<_>>()
         })?;
         let (scratch, loads) = (self.scratch.clone(), &mut self.copies);
         let result = crate::topology::bind_with(&config, &mut |decl, options| {
@@ -684,7 +693,7 @@ impl Reloader {
         });
         result.map_err(|e| match e {
             BindError::Config(d) => {
-                d.items.iter().map(|i| ReloadError::Config(i.to_string())).collect()
+                d.listed().items.iter().map(|i| ReloadError::Config(i.to_string())).collect()
             }
             BindError::Load(errors) => {
                 errors.iter().map(|e| ReloadError::Load(e.to_string())).collect()
@@ -850,6 +859,7 @@ mod tests {
     use crate::config::{Loc, Settings, ThrottleMode, ThrottleRate, ThrottleSpec, WaitSpec};
     use crate::topology::fixtures::{bolt, component, linked, topology};
     use crate::topology::{Grouping, Input};
+    use crossbeam_channel::Sender;
 
     #[test]
     fn an_unchanged_topology_rebuilds_nothing() {

@@ -35,9 +35,8 @@ pub fn tls_config(ca_file: &std::path::Path) -> Result<Arc<rustls::ClientConfig>
     use rustls::pki_types::pem::PemObject as _;
     let shown = ca_file.display();
     let mut roots = rustls::RootCertStore::empty();
-    let certs = rustls::pki_types::CertificateDer::pem_file_iter(ca_file)
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
-    for cert in certs {
+    let pem = crate::files::read_capped(ca_file, "the CA file", crate::files::PEM_FILE_CAP)?;
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
         let cert = cert.map_err(|e| format!("{shown} is not PEM: {e}"))?;
         roots.add(cert).map_err(|e| format!("{shown}: {e}"))?;
     }

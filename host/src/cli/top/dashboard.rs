@@ -37,7 +37,7 @@ pub fn top(
         return Err(anyhow::anyhow!("squall top draws on a terminal; stdout is not one").into());
     }
     let token = token_file
-        .map(|path| crate::http::Token::from_file(path).map(|_| read_token(path)))
+        .map(|path| crate::http::Token::from_file(path).map(|t| t.secret().to_owned()))
         .transpose()
         .map_err(Failure::HttpConfig)?;
     let tls = tls_ca.map(client::tls_config).transpose().map_err(Failure::HttpConfig)?;
@@ -51,11 +51,6 @@ pub fn top(
     result?;
     restored?;
     Ok(())
-}
-
-/// The token in `path`, trimmed (already checked by [`crate::http::Token`]).
-fn read_token(path: &std::path::Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_default().trim().to_owned()
 }
 
 /// What a key asks for.

@@ -16,8 +16,6 @@ use std::io::Read as _;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
-use crate::plugin::escape_controls;
-
 /// Why a file could not be opened as a regular file.
 #[derive(Debug)]
 pub enum OpenError {
@@ -132,6 +130,25 @@ fn shown_bytes(n: u64) -> String {
     } else {
         format!("{n} bytes")
     }
+}
+
+/// `text` with every control character escaped as Rust would (`\n`,
+/// `\u{1b}`); everything else is kept as it is. Paths and messages a user
+/// or a plugin supplies are printed through it, so they cannot write
+/// terminal escapes.
+pub fn escape_controls(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

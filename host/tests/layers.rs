@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 /// From the bottom up. A module may use the modules of the layers before its
 /// own, never its own layer's others or a later layer's.
 const LAYERS: &[&[&str]] = &[
-    // Ids, the clock and the "stop waiting" signal.
-    &["ids", "clock", "cancel"],
+    // Ids, the clock, the "stop waiting" signal, and opening the files a
+    // user names (regular files only, read up to a cap).
+    &["ids", "clock", "cancel", "files"],
     // Throttling (HDFS's throttler and the smooth one).
     &["throttle"],
     // Loading plugin libraries and calling them.

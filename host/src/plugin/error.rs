@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub use crate::files::escape_controls;
+
 /// Why a plugin library could not be loaded. Each renders as one line naming
 /// the plugin alias and the path.
 #[derive(Debug, thiserror::Error)]
@@ -160,23 +162,6 @@ pub enum LoadError {
 /// are escaped, so a path cannot forge log lines or terminal escapes.
 pub(crate) fn shown(path: &Path) -> String {
     escape_controls(&path.to_string_lossy())
-}
-
-/// `text` with every control character escaped as Rust would (`\n`,
-/// `\u{1b}`); everything else is kept as it is.
-pub fn escape_controls(text: &str) -> String {
-    if !text.chars().any(char::is_control) {
-        return text.to_owned();
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_debug());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 impl LoadError {

@@ -21,6 +21,7 @@ pub const PACKAGES: &[&str] = &[
     "squall-rabbitmq",
     "squall-state-redis",
     "squall-state-postgres",
+    "squall-state-embedded",
     "squall-postgres",
     "squall-broken-not-a-plugin",
     "squall-broken-abi-mismatch",

@@ -141,48 +141,44 @@ impl EmbeddedState {
             format!("embedded state at {}: {what} failed: {cause}", file.display()).into()
         })
     }
+}
 
-    /// Writes one commit's records into its transaction.
-    fn write_all(
-        &mut self,
-        tx: &redb::WriteTransaction,
-        writes: &[ScopeWrites],
-    ) -> std::result::Result<(), Failure> {
-        #[cfg(test)]
-        let mut budget = self.fail_after.take();
-        #[cfg(not(test))]
-        let _ = &self;
-        for w in writes {
-            let name = format!("{SCOPE_PREFIX}{}", w.scope);
-            let empty = {
-                let mut table = tx.open_table(scope_table(&name)).map_err(fail)?;
-                for record in w.records.iter() {
-                    #[cfg(test)]
-                    if let Some(left) = budget.as_mut() {
-                        if *left == 0 {
-                            return Err("injected failure (tests)".to_owned());
-                        }
-                        *left -= 1;
+/// Writes one commit's records into its transaction, in order. `fail_after`
+/// (tests only; `None` otherwise) fails it after that many records.
+fn write_all(
+    tx: &redb::WriteTransaction,
+    writes: &[ScopeWrites],
+    mut fail_after: Option<usize>,
+) -> std::result::Result<(), Failure> {
+    for w in writes {
+        let name = format!("{SCOPE_PREFIX}{}", w.scope);
+        let empty = {
+            let mut table = tx.open_table(scope_table(&name)).map_err(fail)?;
+            for record in w.records.iter() {
+                if let Some(left) = fail_after.as_mut() {
+                    if *left == 0 {
+                        return Err("injected failure (tests)".to_owned());
                     }
-                    match &record.value {
-                        ROption::RSome(value) => {
-                            table.insert(record.key.as_slice(), value.as_slice()).map_err(fail)?;
-                        }
-                        ROption::RNone => {
-                            table.remove(record.key.as_slice()).map_err(fail)?;
-                        }
+                    *left -= 1;
+                }
+                match &record.value {
+                    ROption::RSome(value) => {
+                        table.insert(record.key.as_slice(), value.as_slice()).map_err(fail)?;
+                    }
+                    ROption::RNone => {
+                        table.remove(record.key.as_slice()).map_err(fail)?;
                     }
                 }
-                table.is_empty().map_err(fail)?
-            };
-            // A scope whose last record is deleted holds nothing: its table
-            // goes, so `scopes` does not list it.
-            if empty {
-                tx.delete_table(scope_table(&name)).map_err(fail)?;
             }
+            table.is_empty().map_err(fail)?
+        };
+        // A scope whose last record is deleted holds nothing: its table
+        // goes, so `scopes` does not list it.
+        if empty {
+            tx.delete_table(scope_table(&name)).map_err(fail)?;
         }
-        Ok(())
     }
+    Ok(())
 }
 
 impl StateBackend for EmbeddedState {
@@ -290,7 +286,11 @@ impl StateBackend for EmbeddedState {
                 }
                 meta.insert(CHECKPOINT, checkpoint).map_err(fail)?;
             }
-            me.write_all(&tx, writes)?;
+            #[cfg(test)]
+            let fail_after = me.fail_after.take();
+            #[cfg(not(test))]
+            let fail_after = None;
+            write_all(&tx, writes, fail_after)?;
             tx.commit().map_err(fail)
         })
     }

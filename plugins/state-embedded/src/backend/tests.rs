@@ -181,6 +181,9 @@ fn deletes() {
 /// scope, after the first scope was written entirely): nothing of it is
 /// visible, the previous checkpoint is intact, in this instance and after
 /// a reopen, and the next commit works.
+///
+/// Seen failing with the commit made non-atomic (the transaction committed
+/// with what it held when a write failed): `last_committed` was `Some(2)`.
 #[test]
 fn a_commit_failing_midway_leaves_the_previous_checkpoint_intact() {
     let dir = Dir::new("atomic");
@@ -236,6 +239,9 @@ fn a_reopened_store_holds_every_commit() {
     assert!(got.contains(&("k0".to_owned(), "14".to_owned())), "{got:?}");
 }
 
+/// Seen failing without the mapping of redb's refusal: the message was
+/// "cannot open as a redb store: Database already open. Cannot acquire
+/// lock.", which does not say who holds it.
 #[test]
 fn a_second_open_of_one_store_is_refused_in_one_line_until_the_first_closes() {
     let dir = Dir::new("lock");

@@ -1,4 +1,5 @@
-//! Durable state (issue 21) against the real servers: a keyed word count
+//! Durable state (issue 21) in the embedded store (plugins/state-embedded,
+//! no server) and against the real servers: a keyed word count
 //! whose counts live in a `[state]` backend, killed with SIGKILL at five
 //! points of its run and restarted each time (once with another `count`
 //! parallelism), ends with every word's count exactly its true count.

@@ -299,6 +299,12 @@ fn word_counts_in_the_embedded_store_are_exact_after_five_kills_and_a_rescale() 
 /// Two squall processes on one embedded store: the second is refused at
 /// once, in one line, with exit code 69, and the first runs on, commits,
 /// and stops normally.
+///
+/// Seen failing without the backend's mapping of redb's lock refusal: exit
+/// 69 and one line, but "cannot open as a redb store: Database already
+/// open. Cannot acquire lock.", which the test refuses (it must say the
+/// store is in use by another process). The lock itself is redb's and
+/// cannot be turned off to see a second writer.
 #[test]
 fn a_second_squall_on_the_same_embedded_store_is_refused_in_one_line() {
     let ws = Workspace::new("state_embedded_lock");

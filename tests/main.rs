@@ -147,8 +147,9 @@ mod windows;
 // its config keys.
 mod authoring;
 
-// Durable state (issue 21) against the real Redis and PostgreSQL: counts
-// exact after kills and a rescale; `squall state`.
+// Durable state (issue 21) in the embedded store and against the real Redis
+// and PostgreSQL: counts exact after kills and a rescale; a second squall on
+// one embedded store refused; `squall state`.
 mod state;
 // Groups (issue 22): hosts sharing 8 partitions through leases in JetStream
 // KV; a kill, a join, a zombie woken past its lease, a rolling restart.

@@ -3,7 +3,8 @@
 //! - **throughput**: the word count (`RandomSentenceSpout` unthrottled and
 //!   untracked, 2 split tasks, 2 `DurableWordCount` tasks: full load, every
 //!   queue full) with no `[state]`, and with
-//!   its counts checkpointed every second into Redis and into PostgreSQL;
+//!   its counts checkpointed every second into Redis, into PostgreSQL and
+//!   into the embedded store (a redb file in the scratch folder);
 //!   runs alternate in each round, and the ratios to no-state are taken
 //!   within the round. Medians over `BENCH_RUNS` rounds (default 3), each
 //!   run `BENCH_SECS` long (default 8).
@@ -16,7 +17,9 @@
 //!
 //! `cargo bench -p squall-host --bench durable` with the workspace built in
 //! release (`cargo build --release --workspace`), Redis and PostgreSQL on
-//! loopback; `-- --test` runs one short round.
+//! loopback; `-- --test` runs one short round. The embedded store lives in
+//! the scratch folder under the system's temporary folder: put `TMPDIR` on
+//! the disk to measure.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -34,8 +37,12 @@ fn main() {
     let bin_dir = std::env::var_os("SQUALL_PLUGIN_DIR")
         .map_or_else(|| root.join("target/release"), PathBuf::from);
     let squall = bin_dir.join("squall");
-    for lib in ["libsquall_examples.so", "libsquall_state_redis.so", "libsquall_state_postgres.so"]
-    {
+    for lib in [
+        "libsquall_examples.so",
+        "libsquall_state_redis.so",
+        "libsquall_state_postgres.so",
+        "libsquall_state_embedded.so",
+    ] {
         if !bin_dir.join(lib).exists() || !squall.exists() {
             eprintln!(
                 "missing {}: run `cargo build --release --workspace`",
@@ -48,7 +55,12 @@ fn main() {
     std::fs::create_dir_all(&scratch).expect("scratch");
     let bench = Bench { squall, dir: bin_dir, scratch };
 
-    let variants = [("no state", None), ("redis", Some(REDIS)), ("postgres", Some(POSTGRES))];
+    let variants = [
+        ("no state", None),
+        ("redis", Some(REDIS)),
+        ("postgres", Some(POSTGRES)),
+        ("embedded", Some(EMBEDDED)),
+    ];
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     let mut p50: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
@@ -57,7 +69,11 @@ fn main() {
     for round in 0..runs {
         let mut base = 0.0;
         // Alternate the order each round, so neither variant always runs first.
-        let order: Vec<usize> = if round % 2 == 0 { vec![0, 1, 2] } else { vec![2, 1, 0] };
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..variants.len()).collect()
+        } else {
+            (0..variants.len()).rev().collect()
+        };
         let mut round_rates = vec![0.0; variants.len()];
         for &i in &order {
             let (name, backend) = variants[i];
@@ -92,7 +108,7 @@ fn main() {
             median(&rss[i]).unwrap_or(0.0),
         );
     }
-    for (name, backend) in [("redis", REDIS), ("postgres", POSTGRES)] {
+    for (name, backend) in [("redis", REDIS), ("postgres", POSTGRES), ("embedded", EMBEDDED)] {
         let (restore, records) = bench.restore(name, backend, keys);
         println!("  restore of {records} records from {name}: {restore:.3} s");
     }
@@ -103,6 +119,9 @@ const REDIS: &str = r#"backend = "state::RedisState"
 config = { url = "redis://127.0.0.1:6379" }"#;
 const POSTGRES: &str = r#"backend = "state::PostgresState"
 config = { url = "host=127.0.0.1 port=5432 user=postgres dbname=postgres" }"#;
+/// In the folder `state` beside the topology file (the scratch folder).
+const EMBEDDED: &str = r#"backend = "emb::EmbeddedState"
+config = { path = "${SQUALL_TOPOLOGY_DIR}/state" }"#;
 
 struct Bench {
     squall: PathBuf,
@@ -129,10 +148,11 @@ fn lib(dir: &Path, name: &str) -> String {
 impl Bench {
     fn plugins(&self) -> String {
         format!(
-            "[plugins]\nexamples = \"{}\"\nstate = \"{}\"\npg = \"{}\"\n",
+            "[plugins]\nexamples = \"{}\"\nstate = \"{}\"\npg = \"{}\"\nemb = \"{}\"\n",
             lib(&self.dir, "examples"),
             lib(&self.dir, "state_redis"),
-            lib(&self.dir, "state_postgres")
+            lib(&self.dir, "state_postgres"),
+            lib(&self.dir, "state_embedded")
         )
     }
 

@@ -22,6 +22,7 @@ pub const PACKAGES: &[&str] = &[
     "squall-kafka",
     "squall-state-redis",
     "squall-state-postgres",
+    "squall-state-embedded",
     "squall-postgres",
     "squall-broken-not-a-plugin",
     "squall-broken-abi-mismatch",

@@ -185,11 +185,30 @@ fn read_file_partial(
     read_file_for(path, sets, print, None)
 }
 
+/// The variable that holds the absolute folder of the topology file named
+/// to squall, for paths that a plugin must not take relative to the working
+/// directory (a state backend's `path`: a backend has no task context to
+/// resolve a relative path with).
+pub const TOPOLOGY_DIR_VAR: &str = "SQUALL_TOPOLOGY_DIR";
+
+/// The absolute folder of the topology file `file` (symbolic links resolved
+/// when it exists), as [`TOPOLOGY_DIR_VAR`] holds it.
+pub fn topology_dir(file: &Path) -> String {
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let dir = dir.canonicalize().or_else(|_| std::path::absolute(dir)).unwrap_or(dir.to_path_buf());
+    dir.to_string_lossy().into_owned()
+}
+
 /// The process environment, with [`group::PARTITION_VAR`] set to
 /// `partition` (a group's partition), or to `0` when the environment does
-/// not set it.
-fn environment(partition: Option<u32>) -> impl Fn(&str) -> Option<String> {
+/// not set it, and [`TOPOLOGY_DIR_VAR`] to the folder of `file`.
+fn environment(partition: Option<u32>, file: &Path) -> impl Fn(&str) -> Option<String> {
+    let dir = topology_dir(file);
     move |name| match (name == group::PARTITION_VAR, partition) {
+        _ if name == TOPOLOGY_DIR_VAR => Some(dir.clone()),
         (true, Some(k)) => Some(k.to_string()),
         (true, None) => Some(std::env::var(name).unwrap_or_else(|_| "0".to_owned())),
         (false, _) => std::env::var(name).ok(),
@@ -217,7 +236,7 @@ fn read_file_for(
     partition: Option<u32>,
 ) -> Result<(TopologyConfig, Option<String>), Partial> {
     match read_topology_file(path) {
-        Ok(text) => read_composed_partial(text, path, sets, &environment(partition), print),
+        Ok(text) => read_composed_partial(text, path, sets, &environment(partition, path), print),
         Err(e) => {
             let mut diags = Diagnostics::new();
             diags.push(path, Loc::START, format!("cannot read topology file: {e}"), None);
@@ -258,7 +277,14 @@ fn read_topology_file(path: &Path) -> std::io::Result<String> {
 ///
 /// Every problem in the text, each with its line and column.
 pub fn parse_str(text: &str, file: &Path) -> Result<TopologyConfig, Diagnostics> {
-    parse_str_with_env(text, file, &|name| std::env::var(name).ok())
+    let dir = topology_dir(file);
+    parse_str_with_env(text, file, &|name| {
+        if name == TOPOLOGY_DIR_VAR {
+            Some(dir.clone())
+        } else {
+            std::env::var(name).ok()
+        }
+    })
 }
 
 /// [`parse_str`] with the environment given as a lookup function, for tests.

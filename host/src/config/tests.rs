@@ -1599,3 +1599,25 @@ fn a_partition_number_is_interpolated_where_squall_partition_is_written() {
     let config = parse_str_with_env(&text, &file(), &env).expect("valid");
     assert_eq!(config.name, "wc-5");
 }
+
+#[test]
+fn squall_topology_dir_is_the_absolute_folder_of_the_topology_file() {
+    let dir = std::env::temp_dir().join(format!("squall-topology-dir-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let path = dir.join("sub").join("wc.toml");
+    let text = format!("{BASE}config = {{ path = \"${{SQUALL_TOPOLOGY_DIR}}/state\" }}\n");
+    std::fs::write(&path, &text).unwrap();
+    // Named through a relative-looking path with `..` in it: still the
+    // folder itself, absolute.
+    let roundabout = dir.join("sub").join("..").join("sub").join("wc.toml");
+    let config = load(&roundabout).expect("valid");
+    let written: toml::Table = toml::from_str(&config.spouts[0].decl.config).unwrap();
+    let want = format!("{}/state", dir.join("sub").canonicalize().unwrap().display());
+    assert_eq!(written["path"].as_str(), Some(want.as_str()));
+    let parsed = parse_str(&text, &path).expect("valid");
+    let written: toml::Table = toml::from_str(&parsed.spouts[0].decl.config).unwrap();
+    assert_eq!(written["path"].as_str(), Some(want.as_str()));
+    assert_eq!(topology_dir(Path::new("wc.toml")), topology_dir(Path::new("./x.toml")));
+    assert!(Path::new(&topology_dir(Path::new("wc.toml"))).is_absolute());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -28,10 +28,10 @@ use crate::util::*;
 const BROKERS: &str = "127.0.0.1:9092";
 
 /// The properties every topology of these tests gives the spout (module doc).
-const TANSU: &str = r#"properties = { "session.timeout.ms" = 6000, "heartbeat.interval.ms" = 500, "fetch.wait.max.ms" = 10 }"#;
+pub(crate) const TANSU: &str = r#"properties = { "session.timeout.ms" = 6000, "heartbeat.interval.ms" = 500, "fetch.wait.max.ms" = 10 }"#;
 
 /// The test's own client: topics, records in, records out, committed offsets.
-struct Kafka;
+pub(crate) struct Kafka;
 
 /// One record read back.
 #[derive(Debug, Clone)]
@@ -50,7 +50,7 @@ impl Kafka {
     }
 
     /// Creates `topic` with `partitions` partitions.
-    fn create_topic(&self, topic: &str, partitions: i32) {
+    pub(crate) fn create_topic(&self, topic: &str, partitions: i32) {
         let admin: AdminClient<DefaultClientContext> = Self::config().create().expect("admin");
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
@@ -63,7 +63,12 @@ impl Kafka {
 
     /// Produces `values` to `topic`, record `i` to partition `i % partitions`;
     /// returns how many went to each partition.
-    fn produce(&self, topic: &str, partitions: i32, values: &[String]) -> BTreeMap<i32, i64> {
+    pub(crate) fn produce(
+        &self,
+        topic: &str,
+        partitions: i32,
+        values: &[String],
+    ) -> BTreeMap<i32, i64> {
         let producer: BaseProducer = Self::config().create().expect("producer");
         let mut per = BTreeMap::new();
         for (i, v) in values.iter().enumerate() {
@@ -136,7 +141,12 @@ impl Kafka {
     }
 
     /// The committed offsets of `group` on `topic`'s partitions (-1: none).
-    fn committed(&self, group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
+    pub(crate) fn committed(
+        &self,
+        group: &str,
+        topic: &str,
+        partitions: i32,
+    ) -> BTreeMap<i32, i64> {
         let consumer: BaseConsumer =
             Self::config().set("group.id", group).create().expect("consumer");
         let mut tpl = TopicPartitionList::new();

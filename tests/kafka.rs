@@ -179,6 +179,14 @@ fn stop(child: Running) -> Output {
     out
 }
 
+/// The first sample of `name` in a `/metrics` text.
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
 /// The `wordcount: <word> <count>` lines a WordCount prints at cleanup.
 fn word_counts(stdout: &str) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
@@ -242,7 +250,7 @@ config = {{ topic = "{output}", key_field = "word", value_field = "count" }}
 "#
         ),
     );
-    let (child, _addr) = start(&ws, &path);
+    let (child, addr) = start(&ws, &path);
     let read = kafka.read_all(&output, 1, words as usize, Duration::from_secs(90));
     assert_eq!(
         read.len() as u64,
@@ -250,6 +258,22 @@ config = {{ topic = "{output}", key_field = "word", value_field = "count" }}
         "one running count per word, none lost, none twice\n{}",
         tail(&child.stderr_snapshot(), 30)
     );
+    // The spout's metrics: its consumer took part in a rebalance, and once
+    // the offsets are committed (every 500 ms) and librdkafka's statistics
+    // came (every second), no partition lags.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let (mut rebalances, mut lag) = (None, None);
+    while Instant::now() < deadline {
+        let text = crate::http::request(addr, "GET", "/metrics").body;
+        rebalances = metric(&text, "squall_user_kafka_rebalances_total");
+        lag = metric(&text, "squall_user_kafka_lag");
+        if rebalances.is_some_and(|r| r >= 1.0) && lag == Some(0.0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(rebalances.is_some_and(|r| r >= 1.0), "kafka_rebalances: {rebalances:?}");
+    assert_eq!(lag, Some(0.0), "kafka_lag once everything is committed");
     let out = stop(child);
     assert_eq!(word_counts(&out.stdout), expected, "exact counts\n{}", out.context());
     // The running counts produced: each word's highest is its total.

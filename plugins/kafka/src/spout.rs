@@ -254,6 +254,8 @@ impl SpoutConfig {
             &[
                 ("partition.assignment.strategy", "cooperative-sticky".into()),
                 ("queued.max.messages.kbytes", queue_kib.to_string()),
+                // kafka_lag and kafka_lag_max come from the statistics.
+                ("statistics.interval.ms", "1000".into()),
             ],
             &[
                 ("group.id", self.group_id.clone()),
@@ -371,6 +373,9 @@ struct SpoutMetrics {
     assigned: Counter,
     revoked: Counter,
     partitions: Gauge,
+    rebalances: Counter,
+    lag: Gauge,
+    lag_max: Gauge,
 }
 
 impl SpoutMetrics {
@@ -418,6 +423,20 @@ impl SpoutMetrics {
                 "Partitions revoked from this task by rebalances.",
             ),
             partitions: metrics::gauge("kafka_partitions", "Partitions this task reads now."),
+            rebalances: metrics::counter(
+                "kafka_rebalances",
+                "Rebalance events (assignments and revocations) this task's consumer took part in.",
+            ),
+            lag: metrics::gauge(
+                "kafka_lag",
+                "Records behind, summed over this task's partitions: the high watermark of the \
+                 latest fetch response minus the committed offset (librdkafka's statistics, every \
+                 statistics.interval.ms).",
+            ),
+            lag_max: metrics::gauge(
+                "kafka_lag_max",
+                "The largest lag of one of this task's partitions (as kafka_lag).",
+            ),
         }
     }
 }
@@ -493,6 +512,30 @@ impl ClientContext for SpoutContext {
     fn error(&self, error: KafkaError, reason: &str) {
         self.base.error(error, reason);
     }
+
+    /// Lag per partition from librdkafka's statistics: the high watermark
+    /// that fetch responses carry, minus the committed offset (the test
+    /// broker's ListOffsets end offsets are wrong, so they are not asked).
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        let table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut sum, mut max) = (0i64, 0i64);
+        for (name, topic) in &statistics.topics {
+            for (&partition, p) in &topic.partitions {
+                let mine =
+                    table.find(name, partition).is_some_and(|i| table.entries[i as usize].assigned);
+                if !mine || p.hi_offset < 0 {
+                    continue;
+                }
+                let from = if p.committed_offset >= 0 { p.committed_offset } else { p.lo_offset };
+                let lag = (p.hi_offset - from.max(0)).max(0);
+                sum += lag;
+                max = max.max(lag);
+            }
+        }
+        drop(table);
+        self.metrics.lag.set(sum);
+        self.metrics.lag_max.set(max);
+    }
 }
 
 impl ConsumerContext for SpoutContext {
@@ -503,6 +546,7 @@ impl ConsumerContext for SpoutContext {
         tpl: &mut TopicPartitionList,
     ) {
         let cooperative = matches!(consumer.rebalance_protocol(), RebalanceProtocol::Cooperative);
+        self.metrics.rebalances.inc();
         match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
                 self.assigned(tpl);

@@ -1316,6 +1316,10 @@ impl Part {
     }
 }
 
+/// Each live partition's completed offset at a barrier: (partition
+/// index, generation, offset to commit).
+type Snapshot = Vec<(u32, u32, i64)>;
+
 /// A spout task's bookkeeping with `[state]` (see `crate::durable`).
 #[derive(Debug)]
 struct DurableTask {
@@ -1328,7 +1332,7 @@ struct DurableTask {
     frozen: BTreeMap<(String, i32), PartPos>,
     /// Per barrier not yet committed: each live partition's completed
     /// offset then (index, generation, offset to commit).
-    barriers: VecDeque<(u64, Vec<(u32, u32, i64)>)>,
+    barriers: VecDeque<(u64, Snapshot)>,
     /// The offsets sent at the last `committed`, by partition index.
     committed: FxHashMap<u32, (u32, i64)>,
 }
@@ -1412,7 +1416,7 @@ impl Spout for KafkaSpout {
     fn checkpoint(&mut self, checkpoint: u64) -> Option<State> {
         self.serve_io();
         let positions = self.positions();
-        let snapshot: Vec<(u32, u32, i64)> = self
+        let snapshot: Snapshot = self
             .parts
             .iter()
             .enumerate()

@@ -28,10 +28,10 @@ use crate::util::*;
 const BROKERS: &str = "127.0.0.1:9092";
 
 /// The properties every topology of these tests gives the spout (module doc).
-const TANSU: &str = r#"properties = { "session.timeout.ms" = 6000, "heartbeat.interval.ms" = 500, "fetch.wait.max.ms" = 10 }"#;
+pub(crate) const TANSU: &str = r#"properties = { "session.timeout.ms" = 6000, "heartbeat.interval.ms" = 500, "fetch.wait.max.ms" = 10 }"#;
 
 /// The test's own client: topics, records in, records out, committed offsets.
-struct Kafka;
+pub(crate) struct Kafka;
 
 /// One record read back.
 #[derive(Debug, Clone)]
@@ -50,7 +50,7 @@ impl Kafka {
     }
 
     /// Creates `topic` with `partitions` partitions.
-    fn create_topic(&self, topic: &str, partitions: i32) {
+    pub(crate) fn create_topic(&self, topic: &str, partitions: i32) {
         let admin: AdminClient<DefaultClientContext> = Self::config().create().expect("admin");
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
@@ -63,7 +63,12 @@ impl Kafka {
 
     /// Produces `values` to `topic`, record `i` to partition `i % partitions`;
     /// returns how many went to each partition.
-    fn produce(&self, topic: &str, partitions: i32, values: &[String]) -> BTreeMap<i32, i64> {
+    pub(crate) fn produce(
+        &self,
+        topic: &str,
+        partitions: i32,
+        values: &[String],
+    ) -> BTreeMap<i32, i64> {
         let producer: BaseProducer = Self::config().create().expect("producer");
         let mut per = BTreeMap::new();
         for (i, v) in values.iter().enumerate() {
@@ -136,7 +141,12 @@ impl Kafka {
     }
 
     /// The committed offsets of `group` on `topic`'s partitions (-1: none).
-    fn committed(&self, group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
+    pub(crate) fn committed(
+        &self,
+        group: &str,
+        topic: &str,
+        partitions: i32,
+    ) -> BTreeMap<i32, i64> {
         let consumer: BaseConsumer =
             Self::config().set("group.id", group).create().expect("consumer");
         let mut tpl = TopicPartitionList::new();
@@ -167,6 +177,14 @@ fn stop(child: Running) -> Output {
     let out = child.wait();
     assert_eq!(out.status.code(), Some(0), "a graceful stop exits 0\n{}", out.context());
     out
+}
+
+/// The first sample of `name` in a `/metrics` text.
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
 /// The `wordcount: <word> <count>` lines a WordCount prints at cleanup.
@@ -232,7 +250,7 @@ config = {{ topic = "{output}", key_field = "word", value_field = "count" }}
 "#
         ),
     );
-    let (child, _addr) = start(&ws, &path);
+    let (child, addr) = start(&ws, &path);
     let read = kafka.read_all(&output, 1, words as usize, Duration::from_secs(90));
     assert_eq!(
         read.len() as u64,
@@ -240,6 +258,22 @@ config = {{ topic = "{output}", key_field = "word", value_field = "count" }}
         "one running count per word, none lost, none twice\n{}",
         tail(&child.stderr_snapshot(), 30)
     );
+    // The spout's metrics: its consumer took part in a rebalance, and once
+    // the offsets are committed (every 500 ms) and librdkafka's statistics
+    // came (every second), no partition lags.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let (mut rebalances, mut lag) = (None, None);
+    while Instant::now() < deadline {
+        let text = crate::http::request(addr, "GET", "/metrics").body;
+        rebalances = metric(&text, "squall_user_kafka_rebalances_total");
+        lag = metric(&text, "squall_user_kafka_lag");
+        if rebalances.is_some_and(|r| r >= 1.0) && lag == Some(0.0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(rebalances.is_some_and(|r| r >= 1.0), "kafka_rebalances: {rebalances:?}");
+    assert_eq!(lag, Some(0.0), "kafka_lag once everything is committed");
     let out = stop(child);
     assert_eq!(word_counts(&out.stdout), expected, "exact counts\n{}", out.context());
     // The running counts produced: each word's highest is its total.

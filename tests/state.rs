@@ -95,6 +95,11 @@ enum Source {
     /// A Redis stream of entries `sentence = …`, read by `redis::StreamSpout`
     /// (group `durable_wc`, consumer `c`) and taken out by `redis::EntryField`.
     RedisStream(String),
+    /// A Kafka topic of 4 partitions holding the sentences, read by two
+    /// `kafka::KafkaSpout` tasks: by a group subscription (`group = true`:
+    /// the tasks join one by one, so partitions move between them at every
+    /// start), or by explicit assignment (2 partitions each).
+    Kafka { topic: String, group_id: String, group: bool },
 }
 
 impl Source {
@@ -150,6 +155,23 @@ inputs = [{{ from = "sentences" }}]"#,
                     addr = REDIS.addr,
                 );
                 (plugin, table, "sentence", "default")
+            }
+            Source::Kafka { topic, group_id, group } => {
+                let plugin = format!("kafka = \"{}\"", plugin_path("kafka").display());
+                let read = if *group {
+                    format!("topics = [\"{topic}\"]")
+                } else {
+                    format!("assign = [\"{topic}\"]")
+                };
+                let table = format!(
+                    r#"[spouts.sentences]
+component = "kafka::KafkaSpout"
+parallelism = 2
+config = {{ {read}, group_id = "{group_id}", {tansu} }}
+{THROTTLE}"#,
+                    tansu = crate::kafka::TANSU,
+                );
+                (plugin, table, "sentences", "default")
             }
         }
     }
@@ -394,6 +416,34 @@ fn redis_stream_fed_counts_in_postgres_are_exact_after_five_kills_and_a_rescale(
         redis::cmd("XPENDING").arg(&stream).arg("durable_wc").query(&mut con).unwrap();
     let _: i64 = redis::cmd("DEL").arg(&stream).query(&mut con).unwrap();
     assert_eq!(pending.0, 0, "every entry XACKed");
+}
+
+/// The kill test on sentences from a Kafka topic (4 partitions, record `i`
+/// to partition `i % 4`), counted into Redis; at the end each partition's
+/// committed offset in the group is the number of records produced to it.
+fn kafka_fed_counts_after_five_kills(group: bool, test: &str) {
+    if !require_service(crate::util::KAFKA) {
+        return;
+    }
+    let kafka = crate::kafka::Kafka;
+    let topic = unique_name("kill_sentences");
+    let group_id = unique_name("kill_group");
+    kafka.create_topic(&topic, 4);
+    let sentences: Vec<String> =
+        (0..LIMIT).map(|i| SENTENCES[(i % 3) as usize].to_owned()).collect();
+    let produced = kafka.produce(&topic, 4, &sentences);
+    let source = Source::Kafka { topic: topic.clone(), group_id: group_id.clone(), group };
+    killed_five_times_from(&source, redis_backend(), test);
+    assert_eq!(
+        kafka.committed(&group_id, &topic, 4),
+        produced,
+        "the group's committed offsets are the records produced per partition"
+    );
+}
+
+#[test]
+fn kafka_fed_counts_in_redis_are_exact_after_five_kills_and_a_rescale() {
+    kafka_fed_counts_after_five_kills(false, "state_kill_kafka_assign");
 }
 
 /// A file of the `LIMIT` sentences, in order, in a workspace of its own.

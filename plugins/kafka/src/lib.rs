@@ -36,6 +36,7 @@
 #![warn(missing_docs)]
 
 mod client;
+mod durable;
 mod offsets;
 mod publish;
 mod spout;

@@ -80,6 +80,12 @@ impl Tracker {
         Some(c)
     }
 
+    /// The highest offset emitted.
+    #[inline]
+    pub fn last(&self) -> Option<i64> {
+        self.last
+    }
+
     /// Emitted offsets not yet below the commit point (in flight, waiting
     /// for a replay, or done behind one that is not).
     #[cfg(test)]

@@ -33,6 +33,7 @@
 //! owner reads them again from the committed offset, so nothing is failed
 //! twice or replayed by two tasks.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -56,6 +57,7 @@ use squall_plugin_api::prelude::*;
 use squall_plugin_api::Waker;
 
 use crate::client::{self, with_connection, Context0};
+use crate::durable::{self, Book, PartPos, Resume, Take};
 use crate::offsets::Tracker;
 
 /// The longest `close_timeout` (the declared close budget is three times it).
@@ -252,6 +254,8 @@ impl SpoutConfig {
             &[
                 ("partition.assignment.strategy", "cooperative-sticky".into()),
                 ("queued.max.messages.kbytes", queue_kib.to_string()),
+                // kafka_lag and kafka_lag_max come from the statistics.
+                ("statistics.interval.ms", "1000".into()),
             ],
             &[
                 ("group.id", self.group_id.clone()),
@@ -360,6 +364,7 @@ struct SpoutMetrics {
     replayed: Counter,
     dead_lettered: Counter,
     ignored: Counter,
+    covered: Counter,
     held: Gauge,
     prefetched: Gauge,
     commits: Counter,
@@ -368,6 +373,9 @@ struct SpoutMetrics {
     assigned: Counter,
     revoked: Counter,
     partitions: Gauge,
+    rebalances: Counter,
+    lag: Gauge,
+    lag_max: Gauge,
 }
 
 impl SpoutMetrics {
@@ -386,6 +394,11 @@ impl SpoutMetrics {
             ignored: metrics::counter(
                 "kafka_revoked_ignored",
                 "Acks and fails of records of a revoked partition (their next owner reads them).",
+            ),
+            covered: metrics::counter(
+                "kafka_covered",
+                "Kafka records read again after a restart or a hand-over and not emitted: the \
+                 checkpoint position covers them (their effects are in the state).",
             ),
             held: metrics::gauge("kafka_held", "Kafka records emitted and not yet completed."),
             prefetched: metrics::gauge(
@@ -410,6 +423,20 @@ impl SpoutMetrics {
                 "Partitions revoked from this task by rebalances.",
             ),
             partitions: metrics::gauge("kafka_partitions", "Partitions this task reads now."),
+            rebalances: metrics::counter(
+                "kafka_rebalances",
+                "Rebalance events (assignments and revocations) this task's consumer took part in.",
+            ),
+            lag: metrics::gauge(
+                "kafka_lag",
+                "Records behind, summed over this task's partitions: the high watermark of the \
+                 latest fetch response minus the committed offset (librdkafka's statistics, every \
+                 statistics.interval.ms).",
+            ),
+            lag_max: metrics::gauge(
+                "kafka_lag_max",
+                "The largest lag of one of this task's partitions (as kafka_lag).",
+            ),
         }
     }
 }
@@ -472,6 +499,9 @@ struct SpoutContext {
     /// Nanoseconds since `started` when the last async commit was asked for.
     commit_asked: AtomicU64,
     started: Instant,
+    /// With `[state]`: the group's partitions in this process, whose
+    /// positions say where an assigned partition is read from.
+    book: Option<Arc<Mutex<Book>>>,
 }
 
 impl ClientContext for SpoutContext {
@@ -481,6 +511,30 @@ impl ClientContext for SpoutContext {
 
     fn error(&self, error: KafkaError, reason: &str) {
         self.base.error(error, reason);
+    }
+
+    /// Lag per partition from librdkafka's statistics: the high watermark
+    /// that fetch responses carry, minus the committed offset (the test
+    /// broker's ListOffsets end offsets are wrong, so they are not asked).
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        let table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut sum, mut max) = (0i64, 0i64);
+        for (name, topic) in &statistics.topics {
+            for (&partition, p) in &topic.partitions {
+                let mine =
+                    table.find(name, partition).is_some_and(|i| table.entries[i as usize].assigned);
+                if !mine || p.hi_offset < 0 {
+                    continue;
+                }
+                let from = if p.committed_offset >= 0 { p.committed_offset } else { p.lo_offset };
+                let lag = (p.hi_offset - from.max(0)).max(0);
+                sum += lag;
+                max = max.max(lag);
+            }
+        }
+        drop(table);
+        self.metrics.lag.set(sum);
+        self.metrics.lag_max.set(max);
     }
 }
 
@@ -492,6 +546,7 @@ impl ConsumerContext for SpoutContext {
         tpl: &mut TopicPartitionList,
     ) {
         let cooperative = matches!(consumer.rebalance_protocol(), RebalanceProtocol::Cooperative);
+        self.metrics.rebalances.inc();
         match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
                 self.assigned(tpl);
@@ -591,6 +646,19 @@ impl SpoutContext {
                 topic: entry.topic.clone(),
                 partition: entry.partition,
             });
+        }
+        // With `[state]`, a partition with a checkpoint position (restored,
+        // or left by the task that gave it up) is read from there.
+        if let Some(book) = &self.book {
+            let book = book.lock().unwrap_or_else(|e| e.into_inner());
+            for elem in tpl.elements() {
+                if let Some(from) = book.start(elem.topic(), elem.partition()) {
+                    if let Some(idx) = table.find(elem.topic(), elem.partition()) {
+                        starts.retain(|(i, _)| *i != idx);
+                        starts.push((idx, Offset::Offset(from)));
+                    }
+                }
+            }
         }
         for (idx, offset) in starts {
             let e = &table.entries[idx as usize];
@@ -733,6 +801,7 @@ struct IoStart {
     shared: Arc<Shared>,
     health: Health,
     metrics: SpoutMetrics,
+    book: Option<Arc<Mutex<Book>>>,
 }
 
 /// The dead-letter side of the I/O thread.
@@ -883,6 +952,7 @@ fn io_main(start: IoStart, ready: squall_connector::io::Handshake) {
         shared,
         health,
         metrics,
+        book,
     } = start;
     let client_config = match config.client_config() {
         Ok(c) => c,
@@ -902,6 +972,7 @@ fn io_main(start: IoStart, ready: squall_connector::io::Handshake) {
         metrics: metrics.clone(),
         commit_asked: AtomicU64::new(0),
         started: Instant::now(),
+        book,
     };
     let consumer: BaseConsumer<SpoutContext> = match client_config.create_with_context(context) {
         Ok(c) => c,
@@ -1213,7 +1284,61 @@ struct Part {
     /// The highest generation revoked: its records and acks are stale.
     revoked: u32,
     tracker: Tracker,
+    /// With `[state]`: the position it was taken over from, and its
+    /// version (`None` until the hand-over, see `waiting`).
+    resume: Option<Resume>,
+    /// With `[state]`: assigned, but not yet handed over (another task
+    /// still reads it, or a barrier is still to come); its records wait in
+    /// `parked`.
+    waiting: bool,
+    /// Records read and not yet taken, in offset order.
+    parked: VecDeque<Record>,
 }
+
+impl Part {
+    fn new(topic: Arc<str>, partition: i32, gen: u32, live: bool, revoked: u32) -> Self {
+        Self {
+            topic,
+            partition,
+            gen,
+            live,
+            revoked,
+            tracker: Tracker::new(),
+            resume: None,
+            waiting: false,
+            parked: VecDeque::new(),
+        }
+    }
+
+    /// Drops what waits in `parked`; returns its bytes.
+    fn unpark_all(&mut self) -> usize {
+        self.parked.drain(..).map(|r| r.bytes).sum()
+    }
+}
+
+/// Each live partition's completed offset at a barrier: (partition
+/// index, generation, offset to commit).
+type Snapshot = Vec<(u32, u32, i64)>;
+
+/// A spout task's bookkeeping with `[state]` (see `crate::durable`).
+#[derive(Debug)]
+struct DurableTask {
+    /// The group's partitions in this process.
+    book: Arc<Mutex<Book>>,
+    /// The last checkpoint barrier this task saw.
+    last_barrier: u64,
+    /// Positions this task reports besides its live partitions': the ones
+    /// it was restored with and the ones it gave up.
+    frozen: BTreeMap<(String, i32), PartPos>,
+    /// Per barrier not yet committed: each live partition's completed
+    /// offset then (index, generation, offset to commit).
+    barriers: VecDeque<(u64, Snapshot)>,
+    /// The offsets sent at the last `committed`, by partition index.
+    committed: FxHashMap<u32, (u32, i64)>,
+}
+
+/// Distinguishes spout instances in the book.
+static INSTANCES: AtomicU64 = AtomicU64::new(1);
 
 /// The running I/O side.
 #[derive(Debug)]
@@ -1246,6 +1371,10 @@ pub struct KafkaSpout {
     headers_text: String,
     last_commit: Instant,
     io_gone_reported: bool,
+    /// With `[state]` (`restore_checkpoint` was called): see `crate::durable`.
+    durable: Option<DurableTask>,
+    /// This instance, in the book.
+    instance: u64,
 }
 
 impl Spout for KafkaSpout {
@@ -1257,6 +1386,71 @@ impl Spout for KafkaSpout {
     const CLOSE_BUDGET: Option<Duration> = Some(Duration::from_secs(3 * MAX_CLOSE_TIMEOUT_SECS));
     const DESCRIPTION: &'static str =
         "reads Kafka topics in a consumer group; commits offsets of completed trees only";
+    /// With `[state]`, each partition's position is in the checkpoint, a
+    /// restart reads from there (not from the group's committed offsets),
+    /// and offsets are committed to the broker once the checkpoint that
+    /// covers them commits (see `crate::durable`).
+    const CHECKPOINTS: bool = true;
+
+    fn restore_checkpoint(&mut self, position: State) -> Result<()> {
+        let parts = durable::decode(&position)?;
+        let book = durable::book(&self.config.group_id);
+        let mut frozen = BTreeMap::new();
+        {
+            let mut b = book.lock().unwrap_or_else(|e| e.into_inner());
+            for p in parts {
+                b.restored(&p);
+                frozen.insert((p.topic.clone(), p.partition), p);
+            }
+        }
+        self.durable = Some(DurableTask {
+            book,
+            last_barrier: 0,
+            frozen,
+            barriers: VecDeque::new(),
+            committed: FxHashMap::default(),
+        });
+        Ok(())
+    }
+
+    fn checkpoint(&mut self, checkpoint: u64) -> Option<State> {
+        self.serve_io();
+        let positions = self.positions();
+        let snapshot: Snapshot = self
+            .parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.live && p.resume.is_some())
+            .filter_map(|(i, p)| Some((i as u32, p.gen, p.tracker.committable()?)))
+            .collect();
+        let d = self.durable.as_mut()?;
+        d.last_barrier = d.last_barrier.max(checkpoint);
+        d.barriers.push_back((checkpoint, snapshot));
+        Some(durable::encode(&self.config.group_id, positions))
+    }
+
+    fn committed(&mut self, checkpoint: u64) {
+        let Some(d) = &mut self.durable else { return };
+        let mut latest: FxHashMap<u32, (u32, i64)> = FxHashMap::default();
+        while d.barriers.front().is_some_and(|(n, _)| *n <= checkpoint) {
+            let Some((_, snapshot)) = d.barriers.pop_front() else { break };
+            for (idx, gen, offset) in snapshot {
+                latest.insert(idx, (gen, offset));
+            }
+        }
+        let mut offsets = Vec::new();
+        for (idx, (gen, offset)) in latest {
+            let Some(p) = self.parts.get(idx as usize) else { continue };
+            if !(p.live && p.gen == gen) || d.committed.get(&idx) == Some(&(gen, offset)) {
+                continue;
+            }
+            d.committed.insert(idx, (gen, offset));
+            offsets.push((p.topic.clone(), p.partition, offset));
+        }
+        if !offsets.is_empty() {
+            self.command(Command::Commit(offsets));
+        }
+    }
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["value"]);
@@ -1315,6 +1509,8 @@ impl Spout for KafkaSpout {
             headers_text: String::new(),
             last_commit: Instant::now(),
             io_gone_reported: false,
+            durable: None,
+            instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
         })
     }
 
@@ -1342,6 +1538,7 @@ impl Spout for KafkaSpout {
             shared: self.shared.clone(),
             health: self.health.clone(),
             metrics,
+            book: self.durable.as_ref().map(|d| d.book.clone()),
         };
         let mut thread = IoThread::spawn(
             format!("kafka-{}-{}", context.component, context.task_id),
@@ -1374,10 +1571,14 @@ impl Spout for KafkaSpout {
         }
         self.serve_io();
         let now = Instant::now();
-        if now.duration_since(self.last_commit) >= self.config.commit_interval {
+        // With `[state]`, offsets are committed at `committed` only.
+        if self.durable.is_none()
+            && now.duration_since(self.last_commit) >= self.config.commit_interval
+        {
             self.last_commit = now;
             self.commit();
         }
+        let mut taken_bytes = self.unpark(collector);
         let Self { held, parts, values, headers_text, fields, config, metrics, .. } = self;
         // Replays first: a failed record waits its backoff, then goes again.
         if held.has_replays() {
@@ -1396,7 +1597,6 @@ impl Spout for KafkaSpout {
                 held.remove(id);
             }
         }
-        let mut taken_bytes = 0usize;
         let mut result = Ok(());
         for _ in 0..PER_CALL {
             if !held.has_room() {
@@ -1418,32 +1618,36 @@ impl Spout for KafkaSpout {
                 Item::Assigned { idx, gen, topic, partition } => {
                     let part = part_mut(parts, idx);
                     if gen > part.revoked {
-                        *part = Part {
-                            topic,
-                            partition,
-                            gen,
-                            live: true,
-                            revoked: part.revoked,
-                            tracker: Tracker::new(),
-                        };
+                        taken_bytes += part.unpark_all();
+                        *part = Part::new(topic, partition, gen, true, part.revoked);
+                        if let Some(d) = &self.durable {
+                            part.waiting = true;
+                            hand_over(d, self.instance, part);
+                        }
                     }
                 }
                 Item::Record(record) => {
-                    taken_bytes += record.bytes;
                     if !is_live(parts, &record) {
+                        taken_bytes += record.bytes;
                         continue;
                     }
                     let part = &mut parts[record.idx as usize];
-                    if !part.tracker.emitted(record.offset) {
+                    if part.waiting || !part.parked.is_empty() {
+                        part.parked.push_back(record);
                         continue;
                     }
-                    let id = held.insert(record, 1);
-                    if let Some(record) = held.get(id) {
-                        emit(config, fields, parts, values, headers_text, record, collector, id);
-                    }
-                    if let Some(m) = metrics {
-                        m.received.inc();
-                    }
+                    taken_bytes += record.bytes;
+                    first_read(
+                        config,
+                        fields,
+                        parts,
+                        values,
+                        headers_text,
+                        held,
+                        metrics,
+                        record,
+                        collector,
+                    );
                 }
             }
         }
@@ -1491,6 +1695,9 @@ impl Spout for KafkaSpout {
             }
             let part = &mut self.parts[item.idx as usize];
             if self.config.dead_letter_topic.is_some() {
+                if let Some(r) = &mut part.resume {
+                    r.dead.insert(item.offset);
+                }
                 let dead = DeadLetter {
                     idx: item.idx,
                     gen: item.gen,
@@ -1518,7 +1725,19 @@ impl Spout for KafkaSpout {
         self.serve_io();
         let Some(mut io) = self.io.take() else { return };
         self.shared.closing.store(true, Ordering::Release);
-        let offsets = self.completed();
+        let offsets = match &self.durable {
+            None => self.completed(),
+            // With state: what the last committed checkpoint covers (sent
+            // already, asynchronously; now synchronously before leaving).
+            Some(d) => d
+                .committed
+                .iter()
+                .filter_map(|(&idx, &(gen, offset))| {
+                    let p = self.parts.get(idx as usize)?;
+                    (p.live && p.gen == gen).then(|| (p.topic.clone(), p.partition, offset))
+                })
+                .collect(),
+        };
         let _ = io.commands.send(Command::Close(offsets));
         let unresolved = self.held.drain().count();
         if unresolved > 0 {
@@ -1580,14 +1799,7 @@ fn check_topics_now(
 fn part_mut(parts: &mut Vec<Part>, idx: u32) -> &mut Part {
     let idx = idx as usize;
     while parts.len() <= idx {
-        parts.push(Part {
-            topic: Arc::from(""),
-            partition: -1,
-            gen: 0,
-            live: false,
-            revoked: 0,
-            tracker: Tracker::new(),
-        });
+        parts.push(Part::new(Arc::from(""), -1, 0, false, 0));
     }
     &mut parts[idx]
 }
@@ -1596,6 +1808,54 @@ fn part_mut(parts: &mut Vec<Part>, idx: u32) -> &mut Part {
 #[inline]
 fn is_live(parts: &[Part], record: &Record) -> bool {
     parts.get(record.idx as usize).is_some_and(|p| p.live && p.gen == record.gen)
+}
+
+/// With `[state]`: takes `part` over from the book if it may be now
+/// (`crate::durable`); it stays `waiting` otherwise.
+fn hand_over(d: &DurableTask, me: u64, part: &mut Part) {
+    let mut book = d.book.lock().unwrap_or_else(|e| e.into_inner());
+    if let Take::Now { version, pos } = book.take(&part.topic, part.partition, me, d.last_barrier) {
+        part.resume = Some(Resume::new(version, pos));
+        part.waiting = false;
+    }
+}
+
+/// A record read for the first time: emitted and held, unless its offset
+/// was seen before or the position the partition was taken over from
+/// covers it (then it is done at once).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn first_read(
+    config: &SpoutConfig,
+    fields: &[Field],
+    parts: &mut [Part],
+    values: &mut Vec<Value>,
+    headers_text: &mut String,
+    held: &mut Pending<Record>,
+    metrics: &Option<SpoutMetrics>,
+    record: Record,
+    collector: &mut SpoutCollector<'_>,
+) {
+    let part = &mut parts[record.idx as usize];
+    if !part.tracker.emitted(record.offset) {
+        return;
+    }
+    if let Some(resume) = &mut part.resume {
+        if !resume.emits(record.offset) {
+            part.tracker.done(record.offset);
+            if let Some(m) = metrics {
+                m.covered.inc();
+            }
+            return;
+        }
+    }
+    let id = held.insert(record, 1);
+    if let Some(record) = held.get(id) {
+        emit(config, fields, parts, values, headers_text, record, collector, id);
+    }
+    if let Some(m) = metrics {
+        m.received.inc();
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1662,26 +1922,110 @@ impl KafkaSpout {
                     if let Some(p) = self.parts.get_mut(idx as usize) {
                         if p.live && p.gen == gen {
                             p.tracker.done(offset);
+                            if let Some(r) = &mut p.resume {
+                                r.dead.remove(&offset);
+                            }
                         }
                     }
                 }
             }
         }
+        let mut unparked = 0;
         while let Ok(revoke) = io.control.try_recv() {
             let mut offsets = Vec::new();
             for (idx, gen) in revoke.parts {
                 let part = part_mut(&mut self.parts, idx);
                 part.revoked = part.revoked.max(gen);
-                if part.live && part.gen == gen {
-                    part.live = false;
-                    if let Some(o) = part.tracker.committable() {
-                        offsets.push((part.topic.clone(), part.partition, o));
-                    }
-                    part.tracker = Tracker::new();
+                if !(part.live && part.gen == gen) {
+                    continue;
                 }
+                part.live = false;
+                unparked += part.unpark_all();
+                match &mut self.durable {
+                    // Without state: commit what is complete, the next owner
+                    // reads on from there.
+                    None => {
+                        if let Some(o) = part.tracker.committable() {
+                            offsets.push((part.topic.clone(), part.partition, o));
+                        }
+                    }
+                    // With state: the position goes to the book for the next
+                    // owner; the broker's offset moves only at `committed`.
+                    Some(d) => {
+                        if let Some(resume) = &part.resume {
+                            let replays = self
+                                .held
+                                .replays()
+                                .into_iter()
+                                .filter(|(_, r)| r.idx == idx && r.gen == gen)
+                                .map(|(_, r)| r.offset);
+                            let pos = resume.position(
+                                &part.topic,
+                                part.partition,
+                                part.tracker.last(),
+                                replays,
+                            );
+                            if let Some(pos) = &pos {
+                                d.frozen.insert((pos.topic.clone(), pos.partition), pos.clone());
+                            }
+                            let mut book = d.book.lock().unwrap_or_else(|e| e.into_inner());
+                            book.release(
+                                &part.topic,
+                                part.partition,
+                                self.instance,
+                                pos,
+                                d.last_barrier,
+                            );
+                        }
+                        d.committed.remove(&idx);
+                    }
+                }
+                part.tracker = Tracker::new();
+                part.resume = None;
+                part.waiting = false;
             }
             let _ = revoke.reply.send(offsets);
         }
+        if unparked > 0 {
+            self.shared.bytes.fetch_sub(unparked, Ordering::Relaxed);
+        }
+    }
+
+    /// With `[state]`: takes over the partitions that wait for it and may
+    /// now, and reads what waits in their `parked` (while `held` has room).
+    /// Returns the bytes taken out of the feed's count.
+    fn unpark(&mut self, collector: &mut SpoutCollector<'_>) -> usize {
+        let Some(d) = &self.durable else { return 0 };
+        let mut taken = 0;
+        let Self { held, parts, values, headers_text, fields, config, metrics, .. } = self;
+        for i in 0..parts.len() {
+            let part = &mut parts[i];
+            if !part.live {
+                continue;
+            }
+            if part.waiting {
+                hand_over(d, self.instance, part);
+                if part.waiting {
+                    continue;
+                }
+            }
+            while held.has_room() {
+                let Some(record) = parts[i].parked.pop_front() else { break };
+                taken += record.bytes;
+                first_read(
+                    config,
+                    fields,
+                    parts,
+                    values,
+                    headers_text,
+                    held,
+                    metrics,
+                    record,
+                    collector,
+                );
+            }
+        }
+        taken
     }
 
     /// The completed offsets of the live partitions that moved.
@@ -1693,6 +2037,30 @@ impl KafkaSpout {
             }
         }
         offsets
+    }
+
+    /// The position of every partition this task reads or reported before
+    /// (with `[state]`).
+    fn positions(&self) -> Vec<PartPos> {
+        let Some(d) = &self.durable else { return Vec::new() };
+        let mut all = d.frozen.clone();
+        let replays = self.held.replays();
+        for (idx, part) in self.parts.iter().enumerate() {
+            let Some(resume) = part.resume.as_ref().filter(|_| part.live) else { continue };
+            let mine = replays
+                .iter()
+                .filter(|(_, r)| r.idx as usize == idx && r.gen == part.gen)
+                .map(|(_, r)| r.offset);
+            if let Some(pos) =
+                resume.position(&part.topic, part.partition, part.tracker.last(), mine)
+            {
+                let key = (pos.topic.clone(), pos.partition);
+                if all.get(&key).is_none_or(|f| f.version <= pos.version) {
+                    all.insert(key, pos);
+                }
+            }
+        }
+        all.into_values().collect()
     }
 
     /// Commits the completed offsets that moved since the last commit.

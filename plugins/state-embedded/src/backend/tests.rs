@@ -1,8 +1,8 @@
 //! Unit tests on real files in a fresh folder under the system's temporary
-//! folder (removed at the end of each test). The assertions of the Redis
-//! and PostgreSQL backends' tests (round trip, deletes, fencing, clear) run
-//! here too, plus atomicity of a failing commit, reopening, the lock and
-//! the config.
+//! folder (removed at the end of each test): the shared backend suite
+//! (`squall_plugin_api::testing::check_state_backend`, which the Redis and
+//! PostgreSQL backends run too), atomicity of a failing commit, reopening,
+//! the lock, namespaces and the config.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -84,6 +84,24 @@ fn declared_keys_match_the_config_struct() {
         .unwrap();
 }
 
+/// The assertions every backend passes (round trip, deletes, fencing,
+/// clear), shared with the Redis and PostgreSQL backends' tests.
+#[test]
+fn passes_the_shared_backend_suite() {
+    let dir = Dir::new("suite");
+    squall_plugin_api::testing::check_state_backend(|name| dir.open(name)).unwrap();
+}
+
+/// Deleting from a scope that never existed creates nothing.
+#[test]
+fn a_delete_in_an_unknown_scope_lists_no_scope() {
+    let dir = Dir::new("deletes");
+    let b = &mut dir.open("deletes");
+    b.commit(1, &[writes("s", vec![put("a", "1")])]).unwrap();
+    b.commit(2, &[writes("u", vec![del("x")])]).unwrap();
+    assert_eq!(b.scopes().unwrap(), ["s"]);
+}
+
 #[test]
 fn bad_config_is_refused_in_one_line() {
     for (config, says) in [
@@ -118,72 +136,6 @@ fn a_folder_that_cannot_be_made_is_a_one_line_error() {
     assert_eq!(std::fs::read(dir.0.join("junk.redb")).unwrap(), vec![7_u8; 8192]);
 }
 
-#[test]
-fn round_trip() {
-    let dir = Dir::new("round-trip");
-    let b = &mut dir.open("round-trip");
-    assert_eq!(b.last_committed().unwrap(), None);
-    assert!(b.scopes().unwrap().is_empty());
-    assert!(b.load("count/words").unwrap().is_empty());
-    b.commit(
-        1,
-        &[
-            writes("count/words", vec![put("a", "1"), put("b", "2")]),
-            writes("spout/$position", vec![put("0", "p1")]),
-        ],
-    )
-    .unwrap();
-    assert_eq!(b.last_committed().unwrap(), Some(1));
-    assert_eq!(b.scopes().unwrap(), ["count/words", "spout/$position"]);
-    assert_eq!(loaded(b, "count/words"), pairs(&[("a", "1"), ("b", "2")]));
-    b.commit(2, &[writes("count/words", vec![put("a", "3"), put("c", "4")])]).unwrap();
-    assert_eq!(b.last_committed().unwrap(), Some(2));
-    assert_eq!(loaded(b, "count/words"), pairs(&[("a", "3"), ("b", "2"), ("c", "4")]));
-    assert_eq!(loaded(b, "spout/$position"), pairs(&[("0", "p1")]));
-    // A commit with no writes still moves the checkpoint.
-    b.commit(3, &[]).unwrap();
-    assert_eq!(b.last_committed().unwrap(), Some(3));
-    // Binary keys and values survive.
-    let bin =
-        StateRecord { key: vec![0, 255, 10].into(), value: ROption::RSome(vec![0, 0, 13].into()) };
-    b.commit(4, &[writes("bin", vec![bin.clone()])]).unwrap();
-    assert_eq!(b.load("bin").unwrap(), vec![bin]);
-}
-
-#[test]
-fn deletes() {
-    let dir = Dir::new("deletes");
-    let b = &mut dir.open("deletes");
-    b.commit(
-        1,
-        &[writes("s", vec![put("a", "1"), put("b", "2")]), writes("t", vec![put("x", "1")])],
-    )
-    .unwrap();
-    b.commit(2, &[writes("s", vec![del("a"), del("never")])]).unwrap();
-    assert_eq!(loaded(b, "s"), pairs(&[("b", "2")]));
-    // Within one commit the later write of a key wins.
-    b.commit(
-        3,
-        &[writes("s", vec![put("k", "1"), del("k"), put("j", "1"), del("j"), put("j", "2")])],
-    )
-    .unwrap();
-    assert_eq!(loaded(b, "s"), pairs(&[("b", "2"), ("j", "2")]));
-    // A scope whose last record is deleted is no longer listed.
-    b.commit(4, &[writes("t", vec![del("x")])]).unwrap();
-    assert_eq!(b.scopes().unwrap(), ["s"]);
-    assert!(b.load("t").unwrap().is_empty());
-    // Deleting from a scope that never existed creates nothing.
-    b.commit(5, &[writes("u", vec![del("x")])]).unwrap();
-    assert_eq!(b.scopes().unwrap(), ["s"]);
-}
-
-/// The commit's transaction fails after some of its writes (in the second
-/// scope, after the first scope was written entirely): nothing of it is
-/// visible, the previous checkpoint is intact, in this instance and after
-/// a reopen, and the next commit works.
-///
-/// Seen failing with the commit made non-atomic (the transaction committed
-/// with what it held when a write failed): `last_committed` was `Some(2)`.
 #[test]
 fn a_commit_failing_midway_leaves_the_previous_checkpoint_intact() {
     let dir = Dir::new("atomic");
@@ -303,22 +255,6 @@ fn a_call_before_open_is_an_error_not_a_panic() {
     let e = b.last_committed().unwrap_err().to_string();
     assert!(e.contains("before open"), "{e}");
     assert!(b.commit(1, &[]).is_err());
-}
-
-#[test]
-fn a_commit_not_numbered_above_the_last_one_is_refused_and_writes_nothing() {
-    let dir = Dir::new("fenced");
-    let b = &mut dir.open("fenced");
-    // A newer owner's first commit (a group's fence) is numbered high.
-    b.commit(5 << 32, &[writes("a", vec![put("k", "new")])]).unwrap();
-    for late in [3, 5 << 32] {
-        let e = b.commit(late, &[writes("a", vec![put("k", "old")])]).unwrap_err().to_string();
-        assert!(e.contains("not above the last committed"), "{e}");
-    }
-    assert_eq!(b.last_committed().unwrap(), Some(5 << 32));
-    assert_eq!(loaded(b, "a"), pairs(&[("k", "new")]));
-    b.commit((5 << 32) + 1, &[writes("a", vec![put("k", "next")])]).unwrap();
-    assert_eq!(loaded(b, "a"), pairs(&[("k", "next")]));
 }
 
 fn many(n: usize) -> Vec<StateRecord> {

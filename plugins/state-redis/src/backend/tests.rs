@@ -125,6 +125,30 @@ fn an_unreachable_server_is_a_one_line_error() {
     assert!(!e.contains('\n'), "{e}");
 }
 
+/// The assertions every backend passes (round trip, deletes, fencing,
+/// clear), shared with the other backends (`check_state_backend`).
+#[test]
+fn passes_the_shared_backend_suite() {
+    if !require_redis() {
+        return;
+    }
+    let mut names = Vec::new();
+    let result = squall_plugin_api::testing::check_state_backend(|name| {
+        let name = unique(&format!("suite-{name}"));
+        let mut b = backend_at("redis://127.0.0.1:6379");
+        b.open(&name).unwrap();
+        names.push(name);
+        b
+    });
+    for name in names {
+        let mut b = backend_at("redis://127.0.0.1:6379");
+        if b.open(&name).is_ok() {
+            let _ = b.clear();
+        }
+    }
+    result.unwrap();
+}
+
 #[test]
 fn round_trip() {
     if !require_redis() {

@@ -21,7 +21,8 @@
 //! Rounds alternate squall and the baseline. `SQUALL_KAFKA_BENCH_N`
 //! (default 500000) and `SQUALL_KAFKA_BENCH_RUNS` (default 3) set the size
 //! and the rounds; `SQUALL_KAFKA_BENCH_PARTITIONS` (default 4) the input
-//! topic's partitions. The broker is the local one on 127.0.0.1:9092
+//! topic's partitions; `SQUALL_KAFKA_BENCH_SPOUT` adds keys to the spout's
+//! config (say `prefetch_bytes = 67108864`). The broker is the local one on 127.0.0.1:9092
 //! (`bash ../shared/kafka/start-kafka.sh start`); without it the bench says
 //! so and does nothing. The host and the plugins must be built:
 //!
@@ -331,13 +332,14 @@ testkit = "{release}/libsquall_testkit.so"
 
 [spouts.in]
 component = "kafka::KafkaSpout"
-config = {{ assign = ["{topic}"], group_id = "{group}", max_pending = 20000, properties = {{ "fetch.wait.max.ms" = 10 }} }}
+config = {{ assign = ["{topic}"], group_id = "{group}", max_pending = 20000, properties = {{ "fetch.wait.max.ms" = 10 }}{extra} }}
 
 [bolts.null]
 component = "testkit::NullBolt"
 inputs = [{{ from = "in" }}]
 "#,
             release = release.display(),
+            extra = std::env::var("SQUALL_KAFKA_BENCH_SPOUT").map(|e| format!(", {e}")).unwrap_or_default(),
         ),
     )
     .expect("write the topology");

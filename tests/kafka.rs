@@ -473,3 +473,57 @@ fn a_topic_that_does_not_exist_is_a_config_error_at_the_spout() {
         );
     }
 }
+
+/// `kafka_lag` and `kafka_lag_max` from librdkafka's statistics: with no
+/// commit for 60 s, each partition lags by all its records (the high
+/// watermark of the fetch responses minus the low watermark), so the
+/// task's lag is the number produced and its largest one a partition's.
+#[test]
+fn the_lag_metrics_count_the_records_not_yet_committed() {
+    if !require_service(KAFKA) {
+        return;
+    }
+    let kafka = Kafka;
+    let (input, group) = (unique_name("lag_in"), unique_name("lag_group"));
+    kafka.create_topic(&input, 4);
+    let values: Vec<String> = (0..400).map(|i| format!("r{i}")).collect();
+    kafka.produce(&input, 4, &values);
+    let ws = Workspace::new("kafka_lag");
+    let path = ws.write_topology(
+        "lag.toml",
+        &format!(
+            r#"
+[plugins]
+kafka = "{{kafka}}"
+testkit = "{{testkit}}"
+
+[spouts.in]
+component = "kafka::KafkaSpout"
+config = {{ assign = ["{input}"], group_id = "{group}", commit_interval = "60s", {TANSU} }}
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{{ from = "in" }}]
+"#
+        ),
+    );
+    let (child, addr) = start(&ws, &path);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (mut lag, mut max) = (None, None);
+    while Instant::now() < deadline {
+        let text = crate::http::request(addr, "GET", "/metrics").body;
+        lag = metric(&text, "squall_user_kafka_lag");
+        max = metric(&text, "squall_user_kafka_lag_max");
+        if lag == Some(400.0) && max == Some(100.0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = stop(child);
+    assert_eq!(
+        (lag, max),
+        (Some(400.0), Some(100.0)),
+        "kafka_lag, kafka_lag_max\n{}",
+        out.context()
+    );
+}

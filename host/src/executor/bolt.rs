@@ -447,7 +447,8 @@ impl BoltExecutor {
             while batched && pos < batch.len() {
                 let end = (pos + RUN).min(batch.len());
                 let run = (&batch, pos..end, starts);
-                let (executed, next) = self.execute_run(turn, name, run, component, tapped);
+                let from = (component, component_name.as_str(), streams.as_slice());
+                let (executed, next) = self.execute_run(turn, name, run, from, tapped);
                 (pos, starts) = (end, next);
                 turn.stats.add(StatField::Executed, executed);
                 consumed += executed;
@@ -642,12 +643,14 @@ impl BoltExecutor {
         turn: &mut Turn,
         name: &str,
         (batch, range, mut starts): (&Batch, std::ops::Range<usize>, (usize, usize)),
-        component: usize,
+        (component, component_name, streams): (
+            usize,
+            &str,
+            &[(String, Vec<abi_stable::std_types::RString>)],
+        ),
         tapped: bool,
     ) -> (u64, (usize, usize)) {
         let mut pos = range.start;
-        let sources = Arc::clone(&self.sources);
-        let (component_name, streams) = &sources.components[component];
         // The buffer's allocation is kept between runs (an empty vector
         // collected in place into one of another lifetime).
         let mut tuples: Vec<Tuple<'_>> = std::mem::take(&mut self.run)
@@ -663,7 +666,7 @@ impl BoltExecutor {
             pos += 1;
             let (stream_name, fields) = &streams[stream as usize];
             if tapped && self.core.transfer.tap_due(crate::tap::TapSide::Inputs) {
-                let from = (component_name.as_str(), batch.source_task.0);
+                let from = (component_name, batch.source_task.0);
                 let stream = (stream_name.as_str(), fields.as_slice());
                 tap_input(&mut self.core.transfer, from, stream, values, ids);
             }

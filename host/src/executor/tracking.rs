@@ -262,12 +262,11 @@ impl InputTracker {
     pub fn anchor_edge(&mut self, anchors: &[Anchor], edge: u64) -> &[(RootId, EdgeId)] {
         self.scratch.clear();
         for &anchor in anchors {
-            let run = self.in_run(anchor);
             let ids: &[(RootId, EdgeId)] =
                 if anchor.0 != 0 && anchor.0 == self.current && self.current_open {
                     self.current_ack_val ^= edge;
                     &self.current_ids
-                } else if let Some(i) = run {
+                } else if let Some(i) = self.in_run(anchor) {
                     let input = &mut self.run[i];
                     input.ack_val ^= edge;
                     &self.run_ids[input.start as usize..input.end as usize]
@@ -367,11 +366,10 @@ impl InputTracker {
 
     /// Asks the acker to restart the timeout of each of the input's roots.
     pub fn reset_timeout(&mut self, anchor: Anchor, transfer: &mut Transfer) {
-        let run = self.in_run(anchor);
         let ids: &[(RootId, EdgeId)] =
             if anchor.0 != 0 && anchor.0 == self.current && self.current_open {
                 &self.current_ids
-            } else if let Some(i) = run {
+            } else if let Some(i) = self.in_run(anchor) {
                 let input = self.run[i];
                 &self.run_ids[input.start as usize..input.end as usize]
             } else if let Some(open) = self.open.get(&anchor.0) {

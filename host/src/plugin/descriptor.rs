@@ -94,11 +94,6 @@ impl Descriptor {
         }
     }
 
-    /// True when its outputs depend on its config.
-    pub fn outputs_from_config(&self) -> bool {
-        matches!(self.outputs, Outputs::FromConfig(_))
-    }
-
     /// Lets a bolt check what it is subscribed to (contract 1.1; others
     /// accept any input).
     ///
@@ -109,11 +104,6 @@ impl Descriptor {
             Some(check) => check(config.into(), inputs.into()).into_result(),
             None => Ok(()),
         }
-    }
-
-    /// True when it declared its config keys (contract 1.1).
-    pub fn declares_config(&self) -> bool {
-        self.config_keys.is_some()
     }
 }
 

@@ -183,11 +183,6 @@ impl SpoutObj {
         }
     }
 
-    /// True when it fills a batch per call (contract 1.3).
-    pub fn batches(&self) -> bool {
-        matches!(self, SpoutObj::V13(_))
-    }
-
     /// `ack`.
     #[inline]
     pub fn ack(&mut self, id: MessageId) -> PResult<()> {

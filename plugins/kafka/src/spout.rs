@@ -7,9 +7,13 @@
 //! `next_tuple` over squall-connector's feed, which wakes the executor.
 //! The prefetch is bounded in bytes: librdkafka's own queue holds at most
 //! half of `prefetch_bytes` (`queued.max.messages.kbytes`), and the feed
-//! the other half; while the feed is over its half (or holds `max_pending`
-//! records) the I/O thread pauses its partitions and keeps polling, so
-//! rebalances and the group session are served while the topology is slow.
+//! the other half. While the feed is over its half (or holds `max_pending`
+//! records) the I/O thread stops polling, and librdkafka's queue fills up
+//! to its own bound. Only a feed that stays full for a second makes the
+//! I/O thread pause its partitions and poll again, so rebalances and the
+//! group session are served while the topology is slow. A pause drops what
+//! librdkafka had prefetched (it fetches it again on the resume), which is
+//! why it is not the first answer to a full feed.
 //!
 //! # Offsets
 //! Per partition, the spout keeps the offsets it emitted ([`Tracker`]): an
@@ -62,6 +66,14 @@ use crate::offsets::Tracker;
 
 /// The longest `close_timeout` (the declared close budget is three times it).
 const MAX_CLOSE_TIMEOUT_SECS: u64 = 15;
+
+/// How long a full feed holds the polls before the partitions are paused
+/// (flow control, module doc).
+const FULL_BEFORE_PAUSE: Duration = Duration::from_secs(1);
+/// The longest wait for room while the feed is full: the feed's room hook
+/// ends it early when the count drains; a byte budget is checked again
+/// after it.
+const FULL_STEP: Duration = Duration::from_millis(5);
 
 /// The header a dead letter carries its reason in.
 pub const DEAD_LETTER_REASON: &str = "squall-dead-letter-reason";
@@ -339,6 +351,8 @@ enum Command {
     DeadLetter(Box<DeadLetter>),
     Pause,
     Resume,
+    /// The feed drained to half after being full (its room hook).
+    Room,
     /// Commit these (synchronously), flush the dead letters, leave the group.
     Close(Vec<(Arc<str>, i32, i64)>),
 }
@@ -1110,49 +1124,38 @@ fn serve(
     let mut paused = false;
     let mut last_check = Instant::now();
     let mut errors = 0u64;
+    // Since when the feed has been full (flow control, module doc).
+    let mut full_since: Option<Instant> = None;
     loop {
         while let Ok(command) = commands.try_recv() {
-            match command {
-                Command::Commit(offsets) => {
-                    let tpl = to_tpl(&offsets);
-                    let now = context.started.elapsed().as_nanos() as u64;
-                    context.commit_asked.store(now, Ordering::Relaxed);
-                    if let Err(e) = consumer.commit(&tpl, CommitMode::Async) {
-                        context.metrics.commit_failures.inc();
-                        squall_plugin_api::warn!("{label}: commit not sent: {e}");
-                    }
-                }
-                Command::DeadLetter(dead) => {
-                    if let Some(d) = dead_letters {
-                        d.send(dead, label);
-                    }
-                }
-                Command::Pause => shared.paused.store(true, Ordering::Relaxed),
-                Command::Resume => shared.paused.store(false, Ordering::Relaxed),
-                Command::Close(offsets) => {
-                    shared.closing.store(true, Ordering::Release);
-                    if !offsets.is_empty() {
-                        match consumer.commit(&to_tpl(&offsets), CommitMode::Sync) {
-                            Ok(()) => {
-                                context.metrics.commits.inc();
-                                squall_plugin_api::info!(
-                                    "{label}: committed the completed offsets of {} partition(s) at close",
-                                    offsets.len()
-                                );
-                            }
-                            Err(e) => squall_plugin_api::warn!(
-                                "{label}: the commit at close failed: {e} (the records after the \
-                                 last committed offsets are read again)"
-                            ),
-                        }
-                    }
-                    return;
-                }
+            if run_command(command, consumer, &context, dead_letters, label, shared) {
+                return;
             }
         }
-        // Flow control: pause every partition while the feed is over its
-        // share of the prefetch, or the spout was deactivated.
-        let want_pause = shared.paused.load(Ordering::Relaxed) || context.feed_full();
+        // Flow control. A full feed first holds the polls: librdkafka goes on
+        // prefetching into its own queue, bounded in bytes. Only a feed full
+        // for FULL_BEFORE_PAUSE pauses the partitions (which drops what
+        // librdkafka prefetched) so that polls serve rebalances again.
+        if context.feed_full() {
+            let since = *full_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < FULL_BEFORE_PAUSE && !shared.paused.load(Ordering::Relaxed) {
+                context.feeder.want_room();
+                if context.feed_full() {
+                    if let Ok(command) = commands.recv_timeout(FULL_STEP) {
+                        if run_command(command, consumer, &context, dead_letters, label, shared) {
+                            return;
+                        }
+                    }
+                }
+                if context.feeder.is_closed() {
+                    return;
+                }
+                continue;
+            }
+        } else {
+            full_since = None;
+        }
+        let want_pause = shared.paused.load(Ordering::Relaxed) || full_since.is_some();
         let epoch = context.epoch.load(Ordering::Acquire);
         if want_pause != paused || (paused && epoch != cache_epoch) {
             if let Ok(assignment) = consumer.assignment() {
@@ -1272,6 +1275,56 @@ fn serve(
             return;
         }
     }
+}
+
+/// Runs one command of the spout on the I/O thread. True: the spout closed.
+fn run_command(
+    command: Command,
+    consumer: &BaseConsumer<SpoutContext>,
+    context: &SpoutContext,
+    dead_letters: &mut Option<DeadLetters>,
+    label: &str,
+    shared: &Shared,
+) -> bool {
+    match command {
+        Command::Commit(offsets) => {
+            let tpl = to_tpl(&offsets);
+            let now = context.started.elapsed().as_nanos() as u64;
+            context.commit_asked.store(now, Ordering::Relaxed);
+            if let Err(e) = consumer.commit(&tpl, CommitMode::Async) {
+                context.metrics.commit_failures.inc();
+                squall_plugin_api::warn!("{label}: commit not sent: {e}");
+            }
+        }
+        Command::DeadLetter(dead) => {
+            if let Some(d) = dead_letters {
+                d.send(dead, label);
+            }
+        }
+        Command::Pause => shared.paused.store(true, Ordering::Relaxed),
+        Command::Resume => shared.paused.store(false, Ordering::Relaxed),
+        Command::Room => {}
+        Command::Close(offsets) => {
+            shared.closing.store(true, Ordering::Release);
+            if !offsets.is_empty() {
+                match consumer.commit(&to_tpl(&offsets), CommitMode::Sync) {
+                    Ok(()) => {
+                        context.metrics.commits.inc();
+                        squall_plugin_api::info!(
+                            "{label}: committed the completed offsets of {} partition(s) at close",
+                            offsets.len()
+                        );
+                    }
+                    Err(e) => squall_plugin_api::warn!(
+                        "{label}: the commit at close failed: {e} (the records after the \
+                         last committed offsets are read again)"
+                    ),
+                }
+            }
+            return true;
+        }
+    }
+    false
 }
 
 /// One partition as the spout knows it.
@@ -1523,6 +1576,10 @@ impl Spout for KafkaSpout {
         let (feeder, items) = feed(self.config.max_pending, context.waker());
         let (control_tx, control_rx) = crossbeam_channel::unbounded();
         let (command_tx, command_rx) = crossbeam_channel::unbounded();
+        let room = command_tx.clone();
+        feeder.on_room(move || {
+            let _ = room.send(Command::Room);
+        });
         let (report_tx, report_rx) = crossbeam_channel::unbounded();
         let start = IoStart {
             config: self.config.clone(),

@@ -54,8 +54,56 @@ config = {{ {config} }}
     )
 }
 
-fn topology(state: &str, table: &str, count_tasks: u32, sink_tasks: u32) -> String {
-    let sentences: Vec<String> = SENTENCES.iter().map(|s| format!("{s:?}")).collect();
+/// Where the sentences come from.
+enum Source {
+    /// `examples::RandomSentenceSpout`, the `LIMIT` sentences in order.
+    Random,
+    /// A Kafka topic pre-loaded with the `LIMIT` sentences, read by two
+    /// `kafka::KafkaSpout` tasks (2 of its 4 partitions each), positions in
+    /// the checkpoint.
+    Kafka { topic: String, group_id: String },
+}
+
+impl Source {
+    /// The `[plugins]` line and the spout's table.
+    fn spout(&self) -> (String, String) {
+        let throttle = format!(r#"throttle = {{ tuples_per_sec = {RATE}, mode = "smooth" }}"#);
+        match self {
+            Source::Random => {
+                let sentences: Vec<String> = SENTENCES.iter().map(|s| format!("{s:?}")).collect();
+                let table = format!(
+                    r#"[spouts.sentences]
+component = "examples::RandomSentenceSpout"
+config = {{ order = "cycle", limit = {LIMIT}, sentences = [{}] }}
+{throttle}"#,
+                    sentences.join(", ")
+                );
+                (String::new(), table)
+            }
+            Source::Kafka { topic, group_id } => {
+                let plugin = format!("kafka = \"{}\"", plugin_path("kafka").display());
+                let table = format!(
+                    r#"[spouts.sentences]
+component = "kafka::KafkaSpout"
+parallelism = 2
+config = {{ assign = ["{topic}"], group_id = "{group_id}", {tansu} }}
+{throttle}"#,
+                    tansu = crate::kafka::TANSU,
+                );
+                (plugin, table)
+            }
+        }
+    }
+}
+
+fn topology(
+    source: &Source,
+    state: &str,
+    table: &str,
+    count_tasks: u32,
+    sink_tasks: u32,
+) -> String {
+    let (source_plugin, spout) = source.spout();
     format!(
         r#"
 [topology]
@@ -66,11 +114,9 @@ max_spout_pending = 2000
 [plugins]
 examples = "{examples}"
 pg = "{pg}"
+{source_plugin}
 {state}
-[spouts.sentences]
-component = "examples::RandomSentenceSpout"
-config = {{ order = "cycle", limit = {LIMIT}, sentences = [{sentences}] }}
-throttle = {{ tuples_per_sec = {RATE}, mode = "smooth" }}
+{spout}
 
 [bolts.split]
 component = "examples::SplitSentence"
@@ -90,7 +136,6 @@ config = {{ table = "{table}", name = "{table}", columns = ["word", "count"], cr
 "#,
         examples = plugin_path("examples").display(),
         pg = plugin_path("postgres").display(),
-        sentences = sentences.join(", "),
     )
 }
 
@@ -135,6 +180,11 @@ fn killed_five_times(backend: &str, test: &str) {
     if !require_service(POSTGRES) || (backend == "redis" && !require_service(REDIS)) {
         return;
     }
+    killed_five_times_from(&Source::Random, backend, test);
+}
+
+/// [`killed_five_times`] with the sentences from `source`.
+fn killed_five_times_from(source: &Source, backend: &str, test: &str) {
     let ws = Workspace::new(test);
     let namespace = unique_name("squall_sink");
     let table = unique_name("sink_rows");
@@ -150,8 +200,10 @@ fn killed_five_times(backend: &str, test: &str) {
     let mut skipped_seen = false;
     for kill in 0..5 {
         let tasks = if kill >= 2 { 3 } else { 2 };
-        let file =
-            ws.write_topology(&format!("run{kill}.toml"), &topology(&state, &table, tasks, tasks));
+        let file = ws.write_topology(
+            &format!("run{kill}.toml"),
+            &topology(source, &state, &table, tasks, tasks),
+        );
         let mut cmd = SquallCommand::run_until_interrupted(&ws, &file);
         cmd.limit(Duration::from_secs(60));
         let mut child = cmd.spawn();
@@ -170,7 +222,7 @@ fn killed_five_times(backend: &str, test: &str) {
         assert_eq!(rows, distinct, "a duplicate after kill {kill}\n{}", out.context());
         assert_eq!(unexpected, 0, "\n{}", out.context());
     }
-    let file = ws.write_topology("last.toml", &topology(&state, &table, 2, 2));
+    let file = ws.write_topology("last.toml", &topology(source, &state, &table, 2, 2));
     let out = SquallCommand::run(&ws, &file, "8s").limit(Duration::from_secs(60)).output();
     out.assert_code(0);
     assert!(out.stderr.contains("durable state: restored checkpoint"), "\n{}", out.context());
@@ -195,6 +247,31 @@ fn the_sink_table_holds_each_row_once_after_five_kills_with_postgres_state() {
     killed_five_times("postgres", "sink_kill_postgres");
 }
 
+/// Kafka → squall → PostgreSQL exactly once (issue 40): the sentences come
+/// from a Kafka topic, whose positions are in each checkpoint; after five
+/// kills every row is in the table once, and the group's committed offsets
+/// reach the end of every partition.
+#[test]
+fn kafka_fed_rows_are_in_the_table_once_after_five_kills() {
+    if !require_service(POSTGRES) || !require_service(crate::util::KAFKA) {
+        return;
+    }
+    let kafka = crate::kafka::Kafka;
+    let topic = unique_name("sink_sentences");
+    let group_id = unique_name("sink_group");
+    kafka.create_topic(&topic, 4);
+    let sentences: Vec<String> =
+        (0..LIMIT).map(|i| SENTENCES[(i % 3) as usize].to_owned()).collect();
+    let produced = kafka.produce(&topic, 4, &sentences);
+    let source = Source::Kafka { topic: topic.clone(), group_id: group_id.clone() };
+    killed_five_times_from(&source, "postgres", "sink_kill_kafka");
+    assert_eq!(
+        kafka.committed(&group_id, &topic, 4),
+        produced,
+        "the group's committed offsets are the records produced per partition"
+    );
+}
+
 #[test]
 fn without_state_the_sink_fails_its_tuples_and_says_why() {
     if !require_service(POSTGRES) {
@@ -202,7 +279,7 @@ fn without_state_the_sink_fails_its_tuples_and_says_why() {
     }
     let ws = Workspace::new("sink_no_state");
     let table = unique_name("sink_nostate");
-    let toml = topology("", &table, 1, 1)
+    let toml = topology(&Source::Random, "", &table, 1, 1)
         .replace("url = \"host", "checkpoint_wait_ms = 300, url = \"host");
     let file = ws.write_topology("nostate.toml", &toml);
     let out = SquallCommand::run(&ws, &file, "3s").limit(Duration::from_secs(60)).output();
@@ -214,7 +291,7 @@ fn without_state_the_sink_fails_its_tuples_and_says_why() {
 #[test]
 fn a_column_that_is_no_input_field_is_refused_at_its_location() {
     let ws = Workspace::new("sink_validate");
-    let toml = topology("", "t", 1, 1)
+    let toml = topology(&Source::Random, "", "t", 1, 1)
         .replace("columns = [\"word\", \"count\"]", "columns = [\"word\", \"cnt\"]");
     let file = ws.write_topology("bad.toml", &toml);
     let out = SquallCommand::validate(&ws, &file).output();
@@ -232,9 +309,15 @@ fn a_graceful_stop_at_full_load_writes_every_row_it_executed() {
     let table = unique_name("sink_graceful");
     // The spout unthrottled and unlimited: the last checkpoint, taken
     // after the drain, holds rows of its own.
-    let toml = topology("\n[state]\nbackend = \"memory\"\ninterval_ms = 1000\n", &table, 2, 1)
-        .replace(&format!("limit = {LIMIT}, "), "")
-        .replace(&format!("throttle = {{ tuples_per_sec = {RATE}, mode = \"smooth\" }}"), "");
+    let toml = topology(
+        &Source::Random,
+        "\n[state]\nbackend = \"memory\"\ninterval_ms = 1000\n",
+        &table,
+        2,
+        1,
+    )
+    .replace(&format!("limit = {LIMIT}, "), "")
+    .replace(&format!("throttle = {{ tuples_per_sec = {RATE}, mode = \"smooth\" }}"), "");
     let file = ws.write_topology("graceful.toml", &toml);
     let out = SquallCommand::run(&ws, &file, "3s").limit(Duration::from_secs(60)).output();
     let (rows, distinct, _) = table_counts(&table);
@@ -259,7 +342,7 @@ fn rows_staged_while_postgres_is_cut_off_are_written_once_it_is_back() {
          connect_timeout_ms = 1000, timeout_ms = 2000",
         proxy.addr().port()
     );
-    let toml = topology(&state_section("redis", &namespace), &table, 2, 2)
+    let toml = topology(&Source::Random, &state_section("redis", &namespace), &table, 2, 2)
         .replace(&format!("url = \"{URL}\""), &via_proxy);
     let file = ws.write_topology("cut.toml", &toml);
     let mut child = SquallCommand::run(&ws, &file, "10s").limit(Duration::from_secs(60)).spawn();

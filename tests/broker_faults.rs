@@ -807,3 +807,96 @@ inputs = [{{ from = "in" }}]
         out.context()
     );
 }
+
+/// `id-N` values read back from a Kafka topic.
+fn kafka_ids(records: &[crate::kafka::Read]) -> HashSet<u64> {
+    records.iter().filter_map(|r| r.value.strip_prefix("id-")?.parse().ok()).collect()
+}
+
+/// A Kafka broker that answers nothing for 10 s (frozen: its connections
+/// stay open, as with a hung broker or a partitioned network): `/readyz`
+/// answers 503 while it is silent and 200 again after, the log says when
+/// the connection was lost and when it came back, and every record read
+/// before, during and after the outage reaches the output topic.
+#[test]
+fn kafka_silent_for_10_s_is_not_ready_meanwhile_and_loses_nothing() {
+    let Some(server) = OwnServer::start(ServerKind::Kafka, "kafka_outage") else { return };
+    let brokers = server.url();
+    let kafka = crate::kafka::Kafka::at(&brokers);
+    kafka.create_topic("in", 2);
+    kafka.create_topic("out", 1);
+    kafka.produce("in", 2, &(0..1000).map(|i| format!("id-{i}")).collect::<Vec<_>>());
+    let ws = Workspace::new("kafka_outage");
+    let path = ws.write_topology(
+        "outage.toml",
+        &format!(
+            r#"
+[plugins]
+kafka = "{{kafka}}"
+
+[spouts.in]
+component = "kafka::KafkaSpout"
+config = {{ brokers = "{brokers}", topics = ["in"], group_id = "outage", {tansu} }}
+
+[bolts.out]
+component = "kafka::KafkaPublish"
+tick_tuple_freq_secs = 1
+inputs = [{{ from = "in" }}]
+config = {{ brokers = "{brokers}", topic = "out", value_field = "value" }}
+"#,
+            tansu = crate::kafka::TANSU,
+        ),
+    );
+    let (child, addr) = start_with_http(&ws, &path);
+    let read = |n: usize| kafka_ids(&kafka.read_all("out", 1, n, Duration::from_secs(2)));
+    wait_until(
+        Duration::from_secs(60),
+        || read(1000).len() >= 1000,
+        || tail(&child.stderr_snapshot(), 20),
+    );
+    assert_eq!(request(addr, "GET", "/readyz").status, 200);
+
+    let frozen = Instant::now();
+    server.freeze();
+    wait_until(
+        Duration::from_secs(9),
+        || request(addr, "GET", "/readyz").status == 503,
+        || {
+            format!(
+                "/readyz still 200 with the broker silent\n{}",
+                tail(&child.stderr_snapshot(), 20)
+            )
+        },
+    );
+    std::thread::sleep(Duration::from_secs(10).saturating_sub(frozen.elapsed()));
+    server.thaw();
+    kafka.produce("in", 2, &(1000..2000).map(|i| format!("id-{i}")).collect::<Vec<_>>());
+    wait_until(
+        Duration::from_secs(90),
+        || read(2000).len() >= 2000,
+        || {
+            let got = read(2000);
+            format!(
+                "missing {:?}\n{}",
+                (0..2000).filter(|i| !got.contains(i)).take(10).collect::<Vec<_>>(),
+                tail(&child.stderr_snapshot(), 20)
+            )
+        },
+    );
+    wait_until(
+        Duration::from_secs(30),
+        || request(addr, "GET", "/readyz").status == 200,
+        || format!("/readyz not 200 after the outage\n{}", tail(&child.stderr_snapshot(), 20)),
+    );
+    let out = stop_and_check_exit(child);
+    assert!(
+        out.stderr.contains("connection lost: broker"),
+        "the log says when the broker went silent\n{}",
+        out.context()
+    );
+    assert!(
+        out.stderr.contains("answers again") || out.stderr.contains("records flow again"),
+        "and when it came back\n{}",
+        out.context()
+    );
+}

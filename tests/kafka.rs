@@ -31,27 +31,39 @@ const BROKERS: &str = "127.0.0.1:9092";
 pub(crate) const TANSU: &str = r#"properties = { "session.timeout.ms" = 6000, "heartbeat.interval.ms" = 500, "fetch.wait.max.ms" = 10 }"#;
 
 /// The test's own client: topics, records in, records out, committed offsets.
-pub(crate) struct Kafka;
+pub(crate) struct Kafka {
+    brokers: String,
+}
 
 /// One record read back.
 #[derive(Debug, Clone)]
-struct Read {
+pub(crate) struct Read {
     partition: i32,
     key: Option<String>,
-    value: String,
+    pub(crate) value: String,
     headers: HashMap<String, String>,
 }
 
 impl Kafka {
-    fn config() -> ClientConfig {
+    /// The client of the machine's test broker.
+    pub(crate) fn local() -> Self {
+        Self::at(BROKERS)
+    }
+
+    /// The client of the broker at `brokers` (`host:port`).
+    pub(crate) fn at(brokers: &str) -> Self {
+        Self { brokers: brokers.to_owned() }
+    }
+
+    fn config(&self) -> ClientConfig {
         let mut c = ClientConfig::new();
-        c.set("bootstrap.servers", BROKERS);
+        c.set("bootstrap.servers", &self.brokers);
         c
     }
 
     /// Creates `topic` with `partitions` partitions.
     pub(crate) fn create_topic(&self, topic: &str, partitions: i32) {
-        let admin: AdminClient<DefaultClientContext> = Self::config().create().expect("admin");
+        let admin: AdminClient<DefaultClientContext> = self.config().create().expect("admin");
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
         let results =
@@ -69,7 +81,7 @@ impl Kafka {
         partitions: i32,
         values: &[String],
     ) -> BTreeMap<i32, i64> {
-        let producer: BaseProducer = Self::config().create().expect("producer");
+        let producer: BaseProducer = self.config().create().expect("producer");
         let mut per = BTreeMap::new();
         for (i, v) in values.iter().enumerate() {
             let p = (i as i32) % partitions;
@@ -91,14 +103,15 @@ impl Kafka {
 
     /// Reads `topic` from the start until `expected` records came (or
     /// `within` passed), then half a second more to catch extra ones.
-    fn read_all(
+    pub(crate) fn read_all(
         &self,
         topic: &str,
         partitions: i32,
         expected: usize,
         within: Duration,
     ) -> Vec<Read> {
-        let consumer: BaseConsumer = Self::config()
+        let consumer: BaseConsumer = self
+            .config()
             .set("group.id", unique_name("reader"))
             .set("enable.auto.commit", "false")
             .set("fetch.wait.max.ms", "10")
@@ -148,7 +161,7 @@ impl Kafka {
         partitions: i32,
     ) -> BTreeMap<i32, i64> {
         let consumer: BaseConsumer =
-            Self::config().set("group.id", group).create().expect("consumer");
+            self.config().set("group.id", group).create().expect("consumer");
         let mut tpl = TopicPartitionList::new();
         for p in 0..partitions {
             tpl.add_partition(topic, p);
@@ -205,7 +218,7 @@ fn sentences_from_kafka_are_counted_exactly_and_the_committed_offsets_reach_the_
     if !require_service(KAFKA) {
         return;
     }
-    let kafka = Kafka;
+    let kafka = Kafka::local();
     let (input, output, group) =
         (unique_name("wc_in"), unique_name("wc_out"), unique_name("wc_group"));
     kafka.create_topic(&input, 4);
@@ -329,7 +342,7 @@ fn a_poison_record_is_dead_lettered_after_max_deliver_and_the_offset_moves_past_
     if !require_service(KAFKA) {
         return;
     }
-    let kafka = Kafka;
+    let kafka = Kafka::local();
     let (input, output, dead, group) = (
         unique_name("poison_in"),
         unique_name("poison_out"),
@@ -483,7 +496,7 @@ fn the_lag_metrics_count_the_records_not_yet_committed() {
     if !require_service(KAFKA) {
         return;
     }
-    let kafka = Kafka;
+    let kafka = Kafka::local();
     let (input, group) = (unique_name("lag_in"), unique_name("lag_group"));
     kafka.create_topic(&input, 4);
     let values: Vec<String> = (0..400).map(|i| format!("r{i}")).collect();

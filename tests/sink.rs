@@ -256,7 +256,7 @@ fn kafka_fed_rows_are_in_the_table_once_after_five_kills() {
     if !require_service(POSTGRES) || !require_service(crate::util::KAFKA) {
         return;
     }
-    let kafka = crate::kafka::Kafka;
+    let kafka = crate::kafka::Kafka::local();
     let topic = unique_name("sink_sentences");
     let group_id = unique_name("sink_group");
     kafka.create_topic(&topic, 4);

@@ -425,7 +425,7 @@ fn kafka_fed_counts_after_five_kills(group: bool, test: &str) {
     if !require_service(crate::util::KAFKA) {
         return;
     }
-    let kafka = crate::kafka::Kafka;
+    let kafka = crate::kafka::Kafka::local();
     let topic = unique_name("kill_sentences");
     let group_id = unique_name("kill_group");
     kafka.create_topic(&topic, 4);

@@ -1,7 +1,8 @@
-//! Servers of a test's own, for the broker-fault tests: a Redis or a NATS
-//! (JetStream) started from the same binaries and with the same flags as
-//! the machine's (see the `env` notes: Redis keeps nothing on disk), on a
-//! free loopback port. A test stops and starts its own server as it likes,
+//! Servers of a test's own, for the broker-fault tests: a Redis, a NATS
+//! (JetStream) or a Kafka-protocol broker (Tansu) started from the same
+//! binaries and with the same flags as the machine's (see the `env` notes:
+//! Redis keeps nothing on disk; ../shared/kafka/README.md: Tansu keeps
+//! everything in memory), on a free loopback port. A test stops and starts its own server as it likes,
 //! and the tests beside it, on the machine's servers, never notice. The
 //! server is killed when the value is dropped, also when the test fails.
 
@@ -20,6 +21,10 @@ pub enum ServerKind {
     /// `nats-server -js` with a store directory of its own, kept across
     /// restarts (as the machine's `/var/lib/nats-server`).
     Nats,
+    /// Tansu (`tansu broker`, memory storage), the binary that
+    /// `start-kafka.sh` installed in `KAFKA_CACHE_DIR` (default
+    /// `~/.cache/squall-kafka`): a restart is an empty cluster.
+    Kafka,
 }
 
 /// A running (or stopped) server of the test's own.
@@ -32,10 +37,24 @@ pub struct OwnServer {
     child: Option<Child>,
 }
 
-fn program(kind: ServerKind) -> &'static str {
+fn program(kind: ServerKind) -> PathBuf {
     match kind {
-        ServerKind::Redis => "/usr/bin/redis-server",
-        ServerKind::Nats => "/usr/sbin/nats-server",
+        ServerKind::Redis => "/usr/bin/redis-server".into(),
+        ServerKind::Nats => "/usr/sbin/nats-server".into(),
+        ServerKind::Kafka => {
+            let cache =
+                std::env::var_os("KAFKA_CACHE_DIR").map(PathBuf::from).unwrap_or_else(|| {
+                    PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                        .join(".cache/squall-kafka")
+                });
+            std::fs::read_dir(&cache)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path().join("tansu"))
+                .find(|p| p.is_file())
+                .unwrap_or_else(|| cache.join("tansu-*/tansu"))
+        }
     }
 }
 
@@ -50,14 +69,14 @@ impl OwnServer {
     /// Starts one; `None` (the test skips) when the binary is missing,
     /// a failure under `SQUALL_REQUIRE_TOOLS=1`.
     pub fn start(kind: ServerKind, test: &str) -> Option<Self> {
-        if !std::path::Path::new(program(kind)).is_file() {
+        if !program(kind).is_file() {
             let required = std::env::var(REQUIRE_VAR).is_ok_and(|v| v == "1");
             assert!(
                 !required,
                 "{} is not installed, and {REQUIRE_VAR}=1 requires it",
-                program(kind)
+                program(kind).display()
             );
-            eprintln!("SKIPPED: {} is not installed", program(kind));
+            eprintln!("SKIPPED: {} is not installed", program(kind).display());
             return None;
         }
         let dir = std::env::temp_dir().join(format!(
@@ -77,6 +96,7 @@ impl OwnServer {
         match self.kind {
             ServerKind::Redis => format!("redis://127.0.0.1:{}", self.port),
             ServerKind::Nats => format!("nats://127.0.0.1:{}", self.port),
+            ServerKind::Kafka => format!("127.0.0.1:{}", self.port),
         }
     }
 
@@ -109,6 +129,12 @@ impl OwnServer {
             ServerKind::Nats => {
                 cmd.args(["-a", "127.0.0.1", "-p", &port, "-js", "-sd"]).arg(self.dir.join("js"));
             }
+            ServerKind::Kafka => {
+                let listener = format!("tcp://127.0.0.1:{port}");
+                cmd.args(["broker", "--listener-url", &listener, "--advertised-listener-url"])
+                    .arg(&listener)
+                    .args(["--storage-engine", "memory://tansu/", "--cluster-id", "squall-own"]);
+            }
         }
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         self.child = Some(cmd.spawn().expect("start the server"));
@@ -120,6 +146,25 @@ impl OwnServer {
         if self.kind == ServerKind::Nats {
             // JetStream answers a little after the port opens.
             std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// Freezes the server (SIGSTOP): its connections stay open and nothing
+    /// answers, as with a hung broker or a partitioned network.
+    pub fn freeze(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Lets a frozen server go on (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let child = self.child.as_ref().expect("the server runs");
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, signal);
         }
     }
 

@@ -158,6 +158,27 @@ impl Context0 {
         &self.label
     }
 
+    /// A broker in librdkafka's statistics that holds requests and has
+    /// sent nothing for `stall`, described; `None` when every broker
+    /// answers. A broker that stopped answering keeps its connection open
+    /// (a stopped process, a partition of the network), so librdkafka
+    /// reports no error until `socket.timeout.ms`.
+    pub fn stalled(statistics: &rdkafka::Statistics, stall: Duration) -> Option<String> {
+        let stall_us = i64::try_from(stall.as_micros()).unwrap_or(i64::MAX);
+        // A logical broker (the group coordinator's connection) may hold a
+        // JoinGroup for as long as a rebalance takes: only the brokers'
+        // own connections count.
+        let broker = statistics.brokers.values().find(|b| {
+            b.source != "logical" && b.state == "UP" && b.waitresp_cnt > 0 && b.rxidle > stall_us
+        })?;
+        Some(format!(
+            "broker {} has answered nothing for {} ms with {} request(s) waiting",
+            broker.name,
+            broker.rxidle / 1000,
+            broker.waitresp_cnt
+        ))
+    }
+
     /// True when a line may be logged now: the first 8, then the 16th,
     /// 32nd, 64th... (a broker that is down does not flood the log).
     fn may_log(&self) -> bool {

@@ -67,6 +67,9 @@ use crate::offsets::Tracker;
 /// The longest `close_timeout` (the declared close budget is three times it).
 const MAX_CLOSE_TIMEOUT_SECS: u64 = 15;
 
+/// How long a broker that holds the spout's requests may stay silent
+/// (beyond `fetch.wait.max.ms`) before its connection counts as lost.
+const STALL: Duration = Duration::from_secs(3);
 /// How long a full feed holds the polls before the partitions are paused
 /// (flow control, module doc).
 const FULL_BEFORE_PAUSE: Duration = Duration::from_secs(1);
@@ -509,6 +512,13 @@ struct SpoutContext {
     revoke_timeout: Duration,
     /// The feed's share of `prefetch_bytes`.
     half_prefetch: u64,
+    /// A broker that holds requests and answers nothing for this long
+    /// counts as lost (`Context0::stalled`).
+    stall: Duration,
+    /// The task's connection health.
+    health: Health,
+    /// Nanoseconds since `started` when the I/O loop last restored `health`.
+    restored_at: AtomicU64,
     metrics: SpoutMetrics,
     /// Nanoseconds since `started` when the last async commit was asked for.
     commit_asked: AtomicU64,
@@ -516,6 +526,13 @@ struct SpoutContext {
     /// With `[state]`: the group's partitions in this process, whose
     /// positions say where an assigned partition is read from.
     book: Option<Arc<Mutex<Book>>>,
+}
+
+impl SpoutContext {
+    /// Notes that the I/O loop is about to restore the connection's health.
+    fn note_restored(&self) {
+        self.restored_at.store(self.started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
 }
 
 impl ClientContext for SpoutContext {
@@ -531,6 +548,15 @@ impl ClientContext for SpoutContext {
     /// that fetch responses carry, minus the committed offset (the test
     /// broker's ListOffsets end offsets are wrong, so they are not asked).
     fn stats(&self, statistics: rdkafka::Statistics) {
+        if let Some(why) = Context0::stalled(&statistics, self.stall) {
+            // Statistics are queued behind the poll: a snapshot taken before
+            // the probe that restored the connection must not take it down.
+            let now = self.started.elapsed().as_nanos() as u64;
+            let restored = self.restored_at.load(Ordering::Relaxed);
+            if now.saturating_sub(restored) > self.stall.as_nanos() as u64 {
+                self.health.lost(&why);
+            }
+        }
         let table = self.table.lock().unwrap_or_else(|e| e.into_inner());
         let (mut sum, mut max) = (0i64, 0i64);
         for (name, topic) in &statistics.topics {
@@ -972,8 +998,15 @@ fn io_main(start: IoStart, ready: squall_connector::io::Handshake) {
         Ok(c) => c,
         Err(e) => return ready.ready(Err(e.to_string())),
     };
+    // A fetch waits up to fetch.wait.max.ms for data: a broker silent for
+    // that long plus STALL is not answering.
+    let fetch_wait =
+        client_config.get("fetch.wait.max.ms").and_then(|v| v.parse::<u64>().ok()).unwrap_or(500);
     let context = SpoutContext {
         base: Context0::new(&label, Some(health.clone())),
+        stall: STALL + Duration::from_millis(fetch_wait),
+        health: health.clone(),
+        restored_at: AtomicU64::new(0),
         feeder,
         table: Mutex::new(Table::default()),
         epoch: AtomicU64::new(0),
@@ -1195,6 +1228,7 @@ fn serve(
                 }
             };
             if !health.is_up() {
+                context.note_restored();
                 health.restored("records flow again");
             }
             let epoch = context.epoch.load(Ordering::Acquire);
@@ -1263,6 +1297,7 @@ fn serve(
                     .filter(|(_, n)| n.is_none())
                     .count();
                 if missing == 0 {
+                    context.note_restored();
                     health.restored("the cluster answers again");
                 } else {
                     health.failing(&format!(

@@ -81,11 +81,11 @@ fn main() {
     let (mut consume_s, mut consume_b, mut produce_s, mut produce_b) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 1..=runs {
-        let s = consume_squall(&release, &scratch, &input, partitions, n);
+        let (s, rss) = consume_squall(&release, &scratch, &input, partitions, n);
         let b = consume_bare(&input, partitions, n);
         println!(
-            "round {round} consume: squall {s:.0} rec/s, rdkafka {b:.0} rec/s, ratio {:.2} \
-             (load average {})",
+            "round {round} consume: squall {s:.0} rec/s (peak RSS {rss:.0} MiB), rdkafka {b:.0} \
+             rec/s, ratio {:.2} (load average {})",
             s / b,
             load_average()
         );
@@ -93,15 +93,15 @@ fn main() {
         consume_b.push(b);
         let out = unique("bench_out");
         create_topic(&out, 1);
-        let s = produce_squall(&release, &scratch, &out, n);
+        let (s, rss) = produce_squall(&release, &scratch, &out, n);
         let out = unique("bench_out");
         create_topic(&out, 1);
         let started = Instant::now();
         produce_bare(&out, n);
         let b = n as f64 / started.elapsed().as_secs_f64();
         println!(
-            "round {round} produce: squall {s:.0} rec/s, rdkafka {b:.0} rec/s, ratio {:.2} \
-             (load average {})",
+            "round {round} produce: squall {s:.0} rec/s (peak RSS {rss:.0} MiB), rdkafka {b:.0} \
+             rec/s, ratio {:.2} (load average {})",
             s / b,
             load_average()
         );
@@ -264,10 +264,22 @@ fn metric(addr: SocketAddr, name: &str) -> Option<f64> {
     (!values.is_empty()).then(|| values.iter().sum())
 }
 
+/// The peak resident set (`VmHWM`) of process `pid`, in MiB.
+fn peak_rss_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse::<f64>().ok()
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
 /// Runs `topology` in squall with `--http` until `name` reaches `n`;
 /// returns the rate between the first sample above 0 and the first at
-/// `n`, then stops squall gracefully (SIGTERM).
-fn run_squall(release: &Path, topology: &Path, name: &str, n: u64) -> f64 {
+/// `n`, and squall's peak RSS by then (MiB), then stops squall gracefully
+/// (SIGTERM).
+fn run_squall(release: &Path, topology: &Path, name: &str, n: u64) -> (f64, f64) {
     let addr = free_port();
     let mut child: Child = Command::new(release.join("squall"))
         .arg("run")
@@ -306,6 +318,7 @@ fn run_squall(release: &Path, topology: &Path, name: &str, n: u64) -> f64 {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    let rss = peak_rss_mib(child.id());
     let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
     let mut err = String::new();
     if let Some(mut e) = child.stderr.take() {
@@ -313,10 +326,16 @@ fn run_squall(release: &Path, topology: &Path, name: &str, n: u64) -> f64 {
     }
     let status = child.wait().expect("squall ends");
     assert!(status.success(), "squall's graceful stop failed ({status}):\n{err}");
-    rate
+    (rate, rss)
 }
 
-fn consume_squall(release: &Path, scratch: &Path, topic: &str, partitions: i32, n: u64) -> f64 {
+fn consume_squall(
+    release: &Path,
+    scratch: &Path,
+    topic: &str,
+    partitions: i32,
+    n: u64,
+) -> (f64, f64) {
     let group = unique("bench_squall");
     let path = scratch.join(format!("{group}.toml"));
     std::fs::write(
@@ -343,7 +362,7 @@ inputs = [{{ from = "in" }}]
         ),
     )
     .expect("write the topology");
-    let rate = run_squall(release, &path, "squall_user_kafka_acked_total", n);
+    let (rate, rss) = run_squall(release, &path, "squall_user_kafka_acked_total", n);
     // The offsets: committed at close at the latest.
     let consumer: BaseConsumer = config().set("group.id", &group).create().expect("a consumer");
     let mut tpl = TopicPartitionList::new();
@@ -354,10 +373,10 @@ inputs = [{{ from = "in" }}]
     let total: i64 =
         committed.elements().iter().filter_map(|e| e.offset().to_raw()).filter(|o| *o > 0).sum();
     assert_eq!(total, n as i64, "the group's committed offsets after the squall round");
-    rate
+    (rate, rss)
 }
 
-fn produce_squall(release: &Path, scratch: &Path, topic: &str, n: u64) -> f64 {
+fn produce_squall(release: &Path, scratch: &Path, topic: &str, n: u64) -> (f64, f64) {
     let path = scratch.join(format!("{topic}.toml"));
     std::fs::write(
         &path,

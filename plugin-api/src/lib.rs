@@ -121,7 +121,8 @@
 //! ```
 //!
 //! Build it with `crate-type = ["cdylib"]` and name it in a topology's
-//! `[plugins]` table; see `docs/plugins.md`.
+//! `[plugins]` table; see `docs/plugins.md` (the guide) and
+//! `docs/plugin-reference.md` (every trait item and key).
 
 #![deny(missing_docs)]
 #![allow(non_local_definitions, non_camel_case_types)] // abi_stable naming (`PluginRoot_Ref`, `DynSpout_TO`) and derive noise on recent rustc
@@ -170,10 +171,17 @@ pub use waker::Waker;
 pub use window::{EventTime, Window, WindowSize, WindowSpec, WindowedBolt};
 
 /// The plugin guide, `docs/plugins.md`: its Rust examples compile and run as
-/// doctests (fragments that cannot stand alone are marked `ignore`).
+/// doctests (its one `ignore` block is a file of the examples crate, which
+/// a doctest of this crate cannot link; that crate's tests check it).
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/plugins.md")]
 pub struct PluginsGuide;
+
+/// The plugin reference, `docs/plugin-reference.md`: its Rust examples
+/// compile and run as doctests too.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/plugin-reference.md")]
+pub struct PluginReference;
 
 #[doc(hidden)]
 pub mod __private {

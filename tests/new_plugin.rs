@@ -57,7 +57,7 @@ fn a_new_plugin_builds_passes_its_tests_and_runs() {
     let manifest = ws.read("my-plugin/Cargo.toml");
     assert!(manifest.contains("crate-type = [\"cdylib\", \"rlib\"]"), "{manifest}");
     assert!(manifest.contains("panic = \"unwind\""), "{manifest}");
-    assert!(manifest.contains("version = \"1.2\", path = "), "{manifest}");
+    assert!(manifest.contains("version = \"1.3\", path = "), "{manifest}");
 
     let tests = cargo_in(&dir, &["test"]);
     for test in [

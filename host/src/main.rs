@@ -30,10 +30,9 @@ fn main() -> ExitCode {
 ///
 /// mimalloc advises huge pages on its 1 GiB arenas, and every thread's first
 /// small allocations then fault in a whole zeroed 2 MiB page. A topology runs
-/// a thread per task: 1,000 tasks held 4.7-5.0 GiB resident, nearly all
-/// of it in huge pages, and spent 4-21 s of kernel time in a 3 s run; with
-/// huge pages off, 871-876 MiB and 2.3-2.6 s, at the same throughput
-/// (docs/performance.md, "Thread heaps").
+/// a thread per task, so with huge pages a topology of many tasks holds
+/// several times the memory it uses and spends seconds of kernel time
+/// faulting it in, at the same throughput (docs/performance.md, "Memory").
 fn small_thread_heaps() {
     if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
         return;

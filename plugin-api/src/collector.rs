@@ -83,9 +83,16 @@ impl<'a> SpoutCollector<'a> {
     /// counted as an error of the spout, as an emit with the wrong number of
     /// values is.
     ///
-    /// ```ignore
+    /// ```
+    /// # use squall_plugin_api::prelude::*;
+    /// # use squall_plugin_api::testing::Recorder;
+    /// # let mut recorder = Recorder::default();
+    /// # let mut collector = SpoutCollector::new(recorder.output());
+    /// let values: Vec<Value> = (0..64_u64).map(Value::U64).collect();
     /// // 64 one-field tuples: values[i] is tuple i's only field.
-    /// collector.emit_many(64, &values[..64]);
+    /// collector.emit_many(64, &values);
+    /// # drop(collector);
+    /// # assert_eq!(recorder.emitted.len(), 64);
     /// ```
     pub fn emit_many(&mut self, count: usize, values: &[Value]) {
         self.emit_many_to(StreamId::DEFAULT, count, values, &[]);
@@ -391,9 +398,16 @@ impl<'a> BasicCollector<'a> {
     /// count. A call whose length does not fit emits nothing and is counted
     /// as an error of the bolt.
     ///
-    /// ```ignore
+    /// ```
+    /// # use squall_plugin_api::prelude::*;
+    /// # use squall_plugin_api::testing::Recorder;
+    /// # let mut recorder = Recorder::default();
+    /// # let mut collector = BasicCollector::new(recorder.output());
+    /// let words: Vec<Value> = "the cow jumped".split(' ').map(Value::from).collect();
     /// // One one-field tuple per word of the sentence, in one call.
     /// collector.emit_many(words.len(), &words);
+    /// # drop(collector);
+    /// # assert_eq!(recorder.first_strings(), ["the", "cow", "jumped"]);
     /// ```
     pub fn emit_many(&mut self, count: usize, values: &[Value]) {
         let anchors = self.anchor;

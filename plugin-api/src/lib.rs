@@ -11,7 +11,8 @@
 //! - [`SpoutCollector`], [`BoltCollector`] and [`BasicCollector`] emit, anchor,
 //!   ack, fail and reset timeouts.
 //! - [`ComponentConfig`] carries the component's TOML `config` table; read it
-//!   with serde.
+//!   with a struct that [`declare_config!`] writes, with its declared keys,
+//!   from one table (module [`config`]).
 //! - Contract 1.1: [`info!`], [`warn!`], [`error!`], [`debug!`] and
 //!   [`trace!`] log through the host's `tracing` with the component and task
 //!   attached, and [`metrics`] registers counters, gauges and histograms the
@@ -46,16 +47,13 @@
 //! that splits them into words.
 //!
 //! ```
-//! use serde::Deserialize;
 //! use squall_plugin_api::prelude::*;
 //!
-//! #[derive(Deserialize)]
-//! #[serde(deny_unknown_fields)]
-//! struct SentenceConfig {
-//!     #[serde(default = "default_count")]
-//!     count: u64,
+//! squall_plugin_api::declare_config! {
+//!     struct SentenceConfig {
+//!         count: u64 = default(Integer, "3", "how many sentences to emit"),
+//!     }
 //! }
-//! fn default_count() -> u64 { 3 }
 //!
 //! /// Emits `count` sentences, each tracked by its index.
 //! pub struct Sentences { next: u64, count: u64 }
@@ -63,13 +61,14 @@
 //! impl Spout for Sentences {
 //!     const NAME: &'static str = "Sentences";
 //!     const DESCRIPTION: &'static str = "emits a fixed number of sentences";
+//!     const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(SentenceConfig::KEYS);
 //!
 //!     fn declare_outputs(outputs: &mut OutputDeclarer) {
 //!         outputs.declare(&["sentence"]);
 //!     }
 //!
 //!     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
-//!         let config: SentenceConfig = config.parse()?;
+//!         let config = SentenceConfig::parse(config)?;
 //!         Ok(Sentences { next: 0, count: config.count })
 //!     }
 //!
@@ -122,7 +121,8 @@
 //! ```
 //!
 //! Build it with `crate-type = ["cdylib"]` and name it in a topology's
-//! `[plugins]` table; see `docs/plugins.md`.
+//! `[plugins]` table; see `docs/plugins.md` (the guide) and
+//! `docs/plugin-reference.md` (every trait item and key).
 
 #![deny(missing_docs)]
 #![allow(non_local_definitions, non_camel_case_types)] // abi_stable naming (`PluginRoot_Ref`, `DynSpout_TO`) and derive noise on recent rustc
@@ -131,7 +131,7 @@ pub mod abi;
 mod batch;
 mod bolt;
 mod collector;
-mod config;
+pub mod config;
 mod context;
 mod coordinator;
 mod error;
@@ -171,10 +171,17 @@ pub use waker::Waker;
 pub use window::{EventTime, Window, WindowSize, WindowSpec, WindowedBolt};
 
 /// The plugin guide, `docs/plugins.md`: its Rust examples compile and run as
-/// doctests (fragments that cannot stand alone are marked `ignore`).
+/// doctests (its one `ignore` block is a file of the examples crate, which
+/// a doctest of this crate cannot link; that crate's tests check it).
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/plugins.md")]
 pub struct PluginsGuide;
+
+/// The plugin reference, `docs/plugin-reference.md`: its Rust examples
+/// compile and run as doctests too.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/plugin-reference.md")]
+pub struct PluginReference;
 
 #[doc(hidden)]
 pub mod __private {

@@ -19,6 +19,8 @@
 //! the serde struct that reads its config, [`tick_tuple`] builds the tick
 //! tuple a bolt with `tick_tuple_freq_secs` receives, and
 //! [`check_state_backend`] runs the assertions every state backend passes.
+//! [`put`], [`del`], [`writes`], [`loaded`] and [`pairs`] build a state
+//! backend's commits and read its scopes back in a backend's own tests.
 
 use abi_stable::{
     sabi_trait::TD_Opaque,
@@ -29,8 +31,8 @@ use abi_stable::{
 use serde::de::{self, DeserializeOwned, Visitor};
 
 use crate::abi::{
-    BoltOutput, BoltOutputMut, BoltOutput_TO, Output, OutputMut, Output_TO, SpoutOutput,
-    SpoutOutputMut, SpoutOutput_TO,
+    BoltOutput, BoltOutputMut, BoltOutput_TO, Output, OutputMut, Output_TO, ScopeWrites,
+    SpoutOutput, SpoutOutputMut, SpoutOutput_TO, StateRecord,
 };
 use crate::{
     Anchor, ComponentConfig, ConfigKey, KeyKind, MessageId, Tuple, Value, SYSTEM_COMPONENT,
@@ -462,6 +464,57 @@ impl<'de> de::Deserializer<'de> for FieldNames<'_> {
     }
 }
 
+/// A record that sets `key` to `value`, for a state backend's commit.
+pub fn put(key: &str, value: &str) -> StateRecord {
+    StateRecord {
+        key: key.as_bytes().to_vec().into(),
+        value: ROption::RSome(value.as_bytes().to_vec().into()),
+    }
+}
+
+/// A record that deletes `key`, for a state backend's commit.
+pub fn del(key: &str) -> StateRecord {
+    StateRecord { key: key.as_bytes().to_vec().into(), value: ROption::RNone }
+}
+
+/// The writes of one scope in a commit.
+pub fn writes(scope: &str, records: Vec<StateRecord>) -> ScopeWrites {
+    ScopeWrites { scope: scope.into(), records: records.into() }
+}
+
+/// `(key, value)` text pairs, as [`loaded`] returns them.
+pub fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+    items.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+/// The committed records of `scope` as `(key, value)` text pairs, sorted.
+///
+/// # Panics
+/// The load failed, returned a record without a value, or a key or value
+/// that is not UTF-8 (the message says which).
+pub fn loaded<B: crate::StateBackend>(backend: &mut B, scope: &str) -> Vec<(String, String)> {
+    try_loaded(backend, scope).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`loaded`], with a sentence for an error instead of a panic.
+fn try_loaded<B: crate::StateBackend>(
+    backend: &mut B,
+    scope: &str,
+) -> std::result::Result<Vec<(String, String)>, String> {
+    let text = |bytes: Vec<u8>| {
+        String::from_utf8(bytes).map_err(|e| format!("load({scope:?}): not UTF-8: {e}"))
+    };
+    let mut out = Vec::new();
+    for r in backend.load(scope).map_err(|e| format!("load({scope:?}): {e}"))? {
+        let ROption::RSome(v) = r.value else {
+            return Err(format!("load({scope:?}) returned a record without a value"));
+        };
+        out.push((text(r.key.into_vec())?, text(v.into_vec())?));
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// The assertions every state backend must pass, shared by the backends'
 /// own tests (the embedded, Redis and PostgreSQL backends run it): a
 /// round trip of records and checkpoint numbers, binary keys and values,
@@ -480,37 +533,6 @@ impl<'de> de::Deserializer<'de> for FieldNames<'_> {
 pub fn check_state_backend<B: crate::StateBackend>(
     mut open: impl FnMut(&str) -> B,
 ) -> std::result::Result<(), String> {
-    use crate::abi::{ScopeWrites, StateRecord};
-    fn put(k: &str, v: &str) -> StateRecord {
-        StateRecord {
-            key: k.as_bytes().to_vec().into(),
-            value: ROption::RSome(v.as_bytes().to_vec().into()),
-        }
-    }
-    fn del(k: &str) -> StateRecord {
-        StateRecord { key: k.as_bytes().to_vec().into(), value: ROption::RNone }
-    }
-    fn writes(scope: &str, records: Vec<StateRecord>) -> ScopeWrites {
-        ScopeWrites { scope: scope.into(), records: records.into() }
-    }
-    type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
-    fn pairs(items: &[(&str, &str)]) -> Pairs {
-        items.iter().map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())).collect()
-    }
-    fn loaded<B: crate::StateBackend>(
-        b: &mut B,
-        scope: &str,
-    ) -> std::result::Result<Pairs, String> {
-        let mut out = Vec::new();
-        for r in b.load(scope).map_err(|e| format!("load({scope:?}): {e}"))? {
-            let ROption::RSome(v) = r.value else {
-                return Err(format!("load({scope:?}) returned a record without a value"));
-            };
-            out.push((r.key.into_vec(), v.into_vec()));
-        }
-        out.sort();
-        Ok(out)
-    }
     macro_rules! ok {
         ($call:expr, $what:expr) => {
             $call.map_err(|e| format!("{}: {e}", $what))?
@@ -529,7 +551,7 @@ pub fn check_state_backend<B: crate::StateBackend>(
     let b = &mut open("round-trip");
     same!(ok!(b.last_committed(), "last_committed of a new namespace"), None, "a new namespace");
     same!(ok!(b.scopes(), "scopes"), Vec::<String>::new(), "scopes of a new namespace");
-    same!(loaded(b, "count/words")?, pairs(&[]), "load of an unknown scope");
+    same!(try_loaded(b, "count/words")?, pairs(&[]), "load of an unknown scope");
     ok!(
         b.commit(
             1,
@@ -542,15 +564,15 @@ pub fn check_state_backend<B: crate::StateBackend>(
     );
     same!(ok!(b.last_committed(), "last_committed"), Some(1), "after commit 1");
     same!(ok!(b.scopes(), "scopes"), ["count/words", "spout/$position"], "scopes after commit 1");
-    same!(loaded(b, "count/words")?, pairs(&[("a", "1"), ("b", "2")]), "count/words after 1");
+    same!(try_loaded(b, "count/words")?, pairs(&[("a", "1"), ("b", "2")]), "count/words after 1");
     ok!(b.commit(2, &[writes("count/words", vec![put("a", "3"), put("c", "4")])]), "commit 2");
     same!(ok!(b.last_committed(), "last_committed"), Some(2), "after commit 2");
     same!(
-        loaded(b, "count/words")?,
+        try_loaded(b, "count/words")?,
         pairs(&[("a", "3"), ("b", "2"), ("c", "4")]),
         "count/words after 2 (an incremental commit)"
     );
-    same!(loaded(b, "spout/$position")?, pairs(&[("0", "p1")]), "a scope commit 2 left alone");
+    same!(try_loaded(b, "spout/$position")?, pairs(&[("0", "p1")]), "a scope commit 2 left alone");
     ok!(b.commit(3, &[]), "commit 3, with no writes");
     same!(ok!(b.last_committed(), "last_committed"), Some(3), "a commit with no writes");
     let bin =
@@ -568,7 +590,7 @@ pub fn check_state_backend<B: crate::StateBackend>(
         "commit 1"
     );
     ok!(b.commit(2, &[writes("s", vec![del("a"), del("never")])]), "commit 2, deletes");
-    same!(loaded(b, "s")?, pairs(&[("b", "2")]), "after deletes");
+    same!(try_loaded(b, "s")?, pairs(&[("b", "2")]), "after deletes");
     ok!(
         b.commit(
             3,
@@ -576,10 +598,10 @@ pub fn check_state_backend<B: crate::StateBackend>(
         ),
         "commit 3"
     );
-    same!(loaded(b, "s")?, pairs(&[("b", "2"), ("j", "2")]), "the later write of a key wins");
+    same!(try_loaded(b, "s")?, pairs(&[("b", "2"), ("j", "2")]), "the later write of a key wins");
     ok!(b.commit(4, &[writes("t", vec![del("x")])]), "commit 4");
     same!(ok!(b.scopes(), "scopes"), ["s"], "a scope whose last record was deleted");
-    same!(loaded(b, "t")?, pairs(&[]), "a scope whose last record was deleted");
+    same!(try_loaded(b, "t")?, pairs(&[]), "a scope whose last record was deleted");
 
     // Fencing: a number not above the last committed one writes nothing.
     let b = &mut open("fenced");
@@ -590,9 +612,9 @@ pub fn check_state_backend<B: crate::StateBackend>(
         }
     }
     same!(ok!(b.last_committed(), "last_committed"), Some(5 << 32), "after refused commits");
-    same!(loaded(b, "a")?, pairs(&[("k", "new")]), "a refused commit's writes");
+    same!(try_loaded(b, "a")?, pairs(&[("k", "new")]), "a refused commit's writes");
     ok!(b.commit((5 << 32) + 1, &[writes("a", vec![put("k", "next")])]), "the next commit");
-    same!(loaded(b, "a")?, pairs(&[("k", "next")]), "after the next commit");
+    same!(try_loaded(b, "a")?, pairs(&[("k", "next")]), "after the next commit");
 
     // Clear deletes one namespace only.
     let mut a = open("clear-a");
@@ -602,11 +624,11 @@ pub fn check_state_backend<B: crate::StateBackend>(
     ok!(a.clear(), "clear");
     same!(ok!(a.last_committed(), "last_committed"), None, "a cleared namespace");
     same!(ok!(a.scopes(), "scopes"), Vec::<String>::new(), "scopes of a cleared namespace");
-    same!(loaded(&mut a, "s")?, pairs(&[]), "a cleared namespace's scope");
+    same!(try_loaded(&mut a, "s")?, pairs(&[]), "a cleared namespace's scope");
     same!(ok!(other.last_committed(), "last_committed"), Some(7), "another namespace");
-    same!(loaded(&mut other, "s")?, pairs(&[("k", "b")]), "another namespace's scope");
+    same!(try_loaded(&mut other, "s")?, pairs(&[("k", "b")]), "another namespace's scope");
     ok!(a.commit(1, &[writes("s", vec![put("k", "again")])]), "commit 1 after clear");
-    same!(loaded(&mut a, "s")?, pairs(&[("k", "again")]), "after clear and commit 1");
+    same!(try_loaded(&mut a, "s")?, pairs(&[("k", "again")]), "after clear and commit 1");
     Ok(())
 }
 

@@ -2,10 +2,11 @@
 //!
 //! The crate has a spout (`Numbers`) and a basic bolt (`Square`) with unit
 //! tests, a `topology.toml` that runs them, and a README. It depends on
-//! `squall-plugin-api` by version (`"1.2"`), or, with `--api-path`, on a
-//! local checkout's `plugin-api` folder (offline builds, and this repo's own
-//! test); then, when the checkout also has the `harness` crate (unpublished),
-//! the crate gets an in-process end-to-end test using it.
+//! `squall-plugin-api` by version (`"1.3"`, the first with
+//! `declare_config!`), or, with `--api-path`, on a local checkout's
+//! `plugin-api` folder (offline builds, and this repo's own test); then,
+//! when the checkout also has the `harness` crate (unpublished), the crate
+//! gets an in-process end-to-end test using it.
 
 use std::path::{Path, PathBuf};
 
@@ -55,7 +56,7 @@ fn write_plugin(args: NewPluginArgs) -> anyhow::Result<()> {
     check_target_dir(&dir)?;
     let lib = args.name.replace('-', "_");
     let (api_dependency, harness) = match &args.api_path {
-        None => ("squall-plugin-api = \"1.2\"".to_owned(), None),
+        None => ("squall-plugin-api = \"1.3\"".to_owned(), None),
         Some(api) => {
             let api = std::fs::canonicalize(api)
                 .with_context(|| format!("--api-path {}", api.display()))?;
@@ -68,7 +69,7 @@ fn write_plugin(args: NewPluginArgs) -> anyhow::Result<()> {
             let harness =
                 api.parent().map(|p| p.join("harness")).filter(|h| h.join("Cargo.toml").is_file());
             let dep =
-                format!("squall-plugin-api = {{ version = \"1.2\", path = {} }}", quoted(&api));
+                format!("squall-plugin-api = {{ version = \"1.3\", path = {} }}", quoted(&api));
             (dep, harness)
         }
     };

@@ -45,8 +45,9 @@ pub use windowed::WindowState;
 /// How long an idle bolt blocks on its queues before a housekeeping turn.
 /// A tuple, a tick or any control message ends the wait, and so does a
 /// change of run state ([`Control::Wake`]), so the turn finds nothing to do:
-/// it only bounds how long a missed wake could go unnoticed. Each wake-up
-/// costs 50-70 us of CPU on the 2-core VM (docs/performance.md).
+/// it only bounds how long a missed wake could go unnoticed. It is long
+/// because every timed wake-up costs CPU an idle topology would not spend
+/// otherwise.
 const DEEP_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The longest a bolt executes a backlog before a housekeeping turn

@@ -292,13 +292,10 @@ impl Transfer {
     /// The routers (each writes its round-robin position on every tuple)
     /// and the batches being filled (each writes its length) were allocated
     /// by the thread that built the topology, next to the other tasks'. Two
-    /// tasks whose buffers shared a cache line fought over it on every
-    /// tuple: const -> id -> null ran at 12-14 or at 18-20 M tuples/s
-    /// depending on an unrelated allocation (a `--set` of the topology's
-    /// name), with the spout's and the id bolt's emit shims at 13 % of the
-    /// samples each instead of 4 % (`perf record`). mimalloc serves each
-    /// thread from its own pages, so a copy made here shares no line with
-    /// another task's.
+    /// tasks whose buffers share a cache line fight over it on every tuple,
+    /// and whether they do depends on unrelated allocations. mimalloc
+    /// serves each thread from its own pages, so a copy made here shares no
+    /// line with another task's.
     pub fn rehome(&mut self) {
         self.outgoing = rehomed(std::mem::take(&mut self.outgoing));
         for routes in &mut self.streams {

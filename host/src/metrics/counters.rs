@@ -191,8 +191,8 @@ impl Default for LatencyHistogram {
 /// most once per [`LocalHistogram::MERGE_EVERY`] (and when the task ends).
 ///
 /// Merging adds a whole HDR histogram (tens of thousands of counts) under a
-/// lock; done per batch it cost a mostly idle bolt ~10 % of a core and took
-/// that CPU from the busy threads (const → id → null lost 13 %, measured).
+/// lock: done per batch, a mostly idle bolt would spend on it the CPU the
+/// busy threads need.
 #[derive(Debug)]
 pub struct LocalHistogram {
     histogram: Histogram<u64>,

@@ -130,10 +130,9 @@ impl Batch {
     /// Appends one tuple.
     #[inline(always)]
     pub fn push(&mut self, stream: u32, values: &[Value], ids: &[(RootId, EdgeId)]) {
-        // One clone per value in a plain loop: `extend_from_slice` compiled
-        // to a generic `Cloned::fold` that cost ~45 more instructions per
-        // tuple (callgrind, const → id → null), after unrelated changes
-        // moved the inlining.
+        // One clone per value in a plain loop: `extend_from_slice` can
+        // compile to a generic `Cloned::fold`, much slower per tuple, when
+        // unrelated changes move the inlining.
         if let [value] = values {
             self.values.push(copy(value));
         } else {

@@ -471,12 +471,13 @@ impl RunningTopology {
 /// panics are caught at the boundary) fails the run with the thread's name
 /// and cause, so timeouts, ticks or tuples never stop silently.
 ///
-/// Measured and rejected: a 1 µs timer slack (`PR_SET_TIMERSLACK`) makes
-/// Storm's progressive level 2 ("park ~1 ns") really short, which lowers
-/// latency at light load, but turns the 1000 level-2 parks into a loop of
-/// syscalls that takes CPU from busy threads: word count lost ~40% of its
-/// throughput on the 2-core dev machine. With the default 50 µs slack a
-/// level-2 park lasts ~80 µs, as Java's `parkNanos(1)` does on Linux.
+/// The thread keeps Linux's default timer slack. A 1 µs slack
+/// (`PR_SET_TIMERSLACK`) would make Storm's progressive level 2 ("park
+/// ~1 ns") really short, but turns its parks into a loop of syscalls that
+/// takes CPU from busy threads (measured and rejected:
+/// docs/performance-history.md, "What limits the figures"). With the
+/// default slack a level-2 park lasts about as long as Java's
+/// `parkNanos(1)` does on Linux.
 fn spawn(
     name: String,
     run: &Arc<RunControl>,

@@ -62,3 +62,58 @@ impl MemoryBackend {
         self.last = None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use squall_plugin_api::abi::{ScopeWrites, StateRecord};
+    use squall_plugin_api::{ComponentConfig, Result, StateBackend};
+
+    use super::MemoryBackend;
+    use crate::state::Backend;
+
+    /// The memory backend as the host drives it (fencing included), behind
+    /// the plugin trait, so it runs the suite every plugin backend runs.
+    struct Memory(Backend);
+
+    impl StateBackend for Memory {
+        const NAME: &'static str = "memory";
+
+        fn new(_config: &ComponentConfig<'_>) -> Result<Self> {
+            Ok(Memory(Backend::Memory(MemoryBackend::default())))
+        }
+
+        fn open(&mut self, namespace: &str) -> Result<()> {
+            self.0.open(namespace).map_err(Into::into)
+        }
+
+        fn last_committed(&mut self) -> Result<Option<u64>> {
+            self.0.last_committed().map_err(Into::into)
+        }
+
+        fn commit(&mut self, checkpoint: u64, writes: &[ScopeWrites]) -> Result<()> {
+            self.0.commit(checkpoint, writes).map_err(Into::into)
+        }
+
+        fn load(&mut self, scope: &str) -> Result<Vec<StateRecord>> {
+            self.0.load(scope).map_err(Into::into)
+        }
+
+        fn scopes(&mut self) -> Result<Vec<String>> {
+            self.0.scopes().map_err(Into::into)
+        }
+
+        fn clear(&mut self) -> Result<()> {
+            self.0.clear().map_err(Into::into)
+        }
+    }
+
+    #[test]
+    fn passes_the_shared_backend_suite() {
+        squall_plugin_api::testing::check_state_backend(|name| {
+            let mut memory = Memory::new(&ComponentConfig::new("")).unwrap();
+            memory.open(name).unwrap();
+            memory
+        })
+        .unwrap();
+    }
+}

@@ -21,26 +21,27 @@
 //!   for an idle acker, a spout held by `max_spout_pending` or waiting on its
 //!   wake handle, and the system thread: each blocks for up to a second, and
 //!   a change of run state (the drain, the stop) wakes them all at once
-//!   (`RunControl::set_waker`). Each wake-up costs 40-70 us of CPU on our
-//!   2-core VM, whatever the thread then does (docs/performance.md). Latency is the same
-//!   or lower, and idle CPU drops. Spouts keep Storm's sleep: nothing can
-//!   tell a spout that its source has data.
+//!   (`RunControl::set_waker`). Every timed wake-up costs CPU whatever the
+//!   thread then does, so idle CPU is the number of them
+//!   (docs/performance.md, "What limits the figures"); latency is the same
+//!   or lower. Spouts keep Storm's sleep: nothing can tell a spout that its
+//!   source has data.
 //! - An idle spout backs off: each idle turn at level 3 doubles its sleep,
 //!   from `level3_sleep_millis` (1 ms) up to `level3_max_sleep_millis`
 //!   (default 8 ms for the spout wait, no back-off for the others). Storm
-//!   sleeps 1 ms on every idle turn: about 1,000 timed wake-ups per second,
-//!   each 26-35 us of CPU on our 2-core VM, 2-3 % of a core for a spout with
-//!   nothing to do. With the cap at 8 ms an idle spout wakes about 125 times
-//!   a second, and its first tuple after an idle spell is picked up within
-//!   8 ms (docs/performance.md has the measured idle cost).
+//!   sleeps 1 ms on every idle turn: about 1,000 timed wake-ups per second
+//!   for a spout with nothing to do. With the cap at 8 ms an idle spout
+//!   wakes about 125 times a second, and its first tuple after an idle
+//!   spell is picked up within 8 ms (docs/performance.md has the idle
+//!   cost).
 //! - A spout held by `max_spout_pending` (with ackers) blocks on its control
 //!   queue until an acker reply or a timeout tick can ungate it, instead of
 //!   running the spout wait; a spout that took its wake handle (contract
 //!   1.1) blocks until it wakes the executor. Storm polls both.
 //! - A bolt at progressive level 2 waits on its receive and control queues
 //!   for up to the park time (100 us) instead of parking 1 ns: a tuple wakes
-//!   it at once, where a 1 ns park sleeps 50-80 us under Linux's timer slack
-//!   whether or not a tuple arrived.
+//!   it at once, where a 1 ns park sleeps for Linux's timer slack (50 us)
+//!   or more whether or not a tuple arrived.
 //! - A task under backpressure whose backpressure strategy is progressive
 //!   waits, past its level-1 spins, on the full queue its pending batch is
 //!   for, instead of parking 1 ns (level 2) or sleeping (level 3): for up
@@ -48,29 +49,24 @@
 //!   park lasts), or until the consumer takes a batch and so
 //!   makes room, which wakes it at once (crossbeam wakes a sender blocked
 //!   on a full channel), or until the drain begins. A 1 ns park sleeps
-//!   50-80 us whether or not room came, so a spout held by a busy bolt woke
-//!   9,200-10,600 times a second, taking CPU from the very bolts it waited
-//!   for; it now wakes about once per batch the bolt takes, or once per
-//!   `level3_sleep_millis` while the bolt takes none (word
-//!   count on the 2-core VM, 5 alternating pairs: the spout's voluntary
-//!   context switches from 36,840-42,592 to 1,431-3,825 in 4 s, its CPU from
-//!   26-37 % to 16-22 % of a core, and 1.24 times the sentences per second,
-//!   the median of the pairs; docs/performance.md). A batch held
-//!   back by its target's byte budget, not by a full queue, still waits with
-//!   the strategy itself, as do the park and plugin strategies.
+//!   for the timer slack whether or not room came, so a spout held by a
+//!   busy bolt woke thousands of times a second, taking CPU from the very
+//!   bolts it waited for; it now wakes about once per batch the bolt
+//!   takes, or once per `level3_sleep_millis` while the bolt takes none
+//!   (word count's gain is in docs/performance.md). A batch held back by
+//!   its target's byte budget, not by a full queue, still waits with the
+//!   strategy itself, as do the park and plugin strategies.
 //! - A bolt that runs out of tuples first polls its receive and control
 //!   queues for `spin_micros` of its bolt wait (default 20 us), yielding the
 //!   core between rounds of polls, before its first idle call; an acker does
 //!   the same after each batch, with `[wait.bolt]`'s `spin_micros` (Storm's
 //!   acker is a bolt). A tuple that arrives within the spin is taken without
-//!   a futex wake-up, which costs 10-50 us on a virtual machine whose idle
-//!   vCPU must be woken. Measured on the 2-core VM at 100 k/s through
-//!   const -> id -> null, acked: complete latency p50 about 50 us without the
-//!   spin, about 37 us with 20 us, about 19 us with 150 us (the named
-//!   low-latency profile), for about 1.0, 1.3 and 1.95 cores of CPU
-//!   (docs/performance.md). Without the yields a spin on 2 cores made it
-//!   worse (p50 70-1,000 us): the spinning threads held the cores that the
-//!   threads with work needed. An idle topology never spins.
+//!   a futex wake-up, which is slow on a virtual machine whose idle vCPU
+//!   must be woken. A longer spin buys latency with CPU (the named
+//!   low-latency profile spins 150 us; the trade is measured in
+//!   docs/performance.md). The spin yields between rounds because, with
+//!   more busy threads than cores, a spin that does not yield holds the
+//!   core the thread with work needs. An idle topology never spins.
 //! - Every host-side sleep of a built-in strategy ends when the drain begins,
 //!   and naps at most [`DRAIN_NAP`] while it lasts, so a long
 //!   `level3_sleep_millis` or `park_micros` cannot hold the drain (Storm

@@ -1,9 +1,10 @@
 //! Config declared once: [`connector_config!`](crate::connector_config)
-//! writes the serde struct and the declared keys (`CONFIG_KEYS`, what
-//! `squall validate` checks and `squall inspect` prints) from one table.
-//! A default is written once, as the TOML text `inspect` prints; parsing
-//! fills every missing key from it before serde reads the table, so the
-//! struct and the declaration cannot disagree.
+//! is squall-plugin-api's [`declare_config!`](squall_plugin_api::declare_config)
+//! (and [`Table`] and [`concat_keys`] are its), re-exported under the name
+//! the connectors use. It writes the serde struct and the declared keys
+//! (`CONFIG_KEYS`, what `squall validate` checks and `squall inspect`
+//! prints) from one table. This module adds the humantime [`duration`]
+//! deserialisers connectors use for their timeouts.
 //!
 //! ```
 //! use std::time::Duration;
@@ -25,189 +26,12 @@
 //! assert_eq!(MyConfig::KEYS[1].default, Some("64"));
 //! assert!(MyConfig::parse(&ComponentConfig::new("url = \"x\"\nbacth = 8")).is_err());
 //! ```
-//!
-//! A connector whose components share keys (the connection) declares them
-//! in a struct of their own and reads both from one table with
-//! [`Table::take`] and [`Table::finish`]; [`concat_keys`] joins the
-//! declarations into one `CONFIG_KEYS`.
 
 use std::time::Duration;
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
-use squall_plugin_api::{ComponentConfig, ConfigKey, Result};
 
-/// Declares a config struct and its keys (module doc). Each field is
-/// `name: Type = required(Kind, "doc")`, `maybe(Kind, "doc")` (an
-/// `Option`, absent by default) or `default(Kind, "TOML text", "doc")`,
-/// where `Kind` is a [`KeyKind`](squall_plugin_api::KeyKind) variant.
-/// Field attributes (`#[serde(...)]`) pass through. The struct gets
-/// `KEYS`, `parse` and `take` (for [`Table`]).
-#[macro_export]
-macro_rules! connector_config {
-    (
-        $(#[$meta:meta])*
-        $vis:vis struct $name:ident {
-            $(
-                $(#[$fmeta:meta])*
-                $field:ident : $ty:ty = $how:ident ( $kind:ident , $($arg:literal),+ ) ,
-            )*
-        }
-    ) => {
-        $(#[$meta])*
-        #[derive(serde::Deserialize)]
-        #[serde(deny_unknown_fields)]
-        $vis struct $name {
-            $(
-                #[doc = $crate::__key_doc!($($arg),+)]
-                $(#[$fmeta])*
-                pub $field: $ty,
-            )*
-        }
-
-        impl $name {
-            /// The declared keys, in declaration order.
-            pub const KEYS: &'static [$crate::__private::ConfigKey] = &[
-                $( $crate::__key!($how, stringify!($field), $kind, $($arg),+), )*
-            ];
-
-            /// Reads a component's `config` table, defaults filled in.
-            ///
-            /// # Errors
-            /// An unknown key, a missing required key or a bad value, named.
-            #[allow(dead_code)]
-            pub fn parse(config: &$crate::__private::ComponentConfig<'_>) -> $crate::__private::Result<Self> {
-                let mut table = $crate::config::Table::parse(config)?;
-                let this = Self::take(&mut table)?;
-                table.finish(&[Self::KEYS])?;
-                Ok(this)
-            }
-
-            /// Takes this struct's keys out of `table` and reads them.
-            ///
-            /// # Errors
-            /// As for `parse`.
-            #[allow(dead_code)]
-            pub fn take(table: &mut $crate::config::Table) -> $crate::__private::Result<Self> {
-                table.take(Self::KEYS)
-            }
-        }
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __key {
-    (required, $name:expr, $kind:ident, $doc:literal) => {
-        $crate::__private::ConfigKey::required($name, $crate::__private::KeyKind::$kind, $doc)
-    };
-    (maybe, $name:expr, $kind:ident, $doc:literal) => {
-        $crate::__private::ConfigKey::maybe($name, $crate::__private::KeyKind::$kind, $doc)
-    };
-    (default, $name:expr, $kind:ident, $default:literal, $doc:literal) => {
-        $crate::__private::ConfigKey::optional(
-            $name,
-            $crate::__private::KeyKind::$kind,
-            $default,
-            $doc,
-        )
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __key_doc {
-    ($doc:literal) => {
-        $doc
-    };
-    ($default:literal, $doc:literal) => {
-        $doc
-    };
-}
-
-/// A component's `config` table, read by one or more declared structs.
-#[derive(Debug, Clone, Default)]
-pub struct Table(toml::Table);
-
-impl Table {
-    /// Parses the table.
-    ///
-    /// # Errors
-    /// The TOML is malformed.
-    pub fn parse(config: &ComponentConfig<'_>) -> Result<Self> {
-        if config.as_str().trim().is_empty() {
-            return Ok(Self::default());
-        }
-        config.parse::<toml::Table>().map(Self)
-    }
-
-    /// Takes the `keys` out of the table, fills in their defaults and reads
-    /// them as `T`.
-    ///
-    /// # Errors
-    /// A missing required key, a bad value, or a declared default that does
-    /// not parse (a bug of the declaration, named).
-    pub fn take<T: DeserializeOwned>(&mut self, keys: &[ConfigKey]) -> Result<T> {
-        let mut mine = toml::Table::new();
-        for key in keys {
-            match self.0.remove(key.name) {
-                Some(v) => {
-                    mine.insert(key.name.to_owned(), v);
-                }
-                None => {
-                    if let Some(text) = key.default {
-                        mine.insert(key.name.to_owned(), default_value(key.name, text)?);
-                    }
-                }
-            }
-        }
-        let text = toml::to_string(&mine).map_err(|e| format!("cannot re-encode config: {e}"))?;
-        ComponentConfig::new(&text).parse()
-    }
-
-    /// Fails on any key no struct took, naming it and what is accepted.
-    ///
-    /// # Errors
-    /// The first unknown key.
-    pub fn finish(self, accepted: &[&[ConfigKey]]) -> Result<()> {
-        let Some(unknown) = self.0.keys().next() else { return Ok(()) };
-        let names: Vec<&str> = accepted.iter().flat_map(|k| k.iter().map(|k| k.name)).collect();
-        Err(format!("unknown field `{unknown}`, expected one of {}", names.join(", ")).into())
-    }
-}
-
-fn default_value(name: &str, text: &str) -> Result<toml::Value> {
-    let doc: toml::Table = toml::from_str(&format!("v = {text}"))
-        .map_err(|e| format!("the declared default of {name} ({text}) is not TOML: {e}"))?;
-    Ok(doc.into_iter().next().map(|(_, v)| v).expect("one key"))
-}
-
-/// Joins two key declarations into one array, for `CONFIG_KEYS` (`N` is
-/// `a.len() + b.len()`, which the compiler checks).
-///
-/// ```
-/// use squall_plugin_api::{ConfigKey, KeyKind};
-/// const A: &[ConfigKey] = &[ConfigKey::required("a", KeyKind::String, "a")];
-/// const B: &[ConfigKey] = &[ConfigKey::maybe("b", KeyKind::String, "b")];
-/// const ALL: [ConfigKey; 2] = squall_connector::config::concat_keys(A, B);
-/// assert_eq!(ALL[1].name, "b");
-/// ```
-pub const fn concat_keys<const N: usize>(a: &[ConfigKey], b: &[ConfigKey]) -> [ConfigKey; N] {
-    assert!(a.len() + b.len() == N, "N must be the sum of the lengths");
-    assert!(!a.is_empty() || !b.is_empty(), "nothing to join");
-    let mut out = [if a.is_empty() { b[0] } else { a[0] }; N];
-    let mut i = 0;
-    while i < a.len() {
-        out[i] = a[i];
-        i += 1;
-    }
-    let mut j = 0;
-    while j < b.len() {
-        out[a.len() + j] = b[j];
-        j += 1;
-    }
-    out
-}
+pub use squall_plugin_api::config::{concat_keys, Table};
 
 /// Deserialises a humantime duration: `"2s"`, `"500ms"`, `"1m 30s"`. A
 /// duration beyond a year is refused here, at the key, rather than later.
@@ -241,6 +65,8 @@ pub fn opt_duration<'de, D: Deserializer<'de>>(
 
 #[cfg(test)]
 mod tests {
+    use squall_plugin_api::{ComponentConfig, ConfigKey};
+
     use super::*;
 
     crate::connector_config! {

@@ -13,7 +13,7 @@
 //! | [`io`] | the I/O thread itself: started with a ready handshake, stopped within a declared close budget |
 //! | [`health`] | the connection's state, seen by the host: a gauge `connector_up` (0 turns `/readyz` to 503), a reconnect counter, log lines when the connection drops and comes back, and the error `next_tuple` reports (so `last_error` says why) |
 //! | [`durable`] | with durable state (contract 1.2): the broker messages a checkpoint position covers, so a restart neither loses nor counts twice |
-//! | [`config`] | [`connector_config!`]: the serde struct and the declared keys (`CONFIG_KEYS`) from one table, defaults written once |
+//! | [`config`] | [`connector_config!`] (squall-plugin-api's `declare_config!`): the serde struct and the declared keys (`CONFIG_KEYS`) from one table, defaults written once; humantime durations |
 //!
 //! Nothing here takes a lock or makes a system call per tuple: the pending
 //! map is the spout's own, the feed is a lock-free channel, the health
@@ -44,7 +44,7 @@ pub use pending::{Acked, DeadReason, Failed, Pending, Redelivery, RetryPolicy};
 /// is never retried for ever in silence.
 pub const DEFAULT_MAX_DELIVER: u32 = 10;
 
-#[doc(hidden)]
-pub mod __private {
-    pub use squall_plugin_api::{ComponentConfig, ConfigKey, KeyKind, Result};
-}
+/// Declares a connector's config struct and its keys from one table:
+/// squall-plugin-api's [`declare_config!`](squall_plugin_api::declare_config)
+/// under the name the connectors use (see [`config`]).
+pub use squall_plugin_api::declare_config as connector_config;

@@ -4,16 +4,15 @@
 use std::hash::{Hash, Hasher};
 
 use rustc_hash::FxHasher;
-use serde::Deserialize;
 use squall_plugin_api::abi::GroupingContext;
 use squall_plugin_api::prelude::*;
 
-/// The grouping's `config` table.
-#[derive(Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PartialKeyConfig {
-    /// The fields that make the key.
-    fields: Vec<String>,
+squall_plugin_api::declare_config! {
+    /// The grouping's `config` table.
+    #[derive(Debug, PartialEq)]
+    struct PartialKeyConfig {
+        fields: Vec<String> = required(Array, "the fields that make the key"),
+    }
 }
 
 /// Partial-key grouping ("the power of two choices", Nasir et al., ICDE
@@ -65,11 +64,10 @@ impl Grouping for PartialKeyGrouping {
     const NAME: &'static str = "PartialKeyGrouping";
     const DESCRIPTION: &'static str =
         "balances skewed keys: each key goes to the less loaded of its two candidate tasks";
-    const CONFIG_KEYS: Option<&'static [ConfigKey]> =
-        Some(&[ConfigKey::required("fields", KeyKind::Array, "the fields that make the key")]);
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(PartialKeyConfig::KEYS);
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
-        let config: PartialKeyConfig = config.parse()?;
+        let config = PartialKeyConfig::parse(config)?;
         if config.fields.is_empty() {
             return Err("fields must name at least one field".into());
         }
@@ -171,14 +169,5 @@ mod tests {
         };
         let e = g.prepare(&context).unwrap_err().to_string();
         assert!(e.contains("no field \"wrod\""), "{e}");
-    }
-
-    #[test]
-    fn the_config_keys_match_the_config_struct() {
-        squall_plugin_api::testing::check_config_keys::<PartialKeyConfig>(
-            PartialKeyGrouping::CONFIG_KEYS,
-            "fields = [\"word\"]",
-        )
-        .unwrap();
     }
 }

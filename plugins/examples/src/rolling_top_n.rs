@@ -2,23 +2,17 @@
 //! top words, as a windowed bolt).
 
 use rustc_hash::FxHashMap;
-use serde::Deserialize;
 
 use squall_plugin_api::prelude::*;
 
 use crate::first_str;
 
-/// The bolt's `config` table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RollingTopNConfig {
-    /// How many words each ranking holds.
-    #[serde(default = "default_top_n")]
-    top_n: u32,
-}
-
-fn default_top_n() -> u32 {
-    3
+squall_plugin_api::declare_config! {
+    /// The bolt's `config` table.
+    #[derive(Debug, Clone, PartialEq)]
+    struct RollingTopNConfig {
+        top_n: u32 = default(Integer, "3", "how many words each ranking holds"),
+    }
 }
 
 /// Counts the words (each input's first value) of every window and emits
@@ -50,12 +44,7 @@ impl RollingTopN {
 impl WindowedBolt for RollingTopN {
     const NAME: &'static str = "RollingTopN";
     const DESCRIPTION: &'static str = "emits the top N words of each window as (rank, word, count)";
-    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[ConfigKey::optional(
-        "top_n",
-        KeyKind::Integer,
-        "3",
-        "how many words each ranking holds",
-    )]);
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(RollingTopNConfig::KEYS);
     const INPUT_FIELDS: &'static [&'static str] = &["word"];
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
@@ -63,7 +52,7 @@ impl WindowedBolt for RollingTopN {
     }
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
-        let config: RollingTopNConfig = config.parse()?;
+        let config = RollingTopNConfig::parse(config)?;
         if config.top_n == 0 {
             return Err("top_n must be at least 1".into());
         }
@@ -142,14 +131,5 @@ mod tests {
             vec!["U64(1) Some(\"a\") U64(2)", "U64(2) Some(\"c\") U64(2)"]
         );
         assert!(!bolt.counts.contains_key("b"));
-    }
-
-    #[test]
-    fn the_config_keys_match_the_config_struct() {
-        squall_plugin_api::testing::check_config_keys::<RollingTopNConfig>(
-            RollingTopN::CONFIG_KEYS,
-            "",
-        )
-        .unwrap();
     }
 }

@@ -7,7 +7,6 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use postgres::{Client, Config, NoTls};
-use serde::Deserialize;
 use squall_plugin_api::metrics;
 use squall_plugin_api::prelude::*;
 
@@ -18,44 +17,51 @@ use crate::render;
 /// tasks create their tables one at a time: "squall-s" in ASCII.
 const SET_UP_LOCK: i64 = 0x7371_7561_6c6c_2d73;
 
-/// The sink's `config` table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SinkConfig {
-    table: String,
-    columns: Vec<String>,
-    #[serde(default = "default_url")]
-    url: String,
-    #[serde(default)]
-    create_table: bool,
-    #[serde(default)]
-    column_types: BTreeMap<String, String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default = "default_progress_table")]
-    progress_table: String,
-    #[serde(default = "default_connect_timeout_ms")]
-    connect_timeout_ms: u64,
-    #[serde(default = "default_timeout_ms")]
-    timeout_ms: u64,
-    #[serde(default = "default_checkpoint_wait_ms")]
-    checkpoint_wait_ms: u64,
-}
-
-fn default_url() -> String {
-    "host=127.0.0.1 port=5432 user=postgres dbname=postgres".to_owned()
-}
-fn default_progress_table() -> String {
-    "squall_sink_progress".to_owned()
-}
-fn default_connect_timeout_ms() -> u64 {
-    5_000
-}
-fn default_timeout_ms() -> u64 {
-    60_000
-}
-fn default_checkpoint_wait_ms() -> u64 {
-    60_000
+squall_plugin_api::declare_config! {
+    /// The sink's `config` table.
+    #[derive(Debug, Clone, PartialEq)]
+    struct SinkConfig {
+        table: String = required(String, "the table: NAME or SCHEMA.NAME"),
+        columns: Vec<String> = required(
+            Array,
+            "the tuple fields to write, each into the column of the same name"
+        ),
+        url: String = default(
+            String,
+            "\"host=127.0.0.1 port=5432 user=postgres dbname=postgres\"",
+            "libpq key=value settings or a postgres:// url (no TLS)"
+        ),
+        create_table: bool = default(
+            Bool,
+            "false",
+            "create the table when missing (column types from column_types, else text)"
+        ),
+        #[serde(default)]
+        column_types: BTreeMap<String, String> = maybe(
+            Table,
+            "with create_table: a type per column, e.g. { count = \"bigint\" }"
+        ),
+        name: Option<String> = maybe(
+            String,
+            "the sink's name in the progress table (default TOPOLOGY/COMPONENT)"
+        ),
+        progress_table: String = default(
+            String,
+            "\"squall_sink_progress\"",
+            "the table that records what each sink generation wrote"
+        ),
+        connect_timeout_ms: u64 = default(
+            Integer,
+            "5000",
+            "how long one connection attempt may take"
+        ),
+        timeout_ms: u64 = default(Integer, "60000", "statement_timeout of the session"),
+        checkpoint_wait_ms: u64 = default(
+            Integer,
+            "60000",
+            "fail tuples when rows waited this long for a checkpoint (no [state])"
+        ),
+    }
 }
 
 /// True for an SQL identifier the sink quotes as is: `[A-Za-z_][A-Za-z0-9_]*`,
@@ -397,63 +403,10 @@ impl BasicBolt for PostgresSink {
     const NAME: &'static str = "PostgresSink";
     const DESCRIPTION: &'static str =
         "writes rows into a PostgreSQL table once their checkpoint commits: each row once";
-    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
-        ConfigKey::required("table", KeyKind::String, "the table: NAME or SCHEMA.NAME"),
-        ConfigKey::required(
-            "columns",
-            KeyKind::Array,
-            "the tuple fields to write, each into the column of the same name",
-        ),
-        ConfigKey::optional(
-            "url",
-            KeyKind::String,
-            "\"host=127.0.0.1 port=5432 user=postgres dbname=postgres\"",
-            "libpq key=value settings or a postgres:// url (no TLS)",
-        ),
-        ConfigKey::optional(
-            "create_table",
-            KeyKind::Bool,
-            "false",
-            "create the table when missing (column types from column_types, else text)",
-        ),
-        ConfigKey::maybe(
-            "column_types",
-            KeyKind::Table,
-            "with create_table: a type per column, e.g. { count = \"bigint\" }",
-        ),
-        ConfigKey::maybe(
-            "name",
-            KeyKind::String,
-            "the sink's name in the progress table (default TOPOLOGY/COMPONENT)",
-        ),
-        ConfigKey::optional(
-            "progress_table",
-            KeyKind::String,
-            "\"squall_sink_progress\"",
-            "the table that records what each sink generation wrote",
-        ),
-        ConfigKey::optional(
-            "connect_timeout_ms",
-            KeyKind::Integer,
-            "5000",
-            "how long one connection attempt may take",
-        ),
-        ConfigKey::optional(
-            "timeout_ms",
-            KeyKind::Integer,
-            "60000",
-            "statement_timeout of the session",
-        ),
-        ConfigKey::optional(
-            "checkpoint_wait_ms",
-            KeyKind::Integer,
-            "60000",
-            "fail tuples when rows waited this long for a checkpoint (no [state])",
-        ),
-    ]);
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(SinkConfig::KEYS);
 
     fn check_inputs(config: &ComponentConfig<'_>, inputs: &[InputDecl]) -> Result<()> {
-        let config: SinkConfig = config.parse()?;
+        let config = SinkConfig::parse(config)?;
         for input in inputs {
             for column in &config.columns {
                 if !input.fields.iter().any(|f| f.as_str() == column) {
@@ -473,7 +426,7 @@ impl BasicBolt for PostgresSink {
     }
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
-        let config: SinkConfig = config.parse()?;
+        let config = SinkConfig::parse(config)?;
         let table = table_name("table", &config.table)?;
         let progress = table_name("progress_table", &config.progress_table)?;
         if config.columns.is_empty() {
@@ -642,21 +595,10 @@ impl BasicBolt for PostgresSink {
 
 #[cfg(test)]
 mod tests {
-    use squall_plugin_api::testing::check_config_keys;
-
     use super::*;
 
     fn sink(config: &str) -> Result<PostgresSink> {
         PostgresSink::new(&ComponentConfig::new(config))
-    }
-
-    #[test]
-    fn the_config_keys_match_the_config_struct() {
-        check_config_keys::<SinkConfig>(
-            PostgresSink::CONFIG_KEYS,
-            "table = \"t\"\ncolumns = [\"a\"]\ncolumn_types = { a = \"int\" }\nname = \"n\"\n",
-        )
-        .unwrap();
     }
 
     #[test]

@@ -7,21 +7,20 @@ use redb::{
     Database, DatabaseError, ReadableTable, ReadableTableMetadata, TableDefinition, TableError,
     TableHandle,
 };
-use serde::Deserialize;
 use squall_plugin_api::abi::{ScopeWrites, StateRecord};
 use squall_plugin_api::prelude::*;
 
-/// The backend's `[state.config]` table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EmbeddedStateConfig {
-    path: String,
-    #[serde(default = "default_cache_mib")]
-    cache_mib: u64,
-}
-
-fn default_cache_mib() -> u64 {
-    32
+squall_plugin_api::declare_config! {
+    /// The backend's `[state.config]` table.
+    #[derive(Debug, Clone, PartialEq)]
+    struct EmbeddedStateConfig {
+        path: String = required(
+            String,
+            "an absolute folder; each namespace is a file NAMESPACE.redb in it (created as \
+             needed). \"${SQUALL_TOPOLOGY_DIR}/state\" is a folder beside the topology file"
+        ),
+        cache_mib: u64 = default(Integer, "32", "the store's page cache, in MiB (1 to 65536)"),
+    }
 }
 
 /// The table holding the last committed checkpoint (key [`CHECKPOINT`]).
@@ -185,23 +184,10 @@ impl StateBackend for EmbeddedState {
     const NAME: &'static str = "EmbeddedState";
     const DESCRIPTION: &'static str =
         "checkpoints in a local file (redb), one fsynced transaction per commit; no server";
-    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
-        ConfigKey::required(
-            "path",
-            KeyKind::String,
-            "an absolute folder; each namespace is a file NAMESPACE.redb in it (created as \
-             needed). \"${SQUALL_TOPOLOGY_DIR}/state\" is a folder beside the topology file",
-        ),
-        ConfigKey::optional(
-            "cache_mib",
-            KeyKind::Integer,
-            "32",
-            "the store's page cache, in MiB (1 to 65536)",
-        ),
-    ]);
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(EmbeddedStateConfig::KEYS);
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
-        let config: EmbeddedStateConfig = config.parse()?;
+        let config = EmbeddedStateConfig::parse(config)?;
         if config.path.is_empty() {
             return Err("path must not be empty".into());
         }

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use abi_stable::std_types::{ROption, RVec};
 use postgres::{Client, Config, NoTls};
-use serde::Deserialize;
 use squall_plugin_api::abi::{ScopeWrites, StateRecord};
 use squall_plugin_api::prelude::*;
 
@@ -17,31 +16,31 @@ use crate::copy::{decode_pairs, CopyEncoder};
 /// create the backend's tables one at a time: "squall-b" in ASCII.
 const SET_UP_LOCK: i64 = 0x7371_7561_6c6c_2d62;
 
-/// The backend's `[state.config]` table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PostgresStateConfig {
-    #[serde(default = "default_url")]
-    url: String,
-    #[serde(default = "default_table")]
-    table: String,
-    #[serde(default = "default_connect_timeout_ms")]
-    connect_timeout_ms: u64,
-    #[serde(default = "default_timeout_ms")]
-    timeout_ms: u64,
-}
-
-fn default_url() -> String {
-    "host=127.0.0.1 port=5432 user=postgres dbname=postgres".to_owned()
-}
-fn default_table() -> String {
-    "squall_state".to_owned()
-}
-fn default_connect_timeout_ms() -> u64 {
-    5_000
-}
-fn default_timeout_ms() -> u64 {
-    60_000
+squall_plugin_api::declare_config! {
+    /// The backend's `[state.config]` table.
+    #[derive(Debug, Clone, PartialEq)]
+    struct PostgresStateConfig {
+        url: String = default(
+            String,
+            "\"host=127.0.0.1 port=5432 user=postgres dbname=postgres\"",
+            "libpq key=value settings or a postgres:// url"
+        ),
+        table: String = default(
+            String,
+            "\"squall_state\"",
+            "the data table; the checkpoints go to TABLE_checkpoints"
+        ),
+        connect_timeout_ms: u64 = default(
+            Integer,
+            "5000",
+            "how long one connection attempt may take"
+        ),
+        timeout_ms: u64 = default(
+            Integer,
+            "60000",
+            "statement_timeout of the session: the longest one statement may run"
+        ),
+    }
 }
 
 /// The staging table of a session's commits.
@@ -239,35 +238,10 @@ impl StateBackend for PostgresState {
     const NAME: &'static str = "PostgresState";
     const DESCRIPTION: &'static str =
         "checkpoints in PostgreSQL: one transaction per commit, COPY in and out";
-    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
-        ConfigKey::optional(
-            "url",
-            KeyKind::String,
-            "\"host=127.0.0.1 port=5432 user=postgres dbname=postgres\"",
-            "libpq key=value settings or a postgres:// url",
-        ),
-        ConfigKey::optional(
-            "table",
-            KeyKind::String,
-            "\"squall_state\"",
-            "the data table; the checkpoints go to TABLE_checkpoints",
-        ),
-        ConfigKey::optional(
-            "connect_timeout_ms",
-            KeyKind::Integer,
-            "5000",
-            "how long one connection attempt may take",
-        ),
-        ConfigKey::optional(
-            "timeout_ms",
-            KeyKind::Integer,
-            "60000",
-            "statement_timeout of the session: the longest one statement may run",
-        ),
-    ]);
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(PostgresStateConfig::KEYS);
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
-        let config: PostgresStateConfig = config.parse()?;
+        let config = PostgresStateConfig::parse(config)?;
         if !valid_table(&config.table) {
             return Err(format!(
                 "table {:?} must be letters, digits and underscores (at most 48), \

@@ -5,40 +5,39 @@ use std::time::{Duration, Instant};
 use abi_stable::std_types::{ROption, RVec};
 use redis::{Client, Connection, RedisError, RedisResult, Value as RedisValue};
 use rustc_hash::FxHashSet;
-use serde::Deserialize;
 use squall_plugin_api::abi::{ScopeWrites, StateRecord};
 use squall_plugin_api::prelude::*;
 
-/// The backend's `[state.config]` table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RedisStateConfig {
-    #[serde(default = "default_url")]
-    url: String,
-    #[serde(default = "default_prefix")]
-    key_prefix: String,
-    #[serde(default = "default_connect_timeout_ms")]
-    connect_timeout_ms: u64,
-    #[serde(default = "default_timeout_ms")]
-    timeout_ms: u64,
-    #[serde(default = "default_batch")]
-    batch: usize,
-}
-
-fn default_url() -> String {
-    "redis://127.0.0.1:6379".to_owned()
-}
-fn default_prefix() -> String {
-    "squall:state".to_owned()
-}
-fn default_connect_timeout_ms() -> u64 {
-    5_000
-}
-fn default_timeout_ms() -> u64 {
-    30_000
-}
-fn default_batch() -> usize {
-    10_000
+squall_plugin_api::declare_config! {
+    /// The backend's `[state.config]` table.
+    #[derive(Debug, Clone, PartialEq)]
+    struct RedisStateConfig {
+        url: String = default(
+            String,
+            "\"redis://127.0.0.1:6379\"",
+            "redis://[user:password@]host[:port][/db]"
+        ),
+        key_prefix: String = default(
+            String,
+            "\"squall:state\"",
+            "keys are PREFIX:{namespace}:checkpoint, :scopes and :data:SCOPE"
+        ),
+        connect_timeout_ms: u64 = default(
+            Integer,
+            "5000",
+            "how long open retries the first connection; bounds each reconnect"
+        ),
+        timeout_ms: u64 = default(
+            Integer,
+            "30000",
+            "how long one reply (a whole commit's transaction) may take"
+        ),
+        batch: usize = default(
+            Integer,
+            "10000",
+            "records per HSET/HDEL in a commit, and per HSCAN in a load"
+        ),
+    }
 }
 
 /// The names of one namespace's keys.
@@ -295,41 +294,10 @@ impl StateBackend for RedisState {
     const NAME: &'static str = "RedisState";
     const DESCRIPTION: &'static str =
         "checkpoints in Redis: a hash per scope, committed in one MULTI/EXEC";
-    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
-        ConfigKey::optional(
-            "url",
-            KeyKind::String,
-            "\"redis://127.0.0.1:6379\"",
-            "redis://[user:password@]host[:port][/db]",
-        ),
-        ConfigKey::optional(
-            "key_prefix",
-            KeyKind::String,
-            "\"squall:state\"",
-            "keys are PREFIX:{namespace}:checkpoint, :scopes and :data:SCOPE",
-        ),
-        ConfigKey::optional(
-            "connect_timeout_ms",
-            KeyKind::Integer,
-            "5000",
-            "how long open retries the first connection; bounds each reconnect",
-        ),
-        ConfigKey::optional(
-            "timeout_ms",
-            KeyKind::Integer,
-            "30000",
-            "how long one reply (a whole commit's transaction) may take",
-        ),
-        ConfigKey::optional(
-            "batch",
-            KeyKind::Integer,
-            "10000",
-            "records per HSET/HDEL in a commit, and per HSCAN in a load",
-        ),
-    ]);
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(RedisStateConfig::KEYS);
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
-        let config: RedisStateConfig = config.parse()?;
+        let config = RedisStateConfig::parse(config)?;
         if config.key_prefix.is_empty() {
             return Err("key_prefix must not be empty".into());
         }

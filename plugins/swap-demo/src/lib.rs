@@ -3,7 +3,6 @@
 //! between two runs of the same host binary ([`FlavorSpout`]) or live, while
 //! the topology runs ([`FlavorBolt`]), and check that the new behaviour shows.
 
-use serde::Deserialize;
 use squall_plugin_api::prelude::*;
 
 /// The flavour baked into this build.
@@ -12,10 +11,11 @@ pub const FLAVOR: &str = match option_env!("SQUALL_SWAP_FLAVOR") {
     None => "v1",
 };
 
-/// [`FlavorSpout`] takes no config: every key is refused.
-#[derive(Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NoConfig {}
+squall_plugin_api::declare_config! {
+    /// [`FlavorSpout`] takes no config: every key is refused.
+    #[derive(Debug, PartialEq, Eq)]
+    struct NoConfig {}
+}
 
 /// Emits its flavour once, and prints it when opened. Takes no config.
 #[derive(Debug, Default)]
@@ -26,14 +26,14 @@ pub struct FlavorSpout {
 impl Spout for FlavorSpout {
     const NAME: &'static str = "FlavorSpout";
     const DESCRIPTION: &'static str = "emits the flavour this library was built with, once";
-    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(NoConfig::KEYS);
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["flavor"]);
     }
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
-        config.parse::<NoConfig>()?;
+        NoConfig::parse(config)?;
         Ok(Self::default())
     }
 
@@ -51,24 +51,14 @@ impl Spout for FlavorSpout {
     }
 }
 
-/// [`FlavorBolt`]'s config.
-#[derive(Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FlavorConfig {
-    #[serde(default = "default_label")]
-    label: String,
-    #[serde(default = "default_modulo")]
-    modulo: u64,
-    #[serde(default)]
-    fail_prepare: bool,
-}
-
-fn default_label() -> String {
-    "none".to_owned()
-}
-
-fn default_modulo() -> u64 {
-    10
+squall_plugin_api::declare_config! {
+    /// [`FlavorBolt`]'s config.
+    #[derive(Debug)]
+    struct FlavorConfig {
+        label: String = default(String, "\"none\"", "shown in its output lines"),
+        modulo: u64 = default(Integer, "10", "how many distinct words"),
+        fail_prepare: bool = default(Bool, "false", "make prepare fail"),
+    }
 }
 
 /// The tag of [`FlavorBolt`]'s saved state: one entry, the number of tuples
@@ -96,18 +86,14 @@ impl BasicBolt for FlavorBolt {
     const NAME: &'static str = "FlavorBolt";
     const DESCRIPTION: &'static str =
         "maps n to the word w<n % modulo>; shows the flavour it was built with";
-    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[
-        ConfigKey::optional("label", KeyKind::String, "\"none\"", "shown in its output lines"),
-        ConfigKey::optional("modulo", KeyKind::Integer, "10", "how many distinct words"),
-        ConfigKey::optional("fail_prepare", KeyKind::Bool, "false", "make prepare fail"),
-    ]);
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(FlavorConfig::KEYS);
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
         outputs.declare(&["word"]);
     }
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
-        let config: FlavorConfig = config.parse()?;
+        let config = FlavorConfig::parse(config)?;
         if config.modulo == 0 {
             return Err("modulo must be at least 1".into());
         }
@@ -176,9 +162,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn declared_config_keys_match_the_config_struct() {
-        squall_plugin_api::testing::check_config_keys::<NoConfig>(FlavorSpout::CONFIG_KEYS, "")
-            .unwrap();
-        assert!(FlavorSpout::new(&ComponentConfig::new("flavor = \"v3\"")).is_err());
+    fn the_spout_refuses_every_key_and_the_bolt_fills_its_defaults() {
+        assert!(FlavorSpout::CONFIG_KEYS.is_some_and(<[ConfigKey]>::is_empty));
+        let e = FlavorSpout::new(&ComponentConfig::new("flavor = \"v3\"")).unwrap_err();
+        assert!(e.to_string().contains("unknown field `flavor`"), "{e}");
+        let bolt = FlavorBolt::new(&ComponentConfig::new("modulo = 3")).unwrap();
+        assert_eq!((bolt.label.as_str(), bolt.modulo, bolt.fail_prepare), ("none", 3, false));
     }
 }

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use squall_plugin_api::testing::check_config_keys;
+use squall_plugin_api::testing::{del, loaded, pairs, put, writes};
 
 use super::*;
 
@@ -42,46 +42,6 @@ impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-fn put(k: &str, v: &str) -> StateRecord {
-    StateRecord {
-        key: k.as_bytes().to_vec().into(),
-        value: ROption::RSome(v.as_bytes().to_vec().into()),
-    }
-}
-
-fn del(k: &str) -> StateRecord {
-    StateRecord { key: k.as_bytes().to_vec().into(), value: ROption::RNone }
-}
-
-fn writes(scope: &str, records: Vec<StateRecord>) -> ScopeWrites {
-    ScopeWrites { scope: scope.into(), records: records.into() }
-}
-
-/// A scope's records as sorted text pairs.
-fn loaded(b: &mut EmbeddedState, scope: &str) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = b
-        .load(scope)
-        .unwrap()
-        .into_iter()
-        .map(|r| {
-            let v = r.value.into_option().expect("loaded records have values");
-            (String::from_utf8(r.key.into_vec()).unwrap(), String::from_utf8(v.into_vec()).unwrap())
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    items.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
-}
-
-#[test]
-fn declared_keys_match_the_config_struct() {
-    check_config_keys::<EmbeddedStateConfig>(EmbeddedState::CONFIG_KEYS, r#"path = "/srv/state""#)
-        .unwrap();
 }
 
 /// The assertions every backend passes (round trip, deletes, fencing,

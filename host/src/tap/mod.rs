@@ -172,6 +172,10 @@ struct Subscriber {
     queued: Arc<AtomicU64>,
     /// The most bytes `queued` may reach.
     max_bytes: u64,
+    /// `queued` when a sample last did not fit (`u64::MAX`: none since the
+    /// last one sent): while `queued` has not dropped below it, no copy is
+    /// made (the reader has taken nothing since).
+    stalled_at: u64,
     counters: Arc<TapCounters>,
     /// Every tap's, summed (the hub's).
     totals: Arc<TapCounters>,
@@ -310,7 +314,8 @@ impl TapPort {
             if !sub.sampler.take() {
                 continue;
             }
-            if sub.to_tap.is_full() || sub.queued.load(Ordering::Relaxed) >= sub.max_bytes {
+            let queued = sub.queued.load(Ordering::Relaxed);
+            if sub.to_tap.is_full() || queued >= sub.max_bytes || queued >= sub.stalled_at {
                 // A slow or stalled client: no copy is made for it.
                 for c in [&sub.counters, &sub.totals] {
                     c.dropped.fetch_add(1, Ordering::Relaxed);
@@ -342,8 +347,11 @@ impl TapPort {
                     }
                 }
             };
-            if !sent {
+            if sent {
+                sub.stalled_at = u64::MAX;
+            } else {
                 sub.queued.fetch_sub(weight, Ordering::Relaxed);
+                sub.stalled_at = before;
             }
             for c in [&sub.counters, &sub.totals] {
                 let counter = if sent { &c.sampled } else { &c.dropped };
@@ -482,6 +490,7 @@ impl TapHub {
             to_tap: tap.to_tap.clone(),
             queued: tap.queued.clone(),
             max_bytes: tap.max_bytes,
+            stalled_at: u64::MAX,
             counters: tap.counters.clone(),
             totals: self.totals.clone(),
         }));

@@ -470,9 +470,10 @@ mod tests {
     #[test]
     fn the_declared_keys_are_the_ones_parsed() {
         let names: Vec<&str> = SinkConfig::KEYS.iter().map(|k| k.name).collect();
-        assert_eq!(names, ["path", "fsync", "fsync_interval_ms"]);
+        assert_eq!(names, ["path", "fsync", "fsync_interval_ms", "resource_wait"]);
         assert_eq!(SinkConfig::KEYS[1].default, Some("\"interval\""));
         let c = SinkConfig::parse(&ComponentConfig::new("path = \"o\"")).unwrap();
         assert_eq!((c.fsync, c.fsync_interval_ms), (Fsync::Interval, None));
+        assert_eq!(c.resource_wait, Duration::from_secs(10));
     }
 }

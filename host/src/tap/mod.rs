@@ -336,12 +336,16 @@ impl TapPort {
             let sent = fits && {
                 // The last tap takes the copy itself; the others a clone.
                 let copy = if i == last { built.take() } else { built.clone() };
-                match copy.map(|(s, _)| sub.to_tap.try_send(s)) {
-                    Some(Ok(())) => true,
-                    Some(Err(TrySendError::Full(_))) | None => false,
+                let Some((copy, _)) = copy else {
+                    sub.queued.fetch_sub(weight, Ordering::Relaxed);
+                    continue;
+                };
+                match sub.to_tap.try_send(copy) {
+                    Ok(()) => true,
+                    Err(TrySendError::Full(_)) => false,
                     // The reader went: its tap's detach is posted (dropping
                     // a [`Tap`] posts it), and applied before the next tuple.
-                    Some(Err(TrySendError::Disconnected(_))) => {
+                    Err(TrySendError::Disconnected(_)) => {
                         sub.queued.fetch_sub(weight, Ordering::Relaxed);
                         continue;
                     }

@@ -274,6 +274,70 @@ impl Drop for Group {
     }
 }
 
+/// One `GET /healthz` with its own short read timeout: `Some(status)`, or
+/// `None` when no answer came within `within`.
+fn healthz_within(addr: std::net::SocketAddr, within: Duration) -> Option<u16> {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, within).ok()?;
+    s.set_read_timeout(Some(within)).ok()?;
+    let req = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).ok()?;
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// Issue 42, item 5. A group member's endpoint answered one request at a
+/// time on one thread, with 2 s per read: a client sending one byte every
+/// 1.5 s held it for good (`/healthz` answered 0 of 20), and 20 idle
+/// connections held it 2 s each (0 of 12). It is served by the topology
+/// endpoint's server now: each connection a task, a request head due
+/// whole within its deadline. With the slow client and 20 idle
+/// connections open, 12 `/healthz` in a row are each answered within 5 s
+/// (a generous bound: the answer is the assertion, not its speed).
+/// Seen failing on the previous build: "/healthz answered 0 of 12".
+#[test]
+fn a_slow_client_and_idle_connections_do_not_block_a_members_endpoint() {
+    let Some(mut g) = Group::new("group_slow_client", 5, 100) else { return };
+    let addr = crate::http::bound_addr(g.start_with("h1", &["--http", "0"]));
+    crate::http::poll(addr, "/healthz", Duration::from_secs(30), |v| v["status"] == "ok");
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let slow = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            use std::io::Write as _;
+            let mut s = std::net::TcpStream::connect(addr).expect("connect");
+            let req = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+            for b in req.bytes() {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) || s.write_all(&[b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(1500));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let idle: Vec<std::net::TcpStream> =
+        (0..20).map(|_| std::net::TcpStream::connect(addr).expect("connect")).collect();
+    std::thread::sleep(Duration::from_millis(300));
+
+    let tries = 12;
+    let mut answered = 0;
+    for _ in 0..tries {
+        match healthz_within(addr, Duration::from_secs(5)) {
+            Some(200) => answered += 1,
+            // One miss is enough to know; the old endpoint missed them all.
+            _ => break,
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(idle);
+    assert_eq!(answered, tries, "/healthz answered {answered} of {tries}");
+    let _ = slow.join();
+    g.stop_all();
+}
+
 /// The partitions a host's log says it runs now: `partition K: running`
 /// adds K; released, lost, stopped or failed to start removes it.
 fn held_in(log: &str) -> BTreeSet<u32> {

@@ -233,3 +233,86 @@ inputs = [{{ from = "tag" }}]
     assert_eq!(out.summary()["reloads"]["partial"], 1, "\n{ctx}");
     assert_eq!(out.summary()["reloads"]["failed"], 0, "\n{ctx}");
 }
+
+/// A throttled reliable spout into a `BlockOnPrepare` bolt whose prepare
+/// blocks `secs`, into a sink.
+fn slow_prepare(secs: u64) -> String {
+    format!(
+        r#"
+[topology]
+message_timeout_secs = 60
+max_spout_pending = 50
+
+[plugins]
+testkit = "{{testkit}}"
+
+[spouts.source]
+component = "testkit::ConstSpout"
+config = {{ reliable = true }}
+throttle = {{ tuples_per_sec = 500 }}
+
+[bolts.slow]
+component = "testkit::BlockOnPrepare"
+config = {{ secs = {secs} }}
+inputs = [{{ from = "source" }}]
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{{ from = "slow" }}]
+"#
+    )
+}
+
+/// Issue 42, item 1. A reload whose new bolt takes 15 s in `prepare` froze
+/// the running topology (acked stayed flat while the task sat in the new
+/// instance's `prepare`), and the verdict came only when `prepare`
+/// returned, at 15 s, past the 10 s deadline. Now the new instance
+/// prepares off the task thread: the spout's acked count rises by more
+/// than `max_spout_pending` while `prepare` blocks (so the old instance
+/// executed), and the reload is rolled back, naming the bolt's task,
+/// before `prepare` has returned (an order, not a time). Seen failing on
+/// the previous build: "stderr never showed the awaited source.acked"
+/// (acked stayed flat while prepare blocked).
+#[test]
+fn a_slow_prepare_keeps_the_old_instance_running_and_the_deadline_holds() {
+    let ws = Workspace::new("reload_slow_prepare");
+    let file = ws.write_topology("slow.toml", &slow_prepare(0));
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &file);
+    cmd.limit(Duration::from_secs(120));
+    let mut child = cmd.spawn();
+    child.wait_for_stat("source", "acked", |n| n >= 200, Duration::from_secs(30));
+
+    ws.write_topology("slow.toml", &slow_prepare(15));
+    child.signal(libc::SIGHUP);
+    child.wait_for_stderr("block_on_prepare: prepare blocks for 15 s", Duration::from_secs(15));
+    let log = child.stderr_snapshot();
+    let before = crate::util::latest_stat(&log, "source", "acked").expect("a stats row");
+    // max_spout_pending is 50: more than that acked means the bolt executed.
+    child.wait_for_stat("source", "acked", |n| n >= before + 300, Duration::from_secs(8));
+    let log = child.stderr_snapshot();
+    assert!(!log.contains("block_on_prepare: prepare returned"), "prepare had returned:\n{log}");
+    assert!(!log.contains("reload #1"), "the reload ended before the old instance ran:\n{log}");
+
+    child.wait_for_stderr("reload #1 (SIGHUP)", Duration::from_secs(30));
+    let log = child.stderr_snapshot();
+    let line = log.lines().find(|l| l.contains("reload #1 (SIGHUP)")).expect("the summary");
+    assert!(line.contains("rolled back"), "{line}");
+    let reason = log
+        .lines()
+        .find(|l| l.contains("reload #1: ") && l.contains("within 10 s"))
+        .unwrap_or_else(|| panic!("no deadline error in:\n{log}"));
+    assert!(reason.contains(r#"bolt "slow" task"#), "the late task is named: {reason}");
+    // The verdict came first: the deadline held.
+    let verdict_at = log.find("reload #1 (SIGHUP)").expect("found above");
+    assert!(
+        log.find("block_on_prepare: prepare returned").is_none_or(|at| at > verdict_at),
+        "the verdict waited for prepare:\n{log}"
+    );
+    // The old instance goes on after the rollback.
+    let now = crate::util::latest_stat(&child.stderr_snapshot(), "source", "acked").unwrap_or(0);
+    child.wait_for_stat("source", "acked", |n| n >= now + 300, Duration::from_secs(10));
+    child.interrupt();
+    let out = child.wait();
+    out.assert_code(0);
+    assert_eq!(out.summary()["reloads"]["failed"], 1, "\n{}", out.context());
+}

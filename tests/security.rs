@@ -284,3 +284,55 @@ fn a_public_address_without_a_control_token_is_refused_before_anything_runs() {
     assert_eq!(drain.status, 202, "{}", drain.body);
     child.wait().assert_code(0);
 }
+
+/// Issue 42, item 7. The `Host` check read only the first `Host` header and
+/// served absolute-form targets: `curl --request-target
+/// http://evil.example:P/api/v1/topology http://127.0.0.1:P/` got 200, and
+/// so did a second `Host: evil.example` after a valid one. Both are 400
+/// now; the same request in origin form with one valid `Host` is still 200.
+#[test]
+fn an_absolute_target_or_a_second_host_header_is_refused() {
+    let ws = Workspace::new("http_host_forms");
+    let (child, addr) = start(&ws, TOPOLOGY);
+    let host = addr.to_string();
+    let rebound = format!("evil.example:{}", addr.port());
+
+    // What curl --request-target sends: the target names another host.
+    for target in
+        [format!("http://{rebound}/api/v1/topology"), format!("http://{host}/api/v1/topology")]
+    {
+        let a = curl(addr, "GET", &target, &host, &[]);
+        assert_eq!(a.status, 400, "{target}: {}", a.body);
+        assert!(a.json()["error"].as_str().unwrap_or("").contains("absolute"), "{}", a.body);
+    }
+    let a = curl(
+        addr,
+        "POST",
+        &format!("http://{rebound}/api/v1/deactivate"),
+        &host,
+        &[("X-Requested-With", "curl")],
+    );
+    assert_eq!(a.status, 400, "{}", a.body);
+
+    // A second Host header, after a valid one or before it.
+    for (first, second) in [(host.as_str(), rebound.as_str()), (rebound.as_str(), host.as_str())] {
+        let a = curl(addr, "GET", "/api/v1/topology", first, &[("Host", second)]);
+        assert_eq!(a.status, 400, "Host: {first} then {second}: {}", a.body);
+        assert!(a.json()["error"].as_str().unwrap_or("").contains("Host"), "{}", a.body);
+    }
+    let a = curl(
+        addr,
+        "POST",
+        "/api/v1/deactivate",
+        &host,
+        &[("Host", &rebound), ("X-Requested-With", "curl")],
+    );
+    assert_eq!(a.status, 400, "{}", a.body);
+
+    // The ordinary request still works, and nothing above steered the spout.
+    let ok = curl(addr, "GET", "/api/v1/topology", &host, &[]);
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert!(spout_active(addr, &[]), "the refused deactivate changed nothing");
+    child.interrupt();
+    child.wait().assert_code(0);
+}

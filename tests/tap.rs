@@ -343,3 +343,71 @@ fn next_task(reader: &mut std::io::BufReader<TcpStream>) -> Option<u64> {
         }
     }
 }
+
+/// Issue 42, item 3. An unread tap held up to 1,024 full copies of the
+/// tuples it sampled, outside the memory budget: four taps nobody reads
+/// took the process from 31 MB to 1,063 MB in 4 s. A tap's buffer is
+/// bounded in bytes now (and counted in the estimate), and what does not
+/// fit is dropped and counted. Here 100 KB values at 500 a second feed
+/// four taps that are never read, until every tap has been offered at
+/// least 1,500 samples (the old bound, 1,024 copies of 100 KB each, was
+/// 400 MB for the four): the resident set stays under 192 MiB (the
+/// budget says 256) and the taps' dropped count rises. Seen failing on
+/// the previous build: "RSS peaked at 514564 KiB with four unread taps".
+#[test]
+fn unread_taps_hold_a_bounded_number_of_bytes_and_count_what_they_drop() {
+    let ws = Workspace::new("tap-unread-memory");
+    let (child, addr) = start(
+        &ws,
+        r#"
+[topology]
+name = "big-tapped"
+memory_budget_mib = 256
+
+[plugins]
+testkit = "{testkit}"
+
+[spouts.big]
+component = "testkit::ConstSpout"
+config = { value = "x", repeat = 100000, fresh = true }
+throttle = { tuples_per_sec = 500 }
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{ from = "big" }]
+"#,
+    );
+    let taps_now = || taps(addr);
+    // Four clients ask for every tuple, then never read a byte.
+    let stalled: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).expect("connect");
+            let req = format!(
+                "GET /api/v1/tap?outputs_of=big HTTP/1.1\r\nHost: {addr}\r\nX-Requested-With: test\r\n\r\n"
+            );
+            s.write_all(req.as_bytes()).expect("write");
+            s
+        })
+        .collect();
+    poll(addr, "/api/v1/topology", Duration::from_secs(30), |t| t["taps"]["attached"] == 4);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut peak = 0;
+    let offered =
+        |t: &Value| t["sampled"].as_u64().unwrap_or(0) + t["dropped"].as_u64().unwrap_or(0);
+    loop {
+        peak = peak.max(child.rss_kib().unwrap_or(0));
+        let t = taps_now();
+        if offered(&t) >= 4 * 1500 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the taps were offered too little: {t:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let t = taps_now();
+    assert!(peak > 0, "RSS was sampled");
+    assert!(peak < 192 * 1024, "RSS peaked at {peak} KiB with four unread taps: {t:#}");
+    assert!(t["dropped"].as_u64().unwrap_or(0) > 0, "samples were dropped and counted: {t:#}");
+    drop(stalled);
+    assert_eq!(request(addr, "POST", "/api/v1/drain").status, 202);
+    child.wait().assert_code(0);
+}

@@ -100,7 +100,8 @@ pub(super) fn run_group(
                 counters: member.counters().clone(),
                 ready: ready.clone(),
             };
-            match bound.serve(access, view) {
+            let limits = crate::http::limits_from(&config.settings.http_options);
+            match bound.serve(access, limits, view) {
                 Ok(endpoint) => Some(endpoint),
                 Err(e) => {
                     tracing::error!("group {}: the HTTP endpoint cannot start: {e}", group.name);

@@ -73,6 +73,11 @@ pub const TASK_PEER_BYTES: u64 = 2_304;
 /// (4 values of 1 MB; a queue of 32768 small tuples holds less than that).
 pub const DEFAULT_RECEIVE_BUFFER_BYTES: u64 = 4 << 20;
 
+/// What the estimate counts for taps: [`crate::tap::MAX_TAPS`] taps, each
+/// holding its bound of samples and one frame of its HTTP body.
+pub const TAPS_BYTES: u64 =
+    crate::tap::MAX_TAPS as u64 * (crate::tap::TAP_BUFFER_BYTES + crate::tap::TAP_FRAME_BYTES);
+
 /// Longest component, stream or topology name, in bytes.
 pub const MAX_NAME_LEN: usize = 128;
 /// The most `max_connections` of `[topology.http]`.
@@ -128,6 +133,8 @@ pub struct Estimate {
     pub values: u64,
     /// Every spout task's pending map full.
     pub pending: u64,
+    /// Every tap there may be, holding what it may hold ([`TAPS_BYTES`]).
+    pub taps: u64,
 }
 
 impl Estimate {
@@ -137,6 +144,7 @@ impl Estimate {
             .saturating_add(self.slots)
             .saturating_add(self.values)
             .saturating_add(self.pending)
+            .saturating_add(self.taps)
     }
 }
 
@@ -144,7 +152,7 @@ impl Estimate {
 /// at its measured cost, every receive queue full of [`QUEUE_SLOT_BYTES`]
 /// tuples, every bolt queue holding `receive_buffer_bytes` of values on top,
 /// and every spout task's pending map full at its `max_spout_pending` (an
-/// unlimited one counts one receive queue's worth).
+/// unlimited one counts one receive queue's worth), and the taps' buffers.
 pub fn estimate(size: Size) -> Estimate {
     let threads = size.tasks.saturating_add(size.acker_executors);
     let per_thread = TASK_BYTES.saturating_add(threads.saturating_mul(TASK_PEER_BYTES));
@@ -153,6 +161,7 @@ pub fn estimate(size: Size) -> Estimate {
         slots: threads.saturating_mul(size.receive_buffer_size).saturating_mul(QUEUE_SLOT_BYTES),
         values: size.bolt_tasks.saturating_mul(size.receive_buffer_bytes),
         pending: size.pending_roots.saturating_mul(PENDING_ENTRY_BYTES),
+        taps: TAPS_BYTES,
     }
 }
 
@@ -187,7 +196,8 @@ mod tests {
         assert_eq!(e.slots, 3 * 32768 * QUEUE_SLOT_BYTES);
         assert_eq!(e.values, 1 << 20);
         assert_eq!(e.pending, 10 * PENDING_ENTRY_BYTES);
-        assert_eq!(e.total(), e.threads + e.slots + e.values + e.pending);
+        assert_eq!(e.taps, TAPS_BYTES);
+        assert_eq!(e.total(), e.threads + e.slots + e.values + e.pending + e.taps);
     }
 
     #[test]

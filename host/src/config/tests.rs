@@ -999,19 +999,21 @@ fn component_wait_and_throttle_numbers_are_bounded() {
 #[test]
 fn a_topology_over_its_memory_budget_is_refused() {
     // No ackers (so no pending maps), 1 spout task with a 2^20-tuple queue
-    // at 256 B: 256 MiB, and its thread: 3 MiB + 2304 B.
+    // at 256 B: 256 MiB, its thread: 3 MiB + 2304 B, and 8 taps' buffers:
+    // 18 MiB.
     let settings = "[topology]\nacker_executors = 0\nreceive_buffer_size = 1048576\n";
     let text = format!("{BASE}{settings}memory_budget_mib = 100\n");
     let messages = errors(&text);
     let at = loc_of(&text, "100\n");
     assert_eq!(messages.len(), 1, "{messages:#?}");
     assert!(
-        messages[0].starts_with(&format!("{at} the topology is estimated to need 260 MiB")),
+        messages[0].starts_with(&format!("{at} the topology is estimated to need 278 MiB")),
         "{messages:#?}"
     );
     assert!(messages[0].contains("more than memory_budget_mib = 100"), "{messages:#?}");
     assert!(messages[0].contains("4 MiB for 1 task and acker threads"), "{messages:#?}");
-    parse_ok(&format!("{BASE}{settings}memory_budget_mib = 260\n"));
+    assert!(messages[0].contains("18 MiB for the buffers of 8 taps"), "{messages:#?}");
+    parse_ok(&format!("{BASE}{settings}memory_budget_mib = 278\n"));
 }
 
 #[test]

@@ -79,7 +79,8 @@ pub(crate) fn check_size(w: &mut Walker<'_>, config: &TopologyConfig, budget_loc
              {} MiB for {threads} task and acker threads (about {:.1} MiB each, as measured), \
              {} MiB for {threads} queues of receive_buffer_size {} at {} B a tuple, \
              {} MiB for {bolt_tasks} bolt queues holding receive_buffer_bytes = {}, \
-             {} MiB for {pending_roots} pending trees at {} B",
+             {} MiB for {pending_roots} pending trees at {} B, \
+             {} MiB for the buffers of {} taps",
             mib(need),
             settings.memory_budget_mib,
             mib(estimate.threads),
@@ -91,6 +92,8 @@ pub(crate) fn check_size(w: &mut Walker<'_>, config: &TopologyConfig, budget_loc
             settings.receive_buffer_bytes,
             mib(estimate.pending),
             limits::PENDING_ENTRY_BYTES,
+            mib(estimate.taps),
+            crate::tap::MAX_TAPS,
         );
         let help = "lower parallelism, receive_buffer_size, receive_buffer_bytes or \
                     max_spout_pending, or raise memory_budget_mib in [topology]";

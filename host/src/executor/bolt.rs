@@ -109,6 +109,9 @@ struct Swapping {
     machine: SwapMachine,
     /// The new instance: built, then prepared (once the machine is held).
     new: Option<BoltObj>,
+    /// While the new instance is prepared on its own thread: where it
+    /// comes back with the outcome ([`prepare_off_thread`]).
+    preparing: Option<Receiver<Prepared>>,
     factory: Factory,
     config: String,
     /// Taken when the take-over's outcome is reported.
@@ -888,6 +891,7 @@ impl BoltExecutor {
         self.swap = Some(Box::new(Swapping {
             machine: SwapMachine::new(reload, Instant::now(), None),
             new: Some(instance),
+            preparing: None,
             factory,
             config,
             ready: Some(ready),
@@ -904,27 +908,51 @@ impl BoltExecutor {
         let running = self.core.run.state() == RunState::Running;
         loop {
             let Some(swap) = &mut self.swap else { return };
+            if swap.machine.is_preparing() {
+                let came = swap.preparing.as_ref().map(Receiver::try_recv);
+                match came {
+                    Some(Ok((new, outcome))) => {
+                        swap.preparing = None;
+                        if !self.prepared(new, outcome) {
+                            return self.end_swap(false, None);
+                        }
+                        continue;
+                    }
+                    Some(Err(TryRecvError::Empty)) => {}
+                    Some(Err(TryRecvError::Disconnected)) | None => {
+                        let task = self.core.name.clone();
+                        let cause = "the thread preparing it ended without an answer".to_owned();
+                        let e =
+                            ReloadError::Task { task, call: "prepare on the new instance", cause };
+                        if let Some(ready) = swap.ready.take() {
+                            let _ = ready.send((self.core.name.task.0, Err(e)));
+                        }
+                        return self.end_swap(false, None);
+                    }
+                }
+            }
             match swap.machine.poll(Instant::now(), running, true) {
                 Action::Wait => return,
                 Action::TakeOver { .. } => {
                     let began = Instant::now();
-                    let mut new = swap.new.take().expect("built, not yet taken over");
-                    let taken = self.take_over(&mut new);
+                    let new = swap.new.take().expect("built, not yet taken over");
+                    let started = self.take_over(new);
                     let Some(swap) = &mut self.swap else { return };
-                    let ok = taken.is_ok();
-                    let report = taken.as_ref().map(|_| ()).map_err(Clone::clone);
-                    let ready = swap.ready.take().expect("reported once");
-                    // A reloader that has gone away has aborted.
-                    let delivered = ready.send((self.core.name.task.0, report)).is_ok();
                     swap.paused += began.elapsed();
-                    if swap.machine.prepared(ok && delivered) {
-                        swap.saved = taken.ok().flatten();
-                        swap.new = Some(new);
-                    } else {
-                        if ok {
-                            self.retire(new, "the new instance (the reloader has gone)");
+                    match started {
+                        Ok((preparing, saved)) => {
+                            // The old instance executes on until the outcome.
+                            swap.saved = saved;
+                            swap.preparing = Some(preparing);
+                            swap.machine.preparing();
+                            return;
                         }
-                        return self.end_swap(false, None);
+                        Err(e) => {
+                            if let Some(ready) = swap.ready.take() {
+                                let _ = ready.send((self.core.name.task.0, Err(e)));
+                            }
+                            return self.end_swap(false, None);
+                        }
                     }
                 }
                 Action::Commit => return self.commit_swap(),
@@ -991,7 +1019,12 @@ impl BoltExecutor {
         let Some(swap) = self.swap.take() else { return };
         let task = self.core.name.task.0;
         if let Some(ready) = swap.ready {
-            let reason = "the topology began draining".to_owned();
+            let reason = if self.core.run.state() == RunState::Running {
+                "the reload was aborted before this task's new instance was prepared"
+            } else {
+                "the topology began draining"
+            }
+            .to_owned();
             let refused = ReloadError::Refused { task: self.core.name.clone(), reason };
             let _ = ready.send((task, Err(refused)));
         }
@@ -1041,27 +1074,53 @@ impl BoltExecutor {
         Ok(fresh)
     }
 
-    /// Phase 1 of a swap: state handed over, then `prepare` on `new`; the
-    /// state handed over.
-    fn take_over(&mut self, new: &mut BoltObj) -> Result<Option<State>, ReloadError> {
+    /// Phase 1 of a swap: the running instance's state is saved here,
+    /// then handed to `new` and `new` prepared on a thread of its own
+    /// ([`prepare_off_thread`]); where the outcome will come, and the state
+    /// handed over.
+    fn take_over(
+        &mut self,
+        new: BoltObj,
+    ) -> Result<(Receiver<Prepared>, Option<State>), ReloadError> {
         let task = self.core.name.clone();
         if self.core.poisoned {
             let reason = "the running instance reached the restart limit".to_owned();
             return Err(ReloadError::Refused { task, reason });
         }
         let state = self.save_state()?;
-        let takes_state = new.takes_state();
-        self.core.hand_state(state.clone(), takes_state, |s| new.restore_state(s)).map_err(
-            |cause| ReloadError::Task {
-                task: task.clone(),
-                call: "restore_state on the new instance",
-                cause,
-            },
-        )?;
-        new.prepare(&self.core.context, &self.core.ext).into_result().map_err(|e| {
-            ReloadError::Task { task, call: "prepare on the new instance", cause: e.to_string() }
+        let preparing = prepare_off_thread(
+            self.core.label.clone(),
+            task.clone(),
+            new,
+            state.clone(),
+            (self.core.context.clone(), self.core.ext.clone()),
+        )
+        .map_err(|e| ReloadError::Task {
+            task,
+            call: "starting a thread to prepare the new instance",
+            cause: e.to_string(),
         })?;
-        Ok(state)
+        Ok((preparing, state))
+    }
+
+    /// The new instance came back from [`prepare_off_thread`]: reports the
+    /// outcome to the reloader; true when the swap now waits for its
+    /// verdict with `new` held.
+    fn prepared(&mut self, new: BoltObj, outcome: Result<(), ReloadError>) -> bool {
+        let task = self.core.name.task.0;
+        let Some(swap) = &mut self.swap else { return false };
+        let ok = outcome.is_ok();
+        // A reloader that has gone away has aborted.
+        let delivered = swap.ready.take().is_some_and(|ready| ready.send((task, outcome)).is_ok());
+        if swap.machine.prepared(ok && delivered) {
+            swap.new = Some(new);
+            true
+        } else {
+            if ok {
+                self.retire(new, "the new instance (the reloader has gone)");
+            }
+            false
+        }
     }
 
     /// `cleanup` on an instance leaving the task.
@@ -1134,4 +1193,55 @@ fn tap_input(
         roots: ids.iter().map(|(root, _)| root.0).collect(),
         message_id: None,
     });
+}
+
+/// A new instance back from [`prepare_off_thread`], with the outcome.
+type Prepared = (BoltObj, Result<(), ReloadError>);
+
+/// Hands `state` to `new` and prepares it on a thread of its own, so that
+/// the task's old instance executes on however long `prepare` takes (and
+/// the reloader's deadline holds: an abort ends the swap at once). The
+/// instance comes back on the returned channel with the outcome; when the
+/// swap has ended meanwhile (nobody receives), the thread cleans the
+/// instance up itself. Libraries are never unloaded, so a `prepare` still
+/// running at exit runs in mapped code.
+fn prepare_off_thread(
+    label: String,
+    task: crate::control::TaskName,
+    mut new: BoltObj,
+    state: Option<State>,
+    (context, ext): (TaskContext, squall_plugin_api::abi::TaskExt),
+) -> std::io::Result<Receiver<Prepared>> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let name = format!("__prepare-{}", task.task.0);
+    std::thread::Builder::new().name(name).spawn(move || {
+        let takes_state = new.takes_state();
+        let outcome = super::core::hand_state(&label, state, takes_state, |s| new.restore_state(s))
+            .map_err(|cause| ReloadError::Task {
+                task: task.clone(),
+                call: "restore_state on the new instance",
+                cause,
+            })
+            .and_then(|()| {
+                new.prepare(&context, &ext).into_result().map_err(|e| ReloadError::Task {
+                    task: task.clone(),
+                    call: "prepare on the new instance",
+                    cause: e.to_string(),
+                })
+            });
+        if let Err(crossbeam_channel::SendError((mut late, outcome))) = tx.send((new, outcome)) {
+            // The swap ended first: rolled back at the reloader's deadline,
+            // or the run stopped.
+            if outcome.is_ok() {
+                if let Err(e) = late.cleanup().into_result() {
+                    tracing::warn!("{label}: cleanup of the late new instance: {e}");
+                }
+            }
+            tracing::info!(
+                "{label}: the new instance finished preparing after its reload had ended; \
+                 it was discarded"
+            );
+        }
+    })?;
+    Ok(rx)
 }

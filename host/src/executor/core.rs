@@ -193,17 +193,7 @@ impl TaskCore {
         takes_state: bool,
         restore: impl FnOnce(squall_plugin_api::State) -> squall_plugin_api::abi::PResult<()>,
     ) -> Result<(), String> {
-        let Some(state) = state else { return Ok(()) };
-        if !takes_state {
-            tracing::warn!(
-                "{}: the new version was built against contract 1.0 and cannot take over \
-                 state `{}`; it starts with fresh state",
-                self.label,
-                state.format
-            );
-            return Ok(());
-        }
-        restore(state).into_result().map_err(|e| e.to_string())
+        hand_state(&self.label, state, takes_state, restore)
     }
 
     /// Records a fatal error for this task.
@@ -238,4 +228,27 @@ impl TaskCore {
             }
         }
     }
+}
+
+/// [`TaskCore::hand_state`] for the task labelled `label`, callable off the
+/// task thread (a bolt prepares its new instance on a thread of its own).
+///
+/// # Errors
+/// The new instance refused the state: the plugin's message.
+pub fn hand_state(
+    label: &str,
+    state: Option<squall_plugin_api::State>,
+    takes_state: bool,
+    restore: impl FnOnce(squall_plugin_api::State) -> squall_plugin_api::abi::PResult<()>,
+) -> Result<(), String> {
+    let Some(state) = state else { return Ok(()) };
+    if !takes_state {
+        tracing::warn!(
+            "{label}: the new version was built against contract 1.0 and cannot take over \
+             state `{}`; it starts with fresh state",
+            state.format
+        );
+        return Ok(());
+    }
+    restore(state).into_result().map_err(|e| e.to_string())
 }

@@ -14,8 +14,15 @@
 //!   spout with a drain:  Draining ──drained or overdue──► TakeOver
 //!   bolt, or ids survive:                                 TakeOver
 //!   TakeOver ──prepared──► Held ──verdict──► Commit | Discard
+//!   bolt: TakeOver ──preparing──► Preparing ──prepared──► Held
 //!   any phase before Held ──abort, or the run drains──► Abandon
 //! ```
+//!
+//! A bolt prepares its new instance on a thread of its own (`Preparing`):
+//! its old instance executes on meanwhile, however long `prepare` takes,
+//! and an abort (the reloader's deadline) ends the swap at once; the
+//! instance still preparing is cleaned up by that thread when `prepare`
+//! returns.
 //!
 //! A held task waits for its verdict even when the run begins to drain:
 //! the reloader always sends one, and deciding alone would let one task
@@ -49,6 +56,9 @@ pub enum Phase {
     },
     /// The new instance may take over (state handed, prepared) now.
     TakeOver,
+    /// The new instance is being prepared off the task thread; the old one
+    /// runs.
+    Preparing,
     /// The new instance is prepared; the old one runs until the verdict.
     Held,
 }
@@ -143,12 +153,26 @@ impl SwapMachine {
             // would be a protocol error, and keeping the old is the safe side.
             (_, Some(_)) => Action::Abandon,
             (Phase::TakeOver, None) => Action::TakeOver { fail_pending: false },
+            (Phase::Preparing, None) => Action::Wait,
             (Phase::Draining { .. }, None) if drained => Action::TakeOver { fail_pending: false },
             (Phase::Draining { until }, None) if now >= until => {
                 Action::TakeOver { fail_pending: true }
             }
             (Phase::Draining { .. }, None) => Action::Wait,
         }
+    }
+
+    /// The take-over began off the task thread: the swap waits (the old
+    /// instance runs) until [`Self::prepared`], or ends on an abort.
+    pub fn preparing(&mut self) {
+        if self.phase == Phase::TakeOver {
+            self.phase = Phase::Preparing;
+        }
+    }
+
+    /// True while the new instance is being prepared off the task thread.
+    pub fn is_preparing(&self) -> bool {
+        self.phase == Phase::Preparing
     }
 
     /// The take-over's outcome: prepared, the swap waits for its verdict

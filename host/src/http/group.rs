@@ -12,19 +12,22 @@
 //! The same access policy as the topology's endpoint ([`Access`]): a
 //! non-loopback address needs a control token, and a read token (or the
 //! control one) is asked for when tokens are set (`/metrics` too, unless
-//! `metrics_public`). One thread answers one request at a time, each
-//! connection closed after its answer; a client gets 2 s to send its request.
+//! `metrics_public`). The same server too ([`super::server`]), with the
+//! same [`Limits`]: a connection is a task of the `__http-group` thread,
+//! so a client that sends slowly or not at all holds only its own; a
+//! request head must arrive whole within `header_timeout`, an idle
+//! connection is closed after `idle_timeout`, and past `max_connections`
+//! a connection gets 503.
 
-use std::io::{Read as _, Write as _};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde_json::json;
 
 use super::access::{Access, Request, Scope};
 use super::api::Answer;
+use super::{Incoming, Limits, Reply, Serving};
 use crate::group::{Counters, Status};
 
 /// What the endpoint reads.
@@ -42,8 +45,7 @@ pub struct GroupView {
 #[derive(Debug)]
 pub struct GroupEndpoint {
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    serving: Serving,
 }
 
 /// A bound address, not served yet (bound before the member joins, so a
@@ -59,114 +61,71 @@ impl BoundGroup {
     /// # Errors
     /// The address cannot be bound.
     pub fn bind(addr: SocketAddr) -> std::io::Result<Self> {
-        Ok(Self { listener: TcpListener::bind(addr)? })
+        let listener = TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        Ok(Self { listener })
     }
 
-    /// Serves `view` from a thread of its own.
+    /// Serves `view` under `access` and `limits` from a thread of its own.
     ///
     /// # Errors
     /// The thread cannot start.
-    pub fn serve(self, access: Access, view: GroupView) -> std::io::Result<GroupEndpoint> {
-        GroupEndpoint::serve(self.listener, access, view)
+    pub fn serve(
+        self,
+        access: Access,
+        limits: Limits,
+        view: GroupView,
+    ) -> std::io::Result<GroupEndpoint> {
+        let bound = self.listener.local_addr()?;
+        let service = Arc::new(GroupService::new(access, view, bound));
+        let serving = super::server::spawn(
+            self.listener,
+            super::server::Service::Group(service),
+            limits,
+            None,
+        )?;
+        tracing::info!(
+            "group endpoint: HTTP on http://{bound}/ (/healthz, /readyz, /api/v1/group, /metrics)"
+        );
+        Ok(GroupEndpoint { addr: bound, serving })
     }
 }
 
 impl GroupEndpoint {
-    fn serve(listener: TcpListener, access: Access, view: GroupView) -> std::io::Result<Self> {
-        listener.set_nonblocking(true)?;
-        let bound = listener.local_addr()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopping = stop.clone();
-        let thread = std::thread::Builder::new().name("__http-group".into()).spawn(move || {
-            while !stopping.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((stream, _)) => answer(stream, bound, &access, &view),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
-                }
-            }
-        })?;
-        tracing::info!(
-            "group endpoint: HTTP on http://{bound}/ (/healthz, /readyz, /api/v1/group, /metrics)"
-        );
-        Ok(Self { addr: bound, stop, thread: Some(thread) })
-    }
-
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
     /// Stops serving.
-    pub fn stop(mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    pub fn stop(self) {
+        self.serving.stop();
     }
 }
 
-/// The head of a request: method, path and the headers the policy reads.
-struct Head {
-    method: String,
-    path: String,
-    host: Option<String>,
-    authorization: Option<String>,
+/// What every request to a group member's endpoint is answered from.
+pub(crate) struct GroupService {
+    access: Access,
+    view: GroupView,
+    bound: SocketAddr,
 }
 
-fn read_head(stream: &mut TcpStream) -> Option<Head> {
-    stream.set_nonblocking(false).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut chunk).ok()?;
-        if n == 0 || buf.len() > 16 * 1024 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
+impl GroupService {
+    /// The service of `view` under `access`, bound at `bound`.
+    pub(crate) fn new(access: Access, view: GroupView, bound: SocketAddr) -> Self {
+        Self { access, view, bound }
     }
-    let text = String::from_utf8_lossy(&buf);
-    let mut lines = text.split("\r\n");
-    let mut request = lines.next()?.split(' ');
-    let (method, target) = (request.next()?.to_owned(), request.next()?);
-    let path = target.split('?').next().unwrap_or(target).to_owned();
-    let (mut host, mut authorization) = (None, None);
-    for line in lines {
-        if let Some((name, value)) = line.split_once(':') {
-            if name.eq_ignore_ascii_case("host") {
-                host = Some(value.trim().to_owned());
-            } else if name.eq_ignore_ascii_case("authorization") {
-                authorization = Some(value.trim().to_owned());
-            }
-        }
-    }
-    Some(Head { method, path, host, authorization })
-}
 
-fn answer(mut stream: TcpStream, bound: SocketAddr, access: &Access, view: &GroupView) {
-    let Some(head) = read_head(&mut stream) else { return };
-    let (status, content_type, body, challenge) = respond(&head, bound, access, view);
-    let reason = match status {
-        200 => "OK",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        _ => "Service Unavailable",
-    };
-    let mut out = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
-         Cache-Control: no-store\r\nConnection: close\r\n",
-        body.len()
-    );
-    if challenge {
-        out.push_str("WWW-Authenticate: Bearer\r\n");
+    /// The answer to `req`.
+    pub(crate) fn answer(&self, req: &Incoming) -> Reply {
+        let (status, content_type, body, challenge) =
+            respond(req, self.bound, &self.access, &self.view);
+        let mut headers = Vec::new();
+        if challenge {
+            headers.push(("WWW-Authenticate", "Bearer".to_owned()));
+        }
+        Reply { status, content_type, body, headers }
     }
-    out.push_str("\r\n");
-    let _ = stream.write_all(out.as_bytes()).and_then(|()| stream.write_all(body.as_bytes()));
 }
 
 /// The member's live page: polls `/api/v1/group` every second.
@@ -177,7 +136,7 @@ const HTML: &str = "text/html; charset=utf-8";
 const SCRIPT: &str = "text/javascript; charset=utf-8";
 
 fn respond(
-    head: &Head,
+    head: &Incoming,
     bound: SocketAddr,
     access: &Access,
     view: &GroupView,

@@ -18,6 +18,8 @@
 
 pub mod access;
 mod api;
+#[cfg(test)]
+mod fuzz;
 pub mod group;
 mod history;
 mod page;
@@ -114,11 +116,17 @@ pub fn serve_options(
         }
         _ => None,
     };
+    Ok(ServeOptions { access, limits: limits_from(options), tls })
+}
+
+/// The [`Limits`] `[topology.http]` asks for (`max_connections`), the
+/// defaults otherwise: a topology's endpoint and a group member's alike.
+pub fn limits_from(options: &crate::config::HttpOptions) -> Limits {
     let mut limits = Limits::default();
     if let Some(n) = options.max_connections {
         limits.max_connections = n as usize;
     }
-    Ok(ServeOptions { access, limits, tls })
+    limits
 }
 
 /// A bound HTTP endpoint, not yet serving.
@@ -171,7 +179,12 @@ impl HttpServer {
         let history = History::start(handle.clone())?;
         let scheme = if options.tls.is_some() { "https" } else { "http" };
         let ctx = Arc::new(Ctx { handle, history, access: options.access, bound: self.addr });
-        let serving = server::spawn(self.listener, ctx, options.limits, options.tls)?;
+        let serving = server::spawn(
+            self.listener,
+            server::Service::Topology(ctx),
+            options.limits,
+            options.tls,
+        )?;
         tracing::info!("HTTP on {scheme}://{}/ (metrics at /metrics, API at /api/v1/)", self.addr);
         Ok(serving)
     }
@@ -455,6 +468,16 @@ impl Ctx {
         let headers = admitted.headers.clone();
         let (request, limit) = tap::request(&req.query)
             .map_err(|e| Reply::json(&Answer::error(400, e), headers.clone()))?;
+        // One thread serves every request, so nothing attaches in between.
+        if self.handle.tap_totals().0 >= crate::tap::MAX_TAPS as u64 {
+            let message = format!(
+                "{} taps are attached, the most at once; try again when one ends",
+                crate::tap::MAX_TAPS
+            );
+            let mut headers = headers.clone();
+            headers.push(("Retry-After", "1".into()));
+            return Err(Reply::json(&Answer::error(503, message), headers));
+        }
         let (attached, streams) = self
             .handle
             .tap(&request)

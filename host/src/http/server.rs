@@ -33,8 +33,20 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::group::GroupService;
 use super::tls::{TlsFiles, TlsState};
 use super::{Ctx, Incoming, Limits, Reply, Serving};
+
+/// What an endpoint answers from: a topology's ([`Ctx`]) or a group
+/// member's ([`GroupService`], read-only); the transport and its limits
+/// are the same.
+#[derive(Clone)]
+pub(crate) enum Service {
+    /// `squall run --http` of one topology.
+    Topology(Arc<Ctx>),
+    /// `squall run --http` of a group member.
+    Group(Arc<GroupService>),
+}
 
 /// Threads of the blocking pool that runs activate, deactivate and drain
 /// (a reload is waited for without one: see `Ctx::reload`).
@@ -48,7 +60,7 @@ const EMFILE_PAUSE: Duration = Duration::from_millis(50);
 /// Starts the `__http` thread serving `listener` (already bound).
 pub(super) fn spawn(
     listener: std::net::TcpListener,
-    ctx: Arc<Ctx>,
+    ctx: Service,
     limits: Limits,
     tls: Option<TlsFiles>,
 ) -> io::Result<Serving> {
@@ -61,7 +73,11 @@ pub(super) fn spawn(
         .build()?;
     let stop = Arc::new(tokio::sync::Notify::new());
     let stopped = stop.clone();
-    let thread = std::thread::Builder::new().name("__http".into()).spawn(move || {
+    let name = match ctx {
+        Service::Topology(_) => "__http",
+        Service::Group(_) => "__http-group",
+    };
+    let thread = std::thread::Builder::new().name(name.into()).spawn(move || {
         runtime.block_on(async move {
             let listener = match tokio::net::TcpListener::from_std(listener) {
                 Ok(l) => l,
@@ -89,7 +105,7 @@ impl Drop for Slot {
 
 async fn accept_loop(
     listener: tokio::net::TcpListener,
-    ctx: Arc<Ctx>,
+    ctx: Service,
     limits: Limits,
     tls: Option<Arc<TlsState>>,
 ) {
@@ -163,7 +179,7 @@ async fn refuse_busy(mut stream: TcpStream, _slot: Slot) {
 async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
-    ctx: Arc<Ctx>,
+    ctx: Service,
     limits: Limits,
     tls: Option<Arc<TlsState>>,
 ) {
@@ -182,7 +198,19 @@ async fn connection(
     }
 }
 
-async fn http1<I>(io: I, peer: SocketAddr, ctx: Arc<Ctx>, limits: Limits, busy: Arc<AtomicBool>)
+/// Serves one connection on any stream, without TLS: what the fuzz target
+/// (`http::fuzz`) drives through an in-memory pipe.
+#[cfg(test)]
+pub(super) async fn serve_io<S>(stream: S, peer: SocketAddr, service: Service, limits: Limits)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let busy = Arc::new(AtomicBool::new(false));
+    let io = Deadline::new(stream, limits, busy.clone());
+    http1(io, peer, service, limits, busy).await;
+}
+
+async fn http1<I>(io: I, peer: SocketAddr, ctx: Service, limits: Limits, busy: Arc<AtomicBool>)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -218,8 +246,8 @@ const MAX_HEAD_BYTES: usize = 16 * 1024;
 fn incoming(req: &Request<Body>, peer: SocketAddr) -> Incoming {
     let header =
         |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    // An absolute-form target (`GET http://host/path`) names its host there.
-    let host = header("host").or_else(|| req.uri().authority().map(|a| a.to_string()));
+    // One `Host` at most and an origin-form target: see `ambiguous_host`.
+    let host = header("host");
     Incoming {
         method: req.method().as_str().to_owned(),
         path: req.uri().path().to_owned(),
@@ -233,6 +261,26 @@ fn incoming(req: &Request<Body>, peer: SocketAddr) -> Incoming {
     }
 }
 
+/// A request whose host is not one `Host` header: an absolute-form target
+/// (`GET http://evil.example/api/v1/topology`, which names a host of its
+/// own that a proxy or the client may have resolved elsewhere) or two
+/// `Host` headers (the check would read one, another party the other).
+/// Both are 400, before routing: the endpoint is never a proxy, and the
+/// `Host` check (DNS rebinding, see [`super::access`]) must see the one
+/// host the request is for.
+fn ambiguous_host<B>(req: &Request<B>) -> Option<Reply> {
+    if req.uri().authority().is_some() || req.uri().scheme().is_some() {
+        return Some(Reply::error(
+            400,
+            "an absolute-form request target is not served; send the path alone, with one Host header",
+        ));
+    }
+    if req.headers().get_all(hyper::header::HOST).iter().nth(1).is_some() {
+        return Some(Reply::error(400, "a request must carry one Host header, not several"));
+    }
+    None
+}
+
 /// A whole answer, or the head of a stream (`GET /api/v1/tap`).
 enum Answered {
     Whole(Response<Full<Bytes>>),
@@ -242,11 +290,18 @@ enum Answered {
 async fn answer(
     req: Request<Body>,
     peer: SocketAddr,
-    ctx: Arc<Ctx>,
+    service: Service,
     limits: Limits,
     busy: Arc<AtomicBool>,
 ) -> Answered {
+    if let Some(reply) = ambiguous_host(&req) {
+        return Answered::Whole(response(reply));
+    }
     let inc = incoming(&req, peer);
+    let ctx = match service {
+        Service::Topology(ctx) => ctx,
+        Service::Group(group) => return Answered::Whole(response(group.answer(&inc))),
+    };
     let admitted = match ctx.admit(&inc) {
         Ok(a) => a,
         Err(reply) => return Answered::Whole(response(reply)),
@@ -444,6 +499,27 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Deadline<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_absolute_target_or_two_hosts_are_ambiguous() {
+        let req = |target: &str, hosts: &[&str]| {
+            let mut b = Request::builder().uri(target);
+            for h in hosts {
+                b = b.header("host", *h);
+            }
+            b.body(()).expect("a request")
+        };
+        assert!(ambiguous_host(&req("/api/v1/topology", &["127.0.0.1:1"])).is_none());
+        assert!(ambiguous_host(&req("/healthz", &[])).is_none());
+        for bad in [
+            req("http://evil.example:1/api/v1/topology", &["127.0.0.1:1"]),
+            req("http://127.0.0.1:1/api/v1/topology", &["127.0.0.1:1"]),
+            req("/api/v1/topology", &["127.0.0.1:1", "evil.example"]),
+            req("/api/v1/topology", &["127.0.0.1:1", "127.0.0.1:1"]),
+        ] {
+            assert_eq!(ambiguous_host(&bad).map(|r| r.status), Some(400), "{bad:?}");
+        }
+    }
 
     #[test]
     fn a_control_body_is_empty_or_a_json_object() {

@@ -36,6 +36,8 @@ pub const POLL: Duration = Duration::from_millis(20);
 pub const CAPACITY: usize = 1024;
 /// The most samples one frame carries.
 const FRAME_SAMPLES: usize = 256;
+/// A frame ends after the sample that brings it past this many bytes.
+const FRAME_BYTES: usize = crate::tap::TAP_FRAME_BYTES as usize;
 
 /// A tap request's query, checked.
 ///
@@ -71,7 +73,8 @@ pub fn request(query: &str) -> Result<(TapRequest, Option<u64>), String> {
         },
     };
     let stream = param("stream").filter(|s| !s.is_empty());
-    Ok((TapRequest { component, side, stream, rate, capacity: CAPACITY }, limit))
+    let max_bytes = crate::tap::TAP_BUFFER_BYTES;
+    Ok((TapRequest { component, side, stream, rate, capacity: CAPACITY, max_bytes }, limit))
 }
 
 /// One value as JSON: numbers, strings, booleans, lists as arrays, null;
@@ -190,7 +193,7 @@ impl TapBody {
             if self.remaining == Some(0) {
                 break;
             }
-            let Ok(sample) = self.tap.samples.try_recv() else { break };
+            let Some(sample) = self.tap.try_recv() else { break };
             let fields = self
                 .streams
                 .iter()
@@ -200,6 +203,9 @@ impl TapBody {
             out.push('\n');
             if let Some(n) = self.remaining.as_mut() {
                 *n -= 1;
+            }
+            if out.len() >= FRAME_BYTES {
+                break;
             }
         }
     }

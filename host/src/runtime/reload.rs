@@ -804,13 +804,31 @@ impl Reloader {
 fn await_ready(sent: &Sent, limit: Duration) -> Vec<ReloadError> {
     let deadline = Instant::now() + limit;
     let mut errors = Vec::new();
+    let mut answered = std::collections::HashSet::new();
     for _ in 0..sent.tasks.len() {
         match sent.ready.recv_deadline(deadline) {
-            Ok((_, Ok(()))) => {}
-            Ok((_, Err(e))) => errors.push(e),
+            Ok((task, Ok(()))) => {
+                answered.insert(task);
+            }
+            Ok((task, Err(e))) => {
+                answered.insert(task);
+                errors.push(e);
+            }
             Err(_) => {
+                // Named, so that the log says whose prepare (or drain) is slow.
+                let late: Vec<String> = sent
+                    .tasks
+                    .iter()
+                    .filter(|t| !answered.contains(&t.task.0))
+                    .map(ToString::to_string)
+                    .collect();
+                let shown = late.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+                let more = late.len().saturating_sub(3);
+                let more = if more > 0 { format!(" and {more} more") } else { String::new() };
                 errors.push(ReloadError::Timeout {
-                    what: "not every task prepared its new instance".into(),
+                    what: format!(
+                        "not every task prepared its new instance ({shown}{more} did not)"
+                    ),
                     secs: limit.as_secs(),
                 });
                 break;

@@ -19,6 +19,23 @@
 //! ([`TapCounters::dropped`]). Nothing on the tuple's path ever waits for
 //! a client.
 //!
+//! # Memory
+//!
+//! A tap's channel is bounded twice: in samples (`capacity`) and in bytes
+//! ([`TapRequest::max_bytes`], [`TAP_BUFFER_BYTES`] over HTTP). Each sample
+//! is weighed once ([`Sample::weight`]: its values' bytes, its value
+//! slots, names and roots) and added to the tap's queued bytes when sent;
+//! the reader takes it off ([`Tap::try_recv`]). A sample that would take
+//! the queued bytes past the bound is dropped and counted like one that
+//! finds the channel full, unless nothing is queued (so that one sample
+//! larger than the bound still goes through, alone). A task that sees the
+//! bound reached makes no copy. So an unread tap holds at most
+//! `max_bytes`, or one sample when that is larger; its HTTP body holds at
+//! most one frame more ([`TAP_FRAME_BYTES`], or one line when that is
+//! larger). At most [`MAX_TAPS`] taps are attached at once, and the
+//! topology's memory estimate counts all of them full
+//! (`config::limits::TAPS_BYTES`).
+//!
 //! # Sampling
 //!
 //! A tap asks for a share of the tuples, `rate` in (0, 1]. Each task keeps,
@@ -42,6 +59,15 @@ pub enum TapSide {
     Inputs = 1,
 }
 
+/// The bytes one tap may hold for its reader (see the module doc, "Memory").
+pub const TAP_BUFFER_BYTES: u64 = 2 << 20;
+/// The most taps attached at once (a tap past these is refused, 503).
+pub const MAX_TAPS: usize = 8;
+/// A tap's HTTP body ends a frame after the sample that brings it past
+/// this many bytes (a large value's line is twice its bytes, in hex): what
+/// the body holds outside the tap's bound while the client has not taken it.
+pub const TAP_FRAME_BYTES: u64 = 256 << 10;
+
 /// One sampled tuple, as the task saw it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
@@ -62,6 +88,22 @@ pub struct Sample {
     pub roots: Vec<u64>,
     /// A spout's message id, when it gave one.
     pub message_id: Option<u64>,
+}
+
+impl Sample {
+    /// What the sample holds in memory, roughly from above: a fixed head,
+    /// a [`Value`] slot per value and its content bytes
+    /// ([`Value::encoded_len`]; a shared buffer counts whole, since the
+    /// sample keeps it alive), the names and the roots.
+    pub fn weight(&self) -> u64 {
+        const HEAD: usize = 160;
+        let values: usize =
+            self.values.iter().map(|v| std::mem::size_of::<Value>() + v.encoded_len()).sum();
+        let names = self.stream.len()
+            + self.from.as_ref().map_or(0, |(c, _)| c.len())
+            + self.fields.as_ref().map_or(0, |f| f.iter().map(|n| n.len() + 24).sum());
+        (HEAD + values + names + self.roots.len() * 8) as u64
+    }
 }
 
 /// Counters of one tap, over all its tasks.
@@ -126,6 +168,14 @@ struct Subscriber {
     stream: Option<String>,
     sampler: Sampler,
     to_tap: Sender<Sample>,
+    /// The bytes of the samples in the channel (the tap's, shared).
+    queued: Arc<AtomicU64>,
+    /// The most bytes `queued` may reach.
+    max_bytes: u64,
+    /// `queued` when a sample last did not fit (`u64::MAX`: none since the
+    /// last one sent): while `queued` has not dropped below it, no copy is
+    /// made (the reader has taken nothing since).
+    stalled_at: u64,
     counters: Arc<TapCounters>,
     /// Every tap's, summed (the hub's).
     totals: Arc<TapCounters>,
@@ -255,7 +305,7 @@ impl TapPort {
             self.apply();
         }
         let mut sample = Some(sample);
-        let mut built: Option<Sample> = None;
+        let mut built: Option<(Sample, u64)> = None;
         let last = self.subs.len().saturating_sub(1);
         for (i, sub) in self.subs.iter_mut().enumerate() {
             if sub.side != side || sub.stream.as_deref().is_some_and(|s| s != stream) {
@@ -264,7 +314,8 @@ impl TapPort {
             if !sub.sampler.take() {
                 continue;
             }
-            if sub.to_tap.is_full() {
+            let queued = sub.queued.load(Ordering::Relaxed);
+            if sub.to_tap.is_full() || queued >= sub.max_bytes || queued >= sub.stalled_at {
                 // A slow or stalled client: no copy is made for it.
                 for c in [&sub.counters, &sub.totals] {
                     c.dropped.fetch_add(1, Ordering::Relaxed);
@@ -272,18 +323,40 @@ impl TapPort {
                 continue;
             }
             if built.is_none() {
-                built = sample.take().map(|f| f());
+                built = sample.take().map(|f| {
+                    let s = f();
+                    let w = s.weight();
+                    (s, w)
+                });
             }
-            // The last tap takes the copy itself; the others a clone.
-            let copy = if i == last { built.take() } else { built.clone() };
-            let Some(copy) = copy else { continue };
-            let sent = match sub.to_tap.try_send(copy) {
-                Ok(()) => true,
-                Err(TrySendError::Full(_)) => false,
-                // The reader went: its tap's detach is posted (dropping a
-                // [`Tap`] posts it), and applied before the next tuple.
-                Err(TrySendError::Disconnected(_)) => continue,
+            let Some(weight) = built.as_ref().map(|(_, w)| *w) else { continue };
+            // Claim the bytes first: other tasks of this tap send too.
+            let before = sub.queued.fetch_add(weight, Ordering::Relaxed);
+            let fits = before == 0 || before.saturating_add(weight) <= sub.max_bytes;
+            let sent = fits && {
+                // The last tap takes the copy itself; the others a clone.
+                let copy = if i == last { built.take() } else { built.clone() };
+                let Some((copy, _)) = copy else {
+                    sub.queued.fetch_sub(weight, Ordering::Relaxed);
+                    continue;
+                };
+                match sub.to_tap.try_send(copy) {
+                    Ok(()) => true,
+                    Err(TrySendError::Full(_)) => false,
+                    // The reader went: its tap's detach is posted (dropping
+                    // a [`Tap`] posts it), and applied before the next tuple.
+                    Err(TrySendError::Disconnected(_)) => {
+                        sub.queued.fetch_sub(weight, Ordering::Relaxed);
+                        continue;
+                    }
+                }
             };
+            if sent {
+                sub.stalled_at = u64::MAX;
+            } else {
+                sub.queued.fetch_sub(weight, Ordering::Relaxed);
+                sub.stalled_at = before;
+            }
             for c in [&sub.counters, &sub.totals] {
                 let counter = if sent { &c.sampled } else { &c.dropped };
                 counter.fetch_add(1, Ordering::Relaxed);
@@ -309,18 +382,43 @@ pub struct TapRequest {
     pub rate: f64,
     /// How many samples the channel holds for the reader before it drops.
     pub capacity: usize,
+    /// How many bytes of samples ([`Sample::weight`]) the channel holds
+    /// for the reader before it drops (see the module doc, "Memory").
+    pub max_bytes: u64,
 }
 
-/// An attached tap: read its samples from [`Tap::samples`]; dropping it
+/// An attached tap: read its samples with [`Tap::try_recv`]; dropping it
 /// detaches it from every task, including those a live reload added since.
 #[derive(Debug)]
 pub struct Tap {
     id: u64,
     /// The samples, in the order each task offered them (tasks interleaved).
-    pub samples: Receiver<Sample>,
+    samples: Receiver<Sample>,
+    /// The bytes of the samples in `samples`.
+    queued: Arc<AtomicU64>,
     /// Sampled and dropped, over all tasks.
     pub counters: Arc<TapCounters>,
     active: Arc<Mutex<Vec<Active>>>,
+}
+
+impl Tap {
+    /// The next sample waiting, if any; its bytes are free for the tasks
+    /// again.
+    pub fn try_recv(&self) -> Option<Sample> {
+        let sample = self.samples.try_recv().ok()?;
+        self.queued.fetch_sub(sample.weight(), Ordering::Relaxed);
+        Some(sample)
+    }
+
+    /// Every sample waiting now (as [`Self::try_recv`]).
+    pub fn try_iter(&self) -> impl Iterator<Item = Sample> + '_ {
+        std::iter::from_fn(|| self.try_recv())
+    }
+
+    /// The bytes of the samples waiting for the reader.
+    pub fn queued_bytes(&self) -> u64 {
+        self.queued.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for Tap {
@@ -343,6 +441,8 @@ struct Active {
     stream: Option<String>,
     rate: f64,
     to_tap: Sender<Sample>,
+    queued: Arc<AtomicU64>,
+    max_bytes: u64,
     counters: Arc<TapCounters>,
     /// The points it is attached to.
     points: Vec<Arc<TapPoint>>,
@@ -364,6 +464,7 @@ impl TapHub {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (to_tap, samples) = crossbeam_channel::bounded(request.capacity.max(1));
         let counters = Arc::new(TapCounters::default());
+        let queued = Arc::new(AtomicU64::new(0));
         let mut tap = Active {
             id,
             component: request.component.clone(),
@@ -371,6 +472,8 @@ impl TapHub {
             stream: request.stream.clone(),
             rate: request.rate,
             to_tap,
+            queued: queued.clone(),
+            max_bytes: request.max_bytes,
             counters: counters.clone(),
             points: Vec::new(),
         };
@@ -379,7 +482,7 @@ impl TapHub {
         }
         let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
         active.push(tap);
-        Tap { id, samples, counters, active: self.active.clone() }
+        Tap { id, samples, queued, counters, active: self.active.clone() }
     }
 
     fn attach_point(&self, tap: &mut Active, point: Arc<TapPoint>) {
@@ -389,6 +492,9 @@ impl TapHub {
             stream: tap.stream.clone(),
             sampler: Sampler::new(tap.rate),
             to_tap: tap.to_tap.clone(),
+            queued: tap.queued.clone(),
+            max_bytes: tap.max_bytes,
+            stalled_at: u64::MAX,
             counters: tap.counters.clone(),
             totals: self.totals.clone(),
         }));
@@ -440,7 +546,14 @@ mod tests {
     }
 
     fn request(rate: f64, capacity: usize) -> TapRequest {
-        TapRequest { component: "c".into(), side: TapSide::Outputs, stream: None, rate, capacity }
+        TapRequest {
+            component: "c".into(),
+            side: TapSide::Outputs,
+            stream: None,
+            rate,
+            capacity,
+            max_bytes: u64::MAX,
+        }
     }
 
     #[test]
@@ -465,7 +578,7 @@ mod tests {
         let tap = hub.attach(&request(1.0, 8), vec![point.clone()]);
         assert!(port.attached());
         port.offer(TapSide::Outputs, "default", || sample("default", 1));
-        assert_eq!(tap.samples.try_recv().map(|s| s.values), Ok(vec![Value::I64(1)]));
+        assert_eq!(tap.try_recv().map(|s| s.values), Some(vec![Value::I64(1)]));
         drop(tap);
         assert!(port.attached(), "the detach waits for the task's next tuple");
         port.offer(TapSide::Outputs, "default", || panic!("no tap is left to build a copy for"));
@@ -490,8 +603,52 @@ mod tests {
         assert_eq!(tap.counters.sampled.load(Ordering::Relaxed), 3);
         assert_eq!(tap.counters.dropped.load(Ordering::Relaxed), 7);
         assert_eq!(hub.totals(), (1, 3, 7));
-        let got: Vec<_> = tap.samples.try_iter().map(|s| s.values[0].clone()).collect();
+        let got: Vec<_> = tap.try_iter().map(|s| s.values[0].clone()).collect();
         assert_eq!(got, [Value::I64(0), Value::I64(1), Value::I64(2)], "the oldest are kept");
+    }
+
+    #[test]
+    fn an_unread_tap_holds_at_most_its_bytes_and_counts_what_it_drops() {
+        let point = Arc::new(TapPoint::default());
+        let mut port = TapPort::new(point.clone());
+        let hub = TapHub::default();
+        let big = |n: u8| Sample {
+            values: vec![Value::Bytes(vec![n; 10_000].into())],
+            ..sample("default", 0)
+        };
+        let weight = big(0).weight();
+        assert!(weight > 10_000 && weight < 11_000, "{weight}");
+        let mut req = request(1.0, 1024);
+        req.max_bytes = 3 * weight + weight / 2;
+        let tap = hub.attach(&req, vec![point]);
+        let mut built = 0;
+        for n in 0..100 {
+            port.offer(TapSide::Outputs, "default", || {
+                built += 1;
+                big(n)
+            });
+        }
+        assert_eq!(tap.queued_bytes(), 3 * weight, "three fit, the fourth would not");
+        assert!(built <= 4, "no copy once the bound is reached ({built} built)");
+        assert_eq!(tap.counters.sampled.load(Ordering::Relaxed), 3);
+        assert_eq!(tap.counters.dropped.load(Ordering::Relaxed), 97);
+        // Reading frees the bytes: the next samples fit again.
+        assert_eq!(tap.try_iter().count(), 3);
+        assert_eq!(tap.queued_bytes(), 0);
+        port.offer(TapSide::Outputs, "default", || big(1));
+        assert_eq!(tap.queued_bytes(), weight);
+
+        // A sample larger than the bound goes through alone.
+        let point = Arc::new(TapPoint::default());
+        let mut port = TapPort::new(point.clone());
+        let mut small = request(1.0, 1024);
+        small.max_bytes = weight / 2;
+        let tap = hub.attach(&small, vec![point]);
+        for n in 0..3 {
+            port.offer(TapSide::Outputs, "default", || big(n));
+        }
+        assert_eq!(tap.counters.sampled.load(Ordering::Relaxed), 1);
+        assert_eq!(tap.counters.dropped.load(Ordering::Relaxed), 2);
     }
 
     #[test]
@@ -510,9 +667,9 @@ mod tests {
             port.offer(TapSide::Outputs, stream, || sample(stream, n));
         }
         port.offer(TapSide::Inputs, "default", || sample("default", 99));
-        let got: Vec<_> = words.samples.try_iter().map(|s| s.values[0].clone()).collect();
+        let got: Vec<_> = words.try_iter().map(|s| s.values[0].clone()).collect();
         assert_eq!(got, [2, 6, 10, 14, 18].map(Value::I64), "every other tuple of \"words\"");
-        assert_eq!(inputs.samples.try_iter().count(), 1);
+        assert_eq!(inputs.try_iter().count(), 1);
     }
 
     #[test]
@@ -529,8 +686,7 @@ mod tests {
             sample("default", 2)
         });
         assert_eq!(built, 1, "one copy, cloned for the other tap");
-        let values =
-            |tap: &Tap| tap.samples.try_iter().map(|s| s.values[0].clone()).collect::<Vec<_>>();
+        let values = |tap: &Tap| tap.try_iter().map(|s| s.values[0].clone()).collect::<Vec<_>>();
         assert_eq!(values(&first), [Value::I64(1), Value::I64(2)]);
         assert_eq!(values(&second), [Value::I64(2)]);
         assert_eq!(hub.totals(), (2, 3, 0));
@@ -550,7 +706,7 @@ mod tests {
         assert!(port.attached());
         port.offer(TapSide::Outputs, "default", || sample("default", 7));
         assert_eq!(port.subs.len(), 1, "covered once, however often cover runs");
-        assert_eq!(tap.samples.try_recv().map(|s| s.values), Ok(vec![Value::I64(7)]));
+        assert_eq!(tap.try_recv().map(|s| s.values), Some(vec![Value::I64(7)]));
         drop(tap);
         assert_eq!(hub.totals().0, 0);
         port.offer(TapSide::Outputs, "default", || panic!("detached"));
@@ -576,7 +732,6 @@ mod tests {
                 }
             }
             let got: Vec<i64> = tap
-                .samples
                 .try_iter()
                 .map(|s| match s.values[0] {
                     Value::I64(n) => n,

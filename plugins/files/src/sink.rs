@@ -9,6 +9,8 @@ use serde::Deserialize;
 use squall_plugin_api::metrics;
 use squall_plugin_api::prelude::*;
 
+use squall_connector::Backoff;
+
 use crate::json::encode_tuple;
 
 /// When the sink makes what it wrote durable.
@@ -36,7 +38,18 @@ squall_connector::connector_config! {
         // No declared default: writing one out would be refused under
         // fsync = "always" or "never"; "interval" uses 1000 when it is absent.
         fsync_interval_ms: Option<u64> = maybe(Integer, "with fsync = \"interval\" only: the interval (1000 when absent)"),
+        #[serde(deserialize_with = "squall_connector::config::duration")]
+        resource_wait: Duration = default(Duration, "\"10s\"", "how long a write that finds the disk full (ENOSPC, EDQUOT) is tried again, with backoff, before the tuple fails; \"0s\" fails it at once"),
     }
+}
+
+/// The pauses between the tries of a write that found the disk full.
+const RESOURCE_BACKOFF: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
+
+/// True for an error that says a resource ran out (the disk or the
+/// quota), not that this line is bad: worth waiting for, not a delivery.
+fn out_of_resource(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded)
 }
 
 /// The placeholder for the task index in `path`.
@@ -46,8 +59,14 @@ const TASK_PLACEHOLDER: &str = "{task}";
 /// line, appended to `path`; it declares no output.
 ///
 /// A tuple is acked only after its line was written to the file (and,
-/// under `fsync = "always"`, synced). A write or sync error fails the
-/// tuple, so the spout replays it; a partly written line is cut off again.
+/// under `fsync = "always"`, synced). A write that finds the disk full
+/// (`ENOSPC`, `EDQUOT`) is cut back and tried again after a pause (50 ms,
+/// doubled up to 1 s) for up to `resource_wait` (10 s), holding the
+/// tuple, so that a short disk-full costs no delivery: the spout's
+/// `max_deliver` counts failures of the line, not of the disk. Any other
+/// write error, a sync error, or a disk still full after `resource_wait`,
+/// fails the tuple, so the spout replays it; a partly written line is cut
+/// off again.
 /// At `prepare`, a torn last line left by a crash (no newline; never acked)
 /// is cut off too. Values map to JSON as [`crate::json::encode_tuple`]
 /// says (bytes as base64 strings). Tick tuples are not written; under
@@ -55,12 +74,14 @@ const TASK_PLACEHOLDER: &str = "{task}";
 ///
 /// Config keys: `path` (required; with `parallelism` > 1 it must contain
 /// `{task}`), `fsync` (`"always"`, `"interval"` (default) or `"never"`),
-/// `fsync_interval_ms` (1000; only with `"interval"`). See docs/connectors.md.
+/// `fsync_interval_ms` (1000; only with `"interval"`), `resource_wait`
+/// (`"10s"`). See docs/connectors.md.
 #[derive(Debug)]
 pub struct JsonLinesSink {
     path: String,
     fsync: Fsync,
     interval: Duration,
+    resource_wait: Duration,
     file: Option<File>,
     /// The file's length up to the last complete line written.
     good_len: u64,
@@ -69,6 +90,8 @@ pub struct JsonLinesSink {
     last_sync: Instant,
     line: Vec<u8>,
     metrics: Option<(metrics::Counter, metrics::Counter)>,
+    /// Writes tried again after the disk was full.
+    resource_retries: Option<metrics::Counter>,
 }
 
 impl JsonLinesSink {
@@ -97,6 +120,33 @@ impl JsonLinesSink {
         self.good_len += self.line.len() as u64;
         self.dirty = true;
         Ok(())
+    }
+
+    /// [`Self::write_line`], tried again with [`RESOURCE_BACKOFF`] while
+    /// the disk is full, for up to `resource_wait`.
+    fn write_line_waiting(&mut self) -> io::Result<()> {
+        let mut attempts = RESOURCE_BACKOFF.attempts();
+        let mut waited = Duration::ZERO;
+        loop {
+            match self.write_line() {
+                Err(e) if out_of_resource(&e) && waited < self.resource_wait => {
+                    let pause = attempts.next_delay().min(self.resource_wait - waited);
+                    if attempts.failures() == 1 {
+                        squall_plugin_api::warn!(
+                            "{}: {e}; trying the write again for up to {:?} before the tuple fails",
+                            self.path,
+                            self.resource_wait
+                        );
+                    }
+                    if let Some(retries) = &self.resource_retries {
+                        retries.inc();
+                    }
+                    std::thread::sleep(pause);
+                    waited += pause;
+                }
+                other => return other,
+            }
+        }
     }
 }
 
@@ -164,12 +214,14 @@ impl Bolt for JsonLinesSink {
             path: config.path,
             fsync: config.fsync,
             interval: Duration::from_millis(interval_ms),
+            resource_wait: config.resource_wait,
             file: None,
             good_len: 0,
             dirty: false,
             last_sync: Instant::now(),
             line: Vec::with_capacity(256),
             metrics: None,
+            resource_retries: None,
         })
     }
 
@@ -207,6 +259,10 @@ impl Bolt for JsonLinesSink {
             metrics::counter("lines_written", "JSON lines written."),
             metrics::counter("fsyncs", "fdatasync calls on the output."),
         ));
+        self.resource_retries = Some(metrics::counter(
+            "disk_full_retries",
+            "Writes tried again after a pause because the disk was full.",
+        ));
         Ok(())
     }
 
@@ -223,7 +279,7 @@ impl Bolt for JsonLinesSink {
         self.line.clear();
         encode_tuple(input, &mut self.line);
         self.line.push(b'\n');
-        self.write_line().map_err(|e| format!("cannot write to {}: {e}", self.path))?;
+        self.write_line_waiting().map_err(|e| format!("cannot write to {}: {e}", self.path))?;
         let due = match self.fsync {
             Fsync::Always => true,
             Fsync::Interval => self.last_sync.elapsed() >= self.interval,
@@ -320,11 +376,28 @@ mod tests {
             return;
         }
         // Every write to /dev/full fails with ENOSPC.
-        let mut sink = sink("path = \"/dev/full\"\nfsync = \"never\"");
+        let mut sink = sink("path = \"/dev/full\"\nfsync = \"never\"\nresource_wait = \"0s\"");
         let mut recorder = Recorder::default();
         let err = execute(&mut sink, &mut recorder, 1, "a").unwrap_err().to_string();
         assert!(err.contains("cannot write to /dev/full"), "{err}");
         assert!(recorder.acked.is_empty());
+        assert_eq!(sink.resource_retries.as_ref().unwrap().get(), 0, "no wait asked for");
+    }
+
+    #[test]
+    fn a_full_disk_is_tried_again_before_the_tuple_fails() {
+        if !Path::new("/dev/full").exists() {
+            return;
+        }
+        // 50 + 100 + 150 (the rest of the wait) ms: three more tries.
+        let mut sink = sink("path = \"/dev/full\"\nfsync = \"never\"\nresource_wait = \"300ms\"");
+        let mut recorder = Recorder::default();
+        let err = execute(&mut sink, &mut recorder, 1, "a").unwrap_err().to_string();
+        assert!(err.contains("No space left"), "{err}");
+        assert!(recorder.acked.is_empty() && recorder.failed.is_empty());
+        assert_eq!(sink.resource_retries.as_ref().unwrap().get(), 3);
+        assert!(out_of_resource(&io::Error::from(io::ErrorKind::StorageFull)));
+        assert!(!out_of_resource(&io::Error::from(io::ErrorKind::PermissionDenied)));
     }
 
     #[test]
@@ -397,9 +470,10 @@ mod tests {
     #[test]
     fn the_declared_keys_are_the_ones_parsed() {
         let names: Vec<&str> = SinkConfig::KEYS.iter().map(|k| k.name).collect();
-        assert_eq!(names, ["path", "fsync", "fsync_interval_ms"]);
+        assert_eq!(names, ["path", "fsync", "fsync_interval_ms", "resource_wait"]);
         assert_eq!(SinkConfig::KEYS[1].default, Some("\"interval\""));
         let c = SinkConfig::parse(&ComponentConfig::new("path = \"o\"")).unwrap();
         assert_eq!((c.fsync, c.fsync_interval_ms), (Fsync::Interval, None));
+        assert_eq!(c.resource_wait, Duration::from_secs(10));
     }
 }

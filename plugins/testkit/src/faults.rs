@@ -432,6 +432,51 @@ impl BasicBolt for PanicOnPrepare {
     }
 }
 
+/// A basic bolt whose `prepare` blocks for `secs` seconds (0 by default),
+/// then re-emits its input: a new version that takes long to prepare, for
+/// the live reload's deadline. It logs when `prepare` begins and ends.
+#[derive(Debug)]
+pub struct BlockOnPrepare {
+    secs: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BlockOnPrepareConfig {
+    #[serde(default)]
+    secs: u64,
+}
+
+impl BasicBolt for BlockOnPrepare {
+    const NAME: &'static str = "BlockOnPrepare";
+    const DESCRIPTION: &'static str = "its prepare blocks for `secs` seconds; re-emits its input";
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> =
+        Some(&[ConfigKey::optional("secs", KeyKind::Integer, "0", "seconds prepare blocks")]);
+
+    fn declare_outputs(outputs: &mut OutputDeclarer) {
+        outputs.declare(&["value"]);
+    }
+
+    fn new(config: &ComponentConfig<'_>) -> Result<Self> {
+        let config: BlockOnPrepareConfig = config.parse()?;
+        Ok(Self { secs: config.secs })
+    }
+
+    fn prepare(&mut self, _context: &TaskContext) -> Result<()> {
+        if self.secs > 0 {
+            squall_plugin_api::info!("block_on_prepare: prepare blocks for {} s", self.secs);
+            std::thread::sleep(std::time::Duration::from_secs(self.secs));
+            squall_plugin_api::info!("block_on_prepare: prepare returned");
+        }
+        Ok(())
+    }
+
+    fn execute(&mut self, input: &Tuple<'_>, collector: &mut BasicCollector<'_>) -> Result<()> {
+        collector.emit(input.values());
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::panic::{catch_unwind, AssertUnwindSafe};

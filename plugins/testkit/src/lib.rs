@@ -15,7 +15,8 @@
 //!   times per process.
 //! - [`FailOnNew`]'s constructor returns an error; [`PanicOnNew`]'s panics;
 //!   [`BlockOnNew`]'s blocks (for the startup timeout); [`PanicOnPrepare`]'s
-//!   `prepare` panics.
+//!   `prepare` panics; [`BlockOnPrepare`]'s `prepare` blocks (for the live
+//!   reload's deadline).
 //!
 //! Observation (they write files a test reads back):
 //! - [`ReplaySpout`] emits ids reliably, replays failures and logs every emit,
@@ -69,7 +70,8 @@ use serde::Deserialize;
 use squall_plugin_api::{ComponentConfig, Result, SmallStr, Value};
 
 pub use faults::{
-    BlockOnNew, ChaosBolt, FailOnNew, PanicBolt, PanicOnNew, PanicOnPrepare, PanicSpout,
+    BlockOnNew, BlockOnPrepare, ChaosBolt, FailOnNew, PanicBolt, PanicOnNew, PanicOnPrepare,
+    PanicSpout,
 };
 pub use latency::LatencyBolt;
 pub use lifecycle::{LifecycleBolt, LifecycleSpout};
@@ -86,7 +88,7 @@ squall_plugin_api::export_plugin! {
         DirectSpout, MultiStreamSpout, ListSpout,
     ],
     bolts: [ChaosBolt],
-    basic_bolts: [NullBolt, IdBolt, PackBolt, PanicBolt, PanicOnNew, PanicOnPrepare, SleepBolt, RecordBolt, LifecycleBolt, LatencyBolt, TickCountBolt],
+    basic_bolts: [NullBolt, IdBolt, PackBolt, PanicBolt, PanicOnNew, PanicOnPrepare, BlockOnPrepare, SleepBolt, RecordBolt, LifecycleBolt, LatencyBolt, TickCountBolt],
     windowed_bolts: [WindowSizeBolt, WindowDigest],
 }
 
@@ -181,6 +183,7 @@ mod tests {
             ("bolt", "PanicBolt".into(), true, default()),
             ("bolt", "PanicOnNew".into(), true, default()),
             ("bolt", "PanicOnPrepare".into(), true, default()),
+            ("bolt", "BlockOnPrepare".into(), true, default()),
             ("bolt", "SleepBolt".into(), true, default()),
             ("bolt", "RecordBolt".into(), true, vec![]),
             ("bolt", "LifecycleBolt".into(), true, vec![]),

@@ -66,6 +66,9 @@ pub(crate) struct Feeder {
 impl Spout for Feeder {
     const NAME: &'static str = "Feeder";
     const DESCRIPTION: &'static str = "squall-harness: emits fixed tuples once each, reliably";
+    /// Its position (how many tuples it emitted) is in each checkpoint, so
+    /// a durable topology under test does not warn that it keeps none.
+    const CHECKPOINTS: bool = true;
 
     fn declare_outputs(_outputs: &mut OutputDeclarer) {}
 
@@ -118,6 +121,21 @@ impl Spout for Feeder {
 
     fn fail(&mut self, message_id: MessageId) {
         self.run.complete(&self.spout, message_id, false);
+    }
+
+    fn checkpoint(&mut self, _checkpoint: u64) -> Option<State> {
+        let mut position = State::new("squall-feeder/1");
+        position.entries.push(squall_plugin_api::StateEntry {
+            key: vec![Value::U64(self.next_id)].into(),
+            bytes: Default::default(),
+        });
+        Some(position)
+    }
+
+    /// A test feeds every tuple it lists, also on a backend that holds an
+    /// earlier run's position (`state = "topology"`).
+    fn restore_checkpoint(&mut self, _position: State) -> Result<()> {
+        Ok(())
     }
 }
 

@@ -5,7 +5,6 @@ use std::hash::{Hash, Hasher};
 
 use rustc_hash::FxHasher;
 use serde::Deserialize;
-use squall_plugin_api::abi::GroupingContext;
 use squall_plugin_api::prelude::*;
 
 /// The grouping's `config` table.

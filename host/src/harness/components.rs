@@ -182,6 +182,11 @@ impl PluginSource for HarnessPlugin {
     fn extensions() -> abi_stable_rvec::RVec<ComponentExt> {
         Self::builder().build_extensions()
     }
+
+    /// The 1.2 descriptors: the feeder keeps a checkpoint position.
+    fn extensions_1_2() -> abi_stable_rvec::RVec<squall_plugin_api::abi::ComponentExt12> {
+        Self::builder().build_extensions_12()
+    }
 }
 
 /// `RVec` as the plugin API re-exports it for `export_plugin!`.

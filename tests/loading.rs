@@ -82,6 +82,30 @@ fn a_missing_library_is_refused_with_one_error_line() {
     }
 }
 
+/// A relative path written `./lib/…` prints as the plain path beside the
+/// topology file, without `/./`.
+#[test]
+fn a_plugin_path_prints_without_dot_components() {
+    let ws = Workspace::new("plain_plugin_path");
+    let topology = topology_with_library(&ws, Path::new("./lib/./libnowhere.so"));
+    for out in validate_and_run(&ws, &topology) {
+        let line = assert_refused(&out, &ws.path("lib/libnowhere.so"));
+        assert!(!line.contains("/./"), "{line}");
+    }
+}
+
+/// Naming a crate's `.rlib` instead of its shared library says what to add.
+#[test]
+fn naming_an_rlib_says_to_add_crate_type_cdylib() {
+    let ws = Workspace::new("rlib_named");
+    let library = ws.write("libmine.rlib", "!<arch>\n".repeat(200));
+    let topology = topology_with_library(&ws, &library);
+    for out in validate_and_run(&ws, &topology) {
+        let line = assert_refused(&out, &library);
+        assert!(line.contains("add crate-type = [\"cdylib\"]"), "{line}");
+    }
+}
+
 #[test]
 fn a_file_that_is_not_a_shared_library_is_refused() {
     let ws = Workspace::new("not_a_library");
@@ -251,6 +275,32 @@ fn inspect_lists_components_with_kinds_streams_fields_and_the_contract_version()
     // 22 with a 1.0 descriptor, and the windowed WindowSizeBolt and
     // WindowDigest (1.1 only).
     assert_eq!(components, 24, "every testkit component is listed\n{}", out.context());
+}
+
+/// Whether a spout keeps a checkpoint position decides whether durable
+/// state is exact across a restart: `inspect` says it for every spout.
+#[test]
+fn inspect_says_whether_each_spout_keeps_a_checkpoint_position() {
+    let ws = Workspace::new("inspect_positions");
+    let line_after = |plugin: &str, name: &str| -> String {
+        let out = SquallCommand::inspect(&ws, &plugin_path(plugin)).output();
+        out.assert_code(0);
+        let lines: Vec<&str> = out.stdout.lines().map(str::trim).collect();
+        let at = lines
+            .iter()
+            .position(|l| l.split_whitespace().take(2).eq(["spout", name]))
+            .unwrap_or_else(|| panic!("no spout {name}\n{}", out.context()));
+        lines[at + 1..]
+            .iter()
+            .take_while(|l| !l.starts_with("spout ") && !l.starts_with("bolt "))
+            .find(|l| l.starts_with("checkpoint position: "))
+            .map_or_else(
+                || panic!("no position line for {name}\n{}", out.context()),
+                |l| l.to_string(),
+            )
+    };
+    assert!(line_after("examples", "RandomSentenceSpout").contains(": kept"));
+    assert!(line_after("testkit", "ConstSpout").contains(": none"));
 }
 
 #[test]

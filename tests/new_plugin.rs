@@ -75,7 +75,8 @@ fn a_new_plugin_builds_passes_its_tests_and_runs() {
 
     let release = util::target_root().join("new-plugin").join("release");
     let mut run = SquallCommand::run(&ws, &dir.join("topology.toml"), "2s");
-    run.env("SQUALL_PLUGIN_DIR", &release);
+    // Its own variable: SQUALL_PLUGIN_DIR names squall's libraries.
+    run.env("MY_PLUGIN_DIR", &release).env("SQUALL_PLUGIN_DIR", crate::util::release_dir());
     let out = run.output();
     out.assert_code(0);
     let acked = out.stat("numbers", "acked");
@@ -97,7 +98,9 @@ fn the_example_test_of_a_new_plugin_passes_and_catches_a_bolt_that_drops_a_field
     let squall_test = || {
         cargo_in(&dir, &["build"]);
         let mut cmd = SquallCommand::new(&ws, ["test", "topology.toml"]);
-        cmd.current_dir(&dir).env("SQUALL_PLUGIN_DIR", &release);
+        cmd.current_dir(&dir)
+            .env("TESTED_DIR", &release)
+            .env("SQUALL_PLUGIN_DIR", crate::util::release_dir());
         cmd.output()
     };
     let out = squall_test();

@@ -718,3 +718,51 @@ fn the_api_and_metrics_show_checkpoints_as_they_commit() {
     crate::http::promtool_check(&ws, &text);
     drop(child);
 }
+
+/// `squall state` on the `memory` backend (here chosen with `--set` over a
+/// topology that names the embedded store) says in one line that it keeps
+/// nothing outside the running process, and never opens the store.
+#[test]
+fn squall_state_on_the_memory_backend_says_it_keeps_nothing_outside_the_process() {
+    let ws = Workspace::new("state_cli_memory");
+    let file = ws.write_topology("wc.toml", &topology(&embedded_backend(), "cli_memory", 2));
+    let memory = "state.backend=memory";
+    for args in [vec!["state", "ls"], vec!["state", "show"], vec!["state", "rm", "--yes"]] {
+        let mut cmd = SquallCommand::new(&ws, args.clone());
+        cmd.arg(&file).args(["--set", memory]);
+        if args[1] == "show" {
+            cmd.arg("count/counts");
+        }
+        let out = cmd.output();
+        out.assert_code(0);
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}\n{}", out.context());
+        assert!(lines[0].contains("running squall process only"), "{args:?}\n{}", out.context());
+    }
+    assert!(!ws.path("state").exists(), "the embedded store was not opened");
+}
+
+/// Issue 41: a keyed store fed by a grouping that sends one word to
+/// several tasks (`all` here; shuffle and custom groupings alike) would
+/// keep the last writer's count. The first checkpoint in which a task
+/// writes a key that another task owns is refused: the run stops with one
+/// line naming the bolt, the store, the key, the input's grouping and what
+/// to do, before anything wrong is committed.
+#[test]
+fn a_key_written_by_several_tasks_is_refused_at_the_first_checkpoint() {
+    let ws = Workspace::new("state_all_grouping");
+    let file = ws.write_topology("wc.toml", &topology(&embedded_backend(), "all_grouping", 2));
+    let mut cmd = SquallCommand::run(&ws, &file, "5s");
+    cmd.args(["--set", r#"bolts.count.inputs=[{ from = "split", grouping = "all" }]"#]);
+    let out = cmd.limit(Duration::from_secs(60)).output();
+    assert_ne!(out.status.code(), Some(0), "\n{}", out.context());
+    let line = out.single_error_line();
+    for part in [
+        "bolt \"count\" task",
+        "checkpoint failed: store \"counts\": task index",
+        "Its input is \"split\" by all",
+        "group every input by the fields the key is made of",
+    ] {
+        assert!(line.contains(part), "{part:?} not in {line}\n{}", out.context());
+    }
+}

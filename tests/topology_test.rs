@@ -253,3 +253,132 @@ equls = [["a"]]
     none.assert_code(78);
     assert!(none.stderr.contains("has no [[tests]]"), "{}", none.context());
 }
+
+/// A durable word count whose `[state]` is the embedded store beside the
+/// file: `squall test` runs its tests on the in-memory backend instead.
+const DURABLE: &str = r#"
+[topology]
+name = "tested-durable"
+acker_executors = 1
+
+[plugins]
+examples = "{examples}"
+state = "{state_embedded}"
+
+[state]
+backend = "state::EmbeddedState"
+config = { path = "${SQUALL_TOPOLOGY_DIR}/state" }
+
+[spouts.sentences]
+component = "examples::RandomSentenceSpout"
+
+[bolts.split]
+component = "examples::SplitSentence"
+inputs = [{ from = "sentences" }]
+
+[bolts.count]
+component = "examples::DurableWordCount"
+inputs = [{ from = "split", grouping = { fields = ["word"] } }]
+
+[[tests]]
+name = "durable counts start from nothing"
+
+[[tests.inputs]]
+spout = "sentences"
+tuples = [["the cow the"]]
+
+[[tests.expect]]
+outputs_of = "count"
+equals = [{ word = "the", count = 1 }, { word = "cow", count = 1 }, { word = "the", count = 2 }]
+"#;
+
+#[test]
+fn a_durable_topology_is_tested_on_the_memory_backend_every_time_alike() {
+    let ws = Workspace::new("topology-test-durable");
+    let file = ws.write_topology("durable.toml", DURABLE);
+    for run in 1..=2 {
+        let mut cmd = SquallCommand::new(&ws, ["test"]);
+        cmd.arg(&file);
+        let out = cmd.output();
+        out.assert_code(0);
+        assert!(
+            out.stdout.contains("test \"durable counts start from nothing\" ... ok"),
+            "run {run}: {}",
+            out.context()
+        );
+        assert!(!out.stderr.contains("keeps no checkpoint position"), "{}", out.context());
+    }
+    assert!(!ws.path("state").exists(), "the topology's own store is never opened");
+}
+
+/// A sliding count window (length 4, slide 2) on six tuples: at the end of
+/// the input it slides on until its last tuple has left, so each tuple is
+/// in two windows, as docs/plugins.md ("Flush") says.
+const SLIDING: &str = r#"
+[topology]
+name = "sliding"
+acker_executors = 1
+
+[plugins]
+testkit = "{testkit}"
+examples = "{examples}"
+
+[spouts.sentences]
+component = "examples::RandomSentenceSpout"
+
+[bolts.window]
+component = "testkit::WindowSizeBolt"
+window = { length_count = 4, slide_count = 2 }
+inputs = [{ from = "sentences" }]
+
+[[tests]]
+name = "six tuples make four windows"
+
+[[tests.inputs]]
+spout = "sentences"
+tuples = [["a"], ["b"], ["c"], ["d"], ["e"], ["f"]]
+
+[[tests.expect]]
+outputs_of = "window"
+equals = [
+    { tuples = 2, new = 2, expired = 0, first = 'SmallStr("a")' },
+    { tuples = 4, new = 2, expired = 0, first = 'SmallStr("a")' },
+    { tuples = 4, new = 2, expired = 2, first = 'SmallStr("c")' },
+    { tuples = 2, new = 0, expired = 2, first = 'SmallStr("e")' },
+]
+"#;
+
+#[test]
+fn a_sliding_count_window_slides_on_at_the_end_of_the_input() {
+    let ws = Workspace::new("topology-test-sliding");
+    let file = ws.write_topology("sliding.toml", SLIDING);
+    let mut cmd = SquallCommand::new(&ws, ["test"]);
+    cmd.arg(&file);
+    let out = cmd.output();
+    assert!(
+        out.stdout.contains("test \"six tuples make four windows\" ... ok"),
+        "{}",
+        out.context()
+    );
+    out.assert_code(0);
+}
+
+/// The README's word counts ship `[[tests]]` that pass, the durable one on
+/// the in-memory backend (its store beside the file is never opened).
+#[test]
+fn the_shipped_word_counts_pass_their_own_tests() {
+    let ws = Workspace::new("topology-test-shipped");
+    let root = crate::util::workspace_root();
+    for name in ["wordcount.toml", "wordcount-durable.toml"] {
+        let mut cmd = SquallCommand::new(&ws, ["test"]);
+        cmd.arg(root.join("topologies").join(name))
+            .env("SQUALL_PLUGIN_DIR", crate::util::release_dir());
+        let out = cmd.output();
+        out.assert_code(0);
+        assert!(
+            out.stdout.contains("test \"every word of the sentences is counted\" ... ok"),
+            "{name}\n{}",
+            out.context()
+        );
+    }
+}

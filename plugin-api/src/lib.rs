@@ -190,6 +190,8 @@ pub mod __private {
 
 /// Everything a plugin author needs, in one `use`.
 pub mod prelude {
+    /// What [`Grouping::prepare`](crate::Grouping::prepare) is given.
+    pub use crate::abi::GroupingContext;
     pub use crate::{
         Anchor, BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, ConfigKey,
         Coordinator, Error, Grouping, InputDecl, Inputs, KeyKind, KeyValueState, MessageId,

@@ -29,6 +29,66 @@ use serde::{de::DeserializeOwned, Serialize};
 use crate::abi::{StateEntry, StoreDelta};
 use crate::{Result, State, Value};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The highest checkpoint number the host asked this library's components
+/// about (a bolt's stores, a spout's position), and how many distinct ones.
+static LATEST_CHECKPOINT: AtomicU64 = AtomicU64::new(0);
+static CHECKPOINTS_SEEN: AtomicU64 = AtomicU64::new(0);
+
+/// How many checkpoints may pass without reading a store before a write
+/// to it warns that the store is not listed in `stores()`.
+const UNREAD_CHECKPOINTS: u64 = 3;
+
+/// The host asked a component of this library for checkpoint `n`.
+pub(crate) fn checkpoint_seen(n: u64) {
+    if LATEST_CHECKPOINT.fetch_max(n, Ordering::Relaxed) < n {
+        CHECKPOINTS_SEEN.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn checkpoints_seen() -> u64 {
+    CHECKPOINTS_SEEN.load(Ordering::Relaxed)
+}
+
+/// Whether a store is read by the checkpoints: a store the host never
+/// reads (not listed in `stores()`, or kept by a spout) warns once, at the
+/// first write after [`UNREAD_CHECKPOINTS`] checkpoints went by without it.
+#[derive(Debug)]
+struct ReadBy {
+    /// [`checkpoints_seen`] when the store was last read (or built).
+    at: u64,
+    warned: bool,
+}
+
+impl ReadBy {
+    fn now() -> Self {
+        Self { at: checkpoints_seen(), warned: false }
+    }
+
+    fn read(&mut self) {
+        self.at = checkpoints_seen();
+    }
+
+    /// Called on a store's first change since it was last read.
+    #[inline]
+    fn check(&mut self, store: &str) {
+        if !self.warned && checkpoints_seen() > self.at + UNREAD_CHECKPOINTS {
+            self.warned = true;
+            unread(store);
+        }
+    }
+}
+
+#[cold]
+fn unread(store: &str) {
+    crate::warn!(
+        "store {store:?} was written, but the last {UNREAD_CHECKPOINTS} checkpoints did not read \
+         it: its changes are not durable. List it in the bolt's stores() (a spout cannot keep \
+         stores; it keeps a checkpoint position)"
+    );
+}
+
 type FxMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<rustc_hash::FxHasher>>;
 
 /// The format tag of a [`State`] that carries stores through a live swap
@@ -60,6 +120,14 @@ pub trait StateStore: Send {
     fn restore(&mut self, entry: &StateEntry, changed: bool) -> Result<()>;
     /// Forgets a key that a predecessor deleted but had not checkpointed yet.
     fn restore_removed(&mut self, key: &[Value]);
+    /// Gives back changes [`take_changes`](Self::take_changes) took, as
+    /// not yet checkpointed: the checkpoint that took them failed (another
+    /// store of the bolt could not encode a value), and the next one must
+    /// write them. The default does nothing; a store of a plugin's own that
+    /// forgets its changes in `take_changes` implements it.
+    fn retake(&mut self, changes: &[StateEntry], removed: &[RVec<Value>]) {
+        let _ = (changes, removed);
+    }
     /// Appends every entry, each with whether it changed since the last
     /// checkpoint, and the keys removed since then (a live swap's handover).
     ///
@@ -105,16 +173,47 @@ impl<'a> Stores<'a> {
     ///
     /// # Errors
     /// When a value cannot be encoded.
+    /// Takes everything or nothing: when a store fails, the stores before
+    /// it get their changes back ([`StateStore::retake`]), so the next
+    /// checkpoint writes them.
+    ///
+    /// # Errors
+    /// When a value cannot be encoded (naming the store and the key), or
+    /// two stores have one name.
     pub fn take_changes(&mut self) -> Result<RVec<StoreDelta>> {
-        let mut out = RVec::new();
-        for store in &mut self.0 {
+        self.check_names()?;
+        let mut out: RVec<StoreDelta> = RVec::new();
+        for i in 0..self.0.len() {
             let (mut entries, mut removed) = (RVec::new(), RVec::new());
-            store.take_changes(&mut entries, &mut removed)?;
+            if let Err(e) = self.0[i].take_changes(&mut entries, &mut removed) {
+                for delta in &out {
+                    if let Ok(store) = self.find(delta.store.as_str()) {
+                        store.retake(&delta.entries, &delta.removed);
+                    }
+                }
+                return Err(e);
+            }
             if !entries.is_empty() || !removed.is_empty() {
-                out.push(StoreDelta { store: store.name().into(), entries, removed });
+                out.push(StoreDelta { store: self.0[i].name().into(), entries, removed });
             }
         }
         Ok(out)
+    }
+
+    /// Refuses two stores with one name: they would share one scope in
+    /// the backend, and each would restore the other's entries.
+    fn check_names(&self) -> Result<()> {
+        for (i, a) in self.0.iter().enumerate() {
+            if self.0[..i].iter().any(|b| b.name() == a.name()) {
+                return Err(format!(
+                    "two of its stores are called {:?}: each store needs a name of its own \
+                     within the bolt (they would share one scope in the state backend)",
+                    a.name()
+                )
+                .into());
+            }
+        }
+        Ok(())
     }
 
     /// Takes back what a checkpoint holds for this task's keys.
@@ -122,6 +221,7 @@ impl<'a> Stores<'a> {
     /// # Errors
     /// A store the bolt does not keep, or bytes that do not decode.
     pub fn restore(&mut self, deltas: &[StoreDelta]) -> Result<()> {
+        self.check_names()?;
         for delta in deltas {
             let store = self.find(delta.store.as_str())?;
             for entry in delta.entries.iter() {
@@ -172,6 +272,7 @@ impl<'a> Stores<'a> {
     /// Another format, a store this bolt does not keep, or bytes that do
     /// not decode.
     pub fn restore_saved(&mut self, state: &State) -> Result<()> {
+        self.check_names()?;
         if state.format.as_str() != STORES_FORMAT {
             return Err(format!("expected state `{STORES_FORMAT}`, got `{}`", state.format).into());
         }
@@ -215,10 +316,36 @@ fn split_handover(bytes: &[u8]) -> Result<(u8, &str, &[u8])> {
     Ok((tag, name, value))
 }
 
-fn encode<V: Serialize>(store: &str, value: &V) -> Result<RVec<u8>> {
-    serde_json::to_vec(value)
-        .map(RVec::from)
-        .map_err(|e| format!("store {store:?}: cannot encode a value: {e}").into())
+/// A value as JSON bytes. `key`: the key it is stored under (`None`: a
+/// per-task value), for the message.
+///
+/// JSON has no NaN or infinity: serde_json writes them as `null`, which
+/// does not decode back into a float. Bytes holding a `null` are decoded
+/// once to be sure they come back, so such a value is refused here, by the
+/// write that holds it, not at the next start.
+fn encode<V: Serialize + DeserializeOwned>(
+    store: &str,
+    key: Option<&Value>,
+    value: &V,
+) -> Result<RVec<u8>> {
+    let refuse = |why: String| -> crate::Error {
+        match key {
+            Some(key) => format!("store {store:?}, key {key}: cannot encode its value: {why}"),
+            None => format!("store {store:?}: cannot encode its value: {why}"),
+        }
+        .into()
+    };
+    let bytes = serde_json::to_vec(value).map_err(|e| refuse(e.to_string()))?;
+    if bytes.windows(4).any(|w| w == b"null") {
+        if let Err(e) = serde_json::from_slice::<V>(&bytes) {
+            return Err(refuse(format!(
+                "it encodes as {} which does not decode back ({e}); JSON has no NaN or \
+                 infinity, which become null",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(80)])
+            )));
+        }
+    }
+    Ok(bytes.into())
 }
 
 fn decode<V: DeserializeOwned>(store: &str, bytes: &[u8]) -> Result<V> {
@@ -242,6 +369,7 @@ pub struct KeyValueState<V> {
     /// Keys changed or removed since the last checkpoint (a key at most
     /// once while its slot says `changed`; removed keys are absent from `map`).
     touched: Vec<Value>,
+    read_by: ReadBy,
 }
 
 impl<V> std::fmt::Debug for KeyValueState<V> {
@@ -272,7 +400,12 @@ fn key_fields(key: &Value) -> RVec<Value> {
 impl<V: Serialize + DeserializeOwned + Send> KeyValueState<V> {
     /// An empty store called `name`.
     pub fn new(name: &str) -> Self {
-        Self { name: name.to_owned(), map: FxMap::default(), touched: Vec::new() }
+        Self {
+            name: name.to_owned(),
+            map: FxMap::default(),
+            touched: Vec::new(),
+            read_by: ReadBy::now(),
+        }
     }
 
     /// The value of `key`.
@@ -288,6 +421,7 @@ impl<V: Serialize + DeserializeOwned + Send> KeyValueState<V> {
         if !slot.changed {
             slot.changed = true;
             self.touched.push(key.clone());
+            self.read_by.check(&self.name);
         }
         Some(&mut slot.value)
     }
@@ -306,6 +440,7 @@ impl<V: Serialize + DeserializeOwned + Send> KeyValueState<V> {
         if !slot.changed {
             slot.changed = true;
             self.touched.push(key.clone());
+            self.read_by.check(&self.name);
         }
         &mut slot.value
     }
@@ -318,10 +453,12 @@ impl<V: Serialize + DeserializeOwned + Send> KeyValueState<V> {
                 if !slot.changed {
                     slot.changed = true;
                     self.touched.push(key);
+                    self.read_by.check(&self.name);
                 }
             }
             None => {
                 self.touched.push(key.clone());
+                self.read_by.check(&self.name);
                 self.map.insert(key, Slot { value, changed: true });
             }
         }
@@ -332,6 +469,7 @@ impl<V: Serialize + DeserializeOwned + Send> KeyValueState<V> {
         let slot = self.map.remove(key)?;
         if !slot.changed {
             self.touched.push(key.clone());
+            self.read_by.check(&self.name);
         }
         Some(slot.value)
     }
@@ -362,22 +500,56 @@ impl<V: Serialize + DeserializeOwned + Send> StateStore for KeyValueState<V> {
         changes: &mut RVec<StateEntry>,
         removed: &mut RVec<RVec<Value>>,
     ) -> Result<()> {
-        for key in std::mem::take(&mut self.touched) {
-            match self.map.get_mut(&key) {
-                Some(slot) if slot.changed => {
-                    slot.changed = false;
-                    let bytes = encode(&self.name, &slot.value)?;
-                    changes.push(StateEntry { key: key_fields(&key), bytes });
-                }
+        self.read_by.read();
+        let (first, first_removed) = (changes.len(), removed.len());
+        for key in &self.touched {
+            match self.map.get_mut(key) {
+                Some(slot) if slot.changed => match encode(&self.name, Some(key), &slot.value) {
+                    Ok(bytes) => {
+                        slot.changed = false;
+                        changes.push(StateEntry { key: key_fields(key), bytes });
+                    }
+                    Err(e) => {
+                        // Nothing taken: every key stays recorded.
+                        for entry in changes.iter().skip(first) {
+                            if let Some(slot) = self.map.get_mut(&key_value(&entry.key)) {
+                                slot.changed = true;
+                            }
+                        }
+                        changes.truncate(first);
+                        removed.truncate(first_removed);
+                        return Err(e);
+                    }
+                },
                 // Recorded twice (removed, then inserted again): written once.
                 Some(_) => {}
-                None => removed.push(key_fields(&key)),
+                None => removed.push(key_fields(key)),
             }
         }
+        self.touched.clear();
         Ok(())
     }
 
+    fn retake(&mut self, changes: &[StateEntry], removed: &[RVec<Value>]) {
+        for entry in changes {
+            let key = key_value(&entry.key);
+            if let Some(slot) = self.map.get_mut(&key) {
+                if !slot.changed {
+                    slot.changed = true;
+                    self.touched.push(key);
+                }
+            }
+        }
+        for key in removed {
+            let key = key_value(key);
+            if !self.map.contains_key(&key) {
+                self.touched.push(key);
+            }
+        }
+    }
+
     fn restore(&mut self, entry: &StateEntry, changed: bool) -> Result<()> {
+        self.read_by.read();
         let value: V = decode(&self.name, &entry.bytes)?;
         let key = key_value(&entry.key);
         if changed {
@@ -400,7 +572,7 @@ impl<V: Serialize + DeserializeOwned + Send> StateStore for KeyValueState<V> {
     ) -> Result<()> {
         out.reserve(self.map.len());
         for (key, slot) in &self.map {
-            let bytes = encode(&self.name, &slot.value)?;
+            let bytes = encode(&self.name, Some(key), &slot.value)?;
             out.push((StateEntry { key: key_fields(key), bytes }, slot.changed));
         }
         removed.extend(self.touched.iter().filter(|k| !self.map.contains_key(*k)).map(key_fields));
@@ -416,6 +588,7 @@ pub struct ValueState<T> {
     value: T,
     changed: bool,
     merge: fn(&mut T, T),
+    read_by: ReadBy,
 }
 
 impl<T: std::fmt::Debug> std::fmt::Debug for ValueState<T> {
@@ -429,7 +602,13 @@ impl<T: Serialize + DeserializeOwned + Default + Send> ValueState<T> {
     /// tasks' values when a restore with fewer tasks gives both to one task
     /// (it is given the value already there and the one arriving).
     pub fn new(name: &str, merge: fn(&mut T, T)) -> Self {
-        Self { name: name.to_owned(), value: T::default(), changed: false, merge }
+        Self {
+            name: name.to_owned(),
+            value: T::default(),
+            changed: false,
+            merge,
+            read_by: ReadBy::now(),
+        }
     }
 
     /// The value.
@@ -439,14 +618,22 @@ impl<T: Serialize + DeserializeOwned + Default + Send> ValueState<T> {
 
     /// The value, to change in place.
     pub fn get_mut(&mut self) -> &mut T {
-        self.changed = true;
+        self.mark();
         &mut self.value
     }
 
     /// Replaces the value.
     pub fn set(&mut self, value: T) {
-        self.changed = true;
+        self.mark();
         self.value = value;
+    }
+
+    #[inline]
+    fn mark(&mut self) {
+        if !self.changed {
+            self.changed = true;
+            self.read_by.check(&self.name);
+        }
     }
 }
 
@@ -460,13 +647,24 @@ impl<T: Serialize + DeserializeOwned + Default + Send> StateStore for ValueState
         changes: &mut RVec<StateEntry>,
         _removed: &mut RVec<RVec<Value>>,
     ) -> Result<()> {
-        if std::mem::take(&mut self.changed) {
-            changes.push(StateEntry { key: RVec::new(), bytes: encode(&self.name, &self.value)? });
+        self.read_by.read();
+        if self.changed {
+            // Taken only once encoded: a failed encode keeps the change.
+            let bytes = encode(&self.name, None, &self.value)?;
+            changes.push(StateEntry { key: RVec::new(), bytes });
+            self.changed = false;
         }
         Ok(())
     }
 
+    fn retake(&mut self, changes: &[StateEntry], _removed: &[RVec<Value>]) {
+        if !changes.is_empty() {
+            self.changed = true;
+        }
+    }
+
     fn restore(&mut self, entry: &StateEntry, changed: bool) -> Result<()> {
+        self.read_by.read();
         let value: T = decode(&self.name, &entry.bytes)?;
         (self.merge)(&mut self.value, value);
         self.changed |= changed;
@@ -481,11 +679,34 @@ impl<T: Serialize + DeserializeOwned + Default + Send> StateStore for ValueState
         _removed: &mut Vec<RVec<Value>>,
     ) -> Result<()> {
         out.push((
-            StateEntry { key: RVec::new(), bytes: encode(&self.name, &self.value)? },
+            StateEntry { key: RVec::new(), bytes: encode(&self.name, None, &self.value)? },
             self.changed,
         ));
         Ok(())
     }
+}
+
+/// The index, among `n` tasks, of the task a fields grouping sends `key`
+/// (the values of the grouping fields, in grouping order) to: the task
+/// that owns `key` in a [`KeyValueState`]. A restore, and a live change of
+/// parallelism, give each key to this task; the host refuses a checkpoint
+/// in which another task wrote it.
+///
+/// A store keyed by something other than the grouping fields' values (a
+/// sink's own batch ids) picks keys this task owns, with this function and
+/// the `task_index` and `parallelism` of its [`TaskContext`](crate::TaskContext).
+#[inline]
+pub fn key_index<'v>(key: impl Iterator<Item = &'v Value>, n: usize) -> usize {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = rustc_hash::FxHasher::default();
+    for v in key {
+        v.hash(&mut hasher);
+    }
+    // A multiply and a shift map the hash onto 0..n by its high bits
+    // (Lemire's range reduction), which FxHash mixes well; a `%` would
+    // compile to a 64-bit division, the costliest step of the grouping.
+    let h = hasher.finish();
+    ((u128::from(h) * n.max(1) as u128) >> 64) as usize
 }
 
 /// Contract 1.2: a state backend, where the host commits a topology's
@@ -551,6 +772,8 @@ pub trait StateBackend: Send + Sized + 'static {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
 
     fn word(w: &str) -> Value {
@@ -655,5 +878,80 @@ mod tests {
         let mut bad = delta.clone();
         bad.entries[0].bytes = b"not json".to_vec().into();
         assert!(Stores::none().with(&mut s).restore(&[bad]).is_err());
+    }
+
+    /// The keys of a checkpoint's deltas, as strings, sorted.
+    fn taken_keys(deltas: &[StoreDelta]) -> Vec<String> {
+        let mut keys: Vec<String> =
+            deltas.iter().flat_map(|d| d.entries.iter()).map(|e| format!("{:?}", e.key)).collect();
+        keys.sort();
+        keys
+    }
+
+    #[test]
+    fn a_nan_is_refused_with_its_store_and_key_and_no_change_is_lost() {
+        let mut sums: KeyValueState<f64> = KeyValueState::new("sums");
+        sums.insert(word("a"), 1.0);
+        sums.insert(word("b"), f64::NAN);
+        sums.insert(word("c"), 2.0);
+        let e = Stores::none().with(&mut sums).take_changes().unwrap_err().to_string();
+        assert!(e.contains("store \"sums\", key b") && e.contains("NaN"), "{e}");
+        // Fixed by the bolt: every change is still there for the next checkpoint.
+        sums.insert(word("b"), 3.0);
+        let d = Stores::none().with(&mut sums).take_changes().unwrap();
+        assert_eq!(taken_keys(&d).len(), 3, "{:?}", taken_keys(&d));
+    }
+
+    #[test]
+    fn a_value_serde_refuses_fails_the_take_and_earlier_stores_keep_their_changes() {
+        let mut counts: KeyValueState<u64> = KeyValueState::new("counts");
+        let mut total: ValueState<u64> = ValueState::new("total", |a, b| *a += b);
+        let mut pairs: KeyValueState<HashMap<(u8, u8), u8>> = KeyValueState::new("pairs");
+        counts.insert(word("a"), 1);
+        total.set(5);
+        pairs.insert(word("p"), HashMap::from([((1, 2), 3)]));
+        let e = Stores::none()
+            .with(&mut counts)
+            .with(&mut total)
+            .with(&mut pairs)
+            .take_changes()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("store \"pairs\", key p: cannot encode"), "{e}");
+        pairs.remove(&word("p"));
+        let d = Stores::none().with(&mut counts).with(&mut total).with(&mut pairs).take_changes();
+        let d = d.unwrap();
+        let stores: Vec<&str> = d.iter().map(|d| d.store.as_str()).collect();
+        assert_eq!(stores, ["counts", "total", "pairs"], "nothing of the failed take is lost");
+        assert_eq!(d[1].entries[0].bytes.as_slice(), b"5");
+    }
+
+    #[test]
+    fn two_stores_with_one_name_are_refused() {
+        let mut counts: KeyValueState<u64> = KeyValueState::new("counts");
+        let mut sums: KeyValueState<u64> = KeyValueState::new("counts");
+        counts.insert(word("a"), 1);
+        let e = Stores::none().with(&mut counts).with(&mut sums).take_changes().unwrap_err();
+        assert!(e.to_string().contains("two of its stores are called \"counts\""), "{e}");
+        let e = Stores::none().with(&mut counts).with(&mut sums).restore(&[]).unwrap_err();
+        assert!(e.to_string().contains("two of its stores"), "{e}");
+    }
+
+    #[test]
+    fn a_store_the_checkpoints_never_read_warns_at_a_write() {
+        let mut listed: KeyValueState<u64> = KeyValueState::new("listed");
+        let mut forgotten: KeyValueState<u64> = KeyValueState::new("forgotten");
+        let mut total: ValueState<u64> = ValueState::new("total", |a, b| *a += b);
+        let last = LATEST_CHECKPOINT.load(Ordering::Relaxed);
+        for n in 1..=UNREAD_CHECKPOINTS + 1 {
+            checkpoint_seen(last + n);
+        }
+        let _ = Stores::none().with(&mut listed).take_changes().unwrap();
+        listed.insert(word("a"), 1);
+        assert!(!listed.read_by.warned, "read by the last checkpoint");
+        forgotten.insert(word("a"), 1);
+        assert!(forgotten.read_by.warned, "never read: warned at its write");
+        total.set(1);
+        assert!(total.read_by.warned);
     }
 }

@@ -62,7 +62,7 @@ impl Workspace {
     }
 
     /// The text of a topology with its placeholders filled in: `{testkit}`,
-    /// `{examples}`, `{wait_extra}`, `{files}`, `{nats}`, `{redis}`, `{rabbitmq}` and `{kafka}` become the
+    /// `{examples}`, `{wait_extra}`, `{files}`, `{nats}`, `{redis}`, `{rabbitmq}`, `{kafka}` and `{state_embedded}` become the
     /// absolute paths of the built plugins, `{dir}` this workspace's directory.
     pub fn fill(&self, toml: &str) -> String {
         let mut text = toml.replace("{dir}", &self.dir.display().to_string());
@@ -75,6 +75,7 @@ impl Workspace {
             ("{redis}", "redis"),
             ("{rabbitmq}", "rabbitmq"),
             ("{kafka}", "kafka"),
+            ("{state_embedded}", "state-embedded"),
         ] {
             if text.contains(placeholder) {
                 text = text.replace(placeholder, &plugin_path(plugin).display().to_string());

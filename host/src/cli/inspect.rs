@@ -65,6 +65,14 @@ fn render(library: &Library, path: &Path) -> String {
                 crate::topology::LATE_STREAM
             );
         }
+        if d.kind == ComponentKind::SPOUT {
+            let position = if d.durable {
+                "kept (CHECKPOINTS): with [state], a restart resumes from the last checkpoint"
+            } else {
+                "none: with [state], a restart does not resume where the last checkpoint left it"
+            };
+            let _ = writeln!(out, "  {:<14}   checkpoint position: {position}", "");
+        }
         write_extension(&mut out, d, contract_1_0);
     }
     out

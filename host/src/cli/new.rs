@@ -83,6 +83,10 @@ fn write_plugin(args: NewPluginArgs) -> anyhow::Result<()> {
     };
     let harness_note =
         if harness.is_some() { ", and tests/harness.rs: the topology in process" } else { "" };
+    // The scaffold's own variable: SQUALL_PLUGIN_DIR names where squall's
+    // libraries are (a durable topology needs its state backend's), which
+    // is not where this crate builds its own.
+    let dir_var = format!("{}_DIR", lib.to_uppercase());
     let fill = |template: &str| {
         template
             .replace("{{crate}}", &args.name)
@@ -91,6 +95,7 @@ fn write_plugin(args: NewPluginArgs) -> anyhow::Result<()> {
             .replace("{{api_dependency}}", &api_dependency)
             .replace("{{dev_dependencies}}", &dev_dependencies)
             .replace("{{harness_note}}", harness_note)
+            .replace("{{dir_var}}", &dir_var)
     };
     let mut files: Vec<(&str, &str)> = FILES.to_vec();
     if harness.is_some() {

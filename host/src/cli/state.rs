@@ -46,7 +46,14 @@ pub struct StateTarget {
     pub partition: Option<u32>,
 }
 
-fn open(target: &StateTarget) -> Result<Backend, Failure> {
+/// The line `squall state` prints for a topology on the `memory` backend.
+pub const MEMORY_LINE: &str = "[state] backend = \"memory\": checkpoints live in the running \
+                               squall process only, so there is nothing to list, show or delete \
+                               outside it (GET /api/v1/topology shows a running one's)";
+
+/// The topology's backend, opened; `None` for `memory`, which keeps
+/// nothing outside the process that runs the topology.
+fn open(target: &StateTarget) -> Result<Option<Backend>, Failure> {
     let config = super::load_config(&target.topology, &target.sets)?;
     let (config, partition) = match (&config.group, target.partition) {
         (None, None) => (config, None),
@@ -82,9 +89,12 @@ fn open(target: &StateTarget) -> Result<Backend, Failure> {
             target.topology.display()
         )));
     };
+    if matches!(plan.backend, crate::topology::BackendPlan::Memory) {
+        return Ok(None);
+    }
     let mut backend = Backend::build(&plan.backend).map_err(state_error)?;
     backend.open(&plan.namespace).map_err(state_error)?;
-    Ok(backend)
+    Ok(Some(backend))
 }
 
 fn state_error(e: crate::state::StateError) -> Failure {
@@ -101,7 +111,7 @@ pub fn state(command: StateCommand) -> Result<(), Failure> {
 }
 
 fn ls(target: &StateTarget) -> Result<(), Failure> {
-    let mut backend = open(target)?;
+    let Some(mut backend) = open(target)? else { return print(&format!("{MEMORY_LINE}\n")) };
     let last = backend.last_committed().map_err(state_error)?;
     let mut out = String::new();
     match last {
@@ -117,7 +127,7 @@ fn ls(target: &StateTarget) -> Result<(), Failure> {
 }
 
 fn show(target: &StateTarget, scope: &str) -> Result<(), Failure> {
-    let mut backend = open(target)?;
+    let Some(mut backend) = open(target)? else { return print(&format!("{MEMORY_LINE}\n")) };
     let mut records = backend.load(scope).map_err(state_error)?;
     backend.close();
     if records.is_empty() {
@@ -141,7 +151,7 @@ fn show(target: &StateTarget, scope: &str) -> Result<(), Failure> {
 }
 
 fn rm(path: &Path, target: &StateTarget, yes: bool) -> Result<(), Failure> {
-    let mut backend = open(target)?;
+    let Some(mut backend) = open(target)? else { return print(&format!("{MEMORY_LINE}\n")) };
     if !yes {
         eprint!(
             "delete every committed checkpoint of {} in {}? [y/N] ",

@@ -109,6 +109,17 @@ fn at(config: &TopologyConfig, loc: Loc) -> String {
 fn run_one(config: &TopologyConfig, test: &TestDecl) -> Result<Outcome, Failure> {
     let started = Instant::now();
     let mut failures = Vec::new();
+    let mut config = config.clone();
+    if !test.topology_state {
+        // Hermetic: the in-memory backend, empty at each test, never the
+        // topology's real state (a second run would start from the first's).
+        if let Some(state) = config.state.as_mut() {
+            state.backend = crate::config::BackendDecl::Memory;
+            state.config = String::new();
+            state.config_keys.clear();
+        }
+    }
+    let config = &config;
     let mut harness = Harness::from_config(config.clone())
         .silence_unfed_spouts()
         .simulated_time(Duration::from_millis(test.advance_millis));

@@ -186,7 +186,7 @@ pub(crate) mod keys {
     pub(crate) const TOP: &[&str] =
         &["include", "topology", "plugins", "wait", "state", "group", "spouts", "bolts", "tests"];
     /// `[[tests]]` (`squall test`).
-    pub(crate) const TEST: &[&str] = &["name", "advance", "inputs", "expect"];
+    pub(crate) const TEST: &[&str] = &["name", "advance", "state", "inputs", "expect"];
     /// `[[tests.inputs]]`.
     pub(crate) const TEST_INPUT: &[&str] = &["spout", "bolt", "from", "stream", "tuples"];
     /// `[[tests.expect]]`.

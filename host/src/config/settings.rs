@@ -240,12 +240,17 @@ fn read_plugin(w: &mut Walker<'_>, key: &Key<'_>, value: &Value<'_>) -> Option<P
 /// A relative library path is relative to the TOML file that writes it (at
 /// `span`), not the working directory; one given with `--set` is relative to
 /// the working directory.
+/// `.` components are dropped (`dir/./lib.so` is `dir/lib.so`), so messages
+/// show the path plainly; `..` stays (it may cross a symbolic link).
 fn resolve(w: &Walker<'_>, path: String, span: &std::ops::Range<usize>) -> PathBuf {
     let path = PathBuf::from(path);
-    if path.is_relative() {
-        w.dir_at(span).join(path)
+    let joined = if path.is_relative() { w.dir_at(span).join(path) } else { path };
+    let plain: PathBuf =
+        joined.components().filter(|c| *c != std::path::Component::CurDir).collect();
+    if plain.as_os_str().is_empty() {
+        joined
     } else {
-        path
+        plain
     }
 }
 

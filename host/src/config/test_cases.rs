@@ -40,6 +40,11 @@ pub struct TestDecl {
     pub advance_millis: u64,
     /// `[[tests.expect]]`, in file order.
     pub expect: Vec<Expectation>,
+    /// `state = "topology"`: the test runs on the topology's `[state]`
+    /// backend. By default (`state = "memory"`) it runs on the in-memory
+    /// backend, so a test never reads or writes the topology's real state
+    /// and gives the same result every time.
+    pub topology_state: bool,
 }
 
 /// Where the tuples of a [`TestInput`] enter.
@@ -218,6 +223,26 @@ fn read_test(
             }
         }
     };
+    let topology_state = match s.get("state") {
+        None => false,
+        Some(value) => {
+            let what = format!("\"state\" in {context}");
+            match w.string(value, &what)?.as_str() {
+                "memory" => false,
+                "topology" => true,
+                other => {
+                    let help = "\"memory\" (the default: the in-memory backend, empty at each \
+                                test) or \"topology\" (the topology's [state] backend)";
+                    w.error(
+                        &value.span(),
+                        format!("{what} is {other:?}: expected \"memory\" or \"topology\""),
+                        Some(help.into()),
+                    );
+                    false
+                }
+            }
+        }
+    };
     let mut inputs = Vec::new();
     if let Some(value) = s.get("inputs") {
         let what = format!("\"inputs\" in {context}");
@@ -251,7 +276,7 @@ fn read_test(
             s.missing(w, "expect", Some("add [[tests.expect]] tables: what must come out".into()))
         }
     }
-    Some(TestDecl { name, loc, inputs, advance_millis, expect })
+    Some(TestDecl { name, loc, inputs, advance_millis, expect, topology_state })
 }
 
 /// The component named under `key`, checked against `known`.

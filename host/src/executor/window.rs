@@ -105,8 +105,9 @@ pub struct Windower<T> {
     max_seen: Option<u64>,
     /// The window fired last and not settled yet.
     firing: Option<Firing>,
-    /// The window fired last is a count window's flush: its settle retires
-    /// every buffered tuple.
+    /// The window fired last is a count window's flush with no new tuple
+    /// (it slid by `slide` tuples that never came): its settle retires
+    /// the `slide` oldest.
     flushed: bool,
 }
 
@@ -262,25 +263,33 @@ impl<T> Windower<T> {
         Some(firing)
     }
 
-    /// The next window of a flush: a count window's trailing tuples (the
-    /// last `length`, the ones since the last window as new), or the next
-    /// time window that holds a buffered or expired tuple, whatever the
-    /// clock or the watermark says. `None` when none is left; then call
-    /// [`Windower::retire_rest`]. Settle each one as after [`Windower::fire`].
+    /// The next window of a flush, whatever the clock, the watermark or
+    /// the count says. A count window: first its trailing tuples (the last
+    /// `length`, the ones since the last window as new), then, sliding on
+    /// by `slide` tuples that never come, a window of what is still
+    /// buffered (no new tuple) until the last tuple has left: each tuple
+    /// gets as many windows as in a stream that goes on. A time window: the
+    /// next one that holds a buffered or expired tuple. `None` when none is
+    /// left; then call [`Windower::retire_rest`]. Settle each one as after
+    /// [`Windower::fire`].
     pub fn fire_flush(&mut self) -> Option<Firing> {
         debug_assert!(self.firing.is_none(), "settle the previous window first");
         let firing = match self.trigger {
             Trigger::Count { length, .. } => {
-                if self.since_fire == 0 {
-                    return None;
-                }
                 let n = self.buffer.len();
-                self.flushed = true;
-                Firing {
-                    tuples: n.saturating_sub(length)..n,
-                    new_tuples: n.saturating_sub(self.since_fire)..n,
-                    start: 0,
-                    end: 0,
+                if self.since_fire > 0 {
+                    Firing {
+                        tuples: n.saturating_sub(length)..n,
+                        new_tuples: n.saturating_sub(self.since_fire)..n,
+                        start: 0,
+                        end: 0,
+                    }
+                } else if n > 0 {
+                    // What a settle kept is what the next window would hold.
+                    self.flushed = true;
+                    Firing { tuples: 0..n, new_tuples: n..n, start: 0, end: 0 }
+                } else {
+                    return None;
                 }
             }
             Trigger::Time { length, slide, .. } => self.time_window(length, slide, u64::MAX)?,
@@ -344,8 +353,8 @@ impl<T> Windower<T> {
             Trigger::Count { length, slide } => {
                 self.since_fire = 0;
                 if std::mem::take(&mut self.flushed) {
-                    // A flush: no later window.
-                    self.buffer.len()
+                    // A flush's window of no new tuple: it slid by `slide`.
+                    slide.min(self.buffer.len())
                 } else {
                     // The next window holds the last `length - slide` of these.
                     self.buffer.len().saturating_sub(length - slide)
@@ -427,20 +436,39 @@ mod tests {
         assert_eq!(fired, vec![(vec![4, 5], vec![4, 5], vec![1, 2, 3], vec![4, 5])]);
         assert!(rest.is_empty());
         assert!(w.is_empty());
-        // Sliding: the last window holds the last `length`; every tuple
-        // still held for later windows is retired with it.
+        // Sliding: the trailing window holds the last `length`, then the
+        // window slides on (by `slide` tuples that never come) until its
+        // last tuple has left.
         let mut w = Windower::new(Trigger::Count { length: 4, slide: 2 });
         feed(&mut w, 1..=5);
         let (fired, rest) = flush(&mut w);
-        assert_eq!(fired, vec![(vec![3, 4, 5], vec![5], vec![1, 2], vec![3, 4, 5])]);
+        assert_eq!(
+            fired,
+            vec![
+                (vec![3, 4, 5], vec![5], vec![1, 2], vec![3]),
+                (vec![4, 5], vec![], vec![3], vec![4, 5])
+            ]
+        );
         assert!(rest.is_empty());
-        // Nothing new since the last window: no window, the held ones retire.
+        // Nothing new since the last window: it slides on all the same.
         let mut w = Windower::new(Trigger::Count { length: 4, slide: 2 });
         feed(&mut w, 1..=4);
         let (fired, rest) = flush(&mut w);
-        assert!(fired.is_empty());
-        assert_eq!(rest, vec![3, 4]);
+        assert_eq!(fired, vec![(vec![3, 4], vec![], vec![1, 2], vec![3, 4])]);
+        assert!(rest.is_empty());
         assert!(w.buffer().is_empty());
+        // Issue 41: six tuples, length 4, slide 2: windows of 2, 4, 4 and 2
+        // tuples, so each tuple is in length / slide = 2 windows.
+        let mut w = Windower::new(Trigger::Count { length: 4, slide: 2 });
+        let mut sizes = Vec::new();
+        for i in 1..=6 {
+            push_all(&mut w, [(0, i)]);
+            sizes.extend(run(&mut w, 0).into_iter().map(|f| f.0.len()));
+        }
+        let (fired, rest) = flush(&mut w);
+        sizes.extend(fired.into_iter().map(|f| f.0.len()));
+        assert_eq!(sizes, [2, 4, 4, 2]);
+        assert!(rest.is_empty());
     }
 
     #[test]

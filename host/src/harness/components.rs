@@ -66,6 +66,9 @@ pub(crate) struct Feeder {
 impl Spout for Feeder {
     const NAME: &'static str = "Feeder";
     const DESCRIPTION: &'static str = "squall-harness: emits fixed tuples once each, reliably";
+    /// Its position (how many tuples it emitted) is in each checkpoint, so
+    /// a durable topology under test does not warn that it keeps none.
+    const CHECKPOINTS: bool = true;
 
     fn declare_outputs(_outputs: &mut OutputDeclarer) {}
 
@@ -119,6 +122,21 @@ impl Spout for Feeder {
     fn fail(&mut self, message_id: MessageId) {
         self.run.complete(&self.spout, message_id, false);
     }
+
+    fn checkpoint(&mut self, _checkpoint: u64) -> Option<State> {
+        let mut position = State::new("squall-feeder/1");
+        position.entries.push(squall_plugin_api::StateEntry {
+            key: vec![Value::U64(self.next_id)].into(),
+            bytes: Default::default(),
+        });
+        Some(position)
+    }
+
+    /// A test feeds every tuple it lists, also on a backend that holds an
+    /// earlier run's position (`state = "topology"`).
+    fn restore_checkpoint(&mut self, _position: State) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Subscribed to every non-direct stream of the topology: records each
@@ -163,6 +181,11 @@ impl PluginSource for HarnessPlugin {
 
     fn extensions() -> abi_stable_rvec::RVec<ComponentExt> {
         Self::builder().build_extensions()
+    }
+
+    /// The 1.2 descriptors: the feeder keeps a checkpoint position.
+    fn extensions_1_2() -> abi_stable_rvec::RVec<squall_plugin_api::abi::ComponentExt12> {
+        Self::builder().build_extensions_12()
     }
 }
 

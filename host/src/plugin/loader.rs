@@ -157,7 +157,14 @@ pub fn load_library_in(
             if let Some(expected) = sha256 {
                 check_digest(alias, path, &file, expected)?;
             }
-            let detail = detail.to_owned();
+            let mut detail = detail.to_owned();
+            if path.extension().is_some_and(|e| e == "rlib") {
+                detail.push_str(
+                    " (help: a .rlib is a Rust library for the compiler, not a shared library: \
+                     add crate-type = [\"cdylib\"] under [lib] in the crate's Cargo.toml, build \
+                     it again and name the .so it writes beside the .rlib)",
+                );
+            }
             return Err(LoadError::NotALibrary { alias: alias.into(), path: path.into(), detail });
         }
     }
@@ -689,6 +696,15 @@ mod tests {
         assert!(e.contains("does not exist"), "{e}");
         assert!(e.contains("crate-type = [\"cdylib\"]") && e.contains("libmine.rlib"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn naming_an_rlib_says_to_build_a_cdylib() {
+        let dir = scratch("rlib-named");
+        let path = dir.join("libmine.rlib");
+        std::fs::write(&path, b"!<arch>\n").unwrap();
+        let e = load_library("mine", &path, None).unwrap_err().to_string();
+        assert!(e.contains("add crate-type = [\"cdylib\"]") && !e.contains('\n'), "{e}");
     }
 
     #[test]

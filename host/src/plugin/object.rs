@@ -133,6 +133,7 @@ impl SpoutObj {
         ext: &TaskExt,
         waker: &WakerBox,
     ) -> PResult<bool> {
+        super::services::instance_starts();
         match self {
             SpoutObj::V1(s) => s.open(context).map(|()| false),
             SpoutObj::Ext(s) => s.open(context, ext, waker.clone()),
@@ -299,6 +300,7 @@ impl std::fmt::Debug for BoltObj {
 impl BoltObj {
     /// `prepare`.
     pub fn prepare(&mut self, context: &TaskContext, ext: &TaskExt) -> PResult<()> {
+        super::services::instance_starts();
         match self {
             BoltObj::V1(b) => b.prepare(context),
             BoltObj::Ext(b) => b.prepare(context, ext),

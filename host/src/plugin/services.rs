@@ -34,6 +34,9 @@ struct TaskScope {
     component: String,
     task: u32,
     stats: Arc<dyn TaskSink>,
+    /// The metric names the current instance registered (since its `open`
+    /// or `prepare` began): a second registration of one is refused.
+    registered: Vec<String>,
 }
 
 thread_local! {
@@ -61,7 +64,19 @@ pub fn enter_task(component: &str, task: u32, stats: Arc<dyn TaskSink>) {
         stats.record_error(message);
     }
     CURRENT.with(|c| {
-        *c.borrow_mut() = Some(TaskScope { component: component.to_owned(), task, stats })
+        *c.borrow_mut() =
+            Some(TaskScope { component: component.to_owned(), task, stats, registered: Vec::new() })
+    });
+}
+
+/// A new instance of the calling thread's task is about to `open` or
+/// `prepare` (at start, after a rebuild, in a live swap): it may register
+/// the metrics its predecessor did, and gets the same cells.
+pub fn instance_starts() {
+    CURRENT.with(|c| {
+        if let Some(scope) = c.borrow_mut().as_mut() {
+            scope.registered.clear();
+        }
     });
 }
 
@@ -229,10 +244,25 @@ impl DynHost for HostServices {
         if ![MetricKind::COUNTER, MetricKind::GAUGE, MetricKind::HISTOGRAM].contains(&kind) {
             return refuse(format!("unknown metric kind {}", kind.0));
         }
-        CURRENT.with(|c| match &*c.borrow() {
+        CURRENT.with(|c| match &mut *c.borrow_mut() {
             Some(scope) => {
+                // Two handles of one instance would count into one series
+                // twice per event.
+                if scope.registered.iter().any(|n| n == name.as_str()) {
+                    return refuse(format!(
+                        "{:?} is already registered by this instance of {:?} (task {}): keep \
+                         the first handle; a second one counts into the same series, so each \
+                         event would count twice",
+                        name.as_str(),
+                        scope.component,
+                        scope.task
+                    ));
+                }
                 match scope.stats.user_metrics().register(kind, name.as_str(), help.as_str()) {
-                    Ok(cells) => RResult::ROk(MetricCells { cells }),
+                    Ok(cells) => {
+                        scope.registered.push(name.as_str().to_owned());
+                        RResult::ROk(MetricCells { cells })
+                    }
                     Err(m) => refuse(m),
                 }
             }
@@ -311,9 +341,15 @@ mod tests {
         let stats = Arc::new(Sink::default());
         enter_task("count", 3, stats.clone());
         let a = host.register_metric(MetricKind::COUNTER, "c".into(), "h".into()).unwrap();
+        let twice = host.register_metric(MetricKind::COUNTER, "c".into(), "h".into());
+        let message = twice.into_result().unwrap_err().message.to_string();
+        assert!(message.contains("already registered by this instance"), "{message}");
+        // A new instance (a rebuild after a panic) gets the same cells back.
+        instance_starts();
         let b = host.register_metric(MetricKind::COUNTER, "c".into(), "h".into()).unwrap();
         a.cells.values[0].0.fetch_add(2, std::sync::atomic::Ordering::Relaxed);
         assert_eq!(b.cells.values[0].0.load(std::sync::atomic::Ordering::Relaxed), 2, "same cells");
+        instance_starts();
         assert!(host.register_metric(MetricKind::GAUGE, "c".into(), "".into()).is_err());
         let h = host.register_metric(MetricKind::HISTOGRAM, "h".into(), "".into()).unwrap();
         assert_eq!(h.cells.values.len(), HISTOGRAM_CELLS);

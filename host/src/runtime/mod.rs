@@ -112,9 +112,41 @@ fn start_with(
                     .into(),
             }))
         }
-        (None, None) => None,
+        (None, None) => {
+            warn_unkept_stores(&topology, &mut instances);
+            None
+        }
     };
     Plan::new(topology, instances).spawn_with(durable)
+}
+
+/// Warns, once per component, about bolts that keep durable stores in a
+/// topology without `[state]`: nothing checkpoints them, so a restart
+/// loses them. (A bolt may keep stores and run without `[state]` on
+/// purpose, as the Nexmark queries do, so this is not refused.) Asks the
+/// first task's instance, before `prepare`, for the state a live swap
+/// would hand over: a bolt whose stores make it says so by its format.
+fn warn_unkept_stores(topology: &Topology, instances: &mut Instances) {
+    use crate::plugin::object::BoltObj;
+    for c in topology.components.iter().filter(|c| c.kind == Kind::Bolt) {
+        let Some(Some(bolt)) = instances.bolts.get_mut(c.tasks.start as usize) else { continue };
+        if !matches!(bolt, BoltObj::V12(_) | BoltObj::V13(_)) {
+            continue;
+        }
+        let Ok(abi_stable::std_types::ROption::RSome(state)) = bolt.save_state().into_result()
+        else {
+            continue;
+        };
+        if state.format.as_str() == squall_plugin_api::state::STORES_FORMAT {
+            tracing::warn!(
+                "bolt {:?} keeps durable stores, but {} has no [state] table: they live in memory \
+                 only and a restart loses them. Add [state] (backend = \"memory\" for tests, a \
+                 state backend such as EmbeddedState to keep them; docs/state.md)",
+                c.name,
+                topology.file.display()
+            );
+        }
+    }
 }
 
 /// Durable state, opened and restored, waiting for its coordinator's thread.

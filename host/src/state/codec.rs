@@ -297,12 +297,15 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// A record's value as text for `squall state show`: UTF-8 (the stores'
-/// JSON) as it is, anything else in hex.
+/// A record's value as text for `squall state show`: UTF-8 without control
+/// characters (the stores' JSON) as it is, anything else as `0x` and hex.
 pub fn show_value(bytes: &[u8]) -> String {
     match std::str::from_utf8(bytes) {
-        Ok(s) => s.to_owned(),
-        Err(_) => bytes.iter().map(|b| format!("{b:02x}")).collect(),
+        // JSON (the stores' values): printable as it is.
+        Ok(s) if !s.chars().any(char::is_control) => s.to_owned(),
+        // Anything else (a spout's position, binary keys): hex, whichever
+        // bytes it holds, never raw control bytes on a terminal.
+        _ => format!("0x{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()),
     }
 }
 
@@ -343,6 +346,24 @@ fn show(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_position_shows_in_hex_every_time_never_as_raw_control_bytes() {
+        // A position whose bytes all happen to be valid UTF-8 (its format's
+        // length is 0, 0, 0, 14), and one whose bytes are not.
+        let mut ascii = State::new("squall-test/1");
+        ascii
+            .entries
+            .push(StateEntry { key: vec![Value::U64(7)].into(), bytes: b"x".to_vec().into() });
+        let mut binary = State::new("squall-test/1");
+        binary.entries.push(StateEntry { key: RVec::new(), bytes: vec![0xff, 0xfe].into() });
+        for state in [ascii, binary] {
+            let shown = show_value(&encode_state(&state));
+            assert!(shown.starts_with("0x"), "{shown:?}");
+            assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        }
+        assert_eq!(show_value(br#"{"a":1}"#), r#"{"a":1}"#, "JSON as it is");
+    }
 
     #[test]
     fn keys_round_trip_and_string_forms_encode_alike() {

@@ -13,6 +13,7 @@ use squall_plugin_api::abi::{ScopeWrites, StateRecord};
 use super::codec;
 use super::{Backend, Part, Report, POSITION_SCOPE};
 use crate::control::{Control, RunControl, RunState};
+use crate::topology::grouping::key_index;
 use crate::topology::{Kind, Topology};
 
 /// What the coordinator needs of the running topology: the topology as it
@@ -85,6 +86,27 @@ pub struct Coordinator {
     stats: Arc<CheckpointStats>,
     gate: Arc<Mutex<()>>,
     fence: Option<Arc<super::Fence>>,
+    /// A task's part that must never be committed (a misplaced key, a
+    /// store that cannot be encoded): the run stops, and nothing is
+    /// committed from then on, so no checkpoint leaves out its changes.
+    refused: Option<Refusal>,
+}
+
+/// Why the coordinator refused to commit: the task and the cause.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    /// The task whose part was refused.
+    pub task: crate::control::TaskName,
+    /// Why, with what to do.
+    pub cause: String,
+}
+
+/// Why a checkpoint's parts were not all gathered.
+enum Stop {
+    /// Abandoned (late or missing parts): the next checkpoint covers it.
+    Abandon(String),
+    /// Refused: the run must stop.
+    Refuse(Refusal),
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -121,6 +143,7 @@ impl Coordinator {
             stats,
             gate,
             fence: None,
+            refused: None,
         }
     }
 
@@ -142,6 +165,13 @@ impl Coordinator {
                 continue;
             }
             self.checkpoint(tasks);
+            if let Some(r) = &self.refused {
+                run.fail(crate::control::RunError::Lifecycle {
+                    task: r.task.clone(),
+                    call: "checkpoint",
+                    cause: r.cause.clone(),
+                });
+            }
             due = Instant::now() + self.interval;
         }
         // Draining: the stop asks for the last checkpoint once the drain is
@@ -157,6 +187,9 @@ impl Coordinator {
 
     /// One checkpoint: barriers, parts, commit. Returns true when committed.
     pub fn checkpoint(&mut self, tasks: &dyn TaskDirectory) -> bool {
+        if self.refused.is_some() {
+            return false;
+        }
         let gate = self.gate.clone();
         let _held = gate.lock().unwrap_or_else(|p| p.into_inner());
         let (topology, controls) = tasks.current();
@@ -171,7 +204,21 @@ impl Coordinator {
         }
         match self.gather(&topology, n, spouts.len() + bolts.len(), started) {
             Ok(()) => {}
-            Err(why) => {
+            Err(Stop::Refuse(refusal)) => {
+                for &t in &bolts {
+                    if let Some(c) = controls.get(t as usize) {
+                        let _ = c.send(Control::AbortCheckpoint(n));
+                    }
+                }
+                self.stats.aborted.fetch_add(1, Ordering::Relaxed);
+                self.set_error(Some(format!(
+                    "checkpoint {n} refused: {}: {}",
+                    refusal.task, refusal.cause
+                )));
+                self.refused = Some(refusal);
+                return false;
+            }
+            Err(Stop::Abandon(why)) => {
                 for &t in &bolts {
                     if let Some(c) = controls.get(t as usize) {
                         let _ = c.send(Control::AbortCheckpoint(n));
@@ -252,30 +299,36 @@ impl Coordinator {
         n: u64,
         expected: usize,
         started: Instant,
-    ) -> Result<(), String> {
+    ) -> Result<(), Stop> {
         let mut got = 0;
         while got < expected {
             let left = self.timeout.saturating_sub(started.elapsed());
             match self.reports.recv_timeout(left) {
                 Ok(r) if r.checkpoint == n => {
-                    if let Part::Bolt(Err(e)) = &r.part {
-                        return Err(format!("task {} could not read its stores: {e}", r.task));
-                    }
                     if let Part::Spout(Err(e)) = &r.part {
-                        return Err(format!("task {} could not give its position: {e}", r.task));
+                        return Err(Stop::Abandon(format!(
+                            "task {} could not give its position: {e}",
+                            r.task
+                        )));
                     }
+                    check_part(topology, &r, n).map_err(Stop::Refuse)?;
                     self.merge(topology, r);
                     got += 1;
                 }
-                Ok(r) if r.checkpoint < n => self.merge(topology, r),
+                Ok(r) if r.checkpoint < n => {
+                    check_part(topology, &r, n).map_err(Stop::Refuse)?;
+                    self.merge(topology, r);
+                }
                 Ok(_) => {}
                 Err(RecvTimeoutError::Timeout) => {
-                    return Err(format!(
+                    return Err(Stop::Abandon(format!(
                         "{got} of {expected} tasks reported within {} ms",
                         self.timeout.as_millis()
-                    ))
+                    )))
                 }
-                Err(RecvTimeoutError::Disconnected) => return Err("the tasks are gone".into()),
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Stop::Abandon("the tasks are gone".into()))
+                }
             }
         }
         Ok(())
@@ -312,6 +365,94 @@ impl Coordinator {
             }
             Part::Bolt(Err(_)) => {}
         }
+    }
+}
+
+/// Refuses a bolt task's part that must not be committed: its stores could
+/// not be read (a value that does not encode, two stores with one name:
+/// the bolt keeps those changes, so no later commit may leave them out),
+/// or it wrote a key that another task owns.
+///
+/// A keyed entry belongs to the task the fields grouping sends its key to
+/// ([`key_index`]): a restore gives it there. A task that writes a key it
+/// does not own is fed by a grouping that does not route by the store's
+/// key (shuffle, a custom grouping, fields the key is not made of, or the
+/// key's fields in another order): another task writes the same key, or
+/// the restored value lands where the key's tuples never go, and the last
+/// writer wins. Windows' buffers (host-kept, per task) are exempt.
+fn check_part(topology: &Topology, r: &Report, n: u64) -> Result<(), Refusal> {
+    let Some(c) = topology.components.iter().find(|c| c.tasks.contains(&r.task)) else {
+        return Ok(());
+    };
+    let task = crate::control::TaskName {
+        kind: c.kind,
+        component: c.name.clone(),
+        task: crate::ids::TaskId(r.task),
+    };
+    let deltas = match &r.part {
+        Part::Bolt(Ok(deltas)) => deltas,
+        Part::Bolt(Err(e)) => {
+            return Err(Refusal {
+                task,
+                cause: format!(
+                    "{e}; checkpoint {n} and every later one are not committed (the \
+                     last committed stays), and the topology stops"
+                ),
+            })
+        }
+        Part::Spout(_) => return Ok(()),
+    };
+    let parallelism = c.parallelism() as usize;
+    if parallelism < 2 {
+        return Ok(());
+    }
+    let index = (r.task - c.tasks.start) as usize;
+    for d in deltas.iter().filter(|d| d.store.as_str() != super::WINDOW_STORE) {
+        let keys = d.entries.iter().map(|e| &e.key).chain(d.removed.iter());
+        for key in keys.filter(|k| !k.is_empty()) {
+            let owner = key_index(key.iter(), parallelism);
+            if owner == index {
+                continue;
+            }
+            let shown = match key.as_slice() {
+                [one] => one.to_string(),
+                many => format!("{:?}", many.iter().map(ToString::to_string).collect::<Vec<_>>()),
+            };
+            return Err(Refusal {
+                task,
+                cause: format!(
+                    "store {:?}: task index {index} wrote key {shown}, which the fields \
+                     grouping (and a restore) gives to task index {owner}: several tasks would \
+                     write one key and the last would win. Its input is {}; group every input \
+                     by the fields the key is made of, in the key's order, or keep the store \
+                     in a bolt with parallelism 1. Checkpoint {n} and every later one are not \
+                     committed, and the topology stops (docs/state.md, \"Mistakes squall \
+                     refuses\")",
+                    d.store,
+                    inputs_label(topology, c),
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A bolt's inputs as people read them: `"split" by fields(word)`.
+fn inputs_label(topology: &Topology, c: &crate::topology::Component) -> String {
+    let labels: Vec<String> = c
+        .inputs
+        .iter()
+        .map(|input| {
+            let source = &topology.components[input.from];
+            let decl = &source.outputs[input.stream as usize].decl;
+            let fields: Vec<&str> = decl.fields.iter().map(|f| f.as_str()).collect();
+            format!("{:?} by {}", source.name, input.grouping.label(&fields))
+        })
+        .collect();
+    if labels.is_empty() {
+        "none".into()
+    } else {
+        labels.join(", ")
     }
 }
 
@@ -429,17 +570,94 @@ mod tests {
         let t = tasks();
         // Checkpoint 1: task 1 took its changes and reported them; task 2
         // never did, so 1 is abandoned.
+        let (cow, moon) = (owned_by(0), owned_by(1));
         tx.send(spout(1)).unwrap();
-        tx.send(bolt(1, 1, Some(("cow", "3")))).unwrap();
+        tx.send(bolt(1, 1, Some((&cow, "3")))).unwrap();
         assert!(!c.checkpoint(&t));
         // Checkpoint 2: task 2 reports 1 late, then everyone reports 2
         // (task 1 has nothing new: its changes went out with 1).
-        tx.send(bolt(1, 2, Some(("moon", "1")))).unwrap();
+        tx.send(bolt(1, 2, Some((&moon, "1")))).unwrap();
         for r in [spout(2), bolt(2, 1, None), bolt(2, 2, None)] {
             tx.send(r).unwrap();
         }
         assert!(c.checkpoint(&t));
-        assert_eq!(committed(&mut c, "cow").as_deref(), Some("3"), "reported in time for 1");
-        assert_eq!(committed(&mut c, "moon").as_deref(), Some("1"), "reported late for 1");
+        assert_eq!(committed(&mut c, &cow).as_deref(), Some("3"), "reported in time for 1");
+        assert_eq!(committed(&mut c, &moon).as_deref(), Some("1"), "reported late for 1");
+    }
+
+    /// A word that the fields grouping gives to task index `index` of 2.
+    fn owned_by(index: usize) -> String {
+        (0..)
+            .map(|k| format!("w{k}"))
+            .find(|w| key_index(std::iter::once(&Value::from(w.as_str())), 2) == index)
+            .expect("some word")
+    }
+
+    fn coordinator(rx: Receiver<Report>) -> Coordinator {
+        let mut backend = Backend::Memory(Default::default());
+        backend.open("ns").unwrap();
+        Coordinator::new(
+            backend,
+            Duration::from_secs(3600),
+            Duration::from_millis(50),
+            rx,
+            None,
+            Arc::default(),
+            Arc::default(),
+        )
+    }
+
+    #[test]
+    fn a_key_written_by_a_task_that_does_not_own_it_is_refused_and_nothing_commits_after() {
+        // Bolt "b" is fed by a shuffle grouping: both tasks count one word.
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut c = coordinator(rx);
+        let t = tasks();
+        let word = owned_by(0);
+        for r in [spout(1), bolt(1, 1, Some((&word, "1"))), bolt(1, 2, Some((&word, "1")))] {
+            tx.send(r).unwrap();
+        }
+        assert!(!c.checkpoint(&t), "refused");
+        let refusal = c.refused.clone().expect("a refusal");
+        assert_eq!(refusal.task.to_string(), "bolt \"b\" task 2");
+        let cause = &refusal.cause;
+        for part in [
+            format!("store \"counts\": task index 1 wrote key {word}"),
+            "gives to task index 0".into(),
+            "Its input is \"s\" by shuffle".into(),
+            "the topology stops".into(),
+        ] {
+            assert!(cause.contains(&part), "{part:?} not in {cause}");
+        }
+        assert_eq!(committed(&mut c, &word), None, "nothing committed");
+        // Nothing commits from then on, not even the last checkpoint of the
+        // stop: the refused task's changes are out of its stores.
+        for r in [spout(2), bolt(2, 1, None), bolt(2, 2, None)] {
+            tx.send(r).unwrap();
+        }
+        assert!(!c.checkpoint(&t));
+        assert_eq!(committed(&mut c, &word), None);
+    }
+
+    #[test]
+    fn a_bolt_whose_stores_cannot_be_read_stops_the_commits() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut c = coordinator(rx);
+        let t = tasks();
+        let err = Report {
+            checkpoint: 1,
+            task: 2,
+            part: Part::Bolt(Err("store \"sums\", key b: cannot encode its value".into())),
+        };
+        for r in [spout(1), bolt(1, 1, Some((&owned_by(0), "1"))), err] {
+            tx.send(r).unwrap();
+        }
+        assert!(!c.checkpoint(&t));
+        let cause = c.refused.clone().expect("a refusal").cause;
+        assert!(cause.contains("key b: cannot encode") && cause.contains("stops"), "{cause}");
+        for r in [spout(2), bolt(2, 1, None), bolt(2, 2, None)] {
+            tx.send(r).unwrap();
+        }
+        assert!(!c.checkpoint(&t), "no commit leaves the refused changes out");
     }
 }

@@ -11,7 +11,6 @@
 //! - `custom` (contract 1.1): a plugin's [`Grouping`](squall_plugin_api::Grouping),
 //!   one instance per sending task and subscription, asked per tuple.
 
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use abi_stable::std_types::{RString, RVec};
@@ -223,19 +222,9 @@ pub enum Targets<'a> {
 
 /// The index, among `n` tasks, of the task a fields grouping sends `key`
 /// (the values of the grouping fields, in grouping order) to. A live change
-/// of parallelism hands keyed state to the same task with it.
-#[inline]
-pub fn key_index<'v>(key: impl Iterator<Item = &'v Value>, n: usize) -> usize {
-    let mut hasher = rustc_hash::FxHasher::default();
-    for v in key {
-        v.hash(&mut hasher);
-    }
-    // A multiply and a shift map the hash onto 0..n by its high bits
-    // (Lemire's range reduction), which FxHash mixes well; a `%` would
-    // compile to a 64-bit division, the costliest step of the grouping.
-    let h = hasher.finish();
-    ((u128::from(h) * n.max(1) as u128) >> 64) as usize
-}
+/// of parallelism hands keyed state to the same task with it; the plugin
+/// API exports it, so a plugin can pick keys its task owns.
+pub use squall_plugin_api::state::key_index;
 
 impl Router {
     /// A router over `tasks` (non-empty), starting round robin at `seed`.

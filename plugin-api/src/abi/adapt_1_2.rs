@@ -66,6 +66,7 @@ impl<S: Spout> DynSpout12 for Spout12Adapter<S> {
     }
 
     fn checkpoint(&mut self, checkpoint: u64) -> PResult<ROption<State>> {
+        crate::state::checkpoint_seen(checkpoint);
         guard(|| Ok(self.0 .0.checkpoint(checkpoint).into()))
     }
 
@@ -133,6 +134,7 @@ impl<B: AnyBolt> DynBolt12 for Bolt12Adapter<B> {
     }
 
     fn checkpoint(&mut self, checkpoint: u64) -> PResult<RVec<StoreDelta>> {
+        crate::state::checkpoint_seen(checkpoint);
         guard(|| {
             self.0 .0.barrier(checkpoint);
             self.0 .0.stores().take_changes().map_err(runtime)

@@ -4,7 +4,6 @@
 use std::hash::{Hash, Hasher};
 
 use rustc_hash::FxHasher;
-use squall_plugin_api::abi::GroupingContext;
 use squall_plugin_api::prelude::*;
 
 squall_plugin_api::declare_config! {

@@ -122,6 +122,13 @@ impl Buffer {
         self.generation
     }
 
+    /// Draws this instance's generation again (at `prepare`, before any
+    /// row is staged under it).
+    pub(crate) fn set_generation(&mut self, generation: i64) {
+        debug_assert!(self.open_rows == 0 && !self.sealed.contains_key(&self.generation));
+        self.generation = generation;
+    }
+
     /// Sets the task index (known at `prepare`).
     pub(crate) fn set_task(&mut self, task: u32) {
         self.task = task;

@@ -510,6 +510,21 @@ impl BasicBolt for PostgresSink {
             None => format!("{}/{}", context.topology, context.component),
         };
         self.buffer.set_task(context.task_index);
+        // The store is keyed by generation, and the host refuses a key that
+        // another task owns (the one a restore would give it to): draw
+        // until this task owns its generation (about `parallelism` draws).
+        let n = context.parallelism as usize;
+        let owned = |g: i64| {
+            squall_plugin_api::state::key_index(std::iter::once(&Value::I64(g)), n)
+                == context.task_index as usize
+        };
+        if !owned(self.buffer.generation()) {
+            let mut generation = draw_generation();
+            while !owned(generation) {
+                generation = draw_generation();
+            }
+            self.buffer.set_generation(generation);
+        }
         self.client = Some(self.connect()?);
         self.last_barrier = Instant::now();
         self.metrics = Some(Metrics {

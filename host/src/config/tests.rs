@@ -1545,7 +1545,10 @@ fn group_reads_its_keys_and_hands_the_others_to_its_coordinator() {
     let group = parse_ok(&text).group.expect("[group]");
     assert_eq!((group.name.as_str(), group.partitions), ("words", 8));
     let (alias, component) = crate::config::group::DEFAULT_COORDINATOR;
-    assert_eq!((group.coordinator.alias.as_str(), group.coordinator.component.as_str()), (alias, component));
+    assert_eq!(
+        (group.coordinator.alias.as_str(), group.coordinator.component.as_str()),
+        (alias, component)
+    );
     assert_eq!(group.config, "");
     assert_eq!(group.host_id, None);
     // No alias `nats`: the default coordinator's library beside the binary.
@@ -1575,8 +1578,9 @@ fn group_reads_its_keys_and_hands_the_others_to_its_coordinator() {
 #[test]
 fn group_mistakes_are_reported_where_they_are_written() {
     let state = "\n[state]\nbackend = \"examples::Store\"\n";
-    let text =
-        format!("{WORDCOUNT}{state}\n[group]\nname = \"g\"\npartitions = 2\ncoordinator = \"nope::X\"\n");
+    let text = format!(
+        "{WORDCOUNT}{state}\n[group]\nname = \"g\"\npartitions = 2\ncoordinator = \"nope::X\"\n"
+    );
     let errs = errors(&text);
     let at = loc_of(&text, "\"nope::X\"");
     assert!(

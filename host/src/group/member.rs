@@ -151,6 +151,7 @@ impl Member {
             coordinator,
             partitions,
             held: BTreeMap::new(),
+            pending: BTreeMap::new(),
             events_tx,
             events,
             stop: stop.clone(),
@@ -236,6 +237,10 @@ struct Driver {
     coordinator: CoordinatorBox,
     partitions: Arc<dyn Partitions>,
     held: BTreeMap<u32, Held>,
+    /// Partitions assigned again while their previous run still stops (it
+    /// was lost or revoked): their epoch and deadline, to start once it
+    /// stopped.
+    pending: BTreeMap<u32, (u64, Instant)>,
     events_tx: Sender<Event>,
     events: Receiver<Event>,
     stop: Arc<AtomicBool>,
@@ -276,8 +281,11 @@ impl Driver {
                         tracing::debug!("partition {k}: stopping (leave)");
                     }
                 }
+                for (k, (epoch, _)) in std::mem::take(&mut self.pending) {
+                    self.release(k, epoch);
+                }
             }
-            if leaving && self.held.is_empty() {
+            if leaving && self.held.is_empty() && self.pending.is_empty() {
                 tracing::info!("group {}: host {} left", self.settings.name, self.settings.host_id);
                 self.view = (Vec::new(), 0);
                 self.publish();
@@ -324,6 +332,14 @@ impl Driver {
                 self.release(k, epoch);
             }
             PartitionChange::ASSIGNED => match self.held.get(&k) {
+                Some(h) if matches!(h.phase, Phase::Stopping { .. }) => {
+                    tracing::debug!(
+                        "partition {k}: assigned again (epoch {epoch}); it starts once its \
+                         previous run (epoch {}) stopped",
+                        h.epoch
+                    );
+                    self.pending.insert(k, (epoch, deadline(before, valid_for_ms)));
+                }
                 Some(h) => tracing::warn!(
                     "partition {k}: assigned (epoch {epoch}) while it still runs (epoch {}); \
                      ignored",
@@ -334,6 +350,18 @@ impl Driver {
             PartitionChange::RENEWED => {
                 if let Some(h) = self.held.get(&k).filter(|h| h.epoch == epoch) {
                     h.fence.extend(deadline(before, valid_for_ms));
+                }
+                if let Some((_, until)) = self.pending.get_mut(&k).filter(|p| p.0 == epoch) {
+                    *until = (*until).max(deadline(before, valid_for_ms));
+                }
+            }
+            PartitionChange::REVOKED | PartitionChange::LOST
+                if self.pending.get(&k).is_some_and(|p| p.0 == epoch) =>
+            {
+                // Never started: a revoke is released at once, a loss dropped.
+                self.pending.remove(&k);
+                if change == PartitionChange::REVOKED {
+                    self.release(k, epoch);
                 }
             }
             PartitionChange::REVOKED => {
@@ -366,8 +394,13 @@ impl Driver {
         self.counters.taken.fetch_add(1, Ordering::Relaxed);
         let fence = Arc::new(Fence::new(k, epoch, until));
         let (stop_tx, stop_rx) = crossbeam_channel::bounded(1);
-        let held =
-            Held { epoch, fence: fence.clone(), phase: Phase::Starting, stop: stop_tx, handle: None };
+        let held = Held {
+            epoch,
+            fence: fence.clone(),
+            phase: Phase::Starting,
+            stop: stop_tx,
+            handle: None,
+        };
         self.held.insert(k, held);
         let partitions = self.partitions.clone();
         let events = self.events_tx.clone();
@@ -418,6 +451,9 @@ impl Driver {
         let Some(h) = self.held.remove(&k) else { return };
         if release && !h.fence.is_lost() {
             self.release(k, h.epoch);
+        }
+        if let Some((epoch, until)) = self.pending.remove(&k) {
+            self.start(k, epoch, until);
         }
     }
 

@@ -245,7 +245,13 @@ impl Keeper {
             .collect()
     }
 
-    fn push(&mut self, change: PartitionChange, partition: u32, epoch: u64, until: Option<Instant>) {
+    fn push(
+        &mut self,
+        change: PartitionChange,
+        partition: u32,
+        epoch: u64,
+        until: Option<Instant>,
+    ) {
         self.changes.push(Change { change, partition, epoch, until });
     }
 

@@ -204,7 +204,10 @@ mod tests {
                 config: "stream = \"S\"\nconsumer = \"c-1\"".into(),
             },
             SpoutDecl { component: "JetStreamSpout".into(), config: "stream = \"S\"".into() },
-            SpoutDecl { component: "Other".into(), config: "stream = \"S\"\nconsumer = \"c\"".into() },
+            SpoutDecl {
+                component: "Other".into(),
+                config: "stream = \"S\"\nconsumer = \"c\"".into(),
+            },
         ];
         let found = consumers(&spouts);
         assert_eq!(

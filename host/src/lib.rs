@@ -15,11 +15,12 @@
 //! 5. [`runtime::RunningTopology::shutdown`] — the graceful drain.
 //!
 //! With `[group]`, [`group::Member`] runs one such topology per partition
-//! this host holds a lease for, in a group of hosts (docs/scaling.md).
+//! its coordinator plugin assigns to this host, in a group of hosts
+//! (docs/scaling.md).
 //!
 //! Pure cores, free of threads and clocks: [`acker::ledger`],
 //! [`timeout::RotatingMap`], [`throttle`]'s period and smooth modes,
-//! [`wait::progressive`] and [`group::assign`].
+//! and [`wait::progressive`].
 
 #![warn(missing_docs)]
 

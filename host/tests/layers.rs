@@ -35,7 +35,7 @@ const LAYERS: &[&[&str]] = &[
     // Running a topology in process on fixed input (the harness crate and
     // `squall test`).
     &["harness"],
-    // Groups of hosts sharing partitions through leases in the broker.
+    // Groups of hosts sharing partitions, as a coordinator plugin assigns them.
     &["group"],
     // The HTTP endpoint.
     &["http"],

@@ -19,10 +19,14 @@ pub trait Coordinator: Send + Sized + 'static {
     const NAME: &'static str;
     /// A one-line description for `squall inspect`.
     const DESCRIPTION: &'static str = "";
-    /// The config keys `[group.config]` accepts (checked by `squall validate`).
+    /// The keys of `[group]` it accepts besides the host's (`name`,
+    /// `partitions`, `coordinator`, `host_id`), checked by `squall validate`.
     const CONFIG_KEYS: Option<&'static [ConfigKey]> = None;
 
-    /// Builds an instance from `[group.config]`.
+    /// Builds an instance from `[group]`'s keys that are not the host's,
+    /// plus `name` (the group's name) and `spouts` (each partition's spouts
+    /// of this plugin: `[[{ component, config }, ...], ...]`, each config
+    /// as TOML text), which the host sets.
     ///
     /// # Errors
     /// When the config is invalid.
@@ -49,12 +53,19 @@ pub trait Coordinator: Send + Sized + 'static {
     /// When the release cannot be told to the group (it then expires).
     fn released(&mut self, partition: u32, epoch: u64) -> Result<()>;
 
-    /// The group as this instance sees it, as one JSON document.
+    /// The group as this instance sees it, as one JSON document. Before
+    /// [`join`](Self::join) (`squall group status`), the whole group as read
+    /// from its broker; once joined, this member's view, whose fields
+    /// `members` (live member ids), `share` and `counters` (numbers) the
+    /// host shows on its group endpoint.
     ///
     /// # Errors
     /// When the group cannot be read.
     fn status(&mut self) -> Result<String>;
 
-    /// Leaves the group, after every partition was released.
+    /// This host is leaving: take nothing more. The host then stops every
+    /// partition it runs, still polling (so that ownership stays renewed),
+    /// and calls [`released`](Self::released) for each; the member has left
+    /// once every partition is released.
     fn leave(&mut self) {}
 }

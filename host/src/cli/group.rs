@@ -1,16 +1,19 @@
 //! `squall run` of a topology with `[group]`: this process joins the group
-//! and runs one instance of the topology per partition it holds a lease
-//! for (see `group`).
+//! through its coordinator plugin and runs one instance of the topology per
+//! partition assigned to it (see `group`); and `squall group status`, which
+//! asks the coordinator.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use squall_plugin_api::abi::{ComponentKind, CoordinatorBox};
+
 use super::args::RunArgs;
 use super::signals::Signals;
 use super::Failure;
-use crate::config::{GroupDecl, Override, TopologyConfig};
+use crate::config::{Diagnostics, GroupDecl, Override, TopologyConfig};
 use crate::group::{Member, Partitions, Settings};
 use crate::http::group::{BoundGroup, GroupView};
 use crate::runtime::RunningTopology;
@@ -45,6 +48,76 @@ impl Partitions for FilePartitions {
     }
 }
 
+/// Each partition's spouts of the coordinator's own plugin, for its config
+/// (`spouts`): `[[{ component, config }, ...], ...]`, one list per partition.
+fn partition_spouts(
+    topology: &std::path::Path,
+    sets: &[Override],
+    group: &GroupDecl,
+) -> Result<toml::Value, Failure> {
+    let mut all = Vec::new();
+    for k in 0..group.partitions {
+        let config = crate::config::load_partition(topology, sets, k).map_err(Failure::Config)?;
+        let spouts = config
+            .spouts
+            .iter()
+            .filter(|s| s.decl.component.alias == group.coordinator.alias)
+            .map(|s| {
+                let mut t = toml::Table::new();
+                t.insert("component".into(), s.decl.component.component.clone().into());
+                t.insert("config".into(), s.decl.config.clone().into());
+                toml::Value::Table(t)
+            })
+            .collect();
+        all.push(toml::Value::Array(spouts));
+    }
+    Ok(toml::Value::Array(all))
+}
+
+/// Builds the group's coordinator: its plugin's constructor, given the
+/// coordinator's keys of `[group]`, the group's `name` and each partition's
+/// spouts of the same plugin (`spouts`). A config the coordinator refuses
+/// is an error at `[group]`.
+fn coordinator(
+    config: &TopologyConfig,
+    group: &GroupDecl,
+    sets: &[Override],
+) -> Result<CoordinatorBox, Failure> {
+    let reference = &group.coordinator;
+    let named = format!("{}::{}", reference.alias, reference.component);
+    let decl = config.plugins.iter().find(|p| p.alias == reference.alias).ok_or_else(|| {
+        Failure::Group(format!("group {}: no plugin alias {:?}", group.name, reference.alias))
+    })?;
+    let options = crate::plugin::LoadOptions {
+        allow_writable: decl.allow_writable || config.settings.allow_writable_plugins,
+    };
+    let library =
+        crate::plugin::load_library_with(&decl.alias, &decl.path, decl.sha256.as_deref(), options)
+            .map_err(|e| Failure::Load(vec![e]))?;
+    let descriptor = library
+        .descriptor(&reference.component, ComponentKind::COORDINATOR)
+        .ok_or_else(|| Failure::Group(format!("{named} is not a group coordinator")))?;
+    let mut table: toml::Table = group.config.parse().unwrap_or_default();
+    table.insert("name".into(), group.name.clone().into());
+    table.insert("spouts".into(), partition_spouts(&config.file, sets, group)?);
+    let text = toml::to_string(&table).unwrap_or_default();
+    let refused = |message: String| {
+        let mut d = Diagnostics::new();
+        d.push_at(
+            &config.sources,
+            group.loc,
+            format!("{named} refused its config: {message}"),
+            None,
+        );
+        Failure::Config(d)
+    };
+    match descriptor.factory.build(&text) {
+        Ok(crate::plugin::Instance::Coordinator(c)) => Ok(c),
+        Ok(_) => Err(Failure::Group(format!("{named} is not a group coordinator"))),
+        Err(e) => Err(refused(e.message.to_string())),
+    }
+}
+
 /// Joins the group and runs until a stop signal, `--duration`, or the
 /// member's end; then leaves (every partition stops gracefully and is
 /// released).
@@ -58,6 +131,7 @@ pub(super) fn run_group(
     // The plugins and every component check out before this host joins:
     // an error is the file's, at its line and column.
     drop(super::bind(config)?);
+    let coordinator = coordinator(config, &group, &sets)?;
     let addr = args.http.or(config.settings.http);
     let access = addr
         .map(|addr| {
@@ -81,17 +155,10 @@ pub(super) fn run_group(
             "host id {host_id:?} is not valid: letters, digits, '_', '-' and '=' (--host-id)"
         )));
     }
-    let settings = Settings {
-        name: group.name.clone(),
-        partitions: group.partitions,
-        lease: Duration::from_millis(group.lease_ms),
-        url: group.url.clone(),
-        bucket: group.bucket.clone(),
-        host_id,
-    };
+    let settings = Settings { name: group.name.clone(), partitions: group.partitions, host_id };
     let partitions = Arc::new(FilePartitions { path: args.topology.clone(), sets });
     let deadline = args.duration.map(|d| Instant::now() + d);
-    let member = Member::start(settings, partitions).map_err(Failure::Group)?;
+    let member = Member::start(settings, coordinator, partitions).map_err(Failure::Group)?;
     let ready = Arc::new(AtomicBool::new(true));
     let endpoint = match (bound, access) {
         (Some(bound), Some(access)) => {
@@ -148,48 +215,9 @@ pub(super) fn run_group(
     Ok(())
 }
 
-/// One partition as `squall group status` reads it from the broker.
-#[derive(Debug, serde::Serialize)]
-struct PartitionRow {
-    partition: u32,
-    /// The lease's owner (`None`: released, or never taken).
-    owner: Option<String>,
-    epoch: u64,
-    /// How long ago the lease was last written (a renewal, a take, a release).
-    age_ms: u64,
-    /// `held`, `expired` (its owner stopped renewing), `released` or `free`.
-    state: &'static str,
-    /// Messages of the partition's JetStream consumers not yet delivered
-    /// (`None`: no JetStream spout, or it could not be read).
-    pending: Option<u64>,
-    /// Delivered and not yet acknowledged (with durable state, acks wait
-    /// for the checkpoint that covers them).
-    unacked: Option<u64>,
-}
-
-/// One member's heartbeat.
-#[derive(Debug, serde::Serialize)]
-struct MemberRow {
-    host: String,
-    /// `alive`, `silent` (no heartbeat within the lease time) or `left`.
-    state: &'static str,
-    age_ms: u64,
-    partitions: Vec<u32>,
-}
-
-/// What `squall group status` prints.
-#[derive(Debug, serde::Serialize)]
-struct GroupReport {
-    group: String,
-    bucket: String,
-    lease_ms: u64,
-    members: Vec<MemberRow>,
-    partitions: Vec<PartitionRow>,
-}
-
-/// `squall group status TOPOLOGY.toml`: every member of the topology's
-/// group, the partitions each holds and their lag, read from the broker
-/// without joining the group.
+/// `squall group status TOPOLOGY.toml`: the group as its coordinator
+/// reads it, without joining: one JSON document (`--json`), or its tables
+/// as text.
 pub(super) fn status(
     topology: &std::path::Path,
     sets: &[Override],
@@ -202,17 +230,12 @@ pub(super) fn status(
             topology.display()
         )));
     };
-    // The consumers each partition's spouts read, from its own config.
-    let mut consumers = Vec::new();
-    for k in 0..group.partitions {
-        let config = crate::config::load_partition(topology, sets, k).map_err(Failure::Config)?;
-        consumers.push(jetstream_consumers(&config));
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Other(anyhow::anyhow!("cannot start a runtime: {e}")))?;
-    let report = runtime.block_on(read_group(&group, &consumers))?;
+    drop(super::bind(&config)?);
+    let mut coordinator = coordinator(&config, &group, sets)?;
+    let text = coordinator.status().into_result().map_err(|e| Failure::Group(e.message.into()))?;
+    let report: serde_json::Value = serde_json::from_str(text.as_str()).map_err(|e| {
+        Failure::Group(format!("group {}: the coordinator's status is not JSON: {e}", group.name))
+    })?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
     } else {
@@ -221,163 +244,81 @@ pub(super) fn status(
     Ok(())
 }
 
-/// A JetStream spout's server, stream and consumer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Consumer {
-    url: String,
-    stream: String,
-    consumer: String,
-}
-
-/// The JetStream consumers the spouts of one partition's topology read
-/// (`nats::JetStreamSpout` with a named consumer).
-fn jetstream_consumers(config: &crate::config::TopologyConfig) -> Vec<Consumer> {
-    config
-        .spouts
-        .iter()
-        .filter(|s| s.decl.component.component == "JetStreamSpout")
-        .filter_map(|s| {
-            let table: toml::Table = s.decl.config.parse().ok()?;
-            let text = |key: &str| table.get(key).and_then(toml::Value::as_str).map(str::to_owned);
-            Some(Consumer {
-                url: text("url").unwrap_or_else(|| "nats://127.0.0.1:4222".to_owned()),
-                stream: text("stream")?,
-                consumer: text("consumer")?,
-            })
-        })
-        .collect()
-}
-
-async fn read_group(
-    group: &crate::config::GroupDecl,
-    consumers: &[Vec<Consumer>],
-) -> Result<GroupReport, Failure> {
-    use crate::group::assign::LeaseValue;
-    use crate::group::lease::{member_key, partition_key, Leases};
-    let timeout = Duration::from_secs(2);
-    let broker =
-        |e: crate::group::lease::LeaseError| Failure::Group(format!("group {}: {e}", group.name));
-    let leases = Leases::attach(&group.url, &group.bucket, timeout).await.map_err(broker)?;
-    let lease = Duration::from_millis(group.lease_ms);
-    let age = |at: std::time::SystemTime| {
-        std::time::SystemTime::now().duration_since(at).unwrap_or_default()
-    };
-    let mut members = Vec::new();
-    for key in leases.keys("h.").await.map_err(broker)? {
-        let Some((_, value, at)) = leases.entry(&key).await.map_err(broker)? else { continue };
-        let age = age(at);
-        let state = match value.as_ref() {
-            b"alive" if age <= lease => "alive",
-            b"alive" => "silent",
-            b"leaving" => "leaving",
-            _ => "left",
-        };
-        let host = key["h.".len()..].to_owned();
-        debug_assert_eq!(member_key(&host), key);
-        members.push(MemberRow { host, state, age_ms: millis(age), partitions: Vec::new() });
-    }
-    members.sort_by(|a, b| a.host.cmp(&b.host));
-    let mut clients: Vec<(String, async_nats::jetstream::Context)> = Vec::new();
-    let mut partitions = Vec::new();
-    for k in 0..group.partitions {
-        let entry = leases.entry(&partition_key(k)).await.map_err(broker)?;
-        let (owner, epoch, age) = match entry {
-            Some((_, bytes, at)) => match serde_json::from_slice::<LeaseValue>(&bytes) {
-                Ok(v) => (v.owner, v.epoch, Some(age(at))),
-                Err(_) => (None, 0, Some(age(at))),
-            },
-            None => (None, 0, None),
-        };
-        let state = match (&owner, age) {
-            (Some(_), Some(a)) if a <= lease => "held",
-            (Some(_), _) => "expired",
-            (None, Some(_)) => "released",
-            (None, None) => "free",
-        };
-        if let (Some(o), "held" | "expired") = (&owner, state) {
-            if let Some(m) = members.iter_mut().find(|m| &m.host == o) {
-                m.partitions.push(k);
-            }
-        }
-        let (mut pending, mut unacked) = (None, None);
-        for c in consumers.get(k as usize).into_iter().flatten() {
-            let js = match clients.iter().find(|(url, _)| url == &c.url) {
-                Some((_, js)) => js.clone(),
-                None => {
-                    let Ok(client) =
-                        crate::group::lease::connect(&c.url, timeout, "squall group status").await
-                    else {
-                        continue;
-                    };
-                    let js = async_nats::jetstream::new(client);
-                    clients.push((c.url.clone(), js.clone()));
-                    js
-                }
-            };
-            let Ok(stream) = js.get_stream(&c.stream).await else { continue };
-            let Ok(info) = stream.consumer_info(&c.consumer).await else { continue };
-            *pending.get_or_insert(0) += info.num_pending;
-            *unacked.get_or_insert(0) += info.num_ack_pending as u64;
-        }
-        partitions.push(PartitionRow {
-            partition: k,
-            owner,
-            epoch,
-            age_ms: age.map_or(0, millis),
-            state,
-            pending,
-            unacked,
-        });
-    }
-    Ok(GroupReport {
-        group: group.name.clone(),
-        bucket: group.bucket.clone(),
-        lease_ms: group.lease_ms,
-        members,
-        partitions,
-    })
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// The report as text: the group, one line per member, one per partition.
-fn render(report: &GroupReport) -> String {
+/// A status document as text: its plain fields on one line, then each list
+/// of objects as a table whose columns are the objects' fields.
+fn render(report: &serde_json::Value) -> String {
     use std::fmt::Write as _;
+    let cell = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => "-".to_owned(),
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(items) if items.is_empty() => "-".to_owned(),
+        serde_json::Value::Array(items) => items
+            .iter()
+            .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_owned))
+            .collect::<Vec<_>>()
+            .join(","),
+        other => other.to_string(),
+    };
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "group {} (bucket {}, {} partitions, lease {} ms)",
-        report.group,
-        report.bucket,
-        report.partitions.len(),
-        report.lease_ms
-    );
-    let _ = writeln!(out, "\n{:<24} {:<7} {:>10}  partitions", "HOST", "STATE", "HEARTBEAT");
-    for m in &report.members {
-        let held = m.partitions.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-        let held = if held.is_empty() { "-".to_owned() } else { held };
-        let _ = writeln!(out, "{:<24} {:<7} {:>8}ms  {held}", m.host, m.state, m.age_ms);
-    }
-    let _ = writeln!(
-        out,
-        "\n{:>9} {:<24} {:<9} {:>6} {:>10} {:>10} {:>10}",
-        "PARTITION", "OWNER", "STATE", "EPOCH", "RENEWED", "PENDING", "UNACKED"
-    );
-    let opt = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
-    for p in &report.partitions {
-        let _ = writeln!(
-            out,
-            "{:>9} {:<24} {:<9} {:>6} {:>8}ms {:>10} {:>10}",
-            p.partition,
-            p.owner.as_deref().unwrap_or("-"),
-            p.state,
-            p.epoch,
-            p.age_ms,
-            opt(p.pending),
-            opt(p.unacked)
-        );
+    let Some(fields) = report.as_object() else {
+        let _ = writeln!(out, "{report}");
+        return out;
+    };
+    let plain: Vec<String> = fields
+        .iter()
+        .filter(|(_, v)| !v.is_array() && !v.is_object())
+        .map(|(k, v)| format!("{k} {}", cell(v)))
+        .collect();
+    let _ = writeln!(out, "{}", plain.join(", "));
+    for (name, value) in fields {
+        let Some(rows) = value.as_array().filter(|r| r.iter().all(serde_json::Value::is_object))
+        else {
+            continue;
+        };
+        let columns: Vec<&String> = rows
+            .first()
+            .and_then(|r| r.as_object())
+            .map(|r| r.keys().collect())
+            .unwrap_or_default();
+        let table: Vec<Vec<String>> =
+            rows.iter().map(|r| columns.iter().map(|c| cell(&r[c.as_str()])).collect()).collect();
+        let widths: Vec<usize> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| table.iter().map(|r| r[i].len()).chain([c.len()]).max().unwrap_or(0))
+            .collect();
+        let line = |cells: Vec<String>| {
+            let padded: Vec<String> =
+                cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+            padded.join("  ").trim_end().to_owned()
+        };
+        let _ = writeln!(out, "\n{name}");
+        let _ = writeln!(out, "{}", line(columns.iter().map(|c| c.to_uppercase()).collect()));
+        for row in table {
+            let _ = writeln!(out, "{}", line(row));
+        }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_document_renders_as_tables_of_its_lists() {
+        let report = serde_json::json!({
+            "group": "g",
+            "members": [{"host": "h0", "partitions": []}],
+            "partitions": [{"partition": 0, "owner": null}],
+        });
+        let text = render(&report);
+        assert!(text.starts_with("group g\n"), "{text}");
+        assert!(text.contains("\nmembers\nHOST  PARTITIONS\nh0    -\n"), "{text}");
+        assert!(
+            text.contains("\npartitions\nOWNER  PARTITION\n-      0\n")
+                || text.contains("\npartitions\nPARTITION  OWNER\n0          -\n"),
+            "{text}"
+        );
+    }
 }

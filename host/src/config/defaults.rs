@@ -205,9 +205,6 @@ pub(crate) mod keys {
     ];
     /// `[state]` (contract 1.2's durable state).
     pub(crate) const STATE: &[&str] = &["backend", "namespace", "interval_ms", "config"];
-    /// `[group]` (hosts sharing partitions; docs/scaling.md).
-    pub(crate) const GROUP: &[&str] =
-        &["name", "partitions", "lease_ms", "url", "bucket", "host_id"];
     /// `[topology]`: `name`, the keys of the settings table (see
     /// `model.rs`), `http`.
     pub(crate) fn topology() -> Vec<&'static str> {

@@ -4,33 +4,39 @@
 //! [group]
 //! name = "words"                    # the group; --group overrides it
 //! partitions = 8                    # how many partitions the input has
-//! lease_ms = 5000                   # how long a silent host keeps its partitions
-//! url = "nats://127.0.0.1:4222"     # the NATS server holding the leases (JetStream KV)
-//! bucket = "squall_group_words"     # the KV bucket (default: squall_group_NAME)
 //! host_id = "worker-1"              # this host (default: hostname-pid); --host-id overrides it
+//! coordinator = "nats::JetStreamLeases"   # the default
+//! lease_ms = 5000                   # every other key is the coordinator's
 //! ```
+//!
+//! The host reads `name`, `partitions`, `coordinator` and `host_id`; every
+//! other key is the coordinator's config, checked against the keys it
+//! declares once the plugins are loaded. Without `coordinator`, the group
+//! uses [`DEFAULT_COORDINATOR`] of the `[plugins]` alias `nats`, or of the
+//! library [`DEFAULT_LIBRARY`] beside the `squall` binary when no alias
+//! `nats` is declared.
 //!
 //! A group runs one instance of the topology per partition it owns, each
 //! with its own state namespace (`NAMESPACE.pK`); `${SQUALL_PARTITION}` in
 //! any string of the file is the partition's number (0 outside a group).
 
-use super::defaults::keys;
+use super::components::{component_ref, toml_kind};
 use super::diagnostic::Loc;
+use super::model::{ComponentRef, ConfigKeyLoc, PluginDecl};
 use super::state::{BackendDecl, StateDecl};
-use super::walk::{Section, Value, Walker};
+use super::walk::{entries, Section, Value, Walker};
 
-/// The default lease time.
-pub const DEFAULT_LEASE_MS: u64 = 5000;
-/// The shortest lease time accepted.
-pub const MIN_LEASE_MS: u64 = 300;
-/// The longest lease time accepted (ten minutes).
-pub const MAX_LEASE_MS: u64 = 600_000;
 /// The most partitions a group may have.
 pub const MAX_PARTITIONS: u64 = 4096;
-/// The default NATS server.
-pub const DEFAULT_URL: &str = "nats://127.0.0.1:4222";
 /// The variable that holds a partition's number in the topology's strings.
 pub const PARTITION_VAR: &str = "SQUALL_PARTITION";
+/// The alias and coordinator a `[group]` without `coordinator` uses.
+pub const DEFAULT_COORDINATOR: (&str, &str) = ("nats", "JetStreamLeases");
+/// The library of the default coordinator when `[plugins]` has no alias
+/// `nats`: looked for beside the `squall` binary.
+pub const DEFAULT_LIBRARY: &str = "libsquall_nats.so";
+/// The keys the host reads; the others are the coordinator's.
+const HOST_KEYS: &[&str] = &["name", "partitions", "coordinator", "host_id"];
 
 /// `[group]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,22 +47,32 @@ pub struct GroupDecl {
     pub name: String,
     /// `partitions`.
     pub partitions: u32,
-    /// `lease_ms`.
-    pub lease_ms: u64,
-    /// `url`: the NATS server with JetStream.
-    pub url: String,
-    /// `bucket`, or `squall_group_NAME`.
-    pub bucket: String,
+    /// `coordinator`, or the default.
+    pub coordinator: ComponentRef,
+    /// The coordinator's keys (every key but the host's), as TOML text.
+    pub config: String,
+    /// Where each of the coordinator's keys is written.
+    pub config_keys: Vec<ConfigKeyLoc>,
     /// `host_id`, if written (the default is computed at run time).
     pub host_id: Option<String>,
+    /// The default coordinator's library, when no alias `nats` is declared.
+    pub implicit_plugin: Option<PluginDecl>,
 }
 
-/// True for a name made of ASCII letters, digits, `_` and `-` (what a KV
-/// bucket and a key token may hold).
+/// True for a name made of ASCII letters, digits, `_` and `-`.
 fn plain(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// The default coordinator's library beside the running binary.
+fn default_library() -> std::path::PathBuf {
+    let dir = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf))
+        .unwrap_or_default();
+    dir.join(DEFAULT_LIBRARY)
 }
 
 /// Reads `[group]`.
@@ -64,14 +80,13 @@ pub(crate) fn read_group(w: &mut Walker<'_>, value: Option<&Value<'_>>) -> Optio
     let value = value?;
     let table = w.table(value, "[group]")?;
     let s = Section::new(table, value.span(), "[group]".to_owned());
-    s.check_keys(w, keys::GROUP);
     let loc = w.loc(&value.span());
     let plain_help = "letters, digits, '_' and '-', at most 64".to_owned();
     let name = match s.string(w, "name") {
         Some(n) if plain(n.get_ref()) => Some(n.into_inner()),
         Some(n) => {
             let message = format!("name {:?} in [group] is not a plain name", n.get_ref());
-            w.error(&n.span(), message, Some(plain_help.clone()));
+            w.error(&n.span(), message, Some(plain_help));
             None
         }
         None => {
@@ -85,16 +100,21 @@ pub(crate) fn read_group(w: &mut Walker<'_>, value: Option<&Value<'_>>) -> Optio
     if s.get("partitions").is_none() {
         s.missing(w, "partitions", Some("partitions = 8: the input's partition count".to_owned()));
     }
-    let lease_ms = s.u64_in(w, "lease_ms", DEFAULT_LEASE_MS, MIN_LEASE_MS, MAX_LEASE_MS);
-    let url = s.string(w, "url").map_or_else(|| DEFAULT_URL.to_owned(), |u| u.into_inner());
-    let bucket = match s.string(w, "bucket") {
-        Some(b) if plain(b.get_ref()) => Some(b.into_inner()),
-        Some(b) => {
-            let message = format!("bucket {:?} in [group] is not a plain name", b.get_ref());
-            w.error(&b.span(), message, Some(plain_help));
-            return None;
+    let (coordinator, implicit_plugin) = match s.string(w, "coordinator") {
+        Some(text) => (component_ref(w, text, "[group] coordinator")?, None),
+        None => {
+            let (alias, component) = DEFAULT_COORDINATOR;
+            let reference =
+                ComponentRef { alias: alias.to_owned(), component: component.to_owned(), loc };
+            let implicit = (!w.aliases.iter().any(|a| a == alias)).then(|| PluginDecl {
+                alias: alias.to_owned(),
+                path: default_library(),
+                sha256: None,
+                allow_writable: false,
+                loc,
+            });
+            (reference, implicit)
         }
-        None => None,
     };
     let host_id = match s.string(w, "host_id") {
         Some(h) if host_id_ok(h.get_ref()) => Some(h.into_inner()),
@@ -106,10 +126,33 @@ pub(crate) fn read_group(w: &mut Walker<'_>, value: Option<&Value<'_>>) -> Optio
         }
         None => None,
     };
+    let theirs: Vec<_> = entries(table)
+        .into_iter()
+        .filter(|(key, _)| !HOST_KEYS.contains(&key.get_ref().as_ref()))
+        .collect();
+    let config_keys = theirs
+        .iter()
+        .map(|(key, value)| ConfigKeyLoc {
+            name: key.get_ref().to_string(),
+            loc: w.loc(&key.span()),
+            kind: toml_kind(value.get_ref()),
+        })
+        .collect();
+    let context = "[group]";
+    let config = w.user_table(theirs, "", context);
+    let config = w.document(&config, &value.span(), context);
     let name = name?;
     let partitions = u32::try_from(partitions?).ok()?;
-    let bucket = bucket.unwrap_or_else(|| format!("squall_group_{name}"));
-    Some(GroupDecl { loc, name, partitions, lease_ms, url, bucket, host_id })
+    Some(GroupDecl {
+        loc,
+        name,
+        partitions,
+        coordinator,
+        config,
+        config_keys,
+        host_id,
+        implicit_plugin,
+    })
 }
 
 /// True for a host id a lease key can hold.

@@ -393,6 +393,7 @@ fn read_document(
     config.group = group::read_group(w, doc.get("group"));
     if let Some(g) = &config.group {
         group::check_group_state(w, g, config.state.as_ref());
+        config.plugins.extend(g.implicit_plugin.clone());
     }
     (config, topology.budget_loc)
 }

@@ -1541,20 +1541,32 @@ fn a_checkpoint_interval_not_shorter_than_the_message_timeout_is_refused() {
 }
 
 #[test]
-fn group_reads_its_keys_with_defaults_and_needs_shared_state() {
+fn group_reads_its_keys_and_hands_the_others_to_its_coordinator() {
     let state = "\n[state]\nbackend = \"examples::Store\"\n";
     let text = format!("{WORDCOUNT}{state}\n[group]\nname = \"words\"\npartitions = 8\n");
     let group = parse_ok(&text).group.expect("[group]");
     assert_eq!((group.name.as_str(), group.partitions), ("words", 8));
-    assert_eq!(group.lease_ms, crate::config::group::DEFAULT_LEASE_MS);
-    assert_eq!(group.url, "nats://127.0.0.1:4222");
-    assert_eq!(group.bucket, "squall_group_words");
+    let (alias, component) = crate::config::group::DEFAULT_COORDINATOR;
+    assert_eq!(
+        (group.coordinator.alias.as_str(), group.coordinator.component.as_str()),
+        (alias, component)
+    );
+    assert_eq!(group.config, "");
     assert_eq!(group.host_id, None);
+    // No alias `nats`: the default coordinator's library beside the binary.
+    let implicit = group.implicit_plugin.expect("the default library");
+    assert!(implicit.path.ends_with(crate::config::group::DEFAULT_LIBRARY));
     let text = format!(
-        "{WORDCOUNT}{state}\n[group]\nname = \"g\"\npartitions = 2\nlease_ms = 900\nbucket = \"b\"\nhost_id = \"w-1\"\n"
+        "{WORDCOUNT}{state}\n[group]\nname = \"g\"\npartitions = 2\nlease_ms = 900\nbucket = \"b\"\nhost_id = \"w-1\"\ncoordinator = \"examples::Leases\"\n"
     );
     let group = parse_ok(&text).group.expect("[group]");
-    assert_eq!((group.lease_ms, group.bucket.as_str()), (900, "b"));
+    assert_eq!(group.coordinator.component, "Leases");
+    assert_eq!(group.implicit_plugin, None);
+    let keys: Vec<&str> = group.config_keys.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(keys, ["lease_ms", "bucket"]);
+    assert_eq!(group.config_keys[0].loc, loc_of(&text, "lease_ms = 900"));
+    let table: toml::Table = group.config.parse().unwrap();
+    assert_eq!(table["lease_ms"].as_integer(), Some(900));
     assert_eq!(group.host_id.as_deref(), Some("w-1"));
     // The memory backend, or none, cannot move a partition's state.
     for state in ["\n[state]\nbackend = \"memory\"\n", ""] {
@@ -1568,12 +1580,13 @@ fn group_reads_its_keys_with_defaults_and_needs_shared_state() {
 #[test]
 fn group_mistakes_are_reported_where_they_are_written() {
     let state = "\n[state]\nbackend = \"examples::Store\"\n";
-    let text = format!("{WORDCOUNT}{state}\n[group]\nname = \"g\"\npartitions = 2\nlease = 5\n");
+    let text = format!(
+        "{WORDCOUNT}{state}\n[group]\nname = \"g\"\npartitions = 2\ncoordinator = \"nope::X\"\n"
+    );
     let errs = errors(&text);
-    let at = loc_of(&text, "lease = 5");
+    let at = loc_of(&text, "\"nope::X\"");
     assert!(
-        errs.iter().any(|e| e.starts_with(&format!("{at} unknown key \"lease\" in [group]"))
-            && e.contains("lease_ms")),
+        errs.iter().any(|e| e.starts_with(&format!("{at} unknown plugin alias \"nope\""))),
         "{errs:?}"
     );
     let text = format!("{WORDCOUNT}{state}\n[group]\nname = \"a.b\"\npartitions = 0\n");

@@ -1,24 +1,15 @@
 //! Groups: hosts that share one topology's partitions, each partition owned
-//! by exactly one host at a time, through leases in the broker
-//! (docs/scaling.md).
+//! by exactly one host at a time, as a coordinator plugin decides
+//! (docs/scaling.md; contract 1.3's coordinators).
 //!
-//! - [`assign`]: the pure core. From what a host sees of the leases and the
-//!   members, which partitions it takes and gives up (sticky fair shares).
-//! - [`lease`]: the leases in NATS JetStream's key-value store: create,
-//!   then update against the expected revision; each lease carries a
-//!   fencing epoch.
-//! - [`member`]: the thin shell. The lease keeper's loop (heartbeat,
-//!   renewals, plan) and one thread per partition held, which runs the
-//!   topology for that partition, fenced ([`crate::state::Fence`]) and
-//!   restored from the partition's own state namespace.
-//!
-//! The host owns membership and assignment; a partition's work is an
+//! [`member`] drives the coordinator: it joins, polls, and runs one thread
+//! per partition assigned, which runs the topology for that partition,
+//! fenced ([`crate::state::Fence`]) by the coordinator's epoch and restored
+//! from the partition's own state namespace. A partition's work is an
 //! ordinary topology run ([`crate::runtime::start_fenced`]), so a taker
 //! restores exactly the partition's last committed checkpoint: its keyed
 //! state and its spouts' positions.
 
-pub mod assign;
-pub mod lease;
 pub mod member;
 
 pub use member::{Counters, Member, PartitionStatus, Partitions, Settings, Status};

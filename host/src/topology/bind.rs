@@ -231,6 +231,9 @@ impl<'a> Binder<'a> {
             state: config.state.as_ref().and_then(|decl| self.bind_state(decl)),
             simulated: None,
         };
+        if let Some(group) = &config.group {
+            self.check_coordinator(group);
+        }
         // A shared mistake (an unknown plugin wait strategy in `[wait.*]`)
         // is met once per component; report it once.
         self.diags.sort();
@@ -346,6 +349,31 @@ impl<'a> Binder<'a> {
             namespace: decl.namespace.clone(),
             interval: std::time::Duration::from_millis(decl.interval_ms),
         })
+    }
+
+    /// `[group]`: its coordinator exists (contract 1.3), and the keys
+    /// written for it are the ones it declares.
+    fn check_coordinator(&mut self, group: &crate::config::GroupDecl) {
+        let reference = &group.coordinator;
+        let kind = ComponentKind::COORDINATOR;
+        // An unknown alias was reported by config; a library that did not
+        // load, by the loader.
+        let Some(library) = self.libraries.get(&reference.alias) else { return };
+        match library.descriptor(&reference.component, kind) {
+            Some(descriptor) if matches!(descriptor.factory, Factory::V13(_)) => {
+                self.check_config_keys(descriptor, reference, group.loc, &group.config_keys);
+            }
+            _ => {
+                let help = suggest(&reference.component, library.names(kind))
+                    .map(|s| format!("did you mean \"{}::{s}\"?", reference.alias));
+                let message = format!(
+                    "unknown group coordinator \"{}::{}\": plugin \"{}\" exports no \
+                     coordinator of that name (coordinators are contract 1.3)",
+                    reference.alias, reference.component, reference.alias
+                );
+                self.error(reference.loc, message, help);
+            }
+        }
     }
 
     /// The descriptor of `alias::Component` of kind `kind`, if it exists.

@@ -167,9 +167,12 @@ pub trait DynCoordinator: Send {
     /// last checkpoint is committed: another member may take it.
     fn released(&mut self, partition: u32, epoch: u64) -> PResult<()>;
     /// The group as this instance sees it, as one JSON document (what
-    /// `squall group status` prints). Works without `join`.
+    /// `squall group status` prints). Works without `join`; once joined,
+    /// this member's view (fields `members`, `share`, `counters`).
     fn status(&mut self) -> PResult<RString>;
-    /// Leaves the group, after every partition was released.
+    /// This host is leaving: take nothing more. The host then stops every
+    /// partition (still polling, so ownership stays renewed) and calls
+    /// `released` for each; the member has left once all are released.
     #[sabi(last_prefix_field)]
     fn leave(&mut self) -> PResult<()>;
 }

@@ -11,6 +11,9 @@
 //! - [`JetStreamPublish`] publishes each input to a subject built from a
 //!   [template](template) (`counts.{word}`, `words.{partition(word, 4)}`)
 //!   and acks the input only after the server's PubAck.
+//! - [`JetStreamLeases`] coordinates a group of hosts (`[group]`, contract
+//!   1.3): each partition is owned by one host at a time, through leases
+//!   in a JetStream KV bucket, each fenced by its epoch.
 //!
 //! Each component runs the async-nats client on its own single-threaded
 //! tokio runtime, on its own thread; the executor's thread never blocks on
@@ -36,14 +39,17 @@
 #![warn(missing_docs)]
 
 mod connect;
+pub mod group;
 mod publish;
 mod spout;
 pub mod template;
 
+pub use group::JetStreamLeases;
 pub use publish::JetStreamPublish;
 pub use spout::{JetStreamSpout, DEAD_LETTER_REASON, DELIVERIES, ORIGINAL_SUBJECT};
 
 squall_plugin_api::export_plugin! {
     spouts: [JetStreamSpout],
     bolts: [JetStreamPublish],
+    coordinators: [JetStreamLeases],
 }

@@ -18,15 +18,26 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 /// A lease operation failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LeaseError {
     /// Someone else wrote the key since the revision given (or created it).
-    #[error("the key changed since it was read (another host wrote it)")]
     Conflict,
     /// The broker could not be reached, or answered with an error.
-    #[error("{0}")]
     Broker(String),
 }
+
+impl std::fmt::Display for LeaseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeaseError::Conflict => {
+                f.write_str("the key changed since it was read (another host wrote it)")
+            }
+            LeaseError::Broker(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for LeaseError {}
 
 /// The group's bucket.
 #[derive(Debug, Clone)]

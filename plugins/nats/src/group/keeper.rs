@@ -485,10 +485,7 @@ impl Keeper {
         match &from {
             Some(old) => {
                 self.counters.takeovers += 1;
-                squall_plugin_api::warn!(
-                    "partition {k}: taken over from {old}, whose lease expired (epoch {epoch}), \
-                     {how}"
-                );
+                squall_plugin_api::warn!("{}", takeover_line(k, old, epoch, &how));
             }
             None => squall_plugin_api::info!("partition {k}: taken (epoch {epoch}) {how}"),
         }
@@ -786,9 +783,33 @@ async fn watch(
     }
 }
 
+/// The log line of a takeover: the lease that expired is `old`'s, of the
+/// epoch before `epoch` (a take raises the epoch by one), and this host
+/// now holds `epoch`.
+fn takeover_line(k: u32, old: &str, epoch: u64, how: &impl std::fmt::Display) -> String {
+    format!(
+        "partition {k}: taken over from {old}, whose lease expired (epoch {}); this host holds \
+         epoch {epoch}, {how}",
+        epoch.saturating_sub(1)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_takeover_names_the_epoch_that_expired_and_the_new_one() {
+        let how = Learnt { cause: Cause::Expiry, after: After::Nothing };
+        let line = takeover_line(3, "h1", 8, &how);
+        assert!(
+            line.starts_with(
+                "partition 3: taken over from h1, whose lease expired (epoch 7); this host holds \
+                 epoch 8, "
+            ),
+            "{line}"
+        );
+    }
 
     fn lease(owner: Option<&str>, epoch: u64) -> Vec<u8> {
         serde_json::to_vec(&LeaseValue { owner: owner.map(str::to_owned), epoch }).unwrap()

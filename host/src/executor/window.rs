@@ -105,10 +105,10 @@ pub struct Windower<T> {
     max_seen: Option<u64>,
     /// The window fired last and not settled yet.
     firing: Option<Firing>,
-    /// The window fired last is a count window's flush with no new tuple
-    /// (it slid by `slide` tuples that never came): its settle retires
-    /// the `slide` oldest.
-    flushed: bool,
+    /// During a count window's flush: how many tuple slots the windows
+    /// have slid past the last real tuple (slots of tuples that never
+    /// came), up to the window fired last.
+    flush_pad: Option<usize>,
 }
 
 impl<T> Windower<T> {
@@ -122,7 +122,7 @@ impl<T> Windower<T> {
             next_end: None,
             max_seen: None,
             firing: None,
-            flushed: false,
+            flush_pad: None,
         }
     }
 
@@ -264,32 +264,35 @@ impl<T> Windower<T> {
     }
 
     /// The next window of a flush, whatever the clock, the watermark or
-    /// the count says. A count window: first its trailing tuples (the last
-    /// `length`, the ones since the last window as new), then, sliding on
-    /// by `slide` tuples that never come, a window of what is still
-    /// buffered (no new tuple) until the last tuple has left: each tuple
-    /// gets as many windows as in a stream that goes on. A time window: the
+    /// the count says. A count window slides on by `slide` tuples that never
+    /// come, so its windows are those of a stream that goes on, with empty
+    /// slots after the last tuple: first the window that holds the trailing
+    /// tuples (the ones since the last window as new), then windows of no
+    /// new tuple until the last tuple has left. A time window: the
     /// next one that holds a buffered or expired tuple. `None` when none is
     /// left; then call [`Windower::retire_rest`]. Settle each one as after
     /// [`Windower::fire`].
     pub fn fire_flush(&mut self) -> Option<Firing> {
         debug_assert!(self.firing.is_none(), "settle the previous window first");
         let firing = match self.trigger {
-            Trigger::Count { length, .. } => {
+            Trigger::Count { length, slide } => {
+                // The windows go on at every `slide` slots as in a stream
+                // that goes on; the slots after the last tuple are empty.
+                let pad = match self.flush_pad {
+                    Some(pad) => pad + slide,
+                    None => slide - self.since_fire.min(slide),
+                };
+                let holds = length.saturating_sub(pad);
                 let n = self.buffer.len();
-                if self.since_fire > 0 {
-                    Firing {
-                        tuples: n.saturating_sub(length)..n,
-                        new_tuples: n.saturating_sub(self.since_fire)..n,
-                        start: 0,
-                        end: 0,
-                    }
-                } else if n > 0 {
-                    // What a settle kept is what the next window would hold.
-                    self.flushed = true;
-                    Firing { tuples: 0..n, new_tuples: n..n, start: 0, end: 0 }
-                } else {
+                if holds == 0 || n == 0 {
                     return None;
+                }
+                self.flush_pad = Some(pad);
+                Firing {
+                    tuples: n.saturating_sub(holds)..n,
+                    new_tuples: n.saturating_sub(self.since_fire)..n,
+                    start: 0,
+                    end: 0,
                 }
             }
             Trigger::Time { length, slide, .. } => self.time_window(length, slide, u64::MAX)?,
@@ -307,6 +310,7 @@ impl<T> Windower<T> {
         self.expired.extend(self.buffer.drain(..));
         self.since_fire = 0;
         self.next_end = None;
+        self.flush_pad = None;
         &mut self.expired
     }
 
@@ -352,9 +356,11 @@ impl<T> Windower<T> {
         let keep_from = match self.trigger {
             Trigger::Count { length, slide } => {
                 self.since_fire = 0;
-                if std::mem::take(&mut self.flushed) {
-                    // A flush's window of no new tuple: it slid by `slide`.
-                    slide.min(self.buffer.len())
+                if let Some(pad) = self.flush_pad {
+                    // A flush: the next window holds the last
+                    // `length - pad - slide` tuples, if any.
+                    let next = length.saturating_sub(pad + slide);
+                    self.buffer.len().saturating_sub(next)
                 } else {
                     // The next window holds the last `length - slide` of these.
                     self.buffer.len().saturating_sub(length - slide)
@@ -436,17 +442,17 @@ mod tests {
         assert_eq!(fired, vec![(vec![4, 5], vec![4, 5], vec![1, 2, 3], vec![4, 5])]);
         assert!(rest.is_empty());
         assert!(w.is_empty());
-        // Sliding: the trailing window holds the last `length`, then the
-        // window slides on (by `slide` tuples that never come) until its
-        // last tuple has left.
+        // Sliding: the windows go on at every `slide` slots (by tuples that
+        // never come) until the last tuple has left, as in a stream that
+        // goes on: at slot 6 the window holds slots 3..=6, at 8 slots 5..=8.
         let mut w = Windower::new(Trigger::Count { length: 4, slide: 2 });
         feed(&mut w, 1..=5);
         let (fired, rest) = flush(&mut w);
         assert_eq!(
             fired,
             vec![
-                (vec![3, 4, 5], vec![5], vec![1, 2], vec![3]),
-                (vec![4, 5], vec![], vec![3], vec![4, 5])
+                (vec![3, 4, 5], vec![5], vec![1, 2], vec![3, 4]),
+                (vec![5], vec![], vec![3, 4], vec![5])
             ]
         );
         assert!(rest.is_empty());

@@ -267,6 +267,8 @@ mod tests {
             "                     window  duration  \"5s\"      how long to wait",
             "                     limit   integer   -         stop after this many",
             "  spout          Quiet",
+            "                   checkpoint position: none: with [state], a restart does not \
+             resume where the last checkpoint left it",
             "                   config keys: not declared",
             "  grouping       First",
             "                   sends everything to the first task",

@@ -269,12 +269,20 @@ mod tests {
     #[test]
     fn every_placeholder_is_filled() {
         for (path, template) in FILES.iter().chain([&HARNESS_TEST]) {
-            let known =
-                ["crate", "lib", "alias", "api_dependency", "dev_dependencies", "harness_note"];
+            let known = [
+                "crate",
+                "lib",
+                "alias",
+                "api_dependency",
+                "dev_dependencies",
+                "harness_note",
+                "dir_var",
+            ];
             let mut rest = *template;
             while let Some(at) = rest.find("{{") {
                 let end = rest[at..].find("}}").map(|e| at + e).expect("closed placeholder");
-                let key = &rest[at + 2..end];
+                // `${{{dir_var}}:-…}`: a shell expansion around a placeholder.
+                let key = rest[at + 2..end].trim_start_matches('{');
                 assert!(known.contains(&key), "{path}: unknown placeholder {key}");
                 rest = &rest[end..];
             }

@@ -658,7 +658,7 @@ fn plugin_paths_resolve_against_the_topology_files_directory() {
 
     let bare = parse_str_with_env(text, Path::new("wc.toml"), &test_env).unwrap();
     assert_eq!(bare.dir, PathBuf::from("."));
-    assert_eq!(bare.plugins[0].path, PathBuf::from("./../lib/librel.so"));
+    assert_eq!(bare.plugins[0].path, PathBuf::from("../lib/librel.so"));
 }
 
 #[test]

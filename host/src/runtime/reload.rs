@@ -1291,7 +1291,7 @@ mod tests {
         assert_eq!(
             await_ready(&sent, Duration::from_millis(50)),
             [ReloadError::Timeout {
-                what: "not every task prepared its new instance".into(),
+                what: "not every task prepared its new instance (bolt \"b\" task 2 did not)".into(),
                 secs: 0
             }]
         );

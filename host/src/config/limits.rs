@@ -73,10 +73,18 @@ pub const TASK_PEER_BYTES: u64 = 2_304;
 /// (4 values of 1 MB; a queue of 32768 small tuples holds less than that).
 pub const DEFAULT_RECEIVE_BUFFER_BYTES: u64 = 4 << 20;
 
-/// What the estimate counts for taps: [`crate::tap::MAX_TAPS`] taps, each
-/// holding its bound of samples and one frame of its HTTP body.
-pub const TAPS_BYTES: u64 =
-    crate::tap::MAX_TAPS as u64 * (crate::tap::TAP_BUFFER_BYTES + crate::tap::TAP_FRAME_BYTES);
+/// The bytes one tap may hold for its reader (see the tap module's doc,
+/// "Memory").
+pub const TAP_BUFFER_BYTES: u64 = 2 << 20;
+/// The most taps attached at once (a tap past these is refused, 503).
+pub const MAX_TAPS: usize = 8;
+/// A tap's HTTP body ends a frame after the sample that brings it past
+/// this many bytes (a large value's line is twice its bytes, in hex): what
+/// the body holds outside the tap's bound while the client has not taken it.
+pub const TAP_FRAME_BYTES: u64 = 256 << 10;
+/// What the estimate counts for taps: [`MAX_TAPS`] taps, each holding its
+/// bound of samples and one frame of its HTTP body.
+pub const TAPS_BYTES: u64 = MAX_TAPS as u64 * (TAP_BUFFER_BYTES + TAP_FRAME_BYTES);
 
 /// Longest component, stream or topology name, in bytes.
 pub const MAX_NAME_LEN: usize = 128;

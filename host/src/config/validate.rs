@@ -93,7 +93,7 @@ pub(crate) fn check_size(w: &mut Walker<'_>, config: &TopologyConfig, budget_loc
             mib(estimate.pending),
             limits::PENDING_ENTRY_BYTES,
             mib(estimate.taps),
-            crate::tap::MAX_TAPS,
+            limits::MAX_TAPS,
         );
         let help = "lower parallelism, receive_buffer_size, receive_buffer_bytes or \
                     max_spout_pending, or raise memory_budget_mib in [topology]";

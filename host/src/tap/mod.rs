@@ -59,14 +59,8 @@ pub enum TapSide {
     Inputs = 1,
 }
 
-/// The bytes one tap may hold for its reader (see the module doc, "Memory").
-pub const TAP_BUFFER_BYTES: u64 = 2 << 20;
-/// The most taps attached at once (a tap past these is refused, 503).
-pub const MAX_TAPS: usize = 8;
-/// A tap's HTTP body ends a frame after the sample that brings it past
-/// this many bytes (a large value's line is twice its bytes, in hex): what
-/// the body holds outside the tap's bound while the client has not taken it.
-pub const TAP_FRAME_BYTES: u64 = 256 << 10;
+/// The tap's bounds live with the memory estimate that counts them.
+pub use crate::config::limits::{MAX_TAPS, TAP_BUFFER_BYTES, TAP_FRAME_BYTES};
 
 /// One sampled tuple, as the task saw it.
 #[derive(Debug, Clone, PartialEq)]

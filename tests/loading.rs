@@ -272,9 +272,9 @@ fn inspect_lists_components_with_kinds_streams_fields_and_the_contract_version()
     assert_eq!(streams_of("bolt", "NullBolt"), Vec::<&str>::new());
     let components =
         lines.iter().filter(|l| l.starts_with("spout ") || l.starts_with("bolt ")).count();
-    // 22 with a 1.0 descriptor, and the windowed WindowSizeBolt and
-    // WindowDigest (1.1 only).
-    assert_eq!(components, 24, "every testkit component is listed\n{}", out.context());
+    // 23 with a 1.0 descriptor (BlockOnPrepare the latest), and the
+    // windowed WindowSizeBolt and WindowDigest (1.1 only).
+    assert_eq!(components, 25, "every testkit component is listed\n{}", out.context());
 }
 
 /// Whether a spout keeps a checkpoint position decides whether durable

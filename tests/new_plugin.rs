@@ -61,7 +61,7 @@ fn a_new_plugin_builds_passes_its_tests_and_runs() {
 
     let tests = cargo_in(&dir, &["test"]);
     for test in [
-        "the_declared_config_keys_match_the_config_struct",
+        "an_unknown_config_key_is_refused",
         "emits_numbers_with_themselves_as_ids_up_to_the_limit",
         "a_failed_number_is_emitted_again",
         "a_new_instance_goes_on_from_the_saved_state",

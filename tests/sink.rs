@@ -67,9 +67,10 @@ enum Source {
 impl Source {
     /// The `[plugins]` line and the spout's table.
     fn spout(&self) -> (String, String) {
-        let throttle = format!(r#"throttle = {{ tuples_per_sec = {RATE}, mode = "smooth" }}"#);
         match self {
             Source::Random => {
+                let throttle =
+                    format!(r#"throttle = {{ tuples_per_sec = {RATE}, mode = "smooth" }}"#);
                 let sentences: Vec<String> = SENTENCES.iter().map(|s| format!("{s:?}")).collect();
                 let table = format!(
                     r#"[spouts.sentences]
@@ -80,16 +81,15 @@ config = {{ order = "cycle", limit = {LIMIT}, sentences = [{}] }}
                 );
                 (String::new(), table)
             }
+            // The kill test's Kafka source in tests/state.rs: two tasks,
+            // two partitions each by assignment, the same throttle.
             Source::Kafka { topic, group_id } => {
-                let plugin = format!("kafka = \"{}\"", plugin_path("kafka").display());
-                let table = format!(
-                    r#"[spouts.sentences]
-component = "kafka::KafkaSpout"
-parallelism = 2
-config = {{ assign = ["{topic}"], group_id = "{group_id}", {tansu} }}
-{throttle}"#,
-                    tansu = crate::kafka::TANSU,
-                );
+                let (plugin, table, ..) = crate::state::Source::Kafka {
+                    topic: topic.clone(),
+                    group_id: group_id.clone(),
+                    group: false,
+                }
+                .spout();
                 (plugin, table)
             }
         }

@@ -84,7 +84,7 @@ const THROTTLE: &str = r#"throttle = { tuples_per_sec = 10000, mode = "smooth" }
 /// Where the sentences come from: all three emit `SENTENCES[i % 3]` for
 /// `i` in `0..LIMIT`, each keeping a checkpoint position.
 #[derive(Clone)]
-enum Source {
+pub(crate) enum Source {
     /// `RandomSentenceSpout` in `cycle` order.
     Random,
     /// A JetStream stream holding the sentences, read by `nats::JetStreamSpout`
@@ -105,7 +105,7 @@ enum Source {
 impl Source {
     /// The `[plugins]` line, the spout's table (and any bolt between it and
     /// the split bolt), and the split bolt's input: component and stream.
-    fn spout(&self) -> (String, String, &'static str, &'static str) {
+    pub(crate) fn spout(&self) -> (String, String, &'static str, &'static str) {
         match self {
             Source::Random => {
                 let sentences: Vec<String> = SENTENCES.iter().map(|s| format!("{s:?}")).collect();

@@ -19,11 +19,12 @@ use crossbeam_channel::{Receiver, Sender};
 pub use error::{ReloadError, RunError, TaskName};
 
 use crate::cancel::Canceler;
+use crate::clock::SystemClock;
 use crate::ids::RootId;
 use crate::plugin::{BoltObj, Factory, SpoutObj};
 use crate::queue::batch::{Batch, QueueBytes};
 use crate::queue::{SourceTable, StreamRoutes};
-use crate::throttle::{ThrottleOutcome, Throttler};
+use crate::throttle::{RealSleeper, Sleeper, ThrottleOutcome, Throttler};
 use squall_plugin_api::State;
 use std::sync::Arc;
 
@@ -137,7 +138,19 @@ impl RunControl {
     /// Only a wait that happened pays for the clock read.
     #[inline]
     pub fn throttle(&self, throttler: &mut Throttler, n: u64) -> ThrottleOutcome {
-        let outcome = throttler.throttle(n, &self.canceler);
+        self.throttle_with(throttler, n, &mut RealSleeper)
+    }
+
+    /// As [`RunControl::throttle`], waiting through `sleeper` (a spout's
+    /// serves its control queue while it waits).
+    #[inline]
+    pub fn throttle_with<S: Sleeper + ?Sized>(
+        &self,
+        throttler: &mut Throttler,
+        n: u64,
+        sleeper: &mut S,
+    ) -> ThrottleOutcome {
+        let outcome = throttler.throttle_with(n, &SystemClock, sleeper, &self.canceler);
         if !outcome.waited.is_zero()
             && self.deadline.get().is_some_and(|&deadline| Instant::now() >= deadline)
         {

@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RResult::ROk, RString};
+use abi_stable::std_types::{ROption, RResult::ROk, RString};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use squall_plugin_api::abi::{
-    DynBolt, DynBolt_TO, DynSpout, DynSpout_TO, OutputMut, PResult, TaskContext, TaskExt,
+    DynBolt, DynBolt_TO, DynSpout, DynSpout13, DynSpout13_TO, DynSpout_TO, OutputMut, PResult,
+    SpoutOutputMut, State, TaskContext, TaskExt, WakerBox,
 };
 use squall_plugin_api::{Anchor, MessageId, StreamDecl, StreamId, Tuple, Value, WaitSituation};
 
@@ -995,4 +996,146 @@ fn the_drain_ends_a_backpressure_wait_on_a_full_queue() {
     stopper.join().expect("stopper");
     assert!(stats.get(StatField::BackpressureNanos) > 0, "the second tuple waited");
     assert!(took < Duration::from_secs(10), "the cancel ended the wait: {took:?}");
+}
+
+/// A contract 1.3 spout that emits nothing and logs `committed` and
+/// `close` (the calls a checkpointed spout's broker acknowledgements
+/// hang on).
+struct CheckpointedSpout {
+    events: Events,
+    /// Tuples its first `next_batch` calls emit, one entry a call,
+    /// whatever `max` says (as a connector spout emits what its channel
+    /// holds).
+    bursts: Vec<u32>,
+}
+
+impl DynSpout13 for CheckpointedSpout {
+    fn open(&mut self, _: &TaskContext, _: &TaskExt, _: WakerBox) -> PResult<bool> {
+        ROk(false)
+    }
+    fn activate(&mut self) -> PResult<()> {
+        ROk(())
+    }
+    fn deactivate(&mut self) -> PResult<()> {
+        ROk(())
+    }
+    fn next_tuple(&mut self, _: SpoutOutputMut<'_>) -> PResult<()> {
+        ROk(())
+    }
+    fn ack(&mut self, _: MessageId) -> PResult<()> {
+        ROk(())
+    }
+    fn fail(&mut self, _: MessageId) -> PResult<()> {
+        ROk(())
+    }
+    fn close(&mut self) -> PResult<()> {
+        self.events.lock().unwrap().push("close".into());
+        ROk(())
+    }
+    fn save_state(&mut self) -> PResult<ROption<State>> {
+        ROk(ROption::RNone)
+    }
+    fn restore_state(&mut self, _: State) -> PResult<()> {
+        ROk(())
+    }
+    fn checkpoint(&mut self, _: u64) -> PResult<ROption<State>> {
+        ROk(ROption::RNone)
+    }
+    fn committed(&mut self, checkpoint: u64) -> PResult<()> {
+        self.events.lock().unwrap().push(format!("committed {checkpoint}"));
+        ROk(())
+    }
+    fn restore_checkpoint(&mut self, _: State) -> PResult<()> {
+        ROk(())
+    }
+    fn next_batch(&mut self, _: u32, mut output: SpoutOutputMut<'_>) -> PResult<()> {
+        let values = [Value::I64(1)];
+        let burst = if self.bursts.is_empty() { 0 } else { self.bursts.remove(0) };
+        for i in 0..burst {
+            output.emit(
+                u32::MAX,
+                (&values[..]).into(),
+                Some(MessageId(i.into())).into(),
+                None.into(),
+            );
+        }
+        self.events.lock().unwrap().push("next_batch".into());
+        ROk(())
+    }
+}
+
+#[test]
+fn the_last_checkpoints_committed_reaches_the_spout_before_close() {
+    // The coordinator sends the last checkpoint's `Committed` just before
+    // the run stops; a spout that sees `Stopping` first must still take it
+    // before `close`, or its last broker acknowledgements are never sent
+    // (seen failing before `finish` read what was queued: only "close").
+    let run = Arc::new(RunControl::default());
+    let (queue, _downstream) = bounded::<Batch>(16);
+    let (to_spout, control) = unbounded();
+    let recorder = Recorder::new(|_, _, _| {});
+    let mut rig = spout_rig(vec![], true, queue, control, vec![], None, &recorder, run.clone());
+    let events = Events::default();
+    let spout = CheckpointedSpout { events: events.clone(), bursts: vec![] };
+    rig.executor.replace_instance(SpoutObj::V13(DynSpout13_TO::from_value(spout, TD_Opaque)));
+    to_spout.send(Control::Committed(7)).unwrap();
+    run.advance(RunState::Stopping);
+    rig.executor.run();
+    assert_eq!(*events.lock().unwrap(), ["committed 7", "close"]);
+}
+
+#[test]
+fn a_throttled_spout_serves_its_control_queue_while_it_pays_for_a_burst() {
+    // Two calls emit 100 tuples each against a smooth throttle of 1
+    // tuple/s, which admits the first burst and makes the second wait for
+    // it: 100 s. A commit notice sent meanwhile is handled at once, and the
+    // spout is not called again until the wait ends (seen failing before
+    // the wait served the control queue: no "committed 1" within 60 s).
+    let run = Arc::new(RunControl::default());
+    let (queue, downstream) = bounded::<Batch>(1024);
+    let (to_spout, control) = unbounded();
+    let (acker, _from_spout) = unbounded::<AckerInput>();
+    let stats = Arc::new(TaskStats::default());
+    let recorder = Recorder::new(|_, _, _| {});
+    let waits = (recorder.strategy(SPOUT), recorder.strategy(BP));
+    let transfer = transfer(0, 1, queue, vec![acker]);
+    let core = core(Kind::Spout, 0, transfer, control, waits, &stats, run.clone());
+    let throttler = crate::throttle::Throttler::new(
+        crate::throttle::ThrottleMode::Smooth,
+        1,
+        crate::throttle::DEFAULT_PERIOD,
+    );
+    let options = SpoutOptions {
+        max_pending: None,
+        recvq_skips: 1,
+        timeout_buckets: 2,
+        throttle: Some((throttler, super::spout::ThrottleUnit::Tuples)),
+    };
+    let events = Events::default();
+    let spout = CheckpointedSpout { events: events.clone(), bursts: vec![100, 100] };
+    let executor = SpoutExecutor::new(
+        core,
+        SpoutObj::V13(DynSpout13_TO::from_value(spout, TD_Opaque)),
+        options,
+    );
+    let thread = std::thread::spawn(move || executor.run());
+    downstream.recv_timeout(Duration::from_secs(60)).expect("the bursts are emitted");
+    let calls = || events.lock().unwrap().iter().filter(|e| *e == "next_batch").count();
+    while calls() < 2 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    to_spout.send(Control::Committed(1)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !events.lock().unwrap().iter().any(|e| e == "committed 1") {
+        assert!(Instant::now() < deadline, "no commit notice while throttled");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    run.advance(RunState::Stopping);
+    thread.join().unwrap();
+    let events = events.lock().unwrap().clone();
+    // Served inside the wait that followed the burst: no call in between.
+    let first = &events[..3];
+    assert_eq!(first, ["next_batch", "next_batch", "committed 1"], "first events");
+    assert_eq!(events.last().map(String::as_str), Some("close"));
+    assert!(stats.get(StatField::ThrottleNanos) > 0, "the burst was paid for");
 }

@@ -24,7 +24,7 @@
 //! receiving acks and timeouts. On `Stopping` it fails what is still pending
 //! (reason: shutdown), calls `close`, and exits.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Select, TryRecvError};
 use squall_plugin_api::abi::{TaskContext, WakerBox};
@@ -41,7 +41,7 @@ use crate::acker::msg::ReplyKind;
 use crate::control::{Control, ReloadError, RunError, RunState, SpoutSwap, SwapDone};
 use crate::metrics::{LocalHistogram, LocalStats, StatField};
 use crate::plugin::{Factory, Instance, SpoutObj};
-use crate::throttle::Throttler;
+use crate::throttle::{Canceler, Sleeper, Throttler};
 
 /// The longest an idle spout blocks before it looks at the run state again.
 /// A change of run state ends the wait at once ([`Control::Wake`]); this
@@ -148,6 +148,25 @@ impl SpoutExecutor {
 impl std::fmt::Debug for SpoutExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SpoutExecutor").field("context", &self.core.context).finish_non_exhaustive()
+    }
+}
+
+/// A throttle wait that serves the spout's control queue (see
+/// `SpoutExecutor::pay_throttle`); it may return early, and the throttler
+/// then reads its clock and waits again for what is left.
+struct ServingSleeper<'a, F: FnMut(Duration) + Send>(&'a mut F);
+
+impl<F: FnMut(Duration) + Send> std::fmt::Debug for ServingSleeper<'_, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ServingSleeper")
+    }
+}
+
+impl<F: FnMut(Duration) + Send> Sleeper for ServingSleeper<'_, F> {
+    fn sleep(&mut self, duration: Duration, canceler: &Canceler) {
+        if !canceler.is_canceled() {
+            (self.0)(duration);
+        }
     }
 }
 
@@ -357,20 +376,45 @@ impl SpoutExecutor {
             }
             self.tracker.ack_now = ids;
         }
-        if emitted > 0 {
-            if let Some((throttler, unit)) = &mut self.throttle {
-                let n = match unit {
-                    ThrottleUnit::Tuples => emitted,
-                    ThrottleUnit::Bytes => self.core.transfer.emitted_bytes - bytes_before,
-                };
-                // The wait may be long: publish first, so the stats show
-                // what was emitted up to it (only throttled spouts pay this).
-                self.core.shared.publish(&turn.stats);
-                let outcome = self.core.run.throttle(throttler, n);
-                turn.stats.add(StatField::ThrottleNanos, outcome.waited.as_nanos() as u64);
-            }
+        if emitted > 0 && self.throttle.is_some() {
+            let bytes = self.core.transfer.emitted_bytes - bytes_before;
+            self.pay_throttle(turn, name, emitted, bytes);
         }
         emitted
+    }
+
+    /// Pays the throttle for what one call emitted. The wait may be long (a
+    /// spout that emits a whole batch per call owes the batch's time), so it
+    /// is spent serving the control queue: checkpoint barriers, commit
+    /// notices and acker replies are handled as they come, and only the
+    /// next emit waits.
+    #[cold]
+    fn pay_throttle(&mut self, turn: &mut Turn, name: &str, tuples: u64, bytes: u64) {
+        let Some((mut throttler, unit)) = self.throttle.take() else { return };
+        let n = match unit {
+            ThrottleUnit::Tuples => tuples,
+            ThrottleUnit::Bytes => bytes,
+        };
+        // Publish first, so the stats show what was emitted up to the wait.
+        self.core.shared.publish(&turn.stats);
+        let run = self.core.run.clone();
+        let mut serve = |wait: Duration| self.serve_control_for(turn, name, wait);
+        let outcome = run.throttle_with(&mut throttler, n, &mut ServingSleeper(&mut serve));
+        turn.stats.add(StatField::ThrottleNanos, outcome.waited.as_nanos() as u64);
+        self.throttle = Some((throttler, unit));
+    }
+
+    /// Flushes the partial batches (nothing sits in a buffer while the
+    /// thread waits), then waits up to `wait` for the control queue (or the
+    /// run's cancel), and handles what it holds.
+    fn serve_control_for(&mut self, turn: &mut Turn, name: &str, wait: Duration) {
+        self.core.transfer.flush_all(&mut turn.stats);
+        let mut select = Select::new();
+        select.recv(&self.core.control);
+        select.recv(self.core.run.canceler.closed());
+        if select.ready_timeout(wait).is_ok() {
+            self.drain_control(turn, name);
+        }
     }
 
     /// A swap request: the old instance is deactivated by the next turn
@@ -742,6 +786,19 @@ impl SpoutExecutor {
         turn.stats.set(StatField::DrainShutdown, shutdown);
     }
 
+    /// What reached the control queue before the stop still counts: the
+    /// acks that came back, and the last checkpoint's `Committed`, which the
+    /// coordinator sends just before the run stops and which a spout turns
+    /// into its broker acknowledgements. The rest is dropped.
+    #[cold]
+    fn take_last_replies(&mut self, turn: &mut Turn, name: &str) {
+        while let Ok(message) = self.core.control.try_recv() {
+            if matches!(message, Control::Replies(_) | Control::Committed(_)) {
+                self.handle_control(turn, name, message);
+            }
+        }
+    }
+
     /// Fails what is still pending (reason: shutdown), closes, publishes.
     fn finish(&mut self, turn: &mut Turn) {
         self.mark_drain(turn);
@@ -754,6 +811,9 @@ impl SpoutExecutor {
             self.retire(new, "the new instance (the run stopped before the verdict)");
         }
         self.end_swap(turn, &name, false);
+        if !self.core.poisoned {
+            self.take_last_replies(turn, &name);
+        }
         let leftover: Vec<MessageId> =
             self.tracker.pending.drain_all().map(|(_, p)| p.message_id).collect();
         for id in leftover {

@@ -104,8 +104,8 @@ inputs = [{{ from = "split", grouping = {{ fields = ["word"] }} }}]
 }
 
 /// One library (a copy of the testkit) holding a reliable spout that logs
-/// every id, a time-windowed bolt and a recorder.
-fn windowed(messages: u64) -> String {
+/// every id, a bolt with `window` and a recorder.
+fn windowed(messages: u64, window: &str) -> String {
     format!(
         r#"
 [topology]
@@ -123,7 +123,7 @@ throttle = {{ tuples_per_sec = 1000, mode = "smooth" }}
 
 [bolts.window]
 component = "lib::WindowSizeBolt"
-window = {{ length = "2s" }}
+window = {window}
 inputs = [{{ from = "source", grouping = "global" }}]
 
 [bolts.record]
@@ -140,7 +140,7 @@ fn a_spout_swapped_above_a_windowed_bolt_drains_within_the_window_and_loses_noth
     let ws = Workspace::new("reload_windowed");
     let lib = ws.path("liblib.so");
     std::fs::copy(plugin_path("testkit"), &lib).expect("install testkit");
-    let file = ws.write_topology("windowed.toml", &windowed(MESSAGES));
+    let file = ws.write_topology("windowed.toml", &windowed(MESSAGES, r#"{ length = "2s" }"#));
     let mut cmd = SquallCommand::run_until_interrupted(&ws, &file);
     cmd.limit(Duration::from_secs(120));
     let mut child = cmd.spawn();
@@ -167,6 +167,45 @@ fn a_spout_swapped_above_a_windowed_bolt_drains_within_the_window_and_loses_noth
             (t.emits, t.acks, t.fails),
             (1, 1, 0),
             "id {id}: {}\n{ctx}",
+            replay.history(*id)
+        );
+    }
+}
+
+/// A count window closes only when more tuples come, and the draining
+/// spout sends none: the reload flushes it once the drain stalls, as a
+/// stop's drain does. Seen failing before the flush: the reload took the
+/// 30 s message timeout ("reload #1 (SIGHUP) succeeded" not within 12 s).
+#[test]
+fn a_spout_swapped_above_a_count_window_does_not_stall_and_loses_nothing() {
+    const MESSAGES: u64 = 6000;
+    let ws = Workspace::new("reload_count_windowed");
+    let lib = ws.path("liblib.so");
+    std::fs::copy(plugin_path("testkit"), &lib).expect("install testkit");
+    // Below max_spout_pending (500), so the window fills while emitting.
+    let file = ws.write_topology("windowed.toml", &windowed(MESSAGES, "{ length_count = 300 }"));
+    let mut cmd = SquallCommand::run_until_interrupted(&ws, &file);
+    cmd.limit(Duration::from_secs(120));
+    let mut child = cmd.spawn();
+    child.wait_for_stat("source", "acked", |n| n >= 1000, Duration::from_secs(30));
+    rebuild_in_place(&lib, b"rebuilt");
+    child.signal(libc::SIGHUP);
+    child.wait_for_stderr("reload #1 (SIGHUP) succeeded", Duration::from_secs(12));
+    // The last window is short of 300 tuples: the stop's drain flushes it.
+    child.wait_for_stat("source", "emitted", |n| n >= MESSAGES, Duration::from_secs(60));
+    child.interrupt();
+    let out = child.wait();
+    let ctx = out.context();
+    out.assert_code(0);
+    let replay = ReplayLog::read(&ws, "replay.log");
+    assert_eq!(replay.strays(), 0, "\n{ctx}");
+    let tally = replay.tally();
+    assert_eq!(tally.len() as u64, MESSAGES, "every id was emitted\n{ctx}");
+    for (id, t) in &tally {
+        assert_eq!(
+            (t.emits, t.acks, t.fails),
+            (1, 1, 0),
+            "id {id}: no tree timed out and was replayed: {}\n{ctx}",
             replay.history(*id)
         );
     }

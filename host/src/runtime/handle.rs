@@ -584,6 +584,93 @@ impl WindowFlusher {
     }
 }
 
+/// Ends a spout swap's drain that waits on windows. The old instance
+/// emits nothing more while it drains, so a count window downstream (or an
+/// event-time one, whose watermark no longer moves) may hold its trees
+/// until the message timeout. Call [`DrainFlusher::poll`] every 100 ms or
+/// so while the spouts drain: once their pending trees and those windowed
+/// bolts' progress stayed the same between two polls, with nothing queued
+/// for the bolts, the bolts flush their windows, as a stop's drain does
+/// ([`Control::FlushWindows`]). Processing-time windows close on their own
+/// and are left alone.
+#[derive(Debug)]
+pub struct DrainFlusher {
+    /// The draining spouts' tasks.
+    spouts: Vec<u32>,
+    /// The count and event-time windowed bolts downstream of them.
+    windows: Vec<u32>,
+    last: Option<(u64, u64)>,
+    flushed: Option<(u64, u64)>,
+}
+
+impl DrainFlusher {
+    /// For the spout tasks `spouts` (task ids), in the topology `handle` runs.
+    pub fn new(handle: &TopologyHandle, spouts: Vec<u32>) -> Self {
+        let live = handle.inner.live.get();
+        let topology = &live.topology;
+        let mut reached: Vec<bool> = topology
+            .components
+            .iter()
+            .map(|c| c.tasks.clone().any(|t| spouts.contains(&t)))
+            .collect();
+        // Downstream, transitively (a flushed window's emits may fill the
+        // next window, which the next quiet spell flushes).
+        loop {
+            let before = reached.iter().filter(|r| **r).count();
+            for (i, c) in topology.components.iter().enumerate() {
+                if c.inputs.iter().any(|input| reached.get(input.from) == Some(&true)) {
+                    reached[i] = true;
+                }
+            }
+            if reached.iter().filter(|r| **r).count() == before {
+                break;
+            }
+        }
+        let stalls = |w: &crate::config::WindowDecl| {
+            w.timestamp_field.is_some() || matches!(w.size, crate::config::WindowSize::Count { .. })
+        };
+        let windows = topology
+            .components
+            .iter()
+            .zip(&reached)
+            .filter(|(c, reached)| **reached && c.window.as_ref().is_some_and(stalls))
+            .flat_map(|(c, _)| c.tasks.clone())
+            .collect();
+        Self { spouts, windows, last: None, flushed: None }
+    }
+
+    /// Samples the drain; flushes the windows when it stalled (see the type).
+    /// Returns how many bolt tasks were told to flush.
+    pub fn poll(&mut self, handle: &TopologyHandle) -> usize {
+        if self.windows.is_empty() {
+            return 0;
+        }
+        let live = handle.inner.live.get();
+        let stat =
+            |t: &u32, f: StatField| live.wiring.stats.get(*t as usize).map_or(0, |s| s.get(f));
+        let pending: u64 = self.spouts.iter().map(|t| stat(t, StatField::Pending)).sum();
+        let executed: u64 = self.windows.iter().map(|t| stat(t, StatField::Executed)).sum();
+        let queued: usize = self
+            .windows
+            .iter()
+            .filter_map(|t| live.wiring.data.get(*t as usize)?.as_ref())
+            .map(Sender::len)
+            .sum();
+        let signature = (pending > 0 && queued == 0).then_some((pending, executed));
+        let mut told = 0;
+        if signature.is_some() && signature == self.last && signature != self.flushed {
+            for &t in &self.windows {
+                if live.wiring.controls[t as usize].send(Control::FlushWindows).is_ok() {
+                    told += 1;
+                }
+            }
+            self.flushed = signature;
+        }
+        self.last = signature;
+        told
+    }
+}
+
 /// The tap points of `component`'s tasks in `live` (`None`: no such
 /// component).
 fn task_points(live: &Live, component: &str) -> Option<Vec<Arc<crate::tap::TapPoint>>> {

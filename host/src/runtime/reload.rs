@@ -43,8 +43,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError};
 
+use super::handle::DrainFlusher;
 use super::reshape::Reshape;
 use super::{Live, TopologyHandle};
 use crate::control::{Control, ReloadError, Swap, SwapDone, TaskName};
@@ -55,6 +56,10 @@ use crate::topology::{BindError, Component, Kind, Topology, WaitPlan};
 /// How long a reload waits for every task to prepare its new instance
 /// (beyond a spout's drain), and then for every task to confirm the verdict.
 pub const SWAP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often a reload looks at a spout drain it waits on (see
+/// [`DrainFlusher`]).
+const DRAIN_POLL: Duration = Duration::from_millis(100);
 
 /// Reload counts, shared by the handle.
 #[derive(Debug, Default)]
@@ -632,7 +637,13 @@ impl Reloader {
         }
         let (sent, mut errors) = self.send_swaps(reload, built);
         if errors.is_empty() {
-            errors = await_ready(&sent, sent.longest_drain + SWAP_TIMEOUT);
+            let spouts = sent.tasks.iter().filter(|t| t.kind == Kind::Spout);
+            let spouts = spouts.map(|t| t.task.0).collect();
+            let mut flusher = DrainFlusher::new(&self.handle, spouts);
+            let tick = || {
+                flusher.poll(&self.handle);
+            };
+            errors = await_ready(&sent, sent.longest_drain + SWAP_TIMEOUT, tick);
         }
         if !errors.is_empty() {
             self.verdict(reload, &sent, false);
@@ -800,13 +811,20 @@ impl Reloader {
 
 /// Phase 1: every task took over its state and prepared its new
 /// instance (a spout after its old instance drained), within `limit`; what
-/// failed.
-fn await_ready(sent: &Sent, limit: Duration) -> Vec<ReloadError> {
+/// failed. `tick` runs every [`DRAIN_POLL`] meanwhile (the drain's window
+/// flusher).
+fn await_ready(sent: &Sent, limit: Duration, mut tick: impl FnMut()) -> Vec<ReloadError> {
     let deadline = Instant::now() + limit;
     let mut errors = Vec::new();
     let mut answered = std::collections::HashSet::new();
-    for _ in 0..sent.tasks.len() {
-        match sent.ready.recv_deadline(deadline) {
+    while answered.len() < sent.tasks.len() {
+        let slice = (Instant::now() + DRAIN_POLL).min(deadline);
+        let received = sent.ready.recv_deadline(slice);
+        if matches!(received, Err(RecvTimeoutError::Timeout)) && Instant::now() < deadline {
+            tick();
+            continue;
+        }
+        match received {
             Ok((task, Ok(()))) => {
                 answered.insert(task);
             }
@@ -1285,11 +1303,11 @@ mod tests {
         let error = ReloadError::Task { task: task("b", 2), call: "open", cause: "no".into() };
         ready.send((1, Ok(()))).expect("send");
         ready.send((2, Err(error.clone()))).expect("send");
-        assert_eq!(await_ready(&sent, SWAP_TIMEOUT), [error]);
+        assert_eq!(await_ready(&sent, SWAP_TIMEOUT, || {}), [error]);
         ready.send((1, Ok(()))).expect("send");
         let started = Instant::now();
         assert_eq!(
-            await_ready(&sent, Duration::from_millis(50)),
+            await_ready(&sent, Duration::from_millis(50), || {}),
             [ReloadError::Timeout {
                 what: "not every task prepared its new instance (bolt \"b\" task 2 did not)".into(),
                 secs: 0

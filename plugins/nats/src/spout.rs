@@ -482,31 +482,16 @@ impl Spout for JetStreamSpout {
         self.command(Command::Stop(None));
     }
 
+    /// Up to `batch` messages per call: one call per message would cost a
+    /// plugin crossing and an executor turn each.
     fn next_tuple(&mut self, collector: &mut SpoutCollector<'_>) -> Result<()> {
-        // A dropped connection is this task's error (errors, last_error)
-        // once; the client reconnects by itself.
-        if let Some(e) = self.health.take_error() {
-            return Err(e.into());
-        }
-        // Up to `batch` messages per call: one call per message would cost
-        // a plugin crossing and an executor turn each.
-        for _ in 0..self.config.batch {
-            let Some(io) = &mut self.io else { return Ok(()) };
-            let message = match io.messages.take() {
-                Ok(m) => m,
-                Err(Empty::Now) => return Ok(()),
-                Err(Empty::Closed) => {
-                    if !std::mem::replace(&mut self.io_gone_reported, true) {
-                        return Err(
-                            format!("{}: the NATS I/O thread has stopped", self.label).into()
-                        );
-                    }
-                    return Ok(());
-                }
-            };
-            self.take(message, collector);
-        }
-        Ok(())
+        self.emit_up_to(self.config.batch, collector)
+    }
+
+    /// Up to `max` messages: a throttled spout is asked for one at a time,
+    /// so that its rate holds over short windows too.
+    fn next_batch(&mut self, max: usize, collector: &mut SpoutCollector<'_>) -> Result<()> {
+        self.emit_up_to(max, collector)
     }
 
     fn ack(&mut self, id: MessageId) {
@@ -610,6 +595,33 @@ fn retry_policy(keys: &SpoutKeys) -> RetryPolicy {
 }
 
 impl JetStreamSpout {
+    /// Emits up to `max` messages from the I/O thread's channel (fewer when
+    /// it holds fewer).
+    fn emit_up_to(&mut self, max: usize, collector: &mut SpoutCollector<'_>) -> Result<()> {
+        // A dropped connection is this task's error (errors, last_error)
+        // once; the client reconnects by itself.
+        if let Some(e) = self.health.take_error() {
+            return Err(e.into());
+        }
+        for _ in 0..max {
+            let Some(io) = &mut self.io else { return Ok(()) };
+            let message = match io.messages.take() {
+                Ok(m) => m,
+                Err(Empty::Now) => return Ok(()),
+                Err(Empty::Closed) => {
+                    if !std::mem::replace(&mut self.io_gone_reported, true) {
+                        return Err(
+                            format!("{}: the NATS I/O thread has stopped", self.label).into()
+                        );
+                    }
+                    return Ok(());
+                }
+            };
+            self.take(message, collector);
+        }
+        Ok(())
+    }
+
     /// Emits one received message (or dead-letters it when it was delivered
     /// more than `max_deliver` times) and holds it until its tree completes.
     fn take(&mut self, message: jetstream::Message, collector: &mut SpoutCollector<'_>) {

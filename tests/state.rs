@@ -793,6 +793,7 @@ fn a_throttled_spout_keeps_checkpointing_and_its_rate() {
     assert!(committed >= 10, "{committed} checkpoints committed: {d:#}\n{ctx}");
     // 6 s at 20/s, plus the smooth mode's burst allowance.
     let emitted = out.stat("sentences", "emitted");
+    eprintln!("throttled to 20/s for 6 s: {committed} checkpoints committed, {emitted} emitted");
     assert!(emitted <= 6 * 20 + 25, "{emitted} sentences emitted at 20/s in 6 s\n{ctx}");
     assert!(emitted >= 60, "{emitted} sentences emitted at 20/s in 6 s\n{ctx}");
 }

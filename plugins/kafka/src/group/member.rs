@@ -313,46 +313,13 @@ impl Member {
         if let Some(Err(e)) = self.consumer.poll(wait) {
             self.warn(&format!("the group's consumer: {e}"));
         }
-        let changes = std::mem::take(
-            &mut *self.consumer.context().changes.lock().unwrap_or_else(|p| p.into_inner()),
-        );
+        let context = self.consumer.context().clone();
+        let changes =
+            std::mem::take(&mut *context.changes.lock().unwrap_or_else(|p| p.into_inner()));
         let mut events = Vec::new();
         for change in changes {
             self.counters.rebalances += 1;
-            match change {
-                Change::Assigned { parts, generation } => {
-                    if generation.is_some() {
-                        self.generation = generation;
-                    }
-                    events.extend(self.claim(&parts, generation));
-                }
-                Change::Revoked { parts, lost: true } => {
-                    let lost = self.own.lost(&parts);
-                    self.counters.lost += lost.len() as u64;
-                    for e in &lost {
-                        squall_plugin_api::warn!(
-                            "partition {}: the assignment of epoch {} was lost (this member fell \
-                             out of the group); stopping it without committing",
-                            e.partition,
-                            e.epoch
-                        );
-                    }
-                    events.extend(lost);
-                }
-                Change::Revoked { parts, lost: false } => {
-                    let revoked = self.own.revoked(&parts);
-                    self.counters.revoked += revoked.len() as u64;
-                    for e in &revoked {
-                        squall_plugin_api::info!(
-                            "partition {}: revoked (epoch {}); it goes back to the group once \
-                             stopped and released",
-                            e.partition,
-                            e.epoch
-                        );
-                    }
-                    events.extend(revoked);
-                }
-            }
+            events.extend(self.apply(change));
         }
         let due = self.own.due(Instant::now());
         if !due.is_empty() {
@@ -361,6 +328,44 @@ impl Member {
         }
         self.finish_revocation();
         events
+    }
+
+    /// What one rebalance callback did, as events for the host.
+    fn apply(&mut self, change: Change) -> Vec<PartitionEvent> {
+        match change {
+            Change::Assigned { parts, generation } => {
+                if generation.is_some() {
+                    self.generation = generation;
+                }
+                self.claim(&parts, generation)
+            }
+            Change::Revoked { parts, lost: true } => {
+                let lost = self.own.lost(&parts);
+                self.counters.lost += lost.len() as u64;
+                for e in &lost {
+                    squall_plugin_api::warn!(
+                        "partition {}: the assignment of epoch {} was lost (this member fell \
+                         out of the group); stopping it without committing",
+                        e.partition,
+                        e.epoch
+                    );
+                }
+                lost
+            }
+            Change::Revoked { parts, lost: false } => {
+                let revoked = self.own.revoked(&parts);
+                self.counters.revoked += revoked.len() as u64;
+                for e in &revoked {
+                    squall_plugin_api::info!(
+                        "partition {}: revoked (epoch {}); it goes back to the group once \
+                         stopped and released",
+                        e.partition,
+                        e.epoch
+                    );
+                }
+                revoked
+            }
+        }
     }
 
     /// Fixes the epoch of each of `parts` (module doc), commits it, and

@@ -390,7 +390,7 @@ fn tail(text: &str, lines: usize) -> String {
 /// epoch is above the last one's: its fencing commit was accepted.
 #[test]
 fn a_killed_kafka_group_member_is_replaced_and_every_count_is_exact() {
-    let Some(mut g) = Group::new("kafka_group_kill", 6000, 250) else { return };
+    let Some(mut g) = Group::new("kafka_group_kill", 6000, 200) else { return };
     // One host first, which takes every partition; the next two join, so
     // the broker revokes partitions from a live host.
     g.start("h0");

@@ -129,6 +129,10 @@ mod rabbitmq;
 // The Kafka connector against the local broker (Tansu): exact counts and
 // committed offsets end to end, poison to the dead-letter topic, bad input.
 mod kafka;
+
+// Groups coordinated by Kafka's consumer group protocol (kafka::KafkaGroup):
+// three hosts, one killed with -9, one added; exact counts, no overlap.
+mod kafka_group;
 // The broker faults of issue 24 against real servers: Redis restarted with
 // its stream lost, NATS stopped for 10 s, poison input for each connector,
 // the file checkpoint while every line fails.

@@ -13,6 +13,9 @@
 //!   over its fields, with key, partition and headers from fields, on an
 //!   idempotent producer, and acks the input only on the broker's delivery
 //!   report.
+//! - [`KafkaGroup`] coordinates a `[group]` of hosts through a Kafka
+//!   consumer group: the broker assigns the input topic's partitions, and
+//!   the group generation fences them.
 //!
 //! Every key, guarantee and failure mode is in docs/connectors.md
 //! (section "Kafka").
@@ -37,11 +40,13 @@
 
 mod client;
 mod durable;
+pub mod group;
 mod offsets;
 mod publish;
 mod spout;
 pub mod template;
 
+pub use group::KafkaGroup;
 pub use publish::KafkaPublish;
 pub use spout::{
     KafkaSpout, DEAD_LETTER_REASON, DELIVERIES, ORIGINAL_OFFSET, ORIGINAL_PARTITION, ORIGINAL_TOPIC,
@@ -50,4 +55,5 @@ pub use spout::{
 squall_plugin_api::export_plugin! {
     spouts: [KafkaSpout],
     bolts: [KafkaPublish],
+    coordinators: [KafkaGroup],
 }

@@ -129,6 +129,10 @@ mod rabbitmq;
 // The Kafka connector against the local broker (Tansu): exact counts and
 // committed offsets end to end, poison to the dead-letter topic, bad input.
 mod kafka;
+// KafkaPublish exactly once: a Kafka transaction per checkpoint, visible to
+// read_committed only after the commit, each record once after kills, and
+// fencing of a second instance with the same transactional id.
+mod kafka_tx;
 // The broker faults of issue 24 against real servers: Redis restarted with
 // its stream lost, NATS stopped for 10 s, poison input for each connector,
 // the file checkpoint while every line fails.

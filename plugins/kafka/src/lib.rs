@@ -41,6 +41,7 @@ mod offsets;
 mod publish;
 mod spout;
 pub mod template;
+mod transact;
 
 pub use publish::KafkaPublish;
 pub use spout::{

@@ -715,6 +715,25 @@ mod tests {
     }
 
     #[test]
+    fn input_offsets_with_several_tasks_need_the_partition_grouping() {
+        let input = |grouping: &str, fields: &[&str]| squall_plugin_api::abi::InputDecl {
+            component: "in".into(),
+            stream: "default".into(),
+            grouping: grouping.into(),
+            grouping_fields: fields.iter().map(|f| (*f).into()).collect(),
+            fields: ["value", "topic", "partition", "offset"].iter().map(|f| (*f).into()).collect(),
+            custom: "".into(),
+        };
+        assert!(offsets_grouping(&[input("fields", &["partition"])]).is_ok());
+        assert!(offsets_grouping(&[input("fields", &["topic", "partition"])]).is_ok());
+        assert!(offsets_grouping(&[input("global", &[])]).is_ok());
+        let e = offsets_grouping(&[input("shuffle", &[])]).unwrap_err().to_string();
+        assert!(e.contains("grouped by shuffle") && e.contains("\"partition\""), "{e}");
+        assert!(offsets_grouping(&[input("fields", &["value"])]).is_err());
+        assert!(offsets_grouping(&[input("fields", &["topic"])]).is_err());
+    }
+
+    #[test]
     fn exactly_once_sets_the_transaction_timeout_and_checks_its_keys() {
         let text = "topic = \"t\"\ndelivery = \"exactly-once\"\ntransaction_timeout = \"90s\"";
         let config = PublishConfig::parse(&ComponentConfig::new(text)).unwrap();

@@ -396,18 +396,7 @@ impl Lane {
                 .map_err(|e| TxError::from_kafka(&self.tid, "begin_transaction", &e))?;
             self.txn = Txn { open: true, ..Txn::default() };
         }
-        let mut headers = None;
-        if !rec.headers.is_empty() || self.config.sequence_header.is_some() {
-            let mut h = OwnedHeaders::new_with_capacity(rec.headers.len() + 1);
-            for (k, v) in &rec.headers {
-                h = h.insert(Header { key: k, value: Some(v.as_bytes()) });
-            }
-            if let Some(name) = &self.config.sequence_header {
-                let text = format!("{}:{seq}", self.tid);
-                h = h.insert(Header { key: name, value: Some(text.as_bytes()) });
-            }
-            headers = Some(h);
-        }
+        let headers = self.headers(rec, seq);
         let mut record: BaseRecord<'_, [u8], [u8], ()> =
             BaseRecord::to(&rec.topic).payload(rec.value.bytes());
         if let Some(k) = &rec.key {
@@ -437,6 +426,22 @@ impl Lane {
                 }
             }
         }
+    }
+
+    /// The record's headers, and the sequence header if configured.
+    fn headers(&self, rec: &Rec, seq: u64) -> Option<OwnedHeaders> {
+        if rec.headers.is_empty() && self.config.sequence_header.is_none() {
+            return None;
+        }
+        let mut h = OwnedHeaders::new_with_capacity(rec.headers.len() + 1);
+        for (k, v) in &rec.headers {
+            h = h.insert(Header { key: k, value: Some(v.as_bytes()) });
+        }
+        if let Some(name) = &self.config.sequence_header {
+            let text = format!("{}:{seq}", self.tid);
+            h = h.insert(Header { key: name, value: Some(text.as_bytes()) });
+        }
+        Some(h)
     }
 
     /// True when a delivery report said the id is fenced.
@@ -694,6 +699,25 @@ struct TxMetrics {
     failed: Counter,
 }
 
+impl TxMetrics {
+    fn new() -> Self {
+        TxMetrics {
+            committed: metrics::counter(
+                "kafka_transactions_committed",
+                "Kafka transactions committed (one per checkpoint with records).",
+            ),
+            records: metrics::counter(
+                "kafka_transaction_records",
+                "Records committed in Kafka transactions.",
+            ),
+            failed: metrics::counter(
+                "kafka_transaction_failures",
+                "Transactions that failed and were aborted (their records stay staged).",
+            ),
+        }
+    }
+}
+
 impl TxSink {
     /// Opens `tid` (fencing its earlier producers) and every other id the
     /// restored store holds batches of; drops the batches their markers
@@ -727,20 +751,7 @@ impl TxSink {
                 foreign.push(lane);
             }
         }
-        let metrics = TxMetrics {
-            committed: metrics::counter(
-                "kafka_transactions_committed",
-                "Kafka transactions committed (one per checkpoint with records).",
-            ),
-            records: metrics::counter(
-                "kafka_transaction_records",
-                "Records committed in Kafka transactions.",
-            ),
-            failed: metrics::counter(
-                "kafka_transaction_failures",
-                "Transactions that failed and were aborted (their records stay staged).",
-            ),
-        };
+        let metrics = TxMetrics::new();
         Ok(Self {
             own,
             foreign,

@@ -176,7 +176,7 @@ impl Kafka {
     }
 }
 
-fn start(ws: &Workspace, path: &Path) -> (Running, SocketAddr) {
+pub(crate) fn start(ws: &Workspace, path: &Path) -> (Running, SocketAddr) {
     let mut cmd = SquallCommand::run_until_interrupted(ws, path);
     cmd.args(["--http", "0"]).limit(Duration::from_secs(180));
     let mut child = cmd.spawn();
@@ -185,7 +185,7 @@ fn start(ws: &Workspace, path: &Path) -> (Running, SocketAddr) {
     (child, addr)
 }
 
-fn stop(child: Running) -> Output {
+pub(crate) fn stop(child: Running) -> Output {
     child.interrupt();
     let out = child.wait();
     assert_eq!(out.status.code(), Some(0), "a graceful stop exits 0\n{}", out.context());
@@ -193,7 +193,7 @@ fn stop(child: Running) -> Output {
 }
 
 /// The first sample of `name` in a `/metrics` text.
-fn metric(text: &str, name: &str) -> Option<f64> {
+pub(crate) fn metric(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))

@@ -133,6 +133,10 @@ mod kafka;
 // Groups coordinated by Kafka's consumer group protocol (kafka::KafkaGroup):
 // three hosts, one killed with -9, one added; exact counts, no overlap.
 mod kafka_group;
+// KafkaPublish exactly once: a Kafka transaction per checkpoint, visible to
+// read_committed only after the commit, each record once after kills, and
+// fencing of a second instance with the same transactional id.
+mod kafka_tx;
 // The broker faults of issue 24 against real servers: Redis restarted with
 // its stream lost, NATS stopped for 10 s, poison input for each connector,
 // the file checkpoint while every line fails.

@@ -42,6 +42,8 @@ const RESERVED: &[(&str, &str)] = &[
     ("enable.auto.offset.store", "the spout commits completed offsets itself"),
     ("auto.offset.reset", "use the key `first_poll`"),
     ("enable.partition.eof", "the spout does not use end-of-partition events"),
+    ("transactional.id", "use delivery = \"exactly-once\" and transactional_id_prefix"),
+    ("transaction.timeout.ms", "use the key `transaction_timeout`"),
 ];
 
 impl Connection {

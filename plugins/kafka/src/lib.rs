@@ -45,6 +45,7 @@ mod offsets;
 mod publish;
 mod spout;
 pub mod template;
+mod transact;
 
 pub use group::KafkaGroup;
 pub use publish::KafkaPublish;

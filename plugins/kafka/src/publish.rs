@@ -18,6 +18,14 @@
 //! `delivery_timeout`) fails the input, and the spout replays it. The
 //! idempotent producer keeps librdkafka's retries from writing a record
 //! twice; a replay by the spout is a new record (at least once).
+//!
+//! # Exactly once
+//! With `delivery = "exactly-once"` (and the topology's `[state]`) the bolt
+//! writes through Kafka transactions instead, one per checkpoint, on a
+//! transactional id per task that every run reuses; records are staged in
+//! the durable store `transactions` until their transaction committed, and
+//! inputs are acked at `execute` (their effect is in the store). No poll
+//! thread of this module runs then: `transact.rs` has the producer.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -33,6 +41,7 @@ use squall_plugin_api::prelude::*;
 
 use crate::client::{self, with_connection, Context0};
 use crate::template::{push_text, TopicTemplate};
+use crate::transact::{self, LaneConfig, Payload, Rec, Staged, TxSink};
 
 squall_connector::connector_config! {
     /// The bolt's own keys (the connection's are in `client::Connection`).
@@ -48,20 +57,96 @@ squall_connector::connector_config! {
         #[serde(deserialize_with = "squall_connector::config::duration")]
         delivery_timeout: Duration = default(Duration, "\"30s\"", "message.timeout.ms: a record not delivered by then fails its input"),
         create_partitions: Option<i32> = maybe(Integer, "create the (literal) topic in prepare if missing, with this many partitions"),
+        delivery: Delivery = default(String, "\"at-least-once\"", "at-least-once (acked on the delivery report) or exactly-once (a Kafka transaction per checkpoint; needs [state])"),
+        transactional_id_prefix: Option<String> = maybe(String, "exactly-once: each task's transactional.id is PREFIX-<task index>, the same in every run (default TOPOLOGY.COMPONENT)"),
+        #[serde(deserialize_with = "squall_connector::config::duration")]
+        transaction_timeout: Duration = default(Duration, "\"60s\"", "exactly-once: transaction.timeout.ms; must outlast a checkpoint interval plus a restart"),
+        progress_topic: Option<String> = maybe(String, "exactly-once: the topic whose partition 0 holds each transactional id's commit marker (default: topic, when literal)"),
+        offsets_group: Option<String> = maybe(String, "exactly-once: the consumer group each transaction commits the input offsets for (the inputs need fields topic, partition, offset)"),
+        sequence_header: Option<String> = maybe(String, "exactly-once: a header on each record naming its transaction, \"<transactional id>:<sequence>\""),
+        #[serde(deserialize_with = "squall_connector::config::duration")]
+        checkpoint_wait: Duration = default(Duration, "\"60s\"", "exactly-once: fail inputs once records waited this long for a checkpoint (no [state])"),
     }
+}
+
+/// What a tuple's acknowledgement promises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum Delivery {
+    /// Each input is acked on its record's delivery report; a replay
+    /// writes the record again.
+    AtLeastOnce,
+    /// Records are staged with the checkpoint and committed in a Kafka
+    /// transaction once it is durable (`transact.rs`).
+    ExactlyOnce,
 }
 
 with_connection!(PublishConfig, PublishKeys);
 
 impl PublishConfig {
     fn client_config(&self) -> Result<rdkafka::ClientConfig> {
-        self.connection.client_config(
-            &[("linger.ms", "5".into())],
-            &[
-                ("enable.idempotence", self.idempotent.to_string()),
-                ("message.timeout.ms", self.delivery_timeout.as_millis().to_string()),
-            ],
-        )
+        let mut fixed = vec![
+            ("enable.idempotence", self.idempotent.to_string()),
+            ("message.timeout.ms", self.delivery_timeout.as_millis().to_string()),
+        ];
+        if self.delivery == Delivery::ExactlyOnce {
+            let t = self.transaction_timeout.as_millis().to_string();
+            fixed.push(("transaction.timeout.ms", t));
+        }
+        self.connection.client_config(&[("linger.ms", "5".into())], &fixed)
+    }
+
+    /// Checks the exactly-once keys: only with that delivery, and
+    /// consistent with each other.
+    fn check_delivery(&self, template: &TopicTemplate) -> Result<()> {
+        let tx_keys = [
+            ("transactional_id_prefix", self.transactional_id_prefix.is_some()),
+            ("progress_topic", self.progress_topic.is_some()),
+            ("offsets_group", self.offsets_group.is_some()),
+            ("sequence_header", self.sequence_header.is_some()),
+        ];
+        if self.delivery == Delivery::AtLeastOnce {
+            if let Some((key, _)) = tx_keys.iter().find(|(_, set)| *set) {
+                return Err(format!("{key} applies only with delivery = \"exactly-once\"").into());
+            }
+            return Ok(());
+        }
+        if !self.idempotent {
+            return Err("delivery = \"exactly-once\" needs idempotent = true".into());
+        }
+        if self.transaction_timeout < self.delivery_timeout
+            || self.transaction_timeout > Duration::from_secs(900)
+        {
+            return Err("transaction_timeout must be at least delivery_timeout and at most 15m \
+                        (the broker's default transaction.max.timeout.ms)"
+                .into());
+        }
+        if self.checkpoint_wait.is_zero() {
+            return Err("checkpoint_wait must be longer than 0".into());
+        }
+        if self.transactional_id_prefix.as_deref().is_some_and(|p| p.trim().is_empty()) {
+            return Err("transactional_id_prefix must not be empty".into());
+        }
+        for (key, group) in [("offsets_group", &self.offsets_group)] {
+            if group.as_deref().is_some_and(|g| g.trim().is_empty()) {
+                return Err(format!("{key} must not be empty").into());
+            }
+        }
+        match (&self.progress_topic, template.literal()) {
+            (Some(t), _) => client::check_topic("progress_topic", t),
+            (None, Some(_)) => Ok(()),
+            (None, None) => Err("delivery = \"exactly-once\" with a topic template needs \
+                                 progress_topic (a topic that exists, for the commit markers)"
+                .into()),
+        }
+    }
+
+    /// The topic of the commit markers.
+    fn progress(&self, template: &TopicTemplate) -> String {
+        self.progress_topic
+            .clone()
+            .or_else(|| template.literal().map(str::to_owned))
+            .unwrap_or_default()
     }
 }
 
@@ -120,8 +205,9 @@ impl std::fmt::Debug for Io {
 }
 
 /// Produces each input to a topic built from a template over its fields, and
-/// acks it on the broker's delivery report (see the module doc and
-/// docs/connectors.md).
+/// acks it on the broker's delivery report; or, with `delivery =
+/// "exactly-once"`, commits each checkpoint's records in one Kafka
+/// transaction (see the module doc and docs/connectors.md).
 #[derive(Debug)]
 pub struct KafkaPublish {
     config: PublishConfig,
@@ -133,13 +219,18 @@ pub struct KafkaPublish {
     key: String,
     metrics: Option<PublishMetrics>,
     failures: u64,
+    /// With `delivery = "exactly-once"`: the staged batches (a durable
+    /// store, `transactions`) and the transactions.
+    staged: ValueState<Staged>,
+    tx: Option<TxSink>,
 }
 
 impl Bolt for KafkaPublish {
     const NAME: &'static str = "KafkaPublish";
     const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&PublishConfig::KEYS);
     const DESCRIPTION: &'static str =
-        "produces each input to Kafka (topic from a template); acks it on the delivery report";
+        "produces each input to Kafka (topic from a template); acks it on \
+         the delivery report, or commits each checkpoint in a Kafka transaction (exactly-once)";
     /// Delivery reports are acked on the bolt's thread, so they need a tick
     /// when input stops.
     const TICKS: Option<Duration> = Some(Duration::from_secs(1));
@@ -164,6 +255,7 @@ impl Bolt for KafkaPublish {
         if config.create_partitions.is_some_and(|p| p < 1) {
             return Err("create_partitions must be at least 1".into());
         }
+        config.check_delivery(&template)?;
         config.client_config()?;
         Ok(Self {
             config,
@@ -175,6 +267,8 @@ impl Bolt for KafkaPublish {
             key: String::new(),
             metrics: None,
             failures: 0,
+            staged: transact::store(),
+            tx: None,
         })
     }
 
@@ -219,6 +313,9 @@ impl Bolt for KafkaPublish {
                 }
             }
         }
+        if self.config.delivery == Delivery::ExactlyOnce {
+            return self.prepare_tx(context, &producer, client_config);
+        }
         let producer = Arc::new(producer);
         let stop = Arc::new(AtomicBool::new(false));
         let poller = {
@@ -237,6 +334,9 @@ impl Bolt for KafkaPublish {
     }
 
     fn execute(&mut self, input: &Tuple<'_>, collector: &mut BoltCollector<'_>) -> Result<()> {
+        if self.tx.is_some() {
+            return self.execute_tx(input, collector);
+        }
         self.collect(collector, None);
         if input.is_tick() {
             return Ok(());
@@ -259,19 +359,7 @@ impl Bolt for KafkaPublish {
             }
             None => None,
         };
-        let partition = match &self.config.partition_field {
-            Some(f) => {
-                let v = input
-                    .field(f)
-                    .ok_or_else(|| format!("partition_field: the input has no field {f:?}"))?;
-                let p =
-                    v.as_i64().and_then(|p| i32::try_from(p).ok()).filter(|p| *p >= 0).ok_or_else(
-                        || format!("partition_field {f:?} = {v} is not a partition number"),
-                    )?;
-                Some(p)
-            }
-            None => None,
-        };
+        let partition = self.partition(input)?;
         let mut headers = None;
         if !self.config.header_fields.is_empty() {
             let mut h = OwnedHeaders::new_with_capacity(self.config.header_fields.len());
@@ -324,7 +412,29 @@ impl Bolt for KafkaPublish {
         Ok(())
     }
 
+    fn stores(&mut self) -> Stores<'_> {
+        match self.config.delivery {
+            Delivery::ExactlyOnce => Stores::none().with(&mut self.staged),
+            Delivery::AtLeastOnce => Stores::none(),
+        }
+    }
+
+    fn barrier(&mut self, checkpoint: u64) {
+        if let Some(tx) = &mut self.tx {
+            tx.barrier(&mut self.staged, checkpoint);
+        }
+    }
+
+    fn committed(&mut self, checkpoint: u64) {
+        if let Some(tx) = &mut self.tx {
+            tx.committed(&mut self.staged, checkpoint);
+        }
+    }
+
     fn cleanup(&mut self) {
+        if let Some(mut tx) = self.tx.take() {
+            tx.close(&self.staged);
+        }
         if let Some(mut io) = self.io.take() {
             if self.in_flight > 0 {
                 if let Err(e) = io.producer.flush(self.config.delivery_timeout) {
@@ -344,6 +454,117 @@ impl Bolt for KafkaPublish {
 }
 
 impl KafkaPublish {
+    /// `prepare` with `delivery = "exactly-once"`: checks the progress
+    /// topic, then opens the transactional lanes (fencing earlier
+    /// producers of their ids).
+    fn prepare_tx(
+        &mut self,
+        context: &TaskContext,
+        probe: &BaseProducer<PublishContext>,
+        client_config: rdkafka::ClientConfig,
+    ) -> Result<()> {
+        let timeout = self.config.connection.connect_timeout;
+        let progress = self.config.progress(&self.template);
+        let metadata = probe
+            .client()
+            .fetch_metadata(Some(&progress), timeout)
+            .map_err(|e| format!("cannot read the metadata of progress topic {progress:?}: {e}"))?;
+        if client::partitions(&metadata, std::slice::from_ref(&progress))[0].1.is_none() {
+            return Err(format!(
+                "progress_topic {progress:?} does not exist on {} (create it)",
+                self.config.connection.brokers.trim()
+            )
+            .into());
+        }
+        if self.config.offsets_group.is_some() && context.parallelism > 1 {
+            offsets_grouping(context.inputs())?;
+        }
+        let prefix = match &self.config.transactional_id_prefix {
+            Some(p) => p.trim().to_owned(),
+            None => format!("{}.{}", context.topology, context.component),
+        };
+        let tid = format!("{prefix}-{}", context.task_index);
+        let lane = LaneConfig {
+            client: client_config,
+            progress_topic: progress,
+            offsets_group: self.config.offsets_group.clone(),
+            sequence_header: self.config.sequence_header.clone(),
+            timeout: self.config.delivery_timeout.max(timeout),
+            label: self.label.clone(),
+        };
+        let tx = TxSink::open(&mut self.staged, &tid, &lane, self.config.checkpoint_wait)
+            .map_err(|e| format!("transactional.id {tid:?}: {e}"))?;
+        squall_plugin_api::debug!("{}: writes in transactions as {tid:?}", self.label);
+        self.tx = Some(tx);
+        Ok(())
+    }
+
+    /// `execute` with `delivery = "exactly-once"`: stages the record (and
+    /// produces it into the open transaction), and acks the input: its
+    /// effect is in the store, so in the checkpoint.
+    fn execute_tx(&mut self, input: &Tuple<'_>, collector: &mut BoltCollector<'_>) -> Result<()> {
+        let Some(tx) = &mut self.tx else { return Err("the Kafka producer is not open".into()) };
+        if input.is_tick() {
+            tx.tick(&self.staged);
+            return Ok(());
+        }
+        if let Some(refusal) = tx.refusal() {
+            return Err(refusal.into());
+        }
+        let rec = self.rec(input)?;
+        let from = match &self.config.offsets_group {
+            Some(_) => Some(input_offset(input)?),
+            None => None,
+        };
+        let Some(tx) = &mut self.tx else { return Err("the Kafka producer is not open".into()) };
+        let from = from.as_ref().map(|(t, p, o)| (t.as_str(), *p, *o));
+        tx.stage(&mut self.staged, rec, from)?;
+        collector.ack(input.anchor());
+        Ok(())
+    }
+
+    /// The record of `input`, owned (to be staged).
+    fn rec(&mut self, input: &Tuple<'_>) -> Result<Rec> {
+        self.template.render_into(input, &mut self.topic)?;
+        let value = Payload::new(self.value(input)?);
+        let key = match &self.config.key_field {
+            Some(f) => {
+                let v = input
+                    .field(f)
+                    .ok_or_else(|| format!("key_field: the input has no field {f:?}"))?;
+                let mut text = String::new();
+                push_text(v, &mut text);
+                Some(Payload::Text(text))
+            }
+            None => None,
+        };
+        let mut headers = Vec::with_capacity(self.config.header_fields.len());
+        for f in &self.config.header_fields {
+            let v = input
+                .field(f)
+                .ok_or_else(|| format!("header_fields: the input has no field {f:?}"))?;
+            let mut text = String::new();
+            push_text(v, &mut text);
+            headers.push((f.clone(), text));
+        }
+        let partition = self.partition(input)?;
+        Ok(Rec { topic: self.topic.clone(), key, partition, headers, value })
+    }
+
+    /// The partition `partition_field` names, if set.
+    fn partition(&self, input: &Tuple<'_>) -> Result<Option<i32>> {
+        let Some(f) = &self.config.partition_field else { return Ok(None) };
+        let v = input
+            .field(f)
+            .ok_or_else(|| format!("partition_field: the input has no field {f:?}"))?;
+        let p = v
+            .as_i64()
+            .and_then(|p| i32::try_from(p).ok())
+            .filter(|p| *p >= 0)
+            .ok_or_else(|| format!("partition_field {f:?} = {v} is not a partition number"))?;
+        Ok(Some(p))
+    }
+
     /// Acks or fails every input whose report is in. With `wait`, first
     /// waits up to that long for one. False when the wait timed out.
     fn collect(&mut self, collector: &mut BoltCollector<'_>, wait: Option<Duration>) -> bool {
@@ -407,6 +628,52 @@ impl KafkaPublish {
     }
 }
 
+/// With `offsets_group` and several tasks, each input partition's records
+/// must reach one task (the one that commits its offsets): every input
+/// grouped by fields among `topic` and `partition`, or `global`.
+fn offsets_grouping(inputs: &[squall_plugin_api::abi::InputDecl]) -> Result<()> {
+    for input in inputs {
+        let by_partition = input.grouping.as_str() == "fields"
+            && input.grouping_fields.iter().any(|f| f.as_str() == "partition")
+            && input.grouping_fields.iter().all(|f| matches!(f.as_str(), "topic" | "partition"));
+        if !by_partition && input.grouping.as_str() != "global" {
+            return Err(format!(
+                "offsets_group with several tasks needs every input grouped by fields \
+                 [\"partition\"] (or [\"topic\", \"partition\"]), so that one task commits each \
+                 input partition's offsets; the input from \"{}\" is grouped by {}",
+                input.component, input.grouping
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// The input's Kafka position, from the fields `topic`, `partition` and
+/// `offset` (KafkaSpout's, with `fields = [..., "topic", "partition",
+/// "offset"]`), for `offsets_group`.
+fn input_offset(input: &Tuple<'_>) -> Result<(String, i32, i64)> {
+    let field = |name: &str| {
+        input.field(name).ok_or_else(|| {
+            format!(
+                "offsets_group needs the input fields topic, partition and offset (KafkaSpout's \
+                 fields = [..., \"topic\", \"partition\", \"offset\"]); the input has no {name:?}"
+            )
+        })
+    };
+    let topic = field("topic")?;
+    let topic =
+        topic.as_str().ok_or_else(|| format!("the input's topic = {topic} is not a string"))?;
+    let p = field("partition")?;
+    let partition = p
+        .as_i64()
+        .and_then(|p| i32::try_from(p).ok())
+        .ok_or_else(|| format!("the input's partition = {p} is not a partition number"))?;
+    let o = field("offset")?;
+    let offset = o.as_i64().ok_or_else(|| format!("the input's offset = {o} is not an offset"))?;
+    Ok((topic.to_owned(), partition, offset))
+}
+
 /// A value as JSON: bytes as a UTF-8 string when they are one, else an
 /// array of numbers.
 fn to_json(value: &Value) -> serde_json::Value {
@@ -445,5 +712,41 @@ mod tests {
         assert_eq!(c.get("message.timeout.ms"), Some("2000"));
         let e = PublishConfig::parse(&ComponentConfig::new("topic = \"t\"\nbrokerz = \"x\""));
         assert!(e.unwrap_err().to_string().contains("`brokerz`"));
+    }
+
+    #[test]
+    fn input_offsets_with_several_tasks_need_the_partition_grouping() {
+        let input = |grouping: &str, fields: &[&str]| squall_plugin_api::abi::InputDecl {
+            component: "in".into(),
+            stream: "default".into(),
+            grouping: grouping.into(),
+            grouping_fields: fields.iter().map(|f| (*f).into()).collect(),
+            fields: ["value", "topic", "partition", "offset"].iter().map(|f| (*f).into()).collect(),
+            custom: "".into(),
+        };
+        assert!(offsets_grouping(&[input("fields", &["partition"])]).is_ok());
+        assert!(offsets_grouping(&[input("fields", &["topic", "partition"])]).is_ok());
+        assert!(offsets_grouping(&[input("global", &[])]).is_ok());
+        let e = offsets_grouping(&[input("shuffle", &[])]).unwrap_err().to_string();
+        assert!(e.contains("grouped by shuffle") && e.contains("\"partition\""), "{e}");
+        assert!(offsets_grouping(&[input("fields", &["value"])]).is_err());
+        assert!(offsets_grouping(&[input("fields", &["topic"])]).is_err());
+    }
+
+    #[test]
+    fn exactly_once_sets_the_transaction_timeout_and_checks_its_keys() {
+        let text = "topic = \"t\"\ndelivery = \"exactly-once\"\ntransaction_timeout = \"90s\"";
+        let config = PublishConfig::parse(&ComponentConfig::new(text)).unwrap();
+        assert_eq!(config.delivery, Delivery::ExactlyOnce);
+        let c = config.client_config().unwrap();
+        assert_eq!(c.get("transaction.timeout.ms"), Some("90000"));
+        assert!(KafkaPublish::new(&ComponentConfig::new(text)).is_ok());
+        let e =
+            |text: &str| KafkaPublish::new(&ComponentConfig::new(text)).unwrap_err().to_string();
+        assert!(e("topic = \"t\"\ndelivery = \"twice\"").contains("exactly-once"));
+        assert!(e("topic = \"{k}\"\ndelivery = \"exactly-once\"").contains("progress_topic"));
+        assert!(e("topic = \"t\"\nsequence_header = \"h\"").contains("only with delivery"));
+        let at_least_once = PublishConfig::parse(&ComponentConfig::new("topic = \"t\"")).unwrap();
+        assert_eq!(at_least_once.client_config().unwrap().get("transaction.timeout.ms"), None);
     }
 }

@@ -177,7 +177,12 @@ impl Coordinator {
         // Draining: the stop asks for the last checkpoint once the drain is
         // over (or gives up, dropping the sender).
         if let Ok(done) = last.recv() {
-            if run.state() != RunState::Stopping {
+            if let Some(error) = run.fatal() {
+                // A task that failed may never answer a barrier: the
+                // checkpoint would wait out its timeout for nothing. A
+                // restart replays from the last committed one.
+                tracing::info!("no last checkpoint: the run failed ({error})");
+            } else if run.state() != RunState::Stopping {
                 self.checkpoint(tasks);
             }
             let _ = done.send(());

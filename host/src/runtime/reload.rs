@@ -47,7 +47,8 @@ use crossbeam_channel::{bounded, Receiver};
 
 use super::reshape::Reshape;
 use super::{Live, TopologyHandle};
-use crate::control::{Control, ReloadError, Swap, SwapDone, TaskName};
+use crate::config::Diagnostics;
+use crate::control::{Control, ReloadError, Shared, Swap, SwapDone, TaskName};
 use crate::ids::TaskId;
 use crate::plugin::{load_library_in, BoltObj, Instance, SpoutObj};
 use crate::topology::{BindError, Component, Kind, Topology, WaitPlan};
@@ -488,6 +489,11 @@ fn summary(number: u64, trigger: &str, ms: f64, outcome: &ReloadOutcome) -> Stri
     }
 }
 
+/// One error per diagnostic, as `squall validate` lists them.
+fn config_errors(diagnostics: &Diagnostics) -> Vec<ReloadError> {
+    diagnostics.listed().items.into_iter().map(ReloadError::Config).collect()
+}
+
 /// A new instance for one task: the task, its instance, the new component.
 type Built<'t> = (TaskName, New, &'t Component);
 
@@ -679,9 +685,7 @@ impl Reloader {
     /// changed library is new code, and one whose bytes did not change is
     /// the library already mapped.
     fn bind(&mut self) -> Result<Topology, Vec<ReloadError>> {
-        let config = crate::config::load(&self.file).map_err(|d| {
-            d.listed().items.iter().map(|i| ReloadError::Config(i.to_string())).collect::<Vec<_>>()
-        })?;
+        let config = crate::config::load(&self.file).map_err(|d| config_errors(&d))?;
         let (scratch, loads) = (self.scratch.clone(), &mut self.copies);
         let result = crate::topology::bind_with(&config, &mut |decl, options| {
             let pinned = decl.sha256.as_deref();
@@ -692,11 +696,9 @@ impl Reloader {
             Ok((lib, digest))
         });
         result.map_err(|e| match e {
-            BindError::Config(d) => {
-                d.listed().items.iter().map(|i| ReloadError::Config(i.to_string())).collect()
-            }
+            BindError::Config(d) => config_errors(&d),
             BindError::Load(errors) => {
-                errors.iter().map(|e| ReloadError::Load(e.to_string())).collect()
+                errors.into_iter().map(|e| ReloadError::Load(Shared::new(e))).collect()
             }
         })
     }
@@ -875,6 +877,7 @@ fn drain_limit(settings: &crate::config::Settings, c: &Component) -> Option<Dura
 mod tests {
     use super::*;
     use crate::config::{Loc, Settings, ThrottleMode, ThrottleRate, ThrottleSpec, WaitSpec};
+    use crate::control::ReshapeError;
     use crate::topology::fixtures::{bolt, component, linked, topology};
     use crate::topology::{Grouping, Input};
     use crossbeam_channel::Sender;
@@ -1214,7 +1217,10 @@ mod tests {
         ]);
         let diff = Diff { rebuilt: Vec::new(), added: vec!["c".into()], resized: vec!["b".into()] };
         let resized = "resized \"b\" from 2 to 3 tasks (4 state entries moved, pause 1.00 ms)";
-        let failure = ReloadError::Reshape("task 6: cannot start its thread: no".into());
+        let failure = ReloadError::Reshape(ReshapeError::Spawn {
+            task: TaskId(6),
+            cause: Shared::new(std::io::Error::other("no")),
+        });
         let out =
             outcome(&mut new, &diff, Ended::default(), vec![resized.into()], vec![failure.clone()]);
         assert_eq!(

@@ -42,8 +42,9 @@ use squall_plugin_api::State;
 use super::instantiate::{custom_groupings, instantiate_only};
 use super::plan::{routes, source_table, task_executor, Executor, Wiring};
 use super::{Live, TopologyHandle};
-use crate::control::{Control, ReloadError, Retire, Rewire, RunState, Start};
+use crate::control::{Control, ReloadError, ReshapeError, Retire, Rewire, RunState, Shared, Start};
 use crate::executor::bolt::BoltExecutor;
+use crate::ids::TaskId;
 use crate::topology::grouping::key_index;
 use crate::topology::{Component, Kind, Topology};
 
@@ -161,11 +162,11 @@ impl Reshape {
         let mut instances = instantiate_only(topology, &names).map_err(|e| {
             let at = match &e {
                 super::StartError::Constructor { loc, .. } => {
-                    format!("{}:{}:{}: ", topology.file.display(), loc.line, loc.col)
+                    Some(format!("{}:{}:{}", topology.file.display(), loc.line, loc.col))
                 }
-                _ => String::new(),
+                _ => None,
             };
-            vec![ReloadError::Reshape(format!("{at}{e}"))]
+            vec![ReloadError::Reshape(ReshapeError::Build { at, cause: Shared::erased(e) })]
         })?;
         let topology = Arc::new(topology.clone());
         let new_tasks: Vec<u32> = topology
@@ -234,9 +235,7 @@ impl Reshape {
             let name = format!("{}-{task}", bolt.context().component);
             match super::spawn(name, &run, move || bolt.run()) {
                 Ok(thread) => handle.adopt_thread(thread),
-                Err(e) => errors.push(ReloadError::Reshape(format!(
-                    "task {task}: cannot start its thread: {e}"
-                ))),
+                Err(e) => errors.push(not_started(task, e)),
             }
         }
         let deadline = Instant::now() + RESHAPE_TIMEOUT;
@@ -291,9 +290,7 @@ impl Reshape {
             let name = format!("{}-{task}", bolt.context().component);
             match super::spawn(name, &run, move || bolt.run()) {
                 Ok(thread) => handle.adopt_thread(thread),
-                Err(e) => errors.push(ReloadError::Reshape(format!(
-                    "task {task}: cannot start its thread: {e}"
-                ))),
+                Err(e) => errors.push(not_started(task, e)),
             }
             state_to.insert(task, state);
         }
@@ -307,7 +304,8 @@ impl Reshape {
                 let mut custom = match custom_groupings(&topology, c) {
                     Ok(custom) => custom,
                     Err(e) => {
-                        errors.push(ReloadError::Reshape(e.to_string()));
+                        let cause = Shared::erased(e);
+                        errors.push(ReloadError::Reshape(ReshapeError::Build { at: None, cause }));
                         Vec::new()
                     }
                 };
@@ -369,11 +367,16 @@ impl Reshape {
         for name in &resized {
             match hand_over(handle, old, &topology, name, &state_to, &resized_prepared) {
                 Ok(line) => lines.push(line),
-                Err(e) => errors.push(ReloadError::Reshape(e)),
+                Err(e) => errors.push(e),
             }
         }
         (lines, errors)
     }
+}
+
+/// A new task whose thread did not start.
+fn not_started(task: u32, e: std::io::Error) -> ReloadError {
+    ReloadError::Reshape(ReshapeError::Spawn { task: TaskId(task), cause: Shared::new(e) })
 }
 
 /// The components of `topology` (aligned) that a reshape adding `added`
@@ -401,6 +404,9 @@ fn rewired(topology: &Topology, added: &[String], resized: &[String]) -> Vec<(us
 
 /// Retires the old tasks of resized component `name`, re-partitions their
 /// state over the new tasks and waits until each new task prepared.
+///
+/// # Errors
+/// A step that failed, or the error a new task reported.
 fn hand_over(
     handle: &TopologyHandle,
     old: &Topology,
@@ -408,13 +414,13 @@ fn hand_over(
     name: &str,
     state_to: &HashMap<u32, Sender<Option<State>>>,
     prepared: &Receiver<(u32, Result<(), ReloadError>)>,
-) -> Result<String, String> {
+) -> Result<String, ReloadError> {
     let started = Instant::now();
     let (Some(before), Some(after)) = (
         old.components.iter().find(|c| c.name == name),
         new.components.iter().find(|c| c.name == name),
     ) else {
-        return Err(format!("bolt {name:?} vanished during the reload"));
+        return Err(ReloadError::Reshape(ReshapeError::Vanished { bolt: name.to_owned() }));
     };
     let (states_tx, states_rx) = bounded(before.parallelism() as usize);
     let live = handle.live();
@@ -431,17 +437,19 @@ fn hand_over(
                 states.insert(task - before.tasks.start, state);
             }
             Err(_) => {
-                return Err(format!(
-                    "bolt {name:?}: {} of {} old tasks handed over their state within {} s",
-                    states.len(),
-                    before.parallelism(),
-                    (RESHAPE_TIMEOUT * 2).as_secs()
-                ))
+                return Err(ReloadError::Reshape(ReshapeError::HandOver {
+                    bolt: name.to_owned(),
+                    handed: states.len(),
+                    tasks: before.parallelism(),
+                    secs: (RESHAPE_TIMEOUT * 2).as_secs(),
+                }))
             }
         }
     }
-    let shares = partition(states, after.parallelism() as usize)
-        .map_err(|e| format!("bolt {name:?}: {e}"))?;
+    let shares = partition(states, after.parallelism() as usize).map_err(|e| {
+        let MixedFormats { first, second } = e;
+        ReloadError::Reshape(ReshapeError::MixedFormats { bolt: name.to_owned(), first, second })
+    })?;
     let entries: usize = shares.iter().flatten().map(|s| s.entries.len()).sum();
     for (i, share) in shares.into_iter().enumerate() {
         let task = after.tasks.start + i as u32;
@@ -453,8 +461,12 @@ fn hand_over(
     for _ in after.tasks.clone() {
         match prepared.recv_deadline(deadline) {
             Ok((_, Ok(()))) => {}
-            Ok((_, Err(e))) => return Err(e.to_string()),
-            Err(_) => return Err(format!("bolt {name:?}: the new tasks did not prepare in time")),
+            Ok((_, Err(e))) => return Err(e),
+            Err(_) => {
+                return Err(ReloadError::Reshape(ReshapeError::NotPrepared {
+                    bolt: name.to_owned(),
+                }))
+            }
         }
     }
     Ok(format!(
@@ -463,6 +475,17 @@ fn hand_over(
         after.parallelism(),
         started.elapsed().as_secs_f64() * 1e3
     ))
+}
+
+/// The old tasks of a resized bolt saved state in different formats: their
+/// entries cannot be merged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("its tasks saved state in different formats (`{first}` and `{second}`)")]
+pub struct MixedFormats {
+    /// One format.
+    pub first: String,
+    /// Another.
+    pub second: String,
 }
 
 /// Splits the states of the old tasks (by old task index) over `n` new
@@ -474,17 +497,14 @@ fn hand_over(
 pub fn partition(
     states: BTreeMap<u32, Option<State>>,
     n: usize,
-) -> Result<Vec<Option<State>>, String> {
+) -> Result<Vec<Option<State>>, MixedFormats> {
     let mut format: Option<String> = None;
     let mut shares: Vec<Option<State>> = (0..n).map(|_| None).collect();
     for (index, state) in states {
         let Some(state) = state else { continue };
         match &format {
             Some(f) if f.as_str() != state.format.as_str() => {
-                return Err(format!(
-                    "its tasks saved state in different formats (`{f}` and `{}`)",
-                    state.format
-                ))
+                return Err(MixedFormats { first: f.clone(), second: state.format.to_string() })
             }
             _ => format = Some(state.format.to_string()),
         }
@@ -548,7 +568,10 @@ mod tests {
         assert!(shares[0].is_none());
         assert_eq!(shares[1].as_ref().map(|s| s.entries.len()), Some(1));
         let states = BTreeMap::from([(0, Some(keyed(&["a"]))), (1, Some(State::new("other/1")))]);
-        assert!(partition(states, 2).unwrap_err().contains("different formats"));
+        assert_eq!(
+            partition(states, 2),
+            Err(MixedFormats { first: "wc/1".into(), second: "other/1".into() })
+        );
     }
 
     fn names(list: &[&str]) -> Vec<String> {

@@ -109,7 +109,7 @@ pub enum ReloadError {
     Load(Shared<LoadError>),
     /// A change that cannot be made live, with its file:line:col and why.
     #[error("{0}")]
-    NotLive(String),
+    NotLive(NotLive),
     /// A constructor failed, panicked, or built a component of another kind.
     #[error("{at}: {kind} {component:?} ({reference}): {cause}")]
     Construct {
@@ -156,6 +156,59 @@ pub enum ReloadError {
     /// Adding or resizing bolts failed.
     #[error("{0}")]
     Reshape(ReshapeError),
+}
+
+/// A change a reload asks for that cannot be made live (a
+/// [`ReloadError::NotLive`]): the whole reload is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotLive {
+    /// The topology's name changed.
+    #[error("the topology name changed ({old:?} -> {new:?}); it cannot change live")]
+    Name {
+        /// The running topology's name.
+        old: String,
+        /// The file's.
+        new: String,
+    },
+    /// `[topology]` settings changed.
+    #[error(
+        "[topology] settings changed ({}); settings (acker_executors, timeouts, buffers...) \
+         cannot change live",
+        if changed_fields.is_empty() { "some setting".to_owned() } else { changed_fields.join(", ") }
+    )]
+    Settings {
+        /// The names of the settings that differ (empty when none can be
+        /// named).
+        changed_fields: Vec<String>,
+    },
+    /// A component is not in the file any more.
+    #[error("{kind} {name:?} was removed; removing components live is not supported")]
+    Removed {
+        /// "spout" or "bolt".
+        kind: &'static str,
+        /// Its name.
+        name: String,
+    },
+    /// A spout is new in the file.
+    #[error("{at}: spout {name:?} is new; adding spouts live is not supported")]
+    SpoutAdded {
+        /// Its file:line:col.
+        at: String,
+        /// Its name.
+        name: String,
+    },
+    /// A component changed in ways a rebuild cannot carry.
+    #[error("{at}: {kind} {name:?}: {} changed, which cannot change live", changed.join(", "))]
+    Changed {
+        /// Its file:line:col.
+        at: String,
+        /// "spout" or "bolt".
+        kind: &'static str,
+        /// Its name.
+        name: String,
+        /// What changed: "its kind", "its inputs or groupings", ...
+        changed: Vec<&'static str>,
+    },
 }
 
 /// Why adding bolts, or changing a bolt's parallelism, live did not go

@@ -48,7 +48,7 @@ use crossbeam_channel::{bounded, Receiver};
 use super::reshape::Reshape;
 use super::{Live, TopologyHandle};
 use crate::config::Diagnostics;
-use crate::control::{Control, ReloadError, Shared, Swap, SwapDone, TaskName};
+use crate::control::{Control, NotLive, ReloadError, Shared, Swap, SwapDone, TaskName};
 use crate::ids::TaskId;
 use crate::plugin::{load_library_in, BoltObj, Instance, SpoutObj};
 use crate::topology::{BindError, Component, Kind, Topology, WaitPlan};
@@ -219,96 +219,23 @@ impl Diff {
 /// # Errors
 /// One line per change that cannot be made live.
 pub fn diff(old: &Topology, new: &Topology) -> Result<Diff, Vec<ReloadError>> {
-    let mut refused = Vec::new();
-    if old.name != new.name {
-        refused.push(format!(
-            "the topology name changed ({:?} -> {:?}); it cannot change live",
-            old.name, new.name
-        ));
-    }
-    if old.settings != new.settings {
-        refused.push(format!(
-            "[topology] settings changed ({}); settings (acker_executors, timeouts, buffers...) \
-             cannot change live",
-            settings_diff(&old.settings, &new.settings)
-        ));
-    }
-    for c in &old.components {
-        if !new.components.iter().any(|n| n.name == c.name) {
-            refused.push(format!(
-                "{} {:?} was removed; removing components live is not supported",
-                kind(c.kind),
-                c.name
-            ));
-        }
-    }
+    let mut refused = whole_changes(old, new);
     let mut changes = Diff::default();
     for n in &new.components {
         let Some(o) = old.components.iter().find(|o| o.name == n.name) else {
             if n.kind == Kind::Bolt {
                 changes.added.push(n.name.clone());
             } else {
-                refused.push(format!(
-                    "{}:{}:{}: spout {:?} is new; adding spouts live is not supported",
-                    new.file.display(),
-                    n.loc.line,
-                    n.loc.col,
-                    n.name
-                ));
+                refused.push(NotLive::SpoutAdded { at: at(new, n), name: n.name.clone() });
             }
             continue;
         };
-        let at = format!("{}:{}:{}", new.file.display(), n.loc.line, n.loc.col);
-        let mut not_live = Vec::new();
-        if o.kind != n.kind {
-            not_live.push("its kind");
-        }
-        let resized = o.parallelism() != n.parallelism();
-        if resized && n.kind == Kind::Spout {
-            not_live.push("its parallelism (spouts are not rebalanced live)");
-        }
-        if resized && n.windowed {
-            not_live.push("its parallelism (a windowed bolt's windows are held by its tasks)");
-        }
-        if inputs(old, o) != inputs(new, n) {
-            not_live.push("its inputs or groupings");
-        }
-        if o.stream_decls() != n.stream_decls() {
-            not_live.push("its output streams");
-        }
-        if o.auto_ack != n.auto_ack {
-            not_live.push("its acking (basic bolt or not)");
-        }
-        if o.tick_tuple_freq_secs != n.tick_tuple_freq_secs {
-            not_live.push("tick_tuple_freq_secs");
-        }
-        if o.throttle != n.throttle {
-            not_live.push("its throttle");
-        }
-        if o.max_spout_pending != n.max_spout_pending {
-            not_live.push("max_spout_pending");
-        }
-        if o.wait.iter().map(wait_key).ne(n.wait.iter().map(wait_key)) {
-            not_live.push("its wait strategies");
-        }
-        let mut why = Vec::new();
-        if digest(old, o) != digest(new, n) {
-            why.push("library");
-        }
-        if o.config != n.config {
-            why.push("config");
-        }
-        if o.outdated && why.is_empty() {
-            why.push("unfinished");
-        }
-        if !not_live.is_empty() {
-            refused.push(format!(
-                "{at}: {} {:?}: {} changed, which cannot change live",
-                kind(n.kind),
-                n.name,
-                not_live.join(", ")
-            ));
-        } else if resized {
+        let changed = fixed_changes((old, o), (new, n));
+        let why = rebuild_reasons((old, o), (new, n));
+        if !changed.is_empty() {
+            let (kind, name) = (kind(n.kind), n.name.clone());
+            refused.push(NotLive::Changed { at: at(new, n), kind, name, changed });
+        } else if o.parallelism() != n.parallelism() {
             changes.resized.push(n.name.clone());
         } else if !why.is_empty() {
             changes.rebuilt.push(Change { name: n.name.clone(), why });
@@ -321,6 +248,74 @@ pub fn diff(old: &Topology, new: &Topology) -> Result<Diff, Vec<ReloadError>> {
     }
 }
 
+/// What cannot change live about the topology as a whole: its name, its
+/// settings, and its components removed.
+fn whole_changes(old: &Topology, new: &Topology) -> Vec<NotLive> {
+    let mut refused = Vec::new();
+    if old.name != new.name {
+        refused.push(NotLive::Name { old: old.name.clone(), new: new.name.clone() });
+    }
+    if old.settings != new.settings {
+        let changed_fields = settings_diff(&old.settings, &new.settings);
+        refused.push(NotLive::Settings { changed_fields });
+    }
+    for c in &old.components {
+        if !new.components.iter().any(|n| n.name == c.name) {
+            refused.push(NotLive::Removed { kind: kind(c.kind), name: c.name.clone() });
+        }
+    }
+    refused
+}
+
+/// What changed from component `o` of `old` to `n` of `new` that a rebuild
+/// in place cannot carry.
+fn fixed_changes(
+    (old, o): (&Topology, &Component),
+    (new, n): (&Topology, &Component),
+) -> Vec<&'static str> {
+    let resized = o.parallelism() != n.parallelism();
+    let checks = [
+        (o.kind != n.kind, "its kind"),
+        (resized && n.kind == Kind::Spout, "its parallelism (spouts are not rebalanced live)"),
+        (
+            resized && n.windowed,
+            "its parallelism (a windowed bolt's windows are held by its tasks)",
+        ),
+        (inputs(old, o) != inputs(new, n), "its inputs or groupings"),
+        (o.stream_decls() != n.stream_decls(), "its output streams"),
+        (o.auto_ack != n.auto_ack, "its acking (basic bolt or not)"),
+        (o.tick_tuple_freq_secs != n.tick_tuple_freq_secs, "tick_tuple_freq_secs"),
+        (o.throttle != n.throttle, "its throttle"),
+        (o.max_spout_pending != n.max_spout_pending, "max_spout_pending"),
+        (o.wait.iter().map(wait_key).ne(n.wait.iter().map(wait_key)), "its wait strategies"),
+    ];
+    checks.into_iter().filter(|(changed, _)| *changed).map(|(_, what)| what).collect()
+}
+
+/// Why component `o` of `old` is rebuilt as `n` of `new`: "library",
+/// "config", or "unfinished" when an earlier reload left it outdated.
+fn rebuild_reasons(
+    (old, o): (&Topology, &Component),
+    (new, n): (&Topology, &Component),
+) -> Vec<&'static str> {
+    let mut why = Vec::new();
+    if digest(old, o) != digest(new, n) {
+        why.push("library");
+    }
+    if o.config != n.config {
+        why.push("config");
+    }
+    if o.outdated && why.is_empty() {
+        why.push("unfinished");
+    }
+    why
+}
+
+/// Where component `c` is declared in `t`'s file: `file:line:col`.
+fn at(t: &Topology, c: &Component) -> String {
+    format!("{}:{}:{}", t.file.display(), c.loc.line, c.loc.col)
+}
+
 fn kind(k: Kind) -> &'static str {
     match k {
         Kind::Spout => "spout",
@@ -329,19 +324,14 @@ fn kind(k: Kind) -> &'static str {
 }
 
 /// The names of the settings that differ (from their debug forms).
-fn settings_diff(a: &crate::config::Settings, b: &crate::config::Settings) -> String {
+fn settings_diff(a: &crate::config::Settings, b: &crate::config::Settings) -> Vec<String> {
     let (a, b) = (format!("{a:#?}"), format!("{b:#?}"));
-    let changed: Vec<&str> = a
-        .lines()
+    a.lines()
         .zip(b.lines())
         .filter(|(x, y)| x != y)
         .filter_map(|(x, _)| x.trim().split(':').next())
-        .collect();
-    if changed.is_empty() {
-        "some setting".to_owned()
-    } else {
-        changed.join(", ")
-    }
+        .map(str::to_owned)
+        .collect()
 }
 
 /// A component's inputs by source name and stream name, so a reordered file
@@ -714,10 +704,9 @@ impl Reloader {
         for change in changes {
             let n = new.components.iter().find(|c| c.name == change.name).expect("diffed");
             let o = current.components.iter().find(|c| c.name == change.name).expect("diffed");
-            let at = format!("{}:{}:{}", new.file.display(), n.loc.line, n.loc.col);
             let refused = |cause: String| {
                 vec![ReloadError::Construct {
-                    at: at.clone(),
+                    at: at(new, n),
                     kind: kind(n.kind),
                     component: n.name.clone(),
                     reference: n.reference.clone(),
@@ -1110,8 +1099,10 @@ mod tests {
         let mut new = old.clone();
         new.acker_executors = 4;
         new.message_timeout_secs = 5;
-        assert_eq!(settings_diff(&old, &new), "message_timeout_secs, acker_executors");
-        assert_eq!(settings_diff(&old, &old), "some setting");
+        assert_eq!(settings_diff(&old, &new), ["message_timeout_secs", "acker_executors"]);
+        assert!(settings_diff(&old, &old).is_empty());
+        let unnamed = NotLive::Settings { changed_fields: Vec::new() };
+        assert!(unnamed.to_string().starts_with("[topology] settings changed (some setting)"));
         let mut changed = topology();
         changed.settings = new;
         let refused = diff(&topology(), &changed).expect_err("settings cannot change live");

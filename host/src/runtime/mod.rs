@@ -176,7 +176,7 @@ fn restore(
         fence.check().map_err(|e| crate::state::StateError {
             backend: backend.name().to_owned(),
             call: "fence",
-            cause: e.to_string(),
+            cause: e.to_string().into(),
         })?;
         backend.commit(fence.first_checkpoint(), &[])?;
         tracing::info!(

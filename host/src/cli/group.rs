@@ -139,7 +139,7 @@ pub(super) fn run_group(
             crate::http::access_from(options, args.http_token_file.as_deref(), addr)
         })
         .transpose()
-        .map_err(Failure::HttpConfig)?;
+        .map_err(Failure::http_config)?;
     let bound = addr
         .map(|addr| {
             BoundGroup::bind(addr)

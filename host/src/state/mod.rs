@@ -300,7 +300,9 @@ pub struct Report {
 pub enum Part {
     /// A spout's position (`None`: it keeps none); an error fails the
     /// checkpoint (a restart must not go back to a position it lacks).
+    // String error: the plugin's message, crossed from the ABI by the executor.
     Spout(Result<Option<State>, String>),
     /// What a bolt's stores changed; an error fails the checkpoint.
+    // String error: the plugin's message, crossed from the ABI by the executor.
     Bolt(Result<Vec<StoreDelta>, String>),
 }

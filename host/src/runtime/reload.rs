@@ -369,12 +369,43 @@ fn outcome(
     diff: &Diff,
     ended: Ended,
     reshaped: Vec<String>,
-    mut errors: Vec<ReloadError>,
+    errors: Vec<ReloadError>,
 ) -> ReloadOutcome {
     // What `errors` holds on entry: adding or resizing bolts failed.
     let reshape_failed = !errors.is_empty();
-    let (mut applied, mut not_applied) = (Vec::new(), Vec::new());
+    let mut tally = Tally { errors, ..Tally::default() };
     for change in &diff.rebuilt {
+        if !tally.rebuilt(change, &ended) {
+            if let Some(c) = new.components.iter_mut().find(|c| c.name == change.name) {
+                c.outdated = true;
+            }
+        }
+    }
+    tally.applied.extend(reshaped);
+    if reshape_failed {
+        for name in diff.added.iter().chain(&diff.resized) {
+            if !tally.applied.iter().any(|l| l.contains(&format!("{name:?}"))) {
+                tally.not_applied.push(format!("{name:?}: adding or resizing it did not finish"));
+            }
+        }
+    }
+    let unchanged =
+        new.components.len() - diff.rebuilt.len() - diff.added.len() - diff.resized.len();
+    tally.into_outcome(unchanged)
+}
+
+/// What a committed reload applied and did not, and why, as it is told.
+#[derive(Default)]
+struct Tally {
+    applied: Vec<String>,
+    not_applied: Vec<String>,
+    errors: Vec<ReloadError>,
+}
+
+impl Tally {
+    /// Tells how the tasks of rebuilt component `change` `ended`; false
+    /// when some kept the version before.
+    fn rebuilt(&mut self, change: &Change, ended: &Ended) -> bool {
         let mine = |t: &TaskName| t.component == change.name;
         let kept: Vec<&(TaskName, Option<ReloadError>)> =
             ended.kept.iter().filter(|(t, _)| mine(t)).collect();
@@ -384,16 +415,15 @@ fn outcome(
             .iter()
             .filter(|(t, _)| mine(t))
             .fold((0, Duration::ZERO), |(k, m), (_, p)| (k + 1, m.max(*p)));
-        let line = format!(
-            "rebuilt {:?} ({}, {tasks} task{}, pause {:.2} ms)",
-            change.name,
-            change.reasons(),
-            if tasks == 1 { "" } else { "s" },
-            pause.as_secs_f64() * 1e3
-        );
         if kept.is_empty() && silent.is_empty() {
-            applied.push(line);
-            continue;
+            self.applied.push(format!(
+                "rebuilt {:?} ({}, {tasks} task{}, pause {:.2} ms)",
+                change.name,
+                change.reasons(),
+                if tasks == 1 { "" } else { "s" },
+                pause.as_secs_f64() * 1e3
+            ));
+            return true;
         }
         let mut left = format!(
             "{:?}: {} task(s) kept the version before",
@@ -403,46 +433,46 @@ fn outcome(
         if tasks > 0 {
             let _ = write!(left, " ({tasks} run the new one)");
         }
-        not_applied.push(left);
-        for (task, error) in kept {
-            errors.push(error.clone().unwrap_or_else(|| ReloadError::Refused {
-                task: task.clone(),
-                reason: "it kept its old instance at the commit".into(),
-            }));
-        }
-        for task in silent {
-            errors.push(ReloadError::Refused {
-                task: task.clone(),
-                reason: format!(
-                    "it did not confirm the commit within {} s; it swaps when it next \
-                     reads its control queue",
-                    SWAP_TIMEOUT.as_secs()
-                ),
-            });
-        }
-        if let Some(c) = new.components.iter_mut().find(|c| c.name == change.name) {
-            c.outdated = true;
-        }
+        self.not_applied.push(left);
+        self.errors.extend(left_behind(&kept, &silent));
+        false
     }
-    applied.extend(reshaped);
-    if reshape_failed {
-        for name in diff.added.iter().chain(&diff.resized) {
-            if !applied.iter().any(|l| l.contains(&format!("{name:?}"))) {
-                not_applied.push(format!("{name:?}: adding or resizing it did not finish"));
-            }
+
+    /// `Applied` when everything was, `Partial` otherwise.
+    fn into_outcome(mut self, unchanged: usize) -> ReloadOutcome {
+        if self.errors.is_empty() && self.not_applied.is_empty() {
+            self.applied.push(format!("{unchanged} component(s) unchanged kept running"));
+            return ReloadOutcome::Applied(self.applied);
         }
-    }
-    let unchanged =
-        new.components.len() - diff.rebuilt.len() - diff.added.len() - diff.resized.len();
-    if errors.is_empty() && not_applied.is_empty() {
-        applied.push(format!("{unchanged} component(s) unchanged kept running"));
-        ReloadOutcome::Applied(applied)
-    } else {
-        if not_applied.is_empty() {
-            not_applied.push("a step after the commit did not finish".to_owned());
+        if self.not_applied.is_empty() {
+            self.not_applied.push("a step after the commit did not finish".to_owned());
         }
+        let Tally { applied, not_applied, errors } = self;
         ReloadOutcome::Partial { applied, not_applied, errors }
     }
+}
+
+/// Why each task that `kept` its old instance, or stayed `silent`, did not
+/// swap: its own error when it gave one.
+fn left_behind(
+    kept: &[&(TaskName, Option<ReloadError>)],
+    silent: &[&TaskName],
+) -> Vec<ReloadError> {
+    let kept = kept.iter().map(|(task, error)| {
+        error.clone().unwrap_or_else(|| ReloadError::Refused {
+            task: task.clone(),
+            reason: "it kept its old instance at the commit".into(),
+        })
+    });
+    let silent = silent.iter().map(|task| ReloadError::Refused {
+        task: (*task).clone(),
+        reason: format!(
+            "it did not confirm the commit within {} s; it swaps when it next reads its control \
+             queue",
+            SWAP_TIMEOUT.as_secs()
+        ),
+    });
+    kept.chain(silent).collect()
 }
 
 /// The one line a reload logs (and `POST /api/v1/reload` answers as its
@@ -598,33 +628,55 @@ impl Reloader {
             return ReloadOutcome::RolledBack(vec![ReloadError::Draining]);
         }
         let current = self.handle.topology();
-        let bound = match self.bind() {
-            Ok(bound) => bound,
-            Err(errors) => return ReloadOutcome::RolledBack(errors),
-        };
-        let new = super::reshape::align(&current, bound);
-        let diff = match diff(&current, &new) {
-            Ok(diff) => diff,
+        let (new, diff) = match self.read(&current) {
+            Ok(read) => read,
             Err(errors) => return ReloadOutcome::RolledBack(errors),
         };
         if diff.is_empty() {
             self.install(new);
             return ReloadOutcome::NothingChanged;
         }
-        // Prepare: nothing running changes until the verdict.
-        let built = match self.construct(&current, &new, &diff.rebuilt) {
-            Ok(built) => built,
+        let (sent, reshape) = match self.prepare(reload, &current, &new, &diff) {
+            Ok(prepared) => prepared,
             Err(errors) => return ReloadOutcome::RolledBack(errors),
         };
+        // Commit: from here on, nothing rolls back.
+        self.verdict(reload, &sent, true);
+        let ended = await_done(&sent, SWAP_TIMEOUT);
+        let (reshaped, reshape_errors) = if reshape.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            reshape.commit(&self.handle, &current)
+        };
+        self.settle(new, &diff, ended, reshaped, reshape_errors)
+    }
+
+    /// Step 1 and 2: the file bound and aligned with `current`, and what
+    /// changes.
+    fn read(&mut self, current: &Topology) -> Result<(Topology, Diff), Vec<ReloadError>> {
+        let new = super::reshape::align(current, self.bind()?);
+        let diff = diff(current, &new)?;
+        Ok((new, diff))
+    }
+
+    /// Steps 3 and 4: every new instance built and handed to its task, the
+    /// added tasks started, and every task prepared. Nothing running
+    /// changes until the verdict; on a failure every task is told to
+    /// abort and the added tasks leave.
+    fn prepare(
+        &mut self,
+        reload: u64,
+        current: &Topology,
+        new: &Topology,
+        diff: &Diff,
+    ) -> Result<(Sent, Reshape), Vec<ReloadError>> {
+        let built = self.construct(current, new, &diff.rebuilt)?;
         let mut reshape =
-            match Reshape::build(&self.handle, &new, diff.added.clone(), diff.resized.clone()) {
-                Ok(reshape) => reshape,
-                Err(errors) => return ReloadOutcome::RolledBack(errors),
-            };
+            Reshape::build(&self.handle, new, diff.added.clone(), diff.resized.clone())?;
         let failed = reshape.start_added(&self.handle);
         if !failed.is_empty() {
             reshape.abandon();
-            return ReloadOutcome::RolledBack(failed);
+            return Err(failed);
         }
         let (sent, mut errors) = self.send_swaps(reload, built);
         if errors.is_empty() {
@@ -636,17 +688,9 @@ impl Reloader {
             // Only a commit verdict makes a task swap, and none was sent:
             // whatever the tasks report (or not), the old instances run.
             let _ = await_done(&sent, SWAP_TIMEOUT);
-            return ReloadOutcome::RolledBack(errors);
+            return Err(errors);
         }
-        // Commit: from here on, nothing rolls back.
-        self.verdict(reload, &sent, true);
-        let ended = await_done(&sent, SWAP_TIMEOUT);
-        let (reshaped, reshape_errors) = if reshape.is_empty() {
-            (Vec::new(), Vec::new())
-        } else {
-            reshape.commit(&self.handle, &current)
-        };
-        self.settle(new, &diff, ended, reshaped, reshape_errors)
+        Ok((sent, reshape))
     }
 
     /// Installs what runs now and says what was applied.

@@ -48,7 +48,7 @@ use crate::config::{Diagnostics, TopologyConfig};
 use crate::control::RunError;
 use crate::metrics::Report;
 use crate::plugin::{load_in_process, Library, LoadError, IN_PROCESS_PATH};
-use crate::runtime::{self, StartError, TopologyHandle};
+use crate::runtime::{self, RunOutcome, RunningTopology, StartError, TopologyHandle};
 use crate::topology::{bind_provided, BindError};
 use squall_plugin_api::abi::PluginSource;
 use squall_plugin_api::{MessageId, Value, DEFAULT_STREAM};
@@ -328,62 +328,15 @@ impl Harness {
     /// pending after `timeout` (the topology is drained and stopped first).
     pub fn run_until_complete(self, timeout: Duration) -> Result<Completed, HarnessError> {
         let registered = Registered::new();
-        let config = self.config()?;
-        // Bound once as written, for every component's declared streams.
-        let written = bind_provided(&config, self.libraries()?).map_err(bind_error)?;
-        let (config, shape) = self.rewrite(config, &written, &registered)?;
-        let mut libraries = self.libraries()?;
-        libraries.insert(ALIAS.to_owned(), load_in_process::<HarnessPlugin>(ALIAS).map_err(one)?);
-        let mut topology = bind_provided(&config, libraries).map_err(bind_error)?;
-        let simulated = self.advance.map(|_| SimulatedTime::new());
-        topology.simulated = simulated.clone();
-        let limit = Duration::from_secs(topology.settings.startup_timeout_secs);
-        let instances = runtime::instantiate_within(&topology, limit)?;
-        let running = runtime::start(topology, instances)?;
-        let handle = running.handle().clone();
+        let (running, simulated, shape) = self.start(&registered)?;
         let until = Instant::now() + timeout;
-        let (complete, outcome, pending, collected) = match (&simulated, self.advance) {
+        let ended = match (&simulated, self.advance) {
             (Some(simulated), Some(advance)) => {
-                let settled = run_simulated(&handle, &registered.run, simulated, advance, until);
-                // Taken before the stop: a tree still pending is pending,
-                // not failed by the shutdown.
-                let collected = registered.run.take();
-                let outcome = if collected.pending.is_empty() {
-                    running.stop()
-                } else {
-                    running.stop_within(Duration::ZERO)
-                };
-                let pending = (!settled).then(|| collected.pending.clone());
-                (settled, outcome, pending, collected)
+                finish_simulated(running, &registered.run, simulated, advance, until)
             }
-            _ => {
-                // Once every fed tuple is out and nothing moves any more, the
-                // windows flush: a window that never fills on a finite feed
-                // (the last tuples of a count window, a time window still
-                // open) gets its tuples executed and acked, as at a drain.
-                let mut flusher = runtime::WindowFlusher::default();
-                let mut polled = Instant::now();
-                let complete = registered.run.wait_complete(until, || {
-                    if polled.elapsed() >= Duration::from_millis(10) && registered.run.fed_out() {
-                        flusher.poll(&handle);
-                        polled = Instant::now();
-                    }
-                    handle.fatal().is_some()
-                });
-                // Past the timeout, what is pending now is what the error
-                // names (the drain fails it at shutdown), and the drain is
-                // not waited for: the timeout holds.
-                let (outcome, pending) = if complete || handle.fatal().is_some() {
-                    (running.stop(), None)
-                } else {
-                    let pending = registered.run.pending();
-                    (running.stop_within(Duration::ZERO), Some(pending))
-                };
-                let mut collected = registered.run.take();
-                collected.pending.clear();
-                (complete, outcome, pending, collected)
-            }
+            _ => finish(running, &registered.run, until),
         };
+        let Ended { complete, outcome, pending, collected } = ended;
         let done = Completed {
             emitted: collected.emitted,
             acked: collected.acked,
@@ -397,13 +350,34 @@ impl Harness {
             return Err(HarnessError::Run { error, partial: Box::new(done) });
         }
         if !complete {
+            let pending = pending.unwrap_or_default();
             return Err(HarnessError::Timeout {
                 waited: timeout,
-                pending: pending.unwrap_or_default(),
+                pending,
                 partial: Box::new(done),
             });
         }
         Ok(done)
+    }
+
+    /// Binds the topology as written, rewrites it (feeders, injectors,
+    /// capture), binds and starts that.
+    fn start(
+        &self,
+        registered: &Registered,
+    ) -> Result<(RunningTopology, Option<SimulatedTime>, rewrite::Shape), HarnessError> {
+        let config = self.config()?;
+        // Bound once as written, for every component's declared streams.
+        let written = bind_provided(&config, self.libraries()?).map_err(bind_error)?;
+        let (config, shape) = self.rewrite(config, &written, registered)?;
+        let mut libraries = self.libraries()?;
+        libraries.insert(ALIAS.to_owned(), load_in_process::<HarnessPlugin>(ALIAS).map_err(one)?);
+        let mut topology = bind_provided(&config, libraries).map_err(bind_error)?;
+        let simulated = self.advance.map(|_| SimulatedTime::new());
+        topology.simulated = simulated.clone();
+        let limit = Duration::from_secs(topology.settings.startup_timeout_secs);
+        let instances = runtime::instantiate_within(&topology, limit)?;
+        Ok((runtime::start(topology, instances)?, simulated, shape))
     }
 
     /// Parses the text, declaring in-process aliases it leaves out.
@@ -447,6 +421,67 @@ impl Harness {
             Err(HarnessError::Load(errors))
         }
     }
+}
+
+/// How a run ended: whether every fed tree completed, the stop's outcome,
+/// what was still pending when that is the error, and what was collected.
+struct Ended {
+    complete: bool,
+    outcome: RunOutcome,
+    pending: Option<HashMap<String, Vec<MessageId>>>,
+    collected: run::Collected,
+}
+
+/// Simulated time: runs the steps ([`run_simulated`]), then stops.
+fn finish_simulated(
+    running: RunningTopology,
+    run: &run::Run,
+    simulated: &SimulatedTime,
+    advance: Duration,
+    until: Instant,
+) -> Ended {
+    let handle = running.handle().clone();
+    let complete = run_simulated(&handle, run, simulated, advance, until);
+    // Taken before the stop: a tree still pending is pending, not failed
+    // by the shutdown.
+    let collected = run.take();
+    let outcome = if collected.pending.is_empty() {
+        running.stop()
+    } else {
+        running.stop_within(Duration::ZERO)
+    };
+    let pending = (!complete).then(|| collected.pending.clone());
+    Ended { complete, outcome, pending, collected }
+}
+
+/// Real time: waits until every fed tree completed, then stops.
+///
+/// Once every fed tuple is out and nothing moves any more, the windows
+/// flush: a window that never fills on a finite feed (the last tuples of a
+/// count window, a time window still open) gets its tuples executed and
+/// acked, as at a drain. Past the timeout, what is pending now is what the
+/// error names (the drain fails it at shutdown), and the drain is not
+/// waited for: the timeout holds.
+fn finish(running: RunningTopology, run: &run::Run, until: Instant) -> Ended {
+    let handle = running.handle().clone();
+    let mut flusher = runtime::WindowFlusher::default();
+    let mut polled = Instant::now();
+    let complete = run.wait_complete(until, || {
+        if polled.elapsed() >= Duration::from_millis(10) && run.fed_out() {
+            flusher.poll(&handle);
+            polled = Instant::now();
+        }
+        handle.fatal().is_some()
+    });
+    let (outcome, pending) = if complete || handle.fatal().is_some() {
+        (running.stop(), None)
+    } else {
+        let pending = run.pending();
+        (running.stop_within(Duration::ZERO), Some(pending))
+    };
+    let mut collected = run.take();
+    collected.pending.clear();
+    Ended { complete, outcome, pending, collected }
 }
 
 /// Simulated time: waits until every fed tuple is out and processed at

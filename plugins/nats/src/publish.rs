@@ -76,6 +76,12 @@ enum NotAcked {
     Timeout(Duration),
 }
 
+impl NotAcked {
+    fn failed(e: impl std::fmt::Display) -> Self {
+        Self::Failed(e.to_string())
+    }
+}
+
 impl std::fmt::Display for NotAcked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -377,15 +383,14 @@ async fn publish_loop(
                 tasks.spawn(async move {
                     let result = match tokio::time::timeout(ack_timeout, ack.into_future()).await {
                         Ok(Ok(_)) => Ok(()),
-                        Ok(Err(e)) => Err(NotAcked::Failed(e.to_string())),
+                        Ok(Err(e)) => Err(NotAcked::failed(e)),
                         Err(_) => Err(NotAcked::Timeout(ack_timeout)),
                     };
                     let _ = outcomes.send(Outcome { anchor, result });
                 });
             }
             Err(e) => {
-                let _ =
-                    outcomes.send(Outcome { anchor, result: Err(NotAcked::Failed(e.to_string())) });
+                let _ = outcomes.send(Outcome { anchor, result: Err(NotAcked::failed(e)) });
             }
         }
         // Reap finished tasks so the set does not grow.

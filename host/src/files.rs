@@ -14,7 +14,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Read as _;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Why a file could not be opened as a regular file.
 #[derive(Debug)]
@@ -85,38 +85,96 @@ pub const TOKEN_FILE_CAP: u64 = 64 * 1024;
 /// hold: a chain of a dozen certificates is tens of KiB.
 pub const PEM_FILE_CAP: u64 = 1024 * 1024;
 
+/// Why [`read_capped`] could not read a file. Each renders as one line
+/// naming what the file is (`the token file`) and its path.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The path does not exist.
+    #[error("{what} {} does not exist", escape_controls(&path.to_string_lossy()))]
+    Missing {
+        /// What the file is.
+        what: String,
+        /// Its path.
+        path: PathBuf,
+    },
+    /// The path is a symbolic link loop.
+    #[error(
+        "{what} {} is a symbolic link loop (too many levels of symbolic links)",
+        escape_controls(&path.to_string_lossy())
+    )]
+    SymlinkLoop {
+        /// What the file is.
+        what: String,
+        /// Its path.
+        path: PathBuf,
+    },
+    /// The path names a FIFO, a device, a directory or a socket.
+    #[error("{what} {} is {kind}, not a regular file", escape_controls(&path.to_string_lossy()))]
+    NotRegular {
+        /// What the file is.
+        what: String,
+        /// Its path.
+        path: PathBuf,
+        /// What it is instead, with its article.
+        kind: &'static str,
+    },
+    /// The file holds more than the cap.
+    #[error(
+        "{what} {} is too large ({len} bytes; at most {} are read)",
+        escape_controls(&path.to_string_lossy()),
+        shown_bytes(*cap)
+    )]
+    TooLarge {
+        /// What the file is.
+        what: String,
+        /// Its path.
+        path: PathBuf,
+        /// Its length (or what was read of it).
+        len: u64,
+        /// The cap.
+        cap: u64,
+    },
+    /// The system refused to open or read it.
+    #[error("cannot read {what} {}: {source}", escape_controls(&path.to_string_lossy()))]
+    Io {
+        /// What the file is.
+        what: String,
+        /// Its path.
+        path: PathBuf,
+        /// The system's answer.
+        source: std::io::Error,
+    },
+}
+
 /// Reads the regular file at `path`, at most `cap` bytes. `what` names it
 /// in the error (`the token file`).
 ///
 /// # Errors
-/// One line naming `what` and `path`: a missing file, a symbolic link loop,
-/// a file that is not regular (a FIFO is refused without being opened), a
-/// file larger than `cap` (also one that grows past it while it is read),
-/// or a read error.
-pub fn read_capped(path: &Path, what: &str, cap: u64) -> Result<Vec<u8>, String> {
-    let shown = escape_controls(&path.to_string_lossy());
-    let too_large = |len: u64| {
-        format!("{what} {shown} is too large ({len} bytes; at most {} are read)", shown_bytes(cap))
+/// A missing file, a symbolic link loop, a file that is not regular (a
+/// FIFO is refused without being opened), a file larger than `cap` (also
+/// one that grows past it while it is read), or a read error.
+pub fn read_capped(path: &Path, what: &str, cap: u64) -> Result<Vec<u8>, ReadError> {
+    let (what, path) = (what.to_owned(), path.to_path_buf());
+    let mut file = match open_regular(&path) {
+        Ok(file) => file,
+        Err(OpenError::Missing) => return Err(ReadError::Missing { what, path }),
+        Err(OpenError::SymlinkLoop) => return Err(ReadError::SymlinkLoop { what, path }),
+        Err(OpenError::NotRegular(kind)) => return Err(ReadError::NotRegular { what, path, kind }),
+        Err(OpenError::Io(source)) => return Err(ReadError::Io { what, path, source }),
     };
-    let mut file = open_regular(path).map_err(|e| match e {
-        OpenError::Missing => format!("{what} {shown} does not exist"),
-        OpenError::SymlinkLoop => {
-            format!("{what} {shown} is a symbolic link loop (too many levels of symbolic links)")
-        }
-        OpenError::NotRegular(kind) => format!("{what} {shown} is {kind}, not a regular file"),
-        OpenError::Io(e) => format!("cannot read {what} {shown}: {e}"),
-    })?;
-    let len = file.metadata().map_err(|e| format!("cannot read {what} {shown}: {e}"))?.len();
+    let len = match file.metadata() {
+        Ok(meta) => meta.len(),
+        Err(source) => return Err(ReadError::Io { what, path, source }),
+    };
     if len > cap {
-        return Err(too_large(len));
+        return Err(ReadError::TooLarge { what, path, len, cap });
     }
     let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-    (&mut file)
-        .take(cap + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {what} {shown}: {e}"))?;
+    if let Err(source) = (&mut file).take(cap + 1).read_to_end(&mut bytes) {
+        return Err(ReadError::Io { what, path, source });
+    }
     if bytes.len() as u64 > cap {
-        return Err(too_large(bytes.len() as u64));
+        return Err(ReadError::TooLarge { what, path, len: bytes.len() as u64, cap });
     }
     Ok(bytes)
 }
@@ -176,7 +234,7 @@ mod tests {
         let dir = scratch("large");
         let path = dir.join("token");
         std::fs::write(&path, vec![b'a'; 2048]).expect("write");
-        let e = read_capped(&path, "the token file", 1024).expect_err("too large");
+        let e = read_capped(&path, "the token file", 1024).expect_err("too large").to_string();
         assert!(e.contains("is too large (2048 bytes; at most 1 KiB are read)"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -195,7 +253,8 @@ mod tests {
             (&dir.join("missing"), "does not exist"),
         ];
         for (path, want) in cases {
-            let e = read_capped(path, "the TLS key", PEM_FILE_CAP).expect_err("refused");
+            let e =
+                read_capped(path, "the TLS key", PEM_FILE_CAP).expect_err("refused").to_string();
             assert!(e.starts_with("the TLS key "), "{e}");
             assert!(e.contains(want), "{e}");
             assert_eq!(e.lines().count(), 1, "{e}");

@@ -207,23 +207,38 @@ pub const MAX_RUN_DURATION: Duration = Duration::from_secs(366 * 86_400);
 /// The longest `--stats-interval`: one day.
 pub const MAX_STATS_INTERVAL: Duration = Duration::from_secs(86_400);
 
-/// A humantime duration of at most `max`; clap turns the error into a usage
-/// error (exit 2).
-fn bounded_duration(text: &str, max: Duration, max_text: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+/// Why a duration argument is refused; clap turns it into a usage error
+/// (exit 2).
+#[derive(Debug, thiserror::Error)]
+enum DurationArgError {
+    /// Not a humantime duration.
+    #[error("{0}")]
+    Parse(#[from] humantime::DurationError),
+    /// Longer than the option allows.
+    #[error("must be at most {0}")]
+    TooLong(&'static str),
+}
+
+/// A humantime duration of at most `max` (`max_text` in words).
+fn bounded_duration(
+    text: &str,
+    max: Duration,
+    max_text: &'static str,
+) -> Result<Duration, DurationArgError> {
+    let d = humantime::parse_duration(text)?;
     if d > max {
-        return Err(format!("must be at most {max_text}"));
+        return Err(DurationArgError::TooLong(max_text));
     }
     Ok(d)
 }
 
 /// `--duration`: at most [`MAX_RUN_DURATION`].
-fn parse_run_duration(text: &str) -> Result<Duration, String> {
+fn parse_run_duration(text: &str) -> Result<Duration, DurationArgError> {
     bounded_duration(text, MAX_RUN_DURATION, "366 days (omit --duration to run until Ctrl-C)")
 }
 
 /// `--stats-interval`: at most [`MAX_STATS_INTERVAL`].
-fn parse_stats_interval(text: &str) -> Result<Duration, String> {
+fn parse_stats_interval(text: &str) -> Result<Duration, DurationArgError> {
     bounded_duration(text, MAX_STATS_INTERVAL, "1 day")
 }
 

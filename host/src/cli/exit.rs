@@ -47,6 +47,12 @@ pub enum Failure {
 }
 
 impl Failure {
+    /// An unusable HTTP setting (a token, a TLS file, an address), as the
+    /// one line it prints.
+    pub fn http_config(e: impl std::fmt::Display) -> Self {
+        Failure::HttpConfig(e.to_string())
+    }
+
     /// The process exit code for this failure.
     pub fn exit_code(&self) -> u8 {
         match self {

@@ -14,7 +14,7 @@ use super::args::RunArgs;
 use super::signals::Signals;
 use super::Failure;
 use crate::config::{Diagnostics, GroupDecl, Override, TopologyConfig};
-use crate::group::{Member, Partitions, Settings};
+use crate::group::{Member, PartitionError, Partitions, Settings};
 use crate::http::group::{BoundGroup, GroupView};
 use crate::runtime::RunningTopology;
 use crate::state::Fence;
@@ -28,23 +28,25 @@ struct FilePartitions {
 }
 
 impl Partitions for FilePartitions {
-    fn start(&self, k: u32, fence: Arc<Fence>) -> Result<RunningTopology, String> {
+    fn start(&self, k: u32, fence: Arc<Fence>) -> Result<RunningTopology, PartitionError> {
+        // One line in the log: the first diagnostic of a bind.
         let one_line = |f: Failure| match f {
-            Failure::Config(d) => d.to_string().lines().next().unwrap_or_default().to_owned(),
-            Failure::Load(errors) => {
-                errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+            Failure::Config(mut d) => {
+                d.items.truncate(1);
+                PartitionError::Config(d)
             }
-            Failure::Start(e) => e.to_string(),
-            other => format!("{other:?}"),
+            Failure::Load(errors) => PartitionError::Load(errors),
+            Failure::Start(e) => PartitionError::Start(e),
+            other => PartitionError::Other(format!("{other:?}")),
         };
-        let config =
-            crate::config::load_partition(&self.path, &self.sets, k).map_err(|d| d.to_string())?;
+        let config = crate::config::load_partition(&self.path, &self.sets, k)
+            .map_err(PartitionError::Config)?;
         let mut topology = super::bind(&config).map_err(one_line)?;
         if let Some(plan) = topology.state.as_mut() {
             plan.namespace = super::partition_namespace(&plan.namespace, k);
         }
         let instances = super::instantiate(&topology).map_err(one_line)?;
-        crate::runtime::start_fenced(topology, instances, fence).map_err(|e| e.to_string())
+        crate::runtime::start_fenced(topology, instances, fence).map_err(PartitionError::Start)
     }
 }
 
@@ -139,7 +141,7 @@ pub(super) fn run_group(
             crate::http::access_from(options, args.http_token_file.as_deref(), addr)
         })
         .transpose()
-        .map_err(Failure::HttpConfig)?;
+        .map_err(Failure::http_config)?;
     let bound = addr
         .map(|addr| {
             BoundGroup::bind(addr)
@@ -158,7 +160,8 @@ pub(super) fn run_group(
     let settings = Settings { name: group.name.clone(), partitions: group.partitions, host_id };
     let partitions = Arc::new(FilePartitions { path: args.topology.clone(), sets });
     let deadline = args.duration.map(|d| Instant::now() + d);
-    let member = Member::start(settings, coordinator, partitions).map_err(Failure::Group)?;
+    let member = Member::start(settings, coordinator, partitions)
+        .map_err(|e| Failure::Group(e.to_string()))?;
     let ready = Arc::new(AtomicBool::new(true));
     let endpoint = match (bound, access) {
         (Some(bound), Some(access)) => {

@@ -27,7 +27,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             crate::http::serve_options(options, args.http_token_file.as_deref(), addr)
         })
         .transpose()
-        .map_err(Failure::HttpConfig)?;
+        .map_err(Failure::http_config)?;
     let http = addr.map(crate::http::HttpServer::bind).transpose().map_err(Failure::Bind)?;
     let instances = super::instantiate(&topology)?;
     let name = topology.name.clone();

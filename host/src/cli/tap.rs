@@ -82,12 +82,12 @@ pub fn tap(args: TapArgs) -> Result<(), Failure> {
     }
     let token = match &args.token_file {
         Some(path) => Some(
-            crate::http::Token::from_file(path).map_err(Failure::HttpConfig)?.secret().to_owned(),
+            crate::http::Token::from_file(path).map_err(Failure::http_config)?.secret().to_owned(),
         ),
         None => None,
     };
     let tls =
-        args.tls_ca.as_deref().map(client::tls_config).transpose().map_err(Failure::HttpConfig)?;
+        args.tls_ca.as_deref().map(client::tls_config).transpose().map_err(Failure::http_config)?;
     let path = path(&args);
     let stream = TcpStream::connect_timeout(&args.addr, TIMEOUT)
         .map_err(|e| other(format!("cannot connect to {}: {e}", args.addr)))?;

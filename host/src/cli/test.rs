@@ -179,33 +179,47 @@ fn describe(e: &Expectation) -> String {
     }
 }
 
+/// A table where a tuple holds a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a table is not a tuple value")]
+struct TableValue;
+
+/// Why a test's tuple cannot be fed (its position in the input's list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum BadTuple {
+    /// A value of it is a table.
+    #[error("tuple {0}: {TableValue}")]
+    TableValue(usize),
+    /// Neither an array nor a table.
+    #[error("tuple {0} is neither an array nor a table")]
+    NotATuple(usize),
+}
+
 /// The TOML tuples as harness tuples.
-fn fed_tuples(tuples: &[toml::Value]) -> Result<Vec<FedTuple>, String> {
+fn fed_tuples(tuples: &[toml::Value]) -> Result<Vec<FedTuple>, BadTuple> {
     tuples
         .iter()
         .enumerate()
         .map(|(i, t)| match t {
-            toml::Value::Array(items) => Ok(FedTuple::Values(
-                items
-                    .iter()
-                    .map(to_value)
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| format!("tuple {i}: {e}"))?,
-            )),
-            toml::Value::Table(table) => Ok(FedTuple::Named(
-                table
-                    .iter()
-                    .map(|(k, v)| Ok((k.clone(), to_value(v)?)))
-                    .collect::<Result<_, String>>()
-                    .map_err(|e| format!("tuple {i}: {e}"))?,
-            )),
-            _ => Err(format!("tuple {i} is neither an array nor a table")),
+            toml::Value::Array(items) => items
+                .iter()
+                .map(to_value)
+                .collect::<Result<_, _>>()
+                .map(FedTuple::Values)
+                .map_err(|TableValue| BadTuple::TableValue(i)),
+            toml::Value::Table(table) => table
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), to_value(v)?)))
+                .collect::<Result<_, _>>()
+                .map(FedTuple::Named)
+                .map_err(|TableValue| BadTuple::TableValue(i)),
+            _ => Err(BadTuple::NotATuple(i)),
         })
         .collect()
 }
 
 /// One TOML value as a tuple value: integers are `I64`, arrays lists.
-fn to_value(value: &toml::Value) -> Result<Value, String> {
+fn to_value(value: &toml::Value) -> Result<Value, TableValue> {
     Ok(match value {
         toml::Value::String(s) => Value::from(s.as_str()),
         toml::Value::Integer(n) => Value::I64(*n),
@@ -215,7 +229,7 @@ fn to_value(value: &toml::Value) -> Result<Value, String> {
         toml::Value::Array(items) => {
             Value::List(items.iter().map(to_value).collect::<Result<Vec<_>, _>>()?.into())
         }
-        toml::Value::Table(_) => return Err("a table is not a tuple value".into()),
+        toml::Value::Table(_) => return Err(TableValue),
     })
 }
 
@@ -255,13 +269,44 @@ fn check(
     }
     let seen = match seen(expectation, done) {
         Ok(seen) => seen,
-        Err(e) => return Some(vec![e]),
+        Err(e) => return Some(vec![e.to_string()]),
     };
     verdict::tuples(&expectation.check, &seen)
 }
 
+/// Why an expectation cannot be checked against a run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum Unchecked {
+    /// `outputs_of` a stream the component does not emit on.
+    #[error(
+        "{component:?} emits on no stream {stream:?} (its streams: {})",
+        if streams.is_empty() { "none".to_owned() } else { streams.join(", ") }
+    )]
+    NoStream {
+        /// The component.
+        component: String,
+        /// The stream asked for.
+        stream: String,
+        /// Its streams, sorted.
+        streams: Vec<String>,
+    },
+    /// `inputs_of` a stream the bolt does not receive.
+    #[error("{bolt:?} has no input on stream {stream:?} (its inputs: {})", inputs.join(", "))]
+    NoInput {
+        /// The bolt.
+        bolt: String,
+        /// The stream asked for ("" for any).
+        stream: String,
+        /// Its inputs, as `"component" stream "stream"`.
+        inputs: Vec<String>,
+    },
+    /// `trees_of` with a tuple assertion.
+    #[error("trees_of takes failed or acked")]
+    Trees,
+}
+
 /// The tuples an `outputs_of` or `inputs_of` expectation looks at.
-fn seen(expectation: &Expectation, done: &Completed) -> Result<Vec<Seen>, String> {
+fn seen(expectation: &Expectation, done: &Completed) -> Result<Vec<Seen>, Unchecked> {
     let emitted = |component: &str, stream: &str| -> Vec<Seen> {
         let key = (component.to_owned(), stream.to_owned());
         let fields = done.fields.get(&key).cloned().unwrap_or_default();
@@ -277,17 +322,15 @@ fn seen(expectation: &Expectation, done: &Completed) -> Result<Vec<Seen>, String
         Subject::OutputsOf(component) => {
             let stream = expectation.stream.as_deref().unwrap_or(squall_plugin_api::DEFAULT_STREAM);
             if !done.fields.contains_key(&(component.clone(), stream.to_owned())) {
-                let mut streams: Vec<&str> = done
+                let mut streams: Vec<String> = done
                     .fields
                     .keys()
                     .filter(|(c, _)| c == component)
-                    .map(|(_, s)| s.as_str())
+                    .map(|(_, s)| s.clone())
                     .collect();
                 streams.sort_unstable();
-                return Err(format!(
-                    "{component:?} emits on no stream {stream:?} (its streams: {})",
-                    if streams.is_empty() { "none".to_owned() } else { streams.join(", ") }
-                ));
+                let (component, stream) = (component.clone(), stream.to_owned());
+                return Err(Unchecked::NoStream { component, stream, streams });
             }
             Ok(emitted(component, stream))
         }
@@ -298,17 +341,13 @@ fn seen(expectation: &Expectation, done: &Completed) -> Result<Vec<Seen>, String
                 .filter(|(_, s)| expectation.stream.as_ref().is_none_or(|want| want == s))
                 .collect();
             if chosen.is_empty() {
-                let list: Vec<String> =
-                    inputs.iter().map(|(c, s)| format!("{c:?} stream {s:?}")).collect();
-                return Err(format!(
-                    "{bolt:?} has no input on stream {:?} (its inputs: {})",
-                    expectation.stream.as_deref().unwrap_or(""),
-                    list.join(", ")
-                ));
+                let inputs = inputs.iter().map(|(c, s)| format!("{c:?} stream {s:?}")).collect();
+                let stream = expectation.stream.clone().unwrap_or_default();
+                return Err(Unchecked::NoInput { bolt: bolt.clone(), stream, inputs });
             }
             Ok(chosen.into_iter().flat_map(|(c, s)| emitted(c, s)).collect())
         }
-        Subject::TreesOf(_) => Err("trees_of takes failed or acked".into()),
+        Subject::TreesOf(_) => Err(Unchecked::Trees),
     }
 }
 
@@ -412,6 +451,6 @@ mod tests {
         );
         assert_eq!(tuples[1], FedTuple::Named(vec![("n".into(), Value::I64(3))]));
         let nested: toml::Table = toml::from_str("t = [[{ a = 1 }]]").unwrap();
-        assert!(fed_tuples(nested["t"].as_array().unwrap()).unwrap_err().contains("table"));
+        assert_eq!(fed_tuples(nested["t"].as_array().unwrap()), Err(BadTuple::TableValue(0)));
     }
 }

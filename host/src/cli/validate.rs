@@ -26,7 +26,7 @@ pub fn validate(path: &Path, sets: &[Override], print: bool) -> Result<(), Failu
     };
     // The token and TLS files, read as `squall run` reads them: a missing
     // or unusable file is exit 78 here too, not only once the host starts.
-    crate::http::check_files(&config.settings.http_options).map_err(Failure::HttpConfig)?;
+    crate::http::check_files(&config.settings.http_options).map_err(Failure::http_config)?;
     let topology = bind(&config)?;
     super::instantiate(&topology)?;
     let summary = summary(path, &topology);

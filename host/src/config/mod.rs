@@ -64,7 +64,7 @@ use std::path::{Path, PathBuf};
 
 use toml::de::DeTable;
 
-pub use addr::parse_addr;
+pub use addr::{parse_addr, AddrError};
 pub use diagnostic::{Diagnostic, Diagnostics, Loc, Sources};
 pub use group::GroupDecl;
 pub use model::{
@@ -72,7 +72,7 @@ pub use model::{
     PluginDecl, Settings, SpoutDecl, ThrottleMode, ThrottleRate, ThrottleSpec, WaitDefaults,
     WaitOverrides, WaitSpec,
 };
-pub use overrides::Override;
+pub use overrides::{NotKeyValue, Override};
 pub use state::{BackendDecl, StateDecl};
 pub use suggest::suggest;
 pub use test_cases::{Check, Expectation, InputTarget, Subject, TestDecl, TestInput};

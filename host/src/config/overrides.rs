@@ -50,17 +50,22 @@ impl Override {
     }
 }
 
+/// A `--set` argument with no `=`, or nothing before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("expected KEY=VALUE, e.g. topology.max_spout_pending=1000")]
+pub struct NotKeyValue;
+
 impl FromStr for Override {
-    type Err = String;
+    type Err = NotKeyValue;
 
     /// Accepts `KEY=VALUE` with a non-empty key; the key and the value are
     /// checked when the topology is read.
-    fn from_str(arg: &str) -> Result<Self, String> {
+    fn from_str(arg: &str) -> Result<Self, NotKeyValue> {
         match arg.find('=') {
             Some(equals) if !arg[..equals].trim().is_empty() => {
                 Ok(Override { arg: arg.to_string(), equals })
             }
-            _ => Err("expected KEY=VALUE, e.g. topology.max_spout_pending=1000".to_string()),
+            _ => Err(NotKeyValue),
         }
     }
 }

@@ -52,8 +52,34 @@ pub struct WindowDecl {
     pub lag_millis: u64,
 }
 
+/// Why a text is not a duration (the text, trimmed, is quoted).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// A number alone.
+    #[error("\"{0}\" has no unit")]
+    NoUnit(String),
+    /// A unit other than `ms`, `s`, `m` or `h`.
+    #[error("\"{text}\" has an unknown unit \"{unit}\"")]
+    UnknownUnit {
+        /// The text.
+        text: String,
+        /// The unit.
+        unit: String,
+    },
+    /// No number first.
+    #[error("\"{0}\" does not start with a number")]
+    NoNumber(String),
+    /// Past the longest duration a topology may give.
+    #[error("\"{0}\" is longer than {max} s", max = limits::MAX_DURATION_SECS)]
+    TooLong(String),
+}
+
 /// Parses a duration: an integer followed by `ms`, `s`, `m` or `h`.
-pub fn parse_duration_millis(text: &str) -> Result<u64, String> {
+///
+/// # Errors
+/// No unit, an unknown unit, no number, or longer than
+/// [`limits::MAX_DURATION_SECS`].
+pub fn parse_duration_millis(text: &str) -> Result<u64, DurationError> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
@@ -62,13 +88,16 @@ pub fn parse_duration_millis(text: &str) -> Result<u64, String> {
         "s" => 1000,
         "m" => 60_000,
         "h" => 3_600_000,
-        "" => return Err(format!("\"{text}\" has no unit")),
-        other => return Err(format!("\"{text}\" has an unknown unit \"{other}\"")),
+        "" => return Err(DurationError::NoUnit(text.to_owned())),
+        other => {
+            let (text, unit) = (text.to_owned(), other.to_owned());
+            return Err(DurationError::UnknownUnit { text, unit });
+        }
     };
-    let n: u64 = digits.parse().map_err(|_| format!("\"{text}\" does not start with a number"))?;
+    let n: u64 = digits.parse().map_err(|_| DurationError::NoNumber(text.to_owned()))?;
     n.checked_mul(factor)
         .filter(|&ms| ms <= limits::MAX_DURATION_SECS * 1000)
-        .ok_or_else(|| format!("\"{text}\" is longer than {} s", limits::MAX_DURATION_SECS))
+        .ok_or_else(|| DurationError::TooLong(text.to_owned()))
 }
 
 /// The duration under `key` of `s`, in milliseconds (0 only when `zero`).
@@ -374,9 +403,9 @@ mod tests {
         assert_eq!(parse_duration_millis("250ms"), Ok(250));
         assert_eq!(parse_duration_millis("2m"), Ok(120_000));
         assert_eq!(parse_duration_millis("1h"), Ok(3_600_000));
-        assert!(parse_duration_millis("30").unwrap_err().contains("no unit"));
-        assert!(parse_duration_millis("3d").unwrap_err().contains("unknown unit"));
-        assert!(parse_duration_millis("s").unwrap_err().contains("number"));
-        assert!(parse_duration_millis("99999999999h").unwrap_err().contains("longer"));
+        assert!(parse_duration_millis("30").unwrap_err().to_string().contains("no unit"));
+        assert!(parse_duration_millis("3d").unwrap_err().to_string().contains("unknown unit"));
+        assert!(parse_duration_millis("s").unwrap_err().to_string().contains("number"));
+        assert!(parse_duration_millis("99999999999h").unwrap_err().to_string().contains("longer"));
     }
 }

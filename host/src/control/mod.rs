@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-pub use error::{ReloadError, RunError, TaskName};
+pub use error::{NotLive, ReloadError, ReshapeError, RunError, Shared, TaskName};
 
 use crate::cancel::Canceler;
 use crate::clock::SystemClock;

@@ -47,7 +47,38 @@ pub trait Partitions: Send + Sync + 'static {
     ///
     /// # Errors
     /// Why it could not start, in one line.
-    fn start(&self, partition: u32, fence: Arc<Fence>) -> Result<RunningTopology, String>;
+    fn start(&self, partition: u32, fence: Arc<Fence>) -> Result<RunningTopology, PartitionError>;
+}
+
+/// Why a partition could not start. Each renders as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum PartitionError {
+    /// Its topology does not read, validate or bind.
+    #[error("{0}")]
+    Config(crate::config::Diagnostics),
+    /// Its libraries do not load.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Load(Vec<crate::plugin::LoadError>),
+    /// A constructor failed, or its run could not start.
+    #[error("{0}")]
+    Start(crate::runtime::StartError),
+    /// Its thread cannot start.
+    #[error("no thread: {0}")]
+    Thread(std::io::Error),
+    /// Anything else, as the command line says it.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Why a member could not join its group.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    /// The coordinator could not join (its message).
+    #[error("{}", .0.message)]
+    Coordinator(squall_plugin_api::PluginError),
+    /// The member's thread cannot start.
+    #[error("cannot start the group's thread: {0}")]
+    Thread(std::io::Error),
 }
 
 /// A group member's settings, resolved.
@@ -128,11 +159,11 @@ impl Member {
         settings: Settings,
         mut coordinator: CoordinatorBox,
         partitions: Arc<dyn Partitions>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, JoinError> {
         let count = coordinator
             .join(settings.host_id.as_str().into(), settings.partitions)
             .into_result()
-            .map_err(|e| e.message.to_string())?;
+            .map_err(JoinError::Coordinator)?;
         tracing::info!(
             "group {}: host {} joined ({count} partitions)",
             settings.name,
@@ -164,7 +195,7 @@ impl Member {
         let thread = std::thread::Builder::new()
             .name("__group".into())
             .spawn(move || driver.run())
-            .map_err(|e| format!("cannot start the group's thread: {e}"))?;
+            .map_err(JoinError::Thread)?;
         Ok(Self { thread, stop, status, counters })
     }
 
@@ -227,7 +258,7 @@ struct Held {
 /// What a partition's thread reports.
 #[derive(Debug)]
 enum Event {
-    Started(u32, Result<TopologyHandle, String>),
+    Started(u32, Result<TopologyHandle, PartitionError>),
     Stopped(u32, Option<String>),
 }
 
@@ -408,7 +439,7 @@ impl Driver {
             .name(format!("__partition-{k}"))
             .spawn(move || run_partition(&*partitions, k, fence, &stop_rx, &events));
         if let Err(e) = spawned {
-            let _ = self.events_tx.send(Event::Started(k, Err(format!("no thread: {e}"))));
+            let _ = self.events_tx.send(Event::Started(k, Err(PartitionError::Thread(e))));
         }
     }
 

@@ -12,7 +12,9 @@
 
 pub mod member;
 
-pub use member::{Counters, Member, PartitionStatus, Partitions, Settings, Status};
+pub use member::{
+    Counters, JoinError, Member, PartitionError, PartitionStatus, Partitions, Settings, Status,
+};
 
 /// This host's default id: its host name and process id.
 pub fn default_host_id() -> String {

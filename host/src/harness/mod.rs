@@ -35,6 +35,7 @@
 //! into one process (its root-module symbol is exported by name).
 
 mod components;
+mod rewrite;
 mod run;
 
 use std::collections::HashMap;
@@ -43,19 +44,16 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::clock::SimulatedTime;
-use crate::config::{
-    ComponentDecl, ComponentRef, Diagnostics, GroupingSpec, InputDecl, Loc, PluginDecl,
-    TopologyConfig, WaitOverrides,
-};
+use crate::config::{Diagnostics, TopologyConfig};
 use crate::control::RunError;
 use crate::metrics::Report;
 use crate::plugin::{load_in_process, Library, LoadError, IN_PROCESS_PATH};
-use crate::runtime::{self, StartError, TopologyHandle};
-use crate::topology::{bind_provided, BindError, Topology};
+use crate::runtime::{self, RunOutcome, RunningTopology, StartError, TopologyHandle};
+use crate::topology::{bind_provided, BindError};
 use squall_plugin_api::abi::PluginSource;
 use squall_plugin_api::{MessageId, Value, DEFAULT_STREAM};
 
-use components::{CaptureConfig, FeederConfig, HarnessPlugin, StreamSpec, ALIAS, CAPTURE};
+use components::{HarnessPlugin, ALIAS};
 use run::Registered;
 
 /// How far the simulated clock moves at once: every step is processed (its
@@ -89,8 +87,9 @@ enum Target {
     Bolt { bolt: String, from: Option<String> },
 }
 
+/// One feed or injection, as asked.
 #[derive(Debug, Clone)]
-struct Feed {
+struct Request {
     target: Target,
     /// `None`: `default` for a spout, the input's stream for a bolt.
     stream: Option<String>,
@@ -113,7 +112,7 @@ enum Source {
 pub struct Harness {
     source: Source,
     plugins: Vec<(String, LoadFn)>,
-    feeds: Vec<Feed>,
+    requests: Vec<Request>,
     /// Simulated time: how far the clock moves once the feeds are processed.
     advance: Option<Duration>,
     silence: bool,
@@ -223,13 +222,6 @@ fn describe(pending: &HashMap<String, Vec<MessageId>>) -> String {
     parts.join("; ")
 }
 
-/// What the rewrite adds to a run's result.
-#[derive(Debug, Default)]
-struct Shape {
-    fields: HashMap<(String, String), Vec<String>>,
-    inputs: HashMap<String, Vec<(String, String)>>,
-}
-
 impl Harness {
     /// A harness for the topology written in `toml` (the format of
     /// docs/topology.md). Relative paths in it are resolved against the
@@ -250,7 +242,7 @@ impl Harness {
     }
 
     fn with_source(source: Source) -> Self {
-        Harness { source, plugins: Vec::new(), feeds: Vec::new(), advance: None, silence: false }
+        Harness { source, plugins: Vec::new(), requests: Vec::new(), advance: None, silence: false }
     }
 
     /// A harness for the topology file at `path` (e.g. the `topology.toml`
@@ -290,7 +282,7 @@ impl Harness {
     /// order or by field name (`None`: the default stream).
     pub fn feed_tuples(mut self, spout: &str, stream: Option<&str>, tuples: Vec<FedTuple>) -> Self {
         let target = Target::Spout(spout.to_owned());
-        self.feeds.push(Feed { target, stream: stream.map(str::to_owned), tuples });
+        self.requests.push(Request { target, stream: stream.map(str::to_owned), tuples });
         self
     }
 
@@ -307,7 +299,7 @@ impl Harness {
         tuples: Vec<FedTuple>,
     ) -> Self {
         let target = Target::Bolt { bolt: bolt.to_owned(), from: from.map(str::to_owned) };
-        self.feeds.push(Feed { target, stream: stream.map(str::to_owned), tuples });
+        self.requests.push(Request { target, stream: stream.map(str::to_owned), tuples });
         self
     }
 
@@ -336,62 +328,15 @@ impl Harness {
     /// pending after `timeout` (the topology is drained and stopped first).
     pub fn run_until_complete(self, timeout: Duration) -> Result<Completed, HarnessError> {
         let registered = Registered::new();
-        let config = self.config()?;
-        // Bound once as written, for every component's declared streams.
-        let written = bind_provided(&config, self.libraries()?).map_err(bind_error)?;
-        let (config, shape) = self.rewrite(config, &written, &registered)?;
-        let mut libraries = self.libraries()?;
-        libraries.insert(ALIAS.to_owned(), load_in_process::<HarnessPlugin>(ALIAS).map_err(one)?);
-        let mut topology = bind_provided(&config, libraries).map_err(bind_error)?;
-        let simulated = self.advance.map(|_| SimulatedTime::new());
-        topology.simulated = simulated.clone();
-        let limit = Duration::from_secs(topology.settings.startup_timeout_secs);
-        let instances = runtime::instantiate_within(&topology, limit)?;
-        let running = runtime::start(topology, instances)?;
-        let handle = running.handle().clone();
+        let (running, simulated, shape) = self.start(&registered)?;
         let until = Instant::now() + timeout;
-        let (complete, outcome, pending, collected) = match (&simulated, self.advance) {
+        let ended = match (&simulated, self.advance) {
             (Some(simulated), Some(advance)) => {
-                let settled = run_simulated(&handle, &registered.run, simulated, advance, until);
-                // Taken before the stop: a tree still pending is pending,
-                // not failed by the shutdown.
-                let collected = registered.run.take();
-                let outcome = if collected.pending.is_empty() {
-                    running.stop()
-                } else {
-                    running.stop_within(Duration::ZERO)
-                };
-                let pending = (!settled).then(|| collected.pending.clone());
-                (settled, outcome, pending, collected)
+                finish_simulated(running, &registered.run, simulated, advance, until)
             }
-            _ => {
-                // Once every fed tuple is out and nothing moves any more, the
-                // windows flush: a window that never fills on a finite feed
-                // (the last tuples of a count window, a time window still
-                // open) gets its tuples executed and acked, as at a drain.
-                let mut flusher = runtime::WindowFlusher::default();
-                let mut polled = Instant::now();
-                let complete = registered.run.wait_complete(until, || {
-                    if polled.elapsed() >= Duration::from_millis(10) && registered.run.fed_out() {
-                        flusher.poll(&handle);
-                        polled = Instant::now();
-                    }
-                    handle.fatal().is_some()
-                });
-                // Past the timeout, what is pending now is what the error
-                // names (the drain fails it at shutdown), and the drain is
-                // not waited for: the timeout holds.
-                let (outcome, pending) = if complete || handle.fatal().is_some() {
-                    (running.stop(), None)
-                } else {
-                    let pending = registered.run.pending();
-                    (running.stop_within(Duration::ZERO), Some(pending))
-                };
-                let mut collected = registered.run.take();
-                collected.pending.clear();
-                (complete, outcome, pending, collected)
-            }
+            _ => finish(running, &registered.run, until),
         };
+        let Ended { complete, outcome, pending, collected } = ended;
         let done = Completed {
             emitted: collected.emitted,
             acked: collected.acked,
@@ -405,13 +350,34 @@ impl Harness {
             return Err(HarnessError::Run { error, partial: Box::new(done) });
         }
         if !complete {
+            let pending = pending.unwrap_or_default();
             return Err(HarnessError::Timeout {
                 waited: timeout,
-                pending: pending.unwrap_or_default(),
+                pending,
                 partial: Box::new(done),
             });
         }
         Ok(done)
+    }
+
+    /// Binds the topology as written, rewrites it (feeders, injectors,
+    /// capture), binds and starts that.
+    fn start(
+        &self,
+        registered: &Registered,
+    ) -> Result<(RunningTopology, Option<SimulatedTime>, rewrite::Shape), HarnessError> {
+        let config = self.config()?;
+        // Bound once as written, for every component's declared streams.
+        let written = bind_provided(&config, self.libraries()?).map_err(bind_error)?;
+        let (config, shape) = self.rewrite(config, &written, registered)?;
+        let mut libraries = self.libraries()?;
+        libraries.insert(ALIAS.to_owned(), load_in_process::<HarnessPlugin>(ALIAS).map_err(one)?);
+        let mut topology = bind_provided(&config, libraries).map_err(bind_error)?;
+        let simulated = self.advance.map(|_| SimulatedTime::new());
+        topology.simulated = simulated.clone();
+        let limit = Duration::from_secs(topology.settings.startup_timeout_secs);
+        let instances = runtime::instantiate_within(&topology, limit)?;
+        Ok((runtime::start(topology, instances)?, simulated, shape))
     }
 
     /// Parses the text, declaring in-process aliases it leaves out.
@@ -455,288 +421,67 @@ impl Harness {
             Err(HarnessError::Load(errors))
         }
     }
-
-    /// Replaces fed spouts by feeders, adds the injectors and the capture
-    /// bolt.
-    fn rewrite(
-        &self,
-        mut config: TopologyConfig,
-        written: &Topology,
-        registered: &Registered,
-    ) -> Result<(TopologyConfig, Shape), HarnessError> {
-        let run = registered.id;
-        // Per feeder (a fed spout, or a bolt's injector): its tuples.
-        let mut feeds: Vec<(String, Vec<run::Fed>)> = Vec::new();
-        // Per injector: the bolt, its streams, and the inputs to add.
-        let mut injectors: Vec<(String, Vec<StreamSpec>, Vec<InputDecl>)> = Vec::new();
-        let mut shape = Shape::default();
-        for feed in &self.feeds {
-            let (feeder, stream, fields) = match &feed.target {
-                Target::Spout(spout) => {
-                    let stream = feed.stream.as_deref().unwrap_or(DEFAULT_STREAM);
-                    let fields = spout_stream(&config, written, spout, stream)?;
-                    (spout.clone(), stream.to_owned(), fields)
-                }
-                Target::Bolt { bolt, from } => {
-                    let (input, fields) = bolt_input(
-                        &config,
-                        written,
-                        bolt,
-                        from.as_deref(),
-                        feed.stream.as_deref(),
-                    )?;
-                    let name = injector(bolt);
-                    let entry = match injectors.iter_mut().find(|(b, _, _)| b == bolt) {
-                        Some(entry) => entry,
-                        None => {
-                            injectors.push((bolt.clone(), Vec::new(), Vec::new()));
-                            injectors.last_mut().expect("just pushed")
-                        }
-                    };
-                    if !entry.1.iter().any(|s| s.name == input.stream) {
-                        entry.1.push(StreamSpec {
-                            name: input.stream.clone(),
-                            fields: fields.clone(),
-                            direct: false,
-                        });
-                        entry.2.push(InputDecl { from: name.clone(), ..input.clone() });
-                    }
-                    (name, input.stream.clone(), fields)
-                }
-            };
-            let what = format!("{feeder:?} stream {stream:?}");
-            let mut tuples = Vec::with_capacity(feed.tuples.len());
-            for (i, tuple) in feed.tuples.iter().enumerate() {
-                tuples.push((stream.clone(), ordered(tuple, &fields, i, &what)?));
-            }
-            match feeds.iter_mut().find(|(s, _)| *s == feeder) {
-                Some(entry) => entry.1.extend(tuples),
-                None => feeds.push((feeder, tuples)),
-            }
-        }
-        if self.silence {
-            for spout in &config.spouts {
-                if !feeds.iter().any(|(s, _)| *s == spout.decl.name) {
-                    feeds.push((spout.decl.name.clone(), Vec::new()));
-                }
-            }
-        }
-        for (spout, tuples) in feeds {
-            registered.run.set_feed(&spout, tuples);
-            if spout.starts_with("__inject_") {
-                continue;
-            }
-            let component =
-                written.components.iter().find(|c| c.name == spout).expect("checked above");
-            let streams = component
-                .outputs
-                .iter()
-                .map(|o| StreamSpec {
-                    name: o.decl.name.to_string(),
-                    fields: o.decl.fields.iter().map(ToString::to_string).collect(),
-                    direct: o.decl.direct,
-                })
-                .collect();
-            let feeder = FeederConfig { run, spout: spout.clone(), streams };
-            let decl = &mut config
-                .spouts
-                .iter_mut()
-                .find(|s| s.decl.name == spout)
-                .expect("checked above")
-                .decl;
-            decl.component = reference("Feeder", decl.component.loc);
-            decl.parallelism = 1;
-            decl.config = to_toml(&feeder);
-            decl.config_keys.clear();
-        }
-        let mut captured: Vec<(String, String, Vec<String>)> = written
-            .components
-            .iter()
-            .flat_map(|c| c.outputs.iter().filter(|o| !o.decl.direct).map(move |o| (c, o)))
-            .map(|(c, o)| {
-                let fields = o.decl.fields.iter().map(ToString::to_string).collect();
-                (c.name.clone(), o.decl.name.to_string(), fields)
-            })
-            .collect();
-        for (bolt, streams, inputs) in injectors {
-            let name = injector(&bolt);
-            for s in &streams {
-                captured.push((name.clone(), s.name.clone(), s.fields.clone()));
-            }
-            let feeder = FeederConfig { run, spout: name.clone(), streams };
-            config.spouts.push(crate::config::SpoutDecl {
-                decl: ComponentDecl {
-                    name,
-                    loc: Loc::START,
-                    component: reference("Feeder", Loc::START),
-                    parallelism: 1,
-                    config: to_toml(&feeder),
-                    config_keys: Vec::new(),
-                    wait: WaitOverrides::default(),
-                },
-                throttle: None,
-                max_spout_pending: None,
-            });
-            let target =
-                config.bolts.iter_mut().find(|b| b.decl.name == bolt).expect("checked above");
-            target.inputs.extend(inputs);
-        }
-        for bolt in &config.bolts {
-            let list = bolt.inputs.iter().map(|i| (i.from.clone(), i.stream.clone())).collect();
-            shape.inputs.insert(bolt.decl.name.clone(), list);
-        }
-        let inputs: Vec<InputDecl> = captured
-            .iter()
-            .map(|(component, stream, _)| InputDecl {
-                from: component.clone(),
-                from_loc: Loc::START,
-                stream: stream.clone(),
-                stream_loc: Loc::START,
-                grouping: GroupingSpec::Shuffle,
-                grouping_loc: Loc::START,
-                throttle: None,
-                loc: Loc::START,
-            })
-            .collect();
-        shape.fields = captured.into_iter().map(|(c, s, f)| ((c, s), f)).collect();
-        if !inputs.is_empty() {
-            config.bolts.push(crate::config::BoltDecl {
-                decl: ComponentDecl {
-                    name: CAPTURE.to_owned(),
-                    loc: Loc::START,
-                    component: reference("Capture", Loc::START),
-                    parallelism: 1,
-                    config: to_toml(&CaptureConfig { run }),
-                    config_keys: Vec::new(),
-                    wait: WaitOverrides::default(),
-                },
-                inputs,
-                tick_tuple_freq_secs: None,
-                window: None,
-            });
-        }
-        config.plugins.push(PluginDecl {
-            alias: ALIAS.to_owned(),
-            path: PathBuf::from(IN_PROCESS_PATH),
-            sha256: None,
-            allow_writable: false,
-            loc: Loc::START,
-        });
-        Ok((config, shape))
-    }
 }
 
-/// The fields of `spout`'s stream `stream`, which a feeder can emit on.
-fn spout_stream(
-    config: &TopologyConfig,
-    written: &Topology,
-    spout: &str,
-    stream: &str,
-) -> Result<Vec<String>, HarnessError> {
-    let Some(component) =
-        written.components.iter().find(|c| c.name == spout && config_is_spout(config, spout))
-    else {
-        let spouts: Vec<&str> = config.spouts.iter().map(|s| s.decl.name.as_str()).collect();
-        return Err(HarnessError::Usage(format!(
-            "feed: the topology has no spout {spout:?} (its spouts: {})",
-            spouts.join(", ")
-        )));
-    };
-    let Some(out) = component.outputs.iter().find(|o| o.decl.name.as_str() == stream) else {
-        let streams: Vec<&str> = component.outputs.iter().map(|o| o.decl.name.as_str()).collect();
-        return Err(HarnessError::Usage(format!(
-            "feed: spout {spout:?} declares no stream {stream:?} (it declares: {})",
-            streams.join(", ")
-        )));
-    };
-    if out.decl.direct {
-        return Err(HarnessError::Usage(format!(
-            "feed: stream {stream:?} of spout {spout:?} is direct; the harness feeds only non-direct streams"
-        )));
-    }
-    Ok(out.decl.fields.iter().map(ToString::to_string).collect())
+/// How a run ended: whether every fed tree completed, the stop's outcome,
+/// what was still pending when that is the error, and what was collected.
+struct Ended {
+    complete: bool,
+    outcome: RunOutcome,
+    pending: Option<HashMap<String, Vec<MessageId>>>,
+    collected: run::Collected,
 }
 
-/// The input of `bolt` that an injection stands for (from `from` on
-/// `stream`, or its first input), and the fields of that stream.
-fn bolt_input(
-    config: &TopologyConfig,
-    written: &Topology,
-    bolt: &str,
-    from: Option<&str>,
-    stream: Option<&str>,
-) -> Result<(InputDecl, Vec<String>), HarnessError> {
-    let Some(decl) = config.bolts.iter().find(|b| b.decl.name == bolt) else {
-        let bolts: Vec<&str> = config.bolts.iter().map(|b| b.decl.name.as_str()).collect();
-        return Err(HarnessError::Usage(format!(
-            "inject: the topology has no bolt {bolt:?} (its bolts: {})",
-            bolts.join(", ")
-        )));
+/// Simulated time: runs the steps ([`run_simulated`]), then stops.
+fn finish_simulated(
+    running: RunningTopology,
+    run: &run::Run,
+    simulated: &SimulatedTime,
+    advance: Duration,
+    until: Instant,
+) -> Ended {
+    let handle = running.handle().clone();
+    let complete = run_simulated(&handle, run, simulated, advance, until);
+    // Taken before the stop: a tree still pending is pending, not failed
+    // by the shutdown.
+    let collected = run.take();
+    let outcome = if collected.pending.is_empty() {
+        running.stop()
+    } else {
+        running.stop_within(Duration::ZERO)
     };
-    let input = decl
-        .inputs
-        .iter()
-        .find(|i| from.is_none_or(|f| i.from == f) && stream.is_none_or(|s| i.stream == s));
-    let Some(input) = input else {
-        let inputs: Vec<String> =
-            decl.inputs.iter().map(|i| format!("{:?} stream {:?}", i.from, i.stream)).collect();
-        return Err(HarnessError::Usage(format!(
-            "inject: bolt {bolt:?} has no input{}{} (its inputs: {})",
-            from.map(|f| format!(" from {f:?}")).unwrap_or_default(),
-            stream.map(|s| format!(" on stream {s:?}")).unwrap_or_default(),
-            if inputs.is_empty() { "none".to_owned() } else { inputs.join(", ") }
-        )));
-    };
-    if matches!(input.grouping, GroupingSpec::Direct) {
-        return Err(HarnessError::Usage(format!(
-            "inject: the input of bolt {bolt:?} from {:?} is direct; the harness feeds only non-direct streams",
-            input.from
-        )));
-    }
-    let fields = written
-        .components
-        .iter()
-        .find(|c| c.name == input.from)
-        .and_then(|c| c.outputs.iter().find(|o| o.decl.name.as_str() == input.stream))
-        .map(|o| o.decl.fields.iter().map(ToString::to_string).collect())
-        .unwrap_or_default();
-    Ok((input.clone(), fields))
+    let pending = (!complete).then(|| collected.pending.clone());
+    Ended { complete, outcome, pending, collected }
 }
 
-/// `tuple`'s values in the order of `fields`.
-fn ordered(
-    tuple: &FedTuple,
-    fields: &[String],
-    i: usize,
-    what: &str,
-) -> Result<Vec<Value>, HarnessError> {
-    match tuple {
-        FedTuple::Values(values) if values.len() == fields.len() => Ok(values.clone()),
-        FedTuple::Values(values) => Err(HarnessError::Usage(format!(
-            "feed: tuple {i} for {what} has {} value(s); the stream declares {} field(s) ({})",
-            values.len(),
-            fields.len(),
-            fields.join(", ")
-        ))),
-        FedTuple::Named(named) => {
-            if let Some((name, _)) = named.iter().find(|(n, _)| !fields.contains(n)) {
-                return Err(HarnessError::Usage(format!(
-                    "feed: tuple {i} for {what} names field {name:?}, which the stream does not declare (its fields: {})",
-                    fields.join(", ")
-                )));
-            }
-            fields
-                .iter()
-                .map(|f| {
-                    named.iter().find(|(n, _)| n == f).map(|(_, v)| v.clone()).ok_or_else(|| {
-                        HarnessError::Usage(format!(
-                            "feed: tuple {i} for {what} has no value for field {f:?}"
-                        ))
-                    })
-                })
-                .collect()
+/// Real time: waits until every fed tree completed, then stops.
+///
+/// Once every fed tuple is out and nothing moves any more, the windows
+/// flush: a window that never fills on a finite feed (the last tuples of a
+/// count window, a time window still open) gets its tuples executed and
+/// acked, as at a drain. Past the timeout, what is pending now is what the
+/// error names (the drain fails it at shutdown), and the drain is not
+/// waited for: the timeout holds.
+fn finish(running: RunningTopology, run: &run::Run, until: Instant) -> Ended {
+    let handle = running.handle().clone();
+    let mut flusher = runtime::WindowFlusher::default();
+    let mut polled = Instant::now();
+    let complete = run.wait_complete(until, || {
+        if polled.elapsed() >= Duration::from_millis(10) && run.fed_out() {
+            flusher.poll(&handle);
+            polled = Instant::now();
         }
-    }
+        handle.fatal().is_some()
+    });
+    let (outcome, pending) = if complete || handle.fatal().is_some() {
+        (running.stop(), None)
+    } else {
+        let pending = run.pending();
+        (running.stop_within(Duration::ZERO), Some(pending))
+    };
+    let mut collected = run.take();
+    collected.pending.clear();
+    Ended { complete, outcome, pending, collected }
 }
 
 /// Simulated time: waits until every fed tuple is out and processed at
@@ -821,19 +566,6 @@ fn wait_for(handle: &TopologyHandle, until: Instant, mut ready: impl FnMut() -> 
         }
         std::thread::sleep(Duration::from_micros(100));
     }
-}
-
-fn config_is_spout(config: &TopologyConfig, name: &str) -> bool {
-    config.spouts.iter().any(|s| s.decl.name == name)
-}
-
-fn reference(component: &str, loc: Loc) -> ComponentRef {
-    ComponentRef { alias: ALIAS.to_owned(), component: component.to_owned(), loc }
-}
-
-fn to_toml<T: serde::Serialize>(value: &T) -> String {
-    // Plain structs of strings, numbers and lists always serialize.
-    toml::to_string(value).expect("harness configs serialize to TOML")
 }
 
 fn one(e: LoadError) -> HarnessError {

@@ -18,9 +18,10 @@
 //!   which a cross-site form cannot send without a preflight we never pass.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::api::Answer;
+use crate::files::ReadError;
 
 /// What a route needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -43,18 +44,63 @@ impl std::fmt::Debug for Token {
     }
 }
 
+/// What is wrong with a token's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BadToken {
+    /// Nothing but whitespace.
+    #[error("is empty")]
+    Empty,
+    /// A character a header cannot carry.
+    #[error("holds spaces or characters outside printable ASCII")]
+    NotPrintable,
+    /// Bytes that are not UTF-8 (a token file).
+    #[error("holds characters outside printable ASCII")]
+    NotUtf8,
+}
+
+/// Why a token could not be read. Each renders as one line naming the
+/// file or the variable.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// The token file cannot be read.
+    #[error("{0}")]
+    Read(#[from] ReadError),
+    /// The token file holds no valid token.
+    #[error("the token file {} {problem}", crate::files::escape_controls(&path.to_string_lossy()))]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with its text.
+        problem: BadToken,
+    },
+    /// The variable is not set.
+    #[error("the token variable {name} is not set (or not UTF-8)")]
+    Unset {
+        /// The variable.
+        name: String,
+    },
+    /// The variable holds no valid token.
+    #[error("the token variable {name} {problem}")]
+    Env {
+        /// The variable.
+        name: String,
+        /// What is wrong with its text.
+        problem: BadToken,
+    },
+}
+
 impl Token {
     /// A token from its text (surrounding whitespace trimmed).
     ///
     /// # Errors
     /// The text is empty, or holds a character a header cannot carry.
-    pub fn new(text: &str) -> Result<Self, String> {
+    pub fn new(text: &str) -> Result<Self, BadToken> {
         let t = text.trim();
         if t.is_empty() {
-            return Err("is empty".into());
+            return Err(BadToken::Empty);
         }
         if !t.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err("holds spaces or characters outside printable ASCII".into());
+            return Err(BadToken::NotPrintable);
         }
         Ok(Self(t.as_bytes().to_vec()))
     }
@@ -66,13 +112,12 @@ impl Token {
     /// # Errors
     /// The file is missing, not a regular file, too large, cannot be read,
     /// or holds no valid token.
-    pub fn from_file(path: &Path) -> Result<Self, String> {
-        let what = "the token file";
-        let bytes = crate::files::read_capped(path, what, crate::files::TOKEN_FILE_CAP)?;
-        let shown = crate::plugin::escape_controls(&path.to_string_lossy());
-        let text = String::from_utf8(bytes)
-            .map_err(|_| format!("{what} {shown} holds characters outside printable ASCII"))?;
-        Self::new(&text).map_err(|e| format!("{what} {shown} {e}"))
+    pub fn from_file(path: &Path) -> Result<Self, TokenError> {
+        let bytes =
+            crate::files::read_capped(path, "the token file", crate::files::TOKEN_FILE_CAP)?;
+        let bad = |problem| TokenError::File { path: path.to_path_buf(), problem };
+        let text = String::from_utf8(bytes).map_err(|_| bad(BadToken::NotUtf8))?;
+        Self::new(&text).map_err(bad)
     }
 
     /// The token itself, to send as a bearer token (the clients, `squall
@@ -86,10 +131,9 @@ impl Token {
     ///
     /// # Errors
     /// The variable is unset or holds no valid token.
-    pub fn from_env(name: &str) -> Result<Self, String> {
-        let text = std::env::var(name)
-            .map_err(|_| format!("the token variable {name} is not set (or not UTF-8)"))?;
-        Self::new(&text).map_err(|e| format!("the token variable {name} {e}"))
+    pub fn from_env(name: &str) -> Result<Self, TokenError> {
+        let text = std::env::var(name).map_err(|_| TokenError::Unset { name: name.to_owned() })?;
+        Self::new(&text).map_err(|problem| TokenError::Env { name: name.to_owned(), problem })
     }
 
     fn matches(&self, presented: &[u8]) -> bool {

@@ -32,13 +32,31 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-pub use access::{Access, Scope, Token};
+pub use access::{Access, BadToken, Scope, Token, TokenError};
 pub use api::{Answer, WINDOWS};
 pub use history::{Counts, History, Series, WindowStats};
 
 use crate::runtime::TopologyHandle;
 
 pub use crate::config::parse_addr;
+
+/// Why the endpoint cannot be set up as `[topology.http]` and
+/// `--http-token-file` ask. Each renders as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// A token cannot be read.
+    #[error("{0}")]
+    Token(#[from] access::TokenError),
+    /// The TLS files are unusable.
+    #[error("{0}")]
+    Tls(#[from] tls::TlsError),
+    /// A non-loopback address with no control token.
+    #[error(
+        "--http {0} is reachable from other hosts and no control token is set \
+         (give --http-token-file, or token_file/token_env in [topology.http]; or bind loopback)"
+    )]
+    Exposed(SocketAddr),
+}
 
 /// The access policy for an endpoint bound at `addr`, from
 /// `[topology.http]` and `--http-token-file`: reads the token files and
@@ -51,22 +69,17 @@ pub fn access_from(
     options: &crate::config::HttpOptions,
     token_file: Option<&std::path::Path>,
     addr: SocketAddr,
-) -> Result<Access, String> {
-    let token = |file: Option<&std::path::Path>, env: Option<&str>| -> Result<_, String> {
-        match (file, env) {
-            (Some(f), _) => Token::from_file(f).map(Some),
-            (None, Some(v)) => Token::from_env(v).map(Some),
-            (None, None) => Ok(None),
-        }
+) -> Result<Access, SetupError> {
+    let token = |file: Option<&std::path::Path>, env: Option<&str>| match (file, env) {
+        (Some(f), _) => Token::from_file(f).map(Some),
+        (None, Some(v)) => Token::from_env(v).map(Some),
+        (None, None) => Ok(None),
     };
     let control =
         token(token_file.or(options.token_file.as_deref()), options.token_env.as_deref())?;
     let read = token(options.read_token_file.as_deref(), options.read_token_env.as_deref())?;
     if control.is_none() && !addr.ip().is_loopback() {
-        return Err(format!(
-            "--http {addr} is reachable from other hosts and no control token is set \
-             (give --http-token-file, or token_file/token_env in [topology.http]; or bind loopback)"
-        ));
+        return Err(SetupError::Exposed(addr));
     }
     Ok(Access {
         control,
@@ -86,7 +99,7 @@ pub fn access_from(
 ///
 /// # Errors
 /// The first file that is unusable, in one line.
-pub fn check_files(options: &crate::config::HttpOptions) -> Result<(), String> {
+pub fn check_files(options: &crate::config::HttpOptions) -> Result<(), SetupError> {
     for file in [&options.token_file, &options.read_token_file].into_iter().flatten() {
         Token::from_file(file)?;
     }
@@ -106,7 +119,7 @@ pub fn serve_options(
     options: &crate::config::HttpOptions,
     token_file: Option<&std::path::Path>,
     addr: SocketAddr,
-) -> Result<ServeOptions, String> {
+) -> Result<ServeOptions, SetupError> {
     let access = access_from(options, token_file, addr)?;
     let tls = match (&options.tls_cert, &options.tls_key) {
         (Some(cert), Some(key)) => {
@@ -467,7 +480,7 @@ impl Ctx {
     ) -> Result<(tap::TapBody, Headers), Reply> {
         let headers = admitted.headers.clone();
         let (request, limit) = tap::request(&req.query)
-            .map_err(|e| Reply::json(&Answer::error(400, e), headers.clone()))?;
+            .map_err(|e| Reply::json(&Answer::error(400, e.to_string()), headers.clone()))?;
         // One thread serves every request, so nothing attaches in between.
         if self.handle.tap_totals().0 >= crate::tap::MAX_TAPS as u64 {
             let message = format!(
@@ -481,7 +494,7 @@ impl Ctx {
         let (attached, streams) = self
             .handle
             .tap(&request)
-            .map_err(|e| Reply::json(&Answer::error(404, e), headers.clone()))?;
+            .map_err(|e| Reply::json(&Answer::error(404, e.to_string()), headers.clone()))?;
         tracing::info!(
             client = %Client(req.peer),
             action = "tap",

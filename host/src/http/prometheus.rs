@@ -113,137 +113,151 @@ const REASONS: &[(&str, StatField)] = &[
     ("shutdown", StatField::FailedShutdown),
 ];
 
+/// One task's series: its labels, its counters, its kind and its id.
+struct Series {
+    labels: String,
+    stats: std::sync::Arc<TaskStats>,
+    kind: Kind,
+    task: u32,
+}
+
 /// Renders every metric of the running topology.
 pub fn render(handle: &TopologyHandle) -> String {
     let mut out = String::with_capacity(16 * 1024);
-    let topology_arc = handle.topology();
-    let topology: &Topology = &topology_arc;
+    let topology = handle.topology();
+    let tasks = series(handle, &topology);
     let elapsed = handle.elapsed().as_secs_f64();
-    let tasks: Vec<(String, std::sync::Arc<TaskStats>, Kind, u32)> = topology
-        .components
-        .iter()
-        .flat_map(|c| {
-            c.tasks.clone().map(move |t| {
-                let labels = format!(
-                    "topology=\"{}\",component=\"{}\",task=\"{t}\"",
-                    escape(&topology.name),
-                    escape(&c.name)
-                );
-                (labels, t, c.kind)
-            })
-        })
-        .map(|(labels, t, kind)| (labels, handle.task_stats(t), kind, t))
-        .collect();
     for f in FAMILIES {
         header(&mut out, f.name, f.kind, f.help);
-        for (labels, stats, _, _) in &tasks {
-            if let Some(v) = (f.read)(stats, elapsed) {
-                let _ = writeln!(out, "{}{{{labels}}} {v}", f.name);
+        for s in &tasks {
+            if let Some(v) = (f.read)(&s.stats, elapsed) {
+                let _ = writeln!(out, "{}{{{}}} {v}", f.name, s.labels);
             }
         }
     }
-    let (reloads, failed_reloads) = handle.reloads();
     let topology_label = format!("topology=\"{}\"", escape(&topology.name));
-    header(
-        &mut out,
-        "squall_reloads_total",
-        "counter",
-        "Live reloads applied in full (or with nothing to change).",
-    );
-    let _ = writeln!(out, "squall_reloads_total{{{topology_label}}} {reloads}");
-    header(
-        &mut out,
-        "squall_reload_failures_total",
-        "counter",
-        "Live reloads that failed or were refused (the topology ran on unchanged).",
-    );
-    let _ = writeln!(out, "squall_reload_failures_total{{{topology_label}}} {failed_reloads}");
-    header(
-        &mut out,
-        "squall_reload_partial_total",
-        "counter",
-        "Live reloads that committed but were only partly applied (the log names what was not).",
-    );
-    let partial = handle.partial_reloads();
-    let _ = writeln!(out, "squall_reload_partial_total{{{topology_label}}} {partial}");
+    reloads(&mut out, handle, &topology_label);
     if let Some(d) = handle.durable() {
-        use std::sync::atomic::Ordering::Relaxed;
-        let s = &d.stats;
-        let figures: [(&str, &str, &str, f64); 7] = [
-            ("squall_checkpoint_last_committed", "gauge", "The last committed checkpoint (0: none yet).", s.last_committed.load(Relaxed) as f64),
-            ("squall_checkpoints_total", "counter", "Checkpoints committed by this process.", s.committed.load(Relaxed) as f64),
-            ("squall_checkpoint_failures_total", "counter", "Commits the state backend refused (their writes are retried with the next checkpoint).", s.failed.load(Relaxed) as f64),
-            ("squall_checkpoints_aborted_total", "counter", "Checkpoints abandoned (a task did not report in time, or could not read its stores).", s.aborted.load(Relaxed) as f64),
-            ("squall_checkpoint_duration_seconds", "gauge", "The last committed checkpoint's duration, barrier to commit.", s.last_micros.load(Relaxed) as f64 / 1e6),
-            ("squall_checkpoint_bytes", "gauge", "Bytes (keys and values) the last commit wrote.", s.last_bytes.load(Relaxed) as f64),
-            ("squall_state_restore_seconds", "gauge", "How long the restore at start took.", s.restore_micros.load(Relaxed) as f64 / 1e6),
-        ];
-        for (name, kind, help, value) in figures {
-            header(&mut out, name, kind, help);
-            let _ = writeln!(out, "{name}{{{topology_label}}} {value}");
-        }
+        checkpoints(&mut out, &d.stats, &topology_label);
     }
-    header(&mut out, "squall_failed_total", "counter", "Failures, by reason.");
-    for (labels, stats, _, _) in &tasks {
-        for (reason, field) in REASONS {
-            let _ = writeln!(
-                out,
-                "squall_failed_total{{{labels},reason=\"{reason}\"}} {}",
-                stats.get(*field)
-            );
-        }
-    }
-    header(
-        &mut out,
-        "squall_queue_depth_batches",
-        "gauge",
-        "Batches waiting in the receive queue (bolts).",
-    );
-    for (labels, _, kind, t) in &tasks {
-        if *kind == Kind::Bolt {
-            let _ =
-                writeln!(out, "squall_queue_depth_batches{{{labels}}} {}", handle.queue_depth(*t));
-        }
-    }
-    let help = "Complete latency of acked trees, measured at the acker (spouts).";
-    header(&mut out, "squall_complete_latency_seconds", "histogram", help);
-    for (labels, stats, kind, _) in &tasks {
-        if *kind == Kind::Spout {
-            histogram(
-                &mut out,
-                "squall_complete_latency_seconds",
-                labels,
-                &stats.latency.snapshot(),
-            );
-        }
-    }
-    let help = "Execute latency: the mean of each executed run of tuples (bolts).";
-    header(&mut out, "squall_execute_latency_seconds", "histogram", help);
-    for (labels, stats, kind, _) in &tasks {
-        if *kind == Kind::Bolt {
-            histogram(
-                &mut out,
-                "squall_execute_latency_seconds",
-                labels,
-                &stats.execute_latency.snapshot(),
-            );
-        }
-    }
-    let tasks: Vec<(String, &TaskStats, Kind, u32)> =
-        tasks.iter().map(|(l, s, k, t)| (l.clone(), &**s, *k, *t)).collect();
+    failures(&mut out, &tasks);
+    queue_depths(&mut out, handle, &tasks);
+    latencies(&mut out, &tasks);
     user_metrics(&mut out, &tasks);
     process(&mut out);
     out
 }
 
+/// Every task of `topology`, labelled, with its counters.
+fn series(handle: &TopologyHandle, topology: &Topology) -> Vec<Series> {
+    topology
+        .components
+        .iter()
+        .flat_map(|c| c.tasks.clone().map(move |task| (c, task)))
+        .map(|(c, task)| Series {
+            labels: format!(
+                "topology=\"{}\",component=\"{}\",task=\"{task}\"",
+                escape(&topology.name),
+                escape(&c.name)
+            ),
+            stats: handle.task_stats(task),
+            kind: c.kind,
+            task,
+        })
+        .collect()
+}
+
+/// The reload counters.
+fn reloads(out: &mut String, handle: &TopologyHandle, topology_label: &str) {
+    let (reloads, failed) = handle.reloads();
+    let counters = [
+        (
+            "squall_reloads_total",
+            "Live reloads applied in full (or with nothing to change).",
+            reloads,
+        ),
+        (
+            "squall_reload_failures_total",
+            "Live reloads that failed or were refused (the topology ran on unchanged).",
+            failed,
+        ),
+        (
+            "squall_reload_partial_total",
+            "Live reloads that committed but were only partly applied (the log names what was \
+             not).",
+            handle.partial_reloads(),
+        ),
+    ];
+    for (name, help, value) in counters {
+        header(out, name, "counter", help);
+        let _ = writeln!(out, "{name}{{{topology_label}}} {value}");
+    }
+}
+
+/// Durable state's figures.
+fn checkpoints(out: &mut String, s: &crate::state::CheckpointStats, topology_label: &str) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let figures: [(&str, &str, &str, f64); 7] = [
+        ("squall_checkpoint_last_committed", "gauge", "The last committed checkpoint (0: none yet).", s.last_committed.load(Relaxed) as f64),
+        ("squall_checkpoints_total", "counter", "Checkpoints committed by this process.", s.committed.load(Relaxed) as f64),
+        ("squall_checkpoint_failures_total", "counter", "Commits the state backend refused (their writes are retried with the next checkpoint).", s.failed.load(Relaxed) as f64),
+        ("squall_checkpoints_aborted_total", "counter", "Checkpoints abandoned (a task did not report in time, or could not read its stores).", s.aborted.load(Relaxed) as f64),
+        ("squall_checkpoint_duration_seconds", "gauge", "The last committed checkpoint's duration, barrier to commit.", s.last_micros.load(Relaxed) as f64 / 1e6),
+        ("squall_checkpoint_bytes", "gauge", "Bytes (keys and values) the last commit wrote.", s.last_bytes.load(Relaxed) as f64),
+        ("squall_state_restore_seconds", "gauge", "How long the restore at start took.", s.restore_micros.load(Relaxed) as f64 / 1e6),
+    ];
+    for (name, kind, help, value) in figures {
+        header(out, name, kind, help);
+        let _ = writeln!(out, "{name}{{{topology_label}}} {value}");
+    }
+}
+
+/// Failures by reason, per task.
+fn failures(out: &mut String, tasks: &[Series]) {
+    header(out, "squall_failed_total", "counter", "Failures, by reason.");
+    for s in tasks {
+        for (reason, field) in REASONS {
+            let labels = &s.labels;
+            let value = s.stats.get(*field);
+            let _ = writeln!(out, "squall_failed_total{{{labels},reason=\"{reason}\"}} {value}");
+        }
+    }
+}
+
+/// The bolts' receive queue depths.
+fn queue_depths(out: &mut String, handle: &TopologyHandle, tasks: &[Series]) {
+    let help = "Batches waiting in the receive queue (bolts).";
+    header(out, "squall_queue_depth_batches", "gauge", help);
+    for s in tasks.iter().filter(|s| s.kind == Kind::Bolt) {
+        let depth = handle.queue_depth(s.task);
+        let _ = writeln!(out, "squall_queue_depth_batches{{{}}} {depth}", s.labels);
+    }
+}
+
+/// The spouts' complete latency and the bolts' execute latency.
+fn latencies(out: &mut String, tasks: &[Series]) {
+    let name = "squall_complete_latency_seconds";
+    let help = "Complete latency of acked trees, measured at the acker (spouts).";
+    header(out, name, "histogram", help);
+    for s in tasks.iter().filter(|s| s.kind == Kind::Spout) {
+        histogram(out, name, &s.labels, &s.stats.latency.snapshot());
+    }
+    let name = "squall_execute_latency_seconds";
+    let help = "Execute latency: the mean of each executed run of tuples (bolts).";
+    header(out, name, "histogram", help);
+    for s in tasks.iter().filter(|s| s.kind == Kind::Bolt) {
+        histogram(out, name, &s.labels, &s.stats.execute_latency.snapshot());
+    }
+}
+
 /// Metrics plugins registered (contract 1.1), as `squall_user_<name>`. A
 /// name registered with different kinds by different components keeps the
 /// first kind seen; the others are left out (one family, one type).
-fn user_metrics(out: &mut String, tasks: &[(String, &TaskStats, Kind, u32)]) {
+fn user_metrics(out: &mut String, tasks: &[Series]) {
     use squall_plugin_api::abi::MetricKind;
     let mut families: std::collections::BTreeMap<String, (MetricKind, String, Vec<String>)> =
         std::collections::BTreeMap::new();
-    for (labels, stats, _, _) in tasks {
+    for Series { labels, stats, .. } in tasks {
         for m in stats.user.snapshot() {
             let mut name = format!("squall_user_{}", m.name);
             if m.kind() == MetricKind::COUNTER && !name.ends_with("_total") {

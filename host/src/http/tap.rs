@@ -28,7 +28,7 @@ use squall_plugin_api::Value;
 
 use crate::control::RunState;
 use crate::runtime::TopologyHandle;
-use crate::tap::{Sample, Tap, TapRequest, TapSide};
+use crate::tap::{Sample, Tap, TapError, TapRequest, TapSide};
 
 /// How often the body looks for samples.
 pub const POLL: Duration = Duration::from_millis(20);
@@ -43,33 +43,29 @@ const FRAME_BYTES: usize = crate::tap::TAP_FRAME_BYTES as usize;
 ///
 /// # Errors
 /// A one-line reason for a 400.
-pub fn request(query: &str) -> Result<(TapRequest, Option<u64>), String> {
+pub fn request(query: &str) -> Result<(TapRequest, Option<u64>), TapError> {
     let param = |key: &str| super::query_param(query, key);
     let (component, side) = match (param("outputs_of"), param("inputs_of")) {
         (Some(c), None) => (c, TapSide::Outputs),
         (None, Some(c)) => (c, TapSide::Inputs),
-        (Some(_), Some(_)) => return Err("give outputs_of or inputs_of, not both".into()),
-        (None, None) => return Err("give outputs_of=COMPONENT or inputs_of=BOLT".into()),
+        (Some(_), Some(_)) => return Err(TapError::BothSides),
+        (None, None) => return Err(TapError::NoSide),
     };
     if component.is_empty() {
-        return Err("the component name is empty".into());
+        return Err(TapError::EmptyComponent);
     }
     let rate = match param("sample") {
         None => 1.0,
         Some(text) => match text.parse::<f64>() {
             Ok(rate) if rate > 0.0 && rate <= 1.0 => rate,
-            _ => return Err(format!("sample must be a share in (0, 1], got {text:?}")),
+            _ => return Err(TapError::Rate(text)),
         },
     };
     let limit = match param("limit") {
         None => None,
         Some(text) => match text.parse::<u64>() {
             Ok(n) if n > 0 => Some(n),
-            _ => {
-                return Err(format!(
-                    "limit must be a whole number of samples, at least 1, got {text:?}"
-                ))
-            }
+            _ => return Err(TapError::Limit(text)),
         },
     };
     let stream = param("stream").filter(|s| !s.is_empty());
@@ -270,7 +266,7 @@ mod tests {
             ("outputs_of=a&limit=-1", "limit must be"),
             ("outputs_of=", "empty"),
         ] {
-            assert!(request(bad).unwrap_err().contains(why), "{bad}");
+            assert!(request(bad).unwrap_err().to_string().contains(why), "{bad}");
         }
     }
 

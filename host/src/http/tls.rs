@@ -5,9 +5,63 @@
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::pem::{self, PemObject as _};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::ServerConfig;
+
+use crate::files::ReadError;
+
+/// Why the TLS files cannot serve, or cannot be watched. Each renders as
+/// one line naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file cannot be read.
+    #[error("{0}")]
+    Read(#[from] ReadError),
+    /// The certificate file is not PEM.
+    #[error("the TLS certificate {} is not PEM: {cause}", path.display())]
+    NotPem {
+        /// The certificate file.
+        path: PathBuf,
+        /// What the PEM reader said.
+        cause: pem::Error,
+    },
+    /// The certificate file holds no certificate.
+    #[error("the TLS certificate {} holds no certificate", path.display())]
+    NoCertificate {
+        /// The certificate file.
+        path: PathBuf,
+    },
+    /// The key file holds no usable key.
+    #[error("cannot read the TLS key {}: {cause}", path.display())]
+    Key {
+        /// The key file.
+        path: PathBuf,
+        /// What the PEM reader said.
+        cause: pem::Error,
+    },
+    /// rustls refused its protocol versions.
+    #[error("TLS: {0}")]
+    Rustls(rustls::Error),
+    /// The key does not fit the certificate.
+    #[error("the TLS key {} does not fit the certificate {}: {cause}", key.display(), cert.display())]
+    Mismatch {
+        /// The key file.
+        key: PathBuf,
+        /// The certificate file.
+        cert: PathBuf,
+        /// What rustls said.
+        cause: rustls::Error,
+    },
+    /// SIGHUP cannot be watched, or the reload thread cannot start.
+    #[error("cannot {what}: {cause}")]
+    Watch {
+        /// "watch SIGHUP for the TLS files", "start the TLS reload thread".
+        what: &'static str,
+        /// The system's answer.
+        cause: std::io::Error,
+    },
+}
 
 /// The certificate chain and key files.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,7 +81,7 @@ impl TlsFiles {
     /// A file that is missing, not a regular file, too large or cannot be
     /// read, holds no certificate or key, or a key that does not match the
     /// certificate.
-    pub fn config(&self) -> Result<Arc<ServerConfig>, String> {
+    pub fn config(&self) -> Result<Arc<ServerConfig>, TlsError> {
         let cert = crate::files::read_capped(
             &self.cert,
             "the TLS certificate",
@@ -35,28 +89,23 @@ impl TlsFiles {
         )?;
         let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert)
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("the TLS certificate {} is not PEM: {e}", self.cert.display()))?;
+            .map_err(|cause| TlsError::NotPem { path: self.cert.clone(), cause })?;
         if certs.is_empty() {
-            return Err(format!(
-                "the TLS certificate {} holds no certificate",
-                self.cert.display()
-            ));
+            return Err(TlsError::NoCertificate { path: self.cert.clone() });
         }
         let key = crate::files::read_capped(&self.key, "the TLS key", crate::files::PEM_FILE_CAP)?;
         let key = PrivateKeyDer::from_pem_slice(&key)
-            .map_err(|e| format!("cannot read the TLS key {}: {e}", self.key.display()))?;
+            .map_err(|cause| TlsError::Key { path: self.key.clone(), cause })?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?
+            .map_err(TlsError::Rustls)?
             .with_no_client_auth()
             .with_single_cert(certs, key)
-            .map_err(|e| {
-                format!(
-                    "the TLS key {} does not fit the certificate {}: {e}",
-                    self.key.display(),
-                    self.cert.display()
-                )
+            .map_err(|cause| TlsError::Mismatch {
+                key: self.key.clone(),
+                cert: self.cert.clone(),
+                cause,
             })?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Arc::new(config))
@@ -75,11 +124,11 @@ impl TlsState {
     ///
     /// # Errors
     /// The files are unusable ([`TlsFiles::config`]) or the thread cannot start.
-    pub fn load(files: TlsFiles) -> Result<Arc<Self>, String> {
+    pub fn load(files: TlsFiles) -> Result<Arc<Self>, TlsError> {
         let config = files.config()?;
         let state = Arc::new(Self { files, config: RwLock::new(config) });
         let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])
-            .map_err(|e| format!("cannot watch SIGHUP for the TLS files: {e}"))?;
+            .map_err(|cause| TlsError::Watch { what: "watch SIGHUP for the TLS files", cause })?;
         let weak = Arc::downgrade(&state);
         std::thread::Builder::new()
             .name("__http-tls".into())
@@ -89,7 +138,7 @@ impl TlsState {
                     state.reload();
                 }
             })
-            .map_err(|e| format!("cannot start the TLS reload thread: {e}"))?;
+            .map_err(|cause| TlsError::Watch { what: "start the TLS reload thread", cause })?;
         Ok(state)
     }
 

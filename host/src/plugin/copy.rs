@@ -137,7 +137,7 @@ pub(super) fn copy_into(
     source: &File,
     allow_writable: bool,
 ) -> Result<Copy, CopyError> {
-    ensure_private(state, dir, allow_writable).map_err(CopyError::Private)?;
+    ensure_private(state, dir, allow_writable).map_err(|e| CopyError::Private(e.to_string()))?;
     let (path, mut file) = loop {
         state.copies += 1;
         let path = dir.join(format!("{}-{}.so", file_safe(alias), state.copies));
@@ -188,49 +188,93 @@ fn stream(source: &File, file: &mut File, path: &Path) -> Result<(u64, String), 
     Ok((offset, super::loader::hex(&hasher.finalize())))
 }
 
+/// Why the folder private copies are made in cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum FolderError {
+    /// The folder or its parent cannot be looked at.
+    #[error("{}: {cause}", path.display())]
+    Stat {
+        /// The folder or its parent.
+        path: PathBuf,
+        /// The system's answer.
+        cause: std::io::Error,
+    },
+    /// Others could write to the parent.
+    #[error(
+        "{} {reason}, so others could replace a copy before it is loaded (set TMPDIR to a \
+         folder only you can write)",
+        parent.display()
+    )]
+    UnsafeParent {
+        /// The parent.
+        parent: PathBuf,
+        /// What is wrong with it: "is writable by others", ...
+        reason: String,
+    },
+    /// The folder cannot be created.
+    #[error("cannot create {}: {cause}", dir.display())]
+    Create {
+        /// The folder.
+        dir: PathBuf,
+        /// The system's answer.
+        cause: std::io::Error,
+    },
+    /// The folder exists but is not ours alone.
+    #[error(
+        "{} exists and is not a private folder of yours (a folder owned by uid {euid} with mode \
+         0700); remove it",
+        dir.display()
+    )]
+    NotPrivate {
+        /// The folder.
+        dir: PathBuf,
+        /// Our effective uid.
+        euid: u32,
+    },
+    /// Code cannot be mapped from the folder.
+    #[error(
+        "{} is on a filesystem mounted noexec, where libraries cannot be mapped; set TMPDIR to a \
+         folder on a filesystem that allows executables",
+        dir.display()
+    )]
+    Noexec {
+        /// The folder.
+        dir: PathBuf,
+    },
+}
+
 /// Makes `dir` (mode 0700) or checks that the existing one is a folder, not
 /// a link, owned by us and closed to group and others; and that code can be
 /// mapped from it.
-fn ensure_private(state: &mut State, dir: &Path, allow_writable: bool) -> Result<(), String> {
+fn ensure_private(state: &mut State, dir: &Path, allow_writable: bool) -> Result<(), FolderError> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
+    let stat = |path: PathBuf| move |cause| FolderError::Stat { path, cause };
     if !allow_writable {
         if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-            let meta =
-                std::fs::metadata(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+            let meta = std::fs::metadata(parent).map_err(stat(parent.to_path_buf()))?;
             if let Some((reason, _)) = super::loader::unsafe_mode(&meta, euid, true) {
-                return Err(format!(
-                    "{} {reason}, so others could replace a copy before it is loaded (set TMPDIR \
-                     to a folder only you can write)",
-                    parent.display()
-                ));
+                let parent = parent.to_path_buf();
+                return Err(FolderError::UnsafeParent { parent, reason: reason.to_string() });
             }
         }
     }
     let made = match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => true,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
-        Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+        Err(cause) => return Err(FolderError::Create { dir: dir.to_path_buf(), cause }),
     };
     if !made {
-        let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let meta = std::fs::symlink_metadata(dir).map_err(stat(dir.to_path_buf()))?;
         if !meta.is_dir() || meta.uid() != euid || meta.mode() & 0o077 != 0 {
-            return Err(format!(
-                "{} exists and is not a private folder of yours (a folder owned by uid {euid} \
-                 with mode 0700); remove it",
-                dir.display()
-            ));
+            return Err(FolderError::NotPrivate { dir: dir.to_path_buf(), euid });
         }
     }
     if !state.dirs.iter().any(|d| d == dir) {
         state.dirs.push(dir.to_path_buf());
     }
     if noexec(dir) {
-        return Err(format!(
-            "{} is on a filesystem mounted noexec, where libraries cannot be mapped; set TMPDIR \
-             to a folder on a filesystem that allows executables",
-            dir.display()
-        ));
+        return Err(FolderError::Noexec { dir: dir.to_path_buf() });
     }
     Ok(())
 }
@@ -287,7 +331,7 @@ mod tests {
         std::fs::create_dir(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         let mut state = State { dirs: Vec::new(), copies: 0, loaded: BTreeMap::new() };
-        let e = ensure_private(&mut state, &dir, false).unwrap_err();
+        let e = ensure_private(&mut state, &dir, false).unwrap_err().to_string();
         assert!(e.contains("is not a private folder of yours"), "{e}");
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         ensure_private(&mut state, &dir, false).unwrap();

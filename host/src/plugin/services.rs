@@ -140,6 +140,7 @@ impl UserMetrics {
         self.inner.lock().map(|m| m.clone()).unwrap_or_default()
     }
 
+    // String error: it crosses the ABI to the plugin as its refusal's text.
     fn register(
         &self,
         kind: MetricKind,

@@ -173,17 +173,13 @@ impl TopologyHandle {
     pub fn tap(
         &self,
         request: &crate::tap::TapRequest,
-    ) -> Result<(crate::tap::Tap, crate::tap::StreamFields), String> {
-        use crate::tap::TapSide;
+    ) -> Result<(crate::tap::Tap, crate::tap::StreamFields), crate::tap::TapError> {
+        use crate::tap::{TapError, TapSide};
         let live = self.inner.live.get();
         let topology = &live.topology;
         let Some(c) = topology.components.iter().find(|c| c.name == request.component) else {
-            let names: Vec<&str> = topology.components.iter().map(|c| c.name.as_str()).collect();
-            return Err(format!(
-                "no component {:?} (the topology's components: {})",
-                request.component,
-                names.join(", ")
-            ));
+            let known = topology.components.iter().map(|c| c.name.clone()).collect();
+            return Err(TapError::UnknownComponent { component: request.component.clone(), known });
         };
         let streams: Vec<(String, Vec<String>)> = match request.side {
             TapSide::Outputs => c
@@ -195,7 +191,7 @@ impl TopologyHandle {
                 })
                 .collect(),
             TapSide::Inputs if c.kind == Kind::Spout => {
-                return Err(format!("{:?} is a spout: it has no inputs to tap", c.name));
+                return Err(TapError::SpoutInputs(c.name.clone()));
             }
             TapSide::Inputs => c
                 .inputs
@@ -209,13 +205,12 @@ impl TopologyHandle {
         };
         if let Some(stream) = &request.stream {
             if !streams.iter().any(|(s, _)| s == stream) {
-                let names: Vec<&str> = streams.iter().map(|(s, _)| s.as_str()).collect();
-                let side = if request.side == TapSide::Outputs { "emits" } else { "receives" };
-                return Err(format!(
-                    "{:?} {side} no stream {stream:?} (its streams: {})",
-                    c.name,
-                    if names.is_empty() { "none".to_owned() } else { names.join(", ") }
-                ));
+                return Err(TapError::UnknownStream {
+                    component: c.name.clone(),
+                    side: request.side,
+                    stream: stream.clone(),
+                    streams: streams.iter().map(|(s, _)| s.clone()).collect(),
+                });
             }
         }
         let points = task_points(&live, &c.name).unwrap_or_default();

@@ -48,12 +48,12 @@ pub enum StartError {
         secs: u64,
     },
     /// A custom grouping could not be built or prepared.
-    #[error("{component}: {message}")]
+    #[error("{component}: {cause}")]
     Grouping {
         /// The sending component.
         component: String,
         /// What failed.
-        message: String,
+        cause: crate::topology::grouping::GroupingError,
         /// Where the topology names the grouping (`custom = "alias::Name"`).
         loc: crate::config::Loc,
     },
@@ -231,8 +231,8 @@ pub(super) fn custom_groupings(
         for (subscriber, sub) in s.subscribers.iter().enumerate() {
             if let crate::topology::grouping::Grouping::Custom(custom) = &sub.grouping {
                 let target = topology.components[sub.component].name.as_str();
-                let instance = custom.instantiate(target, &sub.tasks).map_err(|message| {
-                    StartError::Grouping { component: c.name.clone(), message, loc: custom.loc }
+                let instance = custom.instantiate(target, &sub.tasks).map_err(|cause| {
+                    StartError::Grouping { component: c.name.clone(), cause, loc: custom.loc }
                 })?;
                 out.push(CustomInstance { stream, subscriber, instance });
             }

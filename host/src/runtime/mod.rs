@@ -171,75 +171,12 @@ fn restore(
     let mut backend = crate::state::Backend::build(&plan.backend)?;
     backend.open(&plan.namespace)?;
     if let Some(fence) = &fence {
-        // Before anything is read: from this commit on, the backend refuses
-        // every commit of an older owner (numbered below it).
-        fence.check().map_err(|e| crate::state::StateError {
-            backend: backend.name().to_owned(),
-            call: "fence",
-            cause: e.to_string(),
-        })?;
-        backend.commit(fence.first_checkpoint(), &[])?;
-        tracing::info!(
-            "partition {}: epoch {} fenced in {} (namespace {:?}): older owners can no longer commit",
-            fence.partition(),
-            fence.epoch(),
-            backend.name(),
-            plan.namespace
-        );
+        fence_in(&mut backend, fence, &plan.namespace)?;
     }
     let restored = crate::state::restore::load(topology, &mut backend)?;
-    let name_of = |task: u32| {
-        topology
-            .components
-            .iter()
-            .find(|c| c.tasks.contains(&task))
-            .map_or_else(String::new, |c| c.name.clone())
-    };
     instances.windows = restored.windows;
-    for (task, deltas) in restored.bolts {
-        let Some(Some(bolt)) = instances.bolts.get_mut(task as usize) else { continue };
-        bolt.restore_stores(deltas.into()).into_result().map_err(|e| StartError::Restore {
-            component: name_of(task),
-            task,
-            cause: e.to_string(),
-        })?;
-    }
-    for (&task, position) in &restored.spouts {
-        let Some(Some(spout)) = instances.spouts.get_mut(task as usize) else { continue };
-        spout.restore_checkpoint(position.clone()).into_result().map_err(|e| {
-            StartError::Restore { component: name_of(task), task, cause: e.to_string() }
-        })?;
-    }
-    // The spouts that keep positions and got none learn that they run
-    // durably (`State::no_checkpoint`): their broker acks wait for commits.
-    for c in topology.components.iter().filter(|c| c.kind == Kind::Spout && c.checkpoints) {
-        for task in c.tasks.clone() {
-            if restored.spouts.contains_key(&task) {
-                continue;
-            }
-            let Some(Some(spout)) = instances.spouts.get_mut(task as usize) else { continue };
-            let fresh = squall_plugin_api::State::no_checkpoint();
-            spout.restore_checkpoint(fresh).into_result().map_err(|e| StartError::Restore {
-                component: c.name.clone(),
-                task,
-                cause: e.to_string(),
-            })?;
-        }
-    }
-    for orphan in &restored.orphans {
-        tracing::warn!(
-            "durable state: {orphan:?} belongs to no component of this topology; left in the \
-             backend (squall state rm removes it)"
-        );
-    }
-    for c in topology.components.iter().filter(|c| c.kind == Kind::Spout && !c.checkpoints) {
-        tracing::warn!(
-            "durable state: spout {:?} keeps no checkpoint position (it is built before contract \
-             1.2 or does not set CHECKPOINTS), so after a restart it does not resume where the \
-             last checkpoint left it: state is exact only for spouts that do",
-            c.name
-        );
-    }
+    hand_out(topology, restored.bolts, &restored.spouts, instances)?;
+    warn_unrestored(topology, &restored.orphans);
     let stats = Arc::new(crate::state::CheckpointStats::default());
     stats.restored_records.store(restored.records, std::sync::atomic::Ordering::Relaxed);
     stats.restore_micros.store((restored.secs * 1e6) as u64, std::sync::atomic::Ordering::Relaxed);
@@ -260,6 +197,81 @@ fn restore(
         stats,
         fence,
     })
+}
+
+/// Before anything is read: from this commit on, the backend refuses every
+/// commit of an older owner (numbered below it).
+fn fence_in(
+    backend: &mut crate::state::Backend,
+    fence: &crate::state::Fence,
+    namespace: &str,
+) -> Result<(), StartError> {
+    fence.check().map_err(|e| crate::state::StateError {
+        backend: backend.name().to_owned(),
+        call: "fence",
+        cause: e.to_string().into(),
+    })?;
+    backend.commit(fence.first_checkpoint(), &[])?;
+    tracing::info!(
+        "partition {}: epoch {} fenced in {} (namespace {namespace:?}): older owners can no longer \
+         commit",
+        fence.partition(),
+        fence.epoch(),
+        backend.name(),
+    );
+    Ok(())
+}
+
+/// Hands each bolt task its stores and each spout task its position; the
+/// spouts that keep positions and got none learn that they run durably
+/// (`State::no_checkpoint`): their broker acks wait for commits.
+fn hand_out(
+    topology: &Topology,
+    bolts: std::collections::HashMap<u32, Vec<squall_plugin_api::abi::StoreDelta>>,
+    spouts: &std::collections::HashMap<u32, squall_plugin_api::State>,
+    instances: &mut Instances,
+) -> Result<(), StartError> {
+    let name_of = |task: u32| {
+        let c = topology.components.iter().find(|c| c.tasks.contains(&task));
+        c.map_or_else(String::new, |c| c.name.clone())
+    };
+    let refused = |task, e: squall_plugin_api::PluginError| StartError::Restore {
+        component: name_of(task),
+        task,
+        cause: e.to_string(),
+    };
+    for (task, deltas) in bolts {
+        let Some(Some(bolt)) = instances.bolts.get_mut(task as usize) else { continue };
+        bolt.restore_stores(deltas.into()).into_result().map_err(|e| refused(task, e))?;
+    }
+    let durable = topology.components.iter().filter(|c| c.kind == Kind::Spout && c.checkpoints);
+    let fresh = durable.flat_map(|c| c.tasks.clone()).filter(|t| !spouts.contains_key(t));
+    let positions = spouts.iter().map(|(&t, p)| (t, p.clone()));
+    let no_checkpoint = fresh.map(|t| (t, squall_plugin_api::State::no_checkpoint()));
+    for (task, position) in positions.chain(no_checkpoint) {
+        let Some(Some(spout)) = instances.spouts.get_mut(task as usize) else { continue };
+        spout.restore_checkpoint(position).into_result().map_err(|e| refused(task, e))?;
+    }
+    Ok(())
+}
+
+/// Warns of the scopes no component owns, and of the spouts that keep no
+/// position (state is exact only for spouts that do).
+fn warn_unrestored(topology: &Topology, orphans: &[String]) {
+    for orphan in orphans {
+        tracing::warn!(
+            "durable state: {orphan:?} belongs to no component of this topology; left in the \
+             backend (squall state rm removes it)"
+        );
+    }
+    for c in topology.components.iter().filter(|c| c.kind == Kind::Spout && !c.checkpoints) {
+        tracing::warn!(
+            "durable state: spout {:?} keeps no checkpoint position (it is built before contract \
+             1.2 or does not set CHECKPOINTS), so after a restart it does not resume where the \
+             last checkpoint left it: state is exact only for spouts that do",
+            c.name
+        );
+    }
 }
 
 /// What the coordinator reads of the running topology.

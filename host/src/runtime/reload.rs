@@ -48,7 +48,8 @@ use crossbeam_channel::{bounded, Receiver, RecvTimeoutError};
 use super::handle::DrainFlusher;
 use super::reshape::Reshape;
 use super::{Live, TopologyHandle};
-use crate::control::{Control, ReloadError, Swap, SwapDone, TaskName};
+use crate::config::Diagnostics;
+use crate::control::{Control, NotLive, ReloadError, Shared, Swap, SwapDone, TaskName};
 use crate::ids::TaskId;
 use crate::plugin::{load_library_in, BoltObj, Instance, SpoutObj};
 use crate::topology::{BindError, Component, Kind, Topology, WaitPlan};
@@ -223,96 +224,23 @@ impl Diff {
 /// # Errors
 /// One line per change that cannot be made live.
 pub fn diff(old: &Topology, new: &Topology) -> Result<Diff, Vec<ReloadError>> {
-    let mut refused = Vec::new();
-    if old.name != new.name {
-        refused.push(format!(
-            "the topology name changed ({:?} -> {:?}); it cannot change live",
-            old.name, new.name
-        ));
-    }
-    if old.settings != new.settings {
-        refused.push(format!(
-            "[topology] settings changed ({}); settings (acker_executors, timeouts, buffers...) \
-             cannot change live",
-            settings_diff(&old.settings, &new.settings)
-        ));
-    }
-    for c in &old.components {
-        if !new.components.iter().any(|n| n.name == c.name) {
-            refused.push(format!(
-                "{} {:?} was removed; removing components live is not supported",
-                kind(c.kind),
-                c.name
-            ));
-        }
-    }
+    let mut refused = whole_changes(old, new);
     let mut changes = Diff::default();
     for n in &new.components {
         let Some(o) = old.components.iter().find(|o| o.name == n.name) else {
             if n.kind == Kind::Bolt {
                 changes.added.push(n.name.clone());
             } else {
-                refused.push(format!(
-                    "{}:{}:{}: spout {:?} is new; adding spouts live is not supported",
-                    new.file.display(),
-                    n.loc.line,
-                    n.loc.col,
-                    n.name
-                ));
+                refused.push(NotLive::SpoutAdded { at: at(new, n), name: n.name.clone() });
             }
             continue;
         };
-        let at = format!("{}:{}:{}", new.file.display(), n.loc.line, n.loc.col);
-        let mut not_live = Vec::new();
-        if o.kind != n.kind {
-            not_live.push("its kind");
-        }
-        let resized = o.parallelism() != n.parallelism();
-        if resized && n.kind == Kind::Spout {
-            not_live.push("its parallelism (spouts are not rebalanced live)");
-        }
-        if resized && n.windowed {
-            not_live.push("its parallelism (a windowed bolt's windows are held by its tasks)");
-        }
-        if inputs(old, o) != inputs(new, n) {
-            not_live.push("its inputs or groupings");
-        }
-        if o.stream_decls() != n.stream_decls() {
-            not_live.push("its output streams");
-        }
-        if o.auto_ack != n.auto_ack {
-            not_live.push("its acking (basic bolt or not)");
-        }
-        if o.tick_tuple_freq_secs != n.tick_tuple_freq_secs {
-            not_live.push("tick_tuple_freq_secs");
-        }
-        if o.throttle != n.throttle {
-            not_live.push("its throttle");
-        }
-        if o.max_spout_pending != n.max_spout_pending {
-            not_live.push("max_spout_pending");
-        }
-        if o.wait.iter().map(wait_key).ne(n.wait.iter().map(wait_key)) {
-            not_live.push("its wait strategies");
-        }
-        let mut why = Vec::new();
-        if digest(old, o) != digest(new, n) {
-            why.push("library");
-        }
-        if o.config != n.config {
-            why.push("config");
-        }
-        if o.outdated && why.is_empty() {
-            why.push("unfinished");
-        }
-        if !not_live.is_empty() {
-            refused.push(format!(
-                "{at}: {} {:?}: {} changed, which cannot change live",
-                kind(n.kind),
-                n.name,
-                not_live.join(", ")
-            ));
-        } else if resized {
+        let changed = fixed_changes((old, o), (new, n));
+        let why = rebuild_reasons((old, o), (new, n));
+        if !changed.is_empty() {
+            let (kind, name) = (kind(n.kind), n.name.clone());
+            refused.push(NotLive::Changed { at: at(new, n), kind, name, changed });
+        } else if o.parallelism() != n.parallelism() {
             changes.resized.push(n.name.clone());
         } else if !why.is_empty() {
             changes.rebuilt.push(Change { name: n.name.clone(), why });
@@ -325,6 +253,74 @@ pub fn diff(old: &Topology, new: &Topology) -> Result<Diff, Vec<ReloadError>> {
     }
 }
 
+/// What cannot change live about the topology as a whole: its name, its
+/// settings, and its components removed.
+fn whole_changes(old: &Topology, new: &Topology) -> Vec<NotLive> {
+    let mut refused = Vec::new();
+    if old.name != new.name {
+        refused.push(NotLive::Name { old: old.name.clone(), new: new.name.clone() });
+    }
+    if old.settings != new.settings {
+        let changed_fields = settings_diff(&old.settings, &new.settings);
+        refused.push(NotLive::Settings { changed_fields });
+    }
+    for c in &old.components {
+        if !new.components.iter().any(|n| n.name == c.name) {
+            refused.push(NotLive::Removed { kind: kind(c.kind), name: c.name.clone() });
+        }
+    }
+    refused
+}
+
+/// What changed from component `o` of `old` to `n` of `new` that a rebuild
+/// in place cannot carry.
+fn fixed_changes(
+    (old, o): (&Topology, &Component),
+    (new, n): (&Topology, &Component),
+) -> Vec<&'static str> {
+    let resized = o.parallelism() != n.parallelism();
+    let checks = [
+        (o.kind != n.kind, "its kind"),
+        (resized && n.kind == Kind::Spout, "its parallelism (spouts are not rebalanced live)"),
+        (
+            resized && n.windowed,
+            "its parallelism (a windowed bolt's windows are held by its tasks)",
+        ),
+        (inputs(old, o) != inputs(new, n), "its inputs or groupings"),
+        (o.stream_decls() != n.stream_decls(), "its output streams"),
+        (o.auto_ack != n.auto_ack, "its acking (basic bolt or not)"),
+        (o.tick_tuple_freq_secs != n.tick_tuple_freq_secs, "tick_tuple_freq_secs"),
+        (o.throttle != n.throttle, "its throttle"),
+        (o.max_spout_pending != n.max_spout_pending, "max_spout_pending"),
+        (o.wait.iter().map(wait_key).ne(n.wait.iter().map(wait_key)), "its wait strategies"),
+    ];
+    checks.into_iter().filter(|(changed, _)| *changed).map(|(_, what)| what).collect()
+}
+
+/// Why component `o` of `old` is rebuilt as `n` of `new`: "library",
+/// "config", or "unfinished" when an earlier reload left it outdated.
+fn rebuild_reasons(
+    (old, o): (&Topology, &Component),
+    (new, n): (&Topology, &Component),
+) -> Vec<&'static str> {
+    let mut why = Vec::new();
+    if digest(old, o) != digest(new, n) {
+        why.push("library");
+    }
+    if o.config != n.config {
+        why.push("config");
+    }
+    if o.outdated && why.is_empty() {
+        why.push("unfinished");
+    }
+    why
+}
+
+/// Where component `c` is declared in `t`'s file: `file:line:col`.
+fn at(t: &Topology, c: &Component) -> String {
+    format!("{}:{}:{}", t.file.display(), c.loc.line, c.loc.col)
+}
+
 fn kind(k: Kind) -> &'static str {
     match k {
         Kind::Spout => "spout",
@@ -333,19 +329,14 @@ fn kind(k: Kind) -> &'static str {
 }
 
 /// The names of the settings that differ (from their debug forms).
-fn settings_diff(a: &crate::config::Settings, b: &crate::config::Settings) -> String {
+fn settings_diff(a: &crate::config::Settings, b: &crate::config::Settings) -> Vec<String> {
     let (a, b) = (format!("{a:#?}"), format!("{b:#?}"));
-    let changed: Vec<&str> = a
-        .lines()
+    a.lines()
         .zip(b.lines())
         .filter(|(x, y)| x != y)
         .filter_map(|(x, _)| x.trim().split(':').next())
-        .collect();
-    if changed.is_empty() {
-        "some setting".to_owned()
-    } else {
-        changed.join(", ")
-    }
+        .map(str::to_owned)
+        .collect()
 }
 
 /// A component's inputs by source name and stream name, so a reordered file
@@ -383,12 +374,43 @@ fn outcome(
     diff: &Diff,
     ended: Ended,
     reshaped: Vec<String>,
-    mut errors: Vec<ReloadError>,
+    errors: Vec<ReloadError>,
 ) -> ReloadOutcome {
     // What `errors` holds on entry: adding or resizing bolts failed.
     let reshape_failed = !errors.is_empty();
-    let (mut applied, mut not_applied) = (Vec::new(), Vec::new());
+    let mut tally = Tally { errors, ..Tally::default() };
     for change in &diff.rebuilt {
+        if !tally.rebuilt(change, &ended) {
+            if let Some(c) = new.components.iter_mut().find(|c| c.name == change.name) {
+                c.outdated = true;
+            }
+        }
+    }
+    tally.applied.extend(reshaped);
+    if reshape_failed {
+        for name in diff.added.iter().chain(&diff.resized) {
+            if !tally.applied.iter().any(|l| l.contains(&format!("{name:?}"))) {
+                tally.not_applied.push(format!("{name:?}: adding or resizing it did not finish"));
+            }
+        }
+    }
+    let unchanged =
+        new.components.len() - diff.rebuilt.len() - diff.added.len() - diff.resized.len();
+    tally.into_outcome(unchanged)
+}
+
+/// What a committed reload applied and did not, and why, as it is told.
+#[derive(Default)]
+struct Tally {
+    applied: Vec<String>,
+    not_applied: Vec<String>,
+    errors: Vec<ReloadError>,
+}
+
+impl Tally {
+    /// Tells how the tasks of rebuilt component `change` `ended`; false
+    /// when some kept the version before.
+    fn rebuilt(&mut self, change: &Change, ended: &Ended) -> bool {
         let mine = |t: &TaskName| t.component == change.name;
         let kept: Vec<&(TaskName, Option<ReloadError>)> =
             ended.kept.iter().filter(|(t, _)| mine(t)).collect();
@@ -398,16 +420,15 @@ fn outcome(
             .iter()
             .filter(|(t, _)| mine(t))
             .fold((0, Duration::ZERO), |(k, m), (_, p)| (k + 1, m.max(*p)));
-        let line = format!(
-            "rebuilt {:?} ({}, {tasks} task{}, pause {:.2} ms)",
-            change.name,
-            change.reasons(),
-            if tasks == 1 { "" } else { "s" },
-            pause.as_secs_f64() * 1e3
-        );
         if kept.is_empty() && silent.is_empty() {
-            applied.push(line);
-            continue;
+            self.applied.push(format!(
+                "rebuilt {:?} ({}, {tasks} task{}, pause {:.2} ms)",
+                change.name,
+                change.reasons(),
+                if tasks == 1 { "" } else { "s" },
+                pause.as_secs_f64() * 1e3
+            ));
+            return true;
         }
         let mut left = format!(
             "{:?}: {} task(s) kept the version before",
@@ -417,46 +438,46 @@ fn outcome(
         if tasks > 0 {
             let _ = write!(left, " ({tasks} run the new one)");
         }
-        not_applied.push(left);
-        for (task, error) in kept {
-            errors.push(error.clone().unwrap_or_else(|| ReloadError::Refused {
-                task: task.clone(),
-                reason: "it kept its old instance at the commit".into(),
-            }));
-        }
-        for task in silent {
-            errors.push(ReloadError::Refused {
-                task: task.clone(),
-                reason: format!(
-                    "it did not confirm the commit within {} s; it swaps when it next \
-                     reads its control queue",
-                    SWAP_TIMEOUT.as_secs()
-                ),
-            });
-        }
-        if let Some(c) = new.components.iter_mut().find(|c| c.name == change.name) {
-            c.outdated = true;
-        }
+        self.not_applied.push(left);
+        self.errors.extend(left_behind(&kept, &silent));
+        false
     }
-    applied.extend(reshaped);
-    if reshape_failed {
-        for name in diff.added.iter().chain(&diff.resized) {
-            if !applied.iter().any(|l| l.contains(&format!("{name:?}"))) {
-                not_applied.push(format!("{name:?}: adding or resizing it did not finish"));
-            }
+
+    /// `Applied` when everything was, `Partial` otherwise.
+    fn into_outcome(mut self, unchanged: usize) -> ReloadOutcome {
+        if self.errors.is_empty() && self.not_applied.is_empty() {
+            self.applied.push(format!("{unchanged} component(s) unchanged kept running"));
+            return ReloadOutcome::Applied(self.applied);
         }
-    }
-    let unchanged =
-        new.components.len() - diff.rebuilt.len() - diff.added.len() - diff.resized.len();
-    if errors.is_empty() && not_applied.is_empty() {
-        applied.push(format!("{unchanged} component(s) unchanged kept running"));
-        ReloadOutcome::Applied(applied)
-    } else {
-        if not_applied.is_empty() {
-            not_applied.push("a step after the commit did not finish".to_owned());
+        if self.not_applied.is_empty() {
+            self.not_applied.push("a step after the commit did not finish".to_owned());
         }
+        let Tally { applied, not_applied, errors } = self;
         ReloadOutcome::Partial { applied, not_applied, errors }
     }
+}
+
+/// Why each task that `kept` its old instance, or stayed `silent`, did not
+/// swap: its own error when it gave one.
+fn left_behind(
+    kept: &[&(TaskName, Option<ReloadError>)],
+    silent: &[&TaskName],
+) -> Vec<ReloadError> {
+    let kept = kept.iter().map(|(task, error)| {
+        error.clone().unwrap_or_else(|| ReloadError::Refused {
+            task: task.clone(),
+            reason: "it kept its old instance at the commit".into(),
+        })
+    });
+    let silent = silent.iter().map(|task| ReloadError::Refused {
+        task: (*task).clone(),
+        reason: format!(
+            "it did not confirm the commit within {} s; it swaps when it next reads its control \
+             queue",
+            SWAP_TIMEOUT.as_secs()
+        ),
+    });
+    kept.chain(silent).collect()
 }
 
 /// The one line a reload logs (and `POST /api/v1/reload` answers as its
@@ -491,6 +512,11 @@ fn summary(number: u64, trigger: &str, ms: f64, outcome: &ReloadOutcome) -> Stri
             errors(e)
         ),
     }
+}
+
+/// One error per diagnostic, as `squall validate` lists them.
+fn config_errors(diagnostics: &Diagnostics) -> Vec<ReloadError> {
+    diagnostics.listed().items.into_iter().map(ReloadError::Config).collect()
 }
 
 /// A new instance for one task: the task, its instance, the new component.
@@ -607,33 +633,55 @@ impl Reloader {
             return ReloadOutcome::RolledBack(vec![ReloadError::Draining]);
         }
         let current = self.handle.topology();
-        let bound = match self.bind() {
-            Ok(bound) => bound,
-            Err(errors) => return ReloadOutcome::RolledBack(errors),
-        };
-        let new = super::reshape::align(&current, bound);
-        let diff = match diff(&current, &new) {
-            Ok(diff) => diff,
+        let (new, diff) = match self.read(&current) {
+            Ok(read) => read,
             Err(errors) => return ReloadOutcome::RolledBack(errors),
         };
         if diff.is_empty() {
             self.install(new);
             return ReloadOutcome::NothingChanged;
         }
-        // Prepare: nothing running changes until the verdict.
-        let built = match self.construct(&current, &new, &diff.rebuilt) {
-            Ok(built) => built,
+        let (sent, reshape) = match self.prepare(reload, &current, &new, &diff) {
+            Ok(prepared) => prepared,
             Err(errors) => return ReloadOutcome::RolledBack(errors),
         };
+        // Commit: from here on, nothing rolls back.
+        self.verdict(reload, &sent, true);
+        let ended = await_done(&sent, SWAP_TIMEOUT);
+        let (reshaped, reshape_errors) = if reshape.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            reshape.commit(&self.handle, &current)
+        };
+        self.settle(new, &diff, ended, reshaped, reshape_errors)
+    }
+
+    /// Step 1 and 2: the file bound and aligned with `current`, and what
+    /// changes.
+    fn read(&mut self, current: &Topology) -> Result<(Topology, Diff), Vec<ReloadError>> {
+        let new = super::reshape::align(current, self.bind()?);
+        let diff = diff(current, &new)?;
+        Ok((new, diff))
+    }
+
+    /// Steps 3 and 4: every new instance built and handed to its task, the
+    /// added tasks started, and every task prepared. Nothing running
+    /// changes until the verdict; on a failure every task is told to
+    /// abort and the added tasks leave.
+    fn prepare(
+        &mut self,
+        reload: u64,
+        current: &Topology,
+        new: &Topology,
+        diff: &Diff,
+    ) -> Result<(Sent, Reshape), Vec<ReloadError>> {
+        let built = self.construct(current, new, &diff.rebuilt)?;
         let mut reshape =
-            match Reshape::build(&self.handle, &new, diff.added.clone(), diff.resized.clone()) {
-                Ok(reshape) => reshape,
-                Err(errors) => return ReloadOutcome::RolledBack(errors),
-            };
+            Reshape::build(&self.handle, new, diff.added.clone(), diff.resized.clone())?;
         let failed = reshape.start_added(&self.handle);
         if !failed.is_empty() {
             reshape.abandon();
-            return ReloadOutcome::RolledBack(failed);
+            return Err(failed);
         }
         let (sent, mut errors) = self.send_swaps(reload, built);
         if errors.is_empty() {
@@ -651,17 +699,9 @@ impl Reloader {
             // Only a commit verdict makes a task swap, and none was sent:
             // whatever the tasks report (or not), the old instances run.
             let _ = await_done(&sent, SWAP_TIMEOUT);
-            return ReloadOutcome::RolledBack(errors);
+            return Err(errors);
         }
-        // Commit: from here on, nothing rolls back.
-        self.verdict(reload, &sent, true);
-        let ended = await_done(&sent, SWAP_TIMEOUT);
-        let (reshaped, reshape_errors) = if reshape.is_empty() {
-            (Vec::new(), Vec::new())
-        } else {
-            reshape.commit(&self.handle, &current)
-        };
-        self.settle(new, &diff, ended, reshaped, reshape_errors)
+        Ok((sent, reshape))
     }
 
     /// Installs what runs now and says what was applied.
@@ -690,9 +730,7 @@ impl Reloader {
     /// changed library is new code, and one whose bytes did not change is
     /// the library already mapped.
     fn bind(&mut self) -> Result<Topology, Vec<ReloadError>> {
-        let config = crate::config::load(&self.file).map_err(|d| {
-            d.listed().items.iter().map(|i| ReloadError::Config(i.to_string())).collect::<Vec<_>>()
-        })?;
+        let config = crate::config::load(&self.file).map_err(|d| config_errors(&d))?;
         let (scratch, loads) = (self.scratch.clone(), &mut self.copies);
         let result = crate::topology::bind_with(&config, &mut |decl, options| {
             let pinned = decl.sha256.as_deref();
@@ -703,11 +741,9 @@ impl Reloader {
             Ok((lib, digest))
         });
         result.map_err(|e| match e {
-            BindError::Config(d) => {
-                d.listed().items.iter().map(|i| ReloadError::Config(i.to_string())).collect()
-            }
+            BindError::Config(d) => config_errors(&d),
             BindError::Load(errors) => {
-                errors.iter().map(|e| ReloadError::Load(e.to_string())).collect()
+                errors.into_iter().map(|e| ReloadError::Load(Shared::new(e))).collect()
             }
         })
     }
@@ -723,10 +759,9 @@ impl Reloader {
         for change in changes {
             let n = new.components.iter().find(|c| c.name == change.name).expect("diffed");
             let o = current.components.iter().find(|c| c.name == change.name).expect("diffed");
-            let at = format!("{}:{}:{}", new.file.display(), n.loc.line, n.loc.col);
             let refused = |cause: String| {
                 vec![ReloadError::Construct {
-                    at: at.clone(),
+                    at: at(new, n),
                     kind: kind(n.kind),
                     component: n.name.clone(),
                     reference: n.reference.clone(),
@@ -893,6 +928,7 @@ fn drain_limit(settings: &crate::config::Settings, c: &Component) -> Option<Dura
 mod tests {
     use super::*;
     use crate::config::{Loc, Settings, ThrottleMode, ThrottleRate, ThrottleSpec, WaitSpec};
+    use crate::control::ReshapeError;
     use crate::topology::fixtures::{bolt, component, linked, topology};
     use crate::topology::{Grouping, Input};
     use crossbeam_channel::Sender;
@@ -1125,8 +1161,10 @@ mod tests {
         let mut new = old.clone();
         new.acker_executors = 4;
         new.message_timeout_secs = 5;
-        assert_eq!(settings_diff(&old, &new), "message_timeout_secs, acker_executors");
-        assert_eq!(settings_diff(&old, &old), "some setting");
+        assert_eq!(settings_diff(&old, &new), ["message_timeout_secs", "acker_executors"]);
+        assert!(settings_diff(&old, &old).is_empty());
+        let unnamed = NotLive::Settings { changed_fields: Vec::new() };
+        assert!(unnamed.to_string().starts_with("[topology] settings changed (some setting)"));
         let mut changed = topology();
         changed.settings = new;
         let refused = diff(&topology(), &changed).expect_err("settings cannot change live");
@@ -1232,7 +1270,10 @@ mod tests {
         ]);
         let diff = Diff { rebuilt: Vec::new(), added: vec!["c".into()], resized: vec!["b".into()] };
         let resized = "resized \"b\" from 2 to 3 tasks (4 state entries moved, pause 1.00 ms)";
-        let failure = ReloadError::Reshape("task 6: cannot start its thread: no".into());
+        let failure = ReloadError::Reshape(ReshapeError::Spawn {
+            task: TaskId(6),
+            cause: Shared::new(std::io::Error::other("no")),
+        });
         let out =
             outcome(&mut new, &diff, Ended::default(), vec![resized.into()], vec![failure.clone()]);
         assert_eq!(

@@ -42,8 +42,9 @@ use squall_plugin_api::State;
 use super::instantiate::{custom_groupings, instantiate_only};
 use super::plan::{routes, source_table, task_executor, Executor, Wiring};
 use super::{Live, TopologyHandle};
-use crate::control::{Control, ReloadError, Retire, Rewire, RunState, Start};
+use crate::control::{Control, ReloadError, ReshapeError, Retire, Rewire, RunState, Shared, Start};
 use crate::executor::bolt::BoltExecutor;
+use crate::ids::TaskId;
 use crate::topology::grouping::key_index;
 use crate::topology::{Component, Kind, Topology};
 
@@ -158,15 +159,8 @@ impl Reshape {
         resized: Vec<String>,
     ) -> Result<Self, Vec<ReloadError>> {
         let names: Vec<&str> = added.iter().chain(&resized).map(String::as_str).collect();
-        let mut instances = instantiate_only(topology, &names).map_err(|e| {
-            let at = match &e {
-                super::StartError::Constructor { loc, .. } => {
-                    format!("{}:{}:{}: ", topology.file.display(), loc.line, loc.col)
-                }
-                _ => String::new(),
-            };
-            vec![ReloadError::Reshape(format!("{at}{e}"))]
-        })?;
+        let mut instances =
+            instantiate_only(topology, &names).map_err(|e| vec![not_built(topology, e)])?;
         let topology = Arc::new(topology.clone());
         let new_tasks: Vec<u32> = topology
             .components
@@ -200,10 +194,7 @@ impl Reshape {
                     let start = Start::Added { prepared: added_tx.clone() };
                     added_tasks.push((task, bolt.starting(start)));
                 } else {
-                    let (state_tx, state) = bounded(1);
-                    let prepared = resized_tx.clone();
-                    let start = Start::Resized { state, limit: RESHAPE_TIMEOUT * 3, prepared };
-                    resized_tasks.push((task, bolt.starting(start), state_tx));
+                    resized_tasks.push(resized_task(task, bolt, &resized_tx));
                 }
             }
         }
@@ -234,9 +225,7 @@ impl Reshape {
             let name = format!("{}-{task}", bolt.context().component);
             match super::spawn(name, &run, move || bolt.run()) {
                 Ok(thread) => handle.adopt_thread(thread),
-                Err(e) => errors.push(ReloadError::Reshape(format!(
-                    "task {task}: cannot start its thread: {e}"
-                ))),
+                Err(e) => errors.push(not_started(task, e)),
             }
         }
         let deadline = Instant::now() + RESHAPE_TIMEOUT;
@@ -286,94 +275,151 @@ impl Reshape {
             self;
         let run = handle.run_shared();
         let mut errors = Vec::new();
-        let mut state_to: HashMap<u32, Sender<Option<State>>> = HashMap::new();
-        for (task, bolt, state) in resized_tasks {
-            let name = format!("{}-{task}", bolt.context().component);
-            match super::spawn(name, &run, move || bolt.run()) {
-                Ok(thread) => handle.adopt_thread(thread),
-                Err(e) => errors.push(ReloadError::Reshape(format!(
-                    "task {task}: cannot start its thread: {e}"
-                ))),
-            }
-            state_to.insert(task, state);
-        }
+        let state_to = start_resized(handle, &run, resized_tasks, &mut errors);
         handle.install(Live { topology: topology.clone(), wiring: wiring.clone() });
-        let sources = Arc::new(source_table(&topology));
         let (done_tx, done_rx) = bounded(topology.task_count as usize);
-        let mut told = 0;
-        for (i, new_sources) in rewired(&topology, &added, &resized) {
-            let c = &topology.components[i];
-            for task in c.tasks.clone() {
-                let mut custom = match custom_groupings(&topology, c) {
-                    Ok(custom) => custom,
-                    Err(e) => {
-                        errors.push(ReloadError::Reshape(e.to_string()));
-                        Vec::new()
-                    }
-                };
-                let rewire = Rewire {
-                    streams: routes(c, task, &mut custom),
-                    queues: wiring.data.clone(),
-                    queue_bytes: wiring.queue_bytes.clone(),
-                    sources: new_sources.then(|| sources.clone()),
-                    done: done_tx.clone(),
-                };
-                if wiring.controls[task as usize].send(Control::Rewire(Box::new(rewire))).is_ok() {
-                    told += 1;
-                }
-            }
-        }
-        // Every upstream task sends on the new routes at once; it reports
-        // once its last batches for the tasks left behind have arrived. Only
-        // then may those tasks leave: a task retired earlier would drop what
-        // is still on its way. So this waits as long as the run runs.
-        let mut heard = 0;
-        while heard < told {
-            match done_rx.recv_timeout(RESHAPE_TIMEOUT) {
-                Ok(_) => heard += 1,
-                Err(_) if run.state() != RunState::Stopping => tracing::warn!(
-                    "reload: {} of {told} upstream tasks still send their last batches to \
-                     the tasks it replaces ({:.0} s so far); those tasks stay until they have",
-                    told - heard,
-                    started.elapsed().as_secs_f64()
-                ),
-                Err(_) => {
-                    errors.push(ReloadError::Timeout {
-                        what: format!(
-                            "the run stopped while {} of {told} upstream tasks took their new \
-                             routes",
-                            told - heard
-                        ),
-                        secs: started.elapsed().as_secs(),
-                    });
-                    break;
-                }
-            }
-        }
+        let told = send_rewires(&topology, &wiring, (&added, &resized), &done_tx, &mut errors);
+        await_rewired(&done_rx, told, &run, started, &mut errors);
         let rewired = started.elapsed();
-        let mut lines: Vec<String> = added
-            .iter()
-            .map(|name| {
-                let n = topology
-                    .components
-                    .iter()
-                    .find(|c| c.name == *name)
-                    .map_or(0, Component::parallelism);
-                format!(
-                    "added {name:?} ({n} task{}, upstream rewired in {:.2} ms)",
-                    if n == 1 { "" } else { "s" },
-                    rewired.as_secs_f64() * 1e3
-                )
-            })
-            .collect();
+        let mut lines: Vec<String> =
+            added.iter().map(|name| added_line(&topology, name, rewired)).collect();
         for name in &resized {
             match hand_over(handle, old, &topology, name, &state_to, &resized_prepared) {
                 Ok(line) => lines.push(line),
-                Err(e) => errors.push(ReloadError::Reshape(e)),
+                Err(e) => errors.push(e),
             }
         }
         (lines, errors)
     }
+}
+
+/// Starts the resized tasks (they wait for their state); where each
+/// task's state goes, by task id.
+fn start_resized(
+    handle: &TopologyHandle,
+    run: &Arc<crate::control::RunControl>,
+    resized_tasks: Vec<(u32, BoltExecutor, Sender<Option<State>>)>,
+    errors: &mut Vec<ReloadError>,
+) -> HashMap<u32, Sender<Option<State>>> {
+    let mut state_to = HashMap::new();
+    for (task, bolt, state) in resized_tasks {
+        let name = format!("{}-{task}", bolt.context().component);
+        match super::spawn(name, run, move || bolt.run()) {
+            Ok(thread) => handle.adopt_thread(thread),
+            Err(e) => errors.push(not_started(task, e)),
+        }
+        state_to.insert(task, state);
+    }
+    state_to
+}
+
+/// Gives every task that sends to an added or resized bolt (or receives
+/// from a resized one) its new routes; how many tasks were told.
+fn send_rewires(
+    topology: &Arc<Topology>,
+    wiring: &Wiring,
+    (added, resized): (&[String], &[String]),
+    done: &Sender<u32>,
+    errors: &mut Vec<ReloadError>,
+) -> usize {
+    let sources = Arc::new(source_table(topology));
+    let mut told = 0;
+    for (i, new_sources) in rewired(topology, added, resized) {
+        let c = &topology.components[i];
+        for task in c.tasks.clone() {
+            let mut custom = custom_groupings(topology, c).unwrap_or_else(|e| {
+                let cause = Shared::erased(e);
+                errors.push(ReloadError::Reshape(ReshapeError::Build { at: None, cause }));
+                Vec::new()
+            });
+            let rewire = Rewire {
+                streams: routes(c, task, &mut custom),
+                queues: wiring.data.clone(),
+                queue_bytes: wiring.queue_bytes.clone(),
+                sources: new_sources.then(|| sources.clone()),
+                done: done.clone(),
+            };
+            if wiring.controls[task as usize].send(Control::Rewire(Box::new(rewire))).is_ok() {
+                told += 1;
+            }
+        }
+    }
+    told
+}
+
+/// Waits until every upstream task `told` reported. Every upstream task
+/// sends on the new routes at once; it reports once its last batches for
+/// the tasks left behind have arrived. Only then may those tasks leave: a
+/// task retired earlier would drop what is still on its way. So this waits
+/// as long as the run runs.
+fn await_rewired(
+    done: &Receiver<u32>,
+    told: usize,
+    run: &crate::control::RunControl,
+    started: Instant,
+    errors: &mut Vec<ReloadError>,
+) {
+    let mut heard = 0;
+    while heard < told {
+        match done.recv_timeout(RESHAPE_TIMEOUT) {
+            Ok(_) => heard += 1,
+            Err(_) if run.state() != RunState::Stopping => tracing::warn!(
+                "reload: {} of {told} upstream tasks still send their last batches to the \
+                 tasks it replaces ({:.0} s so far); those tasks stay until they have",
+                told - heard,
+                started.elapsed().as_secs_f64()
+            ),
+            Err(_) => {
+                errors.push(ReloadError::Timeout {
+                    what: format!(
+                        "the run stopped while {} of {told} upstream tasks took their new routes",
+                        told - heard
+                    ),
+                    secs: started.elapsed().as_secs(),
+                });
+                break;
+            }
+        }
+    }
+}
+
+/// The line that says added bolt `name` runs, upstream rewired in `took`.
+fn added_line(topology: &Topology, name: &str, took: Duration) -> String {
+    let n = topology.components.iter().find(|c| c.name == name).map_or(0, Component::parallelism);
+    format!(
+        "added {name:?} ({n} task{}, upstream rewired in {:.2} ms)",
+        if n == 1 { "" } else { "s" },
+        took.as_secs_f64() * 1e3
+    )
+}
+
+/// A new task of a resized bolt, started later: it waits for its state,
+/// restores it and prepares; where its state goes.
+fn resized_task(
+    task: u32,
+    bolt: BoltExecutor,
+    prepared: &Sender<(u32, Result<(), ReloadError>)>,
+) -> (u32, BoltExecutor, Sender<Option<State>>) {
+    let (state_tx, state) = bounded(1);
+    let start = Start::Resized { state, limit: RESHAPE_TIMEOUT * 3, prepared: prepared.clone() };
+    (task, bolt.starting(start), state_tx)
+}
+
+/// The instances of a reload's new tasks could not be built: `e`, at the
+/// component's file:line:col when it names one.
+fn not_built(topology: &Topology, e: super::StartError) -> ReloadError {
+    let at = match &e {
+        super::StartError::Constructor { loc, .. } => {
+            Some(format!("{}:{}:{}", topology.file.display(), loc.line, loc.col))
+        }
+        _ => None,
+    };
+    ReloadError::Reshape(ReshapeError::Build { at, cause: Shared::erased(e) })
+}
+
+/// A new task whose thread did not start.
+fn not_started(task: u32, e: std::io::Error) -> ReloadError {
+    ReloadError::Reshape(ReshapeError::Spawn { task: TaskId(task), cause: Shared::new(e) })
 }
 
 /// The components of `topology` (aligned) that a reshape adding `added`
@@ -401,6 +447,9 @@ fn rewired(topology: &Topology, added: &[String], resized: &[String]) -> Vec<(us
 
 /// Retires the old tasks of resized component `name`, re-partitions their
 /// state over the new tasks and waits until each new task prepared.
+///
+/// # Errors
+/// A step that failed, or the error a new task reported.
 fn hand_over(
     handle: &TopologyHandle,
     old: &Topology,
@@ -408,14 +457,48 @@ fn hand_over(
     name: &str,
     state_to: &HashMap<u32, Sender<Option<State>>>,
     prepared: &Receiver<(u32, Result<(), ReloadError>)>,
-) -> Result<String, String> {
+) -> Result<String, ReloadError> {
     let started = Instant::now();
     let (Some(before), Some(after)) = (
         old.components.iter().find(|c| c.name == name),
         new.components.iter().find(|c| c.name == name),
     ) else {
-        return Err(format!("bolt {name:?} vanished during the reload"));
+        return Err(ReloadError::Reshape(ReshapeError::Vanished { bolt: name.to_owned() }));
     };
+    let states = retire(handle, before)?;
+    let shares = partition(states, after.parallelism() as usize).map_err(|e| {
+        let MixedFormats { first, second } = e;
+        ReloadError::Reshape(ReshapeError::MixedFormats { bolt: name.to_owned(), first, second })
+    })?;
+    let entries: usize = shares.iter().flatten().map(|s| s.entries.len()).sum();
+    for (i, share) in shares.into_iter().enumerate() {
+        let task = after.tasks.start + i as u32;
+        if let Some(to) = state_to.get(&task) {
+            let _ = to.send(share);
+        }
+    }
+    let deadline = Instant::now() + RESHAPE_TIMEOUT * 3;
+    for _ in after.tasks.clone() {
+        let not_prepared = || ReshapeError::NotPrepared { bolt: name.to_owned() };
+        prepared.recv_deadline(deadline).map_err(|_| ReloadError::Reshape(not_prepared()))?.1?;
+    }
+    Ok(format!(
+        "resized {name:?} from {} to {} tasks ({entries} state entries moved, pause {:.2} ms)",
+        before.parallelism(),
+        after.parallelism(),
+        started.elapsed().as_secs_f64() * 1e3
+    ))
+}
+
+/// Retires every old task of resized bolt `before`; the state each handed
+/// over, by old task index.
+///
+/// # Errors
+/// Not every task handed its state over in time.
+fn retire(
+    handle: &TopologyHandle,
+    before: &Component,
+) -> Result<BTreeMap<u32, Option<State>>, ReloadError> {
     let (states_tx, states_rx) = bounded(before.parallelism() as usize);
     let live = handle.live();
     for task in before.tasks.clone() {
@@ -426,43 +509,28 @@ fn hand_over(
     let deadline = Instant::now() + RESHAPE_TIMEOUT * 2;
     let mut states: BTreeMap<u32, Option<State>> = BTreeMap::new();
     while states.len() < before.parallelism() as usize {
-        match states_rx.recv_deadline(deadline) {
-            Ok((task, state)) => {
-                states.insert(task - before.tasks.start, state);
-            }
-            Err(_) => {
-                return Err(format!(
-                    "bolt {name:?}: {} of {} old tasks handed over their state within {} s",
-                    states.len(),
-                    before.parallelism(),
-                    (RESHAPE_TIMEOUT * 2).as_secs()
-                ))
-            }
-        }
+        let Ok((task, state)) = states_rx.recv_deadline(deadline) else {
+            return Err(ReloadError::Reshape(ReshapeError::HandOver {
+                bolt: before.name.clone(),
+                handed: states.len(),
+                tasks: before.parallelism(),
+                secs: (RESHAPE_TIMEOUT * 2).as_secs(),
+            }));
+        };
+        states.insert(task - before.tasks.start, state);
     }
-    let shares = partition(states, after.parallelism() as usize)
-        .map_err(|e| format!("bolt {name:?}: {e}"))?;
-    let entries: usize = shares.iter().flatten().map(|s| s.entries.len()).sum();
-    for (i, share) in shares.into_iter().enumerate() {
-        let task = after.tasks.start + i as u32;
-        if let Some(to) = state_to.get(&task) {
-            let _ = to.send(share);
-        }
-    }
-    let deadline = Instant::now() + RESHAPE_TIMEOUT * 3;
-    for _ in after.tasks.clone() {
-        match prepared.recv_deadline(deadline) {
-            Ok((_, Ok(()))) => {}
-            Ok((_, Err(e))) => return Err(e.to_string()),
-            Err(_) => return Err(format!("bolt {name:?}: the new tasks did not prepare in time")),
-        }
-    }
-    Ok(format!(
-        "resized {name:?} from {} to {} tasks ({entries} state entries moved, pause {:.2} ms)",
-        before.parallelism(),
-        after.parallelism(),
-        started.elapsed().as_secs_f64() * 1e3
-    ))
+    Ok(states)
+}
+
+/// The old tasks of a resized bolt saved state in different formats: their
+/// entries cannot be merged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("its tasks saved state in different formats (`{first}` and `{second}`)")]
+pub struct MixedFormats {
+    /// One format.
+    pub first: String,
+    /// Another.
+    pub second: String,
 }
 
 /// Splits the states of the old tasks (by old task index) over `n` new
@@ -474,17 +542,14 @@ fn hand_over(
 pub fn partition(
     states: BTreeMap<u32, Option<State>>,
     n: usize,
-) -> Result<Vec<Option<State>>, String> {
+) -> Result<Vec<Option<State>>, MixedFormats> {
     let mut format: Option<String> = None;
     let mut shares: Vec<Option<State>> = (0..n).map(|_| None).collect();
     for (index, state) in states {
         let Some(state) = state else { continue };
         match &format {
             Some(f) if f.as_str() != state.format.as_str() => {
-                return Err(format!(
-                    "its tasks saved state in different formats (`{f}` and `{}`)",
-                    state.format
-                ))
+                return Err(MixedFormats { first: f.clone(), second: state.format.to_string() })
             }
             _ => format = Some(state.format.to_string()),
         }
@@ -548,7 +613,10 @@ mod tests {
         assert!(shares[0].is_none());
         assert_eq!(shares[1].as_ref().map(|s| s.entries.len()), Some(1));
         let states = BTreeMap::from([(0, Some(keyed(&["a"]))), (1, Some(State::new("other/1")))]);
-        assert!(partition(states, 2).unwrap_err().contains("different formats"));
+        assert_eq!(
+            partition(states, 2),
+            Err(MixedFormats { first: "wc/1".into(), second: "other/1".into() })
+        );
     }
 
     fn names(list: &[&str]) -> Vec<String> {

@@ -13,6 +13,42 @@
 use abi_stable::std_types::RVec;
 use squall_plugin_api::{State, StateEntry, Value};
 
+/// Why bytes do not read as a record this host wrote.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// The bytes end inside a field.
+    #[error("a record is truncated")]
+    Truncated,
+    /// Bytes follow the record's last field.
+    #[error("a record has trailing bytes")]
+    TrailingBytes,
+    /// A key starts with neither `k` nor `t`.
+    #[error("a record key this host did not write")]
+    UnknownKey,
+    /// A per-task key whose index is not 4 bytes.
+    #[error("a task key is not 4 bytes")]
+    TaskKeyLength,
+    /// Text that is not UTF-8: "a format", "a name", "a string".
+    #[error("{0} is not UTF-8")]
+    NotUtf8(&'static str),
+    /// A value's tag is none of the codec's.
+    #[error("unknown value tag {0:#04x}")]
+    UnknownTag(u8),
+    /// A window trigger state whose optional field has a bad marker.
+    #[error("a window record is not this host's")]
+    WindowMeta,
+    /// A window entry whose key is not `[task index, sequence number]`
+    /// (the key's debug form).
+    #[error("a window entry keyed {0}")]
+    WindowKey(String),
+    /// A window entry's task index over `u32::MAX`.
+    #[error("a task index over u32")]
+    TaskIndex,
+    /// A spout position keyed by values instead of a task index.
+    #[error("a position keyed by values")]
+    PositionKey,
+}
+
 /// What a record's key says.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RecordKey {
@@ -40,7 +76,7 @@ pub fn task(index: u32) -> Vec<u8> {
 ///
 /// # Errors
 /// Bytes this host did not write.
-pub fn record_key(bytes: &[u8]) -> Result<RecordKey, String> {
+pub fn record_key(bytes: &[u8]) -> Result<RecordKey, RecordError> {
     match bytes.split_first() {
         Some((b'k', rest)) => {
             let mut r = Reader(rest);
@@ -49,10 +85,10 @@ pub fn record_key(bytes: &[u8]) -> Result<RecordKey, String> {
             Ok(RecordKey::Keyed(values))
         }
         Some((b't', rest)) => {
-            let index: [u8; 4] = rest.try_into().map_err(|_| "a task key is not 4 bytes")?;
+            let index: [u8; 4] = rest.try_into().map_err(|_| RecordError::TaskKeyLength)?;
             Ok(RecordKey::Task(u32::from_be_bytes(index)))
         }
-        _ => Err("a record key this host did not write".into()),
+        _ => Err(RecordError::UnknownKey),
     }
 }
 
@@ -115,9 +151,9 @@ pub fn encode_state(state: &State) -> Vec<u8> {
 ///
 /// # Errors
 /// Bytes this host did not write.
-pub fn decode_state(bytes: &[u8]) -> Result<State, String> {
+pub fn decode_state(bytes: &[u8]) -> Result<State, RecordError> {
     let mut r = Reader(bytes);
-    let format = String::from_utf8(r.bytes()?.to_vec()).map_err(|_| "a format is not UTF-8")?;
+    let format = r.text("a format")?;
     let mut state = State::new(&format);
     for _ in 0..r.u32()? {
         let key = r.values()?;
@@ -162,12 +198,11 @@ pub fn encode_window_entry(
 ///
 /// # Errors
 /// Bytes this host did not write.
-pub fn decode_window_entry(bytes: &[u8]) -> Result<WindowEntry, String> {
+pub fn decode_window_entry(bytes: &[u8]) -> Result<WindowEntry, RecordError> {
     let mut r = Reader(bytes);
     let time = r.u64()?;
-    let text = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|_| "a name is not UTF-8");
-    let component = text(r.bytes()?)?;
-    let stream = text(r.bytes()?)?;
+    let component = r.text("a name")?;
+    let stream = r.text("a name")?;
     let task = r.u32()?;
     let values = r.values()?;
     r.end()?;
@@ -214,14 +249,14 @@ pub fn encode_window_meta(meta: &WindowMeta) -> Vec<u8> {
 ///
 /// # Errors
 /// Bytes this host did not write.
-pub fn decode_window_meta(bytes: &[u8]) -> Result<WindowMeta, String> {
+pub fn decode_window_meta(bytes: &[u8]) -> Result<WindowMeta, RecordError> {
     let mut r = Reader(bytes);
     let since_fire = r.u64()?;
-    let opt = |r: &mut Reader<'_>| -> Result<Option<u64>, String> {
+    let opt = |r: &mut Reader<'_>| -> Result<Option<u64>, RecordError> {
         match r.take(1)?[0] {
             0 => Ok(None),
             1 => Ok(Some(r.u64()?)),
-            _ => Err("a window record is not this host's".into()),
+            _ => Err(RecordError::WindowMeta),
         }
     };
     let next_end = opt(&mut r)?;
@@ -239,29 +274,35 @@ fn put_bytes(b: &[u8], out: &mut Vec<u8>) {
 struct Reader<'a>(&'a [u8]);
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
         if self.0.len() < n {
-            return Err("a record is truncated".into());
+            return Err(RecordError::Truncated);
         }
         let (head, rest) = self.0.split_at(n);
         self.0 = rest;
         Ok(head)
     }
 
-    fn u32(&mut self) -> Result<u32, String> {
+    fn u32(&mut self) -> Result<u32, RecordError> {
         Ok(u32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))
     }
 
-    fn u64(&mut self) -> Result<u64, String> {
+    fn u64(&mut self) -> Result<u64, RecordError> {
         Ok(u64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
     }
 
-    fn bytes(&mut self) -> Result<&'a [u8], String> {
+    fn bytes(&mut self) -> Result<&'a [u8], RecordError> {
         let n = self.u32()? as usize;
         self.take(n)
     }
 
-    fn values(&mut self) -> Result<Vec<Value>, String> {
+    /// Length-prefixed UTF-8; `what` names it in the error.
+    fn text(&mut self, what: &'static str) -> Result<String, RecordError> {
+        let bytes = self.bytes()?;
+        std::str::from_utf8(bytes).map(str::to_owned).map_err(|_| RecordError::NotUtf8(what))
+    }
+
+    fn values(&mut self) -> Result<Vec<Value>, RecordError> {
         let n = self.u32()? as usize;
         let mut out = Vec::with_capacity(n.min(1024));
         for _ in 0..n {
@@ -270,7 +311,7 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
-    fn value(&mut self) -> Result<Value, String> {
+    fn value(&mut self) -> Result<Value, RecordError> {
         let tag = self.take(1)?[0];
         Ok(match tag {
             b'n' => Value::Null,
@@ -280,19 +321,20 @@ impl<'a> Reader<'a> {
             b'f' => Value::F64(f64::from_bits(self.u64()?)),
             b'l' => Value::List(RVec::from(self.values()?)),
             b's' => {
-                let s = std::str::from_utf8(self.bytes()?).map_err(|_| "a string is not UTF-8")?;
+                let s = std::str::from_utf8(self.bytes()?)
+                    .map_err(|_| RecordError::NotUtf8("a string"))?;
                 Value::from(s)
             }
             b'y' => Value::Bytes(self.bytes()?.to_vec().into()),
-            _ => return Err(format!("unknown value tag {tag:#04x}")),
+            _ => return Err(RecordError::UnknownTag(tag)),
         })
     }
 
-    fn end(&self) -> Result<(), String> {
+    fn end(&self) -> Result<(), RecordError> {
         if self.0.is_empty() {
             Ok(())
         } else {
-            Err("a record has trailing bytes".into())
+            Err(RecordError::TrailingBytes)
         }
     }
 }

@@ -70,7 +70,37 @@ pub struct StateError {
     /// The call that failed.
     pub call: &'static str,
     /// Why.
-    pub cause: String,
+    pub cause: StateCause,
+}
+
+/// Why a state backend call failed: what was said, or a record that does
+/// not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateCause {
+    /// The backend's message (a plugin's crosses the ABI as text), or the
+    /// host's about what the backend did.
+    #[error("{0}")]
+    Said(String),
+    /// A record the backend returned is not one this host wrote.
+    #[error("scope {scope:?}: {error}")]
+    Record {
+        /// The scope it was read from.
+        scope: String,
+        /// What is wrong with it.
+        error: codec::RecordError,
+    },
+}
+
+impl From<String> for StateCause {
+    fn from(said: String) -> Self {
+        Self::Said(said)
+    }
+}
+
+impl From<&str> for StateCause {
+    fn from(said: &str) -> Self {
+        Self::Said(said.to_owned())
+    }
 }
 
 /// Where checkpoints go: the host's memory, or a plugin's backend.
@@ -114,7 +144,7 @@ impl Backend {
                     Err(e) => Err(StateError {
                         backend: reference.clone(),
                         call: "new",
-                        cause: e.to_string(),
+                        cause: e.to_string().into(),
                     }),
                 }
             }
@@ -133,7 +163,7 @@ impl Backend {
         &self,
         call: &'static str,
     ) -> impl FnOnce(squall_plugin_api::PluginError) -> StateError + '_ {
-        move |e| StateError { backend: self.name().to_owned(), call, cause: e.to_string() }
+        move |e| StateError { backend: self.name().to_owned(), call, cause: e.to_string().into() }
     }
 
     /// Connects, for `namespace`.
@@ -183,7 +213,8 @@ impl Backend {
                     cause: format!(
                         "checkpoint {checkpoint} is not above the last committed, {last}: \
                          refused (a newer owner of this state committed)"
-                    ),
+                    )
+                    .into(),
                 }),
                 _ => {
                     m.commit(checkpoint, writes);
@@ -269,7 +300,9 @@ pub struct Report {
 pub enum Part {
     /// A spout's position (`None`: it keeps none); an error fails the
     /// checkpoint (a restart must not go back to a position it lacks).
+    // String error: the plugin's message, crossed from the ABI by the executor.
     Spout(Result<Option<State>, String>),
     /// What a bolt's stores changed; an error fails the checkpoint.
+    // String error: the plugin's message, crossed from the ABI by the executor.
     Bolt(Result<Vec<StoreDelta>, String>),
 }

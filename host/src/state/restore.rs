@@ -8,8 +8,8 @@ use abi_stable::std_types::{ROption, RVec};
 use squall_plugin_api::abi::StoreDelta;
 use squall_plugin_api::{State, StateEntry, Value};
 
-use super::codec::{self, RecordKey};
-use super::{Backend, StateError, POSITION_SCOPE, WINDOW_STORE};
+use super::codec::{self, RecordError, RecordKey};
+use super::{Backend, StateCause, StateError, POSITION_SCOPE, WINDOW_STORE};
 use crate::topology::grouping::key_index;
 use crate::topology::{Kind, Topology};
 
@@ -47,10 +47,10 @@ pub fn load(topology: &Topology, backend: &mut Backend) -> Result<Restored, Stat
         return Ok(restored);
     }
     let name = backend.name().to_owned();
-    let bad = |scope: &str, cause: String| StateError {
+    let bad = |scope: &str, error: RecordError| StateError {
         backend: name.clone(),
         call: "load",
-        cause: format!("scope {scope:?}: {cause}"),
+        cause: StateCause::Record { scope: scope.to_owned(), error },
     };
     let scopes = backend.scopes()?;
     for scope in scopes {
@@ -66,7 +66,7 @@ pub fn load(topology: &Topology, backend: &mut Backend) -> Result<Restored, Stat
         let records = backend.load(&scope)?;
         restored.records += records.len() as u64;
         if c.kind == Kind::Bolt && store == WINDOW_STORE {
-            split_window(&scope, records, c.tasks.start, n, &mut restored.windows)
+            split_window(records, c.tasks.start, n, &mut restored.windows)
                 .map_err(|e| bad(&scope, e))?;
             continue;
         }
@@ -77,7 +77,7 @@ pub fn load(topology: &Topology, backend: &mut Backend) -> Result<Restored, Stat
                     let RecordKey::Task(index) =
                         codec::record_key(&r.key).map_err(|e| bad(&scope, e))?
                     else {
-                        return Err(bad(&scope, "a position keyed by values".into()));
+                        return Err(bad(&scope, RecordError::PositionKey));
                     };
                     if index >= n {
                         tracing::warn!(
@@ -120,22 +120,24 @@ pub fn load(topology: &Topology, backend: &mut Backend) -> Result<Restored, Stat
 
 /// A windowed bolt's buffered tuples and trigger states, each old task
 /// index's going to task index `index % parallelism` (as per-task values).
+///
+/// # Errors
+/// A record this host did not write.
 fn split_window(
-    scope: &str,
     records: Vec<squall_plugin_api::abi::StateRecord>,
     first_task: u32,
     n: u32,
     windows: &mut HashMap<u32, super::WindowRestore>,
-) -> Result<(), String> {
+) -> Result<(), RecordError> {
     for r in records {
         let ROption::RSome(value) = r.value else { continue };
         match codec::record_key(&r.key)? {
             RecordKey::Keyed(key) => {
                 let (index, seq) = match key.as_slice() {
                     [Value::U64(index), Value::U64(seq)] => (*index, *seq),
-                    _ => return Err(format!("{scope}: a window entry keyed {key:?}")),
+                    _ => return Err(RecordError::WindowKey(format!("{key:?}"))),
                 };
-                let index = u32::try_from(index).map_err(|_| "a task index over u32")?;
+                let index = u32::try_from(index).map_err(|_| RecordError::TaskIndex)?;
                 let entry = codec::decode_window_entry(&value)?;
                 windows
                     .entry(first_task + index % n)

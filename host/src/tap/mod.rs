@@ -381,6 +381,55 @@ pub struct TapRequest {
     pub max_bytes: u64,
 }
 
+/// Why a tap cannot be attached: a request that asks for no side or both,
+/// a bad rate or limit, or a component or stream the topology does not
+/// have. One line, naming what exists.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TapError {
+    /// Both `outputs_of` and `inputs_of`.
+    #[error("give outputs_of or inputs_of, not both")]
+    BothSides,
+    /// Neither.
+    #[error("give outputs_of=COMPONENT or inputs_of=BOLT")]
+    NoSide,
+    /// An empty component name.
+    #[error("the component name is empty")]
+    EmptyComponent,
+    /// A sampling rate outside (0, 1], as written.
+    #[error("sample must be a share in (0, 1], got {0:?}")]
+    Rate(String),
+    /// A limit that is not a positive whole number, as written.
+    #[error("limit must be a whole number of samples, at least 1, got {0:?}")]
+    Limit(String),
+    /// No such component.
+    #[error("no component {component:?} (the topology's components: {})", known.join(", "))]
+    UnknownComponent {
+        /// The name asked for.
+        component: String,
+        /// The topology's components.
+        known: Vec<String>,
+    },
+    /// The inputs of a spout.
+    #[error("{0:?} is a spout: it has no inputs to tap")]
+    SpoutInputs(String),
+    /// No such stream on the side asked for.
+    #[error(
+        "{component:?} {} no stream {stream:?} (its streams: {})",
+        match side { TapSide::Outputs => "emits", TapSide::Inputs => "receives" },
+        if streams.is_empty() { "none".to_owned() } else { streams.join(", ") }
+    )]
+    UnknownStream {
+        /// The component.
+        component: String,
+        /// The side asked for.
+        side: TapSide,
+        /// The stream asked for.
+        stream: String,
+        /// The streams that side has.
+        streams: Vec<String>,
+    },
+}
+
 /// An attached tap: read its samples with [`Tap::try_recv`]; dropping it
 /// detaches it from every task, including those a live reload added since.
 #[derive(Debug)]

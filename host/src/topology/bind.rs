@@ -126,6 +126,9 @@ struct Binder<'a> {
 }
 
 impl<'a> Binder<'a> {
+    /// Binds every component, then wires the spouts' limits, the bolts'
+    /// windows, ticks and inputs, and the state backend; every mismatch
+    /// is a diagnostic.
     fn bind(mut self) -> Result<Topology, BindError> {
         let config = self.config;
         let mut components = Vec::new();
@@ -137,89 +140,12 @@ impl<'a> Binder<'a> {
             .map(|s| (Kind::Spout, &s.decl))
             .chain(config.bolts.iter().map(|b| (Kind::Bolt, &b.decl)));
         for (kind, decl) in decls {
-            let ComponentDecl {
-                name,
-                loc,
-                component: reference,
-                parallelism,
-                config: component_config,
-                config_keys: keys,
-                wait,
-            } = decl;
-            let (loc, parallelism) = (*loc, *parallelism);
-            let wanted =
-                if kind == Kind::Spout { ComponentKind::SPOUT } else { ComponentKind::BOLT };
-            let Some(descriptor) = self.resolve(reference, wanted) else { continue };
-            // A config whose keys are wrong is reported there, not again
-            // when the component refuses it while declaring its outputs.
-            let errors = self.diags.items.len();
-            self.check_config_keys(descriptor, reference, loc, keys);
-            let keys_ok = self.diags.items.len() == errors;
-            let Some(declared) = self.outputs(descriptor, component_config, reference, keys_ok)
-            else {
-                continue;
-            };
-            let tasks = next_task..next_task + parallelism;
-            next_task += parallelism;
-            names.insert(name.as_str(), components.len());
-            let outputs: Vec<OutputStream> = declared
-                .into_iter()
-                .map(|decl| OutputStream { decl, subscribers: Vec::new() })
-                .collect();
-            self.check_emits(descriptor, &outputs, (kind, name), reference, loc);
-            let default_stream = outputs
-                .iter()
-                .position(|s| s.decl.name.as_str() == DEFAULT_STREAM)
-                .map(|i| i as u32);
-            let wait = self.wait_plans(wait);
-            components.push(Component {
-                name: name.clone(),
-                kind,
-                reference: format!("{}::{}", reference.alias, reference.component),
-                loc,
-                factory: descriptor.factory,
-                input_fields: descriptor.input_fields.clone(),
-                config: component_config.clone(),
-                tasks,
-                retired: Vec::new(),
-                outputs,
-                default_stream,
-                auto_ack: descriptor.auto_ack,
-                windowed: descriptor.windowed,
-                ids_survive_swap: descriptor.ids_survive_swap,
-                window: None,
-                inputs: Vec::new(),
-                tick_tuple_freq_secs: None,
-                throttle: None,
-                max_spout_pending: None,
-                wait,
-                outdated: false,
-                close_budget: descriptor.close_budget,
-                needs_ticks: descriptor.ticks,
-                checkpoints: kind == Kind::Spout && descriptor.durable,
-            });
+            let Some(component) = self.bind_component(kind, decl, next_task) else { continue };
+            next_task = component.tasks.end;
+            names.insert(decl.name.as_str(), components.len());
+            components.push(component);
         }
-        for spout in &config.spouts {
-            if let Some(&i) = names.get(spout.decl.name.as_str()) {
-                components[i].throttle = spout.throttle.clone();
-                components[i].max_spout_pending =
-                    spout.effective_max_spout_pending(&config.settings);
-            }
-        }
-        for bolt in &config.bolts {
-            let Some(&to) = names.get(bolt.decl.name.as_str()) else { continue };
-            self.bind_window(&mut components, &names, to, bolt);
-        }
-        for bolt in &config.bolts {
-            let Some(&to) = names.get(bolt.decl.name.as_str()) else { continue };
-            components[to].tick_tuple_freq_secs = bolt.tick_tuple_freq_secs;
-            self.check_ticks(&components[to], bolt);
-            for input in &bolt.inputs {
-                self.bind_input(&mut components, &names, to, input);
-            }
-            self.check_timestamp_field(&components, to);
-            self.check_inputs(&components, to, &bolt.decl.component);
-        }
+        self.wire(&mut components, &names);
         let topology = Topology {
             name: config.name.clone(),
             settings: config.settings.clone(),
@@ -239,6 +165,69 @@ impl<'a> Binder<'a> {
         self.diags.sort();
         self.diags.items.dedup();
         self.diags.into_result(topology).map_err(BindError::Config)
+    }
+
+    /// Binds one declared component to its descriptor, its tasks numbered
+    /// from `first_task`; `None` (with diagnostics) when it does not bind.
+    fn bind_component(
+        &mut self,
+        kind: Kind,
+        decl: &ComponentDecl,
+        first_task: u32,
+    ) -> Option<Component> {
+        let ComponentDecl {
+            name,
+            loc,
+            component: reference,
+            parallelism,
+            config,
+            config_keys,
+            wait,
+        } = decl;
+        let wanted = if kind == Kind::Spout { ComponentKind::SPOUT } else { ComponentKind::BOLT };
+        let descriptor = self.resolve(reference, wanted)?;
+        // A config whose keys are wrong is reported there, not again when
+        // the component refuses it while declaring its outputs.
+        let errors = self.diags.items.len();
+        self.check_config_keys(descriptor, reference, *loc, config_keys);
+        let keys_ok = self.diags.items.len() == errors;
+        let declared = self.outputs(descriptor, config, reference, keys_ok)?;
+        let outputs: Vec<OutputStream> = declared
+            .into_iter()
+            .map(|decl| OutputStream { decl, subscribers: Vec::new() })
+            .collect();
+        self.check_emits(descriptor, &outputs, (kind, name), reference, *loc);
+        let wait = self.wait_plans(wait);
+        let tasks = first_task..first_task + parallelism;
+        Some(component(decl, kind, descriptor, outputs, tasks, wait))
+    }
+
+    /// Sets the spouts' throttles and pending limits, binds the bolts'
+    /// windows, then their ticks and inputs (a window's timestamp field is
+    /// checked against the inputs).
+    fn wire(&mut self, components: &mut [Component], names: &HashMap<&str, usize>) {
+        let config = self.config;
+        for spout in &config.spouts {
+            if let Some(&i) = names.get(spout.decl.name.as_str()) {
+                components[i].throttle = spout.throttle.clone();
+                components[i].max_spout_pending =
+                    spout.effective_max_spout_pending(&config.settings);
+            }
+        }
+        for bolt in &config.bolts {
+            let Some(&to) = names.get(bolt.decl.name.as_str()) else { continue };
+            self.bind_window(components, names, to, bolt);
+        }
+        for bolt in &config.bolts {
+            let Some(&to) = names.get(bolt.decl.name.as_str()) else { continue };
+            components[to].tick_tuple_freq_secs = bolt.tick_tuple_freq_secs;
+            self.check_ticks(&components[to], bolt);
+            for input in &bolt.inputs {
+                self.bind_input(components, names, to, input);
+            }
+            self.check_timestamp_field(components, to);
+            self.check_inputs(components, to, &bolt.decl.component);
+        }
     }
 
     /// A component that declares the streams it emits on (`EMITS`) declares
@@ -789,6 +778,47 @@ impl<'a> Binder<'a> {
 }
 
 /// True when a value of TOML type `written` fits a declared key type.
+/// A bound component, as its descriptor and its declaration make it;
+/// what the topology wires later (inputs, window, ticks, limits) is unset.
+fn component(
+    decl: &ComponentDecl,
+    kind: Kind,
+    descriptor: &Descriptor,
+    outputs: Vec<OutputStream>,
+    tasks: std::ops::Range<u32>,
+    wait: [WaitPlan; 3],
+) -> Component {
+    let default_stream =
+        outputs.iter().position(|s| s.decl.name.as_str() == DEFAULT_STREAM).map(|i| i as u32);
+    let reference = &decl.component;
+    Component {
+        name: decl.name.clone(),
+        kind,
+        reference: format!("{}::{}", reference.alias, reference.component),
+        loc: decl.loc,
+        factory: descriptor.factory,
+        input_fields: descriptor.input_fields.clone(),
+        config: decl.config.clone(),
+        tasks,
+        retired: Vec::new(),
+        outputs,
+        default_stream,
+        auto_ack: descriptor.auto_ack,
+        windowed: descriptor.windowed,
+        ids_survive_swap: descriptor.ids_survive_swap,
+        window: None,
+        inputs: Vec::new(),
+        tick_tuple_freq_secs: None,
+        throttle: None,
+        max_spout_pending: None,
+        wait,
+        outdated: false,
+        close_budget: descriptor.close_budget,
+        needs_ticks: descriptor.ticks,
+        checkpoints: kind == Kind::Spout && descriptor.durable,
+    }
+}
+
 fn kind_fits(declared: &str, written: &str) -> bool {
     match declared {
         "any" => true,

@@ -61,6 +61,27 @@ pub struct CustomGrouping {
     pub loc: crate::config::Loc,
 }
 
+/// Why a custom grouping instance could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum GroupingError {
+    /// The constructor built something else.
+    #[error("{name} is not a grouping")]
+    NotAGrouping {
+        /// `alias::Name`.
+        name: String,
+    },
+    /// The constructor or `prepare` failed or panicked.
+    #[error("grouping {name}: {call} failed: {cause}")]
+    Failed {
+        /// `alias::Name`.
+        name: String,
+        /// "constructor" or "prepare".
+        call: &'static str,
+        /// The plugin's error.
+        cause: squall_plugin_api::PluginError,
+    },
+}
+
 impl CustomGrouping {
     /// Builds and prepares one instance, for a sending task's subscription
     /// of `target`, whose tasks are `tasks`.
@@ -68,11 +89,12 @@ impl CustomGrouping {
     /// # Errors
     /// The constructor or `prepare` failed (or panicked), or built something
     /// that is not a grouping.
-    pub fn instantiate(&self, target: &str, tasks: &[u32]) -> Result<GroupingBox, String> {
+    pub fn instantiate(&self, target: &str, tasks: &[u32]) -> Result<GroupingBox, GroupingError> {
+        let failed = |call, cause| GroupingError::Failed { name: self.name.clone(), call, cause };
         let mut instance = match (self.new)(self.config.as_str().into()).into_result() {
             Ok(ComponentExtBox::Grouping(g)) => g,
-            Ok(_) => return Err(format!("{} is not a grouping", self.name)),
-            Err(e) => return Err(format!("grouping {}: constructor failed: {e}", self.name)),
+            Ok(_) => return Err(GroupingError::NotAGrouping { name: self.name.clone() }),
+            Err(e) => return Err(failed("constructor", e)),
         };
         let context = GroupingContext {
             source: self.source.as_str().into(),
@@ -81,10 +103,7 @@ impl CustomGrouping {
             target: target.into(),
             targets: tasks.to_vec().into(),
         };
-        instance
-            .prepare(&context)
-            .into_result()
-            .map_err(|e| format!("grouping {}: prepare failed: {e}", self.name))?;
+        instance.prepare(&context).into_result().map_err(|e| failed("prepare", e))?;
         Ok(instance)
     }
 }

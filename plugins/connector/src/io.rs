@@ -13,14 +13,51 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// What the body reports once: it connected, or the message `open` fails
+/// with.
+// String error: the text each connector's I/O thread says (the Kafka
+// spout, on another branch, sends it too).
+pub type Ready = Result<(), String>;
+
+/// Why the I/O thread is not ready: `open` fails with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotReady {
+    /// The body could not connect: its message.
+    Failed(String),
+    /// The body did not report within the budget.
+    Timeout {
+        /// The thread's name.
+        name: String,
+        /// The budget.
+        within: Duration,
+    },
+    /// The body ended without reporting.
+    Ended {
+        /// The thread's name.
+        name: String,
+    },
+}
+
+impl std::fmt::Display for NotReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Failed(message) => f.write_str(message),
+            Self::Timeout { name, within } => write!(f, "{name} did not connect within {within:?}"),
+            Self::Ended { name } => write!(f, "{name} ended before it connected"),
+        }
+    }
+}
+
+impl std::error::Error for NotReady {}
+
 /// The body's end of the start handshake.
 #[derive(Debug)]
-pub struct Handshake(mpsc::Sender<Result<(), String>>);
+pub struct Handshake(mpsc::Sender<Ready>);
 
 impl Handshake {
     /// Reports that the thread connected (`Ok`) or could not (`Err`, the
     /// message `open` fails with).
-    pub fn ready(self, outcome: Result<(), String>) {
+    pub fn ready(self, outcome: Ready) {
         let _ = self.0.send(outcome);
     }
 }
@@ -39,7 +76,7 @@ impl Drop for Done {
 pub struct IoThread {
     name: String,
     thread: Option<JoinHandle<()>>,
-    ready: Option<mpsc::Receiver<Result<(), String>>>,
+    ready: Option<mpsc::Receiver<Ready>>,
     done: mpsc::Receiver<()>,
 }
 
@@ -66,16 +103,13 @@ impl IoThread {
     ///
     /// # Errors
     /// The body's error, or that it ended or took longer without saying.
-    pub fn wait_ready(&mut self, within: Duration) -> Result<(), String> {
+    pub fn wait_ready(&mut self, within: Duration) -> Result<(), NotReady> {
         let Some(ready) = self.ready.take() else { return Ok(()) };
+        let name = self.name.clone();
         match ready.recv_timeout(within) {
-            Ok(outcome) => outcome,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                Err(format!("{} did not connect within {within:?}", self.name))
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                Err(format!("{} ended before it connected", self.name))
-            }
+            Ok(outcome) => outcome.map_err(NotReady::Failed),
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(NotReady::Timeout { name, within }),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(NotReady::Ended { name }),
         }
     }
 
@@ -118,9 +152,11 @@ mod tests {
         assert!(io.is_finished());
 
         let mut failing = IoThread::spawn("test-io", |hs| hs.ready(Err("refused".into()))).unwrap();
-        assert_eq!(failing.wait_ready(Duration::from_secs(5)), Err("refused".into()));
+        let refused = failing.wait_ready(Duration::from_secs(5));
+        assert_eq!(refused, Err(NotReady::Failed("refused".into())));
         let mut silent = IoThread::spawn("test-io", |_| {}).unwrap();
-        assert!(silent.wait_ready(Duration::from_secs(5)).unwrap_err().contains("ended before"));
+        let ended = silent.wait_ready(Duration::from_secs(5)).unwrap_err().to_string();
+        assert!(ended.contains("ended before"), "{ended}");
         let mut panics = IoThread::spawn("test-io", |_| panic!("boom")).unwrap();
         assert!(panics.join_within(Duration::from_secs(5)), "a panic ends it too");
     }

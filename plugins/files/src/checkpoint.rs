@@ -44,29 +44,82 @@ pub fn default_path(input: &Path) -> PathBuf {
     input.with_file_name(name)
 }
 
+/// Why a checkpoint cannot be read or written; each message names the
+/// file (and, for a bad one, says how to start over).
+#[derive(Debug)]
+pub enum CheckpointError {
+    /// The file exists but cannot be read.
+    Read {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// The system's answer.
+        cause: io::Error,
+    },
+    /// The file is not a checkpoint.
+    Corrupt {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// What the JSON reader said.
+        cause: serde_json::Error,
+    },
+    /// The file is a checkpoint of another version.
+    Version {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// Its version.
+        found: u32,
+    },
+    /// The position cannot be encoded.
+    Encode(serde_json::Error),
+    /// The new checkpoint cannot be written.
+    Write {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// The system's answer.
+        cause: io::Error,
+    },
+}
+
+impl std::fmt::Display for CheckpointError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Read { path, cause } => {
+                write!(f, "cannot read checkpoint {}: {cause}", path.display())
+            }
+            Self::Corrupt { path, cause } => write!(
+                f,
+                "checkpoint {} is corrupt ({cause}); delete it to read the input from the start",
+                path.display()
+            ),
+            Self::Version { path, found } => write!(
+                f,
+                "checkpoint {} has version {found}, this spout reads version {VERSION}",
+                path.display()
+            ),
+            Self::Encode(cause) => write!(f, "cannot encode checkpoint: {cause}"),
+            Self::Write { path, cause } => {
+                write!(f, "cannot write checkpoint {}: {cause}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for CheckpointError {}
+
 /// Reads the checkpoint at `path`: `None` when there is none yet.
 ///
 /// # Errors
-/// When the file exists but cannot be read or is not a checkpoint; the
-/// message names the file and says how to start over.
-pub fn read(path: &Path) -> Result<Option<Position>, String> {
+/// When the file exists but cannot be read or is not a checkpoint.
+pub fn read(path: &Path) -> Result<Option<Position>, CheckpointError> {
     let text = match fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read checkpoint {}: {e}", path.display())),
+        Err(cause) => return Err(CheckpointError::Read { path: path.to_path_buf(), cause }),
     };
-    let file: CheckpointFile = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "checkpoint {} is corrupt ({e}); delete it to read the input from the start",
-            path.display()
-        )
-    })?;
+    let file: CheckpointFile = serde_json::from_str(&text)
+        .map_err(|cause| CheckpointError::Corrupt { path: path.to_path_buf(), cause })?;
     if file.version != VERSION {
-        return Err(format!(
-            "checkpoint {} has version {}, this spout reads version {VERSION}",
-            path.display(),
-            file.version
-        ));
+        return Err(CheckpointError::Version { path: path.to_path_buf(), found: file.version });
     }
     Ok(Some(file.position))
 }
@@ -78,13 +131,13 @@ pub fn read(path: &Path) -> Result<Option<Position>, String> {
 ///
 /// # Errors
 /// Any I/O error, naming the file.
-pub fn write_atomic(path: &Path, position: &Position) -> Result<(), String> {
+pub fn write_atomic(path: &Path, position: &Position) -> Result<(), CheckpointError> {
     let mut tmp_name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     tmp_name.push(".tmp");
     let tmp = path.with_file_name(tmp_name);
     let content =
         serde_json::to_string(&CheckpointFile { version: VERSION, position: position.clone() })
-            .map_err(|e| format!("cannot encode checkpoint: {e}"))?;
+            .map_err(CheckpointError::Encode)?;
     let result = (|| -> io::Result<()> {
         let mut file = File::create(&tmp)?;
         file.write_all(content.as_bytes())?;
@@ -95,7 +148,7 @@ pub fn write_atomic(path: &Path, position: &Position) -> Result<(), String> {
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         File::open(dir)?.sync_all()
     })();
-    result.map_err(|e| format!("cannot write checkpoint {}: {e}", path.display()))
+    result.map_err(|cause| CheckpointError::Write { path: path.to_path_buf(), cause })
 }
 
 /// One line in flight or acked but not yet part of the acked prefix.
@@ -244,10 +297,10 @@ mod tests {
         let dir = temp_dir("checkpoint-corrupt");
         let path = dir.join("c");
         fs::write(&path, "{\"version\":1,\"file\":\"a\"").unwrap();
-        let err = read(&path).unwrap_err();
+        let err = read(&path).unwrap_err().to_string();
         assert!(err.contains("is corrupt") && err.contains("delete it"), "{err}");
         fs::write(&path, "{\"version\":2,\"file\":\"a\",\"inode\":1,\"offset\":0}").unwrap();
-        assert!(read(&path).unwrap_err().contains("version 2"));
+        assert!(read(&path).unwrap_err().to_string().contains("version 2"));
         fs::remove_dir_all(&dir).unwrap();
     }
 

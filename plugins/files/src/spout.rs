@@ -196,6 +196,7 @@ impl LineSpout {
                 }
             }
             Err(e) => {
+                let e = e.to_string();
                 if self.checkpoint_error.as_ref() != Some(&e) {
                     squall_plugin_api::warn!("{e}; lines will be read again after a restart");
                     self.checkpoint_error = Some(e);

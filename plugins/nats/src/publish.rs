@@ -64,7 +64,31 @@ struct Publish {
 #[derive(Debug)]
 struct Outcome {
     anchor: Anchor,
-    result: std::result::Result<(), String>,
+    result: std::result::Result<(), NotAcked>,
+}
+
+/// Why a publish was not acknowledged.
+#[derive(Debug)]
+enum NotAcked {
+    /// The publish or its PubAck failed (the client's words).
+    Failed(String),
+    /// No PubAck within `ack_timeout`.
+    Timeout(Duration),
+}
+
+impl NotAcked {
+    fn failed(e: impl std::fmt::Display) -> Self {
+        Self::Failed(e.to_string())
+    }
+}
+
+impl std::fmt::Display for NotAcked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Failed(cause) => f.write_str(cause),
+            Self::Timeout(t) => write!(f, "no PubAck within ack_timeout = {t:?}"),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -359,14 +383,14 @@ async fn publish_loop(
                 tasks.spawn(async move {
                     let result = match tokio::time::timeout(ack_timeout, ack.into_future()).await {
                         Ok(Ok(_)) => Ok(()),
-                        Ok(Err(e)) => Err(e.to_string()),
-                        Err(_) => Err(format!("no PubAck within ack_timeout = {ack_timeout:?}")),
+                        Ok(Err(e)) => Err(NotAcked::failed(e)),
+                        Err(_) => Err(NotAcked::Timeout(ack_timeout)),
                     };
                     let _ = outcomes.send(Outcome { anchor, result });
                 });
             }
             Err(e) => {
-                let _ = outcomes.send(Outcome { anchor, result: Err(e.to_string()) });
+                let _ = outcomes.send(Outcome { anchor, result: Err(NotAcked::failed(e)) });
             }
         }
         // Reap finished tasks so the set does not grow.

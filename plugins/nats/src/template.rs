@@ -61,6 +61,40 @@ impl fmt::Display for TemplateError {
 
 impl std::error::Error for TemplateError {}
 
+/// A placeholder `{inner}` that is not a field or a `partition(..)` call.
+#[derive(Debug)]
+struct BadPlaceholder {
+    inner: String,
+    problem: Problem,
+}
+
+/// What is wrong with a placeholder.
+#[derive(Debug)]
+enum Problem {
+    /// `partition(` without `field, N)`.
+    Partition,
+    /// A field name with characters a field cannot have.
+    FieldName(String),
+    /// `N` is not a whole number of at least 1.
+    Count,
+    /// Neither a field name nor a `partition(..)` call.
+    Neither,
+}
+
+impl std::fmt::Display for BadPlaceholder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = &self.inner;
+        match &self.problem {
+            Problem::Partition => write!(f, "{{{inner}}}: expected partition(field, N)"),
+            Problem::FieldName(field) => write!(f, "{{{inner}}}: {field:?} is not a field name"),
+            Problem::Count => write!(f, "{{{inner}}}: N must be a whole number of at least 1"),
+            Problem::Neither => {
+                write!(f, "{{{inner}}} is neither a field name nor partition(field, N)")
+            }
+        }
+    }
+}
+
 fn is_field_name(s: &str) -> bool {
     !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
@@ -88,7 +122,7 @@ impl SubjectTemplate {
             let after = &rest[open + 1..];
             let close = after.find('}').ok_or_else(|| err("has a '{' without its '}'".into()))?;
             let inner = after[..close].trim();
-            parts.push(Self::placeholder(inner).map_err(err)?);
+            parts.push(Self::placeholder(inner).map_err(|e| err(e.to_string()))?);
             rest = &after[close + 1..];
         }
         if !rest.is_empty() {
@@ -106,26 +140,21 @@ impl SubjectTemplate {
         Ok(Self { parts })
     }
 
-    fn placeholder(inner: &str) -> std::result::Result<Part, String> {
+    fn placeholder(inner: &str) -> std::result::Result<Part, BadPlaceholder> {
+        let bad = |problem| BadPlaceholder { inner: inner.to_owned(), problem };
         if let Some(args) = inner.strip_prefix("partition(") {
-            let args = args
-                .strip_suffix(')')
-                .ok_or_else(|| format!("{{{inner}}}: expected partition(field, N)"))?;
-            let (field, n) = args
-                .split_once(',')
-                .ok_or_else(|| format!("{{{inner}}}: expected partition(field, N)"))?;
+            let args = args.strip_suffix(')').ok_or_else(|| bad(Problem::Partition))?;
+            let (field, n) = args.split_once(',').ok_or_else(|| bad(Problem::Partition))?;
             let field = field.trim();
             if !is_field_name(field) {
-                return Err(format!("{{{inner}}}: {field:?} is not a field name"));
+                return Err(bad(Problem::FieldName(field.to_owned())));
             }
             let partitions: u64 =
-                n.trim().parse().ok().filter(|&n| n > 0).ok_or_else(|| {
-                    format!("{{{inner}}}: N must be a whole number of at least 1")
-                })?;
+                n.trim().parse().ok().filter(|&n| n > 0).ok_or_else(|| bad(Problem::Count))?;
             return Ok(Part::Partition { field: field.to_owned(), partitions });
         }
         if !is_field_name(inner) {
-            return Err(format!("{{{inner}}} is neither a field name nor partition(field, N)"));
+            return Err(bad(Problem::Neither));
         }
         Ok(Part::Field(inner.to_owned()))
     }

@@ -359,6 +359,18 @@ impl Event {
     }
 }
 
+/// A setting of the generator that must be at least 1 is 0 (its name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZeroSetting(pub &'static str);
+
+impl std::fmt::Display for ZeroSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} must be at least 1", self.0)
+    }
+}
+
+impl std::error::Error for ZeroSetting {}
+
 /// Generates Nexmark events from their ids.
 ///
 /// ```
@@ -386,7 +398,7 @@ impl Generator {
     ///
     /// # Errors
     /// When a rate or ratio is 0, or there are no categories or people.
-    pub fn new(config: GeneratorConfig) -> Result<Self, String> {
+    pub fn new(config: GeneratorConfig) -> Result<Self, ZeroSetting> {
         for (name, value) in [
             ("events_per_sec", config.events_per_sec),
             ("hot_auction_ratio", config.hot_auction_ratio),
@@ -396,7 +408,7 @@ impl Generator {
             ("num_categories", config.num_categories),
         ] {
             if value == 0 {
-                return Err(format!("{name} must be at least 1"));
+                return Err(ZeroSetting(name));
             }
         }
         let auction_horizon_events =
@@ -753,6 +765,9 @@ mod tests {
     #[test]
     fn a_zero_rate_is_refused() {
         let config = GeneratorConfig { events_per_sec: 0, ..Default::default() };
-        assert_eq!(Generator::new(config).unwrap_err(), "events_per_sec must be at least 1");
+        assert_eq!(
+            Generator::new(config).unwrap_err().to_string(),
+            "events_per_sec must be at least 1"
+        );
     }
 }

@@ -27,6 +27,8 @@ use serde::{Deserialize, Serialize};
 use squall_plugin_api::state::StateStore;
 use squall_plugin_api::{Result, StateEntry, Value};
 
+use crate::render::Unwritable;
+
 /// The store's name (its scope is `COMPONENT/staged`).
 pub(crate) const STORE: &str = "staged";
 
@@ -141,8 +143,8 @@ impl Buffer {
     /// `render`'s.
     pub(crate) fn push(
         &mut self,
-        render: impl FnOnce(&mut String) -> std::result::Result<(), String>,
-    ) -> std::result::Result<(), String> {
+        render: impl FnOnce(&mut String) -> std::result::Result<(), Unwritable>,
+    ) -> std::result::Result<(), Unwritable> {
         let start = self.open.len();
         match render(&mut self.open) {
             Ok(()) => {
@@ -414,7 +416,7 @@ mod tests {
         rows(&mut b, &["ok"]);
         let e = b.push(|s| {
             s.push_str("half");
-            Err("bad".into())
+            Err(Unwritable::Nul)
         });
         assert!(e.is_err());
         assert_eq!(b.open_rows(), 1);

@@ -6,6 +6,31 @@ use std::fmt::Write as _;
 
 use squall_plugin_api::Value;
 
+/// Why a tuple cannot be a row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Unwritable {
+    /// A string holds a NUL character.
+    Nul,
+    /// A value of a kind the sink does not know (its debug form).
+    Value(String),
+    /// The tuple has fewer values than fields.
+    Short,
+}
+
+impl std::fmt::Display for Unwritable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Nul => {
+                f.write_str("a string holds a NUL character, which PostgreSQL text cannot hold")
+            }
+            Self::Value(value) => write!(f, "a value the sink cannot write: {value}"),
+            Self::Short => f.write_str("the tuple is shorter than its fields"),
+        }
+    }
+}
+
+impl std::error::Error for Unwritable {}
+
 /// Appends `value` to `out` as one text-format `COPY` field.
 ///
 /// - `Null` is `\N` (SQL NULL); booleans are `t` and `f`; numbers are
@@ -17,7 +42,7 @@ use squall_plugin_api::Value;
 /// # Errors
 /// A string holding a NUL character, which no PostgreSQL text can hold
 /// (`out` may then hold part of the field: the caller cuts it off).
-pub(crate) fn field(out: &mut String, value: &Value) -> Result<(), String> {
+pub(crate) fn field(out: &mut String, value: &Value) -> Result<(), Unwritable> {
     match value {
         Value::Null => out.push_str("\\N"),
         Value::Bool(b) => out.push(if *b { 't' } else { 'f' }),
@@ -39,7 +64,7 @@ pub(crate) fn field(out: &mut String, value: &Value) -> Result<(), String> {
                 out.push_str("\\\\x");
                 hex(out, bytes);
             }
-            (None, None) => return Err(format!("a value the sink cannot write: {other:?}")),
+            (None, None) => return Err(Unwritable::Value(format!("{other:?}"))),
         },
     }
     Ok(())
@@ -63,7 +88,7 @@ fn hex(out: &mut String, bytes: &[u8]) {
     }
 }
 
-fn escaped(out: &mut String, s: &str) -> Result<(), String> {
+fn escaped(out: &mut String, s: &str) -> Result<(), Unwritable> {
     if !s.bytes().any(|b| matches!(b, b'\\' | b'\t' | b'\n' | b'\r' | 0)) {
         out.push_str(s);
         return Ok(());
@@ -74,11 +99,7 @@ fn escaped(out: &mut String, s: &str) -> Result<(), String> {
             '\t' => out.push_str("\\t"),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
-            '\0' => {
-                return Err(
-                    "a string holds a NUL character, which PostgreSQL text cannot hold".into()
-                )
-            }
+            '\0' => return Err(Unwritable::Nul),
             c => out.push(c),
         }
     }
@@ -86,7 +107,7 @@ fn escaped(out: &mut String, s: &str) -> Result<(), String> {
 }
 
 /// A list as JSON (bytes as `"\\x..."` hex strings, as `bytea` prints them).
-fn list_json(out: &mut String, items: &[Value]) -> Result<(), String> {
+fn list_json(out: &mut String, items: &[Value]) -> Result<(), Unwritable> {
     out.push('[');
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
@@ -115,14 +136,10 @@ fn list_json(out: &mut String, items: &[Value]) -> Result<(), String> {
                         hex(&mut h, bytes);
                         h
                     }
-                    (None, None) => {
-                        return Err(format!("a value the sink cannot write: {other:?}"))
-                    }
+                    (None, None) => return Err(Unwritable::Value(format!("{other:?}"))),
                 };
                 if text.contains('\0') {
-                    return Err(
-                        "a string holds a NUL character, which PostgreSQL text cannot hold".into(),
-                    );
+                    return Err(Unwritable::Nul);
                 }
                 out.push_str(&serde_json::Value::String(text).to_string());
             }
@@ -158,7 +175,7 @@ mod tests {
 
     #[test]
     fn a_nul_in_a_string_is_refused() {
-        let e = field(&mut String::new(), &Value::from("a\0b")).unwrap_err();
+        let e = field(&mut String::new(), &Value::from("a\0b")).unwrap_err().to_string();
         assert!(e.contains("NUL"), "{e}");
     }
 }

@@ -98,6 +98,28 @@ fn one_line(text: &str) -> String {
 }
 
 /// A postgres error on one line, with the server's message when there is one.
+/// Why the sink has no connection: connecting, or setting up its tables.
+#[derive(Debug)]
+struct NotConnected {
+    /// `postgres at HOST:PORT`.
+    server: String,
+    /// "connect" or "set up".
+    step: &'static str,
+    cause: postgres::Error,
+}
+
+impl std::fmt::Display for NotConnected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (server, cause) = (&self.server, describe(&self.cause));
+        match self.step {
+            "connect" => write!(f, "cannot connect to {server}: {cause}"),
+            _ => write!(f, "{server}: setting up the tables: {cause}"),
+        }
+    }
+}
+
+impl std::error::Error for NotConnected {}
+
 fn describe(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => {
@@ -202,13 +224,17 @@ impl PostgresSink {
 
     /// Connects, sets the session up, creates the tables when missing and
     /// checks that `table` has the columns.
-    fn connect(&self) -> std::result::Result<Client, String> {
-        let mut client = self
-            .pg
-            .connect(NoTls)
-            .map_err(|e| format!("cannot connect to {}: {}", self.server(), describe(&e)))?;
-        self.set_up(&mut client)
-            .map_err(|e| format!("{}: setting up the tables: {}", self.server(), describe(&e)))?;
+    fn connect(&self) -> std::result::Result<Client, NotConnected> {
+        let mut client = self.pg.connect(NoTls).map_err(|cause| NotConnected {
+            server: self.server(),
+            step: "connect",
+            cause,
+        })?;
+        self.set_up(&mut client).map_err(|cause| NotConnected {
+            server: self.server(),
+            step: "set up",
+            cause,
+        })?;
         Ok(client)
     }
 
@@ -266,7 +292,7 @@ impl PostgresSink {
         let mut client = match client {
             Ok(c) => c,
             Err(e) => {
-                self.failed(committed, &e);
+                self.failed(committed, &e.to_string());
                 return;
             }
         };
@@ -571,7 +597,7 @@ impl BasicBolt for PostgresSink {
                     if n > 0 {
                         out.push('\t');
                     }
-                    let value = values.get(i).ok_or("the tuple is shorter than its fields")?;
+                    let value = values.get(i).ok_or(render::Unwritable::Short)?;
                     render::field(out, value)?;
                 }
                 Ok(())

@@ -26,17 +26,58 @@ pub fn background_runtime(name: &str) -> std::io::Result<tokio::runtime::Runtime
         .build()
 }
 
+/// Why a connection, a channel, a queue or a url is unusable; each message
+/// names the url (its password redacted) or the queue.
+#[derive(Debug)]
+pub enum AmqpError {
+    /// The server refused the connection.
+    Connect { url: String, cause: lapin::Error },
+    /// No connection within the timeout.
+    ConnectTimeout { url: String, timeout: Duration },
+    /// A step on the connection failed: "open a channel", ...
+    Step { what: &'static str, cause: lapin::Error },
+    /// The server refused to declare a queue.
+    Declare { queue: String, cause: lapin::Error },
+    /// The server refused to consume a queue.
+    Consume { queue: String, cause: lapin::Error },
+    /// A publish failed.
+    Publish(lapin::Error),
+    /// The url does not start with `amqp://`.
+    Scheme { url: String },
+    /// The url does not parse (the parser's words).
+    BadUrl { url: String, cause: String },
+}
+
+impl std::fmt::Display for AmqpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Connect { url, cause } => write!(f, "cannot connect to {url}: {cause}"),
+            Self::ConnectTimeout { url, timeout } => {
+                write!(f, "cannot connect to {url} within {timeout:?}")
+            }
+            Self::Step { what, cause } => write!(f, "cannot {what}: {cause}"),
+            Self::Declare { queue, cause } => write!(f, "cannot declare queue {queue:?}: {cause}"),
+            Self::Consume { queue, cause } => write!(f, "cannot consume queue {queue:?}: {cause}"),
+            Self::Publish(cause) => cause.fmt(f),
+            Self::Scheme { url } => write!(f, "url {url:?} must start with amqp://"),
+            Self::BadUrl { url, cause } => write!(f, "url {url:?} is not an AMQP url: {cause}"),
+        }
+    }
+}
+
+impl std::error::Error for AmqpError {}
+
 /// Connects to `url` (as `name`, which the management UI shows), waiting
 /// at most `timeout`.
 ///
 /// # Errors
 /// The reason, with the address.
-pub async fn connect(url: &str, name: &str, timeout: Duration) -> Result<Connection, String> {
+pub async fn connect(url: &str, name: &str, timeout: Duration) -> Result<Connection, AmqpError> {
     let props = ConnectionProperties::default().with_connection_name(name.into());
     match tokio::time::timeout(timeout, Connection::connect(url, props)).await {
         Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) => Err(format!("cannot connect to {}: {e}", redact(url))),
-        Err(_) => Err(format!("cannot connect to {} within {timeout:?}", redact(url))),
+        Ok(Err(cause)) => Err(AmqpError::Connect { url: redact(url), cause }),
+        Err(_) => Err(AmqpError::ConnectTimeout { url: redact(url), timeout }),
     }
 }
 
@@ -44,12 +85,12 @@ pub async fn connect(url: &str, name: &str, timeout: Duration) -> Result<Connect
 ///
 /// # Errors
 /// The server refused (say, the queue exists with other flags).
-pub async fn declare(channel: &Channel, queue: &str) -> Result<(), String> {
+pub async fn declare(channel: &Channel, queue: &str) -> Result<(), AmqpError> {
     channel
         .queue_declare(queue.into(), QueueDeclareOptions::durable(), FieldTable::default())
         .await
         .map(drop)
-        .map_err(|e| format!("cannot declare queue {queue:?}: {e}"))
+        .map_err(|cause| AmqpError::Declare { queue: queue.to_owned(), cause })
 }
 
 /// `url` without its password, for messages.
@@ -68,13 +109,13 @@ pub fn redact(url: &str) -> String {
 ///
 /// # Errors
 /// Not an `amqp://` url.
-pub fn check_url(url: &str) -> Result<(), String> {
+pub fn check_url(url: &str) -> Result<(), AmqpError> {
     if !url.starts_with("amqp://") {
-        return Err(format!("url {:?} must start with amqp://", redact(url)));
+        return Err(AmqpError::Scheme { url: redact(url) });
     }
     url.parse::<lapin::uri::AMQPUri>()
         .map(drop)
-        .map_err(|e| format!("url {:?} is not an AMQP url: {e}", redact(url)))
+        .map_err(|e| AmqpError::BadUrl { url: redact(url), cause: e.to_string() })
 }
 
 #[cfg(test)]
@@ -86,6 +127,6 @@ mod tests {
         assert_eq!(redact("amqp://guest:secret@h:5672/%2f"), "amqp://guest:***@h:5672/%2f");
         assert_eq!(redact("amqp://h:5672"), "amqp://h:5672");
         assert!(check_url("amqp://guest:guest@127.0.0.1:5672/%2f").is_ok());
-        assert!(check_url("http://x").unwrap_err().contains("amqp://"));
+        assert!(check_url("http://x").unwrap_err().to_string().contains("amqp://"));
     }
 }

@@ -70,7 +70,7 @@ impl QueuePublish {
         self.rt.as_ref().expect("prepared")
     }
 
-    fn connect(&mut self) -> std::result::Result<(), String> {
+    fn connect(&mut self) -> std::result::Result<(), conn::AmqpError> {
         // Only after a failure (which drops the link) is the link checked
         // again: no per-input status query.
         if self.link.is_some() {
@@ -83,15 +83,14 @@ impl QueuePublish {
             let channel = connection
                 .create_channel()
                 .await
-                .map_err(|e| format!("cannot open a channel: {e}"))?;
-            channel
-                .confirm_select(ConfirmSelectOptions::default())
-                .await
-                .map_err(|e| format!("cannot enable publisher confirms: {e}"))?;
+                .map_err(|cause| conn::AmqpError::Step { what: "open a channel", cause })?;
+            channel.confirm_select(ConfirmSelectOptions::default()).await.map_err(|cause| {
+                conn::AmqpError::Step { what: "enable publisher confirms", cause }
+            })?;
             if config.declare {
                 conn::declare(&channel, &config.routing_key).await?;
             }
-            Ok::<_, String>(Link { connection, channel })
+            Ok::<_, conn::AmqpError>(Link { connection, channel })
         })?;
         self.link = Some(link);
         Ok(())
@@ -111,16 +110,16 @@ impl QueuePublish {
         }
         let waiting = std::mem::take(&mut self.waiting);
         let timeout = self.config.confirm_timeout;
-        let outcomes: Vec<(Anchor, std::result::Result<(), String>)> =
+        let outcomes: Vec<(Anchor, std::result::Result<(), Unconfirmed>)> =
             self.rt().block_on(async move {
                 let deadline = tokio::time::Instant::now() + timeout;
                 let mut out = Vec::with_capacity(waiting.len());
                 for (anchor, confirm) in waiting {
                     let outcome = match tokio::time::timeout_at(deadline, confirm).await {
                         Ok(Ok(c)) if c.is_ack() => Ok(()),
-                        Ok(Ok(_)) => Err("nacked by the server".to_owned()),
-                        Ok(Err(e)) => Err(e.to_string()),
-                        Err(_) => Err(format!("no confirm within {timeout:?}")),
+                        Ok(Ok(_)) => Err(Unconfirmed::Nacked),
+                        Ok(Err(e)) => Err(Unconfirmed::Lost(e)),
+                        Err(_) => Err(Unconfirmed::Timeout(timeout)),
                     };
                     out.push((anchor, outcome));
                 }
@@ -148,7 +147,7 @@ impl QueuePublish {
             if self.link.as_ref().is_some_and(|l| !l.connection.status().connected()) {
                 self.link = None;
             }
-            self.report(&e);
+            self.report(&e.to_string());
         }
     }
 
@@ -164,9 +163,39 @@ impl QueuePublish {
     }
 }
 
+/// Why a publish was not confirmed.
+#[derive(Debug)]
+enum Unconfirmed {
+    Nacked,
+    Lost(lapin::Error),
+    Timeout(Duration),
+}
+
+impl std::fmt::Display for Unconfirmed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Nacked => f.write_str("nacked by the server"),
+            Self::Lost(cause) => cause.fmt(f),
+            Self::Timeout(timeout) => write!(f, "no confirm within {timeout:?}"),
+        }
+    }
+}
+
+/// A list where a message body belongs.
+#[derive(Debug)]
+struct ListBody;
+
+impl std::fmt::Display for ListBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list cannot be a message body")
+    }
+}
+
+impl std::error::Error for ListBody {}
+
 /// The body of `value`: bytes and strings as they are, numbers and
 /// booleans as text, null as empty.
-fn body(value: &Value) -> std::result::Result<std::borrow::Cow<'_, [u8]>, String> {
+fn body(value: &Value) -> std::result::Result<std::borrow::Cow<'_, [u8]>, ListBody> {
     use std::borrow::Cow;
     if let Some(b) = value.as_bytes() {
         return Ok(Cow::Borrowed(b));
@@ -180,7 +209,7 @@ fn body(value: &Value) -> std::result::Result<std::borrow::Cow<'_, [u8]>, String
         Value::I64(n) => n.to_string().into_bytes(),
         Value::U64(n) => n.to_string().into_bytes(),
         Value::F64(n) => n.to_string().into_bytes(),
-        _ => return Err("a list cannot be a message body".into()),
+        _ => return Err(ListBody),
     }))
 }
 
@@ -268,7 +297,7 @@ impl Bolt for QueuePublish {
                         &payload,
                         props,
                     ))
-                    .map_err(|e| e.to_string())
+                    .map_err(conn::AmqpError::Publish)
             }
             Err(e) => Err(e),
         };
@@ -277,7 +306,7 @@ impl Bolt for QueuePublish {
             Err(e) => {
                 self.link = None;
                 self.unsent.push(input.anchor());
-                self.report(&e);
+                self.report(&e.to_string());
             }
         }
         let due = self

@@ -421,9 +421,12 @@ struct Session {
 
 const CONSUMER_TAG: &str = "squall";
 
-async fn session(config: &SpoutConfig, name: &str) -> std::result::Result<Session, String> {
+async fn session(
+    config: &SpoutConfig,
+    name: &str,
+) -> std::result::Result<Session, conn::AmqpError> {
     let connection = conn::connect(&config.url, name, config.connect_timeout).await?;
-    let failed = |what: &str, e: lapin::Error| format!("cannot {what}: {e}");
+    let failed = |what, cause| conn::AmqpError::Step { what, cause };
     let channel = connection.create_channel().await.map_err(|e| failed("open a channel", e))?;
     let dead = connection.create_channel().await.map_err(|e| failed("open a channel", e))?;
     dead.confirm_select(ConfirmSelectOptions::default())
@@ -473,10 +476,10 @@ async fn io_main(
             }
             Err(e) => {
                 if let Some(r) = ready.take() {
-                    r.ready(Err(e));
+                    r.ready(Err(e.to_string()));
                     return;
                 }
-                health.lost(&e);
+                health.lost(&e.to_string());
             }
         }
         // Wait before the next attempt; commands still come (acks of the
@@ -536,7 +539,7 @@ async fn run(
                             *stopped = false;
                             Ok(())
                         }
-                        Err(e) => break End::Lost(e),
+                        Err(e) => break End::Lost(e.to_string()),
                     },
                     Some(Command::Resume) => Ok(()),
                     Some(Command::Ack(d)) => d.ack(BasicAckOptions::default()).await.map(drop),
@@ -572,7 +575,7 @@ async fn run(
 async fn consume(
     channel: &lapin::Channel,
     config: &SpoutConfig,
-) -> std::result::Result<lapin::Consumer, String> {
+) -> std::result::Result<lapin::Consumer, conn::AmqpError> {
     channel
         .basic_consume(
             config.queue.as_str().into(),
@@ -581,7 +584,7 @@ async fn consume(
             FieldTable::default(),
         )
         .await
-        .map_err(|e| format!("cannot consume queue {:?}: {e}", config.queue))
+        .map_err(|cause| conn::AmqpError::Consume { queue: config.queue.clone(), cause })
 }
 
 async fn cancel(s: &Session) {

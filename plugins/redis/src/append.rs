@@ -181,10 +181,10 @@ impl StreamAppend {
     }
 
     /// One pipeline round trip, reconnecting once if the connection is gone.
-    fn send(&mut self, pipe: &redis::Pipeline) -> std::result::Result<(), String> {
+    fn send(&mut self, pipe: &redis::Pipeline) -> std::result::Result<(), conn::ConnError> {
         if self.con.is_none() {
             let con = conn::connect_once(&self.client, self.timeouts(), Duration::ZERO)
-                .map_err(|e| format!("cannot reconnect: {e}"))?;
+                .map_err(conn::ConnError::Reconnect)?;
             self.con = Some(con);
         }
         let con = self.con.as_mut().expect("just set");
@@ -194,7 +194,7 @@ impl StreamAppend {
                 if conn::is_connection_error(&e) {
                     self.con = None;
                 }
-                Err(e.to_string())
+                Err(conn::ConnError::Redis(e))
             }
         }
     }

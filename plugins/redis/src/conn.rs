@@ -15,9 +15,41 @@ pub(crate) struct Timeouts {
     pub reply: Duration,
 }
 
+/// Why there is no connection; each message names the server or the url.
+#[derive(Debug)]
+pub(crate) enum ConnError {
+    /// The url does not parse.
+    BadUrl { url: String, cause: RedisError },
+    /// No attempt connected within the budget.
+    NotConnected { addr: String, cause: RedisError, attempts: u32, waited: Duration },
+    /// The connection was gone and one attempt to make it again failed.
+    Reconnect(RedisError),
+    /// The server refused, or the connection broke during, a command.
+    Redis(RedisError),
+}
+
+impl std::fmt::Display for ConnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::BadUrl { url, cause } => {
+                write!(f, "url {url:?} is not a valid redis url: {cause}")
+            }
+            Self::NotConnected { addr, cause, attempts, waited } => write!(
+                f,
+                "cannot connect to redis at {addr}: {cause} ({attempts} attempts in {:.1} s)",
+                waited.as_secs_f64()
+            ),
+            Self::Reconnect(cause) => write!(f, "cannot reconnect: {cause}"),
+            Self::Redis(cause) => cause.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ConnError {}
+
 /// Parses `url` without connecting: a malformed url is a config error.
-pub(crate) fn client(url: &str) -> Result<Client, String> {
-    Client::open(url).map_err(|e| format!("url {url:?} is not a valid redis url: {e}"))
+pub(crate) fn client(url: &str) -> Result<Client, ConnError> {
+    Client::open(url).map_err(|cause| ConnError::BadUrl { url: url.to_owned(), cause })
 }
 
 /// One connection attempt, with its socket timeouts set (`block` is the
@@ -40,7 +72,7 @@ pub(crate) fn connect_with_retry(
     client: &Client,
     timeouts: Timeouts,
     block: Duration,
-) -> Result<Connection, String> {
+) -> Result<Connection, ConnError> {
     let started = Instant::now();
     let mut pause = Duration::from_millis(50);
     let mut attempts = 0_u32;
@@ -48,14 +80,11 @@ pub(crate) fn connect_with_retry(
         attempts += 1;
         match connect_once(client, timeouts, block) {
             Ok(con) => return Ok(con),
-            Err(e) => {
+            Err(cause) => {
                 let waited = started.elapsed();
                 if waited + pause >= timeouts.connect {
-                    return Err(format!(
-                        "cannot connect to redis at {}: {e} ({attempts} attempts in {:.1} s)",
-                        client.get_connection_info().addr(),
-                        waited.as_secs_f64()
-                    ));
+                    let addr = client.get_connection_info().addr().to_string();
+                    return Err(ConnError::NotConnected { addr, cause, attempts, waited });
                 }
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_secs(1));
@@ -186,7 +215,7 @@ mod tests {
 
     #[test]
     fn a_malformed_url_is_refused_without_connecting() {
-        let err = client("htp://nowhere").unwrap_err();
+        let err = client("htp://nowhere").unwrap_err().to_string();
         assert!(err.contains("not a valid redis url"), "{err}");
         assert!(client("redis://127.0.0.1:1/0").is_ok());
     }
@@ -200,6 +229,7 @@ mod tests {
         let Err(err) = connect_with_retry(&c, timeouts, Duration::ZERO) else {
             panic!("connected to port 1")
         };
+        let err = err.to_string();
         assert!(err.starts_with("cannot connect to redis at 127.0.0.1:1"), "{err}");
         assert!(err.contains("attempts"), "{err}");
     }

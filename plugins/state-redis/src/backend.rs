@@ -186,7 +186,7 @@ impl RedisState {
     }
 
     /// Connects, retrying with a growing pause for up to `connect_timeout_ms`.
-    fn connect_with_retry(&self) -> std::result::Result<Connection, String> {
+    fn connect_with_retry(&self) -> std::result::Result<Connection, NotConnected> {
         let (budget, _) = self.timeouts();
         let started = Instant::now();
         let mut pause = Duration::from_millis(50);
@@ -198,12 +198,8 @@ impl RedisState {
                 Err(e) => {
                     let waited = started.elapsed();
                     if waited + pause >= budget {
-                        return Err(format!(
-                            "cannot connect to redis at {}: {} ({attempts} attempts in {:.1} s)",
-                            self.addr(),
-                            one_line(&e.to_string()),
-                            waited.as_secs_f64()
-                        ));
+                        let (addr, cause) = (self.addr(), one_line(&e.to_string()));
+                        return Err(NotConnected { addr, cause, attempts, waited });
                     }
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_secs(1));
@@ -212,8 +208,8 @@ impl RedisState {
         }
     }
 
-    fn keys(&self) -> std::result::Result<Keys, String> {
-        self.keys.clone().ok_or_else(|| "redis state backend used before open".to_owned())
+    fn keys(&self) -> std::result::Result<Keys, NotOpen> {
+        self.keys.clone().ok_or(NotOpen)
     }
 
     /// Runs `f` on the connection (connecting first when there is none);
@@ -257,6 +253,39 @@ impl RedisState {
         }
     }
 }
+
+/// The backend could not connect within its budget.
+#[derive(Debug)]
+struct NotConnected {
+    /// The server.
+    addr: String,
+    /// The last attempt's error, on one line.
+    cause: String,
+    attempts: u32,
+    waited: Duration,
+}
+
+impl std::fmt::Display for NotConnected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self { addr, cause, attempts, waited } = self;
+        let secs = waited.as_secs_f64();
+        write!(f, "cannot connect to redis at {addr}: {cause} ({attempts} attempts in {secs:.1} s)")
+    }
+}
+
+impl std::error::Error for NotConnected {}
+
+/// A call before `open`.
+#[derive(Debug)]
+struct NotOpen;
+
+impl std::fmt::Display for NotOpen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("redis state backend used before open")
+    }
+}
+
+impl std::error::Error for NotOpen {}
 
 /// Why a call failed: the server or connection, or a check of ours.
 enum Failure {

@@ -39,8 +39,8 @@ pub fn top(
     let token = token_file
         .map(|path| crate::http::Token::from_file(path).map(|t| t.secret().to_owned()))
         .transpose()
-        .map_err(Failure::HttpConfig)?;
-    let tls = tls_ca.map(client::tls_config).transpose().map_err(Failure::HttpConfig)?;
+        .map_err(Failure::http_config)?;
+    let tls = tls_ca.map(client::tls_config).transpose().map_err(Failure::http_config)?;
     let target = client::Target { addr, token, tls };
     let answers = client::poll(target, "/api/v1/topology", PERIOD)
         .context("cannot start the thread that polls the endpoint")?;
@@ -92,7 +92,7 @@ impl Dashboard {
             for answer in answers.try_iter() {
                 match answer {
                     Ok(json) => (self.last, self.error) = (Some(json), None),
-                    Err(e) => self.error = Some(e),
+                    Err(e) => self.error = Some(e.to_string()),
                 }
                 dirty = true;
             }

@@ -203,6 +203,10 @@ struct Turn {
 
 impl BoltExecutor {
     /// Runs the task to the end.
+    ///
+    /// The hot loop: receive, execute, wait, kept in one function (as
+    /// tokio's schedulers keep theirs) so that the common turn is a few
+    /// compares and the cold paths are calls.
     pub fn run(mut self) {
         // What the loop writes on every tuple, into this thread's memory.
         self.core.transfer.rehome();
@@ -312,6 +316,7 @@ impl BoltExecutor {
         }
     }
 
+    // String: the cause becomes `RunError::Lifecycle`'s text, as a plugin's message does.
     fn prepare(&mut self) -> Result<(), String> {
         self.bolt
             .prepare(&self.core.context, &self.core.ext)
@@ -320,6 +325,7 @@ impl BoltExecutor {
     }
 
     /// Restores the state the retired tasks held for this task's keys.
+    // String: the cause becomes `RunError::Lifecycle`'s text (see `prepare`).
     fn take_state(&mut self, state: Option<State>) -> Result<(), String> {
         let takes_state = self.bolt.takes_state();
         self.core.hand_state(state, takes_state, |s| self.bolt.restore_state(s))

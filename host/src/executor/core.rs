@@ -186,7 +186,8 @@ impl TaskCore {
     /// warning.
     ///
     /// # Errors
-    /// The new instance refused the state: the plugin's message.
+    /// The new instance refused the state: the plugin's message (a String:
+    /// it becomes a lifecycle error's or a reload error's text).
     pub fn hand_state(
         &self,
         state: Option<squall_plugin_api::State>,
@@ -234,7 +235,8 @@ impl TaskCore {
 /// task thread (a bolt prepares its new instance on a thread of its own).
 ///
 /// # Errors
-/// The new instance refused the state: the plugin's message.
+/// The new instance refused the state: the plugin's message (a String: it
+/// becomes a lifecycle error's or a reload error's text).
 pub fn hand_state(
     label: &str,
     state: Option<squall_plugin_api::State>,

@@ -180,6 +180,10 @@ struct Turn {
 impl SpoutExecutor {
     /// Runs the task to the end. Never panics on plugin failures: they are
     /// reported through the run control.
+    ///
+    /// The hot loop: one turn per pass, in the module doc's order, kept in
+    /// one function (as tokio's schedulers keep theirs) so that the common
+    /// turn is a few compares and the cold paths are calls.
     pub fn run(mut self) {
         // What the loop writes on every tuple, into this thread's memory.
         self.core.transfer.rehome();
@@ -284,6 +288,7 @@ impl SpoutExecutor {
     }
 
     /// Opens the instance; remembers whether it took its wake handle.
+    // String: the cause becomes `RunError::Lifecycle`'s text, as a plugin's message does.
     fn open(&mut self) -> Result<(), String> {
         let core = &self.core;
         match self.spout.open(&core.context, &core.ext, &self.waker.0).into_result() {

@@ -793,9 +793,9 @@ impl TxSink {
         staged: &mut ValueState<Staged>,
         rec: Rec,
         input: Option<(&str, i32, i64)>,
-    ) -> Result<(), String> {
+    ) -> squall_plugin_api::Result<()> {
         if let Some(r) = self.refusal() {
-            return Err(r);
+            return Err(r.into());
         }
         let lanes = staged.get_mut();
         if !lanes.contains_key(&self.own.tid) {
@@ -816,7 +816,7 @@ impl TxSink {
             Ok(()) => Ok(()),
             Err(e) => {
                 self.fence(e);
-                Err(self.refusal().unwrap_or_default())
+                Err(self.refusal().unwrap_or_default().into())
             }
         }
     }

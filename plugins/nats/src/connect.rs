@@ -64,6 +64,9 @@ impl Connection {
         self.url.split(',').filter_map(|s| ServerAddr::from_str(s.trim()).ok()).collect()
     }
 
+    // String, here and below: async-nats reports connect and credential
+    // errors as text-bearing types of several kinds; the message is what
+    // callers log and return as the component's error.
     async fn options(&self, name: &str, health: Option<&Health>) -> Result<ConnectOptions, String> {
         let mut options = match &self.credentials_file {
             Some(path) => ConnectOptions::with_credentials_file(path)

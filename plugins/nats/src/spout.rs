@@ -190,6 +190,8 @@ impl SpoutConfig {
 }
 
 /// Looks the stream and consumer up, and creates the consumer if asked to.
+// String: the JetStream errors here are several types, and the message
+// becomes the spout's `open` error.
 async fn ensure_consumer(
     client: &async_nats::Client,
     config: &SpoutConfig,

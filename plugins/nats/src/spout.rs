@@ -597,15 +597,20 @@ fn retry_policy(keys: &SpoutKeys) -> RetryPolicy {
 }
 
 impl JetStreamSpout {
-    /// Emits up to `max` messages from the I/O thread's channel (fewer when
-    /// it holds fewer).
+    /// Emits up to `max` tuples from the I/O thread's channel (fewer when
+    /// it holds fewer). Messages that emit nothing (covered by the restored
+    /// state, or in flight already) do not count: a call that took one of
+    /// those and stopped would emit nothing, and the executor would wait
+    /// for a wake that does not come while the channel still holds
+    /// messages.
     fn emit_up_to(&mut self, max: usize, collector: &mut SpoutCollector<'_>) -> Result<()> {
         // A dropped connection is this task's error (errors, last_error)
         // once; the client reconnects by itself.
         if let Some(e) = self.health.take_error() {
             return Err(e.into());
         }
-        for _ in 0..max {
+        let until = collector.emitted() + max;
+        while collector.emitted() < until {
             let Some(io) = &mut self.io else { return Ok(()) };
             let message = match io.messages.take() {
                 Ok(m) => m,

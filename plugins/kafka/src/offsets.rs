@@ -88,7 +88,6 @@ impl Tracker {
 
     /// Emitted offsets not yet below the commit point (in flight, waiting
     /// for a replay, or done behind one that is not).
-    #[cfg(test)]
     pub fn waiting(&self) -> usize {
         self.entries.len()
     }

@@ -1404,6 +1404,27 @@ impl Part {
     }
 }
 
+/// The offset a checkpoint commits for a partition read with `[state]`:
+/// its completed prefix, or the restored position when that is further and
+/// nothing below it is still to emit or in flight. The records the restored
+/// position covers are complete (their effects are in the restored state)
+/// but are never emitted, so the tracker alone would never pass them: a
+/// partition whose last records a killed run had counted kept its group
+/// offset behind them.
+fn checkpoint_offset(p: &Part) -> Option<i64> {
+    let done = p.tracker.committable();
+    let covered = p
+        .resume
+        .as_ref()
+        .and_then(|r| r.restored.as_ref())
+        .filter(|(_, replay)| replay.is_empty() && p.tracker.waiting() == 0)
+        .map(|(next, _)| *next);
+    match (done, covered) {
+        (Some(d), Some(c)) => Some(d.max(c)),
+        (d, c) => d.or(c),
+    }
+}
+
 /// Each live partition's completed offset at a barrier: (partition
 /// index, generation, offset to commit).
 type Snapshot = Vec<(u32, u32, i64)>;
@@ -1509,7 +1530,7 @@ impl Spout for KafkaSpout {
             .iter()
             .enumerate()
             .filter(|(_, p)| p.live && p.resume.is_some())
-            .filter_map(|(i, p)| Some((i as u32, p.gen, p.tracker.committable()?)))
+            .filter_map(|(i, p)| Some((i as u32, p.gen, checkpoint_offset(p)?)))
             .collect();
         let d = self.durable.as_mut()?;
         d.last_barrier = d.last_barrier.max(checkpoint);
@@ -2161,5 +2182,37 @@ impl KafkaSpout {
         if !offsets.is_empty() {
             self.command(Command::Commit(offsets));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn restored_part(next: i64, replay: Vec<i64>) -> Part {
+        let mut part = Part::new(Arc::from("t"), 0, 1, true, 0);
+        let pos = PartPos { topic: "t".into(), partition: 0, next, replay, version: 1 };
+        part.resume = Some(Resume::new(1, Some(pos)));
+        part
+    }
+
+    #[test]
+    fn a_partition_the_restored_position_covers_commits_that_position() {
+        // Nothing emitted in this run: the records below 10,000 are in the
+        // restored state. Seen failing before (the tracker alone): None, so
+        // the group's offset stayed where a killed run had left it.
+        let part = restored_part(10_000, vec![]);
+        assert_eq!(checkpoint_offset(&part), Some(10_000));
+    }
+
+    #[test]
+    fn a_partition_with_replays_or_records_in_flight_commits_its_done_prefix() {
+        let waiting = restored_part(10_000, vec![9_000]);
+        assert_eq!(checkpoint_offset(&waiting), None, "9,000 is still to emit again");
+        let mut in_flight = restored_part(10_000, vec![]);
+        assert!(in_flight.tracker.emitted(9_500));
+        assert_eq!(checkpoint_offset(&in_flight), None, "9,500 is in flight");
+        in_flight.tracker.done(9_500);
+        assert_eq!(checkpoint_offset(&in_flight), Some(10_000));
     }
 }

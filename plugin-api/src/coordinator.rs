@@ -69,3 +69,16 @@ pub trait Coordinator: Send + Sized + 'static {
     /// once every partition is released.
     fn leave(&mut self) {}
 }
+
+/// One spout of a partition's topology, as the host passes it in a
+/// coordinator's `spouts` config key (only the spouts of the coordinator's
+/// own plugin): how a coordinator learns what each partition reads.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionSpout {
+    /// The component's name in the plugin (`JetStreamSpout`, `KafkaSpout`).
+    pub component: String,
+    /// Its config table, as TOML text.
+    #[serde(default)]
+    pub config: String,
+}

@@ -155,7 +155,7 @@ pub use bolt::{BasicBolt, Bolt};
 pub use collector::{BasicCollector, BoltCollector, SpoutCollector};
 pub use config::ComponentConfig;
 pub use context::{ComponentTasks, OutputDeclarer, StreamDecl, TaskContext, TaskContextBuilder};
-pub use coordinator::Coordinator;
+pub use coordinator::{Coordinator, PartitionSpout};
 pub use error::{Error, ErrorKind, PluginError, Result};
 pub use grouping::Grouping;
 pub use host::metrics;

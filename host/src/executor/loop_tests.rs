@@ -239,12 +239,25 @@ fn spout_rig_skipping(
     run: Arc<RunControl>,
     recvq_skips: u32,
 ) -> SpoutRig {
+    let options = SpoutOptions { max_pending, recvq_skips, timeout_buckets: 2, throttle: None };
+    spout_rig_with(script, reliable, (queue, control, ackers), options, recorder, run)
+}
+
+/// A [`ScriptedSpout`] task with `options`; its ends: the downstream
+/// queue, the control queue and the ackers.
+fn spout_rig_with(
+    script: Vec<u32>,
+    reliable: bool,
+    (queue, control, ackers): (Sender<Batch>, Receiver<Control>, Vec<Sender<AckerInput>>),
+    options: SpoutOptions,
+    recorder: &Recorder,
+    run: Arc<RunControl>,
+) -> SpoutRig {
     let calls = Arc::new(AtomicUsize::new(0));
     let spout = ScriptedSpout { script, calls: calls.clone(), reliable, next_id: 0, events: None };
     let stats = Arc::new(TaskStats::default());
     let waits = (recorder.strategy(SPOUT), recorder.strategy(BP));
     let core = core(Kind::Spout, 0, transfer(0, 1, queue, ackers), control, waits, &stats, run);
-    let options = SpoutOptions { max_pending, recvq_skips, timeout_buckets: 2, throttle: None };
     let executor =
         SpoutExecutor::new(core, SpoutObj::V1(DynSpout_TO::from_value(spout, TD_Opaque)), options);
     SpoutRig { executor, calls, stats }
@@ -407,6 +420,19 @@ fn bolt_rig(downstream_capacity: usize, recorder: &Recorder, run: Arc<RunControl
     let (_ctl, control) = unbounded();
     std::mem::forget(_ctl);
     let stats = Arc::new(TaskStats::default());
+    let waits = (recorder.strategy(BOLT), recorder.strategy(BP));
+    let core = core(Kind::Bolt, 1, transfer(1, 2, queue, vec![]), control, waits, &stats, run);
+    let executor = BoltExecutor::new(
+        core,
+        BoltObj::V1(DynBolt_TO::from_value(EchoBolt, TD_Opaque)),
+        basic_inputs(receive),
+    );
+    BoltRig { executor, input, downstream, stats }
+}
+
+/// A basic bolt task's inputs: one stream `v` from task 0 (`src`), read
+/// from `receive`.
+fn basic_inputs(receive: Receiver<Batch>) -> BoltInputs {
     let sources = SourceTable {
         task_component: vec![0, 1, 2],
         components: vec![
@@ -414,9 +440,7 @@ fn bolt_rig(downstream_capacity: usize, recorder: &Recorder, run: Arc<RunControl
             ("me".into(), vec![("default".into(), vec![RString::from("v")])]),
         ],
     };
-    let waits = (recorder.strategy(BOLT), recorder.strategy(BP));
-    let core = core(Kind::Bolt, 1, transfer(1, 2, queue, vec![]), control, waits, &stats, run);
-    let inputs = BoltInputs {
+    BoltInputs {
         window: None,
         auto_ack: true,
         receive,
@@ -426,10 +450,7 @@ fn bolt_rig(downstream_capacity: usize, recorder: &Recorder, run: Arc<RunControl
         recycle: Vec::new(),
         queue_bytes: None,
         upstream: Vec::new(),
-    };
-    let executor =
-        BoltExecutor::new(core, BoltObj::V1(DynBolt_TO::from_value(EchoBolt, TD_Opaque)), inputs);
-    BoltRig { executor, input, downstream, stats }
+    }
 }
 
 fn one_tuple() -> Batch {
@@ -1102,11 +1123,7 @@ fn a_throttled_spout_serves_its_control_queue_while_it_pays_for_a_burst() {
     let (queue, downstream) = bounded::<Batch>(1024);
     let (to_spout, control) = unbounded();
     let (acker, _from_spout) = unbounded::<AckerInput>();
-    let stats = Arc::new(TaskStats::default());
     let recorder = Recorder::new(|_, _, _| {});
-    let waits = (recorder.strategy(SPOUT), recorder.strategy(BP));
-    let transfer = transfer(0, 1, queue, vec![acker]);
-    let core = core(Kind::Spout, 0, transfer, control, waits, &stats, run.clone());
     let throttler = crate::throttle::Throttler::new(
         crate::throttle::ThrottleMode::Smooth,
         1,
@@ -1118,13 +1135,12 @@ fn a_throttled_spout_serves_its_control_queue_while_it_pays_for_a_burst() {
         timeout_buckets: 2,
         throttle: Some((throttler, super::spout::ThrottleUnit::Tuples)),
     };
+    let ends = (queue, control, vec![acker]);
+    let mut rig = spout_rig_with(vec![], true, ends, options, &recorder, run.clone());
     let events = Events::default();
     let spout = CheckpointedSpout { events: events.clone(), bursts: vec![100, 100] };
-    let executor = SpoutExecutor::new(
-        core,
-        SpoutObj::V13(DynSpout13_TO::from_value(spout, TD_Opaque)),
-        options,
-    );
+    rig.executor.replace_instance(SpoutObj::V13(DynSpout13_TO::from_value(spout, TD_Opaque)));
+    let (executor, stats) = (rig.executor, rig.stats);
     let thread = std::thread::spawn(move || executor.run());
     downstream.recv_timeout(Duration::from_secs(60)).expect("the bursts are emitted");
     let calls = || events.lock().unwrap().iter().filter(|e| *e == "next_batch").count();
@@ -1244,26 +1260,8 @@ fn a_run_fails_only_the_input_that_erred_or_panicked_and_executes_the_rest_once_
         run.clone(),
         RestartPolicy::new(5, Duration::from_secs(60)),
     );
-    let sources = SourceTable {
-        task_component: vec![0, 1, 2],
-        components: vec![
-            ("src".into(), vec![("default".into(), vec![RString::from("v")])]),
-            ("me".into(), vec![("default".into(), vec![RString::from("v")])]),
-        ],
-    };
-    let inputs = BoltInputs {
-        window: None,
-        auto_ack: true,
-        receive,
-        sources: Arc::new(sources),
-        edge_throttle: Vec::new(),
-        throttles: Vec::new(),
-        recycle: Vec::new(),
-        queue_bytes: None,
-        upstream: Vec::new(),
-    };
     let ROk(ComponentBox13::Bolt(first)) = new_batch_bolt("".into()) else { unreachable!() };
-    let executor = BoltExecutor::new(core, BoltObj::V13(first), inputs);
+    let executor = BoltExecutor::new(core, BoltObj::V13(first), basic_inputs(receive));
     let values = [1, -1, 2, -2, 3, 4];
     let mut batch = Batch::with_capacity(TaskId(0), values.len());
     for (i, v) in values.iter().enumerate() {

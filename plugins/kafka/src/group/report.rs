@@ -14,17 +14,8 @@ use squall_plugin_api::Result;
 use super::member::parse_epoch;
 use crate::client::Context0;
 
-/// One spout of a partition's topology, as the host passes it (only the
-/// spouts of this plugin).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SpoutDecl {
-    /// The component's name in this plugin (`KafkaSpout`).
-    pub component: String,
-    /// Its config table, as TOML text.
-    #[serde(default)]
-    pub config: String,
-}
+/// One spout of a partition's topology, as the host passes it.
+pub use squall_plugin_api::PartitionSpout as SpoutDecl;
 
 /// One member as the broker describes it.
 #[derive(Debug, serde::Serialize)]

@@ -8,17 +8,8 @@ use super::assign::LeaseValue;
 use super::lease::{connect, member_key, partition_key, LeaseError, Leases};
 use super::LeaseConfig;
 
-/// One spout of a partition's topology, as the host passes it (only the
-/// spouts of this plugin).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SpoutDecl {
-    /// The component's name in this plugin (`JetStreamSpout`).
-    pub component: String,
-    /// Its config table, as TOML text.
-    #[serde(default)]
-    pub config: String,
-}
+/// One spout of a partition's topology, as the host passes it.
+pub use squall_plugin_api::PartitionSpout as SpoutDecl;
 
 /// One partition as read from the broker.
 #[derive(Debug, serde::Serialize)]

@@ -54,7 +54,29 @@ const CHAOS_MESSAGES: u64 = 100_000;
 
 #[test]
 fn under_chaos_every_message_is_acked_exactly_once_and_only_failed_ones_are_replayed() {
-    let ws = Workspace::new("acking_chaos");
+    chaos("acking_chaos", 2, "shuffle", [None, None, None]);
+}
+
+/// The chaos run with every task on one thread: source, chaos, flaky and
+/// sink chained (one task each), so fails, timeouts and the chaos bolt's
+/// panics and rebuilds all happen inside a chain.
+#[test]
+fn under_chaos_in_one_chain_every_message_is_acked_exactly_once() {
+    chaos(
+        "acking_chaos_chained",
+        1,
+        "local_or_shuffle",
+        [Some("source"), Some("chaos"), Some("flaky")],
+    );
+}
+
+/// Pushes [`CHAOS_MESSAGES`] through source → chaos → flaky → sink, the
+/// two chaos bolts at `parallelism` with `grouping` between them all, and
+/// checks the ReplaySpout's log: every message acked exactly once, only
+/// failed ones replayed. `chained` is what chaos, flaky and sink run
+/// chained to, as the summary says.
+fn chaos(test: &str, parallelism: u32, grouping: &str, chained: [Option<&str>; 3]) {
+    let ws = Workspace::new(test);
     let toml = format!(
         r#"
 [topology]
@@ -75,22 +97,26 @@ config = {{ messages = {CHAOS_MESSAGES}, log = "{{dir}}/replay.log", done_file =
 
 [bolts.chaos]
 component = "testkit::ChaosBolt"
-parallelism = 2
+parallelism = {parallelism}
 config = {{ fail_rate = 0.01, drop_rate = 0.005, panic_rate = 0.001, seed = 2024 }}
-inputs = [{{ from = "source" }}]
+inputs = [{{ from = "source", grouping = "{grouping}" }}]
 
 [bolts.flaky]
 component = "testkit::ChaosBolt"
-parallelism = 2
+parallelism = {parallelism}
 config = {{ fail_rate = 0.01, seed = 4048 }}
-inputs = [{{ from = "chaos" }}]
+inputs = [{{ from = "chaos", grouping = "{grouping}" }}]
 
 [bolts.sink]
 component = "testkit::NullBolt"
-inputs = [{{ from = "flaky" }}]
+inputs = [{{ from = "flaky", grouping = "{grouping}" }}]
 "#
     );
     let (out, done_after) = run_until_done(&ws, &toml, Duration::from_secs(180));
+    for (bolt, chained) in ["chaos", "flaky", "sink"].into_iter().zip(chained) {
+        let to = out.component(bolt)["chained_to"].as_str();
+        assert_eq!(to, chained, "{bolt} chained to\n{}", out.context());
+    }
     eprintln!(
         "chaos: {CHAOS_MESSAGES} messages all acked {done_after:.2?} after the start; \
          the process exited after {:.2?} (summary: elapsed_secs {}, drain {})",

@@ -145,6 +145,10 @@ mod broker_faults;
 // in-process tests, and runs; existing folders and bad names are refused.
 mod new_plugin;
 
+// Operator chains: a local_or_shuffle line runs each task index on one
+// thread (thread names, summary, API, graph); chain = false opts out.
+mod chain;
+
 // Windowed bolts: count tumbling and time sliding windows with acking on:
 // every message acked exactly once, the windows' shapes as configured.
 mod windows;

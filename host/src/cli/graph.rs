@@ -9,7 +9,9 @@
 //! A node is a spout or bolt with its `alias::Component` and parallelism,
 //! and its own wait strategies when it overrides the topology's; an edge is
 //! an input, labelled with its grouping and, when it is not `default`, its
-//! stream. The graph's label gives the topology's wait strategies.
+//! stream; an edge the host runs chained (both ends on one thread, see
+//! `config::chain`) is drawn bold and says so. The graph's label gives the
+//! topology's wait strategies.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -70,19 +72,35 @@ pub(crate) fn dot(config: &TopologyConfig) -> String {
         let label = node_label(&bolt.decl, "bolt");
         let _ = writeln!(out, "  {} [label={}];", quote(&bolt.decl.name), quote(&label));
     }
-    for bolt in &config.bolts {
+    let chained = chained_bolts(config);
+    for (i, bolt) in config.bolts.iter().enumerate() {
         for input in &bolt.inputs {
+            let (label, style) = if chained[i] {
+                (format!("{}\nchained", edge_label(input)), ", style=bold, color=\"#2563eb\"")
+            } else {
+                (edge_label(input), "")
+            };
             let _ = writeln!(
                 out,
-                "  {} -> {} [label={}];",
+                "  {} -> {} [label={}{style}];",
                 quote(&input.from),
                 quote(&bolt.decl.name),
-                quote(&edge_label(input))
+                quote(&label)
             );
         }
     }
     out.push_str("}\n");
     out
+}
+
+/// For each bolt, in file order: whether it runs chained to its upstream
+/// (`config::chain`), as the host will run it.
+fn chained_bolts(config: &TopologyConfig) -> Vec<bool> {
+    let mut chained = vec![false; config.bolts.len()];
+    for link in crate::config::chain::links(config) {
+        chained[link.bolt] = true;
+    }
+    chained
 }
 
 /// A node's lines: name, kind and component, parallelism, wait overrides.
@@ -187,10 +205,12 @@ fn quote(text: &str) -> String {
 pub(crate) fn to_json(config: &TopologyConfig) -> Json {
     let spouts = config.spouts.iter().map(|s| component_json(&s.decl, "spout"));
     let bolts = config.bolts.iter().map(|b| component_json(&b.decl, "bolt"));
+    let chained = chained_bolts(config);
     let edges: Vec<Json> = config
         .bolts
         .iter()
-        .flat_map(|b| b.inputs.iter().map(move |i| edge_json(&b.decl.name, i)))
+        .zip(chained)
+        .flat_map(|(b, chained)| b.inputs.iter().map(move |i| edge_json(&b.decl.name, i, chained)))
         .collect();
     json!({
         "name": config.name,
@@ -220,12 +240,13 @@ fn component_json(decl: &ComponentDecl, kind: &str) -> Json {
     })
 }
 
-fn edge_json(to: &str, input: &InputDecl) -> Json {
+fn edge_json(to: &str, input: &InputDecl, chained: bool) -> Json {
     let mut edge = json!({
         "from": input.from,
         "to": to,
         "stream": input.stream,
         "grouping": grouping_name(&input.grouping),
+        "chained": chained,
     });
     if let GroupingSpec::Fields(fields) = &input.grouping {
         edge["fields"] = fields.iter().map(|(f, _)| f.as_str()).collect();

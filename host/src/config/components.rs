@@ -120,6 +120,7 @@ fn declared(w: &mut Walker<'_>, key: &Key<'_>, kind: &str) -> ComponentDecl {
         config: String::new(),
         config_keys: Vec::new(),
         wait: WaitOverrides::default(),
+        chain: true,
     }
 }
 
@@ -161,6 +162,7 @@ fn read_common(w: &mut Walker<'_>, s: &Section<'_, '_>, decl: &mut ComponentDecl
     decl.parallelism =
         s.u32_in(w, "parallelism", defaults::PARALLELISM, 1, limits::MAX_PARALLELISM);
     (decl.config, decl.config_keys) = read_config(w, s);
+    decl.chain = s.bool_or(w, "chain", true);
 }
 
 /// The `config` table as the TOML document the component's constructor

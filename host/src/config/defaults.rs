@@ -66,6 +66,7 @@
 //! | `throttle` | table | none | see *Throttle* |
 //! | `max_spout_pending` | integer | topology's | 0 = unlimited for this spout |
 //! | `wait.spout`, `wait.backpressure` | table | topology's | same keys as `[wait.*]` |
+//! | `chain` | boolean | true | false: never chained with a neighbour (see docs/topology.md) |
 //!
 //! ## `[bolts.NAME]`
 //!
@@ -77,6 +78,7 @@
 //! | `inputs` | array of tables | required | not empty; see *Inputs* |
 //! | `tick_tuple_freq_secs` | integer | none | ≥ 1; Storm `topology.tick.tuple.freq.secs` |
 //! | `wait.bolt`, `wait.backpressure` | table | topology's | same keys as `[wait.*]` |
+//! | `chain` | boolean | true | false: never chained with a neighbour (see docs/topology.md) |
 //!
 //! Component names are unique across spouts and bolts and may not start with `__`
 //! (reserved, as in Storm, for `__system`, `__acker`, …).
@@ -245,7 +247,7 @@ pub(crate) mod keys {
     pub(crate) const PARK: &[&str] = &["strategy", "park_micros"];
     pub(crate) const STRATEGIES: &[&str] = &["progressive", "park"];
     pub(crate) const SPOUT: &[&str] =
-        &["component", "parallelism", "config", "throttle", "max_spout_pending", "wait"];
+        &["component", "parallelism", "config", "throttle", "max_spout_pending", "wait", "chain"];
     pub(crate) const BOLT: &[&str] = &[
         "component",
         "parallelism",
@@ -253,6 +255,7 @@ pub(crate) mod keys {
         "inputs",
         "tick_tuple_freq_secs",
         "wait",
+        "chain",
         "window",
         "timestamp_field",
         "lag",

@@ -39,6 +39,7 @@
 //! The accepted keys, their types and defaults are listed in [`defaults`].
 
 mod addr;
+pub mod chain;
 mod components;
 pub mod compose;
 pub mod defaults;

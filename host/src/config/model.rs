@@ -355,6 +355,9 @@ pub struct ComponentDecl {
     /// Wait strategy overrides (a spout's `spout` and `backpressure`, a
     /// bolt's `bolt` and `backpressure`).
     pub wait: WaitOverrides,
+    /// `chain` (default true): false keeps the component out of every
+    /// operator chain, on a thread of its own per task.
+    pub chain: bool,
 }
 
 /// A `[spouts.NAME]` table.

@@ -31,6 +31,7 @@ use super::swap::{Action, RetireAction, RetireMachine, SwapMachine, Verdict};
 use super::tracking::InputTracker;
 use super::transfer::EmitError;
 use super::{count_emit_error, count_error};
+use super::{Idle, Step};
 use crate::control::{BoltSwap, Control, ReloadError, Retire, RunError, RunState, Start, SwapDone};
 use crate::ids::TaskId;
 use crate::metrics::{LocalHistogram, LocalStats, StatField};
@@ -48,7 +49,7 @@ pub use windowed::WindowState;
 /// it only bounds how long a missed wake could go unnoticed. It is long
 /// because every timed wake-up costs CPU an idle topology would not spend
 /// otherwise.
-const DEEP_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+pub(super) const DEEP_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The longest a bolt executes a backlog before a housekeeping turn
 /// (publishing stats, seeing the run state).
@@ -201,81 +202,153 @@ struct Turn {
     histogram: LocalHistogram,
 }
 
+/// A bolt task's loop state between turns: the turn's counters and the
+/// wait counters (see [`BoltExecutor::step`]).
+pub struct BoltLoop {
+    turn: Turn,
+    name: String,
+    bolt_counter: u32,
+    bp_counter: u32,
+}
+
+impl std::fmt::Debug for BoltLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoltLoop").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
 impl BoltExecutor {
     /// Runs the task to the end.
-    ///
-    /// The hot loop: receive, execute, wait, kept in one function (as
-    /// tokio's schedulers keep theirs) so that the common turn is a few
-    /// compares and the cold paths are calls.
     pub fn run(mut self) {
-        // What the loop writes on every tuple, into this thread's memory.
+        let mut lp = self.enter();
+        if self.begin() {
+            while self.step::<true>(&mut lp) != Step::Stop {}
+        }
+        self.finish(&mut lp.turn, &lp.name);
+    }
+
+    /// Takes the task onto the calling thread: what the loop writes on
+    /// every tuple moves into its memory, and plugin calls from it are
+    /// attributed to this task.
+    pub(super) fn enter(&mut self) -> BoltLoop {
         self.core.transfer.rehome();
         self.inputs.rehome();
-        let name = self.core.label.clone();
-        let mut turn = Turn {
-            stats: LocalStats::default(),
-            emit_error: None,
-            current: None,
-            histogram: LocalHistogram::default(),
-        };
         crate::plugin::services::enter_task(
             &self.core.name.component,
             self.core.name.task.0,
             self.core.shared.clone(),
         );
-        if !self.begin() {
-            return self.finish(&mut turn, &name);
+        BoltLoop {
+            turn: Turn {
+                stats: LocalStats::default(),
+                emit_error: None,
+                current: None,
+                histogram: LocalHistogram::default(),
+            },
+            name: self.core.label.clone(),
+            bolt_counter: 0,
+            bp_counter: 0,
         }
-        let (mut bolt_counter, mut bp_counter) = (0u32, 0u32);
-        while self.core.run.state() != RunState::Stopping {
+    }
+
+    /// Ends the task: its last commit notices, `cleanup`, its last stats.
+    pub(super) fn end(&mut self, lp: &mut BoltLoop) {
+        self.finish(&mut lp.turn, &lp.name);
+    }
+
+    /// One turn of the loop, in the module doc's order.
+    ///
+    /// The hot loop: receive, execute, wait, kept in one function (as
+    /// tokio's schedulers keep theirs) so that the common turn is a few
+    /// compares and the cold paths are calls. `ALONE`: the task has its
+    /// thread to itself and waits here; otherwise (a chain, see
+    /// [`super::chain`]) it returns what it would wait for, and the chain
+    /// waits for all its tasks at once.
+    #[inline(always)]
+    pub(super) fn step<const ALONE: bool>(&mut self, lp: &mut BoltLoop) -> Step {
+        let BoltLoop { turn, name, bolt_counter, bp_counter } = lp;
+        let name = name.as_str();
+        if self.core.run.state() == RunState::Stopping {
+            return Step::Stop;
+        }
+        if self.core.rewiring.is_some() {
+            self.core.advance_rewire();
+        }
+        if self.retiring.is_some() && self.leaves(turn) {
+            return Step::Stop;
+        }
+        // 1. pending emits first
+        if !self.core.transfer.flush_pending(&mut turn.stats) {
+            self.publish(turn);
+            if ALONE {
+                let started = Instant::now();
+                *bp_counter = self.core.backpressure_idle(*bp_counter);
+                turn.stats.add(StatField::BackpressureNanos, started.elapsed().as_nanos() as u64);
+            }
+            return Step::Blocked;
+        }
+        *bp_counter = 0;
+        // 2. control
+        let ticks = self.drain_control(turn, name);
+        if self.swap.is_some() {
+            self.advance_swap();
+        }
+        // 3. consume
+        let consumed = self.consume(turn, name);
+        if self.window.is_some() {
+            self.run_windows(turn, name);
+        }
+        // 4. wait
+        if consumed == 0 && ticks == 0 {
+            self.core.transfer.flush_all(&mut turn.stats);
+            self.publish(turn);
+            // A rewire whose last batches just left is done before a long wait.
             if self.core.rewiring.is_some() {
                 self.core.advance_rewire();
             }
-            if self.retiring.is_some() && self.leaves(&turn) {
-                break;
+            if ALONE {
+                *bolt_counter = self.idle(*bolt_counter);
             }
-            // 1. pending emits first
-            if !self.core.transfer.flush_pending(&mut turn.stats) {
-                self.publish(&mut turn);
-                let started = Instant::now();
-                bp_counter = self.core.backpressure_idle(bp_counter);
-                turn.stats.add(StatField::BackpressureNanos, started.elapsed().as_nanos() as u64);
-                continue;
-            }
-            bp_counter = 0;
-            // 2. control
-            let ticks = self.drain_control(&mut turn, &name);
-            if self.swap.is_some() {
-                self.advance_swap();
-            }
-            // 3. consume
-            let consumed = self.consume(&mut turn, &name);
-            if self.window.is_some() {
-                self.run_windows(&mut turn, &name);
-            }
-            // 4. wait
-            if consumed == 0 && ticks == 0 {
-                self.core.transfer.flush_all(&mut turn.stats);
-                self.publish(&mut turn);
-                // A rewire whose last batches just left is done before a long wait.
-                if self.core.rewiring.is_some() {
-                    self.core.advance_rewire();
-                }
-                bolt_counter = self.idle(bolt_counter);
-            } else {
-                bolt_counter = 0;
-                self.core.transfer.flush_if_due(Instant::now(), &mut turn.stats);
-                self.publish(&mut turn);
-            }
+            Step::Idle(Idle::Queues)
+        } else {
+            *bolt_counter = 0;
+            self.core.transfer.flush_if_due(Instant::now(), &mut turn.stats);
+            self.publish(turn);
+            Step::Busy
         }
-        self.finish(&mut turn, &name);
+    }
+
+    /// Adds the time a chain spent in its backpressure wait for this task.
+    pub(super) fn blocked_for(&self, lp: &mut BoltLoop, waited: std::time::Duration) {
+        lp.turn.stats.add(StatField::BackpressureNanos, waited.as_nanos() as u64);
+    }
+
+    /// The task's core (its queues and wait strategies), for a chain's wait.
+    pub(super) fn core(&self) -> &TaskCore {
+        &self.core
+    }
+
+    /// The backpressure wait of a chain whose task this is.
+    pub(super) fn backpressure_wait(&mut self, counter: u32) -> u32 {
+        self.core.backpressure_idle(counter)
+    }
+
+    /// The bolt wait strategy's own wait (a chain whose head this is, with
+    /// a strategy other than progressive).
+    pub(super) fn bolt_wait(&mut self, counter: u32) -> u32 {
+        self.core.wait.idle(counter, &self.core.run.canceler)
+    }
+
+    /// The receive queue, for a chain's wait.
+    pub(super) fn receive(&self) -> &Receiver<Batch> {
+        &self.receive
     }
 
     /// Prepares the instance (a resized task first takes over its keys'
     /// state); false when the task must not run. A failure at topology start,
     /// or in a resized task, fails the run; a failure of a task a reload
     /// added is reported to the reloader, which rolls back.
-    fn begin(&mut self) -> bool {
+    pub(super) fn begin(&mut self) -> bool {
         let start = self.start.take();
         let result = match &start {
             Some(Start::Resized { state, limit, .. }) => {

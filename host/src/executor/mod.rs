@@ -1,12 +1,13 @@
 //! Executors: the spout loop, the bolt loop, and what they share.
 //!
-//! One thread per task. Data flows between tasks as batches over bounded
+//! One thread per task, or per chain of tasks ([`chain`]). Data flows between tasks as batches over bounded
 //! crossbeam channels ([`batch::Batch`]); acks, ticks and other control
 //! messages flow over separate unbounded channels, so they never wait behind
 //! data (the cause of Storm's false timeouts under backpressure, STORM-2359).
 
 pub use crate::queue::batch;
 pub mod bolt;
+pub mod chain;
 pub mod core;
 pub mod output;
 pub mod spout;
@@ -20,6 +21,35 @@ pub mod window;
 mod loop_tests;
 
 use std::time::{Duration, Instant};
+
+/// What one turn of a task's loop came to, for a chain that runs several
+/// tasks on one thread ([`chain`]) and waits for them together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// It did work: the next turn follows at once.
+    Busy,
+    /// Its emits wait for room downstream; it consumed nothing.
+    Blocked,
+    /// It found nothing to do, and would wait as [`Idle`] says.
+    Idle(Idle),
+    /// The task ended (the run stopped, or a reload retired it).
+    Stop,
+}
+
+/// How an idle task waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Idle {
+    /// A spout's nap, by its wait strategy.
+    Nap,
+    /// A spout blocks on its control queue and, when `woken`, on its wake
+    /// signal.
+    Block {
+        /// The spout took its wake handle.
+        woken: bool,
+    },
+    /// A bolt waits on its receive and control queues.
+    Queues,
+}
 
 /// Storm-less restart policy: at most `max_restarts` rebuilds of a task's
 /// instance within `window`; past that the topology stops.

@@ -37,6 +37,7 @@ use super::tracking::SpoutTracker;
 use super::transfer::EmitError;
 use super::wake::spout_waker;
 use super::{count_emit_error, count_error};
+use super::{Idle, Step};
 use crate::acker::msg::ReplyKind;
 use crate::control::{Control, ReloadError, RunError, RunState, SpoutSwap, SwapDone};
 use crate::metrics::{LocalHistogram, LocalStats, StatField};
@@ -177,114 +178,223 @@ struct Turn {
     active: bool,
 }
 
+/// A spout task's loop state between turns (see [`SpoutExecutor::step`]).
+pub struct SpoutLoop {
+    turn: Turn,
+    name: String,
+    acking: bool,
+    /// Storm: with ackers the receive queue is read every turn; without,
+    /// once every `spout_recvq_skips` turns (a countdown, not a modulo).
+    skips: u32,
+    until_receive: u32,
+    spout_counter: u32,
+    bp_counter: u32,
+    iteration: u64,
+    /// The last turn found the spout gated by max-spout-pending.
+    gated: bool,
+}
+
+impl std::fmt::Debug for SpoutLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpoutLoop").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
 impl SpoutExecutor {
     /// Runs the task to the end. Never panics on plugin failures: they are
     /// reported through the run control.
-    ///
-    /// The hot loop: one turn per pass, in the module doc's order, kept in
-    /// one function (as tokio's schedulers keep theirs) so that the common
-    /// turn is a few compares and the cold paths are calls.
     pub fn run(mut self) {
-        // What the loop writes on every tuple, into this thread's memory.
+        let mut lp = self.enter();
+        if self.begin(&mut lp) {
+            while self.step::<true>(&mut lp) != Step::Stop {}
+        }
+        self.finish(&mut lp.turn);
+    }
+
+    /// Takes the task onto the calling thread: what the loop writes on
+    /// every tuple moves into its memory, and plugin calls from it are
+    /// attributed to this task.
+    pub(super) fn enter(&mut self) -> SpoutLoop {
         self.core.transfer.rehome();
         self.tracker.pending.rehome();
-        let mut turn = Turn {
-            stats: LocalStats::default(),
-            histogram: LocalHistogram::default(),
-            emit_error: None,
-            active: false,
-        };
-        let name = self.core.label.clone();
         crate::plugin::services::enter_task(
             &self.core.name.component,
             self.core.name.task.0,
             self.core.shared.clone(),
         );
-        if let Err(cause) = self.open() {
-            self.core.fail(|task| RunError::Lifecycle { task, call: "open", cause });
-            return self.finish(&mut turn);
-        }
         let acking = self.core.transfer.acking();
-        // Storm: with ackers the receive queue is read every turn; without,
-        // once every `spout_recvq_skips` turns (a countdown, not a modulo).
-        let skips = if acking { 1 } else { self.recvq_skips.max(1) };
-        let mut until_receive = 0u32;
-        let (mut spout_counter, mut bp_counter) = (0u32, 0u32);
-        let mut iteration = 0u64;
-        loop {
-            let state = self.core.run.state();
-            if state == RunState::Stopping {
-                break;
+        SpoutLoop {
+            turn: Turn {
+                stats: LocalStats::default(),
+                histogram: LocalHistogram::default(),
+                emit_error: None,
+                active: false,
+            },
+            name: self.core.label.clone(),
+            acking,
+            skips: if acking { 1 } else { self.recvq_skips.max(1) },
+            until_receive: 0,
+            spout_counter: 0,
+            bp_counter: 0,
+            iteration: 0,
+            gated: false,
+        }
+    }
+
+    /// Opens the instance; false (the run failed) when it cannot run.
+    pub(super) fn begin(&mut self, _lp: &mut SpoutLoop) -> bool {
+        match self.open() {
+            Ok(()) => true,
+            Err(cause) => {
+                self.core.fail(|task| RunError::Lifecycle { task, call: "open", cause });
+                false
             }
-            // The common case costs two compares; the transitions are cold.
-            let wanted = state == RunState::Running && self.enabled && self.swap.is_none();
-            if wanted != turn.active || (state == RunState::Draining && self.drain_base.is_none()) {
-                self.follow(&mut turn, &name, state);
+        }
+    }
+
+    /// Ends the task: what is pending fails, `close`, its last stats.
+    pub(super) fn end(&mut self, lp: &mut SpoutLoop) {
+        self.finish(&mut lp.turn);
+    }
+
+    /// One turn of the loop, in the module doc's order.
+    ///
+    /// The hot loop, kept in one function (as tokio's schedulers keep
+    /// theirs) so that the common turn is a few compares and the cold paths
+    /// are calls. `ALONE`: the task has its thread to itself and waits
+    /// here; otherwise (a chain, see [`super::chain`]) it returns what it
+    /// would wait for, and the chain waits for all its tasks at once.
+    #[inline(always)]
+    pub(super) fn step<const ALONE: bool>(&mut self, lp: &mut SpoutLoop) -> Step {
+        let state = self.core.run.state();
+        if state == RunState::Stopping {
+            return Step::Stop;
+        }
+        let turn = &mut lp.turn;
+        let name = lp.name.as_str();
+        // The common case costs two compares; the transitions are cold.
+        let wanted = state == RunState::Running && self.enabled && self.swap.is_none();
+        if wanted != turn.active || (state == RunState::Draining && self.drain_base.is_none()) {
+            self.follow(turn, name, state);
+        }
+        // 1. receive queue
+        let received = if lp.until_receive == 0 {
+            lp.until_receive = lp.skips - 1;
+            self.drain_control(turn, name)
+        } else {
+            lp.until_receive -= 1;
+            0
+        };
+        if self.swap.is_some() {
+            self.advance_swap(turn, name, state);
+        }
+        if self.core.rewiring.is_some() {
+            self.core.advance_rewire();
+        }
+        lp.iteration += 1;
+        let iteration = lp.iteration;
+        // 2. gate
+        let gated = self.max_pending.is_some_and(|max| self.tracker.pending.len() >= max);
+        // 3. pending emits
+        let clear = self.core.transfer.flush_pending(&mut turn.stats);
+        if iteration.is_multiple_of(64) {
+            self.core.transfer.flush_if_due(Instant::now(), &mut turn.stats);
+            self.publish(turn);
+        }
+        // 4. emit
+        let mut emitted = 0;
+        if turn.active && !gated && clear && !self.core.poisoned {
+            emitted = self.next_tuple(turn, name, iteration % 64 == 1);
+        }
+        // 5. wait
+        if self.core.transfer.has_pending() {
+            if ALONE {
+                let started = Instant::now();
+                lp.bp_counter = self.core.backpressure_idle(lp.bp_counter);
+                turn.stats.add(StatField::BackpressureNanos, started.elapsed().as_nanos() as u64);
             }
-            // 1. receive queue
-            let received = if until_receive == 0 {
-                until_receive = skips - 1;
-                self.drain_control(&mut turn, &name)
-            } else {
-                until_receive -= 1;
-                0
-            };
-            if self.swap.is_some() {
-                self.advance_swap(&mut turn, &name, state);
-            }
+            return Step::Blocked;
+        }
+        lp.bp_counter = 0;
+        if emitted == 0 && received == 0 {
+            self.core.transfer.flush_all(&mut turn.stats);
+            self.publish(turn);
             if self.core.rewiring.is_some() {
                 self.core.advance_rewire();
             }
-            iteration += 1;
-            // 2. gate
-            let gated = self.max_pending.is_some_and(|max| self.tracker.pending.len() >= max);
-            // 3. pending emits
-            let clear = self.core.transfer.flush_pending(&mut turn.stats);
-            if iteration.is_multiple_of(64) {
-                self.core.transfer.flush_if_due(Instant::now(), &mut turn.stats);
-                self.publish(&mut turn);
-            }
-            // 4. emit
-            let mut emitted = 0;
-            if turn.active && !gated && clear && !self.core.poisoned {
-                emitted = self.next_tuple(&mut turn, &name, iteration % 64 == 1);
-            }
-            // 5. wait
-            if self.core.transfer.has_pending() {
+            // Only an acker reply (or a timeout tick) can ungate the spout,
+            // or finish a swap's drain: it waits for one on the control
+            // queue. A draining spout emits nothing more, so it too waits for
+            // replies and ticks (and the stop's wake) instead of napping: a
+            // thousand spouts napping 1 ms each took the cores the drain's
+            // bolts needed.
+            let idle = if (gated && lp.acking) || self.swap.is_some() || state == RunState::Draining
+            {
+                Idle::Block { woken: false }
+            } else if self.wakes && turn.active && !gated {
+                Idle::Block { woken: true }
+            } else {
+                Idle::Nap
+            };
+            lp.gated = gated;
+            if ALONE {
                 let started = Instant::now();
-                bp_counter = self.core.backpressure_idle(bp_counter);
-                turn.stats.add(StatField::BackpressureNanos, started.elapsed().as_nanos() as u64);
-                continue;
+                match idle {
+                    Idle::Block { woken } => self.block(woken),
+                    _ => {
+                        lp.spout_counter =
+                            self.core.wait.idle(lp.spout_counter, &self.core.run.canceler);
+                    }
+                }
+                self.waited(lp, started.elapsed());
             }
-            bp_counter = 0;
-            if emitted == 0 && received == 0 {
-                self.core.transfer.flush_all(&mut turn.stats);
-                self.publish(&mut turn);
-                if self.core.rewiring.is_some() {
-                    self.core.advance_rewire();
-                }
-                let started = Instant::now();
-                if (gated && acking) || self.swap.is_some() || state == RunState::Draining {
-                    // Only an acker reply (or a timeout tick) can ungate the
-                    // spout, or finish a swap's drain: wait for it on the
-                    // control queue. A draining spout emits nothing more, so
-                    // it too waits for replies and ticks (and the stop's
-                    // wake) instead of napping: a thousand spouts napping
-                    // 1 ms each took the cores the drain's bolts needed.
-                    self.block(false);
-                } else if self.wakes && turn.active && !gated {
-                    self.block(true);
-                } else {
-                    spout_counter = self.core.wait.idle(spout_counter, &self.core.run.canceler);
-                }
-                if gated {
-                    turn.stats.add(StatField::MaxPendingNanos, started.elapsed().as_nanos() as u64);
-                }
-            } else if emitted > 0 {
-                spout_counter = 0;
-            }
+            return Step::Idle(idle);
+        } else if emitted > 0 {
+            lp.spout_counter = 0;
         }
-        self.finish(&mut turn);
+        Step::Busy
+    }
+
+    /// Counts a wait that followed an idle turn: max-spout-pending time
+    /// when the spout was gated.
+    pub(super) fn waited(&self, lp: &mut SpoutLoop, waited: Duration) {
+        if lp.gated {
+            lp.turn.stats.add(StatField::MaxPendingNanos, waited.as_nanos() as u64);
+        }
+    }
+
+    /// Adds the time a chain spent in its backpressure wait for this task.
+    pub(super) fn blocked_for(&self, lp: &mut SpoutLoop, waited: Duration) {
+        lp.turn.stats.add(StatField::BackpressureNanos, waited.as_nanos() as u64);
+    }
+
+    /// The spout's nap (its wait strategy), for a chain whose head it is;
+    /// the counter is the loop's own.
+    pub(super) fn nap(&mut self, lp: &mut SpoutLoop) {
+        lp.spout_counter = self.core.wait.idle(lp.spout_counter, &self.core.run.canceler);
+    }
+
+    /// The task's core (its queues and wait strategies), for a chain's wait.
+    pub(super) fn core(&self) -> &TaskCore {
+        &self.core
+    }
+
+    /// The backpressure wait of a chain whose task this is.
+    pub(super) fn backpressure_wait(&mut self, counter: u32) -> u32 {
+        self.core.backpressure_idle(counter)
+    }
+
+    /// What a chain waits on for this spout: its wake signal, and how long
+    /// a block may last.
+    pub(super) fn wake_signal(&self) -> (&Receiver<()>, Duration) {
+        let limit = if self.swap.is_some() { SWAP_BLOCK_LIMIT } else { BLOCK_LIMIT };
+        (&self.waker.1, limit)
+    }
+
+    /// Takes the wake token a chain's wait may have left (one token stands
+    /// for every wake since the last turn).
+    pub(super) fn take_wake(&self) {
+        let _ = self.waker.1.try_recv();
     }
 
     /// Opens the instance; remembers whether it took its wake handle.

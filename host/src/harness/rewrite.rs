@@ -297,6 +297,7 @@ fn harness_decl(name: String, component: &str, config: String) -> ComponentDecl 
         config,
         config_keys: Vec::new(),
         wait: WaitOverrides::default(),
+        chain: true,
     }
 }
 

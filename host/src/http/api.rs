@@ -62,6 +62,9 @@ struct Edge {
     stream: String,
     to: String,
     grouping: String,
+    /// The subscriber runs chained to the source: task `k` of each on one
+    /// thread (`config::chain`).
+    chained: bool,
     /// Tuples/s the source component emitted over the last 10 s (all its streams).
     rate: f64,
 }
@@ -95,6 +98,7 @@ pub fn topology(handle: &TopologyHandle, history: &History) -> Answer {
                     stream: s.decl.name.to_string(),
                     to: t.components[sub.component].name.clone(),
                     grouping: grouping_label(&sub.grouping, &fields),
+                    chained: t.components[sub.component].chain_from == Some(i),
                     rate,
                 });
             }

@@ -37,6 +37,9 @@ pub struct ComponentSummary {
     pub component: String,
     /// Task count.
     pub tasks: u32,
+    /// The component this bolt runs chained to: its task `k` runs on the
+    /// thread of that component's task `k` (`null`: threads of its own).
+    pub chained_to: Option<String>,
     /// Tuples emitted.
     pub emitted: u64,
     /// Tuples handed to downstream queues.
@@ -172,6 +175,10 @@ impl Report {
                     kind: if c.kind == Kind::Spout { "spout" } else { "bolt" },
                     component: c.reference.clone(),
                     tasks: c.parallelism(),
+                    chained_to: c
+                        .chain_from
+                        .and_then(|i| topology.components.get(i))
+                        .map(|u| u.name.clone()),
                     emitted: g(StatField::Emitted),
                     transferred: g(StatField::Transferred),
                     executed,

@@ -2,9 +2,10 @@
 //! `PluginRoot::attach_host` — logging through the host's `tracing`, with the
 //! component and task attached, and user metrics the host exports.
 //!
-//! Every executor thread runs exactly one task; [`enter_task`] tells this
+//! An executor thread runs one task at a time; [`enter_task`] tells this
 //! module which, so a plugin call knows its task without passing anything
-//! across the boundary. Calls from another thread (a constructor, the
+//! across the boundary (a chain of tasks on one thread swaps each task's
+//! [`Scope`] in around its turns). Calls from another thread (a constructor, the
 //! plugin's own threads) log without a task and cannot register metrics.
 
 use std::cell::RefCell;
@@ -67,6 +68,25 @@ pub fn enter_task(component: &str, task: u32, stats: Arc<dyn TaskSink>) {
         *c.borrow_mut() =
             Some(TaskScope { component: component.to_owned(), task, stats, registered: Vec::new() })
     });
+}
+
+/// A task's scope taken off its thread: a chain (several tasks on one
+/// thread) keeps one per task and swaps it in around each of the task's
+/// turns, so plugin calls are attributed to the task that makes them.
+#[derive(Default)]
+pub struct Scope(Option<TaskScope>);
+
+impl std::fmt::Debug for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let task = self.0.as_ref().map(|s| (&s.component, s.task));
+        f.debug_tuple("Scope").field(&task).finish()
+    }
+}
+
+/// Swaps the calling thread's task scope with `scope`: call it once to
+/// take a task's scope in, and again to take it back out.
+pub fn swap_scope(scope: &mut Scope) {
+    CURRENT.with(|c| std::mem::swap(&mut *c.borrow_mut(), &mut scope.0));
 }
 
 /// A new instance of the calling thread's task is about to `open` or

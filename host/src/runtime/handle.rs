@@ -243,7 +243,14 @@ impl TopologyHandle {
 
     /// Installs the topology and queues a live reload built: the one
     /// current topology, which the next reload compares against.
-    pub(super) fn install(&self, live: Live) {
+    pub(super) fn install(&self, mut live: Live) {
+        // Tasks are chained onto threads at start; a reload moves none.
+        let running = self.inner.live.get();
+        if live.topology.components.iter().any(|c| c.chain_from.is_some()) {
+            let mut topology = (*live.topology).clone();
+            topology.keep_running_chains(&running.topology);
+            live.topology = Arc::new(topology);
+        }
         self.inner.live.set(live);
         // Taps cover the tasks the reload added.
         let live = self.inner.live.get();

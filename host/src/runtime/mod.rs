@@ -8,8 +8,8 @@
 //!    of `receive_buffer_size / producer_batch_size` batches, an unbounded
 //!    control channel per task, an unbounded channel per acker), the
 //!    executors, the ackers and the system task. Nothing runs yet.
-//! 3. [`Plan::spawn`] starts one thread per task, one per acker, and the
-//!    system thread (timeout ticks, tick tuples; it parks 5000 µs per turn),
+//! 3. [`Plan::spawn`] starts one thread per task (or per operator chain:
+//!    `config::chain`), one per acker, and the system thread (timeout ticks, tick tuples; it parks 5000 µs per turn),
 //!    and returns the [`RunningTopology`]. A host thread that panics fails
 //!    the run ([`RunError::ThreadDied`]) instead of stopping silently.
 //!

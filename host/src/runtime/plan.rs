@@ -18,6 +18,7 @@ use crate::config::{ThrottleRate, ThrottleSpec};
 use crate::control::{Control, RunControl, TaskName};
 use crate::executor::batch::{Batch, QueueBytes};
 use crate::executor::bolt::{BoltExecutor, BoltInputs, SourceTable, WindowState};
+use crate::executor::chain::{Chain, Task};
 use crate::executor::core::TaskCore;
 use crate::executor::spout::{SpoutExecutor, SpoutOptions, ThrottleUnit};
 use crate::executor::transfer::{StreamRoutes, Transfer, TransferWiring};
@@ -240,7 +241,7 @@ pub fn task_executor(
                     }
                     window
                 }),
-                upstream: upstream_tasks(topology, c),
+                upstream: upstream_tasks(topology, c, task),
             };
             Executor::Bolt(Box::new(BoltExecutor::new(core, bolt, inputs)))
         }
@@ -293,7 +294,8 @@ impl Plan {
         Self { topology, run, wiring, spouts, bolts, ackers, system, reports }
     }
 
-    /// Starts one thread per task, one per acker, and the system thread.
+    /// Starts one thread per task (a chain's tasks share one:
+    /// `config::chain`), one per acker, and the system thread.
     ///
     /// # Errors
     /// When a thread cannot be spawned; the threads already started are
@@ -312,6 +314,7 @@ impl Plan {
         durable: Option<super::DurableStart>,
     ) -> Result<RunningTopology, StartError> {
         let Plan { topology, run, wiring, spouts, bolts, ackers, system, reports } = self;
+        let chains = chains(&topology, spouts, bolts);
         let live = Arc::new(super::handle::LiveCell::new(topology, wiring));
         // A change of run state wakes every task and acker blocked on its
         // queues (they block for up to a second when idle). Weak: the run
@@ -329,13 +332,23 @@ impl Plan {
         })));
         let mut threads = Vec::new();
         let spawned = (|| {
-            for s in spouts {
-                let name = format!("{}-{}", s.context().component, s.context().task_id);
-                threads.push(super::spawn(name, &run, move || s.run())?);
-            }
-            for b in bolts {
-                let name = format!("{}-{}", b.context().component, b.context().task_id);
-                threads.push(super::spawn(name, &run, move || b.run())?);
+            for chain in chains {
+                let mut tasks = chain.into_iter();
+                match (tasks.next(), tasks.len()) {
+                    (Some(Task::Spout(s)), 0) => {
+                        let name = format!("{}-{}", s.context().component, s.context().task_id);
+                        threads.push(super::spawn(name, &run, move || s.run())?);
+                    }
+                    (Some(Task::Bolt(b)), 0) => {
+                        let name = format!("{}-{}", b.context().component, b.context().task_id);
+                        threads.push(super::spawn(name, &run, move || b.run())?);
+                    }
+                    (Some(head), _) => {
+                        let chain = Chain::new(std::iter::once(head).chain(tasks).collect());
+                        threads.push(super::spawn(chain.thread_name(), &run, move || chain.run())?);
+                    }
+                    (None, _) => {}
+                }
             }
             for (i, acker) in ackers.into_iter().enumerate() {
                 threads.push(super::spawn(format!("__acker-{i}"), &run, move || acker.run())?);
@@ -363,19 +376,62 @@ impl Plan {
     }
 }
 
-/// The tasks of every component with a stream `c` subscribes to.
-fn upstream_tasks(topology: &Topology, c: &Component) -> Vec<u32> {
+/// The executors grouped by the thread they run on, each group head first
+/// (a task alone is a group of one): a chained bolt's task `k` joins the
+/// group of its upstream's task `k` (`config::chain`).
+fn chains(
+    topology: &Topology,
+    spouts: Vec<SpoutExecutor>,
+    bolts: Vec<BoltExecutor>,
+) -> Vec<Vec<Task>> {
+    // Each task's head and its depth below it.
+    let mut place: Vec<(u32, u32)> = (0..topology.task_count).map(|t| (t, 0)).collect();
+    for c in &topology.components {
+        for (k, t) in c.tasks.clone().enumerate() {
+            let (mut at, mut head, mut depth) = (c, t, 0);
+            while let Some(up) = at.chain_from.and_then(|i| topology.components.get(i)) {
+                let Some(task) = up.tasks.clone().nth(k) else { break };
+                (at, head, depth) = (up, task, depth + 1);
+            }
+            place[t as usize] = (head, depth);
+        }
+    }
+    let mut groups: std::collections::BTreeMap<u32, Vec<(u32, Task)>> = Default::default();
+    let tasks = spouts
+        .into_iter()
+        .map(|s| (s.context().task_id, Task::Spout(Box::new(s))))
+        .chain(bolts.into_iter().map(|b| (b.context().task_id, Task::Bolt(Box::new(b)))));
+    for (t, task) in tasks {
+        let (head, depth) = place.get(t as usize).copied().unwrap_or((t, 0));
+        groups.entry(head).or_default().push((depth, task));
+    }
+    groups
+        .into_values()
+        .map(|mut g| {
+            g.sort_by_key(|(depth, _)| *depth);
+            g.into_iter().map(|(_, task)| task).collect()
+        })
+        .collect()
+}
+
+/// The tasks that send to task `task` of `c`: every task of each
+/// component with a stream `c` subscribes to, or, on a pairwise (chained)
+/// edge, only the sender's task of the same index.
+fn upstream_tasks(topology: &Topology, c: &Component, task: u32) -> Vec<u32> {
     let Some(index) = topology.components.iter().position(|x| x.name == c.name) else {
         return Vec::new();
     };
-    let mut tasks: Vec<u32> = topology
-        .components
-        .iter()
-        .filter(|p| {
-            p.outputs.iter().any(|s| s.subscribers.iter().any(|sub| sub.component == index))
-        })
-        .flat_map(|p| p.tasks.clone())
-        .collect();
+    let k = task.saturating_sub(c.tasks.start);
+    let mut tasks: Vec<u32> = Vec::new();
+    for p in &topology.components {
+        let subs = p.outputs.iter().flat_map(|s| &s.subscribers).filter(|s| s.component == index);
+        for sub in subs {
+            match p.tasks.clone().nth(k as usize).filter(|_| sub.pairwise) {
+                Some(peer) => tasks.push(peer),
+                None => tasks.extend(p.tasks.clone()),
+            }
+        }
+    }
     tasks.sort_unstable();
     tasks.dedup();
     tasks
@@ -399,7 +455,11 @@ pub(super) fn routes(
                 .iter()
                 .enumerate()
                 .map(|(sub_index, sub)| {
-                    let tasks = sub.tasks.clone();
+                    let k = task.saturating_sub(c.tasks.start) as usize;
+                    let tasks = match sub.tasks.get(k).filter(|_| sub.pairwise) {
+                        Some(&peer) => vec![peer],
+                        None => sub.tasks.clone(),
+                    };
                     match custom
                         .iter()
                         .position(|c| c.stream == stream && c.subscriber == sub_index)

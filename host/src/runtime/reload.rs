@@ -1021,6 +1021,7 @@ mod tests {
                 component: sub,
                 grouping: Grouping::Shuffle,
                 tasks,
+                pairwise: false,
             });
         }
         let mut new = old.clone();

@@ -146,6 +146,7 @@ impl<'a> Binder<'a> {
             components.push(component);
         }
         self.wire(&mut components, &names);
+        chain(config, &mut components, &names);
         let topology = Topology {
             name: config.name.clone(),
             settings: config.settings.clone(),
@@ -183,6 +184,7 @@ impl<'a> Binder<'a> {
             config,
             config_keys,
             wait,
+            chain: _,
         } = decl;
         let wanted = if kind == Kind::Spout { ComponentKind::SPOUT } else { ComponentKind::BOLT };
         let descriptor = self.resolve(reference, wanted)?;
@@ -678,6 +680,7 @@ impl<'a> Binder<'a> {
             component: to,
             grouping,
             tasks,
+            pairwise: false,
         });
         components[to].inputs.push(Input {
             from,
@@ -816,6 +819,26 @@ fn component(
         close_budget: descriptor.close_budget,
         needs_ticks: descriptor.ticks,
         checkpoints: kind == Kind::Spout && descriptor.durable,
+        chain_from: None,
+    }
+}
+
+/// Marks the chained bolts (`config::chain`) and their pairwise inputs.
+fn chain(config: &TopologyConfig, components: &mut [Component], names: &HashMap<&str, usize>) {
+    for link in crate::config::chain::links(config) {
+        let bolt = config.bolts[link.bolt].decl.name.as_str();
+        let (Some(&to), Some(&from)) = (names.get(bolt), names.get(link.upstream.as_str())) else {
+            continue;
+        };
+        if components[to].windowed || components[from].windowed {
+            continue;
+        }
+        components[to].chain_from = Some(from);
+        for stream in &mut components[from].outputs {
+            for sub in stream.subscribers.iter_mut().filter(|s| s.component == to) {
+                sub.pairwise = matches!(sub.grouping, Grouping::LocalOrShuffle);
+            }
+        }
     }
 }
 

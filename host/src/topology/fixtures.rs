@@ -51,6 +51,7 @@ pub(crate) fn component(name: &str, kind: Kind, tasks: std::ops::Range<u32>) -> 
         close_budget: None,
         needs_ticks: None,
         checkpoints: false,
+        chain_from: None,
     }
 }
 
@@ -89,6 +90,7 @@ pub(crate) fn linked(mut components: Vec<Component>) -> Topology {
             component: to,
             grouping,
             tasks,
+            pairwise: false,
         });
     }
     let task_count =

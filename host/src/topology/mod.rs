@@ -170,6 +170,31 @@ pub struct Component {
     /// A spout that keeps a checkpoint position (contract 1.2's
     /// `Spout::CHECKPOINTS`): durable state is exact across restarts.
     pub checkpoints: bool,
+    /// The component this bolt is chained to (`config::chain`): its task
+    /// `k` runs on the thread of that component's task `k`.
+    pub chain_from: Option<usize>,
+}
+
+impl Topology {
+    /// Keeps each bolt's `chain_from` only where `running` (the topology
+    /// whose threads run) chains it to the same upstream over the same
+    /// tasks: tasks are put on threads at start, and a live reload moves
+    /// none, so a chain the new file would allow is not one that runs.
+    pub fn keep_running_chains(&mut self, running: &Topology) {
+        let runs = |c: &Component, up: &Component| {
+            let Some(old) = running.components.iter().find(|o| o.name == c.name) else {
+                return false;
+            };
+            let old_up = old.chain_from.and_then(|i| running.components.get(i));
+            old_up.is_some_and(|o| o.name == up.name && o.tasks == up.tasks) && old.tasks == c.tasks
+        };
+        for i in 0..self.components.len() {
+            let Some(from) = self.components[i].chain_from else { continue };
+            if !runs(&self.components[i], &self.components[from]) {
+                self.components[i].chain_from = None;
+            }
+        }
+    }
 }
 
 impl Component {
@@ -288,6 +313,9 @@ pub struct Subscriber {
     pub grouping: Grouping,
     /// Its task ids.
     pub tasks: Vec<u32>,
+    /// A chained `local_or_shuffle` edge: the sender's task `k` sends only
+    /// to the subscriber's task `k`, which runs on its thread.
+    pub pairwise: bool,
 }
 
 /// An input edge of a bolt.

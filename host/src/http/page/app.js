@@ -155,7 +155,7 @@ function layout(components, edges) {
 
 function drawGraph(t) {
   const svg = $("graph");
-  const key = JSON.stringify([t.components.map((c) => c.name), t.edges.map((e) => [e.from, e.to, e.stream])]);
+  const key = JSON.stringify([t.components.map((c) => c.name), t.edges.map((e) => [e.from, e.to, e.stream, e.chained])]);
   const { pos, rows, cols } = layout(t.components, t.edges);
   const W = 170, H = 46, GX = 190, GY = 22;
   if (key !== lastGraphKey) {
@@ -172,10 +172,11 @@ function drawGraph(t) {
       const a = pos[e.from], b = pos[e.to];
       const x1 = a.col * (W + GX) + W, y1 = a.row * (H + GY) + H / 2 + 25;
       const x2 = b.col * (W + GX), y2 = b.row * (H + GY) + H / 2 + 25;
-      const g = el("svg:g", { class: "edge" });
+      const g = el("svg:g", { class: e.chained ? "edge chained" : "edge" });
       const mx = (x1 + x2) / 2;
       g.appendChild(el("svg:path", { d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, "marker-end": "url(#arrow)" }));
-      g.appendChild(el("svg:text", { x: mx, y: (y1 + y2) / 2 - 18, "text-anchor": "middle" }, `${e.stream} · ${e.grouping}`));
+      const what = `${e.stream} · ${e.grouping}${e.chained ? " · chained" : ""}`;
+      g.appendChild(el("svg:text", { x: mx, y: (y1 + y2) / 2 - 18, "text-anchor": "middle" }, what));
       g.appendChild(el("svg:text", { x: mx, y: (y1 + y2) / 2 - 5, "text-anchor": "middle", id: `edge-${i}` }, ""));
       svg.appendChild(g);
     });

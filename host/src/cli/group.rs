@@ -14,8 +14,8 @@ use super::args::RunArgs;
 use super::signals::Signals;
 use super::Failure;
 use crate::config::{Diagnostics, GroupDecl, Override, TopologyConfig};
-use crate::group::{Member, PartitionError, Partitions, Settings};
-use crate::http::group::{BoundGroup, GroupView};
+use crate::group::{Counters, Member, PartitionError, Partitions, Settings};
+use crate::http::group::{BoundGroup, GroupEndpoint, GroupView};
 use crate::runtime::RunningTopology;
 use crate::state::Fence;
 
@@ -134,70 +134,23 @@ pub(super) fn run_group(
     // an error is the file's, at its line and column.
     drop(super::bind(config)?);
     let coordinator = coordinator(config, &group, &sets)?;
-    let addr = args.http.or(config.settings.http);
-    let access = addr
-        .map(|addr| {
-            let options = &config.settings.http_options;
-            crate::http::access_from(options, args.http_token_file.as_deref(), addr)
-        })
-        .transpose()
-        .map_err(Failure::http_config)?;
-    let bound = addr
-        .map(|addr| {
-            BoundGroup::bind(addr)
-                .map_err(|e| Failure::Bind(crate::http::BindError { addr, message: e.to_string() }))
-        })
-        .transpose()?;
+    let http = bind_http(args, config)?;
     if args.watch {
         tracing::warn!("group {}: --watch is ignored by a group member", group.name);
     }
-    let host_id = group.host_id.clone().unwrap_or_else(crate::group::default_host_id);
-    if !crate::config::group::host_id_ok(&host_id) {
-        return Err(Failure::Group(format!(
-            "host id {host_id:?} is not valid: letters, digits, '_', '-' and '=' (--host-id)"
-        )));
-    }
-    let settings = Settings { name: group.name.clone(), partitions: group.partitions, host_id };
+    let settings = member_settings(&group)?;
     let partitions = Arc::new(FilePartitions { path: args.topology.clone(), sets });
     let deadline = args.duration.map(|d| Instant::now() + d);
     let member = Member::start(settings, coordinator, partitions)
         .map_err(|e| Failure::Group(e.to_string()))?;
     let ready = Arc::new(AtomicBool::new(true));
-    let endpoint = match (bound, access) {
-        (Some(bound), Some(access)) => {
-            let view = GroupView {
-                status: member.status_cell(),
-                counters: member.counters().clone(),
-                ready: ready.clone(),
-            };
-            let limits = crate::http::limits_from(&config.settings.http_options);
-            match bound.serve(access, limits, view) {
-                Ok(endpoint) => Some(endpoint),
-                Err(e) => {
-                    tracing::error!("group {}: the HTTP endpoint cannot start: {e}", group.name);
-                    None
-                }
-            }
-        }
-        _ => None,
-    };
+    let endpoint = http.and_then(|http| serve_http(http, config, &member, &ready, &group.name));
     tracing::info!(
         "running in group {}; SIGINT (Ctrl-C) or SIGTERM checkpoints and releases every \
          partition, a second one exits at once",
         group.name
     );
-    let reason = loop {
-        std::thread::sleep(Duration::from_millis(50));
-        if let Some(signal) = signals.stop_requested() {
-            break signal;
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            break "duration reached";
-        }
-        if member.is_finished() {
-            break "the group member stopped";
-        }
-    };
+    let reason = wait_for_stop(signals, deadline, &member);
     tracing::info!("{reason}: leaving group {}", group.name);
     ready.store(false, std::sync::atomic::Ordering::SeqCst);
     let counters = member.counters().clone();
@@ -205,17 +158,92 @@ pub(super) fn run_group(
     if let Some(endpoint) = endpoint {
         endpoint.stop();
     }
+    print_counters(&group.name, &counters);
+    Ok(())
+}
+
+/// The group's HTTP endpoint, bound but not yet serving, with its access
+/// rules: `None` without an address (`--http` or `[settings] http`).
+fn bind_http(
+    args: &RunArgs,
+    config: &TopologyConfig,
+) -> Result<Option<(BoundGroup, crate::http::Access)>, Failure> {
+    let Some(addr) = args.http.or(config.settings.http) else {
+        return Ok(None);
+    };
+    let options = &config.settings.http_options;
+    let access = crate::http::access_from(options, args.http_token_file.as_deref(), addr)
+        .map_err(Failure::http_config)?;
+    let bound = BoundGroup::bind(addr)
+        .map_err(|e| Failure::Bind(crate::http::BindError { addr, message: e.to_string() }))?;
+    Ok(Some((bound, access)))
+}
+
+/// The member's settings from `[group]`: its name, partition count and
+/// host id (`host_id`, else this machine's), checked to be a valid id.
+fn member_settings(group: &GroupDecl) -> Result<Settings, Failure> {
+    let host_id = group.host_id.clone().unwrap_or_else(crate::group::default_host_id);
+    if !crate::config::group::host_id_ok(&host_id) {
+        return Err(Failure::Group(format!(
+            "host id {host_id:?} is not valid: letters, digits, '_', '-' and '=' (--host-id)"
+        )));
+    }
+    Ok(Settings { name: group.name.clone(), partitions: group.partitions, host_id })
+}
+
+/// Starts serving the member's status on the bound endpoint; an endpoint
+/// that cannot start is logged and the member runs without it.
+fn serve_http(
+    (bound, access): (BoundGroup, crate::http::Access),
+    config: &TopologyConfig,
+    member: &Member,
+    ready: &Arc<AtomicBool>,
+    name: &str,
+) -> Option<GroupEndpoint> {
+    let view = GroupView {
+        status: member.status_cell(),
+        counters: member.counters().clone(),
+        ready: ready.clone(),
+    };
+    let limits = crate::http::limits_from(&config.settings.http_options);
+    match bound.serve(access, limits, view) {
+        Ok(endpoint) => Some(endpoint),
+        Err(e) => {
+            tracing::error!("group {name}: the HTTP endpoint cannot start: {e}");
+            None
+        }
+    }
+}
+
+/// Waits, polling every 50 ms, for a stop signal, the deadline or the
+/// member's end, and says which came first.
+fn wait_for_stop(signals: &Signals, deadline: Option<Instant>, member: &Member) -> &'static str {
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        if let Some(signal) = signals.stop_requested() {
+            return signal;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return "duration reached";
+        }
+        if member.is_finished() {
+            return "the group member stopped";
+        }
+    }
+}
+
+/// Prints the member's partition counts on leaving, on stderr.
+fn print_counters(name: &str, counters: &Counters) {
     use std::sync::atomic::Ordering::Relaxed;
     eprintln!(
         "group {}: taken {}, of which taken over {}, released {}, lost {}, start failures {}",
-        group.name,
+        name,
         counters.taken.load(Relaxed),
         counters.takeovers.load(Relaxed),
         counters.released.load(Relaxed),
         counters.lost.load(Relaxed),
         counters.start_failures.load(Relaxed),
     );
-    Ok(())
 }
 
 /// `squall group status TOPOLOGY.toml`: the group as its coordinator
@@ -251,17 +279,6 @@ pub(super) fn status(
 /// of objects as a table whose columns are the objects' fields.
 fn render(report: &serde_json::Value) -> String {
     use std::fmt::Write as _;
-    let cell = |v: &serde_json::Value| match v {
-        serde_json::Value::Null => "-".to_owned(),
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Array(items) if items.is_empty() => "-".to_owned(),
-        serde_json::Value::Array(items) => items
-            .iter()
-            .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_owned))
-            .collect::<Vec<_>>()
-            .join(","),
-        other => other.to_string(),
-    };
     let mut out = String::new();
     let Some(fields) = report.as_object() else {
         let _ = writeln!(out, "{report}");
@@ -274,34 +291,54 @@ fn render(report: &serde_json::Value) -> String {
         .collect();
     let _ = writeln!(out, "{}", plain.join(", "));
     for (name, value) in fields {
-        let Some(rows) = value.as_array().filter(|r| r.iter().all(serde_json::Value::is_object))
-        else {
-            continue;
-        };
-        let columns: Vec<&String> = rows
-            .first()
-            .and_then(|r| r.as_object())
-            .map(|r| r.keys().collect())
-            .unwrap_or_default();
-        let table: Vec<Vec<String>> =
-            rows.iter().map(|r| columns.iter().map(|c| cell(&r[c.as_str()])).collect()).collect();
-        let widths: Vec<usize> = columns
-            .iter()
-            .enumerate()
-            .map(|(i, c)| table.iter().map(|r| r[i].len()).chain([c.len()]).max().unwrap_or(0))
-            .collect();
-        let line = |cells: Vec<String>| {
-            let padded: Vec<String> =
-                cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
-            padded.join("  ").trim_end().to_owned()
-        };
-        let _ = writeln!(out, "\n{name}");
-        let _ = writeln!(out, "{}", line(columns.iter().map(|c| c.to_uppercase()).collect()));
-        for row in table {
-            let _ = writeln!(out, "{}", line(row));
+        if let Some(rows) = value.as_array().filter(|r| r.iter().all(serde_json::Value::is_object))
+        {
+            render_table(&mut out, name, rows);
         }
     }
     out
+}
+
+/// One value as a table cell: `-` for null or an empty list, a list's
+/// items joined by commas, a string without its quotes.
+fn cell(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Null => "-".to_owned(),
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(items) if items.is_empty() => "-".to_owned(),
+        serde_json::Value::Array(items) => items
+            .iter()
+            .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_owned))
+            .collect::<Vec<_>>()
+            .join(","),
+        other => other.to_string(),
+    }
+}
+
+/// Appends a list of objects as a table under its name: the first object's
+/// fields are the columns, upper-cased in the header, each padded to its
+/// widest cell.
+fn render_table(out: &mut String, name: &str, rows: &[serde_json::Value]) {
+    use std::fmt::Write as _;
+    let columns: Vec<&String> =
+        rows.first().and_then(|r| r.as_object()).map(|r| r.keys().collect()).unwrap_or_default();
+    let table: Vec<Vec<String>> =
+        rows.iter().map(|r| columns.iter().map(|c| cell(&r[c.as_str()])).collect()).collect();
+    let widths: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| table.iter().map(|r| r[i].len()).chain([c.len()]).max().unwrap_or(0))
+        .collect();
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> =
+            cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        padded.join("  ").trim_end().to_owned()
+    };
+    let _ = writeln!(out, "\n{name}");
+    let _ = writeln!(out, "{}", line(columns.iter().map(|c| c.to_uppercase()).collect()));
+    for row in table {
+        let _ = writeln!(out, "{}", line(row));
+    }
 }
 
 #[cfg(test)]

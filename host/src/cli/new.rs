@@ -50,53 +50,14 @@ pub fn new_plugin(args: NewPluginArgs) -> Result<(), Failure> {
     write_plugin(args).map_err(Failure::Other)
 }
 
+/// Checks the name and the folder, then writes every file of the crate
+/// from its template.
 fn write_plugin(args: NewPluginArgs) -> anyhow::Result<()> {
     check_crate_name(&args.name)?;
     let dir = args.path.clone().unwrap_or_else(|| PathBuf::from(&args.name));
     check_target_dir(&dir)?;
-    let lib = args.name.replace('-', "_");
-    let (api_dependency, harness) = match &args.api_path {
-        None => ("squall-plugin-api = \"1.3\"".to_owned(), None),
-        Some(api) => {
-            let api = std::fs::canonicalize(api)
-                .with_context(|| format!("--api-path {}", api.display()))?;
-            if !api.join("Cargo.toml").is_file() {
-                bail!(
-                    "--api-path {}: no Cargo.toml there (name squall's plugin-api folder)",
-                    api.display()
-                );
-            }
-            let harness =
-                api.parent().map(|p| p.join("harness")).filter(|h| h.join("Cargo.toml").is_file());
-            let dep =
-                format!("squall-plugin-api = {{ version = \"1.3\", path = {} }}", quoted(&api));
-            (dep, harness)
-        }
-    };
-    let dev_dependencies = match &harness {
-        Some(h) => format!(
-            "\n# The in-process test harness (tests/harness.rs); not published, so a path\n\
-             # to the squall checkout.\n[dev-dependencies]\nsquall-harness = {{ path = {} }}\n",
-            quoted(h)
-        ),
-        None => String::new(),
-    };
-    let harness_note =
-        if harness.is_some() { ", and tests/harness.rs: the topology in process" } else { "" };
-    // The scaffold's own variable: SQUALL_PLUGIN_DIR names where squall's
-    // libraries are (a durable topology needs its state backend's), which
-    // is not where this crate builds its own.
-    let dir_var = format!("{}_DIR", lib.to_uppercase());
-    let fill = |template: &str| {
-        template
-            .replace("{{crate}}", &args.name)
-            .replace("{{lib}}", &lib)
-            .replace("{{alias}}", &lib)
-            .replace("{{api_dependency}}", &api_dependency)
-            .replace("{{dev_dependencies}}", &dev_dependencies)
-            .replace("{{harness_note}}", harness_note)
-            .replace("{{dir_var}}", &dir_var)
-    };
+    let (api_dependency, harness) = api_dependency(args.api_path.as_deref())?;
+    let vars = Vars::new(&args.name, api_dependency, harness.as_deref());
     let mut files: Vec<(&str, &str)> = FILES.to_vec();
     if harness.is_some() {
         files.push(HARNESS_TEST);
@@ -107,7 +68,7 @@ fn write_plugin(args: NewPluginArgs) -> anyhow::Result<()> {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("cannot create {}", parent.display()))?;
         }
-        std::fs::write(&path, fill(template))
+        std::fs::write(&path, vars.fill(template))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     println!("created plugin crate {} in {}", args.name, dir.display());
@@ -115,6 +76,78 @@ fn write_plugin(args: NewPluginArgs) -> anyhow::Result<()> {
     println!("  squall run topology.toml --duration 10s");
     println!("  squall test topology.toml");
     Ok(())
+}
+
+/// The crate's dependency on `squall-plugin-api`: the published version,
+/// or the checkout's folder named by `--api-path`; with that, the
+/// checkout's `harness` folder when it has one.
+fn api_dependency(api_path: Option<&Path>) -> anyhow::Result<(String, Option<PathBuf>)> {
+    let Some(api) = api_path else {
+        return Ok(("squall-plugin-api = \"1.3\"".to_owned(), None));
+    };
+    let api =
+        std::fs::canonicalize(api).with_context(|| format!("--api-path {}", api.display()))?;
+    if !api.join("Cargo.toml").is_file() {
+        bail!(
+            "--api-path {}: no Cargo.toml there (name squall's plugin-api folder)",
+            api.display()
+        );
+    }
+    let harness =
+        api.parent().map(|p| p.join("harness")).filter(|h| h.join("Cargo.toml").is_file());
+    let dep = format!("squall-plugin-api = {{ version = \"1.3\", path = {} }}", quoted(&api));
+    Ok((dep, harness))
+}
+
+/// What the templates' `{{...}}` placeholders stand for.
+struct Vars<'a> {
+    /// `{{crate}}`: the crate's name.
+    name: &'a str,
+    /// `{{lib}}` and `{{alias}}`: the library's name (`-` made `_`).
+    lib: String,
+    /// `{{api_dependency}}`: the `squall-plugin-api` line of Cargo.toml.
+    api_dependency: String,
+    /// `{{dev_dependencies}}`: the harness's section of Cargo.toml, if any.
+    dev_dependencies: String,
+    /// `{{harness_note}}`: the README's mention of the harness test.
+    harness_note: &'static str,
+    /// `{{dir_var}}`: the variable naming where the crate builds.
+    dir_var: String,
+}
+
+impl<'a> Vars<'a> {
+    /// The values for crate `name`, depending on the plugin API through
+    /// `api_dependency`, and on the harness crate at `harness` if any.
+    fn new(name: &'a str, api_dependency: String, harness: Option<&Path>) -> Self {
+        let lib = name.replace('-', "_");
+        let dev_dependencies = match harness {
+            Some(h) => format!(
+                "\n# The in-process test harness (tests/harness.rs); not published, so a path\n\
+                 # to the squall checkout.\n[dev-dependencies]\nsquall-harness = {{ path = {} }}\n",
+                quoted(h)
+            ),
+            None => String::new(),
+        };
+        let harness_note =
+            if harness.is_some() { ", and tests/harness.rs: the topology in process" } else { "" };
+        // The scaffold's own variable: SQUALL_PLUGIN_DIR names where squall's
+        // libraries are (a durable topology needs its state backend's), which
+        // is not where this crate builds its own.
+        let dir_var = format!("{}_DIR", lib.to_uppercase());
+        Vars { name, lib, api_dependency, dev_dependencies, harness_note, dir_var }
+    }
+
+    /// `template` with every placeholder replaced.
+    fn fill(&self, template: &str) -> String {
+        template
+            .replace("{{crate}}", self.name)
+            .replace("{{lib}}", &self.lib)
+            .replace("{{alias}}", &self.lib)
+            .replace("{{api_dependency}}", &self.api_dependency)
+            .replace("{{dev_dependencies}}", &self.dev_dependencies)
+            .replace("{{harness_note}}", self.harness_note)
+            .replace("{{dir_var}}", &self.dir_var)
+    }
 }
 
 /// A path as a TOML string.

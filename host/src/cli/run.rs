@@ -20,15 +20,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     }
     let topology = super::bind(&config)?;
     // Bound before any topology thread starts: a port in use is a clean error.
-    let addr = args.http.or(topology.settings.http);
-    let serve_options = addr
-        .map(|addr| {
-            let options = &topology.settings.http_options;
-            crate::http::serve_options(options, args.http_token_file.as_deref(), addr)
-        })
-        .transpose()
-        .map_err(Failure::http_config)?;
-    let http = addr.map(crate::http::HttpServer::bind).transpose().map_err(Failure::Bind)?;
+    let http = bind_http(&args, &topology)?;
     let instances = super::instantiate(&topology)?;
     let name = topology.name.clone();
     let mut reporters = reporters(&args);
@@ -40,6 +32,50 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let deadline = args.duration.map(|d| started + d);
     let running = crate::runtime::start(topology, instances).map_err(Failure::Start)?;
     let handle = running.handle().clone();
+    attach_controls(&args, &handle, &signals, deadline)?;
+    let http = http.map(|(server, options)| server.serve(handle.clone(), options)).transpose()?;
+    tracing::info!(topology = %name, "running; SIGINT (Ctrl-C) or SIGTERM drains and stops, a second one exits at once");
+    let interval = (!args.stats_interval.is_zero()).then_some(args.stats_interval);
+    let reason = run_loop(&handle, &signals, deadline, interval, &mut reporters);
+    tracing::info!("{reason}: draining");
+    let reloads = handle.reloads();
+    let outcome = running.stop();
+    if let Some(http) = http {
+        http.stop();
+    }
+    let error = outcome.error.clone();
+    let summary = summary(name, outcome, reloads, &handle);
+    for r in &mut reporters {
+        r.finish(&summary)?;
+    }
+    error.map_or(Ok(()), |e| Err(Failure::Run(e)))
+}
+
+/// The HTTP endpoint, bound but not yet serving, with its options: `None`
+/// without an address (`--http` or `[topology] http`).
+fn bind_http(
+    args: &RunArgs,
+    topology: &crate::topology::Topology,
+) -> Result<Option<(crate::http::HttpServer, crate::http::ServeOptions)>, Failure> {
+    let Some(addr) = args.http.or(topology.settings.http) else {
+        return Ok(None);
+    };
+    let options = &topology.settings.http_options;
+    let options = crate::http::serve_options(options, args.http_token_file.as_deref(), addr)
+        .map_err(Failure::http_config)?;
+    let server = crate::http::HttpServer::bind(addr).map_err(Failure::Bind)?;
+    Ok(Some((server, options)))
+}
+
+/// Hands the running topology its controls: the deadline, the reloader
+/// (SIGHUP and the API), the file watcher with `--watch`, and the stop
+/// signals.
+fn attach_controls(
+    args: &RunArgs,
+    handle: &TopologyHandle,
+    signals: &Signals,
+    deadline: Option<Instant>,
+) -> Result<(), Failure> {
     if let Some(deadline) = deadline {
         handle.run().set_deadline(deadline);
     }
@@ -48,19 +84,19 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         crate::runtime::watch::spawn(args.topology.clone(), handle.clone())?;
     }
     signals.attach(handle.clone());
-    let http = http
-        .map(|server| server.serve(handle.clone(), serve_options.unwrap_or_default()))
-        .transpose()?;
-    tracing::info!(topology = %name, "running; SIGINT (Ctrl-C) or SIGTERM drains and stops, a second one exits at once");
-    let interval = (!args.stats_interval.is_zero()).then_some(args.stats_interval);
-    let reason = run_loop(&handle, &signals, deadline, interval, &mut reporters);
-    tracing::info!("{reason}: draining");
-    let reloads = handle.reloads();
-    let RunOutcome { report, drain, error } = running.stop();
-    if let Some(http) = http {
-        http.stop();
-    }
-    let summary = RunSummary {
+    Ok(())
+}
+
+/// The end-of-run summary of topology `name` from how it stopped and the
+/// reloads it had (succeeded, failed).
+fn summary(
+    name: String,
+    outcome: RunOutcome,
+    reloads: (u64, u64),
+    handle: &TopologyHandle,
+) -> RunSummary {
+    let RunOutcome { report, drain, error } = outcome;
+    RunSummary {
         schema_version: 1,
         topology: name,
         outcome: if error.is_some() { Outcome::Failed } else { Outcome::Completed },
@@ -74,11 +110,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         },
         durable_state: handle.durable().map_or(serde_json::Value::Null, |d| d.to_json()),
         components: report.components,
-    };
-    for r in &mut reporters {
-        r.finish(&summary)?;
     }
-    error.map_or(Ok(()), |e| Err(Failure::Run(e)))
 }
 
 /// The reporters `args` ask for.
@@ -110,17 +142,8 @@ fn run_loop(
             wake = wake.min(at);
         }
         handle.wait_until(wake);
-        if let Some(signal) = signals.stop_requested() {
-            return signal;
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return "duration reached";
-        }
-        if handle.fatal().is_some() {
-            return "fatal error";
-        }
-        if handle.state() != RunState::Running {
-            return "drain requested";
+        if let Some(reason) = stop_reason(handle, signals, deadline) {
+            return reason;
         }
         if let (Some(next), Some(interval)) = (next_stats.as_mut(), interval) {
             if Instant::now() >= *next {
@@ -132,4 +155,26 @@ fn run_loop(
             }
         }
     }
+}
+
+/// Why the run must stop now, if it must: a stop signal, the deadline, a
+/// fatal error, or a drain asked for otherwise.
+fn stop_reason(
+    handle: &TopologyHandle,
+    signals: &Signals,
+    deadline: Option<Instant>,
+) -> Option<&'static str> {
+    if let Some(signal) = signals.stop_requested() {
+        return Some(signal);
+    }
+    if deadline.is_some_and(|d| Instant::now() >= d) {
+        return Some("duration reached");
+    }
+    if handle.fatal().is_some() {
+        return Some("fatal error");
+    }
+    if handle.state() != RunState::Running {
+        return Some("drain requested");
+    }
+    None
 }

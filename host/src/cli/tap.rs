@@ -160,14 +160,7 @@ fn session(
     let mut reader = BufReader::new(stream);
     let (status, chunked) = head(&mut reader)?;
     if status != 200 {
-        let mut rest = Vec::new();
-        let _ = reader.read_to_end(&mut rest);
-        let body = if chunked { dechunked(&rest) } else { rest };
-        let why = serde_json::from_slice::<Json>(&body)
-            .ok()
-            .and_then(|j| j["error"].as_str().map(str::to_owned))
-            .unwrap_or_else(|| String::from_utf8_lossy(&body).trim().to_owned());
-        return Err(other(format!("the endpoint refused the tap ({status}): {why}")));
+        return Err(refused(reader, status, chunked));
     }
     let mut lines = Lines { reader, chunked, left: 0, partial: Vec::new(), done: false };
     let mut table = Table::default();
@@ -191,6 +184,19 @@ fn session(
         }
     }
     Ok(())
+}
+
+/// The error of an answer other than 200: its JSON `error`, else its body
+/// as text.
+fn refused(mut reader: impl Read, status: u16, chunked: bool) -> Failure {
+    let mut rest = Vec::new();
+    let _ = reader.read_to_end(&mut rest);
+    let body = if chunked { dechunked(&rest) } else { rest };
+    let why = serde_json::from_slice::<Json>(&body)
+        .ok()
+        .and_then(|j| j["error"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(&body).trim().to_owned());
+    other(format!("the endpoint refused the tap ({status}): {why}"))
 }
 
 /// Reads the answer's head: its status, and whether the body is chunked.
@@ -252,54 +258,82 @@ impl<R: BufRead> Lines<R> {
             if self.done {
                 return Ok((!self.partial.is_empty()).then(|| std::mem::take(&mut self.partial)));
             }
-            let broken = |e: std::io::Error| other(format!("the stream broke: {e}"));
-            if !self.chunked {
-                let mut buf = [0u8; 8192];
-                match self.reader.read(&mut buf) {
-                    Ok(0) => self.done = true,
-                    Ok(n) => self.partial.extend_from_slice(&buf[..n]),
-                    // A TLS peer that closes without close_notify.
-                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => self.done = true,
-                    Err(e) => return Err(broken(e)),
-                }
-                continue;
+            if self.chunked {
+                self.read_chunked()?;
+            } else {
+                self.read_plain()?;
             }
-            if self.left == 0 {
-                let mut size = String::new();
-                match self.reader.read_line(&mut size) {
-                    Ok(0) => {
-                        self.done = true;
-                        continue;
-                    }
-                    Ok(_) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                        self.done = true;
-                        continue;
-                    }
-                    Err(e) => return Err(broken(e)),
-                }
-                let size = size.trim();
-                if size.is_empty() {
-                    continue; // the CRLF after a chunk
-                }
-                let n = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
-                    .map_err(|_| other(format!("bad chunk size {size:?}")))?;
-                if n == 0 {
-                    self.done = true;
-                    continue;
-                }
-                self.left = n;
-            }
-            let mut buf = vec![0u8; self.left.min(8192)];
-            let n = self.reader.read(&mut buf).map_err(broken)?;
-            if n == 0 {
-                self.done = true;
-                continue;
-            }
-            self.left -= n;
-            self.partial.extend_from_slice(&buf[..n]);
         }
     }
+
+    /// Reads what an unchunked body has next into `partial`; the end of
+    /// the connection ends the body.
+    fn read_plain(&mut self) -> Result<(), Failure> {
+        let mut buf = [0u8; 8192];
+        match self.reader.read(&mut buf) {
+            Ok(0) => self.done = true,
+            Ok(n) => self.partial.extend_from_slice(&buf[..n]),
+            // A TLS peer that closes without close_notify.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => self.done = true,
+            Err(e) => return Err(broken(e)),
+        }
+        Ok(())
+    }
+
+    /// Reads from the current chunk into `partial`, reading the next
+    /// chunk's size first when the current one is used up.
+    fn read_chunked(&mut self) -> Result<(), Failure> {
+        if self.left == 0 {
+            self.next_chunk()?;
+            if self.left == 0 {
+                return Ok(()); // the end, or the CRLF after a chunk
+            }
+        }
+        let mut buf = vec![0u8; self.left.min(8192)];
+        let n = self.reader.read(&mut buf).map_err(broken)?;
+        if n == 0 {
+            self.done = true;
+            return Ok(());
+        }
+        self.left -= n;
+        self.partial.extend_from_slice(&buf[..n]);
+        Ok(())
+    }
+
+    /// Reads a chunk's size line into `left`; the last chunk (size 0) or
+    /// the end of the connection ends the body, and the empty line after a
+    /// chunk leaves `left` at 0.
+    fn next_chunk(&mut self) -> Result<(), Failure> {
+        let mut size = String::new();
+        match self.reader.read_line(&mut size) {
+            Ok(0) => {
+                self.done = true;
+                return Ok(());
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                self.done = true;
+                return Ok(());
+            }
+            Err(e) => return Err(broken(e)),
+        }
+        let size = size.trim();
+        if size.is_empty() {
+            return Ok(());
+        }
+        let n = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| other(format!("bad chunk size {size:?}")))?;
+        if n == 0 {
+            self.done = true;
+        }
+        self.left = n;
+        Ok(())
+    }
+}
+
+/// The error of a stream that broke while it was read.
+fn broken(e: std::io::Error) -> Failure {
+    other(format!("the stream broke: {e}"))
 }
 
 /// A JSON value as a logfmt value: bare when it can be, quoted otherwise.

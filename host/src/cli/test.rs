@@ -66,26 +66,42 @@ pub fn test(
     let mut outcomes = Vec::new();
     for test in chosen {
         let outcome = run_one(&config, test)?;
-        if outcome.failures.is_empty() {
-            println!("test {:?} ... ok", outcome.name);
-        } else {
-            println!("test {:?} ... FAILED", outcome.name);
-            for line in &outcome.failures {
-                println!("  {line}");
-            }
-        }
+        print_outcome(&outcome);
         outcomes.push(outcome);
     }
+    summarise(&config, &outcomes, started.elapsed(), junit)
+}
+
+/// Prints one test's result, and why it failed.
+fn print_outcome(outcome: &Outcome) {
+    if outcome.failures.is_empty() {
+        println!("test {:?} ... ok", outcome.name);
+    } else {
+        println!("test {:?} ... FAILED", outcome.name);
+        for line in &outcome.failures {
+            println!("  {line}");
+        }
+    }
+}
+
+/// Prints the result line of the tests run in `took`, writes the JUnit
+/// XML to `junit` if asked, and fails when a test failed.
+fn summarise(
+    config: &TopologyConfig,
+    outcomes: &[Outcome],
+    took: Duration,
+    junit: Option<&Path>,
+) -> Result<(), Failure> {
     let failed = outcomes.iter().filter(|o| !o.failures.is_empty()).count();
     let passed = outcomes.len() - failed;
     println!(
         "\ntest result: {}. {passed} passed; {failed} failed; {} filtered out; finished in {:.2}s",
         if failed == 0 { "ok" } else { "FAILED" },
         config.tests.len() - outcomes.len(),
-        started.elapsed().as_secs_f64()
+        took.as_secs_f64()
     );
     if let Some(file) = junit {
-        let xml = junit_xml(&config.name, &outcomes);
+        let xml = junit_xml(&config.name, outcomes);
         std::fs::write(file, xml).map_err(|e| {
             Failure::Other(anyhow::anyhow!("cannot write --junit {}: {e}", file.display()))
         })?;
@@ -109,20 +125,54 @@ fn at(config: &TopologyConfig, loc: Loc) -> String {
 fn run_one(config: &TopologyConfig, test: &TestDecl) -> Result<Outcome, Failure> {
     let started = Instant::now();
     let mut failures = Vec::new();
+    let config = &test_config(config, test);
+    let harness = Harness::from_config(config.clone())
+        .silence_unfed_spouts()
+        .simulated_time(Duration::from_millis(test.advance_millis));
+    let harness = feed(harness, config, test, &mut failures);
+    let outcome = |failures| Outcome { name: test.name.clone(), failures, took: started.elapsed() };
+    if !failures.is_empty() {
+        return Ok(outcome(failures));
+    }
+    let completed = match complete(harness)? {
+        Ok(done) => done,
+        Err(e) => {
+            failures.push(format!("{}: {e}", at(config, test.loc)));
+            return Ok(outcome(failures));
+        }
+    };
+    for expectation in &test.expect {
+        if let Some(lines) = check(config, test, expectation, &completed) {
+            failures.push(format!("{}: {}", at(config, expectation.loc), describe(expectation)));
+            failures.extend(lines.into_iter().map(|l| format!("  {l}")));
+        }
+    }
+    Ok(outcome(failures))
+}
+
+/// The topology as `test` runs it: hermetic unless it asks for the
+/// topology's state, on the in-memory backend, empty at each test, never
+/// the topology's real state (a second run would start from the first's).
+fn test_config(config: &TopologyConfig, test: &TestDecl) -> TopologyConfig {
     let mut config = config.clone();
     if !test.topology_state {
-        // Hermetic: the in-memory backend, empty at each test, never the
-        // topology's real state (a second run would start from the first's).
         if let Some(state) = config.state.as_mut() {
             state.backend = crate::config::BackendDecl::Memory;
             state.config = String::new();
             state.config_keys.clear();
         }
     }
-    let config = &config;
-    let mut harness = Harness::from_config(config.clone())
-        .silence_unfed_spouts()
-        .simulated_time(Duration::from_millis(test.advance_millis));
+    config
+}
+
+/// Hands the harness the test's inputs; an input whose tuples cannot be
+/// fed is a failure of the test, pushed onto `failures`.
+fn feed(
+    mut harness: Harness,
+    config: &TopologyConfig,
+    test: &TestDecl,
+    failures: &mut Vec<String>,
+) -> Harness {
     for input in &test.inputs {
         let tuples = match fed_tuples(&input.tuples) {
             Ok(tuples) => tuples,
@@ -140,30 +190,23 @@ fn run_one(config: &TopologyConfig, test: &TestDecl) -> Result<Outcome, Failure>
             }
         };
     }
-    if !failures.is_empty() {
-        return Ok(Outcome { name: test.name.clone(), failures, took: started.elapsed() });
-    }
-    let completed = match harness.run_until_complete(TEST_TIMEOUT) {
-        Ok(done) => done,
-        Err(HarnessError::Config(d)) => return Err(Failure::Config(d)),
-        Err(HarnessError::Load(e)) => return Err(Failure::Load(e)),
-        Err(HarnessError::Start(e)) => return Err(Failure::Start(e)),
-        Err(HarnessError::Usage(e)) => {
-            failures.push(format!("{}: {e}", at(config, test.loc)));
-            return Ok(Outcome { name: test.name.clone(), failures, took: started.elapsed() });
-        }
+    harness
+}
+
+/// Runs the harness until the run completes. A topology that cannot load
+/// or start is an error of every test (`Err`); a misused harness, a failed
+/// run or a timeout fails this test (`Ok(Err(why))`).
+fn complete(harness: Harness) -> Result<Result<Completed, String>, Failure> {
+    match harness.run_until_complete(TEST_TIMEOUT) {
+        Ok(done) => Ok(Ok(done)),
+        Err(HarnessError::Config(d)) => Err(Failure::Config(d)),
+        Err(HarnessError::Load(e)) => Err(Failure::Load(e)),
+        Err(HarnessError::Start(e)) => Err(Failure::Start(e)),
+        Err(HarnessError::Usage(e)) => Ok(Err(e.to_string())),
         Err(e @ (HarnessError::Run { .. } | HarnessError::Timeout { .. })) => {
-            failures.push(format!("{}: {e}", at(config, test.loc)));
-            return Ok(Outcome { name: test.name.clone(), failures, took: started.elapsed() });
-        }
-    };
-    for expectation in &test.expect {
-        if let Some(lines) = check(config, test, expectation, &completed) {
-            failures.push(format!("{}: {}", at(config, expectation.loc), describe(expectation)));
-            failures.extend(lines.into_iter().map(|l| format!("  {l}")));
+            Ok(Err(e.to_string()))
         }
     }
-    Ok(Outcome { name: test.name.clone(), failures, took: started.elapsed() })
 }
 
 /// What an expectation looks at, for its failure's first line.
@@ -307,17 +350,6 @@ enum Unchecked {
 
 /// The tuples an `outputs_of` or `inputs_of` expectation looks at.
 fn seen(expectation: &Expectation, done: &Completed) -> Result<Vec<Seen>, Unchecked> {
-    let emitted = |component: &str, stream: &str| -> Vec<Seen> {
-        let key = (component.to_owned(), stream.to_owned());
-        let fields = done.fields.get(&key).cloned().unwrap_or_default();
-        done.emitted
-            .get(component)
-            .into_iter()
-            .flatten()
-            .filter(|(s, _)| s == stream)
-            .map(|(_, values)| Seen { fields: fields.clone(), values: values.clone() })
-            .collect()
-    };
     match &expectation.subject {
         Subject::OutputsOf(component) => {
             let stream = expectation.stream.as_deref().unwrap_or(squall_plugin_api::DEFAULT_STREAM);
@@ -332,7 +364,7 @@ fn seen(expectation: &Expectation, done: &Completed) -> Result<Vec<Seen>, Unchec
                 let (component, stream) = (component.clone(), stream.to_owned());
                 return Err(Unchecked::NoStream { component, stream, streams });
             }
-            Ok(emitted(component, stream))
+            Ok(emitted(done, component, stream))
         }
         Subject::InputsOf(bolt) => {
             let inputs = done.inputs.get(bolt).cloned().unwrap_or_default();
@@ -345,10 +377,23 @@ fn seen(expectation: &Expectation, done: &Completed) -> Result<Vec<Seen>, Unchec
                 let stream = expectation.stream.clone().unwrap_or_default();
                 return Err(Unchecked::NoInput { bolt: bolt.clone(), stream, inputs });
             }
-            Ok(chosen.into_iter().flat_map(|(c, s)| emitted(c, s)).collect())
+            Ok(chosen.into_iter().flat_map(|(c, s)| emitted(done, c, s)).collect())
         }
         Subject::TreesOf(_) => Err(Unchecked::Trees),
     }
+}
+
+/// The tuples `component` emitted on `stream`, with the stream's fields.
+fn emitted(done: &Completed, component: &str, stream: &str) -> Vec<Seen> {
+    let key = (component.to_owned(), stream.to_owned());
+    let fields = done.fields.get(&key).cloned().unwrap_or_default();
+    done.emitted
+        .get(component)
+        .into_iter()
+        .flatten()
+        .filter(|(s, _)| s == stream)
+        .map(|(_, values)| Seen { fields: fields.clone(), values: values.clone() })
+        .collect()
 }
 
 /// The outcomes as a JUnit XML document: one `<testsuite>` named after the

@@ -81,12 +81,36 @@ pub(crate) fn read_group(w: &mut Walker<'_>, value: Option<&Value<'_>>) -> Optio
     let table = w.table(value, "[group]")?;
     let s = Section::new(table, value.span(), "[group]".to_owned());
     let loc = w.loc(&value.span());
-    let plain_help = "letters, digits, '_' and '-', at most 64".to_owned();
-    let name = match s.string(w, "name") {
+    let name = group_name(w, &s);
+    let partitions = s.uint(w, "partitions", 1, MAX_PARTITIONS);
+    if s.get("partitions").is_none() {
+        s.missing(w, "partitions", Some("partitions = 8: the input's partition count".to_owned()));
+    }
+    let (coordinator, implicit_plugin) = group_coordinator(w, &s, loc)?;
+    let host_id = group_host_id(w, &s)?;
+    let (config, config_keys) = coordinator_config(w, table, value);
+    let name = name?;
+    let partitions = u32::try_from(partitions?).ok()?;
+    Some(GroupDecl {
+        loc,
+        name,
+        partitions,
+        coordinator,
+        config,
+        config_keys,
+        host_id,
+        implicit_plugin,
+    })
+}
+
+/// `name`, a plain name; `None` (an error) when missing or not plain.
+fn group_name(w: &mut Walker<'_>, s: &Section<'_, '_>) -> Option<String> {
+    match s.string(w, "name") {
         Some(n) if plain(n.get_ref()) => Some(n.into_inner()),
         Some(n) => {
             let message = format!("name {:?} in [group] is not a plain name", n.get_ref());
-            w.error(&n.span(), message, Some(plain_help));
+            let help = "letters, digits, '_' and '-', at most 64".to_owned();
+            w.error(&n.span(), message, Some(help));
             None
         }
         None => {
@@ -95,37 +119,54 @@ pub(crate) fn read_group(w: &mut Walker<'_>, value: Option<&Value<'_>>) -> Optio
             }
             None
         }
-    };
-    let partitions = s.uint(w, "partitions", 1, MAX_PARTITIONS);
-    if s.get("partitions").is_none() {
-        s.missing(w, "partitions", Some("partitions = 8: the input's partition count".to_owned()));
     }
-    let (coordinator, implicit_plugin) = match s.string(w, "coordinator") {
-        Some(text) => (component_ref(w, text, "[group] coordinator")?, None),
-        None => {
-            let (alias, component) = DEFAULT_COORDINATOR;
-            let reference =
-                ComponentRef { alias: alias.to_owned(), component: component.to_owned(), loc };
-            let implicit = (!w.aliases.iter().any(|a| a == alias)).then(|| PluginDecl {
-                alias: alias.to_owned(),
-                path: default_library(),
-                sha256: None,
-                allow_writable: false,
-                loc,
-            });
-            (reference, implicit)
-        }
-    };
-    let host_id = match s.string(w, "host_id") {
-        Some(h) if host_id_ok(h.get_ref()) => Some(h.into_inner()),
+}
+
+/// `coordinator`, or [`DEFAULT_COORDINATOR`] with the library it implies
+/// when `[plugins]` declares no alias `nats`. `None` for a reference in
+/// error.
+fn group_coordinator(
+    w: &mut Walker<'_>,
+    s: &Section<'_, '_>,
+    loc: Loc,
+) -> Option<(ComponentRef, Option<PluginDecl>)> {
+    if let Some(text) = s.string(w, "coordinator") {
+        return Some((component_ref(w, text, "[group] coordinator")?, None));
+    }
+    let (alias, component) = DEFAULT_COORDINATOR;
+    let reference = ComponentRef { alias: alias.to_owned(), component: component.to_owned(), loc };
+    let implicit = (!w.aliases.iter().any(|a| a == alias)).then(|| PluginDecl {
+        alias: alias.to_owned(),
+        path: default_library(),
+        sha256: None,
+        allow_writable: false,
+        loc,
+    });
+    Some((reference, implicit))
+}
+
+/// `host_id`, if written: `Some(None)` without one, `None` (an error) for
+/// one a lease key cannot hold.
+fn group_host_id(w: &mut Walker<'_>, s: &Section<'_, '_>) -> Option<Option<String>> {
+    match s.string(w, "host_id") {
+        Some(h) if host_id_ok(h.get_ref()) => Some(Some(h.into_inner())),
         Some(h) => {
             let message = format!("host_id {:?} in [group] is not a valid host id", h.get_ref());
             let help = "letters, digits, '_', '-' and '=', at most 128".to_owned();
             w.error(&h.span(), message, Some(help));
-            return None;
+            None
         }
-        None => None,
-    };
+        None => Some(None),
+    }
+}
+
+/// The coordinator's config: every key of `[group]` the host does not
+/// read, as TOML text, and where each is written.
+fn coordinator_config(
+    w: &mut Walker<'_>,
+    table: &toml::de::DeTable<'_>,
+    value: &Value<'_>,
+) -> (String, Vec<ConfigKeyLoc>) {
     let theirs: Vec<_> = entries(table)
         .into_iter()
         .filter(|(key, _)| !HOST_KEYS.contains(&key.get_ref().as_ref()))
@@ -140,19 +181,7 @@ pub(crate) fn read_group(w: &mut Walker<'_>, value: Option<&Value<'_>>) -> Optio
         .collect();
     let context = "[group]";
     let config = w.user_table(theirs, "", context);
-    let config = w.document(&config, &value.span(), context);
-    let name = name?;
-    let partitions = u32::try_from(partitions?).ok()?;
-    Some(GroupDecl {
-        loc,
-        name,
-        partitions,
-        coordinator,
-        config,
-        config_keys,
-        host_id,
-        implicit_plugin,
-    })
+    (w.document(&config, &value.span(), context), config_keys)
 }
 
 /// True for a host id a lease key can hold.

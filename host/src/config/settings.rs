@@ -63,48 +63,7 @@ pub(crate) fn read_topology(
 /// is an error at the address.
 fn read_http(w: &mut Walker<'_>, value: &Value<'_>, settings: &mut Settings) {
     let (addr, options) = match value.get_ref() {
-        toml::de::DeValue::Table(table) => {
-            let s = Section::new(table, value.span(), "[topology.http]".to_string());
-            s.check_keys(w, keys::HTTP);
-            let file = |w: &mut Walker<'_>, key: &str| {
-                s.string(w, key).map(|p| {
-                    let span = p.span();
-                    resolve(w, p.into_inner(), &span)
-                })
-            };
-            let env = |w: &mut Walker<'_>, key: &str| {
-                let name = s.string(w, key)?;
-                if name.get_ref().is_empty() || name.get_ref().contains(['=', '\0']) {
-                    let message = format!("{} is not an environment variable name", s.what(key));
-                    w.error(&name.span(), message, None);
-                    return None;
-                }
-                Some(name.into_inner())
-            };
-            let options = super::model::HttpOptions {
-                token_file: file(w, "token_file"),
-                token_env: env(w, "token_env"),
-                read_token_file: file(w, "read_token_file"),
-                read_token_env: env(w, "read_token_env"),
-                metrics_public: s.bool_or(w, "metrics_public", false),
-                allowed_hosts: string_list(w, &s, "allowed_hosts"),
-                cors_origins: string_list(w, &s, "cors_origins"),
-                tls_cert: file(w, "tls_cert"),
-                tls_key: file(w, "tls_key"),
-                max_connections: s
-                    .uint(w, "max_connections", 1, u64::from(limits::MAX_HTTP_CONNECTIONS))
-                    .and_then(|n| u32::try_from(n).ok()),
-            };
-            if options.tls_cert.is_some() != options.tls_key.is_some() {
-                let help = "set both tls_cert and tls_key, or neither".to_string();
-                w.error(
-                    &value.span(),
-                    "[topology.http] has only one of tls_cert and tls_key".into(),
-                    Some(help),
-                );
-            }
-            (s.string(w, "addr"), options)
-        }
+        toml::de::DeValue::Table(table) => read_http_table(w, table, value),
         _ => (
             w.string(value, "\"http\" in [topology]").map(|a| toml::Spanned::new(value.span(), a)),
             Default::default(),
@@ -127,6 +86,61 @@ fn read_http(w: &mut Walker<'_>, value: &Value<'_>, settings: &mut Settings) {
             w.error(&addr.span(), format!("\"http\" in [topology]: {e}"), Some(help));
         }
     }
+}
+
+/// A `[topology.http]` table: its `addr` (unparsed) and access settings;
+/// `tls_cert` without `tls_key`, or the reverse, is an error.
+fn read_http_table(
+    w: &mut Walker<'_>,
+    table: &toml::de::DeTable<'_>,
+    value: &Value<'_>,
+) -> (Option<toml::Spanned<String>>, super::model::HttpOptions) {
+    let s = Section::new(table, value.span(), "[topology.http]".to_string());
+    s.check_keys(w, keys::HTTP);
+    let options = super::model::HttpOptions {
+        token_file: http_file(w, &s, "token_file"),
+        token_env: http_env(w, &s, "token_env"),
+        read_token_file: http_file(w, &s, "read_token_file"),
+        read_token_env: http_env(w, &s, "read_token_env"),
+        metrics_public: s.bool_or(w, "metrics_public", false),
+        allowed_hosts: string_list(w, &s, "allowed_hosts"),
+        cors_origins: string_list(w, &s, "cors_origins"),
+        tls_cert: http_file(w, &s, "tls_cert"),
+        tls_key: http_file(w, &s, "tls_key"),
+        max_connections: s
+            .uint(w, "max_connections", 1, u64::from(limits::MAX_HTTP_CONNECTIONS))
+            .and_then(|n| u32::try_from(n).ok()),
+    };
+    if options.tls_cert.is_some() != options.tls_key.is_some() {
+        let help = "set both tls_cert and tls_key, or neither".to_string();
+        w.error(
+            &value.span(),
+            "[topology.http] has only one of tls_cert and tls_key".into(),
+            Some(help),
+        );
+    }
+    (s.string(w, "addr"), options)
+}
+
+/// A file path under `key` of `[topology.http]`, relative to the file
+/// that writes it.
+fn http_file(w: &mut Walker<'_>, s: &Section<'_, '_>, key: &str) -> Option<PathBuf> {
+    s.string(w, key).map(|p| {
+        let span = p.span();
+        resolve(w, p.into_inner(), &span)
+    })
+}
+
+/// An environment variable's name under `key` of `[topology.http]`; a
+/// name that cannot be one (empty, with `=` or NUL) is an error.
+fn http_env(w: &mut Walker<'_>, s: &Section<'_, '_>, key: &str) -> Option<String> {
+    let name = s.string(w, key)?;
+    if name.get_ref().is_empty() || name.get_ref().contains(['=', '\0']) {
+        let message = format!("{} is not an environment variable name", s.what(key));
+        w.error(&name.span(), message, None);
+        return None;
+    }
+    Some(name.into_inner())
 }
 
 /// An array of strings under `key`, empty when absent.

@@ -188,6 +188,8 @@ fn array<'v, 'i>(
     }
 }
 
+/// One `[[tests]]` table: its name, inputs, simulated time, state backend
+/// and expectations.
 fn read_test(
     w: &mut Walker<'_>,
     s: &Section<'_, '_>,
@@ -197,7 +199,19 @@ fn read_test(
 ) -> Option<TestDecl> {
     s.check_keys(w, keys::TEST);
     let loc = w.loc(&item.span());
-    let name = match s.string(w, "name") {
+    let name = test_name(w, s, index);
+    let context = format!("test {name:?}");
+    let advance_millis = read_advance(w, s, &context)?;
+    let topology_state = read_test_state(w, s, &context)?;
+    let inputs = read_inputs(w, s, &context, names);
+    let expect = read_expects(w, s, &context, names);
+    Some(TestDecl { name, loc, inputs, advance_millis, expect, topology_state })
+}
+
+/// A test's `name`; a test without one (an error) is called by its
+/// position, `test N`.
+fn test_name(w: &mut Walker<'_>, s: &Section<'_, '_>, index: usize) -> String {
+    match s.string(w, "name") {
         Some(name) => name.into_inner(),
         None => {
             if s.get("name").is_none() {
@@ -205,78 +219,93 @@ fn read_test(
             }
             format!("test {}", index + 1)
         }
-    };
-    let context = format!("test {name:?}");
-    let advance_millis = match s.get("advance") {
-        None => 0,
-        Some(value) => {
-            let what = format!("\"advance\" in {context}");
-            let text = w.string(value, &what)?;
-            match super::window::parse_duration_millis(&text) {
-                Ok(ms) => ms,
-                Err(e) => {
-                    let help =
-                        "write a whole number and a unit: \"500ms\", \"30s\", \"5m\", \"1h\"";
-                    w.error(&value.span(), format!("{what} is invalid: {e}"), Some(help.into()));
-                    0
-                }
-            }
+    }
+}
+
+/// A test's `advance` in milliseconds (0 when absent or invalid); `None`
+/// when it is not a string.
+fn read_advance(w: &mut Walker<'_>, s: &Section<'_, '_>, context: &str) -> Option<u64> {
+    let Some(value) = s.get("advance") else { return Some(0) };
+    let what = format!("\"advance\" in {context}");
+    let text = w.string(value, &what)?;
+    match super::window::parse_duration_millis(&text) {
+        Ok(ms) => Some(ms),
+        Err(e) => {
+            let help = "write a whole number and a unit: \"500ms\", \"30s\", \"5m\", \"1h\"";
+            w.error(&value.span(), format!("{what} is invalid: {e}"), Some(help.into()));
+            Some(0)
         }
-    };
-    let topology_state = match s.get("state") {
-        None => false,
-        Some(value) => {
-            let what = format!("\"state\" in {context}");
-            match w.string(value, &what)?.as_str() {
-                "memory" => false,
-                "topology" => true,
-                other => {
-                    let help = "\"memory\" (the default: the in-memory backend, empty at each \
-                                test) or \"topology\" (the topology's [state] backend)";
-                    w.error(
-                        &value.span(),
-                        format!("{what} is {other:?}: expected \"memory\" or \"topology\""),
-                        Some(help.into()),
-                    );
-                    false
-                }
-            }
+    }
+}
+
+/// A test's `state`: true for `"topology"`, false for `"memory"` (the
+/// default) or an unknown name; `None` when it is not a string.
+fn read_test_state(w: &mut Walker<'_>, s: &Section<'_, '_>, context: &str) -> Option<bool> {
+    let Some(value) = s.get("state") else { return Some(false) };
+    let what = format!("\"state\" in {context}");
+    match w.string(value, &what)?.as_str() {
+        "memory" => Some(false),
+        "topology" => Some(true),
+        other => {
+            let help = "\"memory\" (the default: the in-memory backend, empty at each \
+                        test) or \"topology\" (the topology's [state] backend)";
+            w.error(
+                &value.span(),
+                format!("{what} is {other:?}: expected \"memory\" or \"topology\""),
+                Some(help.into()),
+            );
+            Some(false)
         }
-    };
+    }
+}
+
+/// A test's `[[tests.inputs]]` tables, in file order (those in error
+/// left out).
+fn read_inputs(
+    w: &mut Walker<'_>,
+    s: &Section<'_, '_>,
+    context: &str,
+    names: &Names<'_>,
+) -> Vec<TestInput> {
     let mut inputs = Vec::new();
-    if let Some(value) = s.get("inputs") {
-        let what = format!("\"inputs\" in {context}");
-        for (i, item) in
-            array(w, value, &what, "an array of tables").into_iter().flatten().enumerate()
-        {
-            let ctx = format!("input {} of {context}", i + 1);
-            let Some(table) = w.table(item, &ctx) else { continue };
-            let s = Section::new(table, item.span(), ctx);
-            if let Some(input) = read_input(w, &s, item, names) {
-                inputs.push(input);
-            }
+    let Some(value) = s.get("inputs") else { return inputs };
+    let what = format!("\"inputs\" in {context}");
+    for (i, item) in array(w, value, &what, "an array of tables").into_iter().flatten().enumerate()
+    {
+        let ctx = format!("input {} of {context}", i + 1);
+        let Some(table) = w.table(item, &ctx) else { continue };
+        let s = Section::new(table, item.span(), ctx);
+        if let Some(input) = read_input(w, &s, item, names) {
+            inputs.push(input);
         }
     }
+    inputs
+}
+
+/// A test's `[[tests.expect]]` tables, in file order (those in error left
+/// out); a test without any is an error.
+fn read_expects(
+    w: &mut Walker<'_>,
+    s: &Section<'_, '_>,
+    context: &str,
+    names: &Names<'_>,
+) -> Vec<Expectation> {
     let mut expect = Vec::new();
-    match s.get("expect") {
-        Some(value) => {
-            let what = format!("\"expect\" in {context}");
-            for (i, item) in
-                array(w, value, &what, "an array of tables").into_iter().flatten().enumerate()
-            {
-                let ctx = format!("expectation {} of {context}", i + 1);
-                let Some(table) = w.table(item, &ctx) else { continue };
-                let s = Section::new(table, item.span(), ctx);
-                if let Some(e) = read_expect(w, &s, item, names) {
-                    expect.push(e);
-                }
-            }
-        }
-        None => {
-            s.missing(w, "expect", Some("add [[tests.expect]] tables: what must come out".into()))
+    let Some(value) = s.get("expect") else {
+        s.missing(w, "expect", Some("add [[tests.expect]] tables: what must come out".into()));
+        return expect;
+    };
+    let what = format!("\"expect\" in {context}");
+    for (i, item) in array(w, value, &what, "an array of tables").into_iter().flatten().enumerate()
+    {
+        let ctx = format!("expectation {} of {context}", i + 1);
+        let Some(table) = w.table(item, &ctx) else { continue };
+        let s = Section::new(table, item.span(), ctx);
+        if let Some(e) = read_expect(w, &s, item, names) {
+            expect.push(e);
         }
     }
-    Some(TestDecl { name, loc, inputs, advance_millis, expect, topology_state })
+    expect
 }
 
 /// The component named under `key`, checked against `known`.
@@ -301,6 +330,7 @@ fn named(
     Some(text.into_inner())
 }
 
+/// One `[[tests.inputs]]` table: where its tuples enter, and the tuples.
 fn read_input(
     w: &mut Walker<'_>,
     s: &Section<'_, '_>,
@@ -308,18 +338,7 @@ fn read_input(
     names: &Names<'_>,
 ) -> Option<TestInput> {
     s.check_keys(w, keys::TEST_INPUT);
-    let target = match (s.get("spout").is_some(), s.get("bolt").is_some()) {
-        (true, false) => InputTarget::Spout(named(w, s, "spout", &names.spouts, "spout")?),
-        (false, true) => InputTarget::Bolt(named(w, s, "bolt", &names.bolts, "bolt")?),
-        (true, true) => {
-            w.error(&item.span(), format!("{} names both a spout and a bolt", s.context), None);
-            return None;
-        }
-        (false, false) => {
-            s.missing(w, "spout", Some("name the spout it replaces, or bolt = \"...\"".into()));
-            return None;
-        }
-    };
+    let target = input_target(w, s, item, names)?;
     let stream = s.string(w, "stream").map(|t| t.into_inner());
     let from = match (&target, s.get("from")) {
         (_, None) => None,
@@ -341,6 +360,28 @@ fn read_input(
         }
     };
     Some(TestInput { target, stream, from, tuples, loc: w.loc(&item.span()) })
+}
+
+/// Where an input's tuples enter: exactly one of `spout` and `bolt`,
+/// naming one of the topology's.
+fn input_target(
+    w: &mut Walker<'_>,
+    s: &Section<'_, '_>,
+    item: &Value<'_>,
+    names: &Names<'_>,
+) -> Option<InputTarget> {
+    match (s.get("spout").is_some(), s.get("bolt").is_some()) {
+        (true, false) => Some(InputTarget::Spout(named(w, s, "spout", &names.spouts, "spout")?)),
+        (false, true) => Some(InputTarget::Bolt(named(w, s, "bolt", &names.bolts, "bolt")?)),
+        (true, true) => {
+            w.error(&item.span(), format!("{} names both a spout and a bolt", s.context), None);
+            None
+        }
+        (false, false) => {
+            s.missing(w, "spout", Some("name the spout it replaces, or bolt = \"...\"".into()));
+            None
+        }
+    }
 }
 
 /// A list of tuples: each an array or a table.
@@ -366,6 +407,7 @@ const SUBJECTS: [&str; 3] = ["outputs_of", "inputs_of", "trees_of"];
 /// `failed` and `acked` may go together).
 const CHECKS: [&str; 6] = ["equals", "contains", "count", "no_output", "failed", "acked"];
 
+/// One `[[tests.expect]]` table: what it looks at, and its one assertion.
 fn read_expect(
     w: &mut Walker<'_>,
     s: &Section<'_, '_>,
@@ -374,13 +416,30 @@ fn read_expect(
 ) -> Option<Expectation> {
     s.check_keys(w, keys::TEST_EXPECT);
     let loc = w.loc(&item.span());
+    let subject = read_subject(w, s, item, names)?;
+    let stream = s.string(w, "stream").map(|t| t.into_inner());
+    let check = read_check(w, s, item, matches!(subject, Subject::TreesOf(_)))?;
+    if s.get("unordered").is_some() && !matches!(check, Check::Equals { .. }) {
+        w.error(&item.span(), format!("{} goes with equals only", s.what("unordered")), None);
+    }
+    Some(Expectation { subject, stream, check, loc })
+}
+
+/// An expectation's subject: exactly one of `outputs_of`, `inputs_of` and
+/// `trees_of`, naming a component it may look at.
+fn read_subject(
+    w: &mut Walker<'_>,
+    s: &Section<'_, '_>,
+    item: &Value<'_>,
+    names: &Names<'_>,
+) -> Option<Subject> {
     let given: Vec<&str> = SUBJECTS.iter().copied().filter(|k| s.get(k).is_some()).collect();
     let mut all = names.spouts.clone();
     all.extend(&names.bolts);
-    let subject = match given.as_slice() {
-        ["outputs_of"] => Subject::OutputsOf(named(w, s, "outputs_of", &all, "component")?),
-        ["inputs_of"] => Subject::InputsOf(named(w, s, "inputs_of", &names.bolts, "bolt")?),
-        ["trees_of"] => Subject::TreesOf(named(w, s, "trees_of", &all, "component")?),
+    match given.as_slice() {
+        ["outputs_of"] => Some(Subject::OutputsOf(named(w, s, "outputs_of", &all, "component")?)),
+        ["inputs_of"] => Some(Subject::InputsOf(named(w, s, "inputs_of", &names.bolts, "bolt")?)),
+        ["trees_of"] => Some(Subject::TreesOf(named(w, s, "trees_of", &all, "component")?)),
         [] => {
             let help = "outputs_of = \"COMPONENT\", inputs_of = \"BOLT\" or trees_of = \"SPOUT\"";
             w.error(
@@ -391,7 +450,7 @@ fn read_expect(
                 ),
                 Some(help.into()),
             );
-            return None;
+            None
         }
         _ => {
             w.error(
@@ -399,62 +458,84 @@ fn read_expect(
                 format!("{} names more than one of outputs_of, inputs_of, trees_of", s.context),
                 None,
             );
-            return None;
+            None
         }
-    };
-    let stream = s.string(w, "stream").map(|t| t.into_inner());
+    }
+}
+
+/// An expectation's one assertion; `failed` and `acked` go with `trees_of`
+/// (`trees`) and only they do.
+fn read_check(
+    w: &mut Walker<'_>,
+    s: &Section<'_, '_>,
+    item: &Value<'_>,
+    trees: bool,
+) -> Option<Check> {
     let checks: Vec<&str> = CHECKS.iter().copied().filter(|k| s.get(k).is_some()).collect();
-    let trees = matches!(subject, Subject::TreesOf(_));
-    let check = match checks.as_slice() {
-        [] => {
-            let help = "equals, contains, count or no_output; with trees_of, failed or acked";
-            w.error(&item.span(), format!("{} asserts nothing", s.context), Some(help.into()));
-            return None;
-        }
-        ["failed"] | ["acked"] | ["failed", "acked"] if trees => {
-            let ids = |w: &mut Walker<'_>, key: &str| -> Option<Vec<u64>> {
-                let value = s.get(key)?;
-                let items = array(w, value, &s.what(key), "an array of input positions")?;
-                let what = s.what(key);
-                Some(items.iter().filter_map(|v| w.uint(v, &what, 0, u64::MAX)).collect())
-            };
-            Check::Trees { failed: ids(w, "failed"), acked: ids(w, "acked") }
-        }
+    if let Some((message, help)) = misfit(s, &checks, trees) {
+        w.error(&item.span(), message, help.map(Into::into));
+        return None;
+    }
+    match checks.as_slice() {
         ["failed"] | ["acked"] | ["failed", "acked"] => {
-            let message = format!("{} checks trees (failed, acked) without trees_of", s.context);
-            w.error(&item.span(), message, Some("trees_of = \"SPOUT\"".into()));
-            return None;
+            Some(Check::Trees { failed: tree_ids(w, s, "failed"), acked: tree_ids(w, s, "acked") })
         }
-        [_] if trees => {
-            let message = format!("{} with trees_of takes failed or acked", s.context);
-            w.error(&item.span(), message, None);
-            return None;
-        }
-        ["equals"] => Check::Equals {
+        ["equals"] => Some(Check::Equals {
             tuples: read_tuples(w, s.get("equals")?, &s.what("equals"))?,
             ordered: !s.bool_or(w, "unordered", false),
-        },
-        ["contains"] => Check::Contains(read_tuples(w, s.get("contains")?, &s.what("contains"))?),
-        ["count"] => Check::Count(s.uint(w, "count", 0, u64::MAX)?),
+        }),
+        ["contains"] => {
+            Some(Check::Contains(read_tuples(w, s.get("contains")?, &s.what("contains"))?))
+        }
+        ["count"] => Some(Check::Count(s.uint(w, "count", 0, u64::MAX)?)),
         ["no_output"] => {
             if !s.bool_or(w, "no_output", true) {
                 let message = format!("{} must be true (or left out)", s.what("no_output"));
                 w.error(&item.span(), message, Some("to expect some output, use count".into()));
                 return None;
             }
-            Check::NoOutput
+            Some(Check::NoOutput)
         }
         _ => {
             let message =
                 format!("{} has more than one assertion ({})", s.context, checks.join(", "));
             w.error(&item.span(), message, Some("write one [[tests.expect]] per assertion".into()));
-            return None;
+            None
         }
-    };
-    if s.get("unordered").is_some() && !matches!(check, Check::Equals { .. }) {
-        w.error(&item.span(), format!("{} goes with equals only", s.what("unordered")), None);
     }
-    Some(Expectation { subject, stream, check, loc })
+}
+
+/// The error (message and help) of assertion keys that do not fit the
+/// subject: none at all, `failed` or `acked` without `trees_of` (`trees`),
+/// or a single other one with it.
+fn misfit(
+    s: &Section<'_, '_>,
+    checks: &[&str],
+    trees: bool,
+) -> Option<(String, Option<&'static str>)> {
+    let tree_checks = matches!(checks, ["failed"] | ["acked"] | ["failed", "acked"]);
+    match checks {
+        [] => Some((
+            format!("{} asserts nothing", s.context),
+            Some("equals, contains, count or no_output; with trees_of, failed or acked"),
+        )),
+        _ if tree_checks && !trees => Some((
+            format!("{} checks trees (failed, acked) without trees_of", s.context),
+            Some("trees_of = \"SPOUT\""),
+        )),
+        [_] if trees && !tree_checks => {
+            Some((format!("{} with trees_of takes failed or acked", s.context), None))
+        }
+        _ => None,
+    }
+}
+
+/// The input positions listed under `failed` or `acked` (`None`: absent).
+fn tree_ids(w: &mut Walker<'_>, s: &Section<'_, '_>, key: &str) -> Option<Vec<u64>> {
+    let value = s.get(key)?;
+    let items = array(w, value, &s.what(key), "an array of input positions")?;
+    let what = s.what(key);
+    Some(items.iter().filter_map(|v| w.uint(v, &what, 0, u64::MAX)).collect())
 }
 
 #[cfg(test)]

@@ -29,6 +29,29 @@ pub(crate) fn check(w: &mut Walker<'_>, config: &TopologyConfig) {
 /// ([`limits::estimate`]) within `memory_budget_mib`, reported at
 /// `budget_loc`.
 pub(crate) fn check_size(w: &mut Walker<'_>, config: &TopologyConfig, budget_loc: Loc) {
+    let tasks = check_task_count(w, config);
+    let settings = &config.settings;
+    let size = limits::Size {
+        tasks,
+        bolt_tasks: config.bolts.iter().map(|b| u64::from(b.decl.parallelism)).sum(),
+        acker_executors: u64::from(settings.acker_executors),
+        receive_buffer_size: settings.receive_buffer_size as u64,
+        receive_buffer_bytes: settings.receive_buffer_bytes,
+        pending_roots: pending_roots(config),
+    };
+    let estimate = limits::estimate(size);
+    let budget = settings.memory_budget_mib.saturating_mul(1 << 20);
+    if estimate.total() > budget {
+        let help = "lower parallelism, receive_buffer_size, receive_buffer_bytes or \
+                    max_spout_pending, or raise memory_budget_mib in [topology]";
+        let message = over_budget(config, &size, &estimate);
+        w.error_at(budget_loc, message, Some(help.to_string()));
+    }
+}
+
+/// Counts the topology's tasks, reporting at the component that takes the
+/// count over [`limits::MAX_TOTAL_TASKS`]; returns the count.
+fn check_task_count(w: &mut Walker<'_>, config: &TopologyConfig) -> u64 {
     let components = config
         .spouts
         .iter()
@@ -45,60 +68,61 @@ pub(crate) fn check_size(w: &mut Walker<'_>, config: &TopologyConfig, budget_loc
             w.error_at(loc, message, Some(help));
         }
     }
+    tasks
+}
+
+/// How many tuple trees the spouts may have pending at once: each task's
+/// `max_spout_pending` (else `receive_buffer_size`) times its tasks; none
+/// without ackers.
+fn pending_roots(config: &TopologyConfig) -> u64 {
     let settings = &config.settings;
-    let pending_roots: u64 = if settings.acker_executors == 0 {
-        0
-    } else {
-        config
-            .spouts
-            .iter()
-            .map(|s| {
-                let per_task = s
-                    .effective_max_spout_pending(settings)
-                    .map_or(settings.receive_buffer_size as u64, u64::from);
-                u64::from(s.decl.parallelism).saturating_mul(per_task)
-            })
-            .fold(0u64, u64::saturating_add)
-    };
-    let bolt_tasks: u64 = config.bolts.iter().map(|b| u64::from(b.decl.parallelism)).sum();
-    let estimate = limits::estimate(limits::Size {
-        tasks,
-        bolt_tasks,
-        acker_executors: u64::from(settings.acker_executors),
-        receive_buffer_size: settings.receive_buffer_size as u64,
-        receive_buffer_bytes: settings.receive_buffer_bytes,
-        pending_roots,
-    });
-    let need = estimate.total();
-    let budget = settings.memory_budget_mib.saturating_mul(1 << 20);
-    if need > budget {
-        let mib = |b: u64| b.div_ceil(1 << 20);
-        let threads = tasks + u64::from(settings.acker_executors);
-        let message = format!(
-            "the topology is estimated to need {} MiB, more than memory_budget_mib = {}: \
-             {} MiB for {threads} task and acker threads (about {:.1} MiB each, as measured), \
-             {} MiB for {threads} queues of receive_buffer_size {} at {} B a tuple, \
-             {} MiB for {bolt_tasks} bolt queues holding receive_buffer_bytes = {}, \
-             {} MiB for {pending_roots} pending trees at {} B, \
-             {} MiB for the buffers of {} taps",
-            mib(need),
-            settings.memory_budget_mib,
-            mib(estimate.threads),
-            estimate.threads as f64 / threads.max(1) as f64 / f64::from(1u32 << 20),
-            mib(estimate.slots),
-            settings.receive_buffer_size,
-            limits::QUEUE_SLOT_BYTES,
-            mib(estimate.values),
-            settings.receive_buffer_bytes,
-            mib(estimate.pending),
-            limits::PENDING_ENTRY_BYTES,
-            mib(estimate.taps),
-            limits::MAX_TAPS,
-        );
-        let help = "lower parallelism, receive_buffer_size, receive_buffer_bytes or \
-                    max_spout_pending, or raise memory_budget_mib in [topology]";
-        w.error_at(budget_loc, message, Some(help.to_string()));
+    if settings.acker_executors == 0 {
+        return 0;
     }
+    config
+        .spouts
+        .iter()
+        .map(|s| {
+            let per_task = s
+                .effective_max_spout_pending(settings)
+                .map_or(settings.receive_buffer_size as u64, u64::from);
+            u64::from(s.decl.parallelism).saturating_mul(per_task)
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+/// The error for a topology estimated to need more than its memory budget:
+/// the need, the budget, and what each part of the estimate takes.
+fn over_budget(
+    config: &TopologyConfig,
+    size: &limits::Size,
+    estimate: &limits::Estimate,
+) -> String {
+    let settings = &config.settings;
+    let mib = |b: u64| b.div_ceil(1 << 20);
+    let threads = size.tasks + u64::from(settings.acker_executors);
+    let (bolt_tasks, pending_roots) = (size.bolt_tasks, size.pending_roots);
+    format!(
+        "the topology is estimated to need {} MiB, more than memory_budget_mib = {}: \
+         {} MiB for {threads} task and acker threads (about {:.1} MiB each, as measured), \
+         {} MiB for {threads} queues of receive_buffer_size {} at {} B a tuple, \
+         {} MiB for {bolt_tasks} bolt queues holding receive_buffer_bytes = {}, \
+         {} MiB for {pending_roots} pending trees at {} B, \
+         {} MiB for the buffers of {} taps",
+        mib(estimate.total()),
+        settings.memory_budget_mib,
+        mib(estimate.threads),
+        estimate.threads as f64 / threads.max(1) as f64 / f64::from(1u32 << 20),
+        mib(estimate.slots),
+        settings.receive_buffer_size,
+        limits::QUEUE_SLOT_BYTES,
+        mib(estimate.values),
+        settings.receive_buffer_bytes,
+        mib(estimate.pending),
+        limits::PENDING_ENTRY_BYTES,
+        mib(estimate.taps),
+        limits::MAX_TAPS,
+    )
 }
 
 fn check_has_spout(w: &mut Walker<'_>, config: &TopologyConfig) {
@@ -259,59 +283,84 @@ impl BoltGraph {
 /// topological order; each lists its nodes in no particular order.
 fn strongly_connected(successors: &[Vec<usize>]) -> Vec<Vec<usize>> {
     let n = successors.len();
-    let mut index: Vec<Option<usize>> = vec![None; n];
-    let mut low = vec![0; n];
-    let mut on_stack = vec![false; n];
-    let mut stack = Vec::new();
-    let mut components = Vec::new();
-    let mut next_index = 0;
+    let mut t = Tarjan {
+        index: vec![None; n],
+        low: vec![0; n],
+        on_stack: vec![false; n],
+        stack: Vec::new(),
+        components: Vec::new(),
+        next_index: 0,
+    };
     for root in 0..n {
-        if index[root].is_some() {
-            continue;
+        if t.index[root].is_none() {
+            t.search(successors, root);
         }
-        // Each frame is (node, how many of its successors have been visited).
+    }
+    t.components
+}
+
+/// The state of Tarjan's search: each node's discovery index and low link,
+/// the stack of nodes not yet in a component, and the components found.
+struct Tarjan {
+    index: Vec<Option<usize>>,
+    low: Vec<usize>,
+    on_stack: Vec<bool>,
+    stack: Vec<usize>,
+    components: Vec<Vec<usize>>,
+    next_index: usize,
+}
+
+impl Tarjan {
+    /// The depth-first search from `root`, with an explicit stack of frames
+    /// (node, how many of its successors have been visited).
+    fn search(&mut self, successors: &[Vec<usize>], root: usize) {
         let mut frames = vec![(root, 0)];
-        index[root] = Some(next_index);
-        low[root] = next_index;
-        next_index += 1;
-        stack.push(root);
-        on_stack[root] = true;
+        self.discover(root);
         while let Some(frame) = frames.last_mut() {
             let (v, visited) = *frame;
             if let Some(&s) = successors[v].get(visited) {
                 frame.1 += 1;
-                match index[s] {
+                match self.index[s] {
                     None => {
-                        index[s] = Some(next_index);
-                        low[s] = next_index;
-                        next_index += 1;
-                        stack.push(s);
-                        on_stack[s] = true;
+                        self.discover(s);
                         frames.push((s, 0));
                     }
-                    Some(si) if on_stack[s] => low[v] = low[v].min(si),
+                    Some(si) if self.on_stack[s] => self.low[v] = self.low[v].min(si),
                     Some(_) => {}
                 }
                 continue;
             }
             frames.pop();
             if let Some(&(parent, _)) = frames.last() {
-                low[parent] = low[parent].min(low[v]);
+                self.low[parent] = self.low[parent].min(self.low[v]);
             }
-            if index[v] == Some(low[v]) {
-                let mut component = Vec::new();
-                while let Some(x) = stack.pop() {
-                    on_stack[x] = false;
-                    component.push(x);
-                    if x == v {
-                        break;
-                    }
-                }
-                components.push(component);
+            if self.index[v] == Some(self.low[v]) {
+                self.close(v);
             }
         }
     }
-    components
+
+    /// Gives `v` the next discovery index and pushes it on the stack.
+    fn discover(&mut self, v: usize) {
+        self.index[v] = Some(self.next_index);
+        self.low[v] = self.next_index;
+        self.next_index += 1;
+        self.stack.push(v);
+        self.on_stack[v] = true;
+    }
+
+    /// Pops the component whose root is `v`: the stack down to `v`.
+    fn close(&mut self, v: usize) {
+        let mut component = Vec::new();
+        while let Some(x) = self.stack.pop() {
+            self.on_stack[x] = false;
+            component.push(x);
+            if x == v {
+                break;
+            }
+        }
+        self.components.push(component);
+    }
 }
 
 #[cfg(test)]

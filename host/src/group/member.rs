@@ -141,6 +141,14 @@ pub struct Status {
     pub partitions: Vec<PartitionStatus>,
 }
 
+impl Status {
+    /// The status of a member that just joined: its group and host, and
+    /// nothing held yet.
+    fn joined(settings: &Settings) -> Self {
+        Status { group: settings.name.clone(), host: settings.host_id.clone(), ..Status::default() }
+    }
+}
+
 /// A running member: its thread, its status and its stop switch.
 #[derive(Debug)]
 pub struct Member {
@@ -170,11 +178,7 @@ impl Member {
             settings.host_id
         );
         let stop = Arc::new(AtomicBool::new(false));
-        let status = Arc::new(Mutex::new(Status {
-            group: settings.name.clone(),
-            host: settings.host_id.clone(),
-            ..Status::default()
-        }));
+        let status = Arc::new(Mutex::new(Status::joined(&settings)));
         let counters = Arc::new(Counters::default());
         let (events_tx, events) = crossbeam_channel::unbounded();
         let driver = Driver {
@@ -291,30 +295,17 @@ fn deadline(from: Instant, valid_for_ms: u64) -> Instant {
 }
 
 impl Driver {
+    /// The member's loop: applies the partitions' and the coordinator's
+    /// events, re-reads the group's view now and then, and publishes the
+    /// status; once asked to stop, leaves and returns when every partition
+    /// is released.
     fn run(mut self) {
         let mut leaving = false;
         loop {
             self.handle_events();
             if self.stop.load(Ordering::SeqCst) && !leaving {
                 leaving = true;
-                if let Err(e) = self.coordinator.leave().into_result() {
-                    self.warn("leaving", &e.message);
-                }
-                tracing::info!(
-                    "group {}: leaving; stopping {} partitions gracefully, then releasing them",
-                    self.settings.name,
-                    self.held.len()
-                );
-                for (&k, h) in self.held.iter_mut() {
-                    if !matches!(h.phase, Phase::Stopping { .. }) {
-                        h.phase = Phase::Stopping { release: true };
-                        let _ = h.stop.try_send(());
-                        tracing::debug!("partition {k}: stopping (leave)");
-                    }
-                }
-                for (k, (epoch, _)) in std::mem::take(&mut self.pending) {
-                    self.release(k, epoch);
-                }
+                self.begin_leaving();
             }
             if leaving && self.held.is_empty() && self.pending.is_empty() {
                 tracing::info!("group {}: host {} left", self.settings.name, self.settings.host_id);
@@ -322,24 +313,54 @@ impl Driver {
                 self.publish();
                 return;
             }
-            let before = Instant::now();
-            let wait = u64::try_from(POLL.as_millis()).unwrap_or(50);
-            match self.coordinator.poll(wait).into_result() {
-                Ok(events) => {
-                    for event in events {
-                        self.apply(event, before, leaving);
-                    }
-                }
-                Err(e) => {
-                    self.warn("polling", &e.message);
-                    std::thread::sleep(POLL);
-                }
-            }
+            self.poll(leaving);
             if !leaving && self.view_at.is_none_or(|at| at.elapsed() >= VIEW_EVERY) {
                 self.view_at = Some(Instant::now());
                 self.read_view();
             }
             self.publish();
+        }
+    }
+
+    /// Leaves the group: tells the coordinator, stops every held partition
+    /// gracefully (each is released once it stopped) and releases those
+    /// waiting to start.
+    fn begin_leaving(&mut self) {
+        if let Err(e) = self.coordinator.leave().into_result() {
+            self.warn("leaving", &e.message);
+        }
+        tracing::info!(
+            "group {}: leaving; stopping {} partitions gracefully, then releasing them",
+            self.settings.name,
+            self.held.len()
+        );
+        for (&k, h) in self.held.iter_mut() {
+            if !matches!(h.phase, Phase::Stopping { .. }) {
+                h.phase = Phase::Stopping { release: true };
+                let _ = h.stop.try_send(());
+                tracing::debug!("partition {k}: stopping (leave)");
+            }
+        }
+        for (k, (epoch, _)) in std::mem::take(&mut self.pending) {
+            self.release(k, epoch);
+        }
+    }
+
+    /// Waits up to [`POLL`] for the coordinator's events and applies them;
+    /// a failed poll is logged and waited out.
+    fn poll(&mut self, leaving: bool) {
+        let before = Instant::now();
+        let wait = u64::try_from(POLL.as_millis()).unwrap_or(50);
+        match self.coordinator.poll(wait).into_result() {
+            Ok(events) => {
+                for event in events {
+                    self.apply(event, before, leaving);
+                }
+            }
+            Err(e) => {
+                self.warn("polling", &e.message);
+                std::thread::sleep(POLL);
+            }
         }
     }
 
@@ -357,33 +378,19 @@ impl Driver {
     /// One event of the coordinator's; `before`: when the poll began.
     fn apply(&mut self, event: PartitionEvent, before: Instant, leaving: bool) {
         let PartitionEvent { change, partition: k, epoch, valid_for_ms } = event;
+        let until = deadline(before, valid_for_ms);
         match change {
             PartitionChange::ASSIGNED if leaving => {
                 // Taken nothing more while leaving: give it straight back.
                 self.release(k, epoch);
             }
-            PartitionChange::ASSIGNED => match self.held.get(&k) {
-                Some(h) if matches!(h.phase, Phase::Stopping { .. }) => {
-                    tracing::debug!(
-                        "partition {k}: assigned again (epoch {epoch}); it starts once its \
-                         previous run (epoch {}) stopped",
-                        h.epoch
-                    );
-                    self.pending.insert(k, (epoch, deadline(before, valid_for_ms)));
-                }
-                Some(h) => tracing::warn!(
-                    "partition {k}: assigned (epoch {epoch}) while it still runs (epoch {}); \
-                     ignored",
-                    h.epoch
-                ),
-                None => self.start(k, epoch, deadline(before, valid_for_ms)),
-            },
+            PartitionChange::ASSIGNED => self.assigned(k, epoch, until),
             PartitionChange::RENEWED => {
                 if let Some(h) = self.held.get(&k).filter(|h| h.epoch == epoch) {
-                    h.fence.extend(deadline(before, valid_for_ms));
+                    h.fence.extend(until);
                 }
-                if let Some((_, until)) = self.pending.get_mut(&k).filter(|p| p.0 == epoch) {
-                    *until = (*until).max(deadline(before, valid_for_ms));
+                if let Some((_, pending)) = self.pending.get_mut(&k).filter(|p| p.0 == epoch) {
+                    *pending = (*pending).max(until);
                 }
             }
             PartitionChange::REVOKED | PartitionChange::LOST
@@ -403,19 +410,44 @@ impl Driver {
                     }
                 }
             }
-            PartitionChange::LOST => {
-                if let Some(h) = self.held.get_mut(&k).filter(|h| h.epoch == epoch) {
-                    h.fence.lose();
-                    self.counters.lost.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(
-                        "partition {k}: its ownership of epoch {epoch} was lost to another host; \
-                         stopping it without committing"
-                    );
-                    h.phase = Phase::Stopping { release: false };
-                    let _ = h.stop.try_send(());
-                }
-            }
+            PartitionChange::LOST => self.lost(k, epoch),
             other => tracing::debug!("partition {k}: an unknown change ({}) ignored", other.0),
+        }
+    }
+
+    /// Partition `k` assigned as `epoch` until `until`: started, or, while
+    /// its previous run still stops, started once that stopped.
+    fn assigned(&mut self, k: u32, epoch: u64, until: Instant) {
+        match self.held.get(&k) {
+            Some(h) if matches!(h.phase, Phase::Stopping { .. }) => {
+                tracing::debug!(
+                    "partition {k}: assigned again (epoch {epoch}); it starts once its \
+                     previous run (epoch {}) stopped",
+                    h.epoch
+                );
+                self.pending.insert(k, (epoch, until));
+            }
+            Some(h) => tracing::warn!(
+                "partition {k}: assigned (epoch {epoch}) while it still runs (epoch {}); \
+                 ignored",
+                h.epoch
+            ),
+            None => self.start(k, epoch, until),
+        }
+    }
+
+    /// Partition `k`'s ownership of `epoch` lost to another host: its
+    /// fence closes and it stops without committing or being released.
+    fn lost(&mut self, k: u32, epoch: u64) {
+        if let Some(h) = self.held.get_mut(&k).filter(|h| h.epoch == epoch) {
+            h.fence.lose();
+            self.counters.lost.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "partition {k}: its ownership of epoch {epoch} was lost to another host; \
+                 stopping it without committing"
+            );
+            h.phase = Phase::Stopping { release: false };
+            let _ = h.stop.try_send(());
         }
     }
 

@@ -135,28 +135,26 @@ const GROUP_SCRIPT: &str = include_str!("page/group.js");
 const HTML: &str = "text/html; charset=utf-8";
 const SCRIPT: &str = "text/javascript; charset=utf-8";
 
-fn respond(
-    head: &Incoming,
-    bound: SocketAddr,
-    access: &Access,
-    view: &GroupView,
-) -> (u16, &'static str, String, bool) {
-    const JSON: &str = "application/json";
-    let json_answer = |a: Answer| (a.status, JSON, a.body.to_string(), false);
+/// An answer of the member's endpoint: its status, content type, body, and
+/// whether it challenges for a bearer token.
+type Response = (u16, &'static str, String, bool);
+
+const JSON: &str = "application/json";
+
+/// A JSON answer, without a challenge.
+fn json_answer(a: Answer) -> Response {
+    (a.status, JSON, a.body.to_string(), false)
+}
+
+/// The answer to `head`: a static page or asset, or, once access allows
+/// it, the member's status, health or metrics.
+fn respond(head: &Incoming, bound: SocketAddr, access: &Access, view: &GroupView) -> Response {
     if head.method != "GET" {
         return json_answer(Answer::error(405, "a group member's endpoint is read-only"));
     }
-    let scope = match head.path.as_str() {
-        // Static text with no data: the page and its assets.
-        "/" | "/index.html" => return (200, HTML, GROUP_PAGE.to_owned(), false),
-        "/group.js" => return (200, SCRIPT, GROUP_SCRIPT.to_owned(), false),
-        "/style.css" => {
-            let (kind, body) = super::page::asset("/style.css").unwrap_or(("text/css", ""));
-            return (200, kind, body.to_owned(), false);
-        }
-        "/metrics" if access.metrics_public => Scope::Public,
-        "/healthz" | "/readyz" | "/api/v1/group" | "/metrics" => Scope::Read,
-        _ => return json_answer(Answer::error(404, format!("no route {}", head.path))),
+    let scope = match route(head, access) {
+        Ok(scope) => scope,
+        Err(answer) => return answer,
     };
     let request = Request {
         host: head.host.as_deref(),
@@ -167,6 +165,28 @@ fn respond(
         let a = refusal.answer;
         return (a.status, JSON, a.body.to_string(), refusal.challenge);
     }
+    read(head, view)
+}
+
+/// The scope a path needs; the answer itself for the page, its assets (static
+/// text with no data) and an unknown path.
+fn route(head: &Incoming, access: &Access) -> Result<Scope, Response> {
+    match head.path.as_str() {
+        "/" | "/index.html" => Err((200, HTML, GROUP_PAGE.to_owned(), false)),
+        "/group.js" => Err((200, SCRIPT, GROUP_SCRIPT.to_owned(), false)),
+        "/style.css" => {
+            let (kind, body) = super::page::asset("/style.css").unwrap_or(("text/css", ""));
+            Err((200, kind, body.to_owned(), false))
+        }
+        "/metrics" if access.metrics_public => Ok(Scope::Public),
+        "/healthz" | "/readyz" | "/api/v1/group" | "/metrics" => Ok(Scope::Read),
+        _ => Err(json_answer(Answer::error(404, format!("no route {}", head.path)))),
+    }
+}
+
+/// The answer to an admitted read: health, readiness, the member's status
+/// or its metrics.
+fn read(head: &Incoming, view: &GroupView) -> Response {
     let status = view.status.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let ready = view.ready.load(Ordering::SeqCst);
     match head.path.as_str() {
@@ -188,6 +208,24 @@ fn respond(
             (200, JSON, body.to_string(), false)
         }
         _ => (200, "text/plain; version=0.0.4", metrics(&status, &view.counters), false),
+    }
+}
+
+/// The lease epoch and last checkpoint of each partition held, as gauges.
+fn partition_gauges(out: &mut String, status: &Status) {
+    out.push_str("# HELP squall_group_partition_epoch The lease epoch of each partition this host holds.\n# TYPE squall_group_partition_epoch gauge\n");
+    for p in &status.partitions {
+        out.push_str(&format!(
+            "squall_group_partition_epoch{{partition=\"{}\"}} {}\n",
+            p.partition, p.epoch
+        ));
+    }
+    out.push_str("# HELP squall_group_partition_last_checkpoint The last checkpoint each partition committed on this host.\n# TYPE squall_group_partition_last_checkpoint gauge\n");
+    for p in &status.partitions {
+        out.push_str(&format!(
+            "squall_group_partition_last_checkpoint{{partition=\"{}\"}} {}\n",
+            p.partition, p.last_checkpoint
+        ));
     }
 }
 
@@ -239,19 +277,6 @@ fn metrics(status: &Status, c: &Counters) -> String {
         "# TYPE squall_group_members gauge\nsquall_group_members {}\n",
         status.members.len()
     ));
-    out.push_str("# HELP squall_group_partition_epoch The lease epoch of each partition this host holds.\n# TYPE squall_group_partition_epoch gauge\n");
-    for p in &status.partitions {
-        out.push_str(&format!(
-            "squall_group_partition_epoch{{partition=\"{}\"}} {}\n",
-            p.partition, p.epoch
-        ));
-    }
-    out.push_str("# HELP squall_group_partition_last_checkpoint The last checkpoint each partition committed on this host.\n# TYPE squall_group_partition_last_checkpoint gauge\n");
-    for p in &status.partitions {
-        out.push_str(&format!(
-            "squall_group_partition_last_checkpoint{{partition=\"{}\"}} {}\n",
-            p.partition, p.last_checkpoint
-        ));
-    }
+    partition_gauges(&mut out, status);
     out
 }

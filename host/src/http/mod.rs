@@ -32,6 +32,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use access::Refusal;
 pub use access::{Access, BadToken, Scope, Token, TokenError};
 pub use api::{Answer, WINDOWS};
 pub use history::{Counts, History, Series, WindowStats};
@@ -348,6 +349,18 @@ impl Admitted {
     }
 }
 
+/// The answer to a CORS preflight (`OPTIONS` from an allowed origin):
+/// the method the route takes and the headers a request may send.
+fn preflight(allowed: &'static str, mut headers: Headers) -> Reply {
+    headers.push(("Access-Control-Allow-Methods", allowed.into()));
+    headers.push((
+        "Access-Control-Allow-Headers",
+        "Authorization, Content-Type, X-Requested-With".into(),
+    ));
+    headers.push(("Access-Control-Max-Age", "600".into()));
+    Reply::json(&Answer { status: 204, body: serde_json::Value::Null }, headers)
+}
+
 impl Ctx {
     /// Routes `req` and checks its method and access; the refusal, or what
     /// to run.
@@ -364,16 +377,7 @@ impl Ctx {
         };
         let allowed = route.method();
         if req.method == "OPTIONS" && cors.is_some() {
-            headers.push(("Access-Control-Allow-Methods", allowed.into()));
-            headers.push((
-                "Access-Control-Allow-Headers",
-                "Authorization, Content-Type, X-Requested-With".into(),
-            ));
-            headers.push(("Access-Control-Max-Age", "600".into()));
-            return Err(Reply::json(
-                &Answer { status: 204, body: serde_json::Value::Null },
-                headers,
-            ));
+            return Err(preflight(allowed, headers));
         }
         let head_ok = req.method == "HEAD" && allowed == "GET";
         if req.method != allowed && !head_ok {
@@ -382,6 +386,18 @@ impl Ctx {
             return Err(Reply::json(&answer, headers));
         }
         let scope = route.scope(&self.access);
+        if let Err(refusal) = self.check_access(req, &route, scope) {
+            if refusal.challenge {
+                headers.push(("WWW-Authenticate", "Bearer realm=\"squall\"".into()));
+            }
+            return Err(Reply::json(&refusal.answer, headers));
+        }
+        Ok(Admitted { route, scope, headers })
+    }
+
+    /// Checks that `req` may do what `route` does (`scope`); a refused
+    /// control request is logged with its client.
+    fn check_access(&self, req: &Incoming, route: &Route, scope: Scope) -> Result<(), Refusal> {
         let info = access::Request {
             host: req.host.as_deref(),
             origin: req.origin.as_deref(),
@@ -389,22 +405,17 @@ impl Ctx {
             content_type: req.content_type.as_deref(),
             requested_with: req.requested_with,
         };
-        if let Err(refusal) = self.access.check(self.bound, scope, &info) {
-            if scope == Scope::Control {
-                tracing::warn!(
-                    client = %Client(req.peer),
-                    action = route.action(),
-                    status = refusal.answer.status,
-                    "refused control request: {}",
-                    refusal.answer.body["error"].as_str().unwrap_or("")
-                );
-            }
-            if refusal.challenge {
-                headers.push(("WWW-Authenticate", "Bearer realm=\"squall\"".into()));
-            }
-            return Err(Reply::json(&refusal.answer, headers));
+        let Err(refusal) = self.access.check(self.bound, scope, &info) else { return Ok(()) };
+        if scope == Scope::Control {
+            tracing::warn!(
+                client = %Client(req.peer),
+                action = route.action(),
+                status = refusal.answer.status,
+                "refused control request: {}",
+                refusal.answer.body["error"].as_str().unwrap_or("")
+            );
         }
-        Ok(Admitted { route, scope, headers })
+        Err(refusal)
     }
 
     /// Answers an admitted request (a reload blocks until it is over).

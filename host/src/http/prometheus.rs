@@ -7,8 +7,10 @@
 use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
+use squall_plugin_api::abi::MetricKind;
 
 use crate::metrics::{StatField, TaskStats};
+use crate::plugin::services::UserMetric;
 use crate::runtime::TopologyHandle;
 use crate::topology::{Kind, Topology};
 
@@ -254,9 +256,7 @@ fn latencies(out: &mut String, tasks: &[Series]) {
 /// name registered with different kinds by different components keeps the
 /// first kind seen; the others are left out (one family, one type).
 fn user_metrics(out: &mut String, tasks: &[Series]) {
-    use squall_plugin_api::abi::MetricKind;
-    let mut families: std::collections::BTreeMap<String, (MetricKind, String, Vec<String>)> =
-        std::collections::BTreeMap::new();
+    let mut families = UserFamilies::new();
     for Series { labels, stats, .. } in tasks {
         for m in stats.user.snapshot() {
             let mut name = format!("squall_user_{}", m.name);
@@ -269,30 +269,7 @@ fn user_metrics(out: &mut String, tasks: &[Series]) {
             if family.0 != m.kind() {
                 continue;
             }
-            let mut lines = String::new();
-            match m.kind() {
-                MetricKind::COUNTER => {
-                    let _ = writeln!(lines, "{name}{{{labels}}} {}", m.cell(0));
-                }
-                MetricKind::GAUGE => {
-                    let _ = writeln!(lines, "{name}{{{labels}}} {}", m.cell(0) as i64);
-                }
-                _ => {
-                    // Cells: count, sum, then buckets by bit length.
-                    let last = (0..65).rev().find(|&i| m.cell(2 + i) > 0).unwrap_or(0);
-                    let mut cumulative = 0;
-                    for i in 0..=last {
-                        cumulative += m.cell(2 + i);
-                        let le = if i == 0 { 0 } else { (1u128 << i) - 1 };
-                        let _ =
-                            writeln!(lines, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
-                    }
-                    let _ = writeln!(lines, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", m.cell(0));
-                    let _ = writeln!(lines, "{name}_sum{{{labels}}} {}", m.cell(1));
-                    let _ = writeln!(lines, "{name}_count{{{labels}}} {}", m.cell(0));
-                }
-            }
-            family.2.push(lines);
+            family.2.push(user_series(&name, labels, &m));
         }
     }
     for (name, (kind, help, series)) in families {
@@ -311,6 +288,39 @@ fn user_metrics(out: &mut String, tasks: &[Series]) {
             out.push_str(&s);
         }
     }
+}
+
+/// The user metrics by family name: the family's kind and help, and the
+/// lines of each task's series.
+type UserFamilies = std::collections::BTreeMap<String, (MetricKind, String, Vec<String>)>;
+
+/// One task's series of user metric `m` as family `name`, with the task's
+/// `labels`: one line for a counter or a gauge, the buckets, sum and count
+/// of a histogram.
+fn user_series(name: &str, labels: &str, m: &UserMetric) -> String {
+    let mut lines = String::new();
+    match m.kind() {
+        MetricKind::COUNTER => {
+            let _ = writeln!(lines, "{name}{{{labels}}} {}", m.cell(0));
+        }
+        MetricKind::GAUGE => {
+            let _ = writeln!(lines, "{name}{{{labels}}} {}", m.cell(0) as i64);
+        }
+        _ => {
+            // Cells: count, sum, then buckets by bit length.
+            let last = (0..65).rev().find(|&i| m.cell(2 + i) > 0).unwrap_or(0);
+            let mut cumulative = 0;
+            for i in 0..=last {
+                cumulative += m.cell(2 + i);
+                let le = if i == 0 { 0 } else { (1u128 << i) - 1 };
+                let _ = writeln!(lines, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+            }
+            let _ = writeln!(lines, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", m.cell(0));
+            let _ = writeln!(lines, "{name}_sum{{{labels}}} {}", m.cell(1));
+            let _ = writeln!(lines, "{name}_count{{{labels}}} {}", m.cell(0));
+        }
+    }
+    lines
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {

@@ -154,71 +154,9 @@ impl Report {
             .components
             .iter()
             .map(|c| {
-                let mut sum = LocalStats::default();
-                let mut latency = super::counters::new_histogram();
-                let mut depth = 0;
-                for t in c.tasks.clone() {
-                    let s = stats[t as usize].snapshot();
-                    for (acc, v) in sum.values.iter_mut().zip(s.values) {
-                        *acc += v;
-                    }
-                    if c.kind == Kind::Spout {
-                        let _ = latency.add(stats[t as usize].latency.snapshot());
-                    }
-                    depth += depths.get(t as usize).copied().unwrap_or(0);
-                }
-                let g = |f| sum.get(f);
-                let task_secs = elapsed.as_secs_f64() * f64::from(c.parallelism()).max(1.0);
-                let executed = g(StatField::Executed);
-                ComponentSummary {
-                    name: c.name.clone(),
-                    kind: if c.kind == Kind::Spout { "spout" } else { "bolt" },
-                    component: c.reference.clone(),
-                    tasks: c.parallelism(),
-                    chained_to: c
-                        .chain_from
-                        .and_then(|i| topology.components.get(i))
-                        .map(|u| u.name.clone()),
-                    emitted: g(StatField::Emitted),
-                    transferred: g(StatField::Transferred),
-                    executed,
-                    acked: g(StatField::Acked),
-                    failed: g(StatField::FailedExplicit)
-                        + g(StatField::FailedTimeout)
-                        + g(StatField::FailedPanic)
-                        + g(StatField::FailedShutdown),
-                    failed_explicit: g(StatField::FailedExplicit),
-                    failed_timeout: g(StatField::FailedTimeout),
-                    failed_panic: g(StatField::FailedPanic),
-                    failed_shutdown: g(StatField::FailedShutdown),
-                    pending: g(StatField::Pending),
-                    restarts: g(StatField::Restarts),
-                    errors: g(StatField::Errors),
-                    ticks: g(StatField::Ticks),
-                    capacity: if task_secs > 0.0 {
-                        (secs(g(StatField::BusyNanos)) / task_secs).min(1.0)
-                    } else {
-                        0.0
-                    },
-                    execute_latency_us: if executed > 0 {
-                        g(StatField::BusyNanos) as f64 / 1e3 / executed as f64
-                    } else {
-                        0.0
-                    },
-                    backpressure_secs: secs(g(StatField::BackpressureNanos)),
-                    max_pending_secs: secs(g(StatField::MaxPendingNanos)),
-                    throttle_secs: secs(g(StatField::ThrottleNanos)),
-                    queue_depth_batches: depth,
-                    complete_latency_us: (c.kind == Kind::Spout && !latency.is_empty()).then(
-                        || LatencySummary {
-                            count: latency.len(),
-                            p50: latency.value_at_quantile(0.5),
-                            p99: latency.value_at_quantile(0.99),
-                            p999: latency.value_at_quantile(0.999),
-                            max: latency.max(),
-                        },
-                    ),
-                }
+                let chained_to = c.chain_from.and_then(|i| topology.components.get(i));
+                let totals = TaskTotals::of(c, stats, depths);
+                summarise(c, totals, elapsed, chained_to.map(|u| u.name.clone()))
             })
             .collect();
         Report { elapsed_secs: elapsed.as_secs_f64(), components }
@@ -245,39 +183,134 @@ impl Report {
             "errors"
         );
         for c in &self.components {
-            let rate = previous
-                .and_then(|p| {
-                    p.components
-                        .iter()
-                        .find(|x| x.name == c.name)
-                        .map(|x| (x, self.elapsed_secs - p.elapsed_secs))
-                })
-                .map_or(c.emitted as f64 / self.elapsed_secs.max(1e-9), |(x, dt)| {
-                    (c.emitted - x.emitted.min(c.emitted)) as f64 / dt.max(1e-9)
-                });
-            let (p50, p99) = c.complete_latency_us.as_ref().map_or(("-".into(), "-".into()), |l| {
-                (format!("{}us", l.p50), format!("{}us", l.p99))
-            });
-            let _ = writeln!(
-                out,
-                "{:<14} {:>5} {:>12} {:>11.0} {:>12} {:>10} {:>8} {:>6.2} {:>6} {:>8.2} {:>9} {:>9} {:>8}",
-                truncate(&c.name, 14),
-                c.tasks,
-                c.emitted,
-                rate,
-                c.executed,
-                c.acked,
-                c.failed,
-                c.capacity,
-                c.queue_depth_batches,
-                c.backpressure_secs,
-                p50,
-                p99,
-                c.errors
-            );
+            let rate = self.emit_rate(c, previous);
+            write_row(&mut out, c, rate);
         }
         out
     }
+
+    /// A component's tuples emitted per second: since `previous` when it
+    /// has the component, else since the start.
+    fn emit_rate(&self, c: &ComponentSummary, previous: Option<&Report>) -> f64 {
+        previous
+            .and_then(|p| {
+                p.components
+                    .iter()
+                    .find(|x| x.name == c.name)
+                    .map(|x| (x, self.elapsed_secs - p.elapsed_secs))
+            })
+            .map_or(c.emitted as f64 / self.elapsed_secs.max(1e-9), |(x, dt)| {
+                (c.emitted - x.emitted.min(c.emitted)) as f64 / dt.max(1e-9)
+            })
+    }
+}
+
+/// One component's counters summed over its tasks.
+struct TaskTotals {
+    /// Every counter, summed.
+    sum: LocalStats,
+    /// A spout's complete latencies, merged (`None` for a bolt, or a
+    /// spout with none recorded).
+    latency: Option<LatencySummary>,
+    /// Batches queued at its tasks.
+    depth: u64,
+}
+
+impl TaskTotals {
+    /// Sums the counters of `c`'s tasks, as published in `stats` and
+    /// `depths` (by task id).
+    fn of(c: &crate::topology::Component, stats: &[Arc<TaskStats>], depths: &[u64]) -> Self {
+        let mut sum = LocalStats::default();
+        let mut latency = super::counters::new_histogram();
+        let mut depth = 0;
+        for t in c.tasks.clone() {
+            let s = stats[t as usize].snapshot();
+            for (acc, v) in sum.values.iter_mut().zip(s.values) {
+                *acc += v;
+            }
+            if c.kind == Kind::Spout {
+                let _ = latency.add(stats[t as usize].latency.snapshot());
+            }
+            depth += depths.get(t as usize).copied().unwrap_or(0);
+        }
+        let latency = (c.kind == Kind::Spout && !latency.is_empty()).then(|| LatencySummary {
+            count: latency.len(),
+            p50: latency.value_at_quantile(0.5),
+            p99: latency.value_at_quantile(0.99),
+            p999: latency.value_at_quantile(0.999),
+            max: latency.max(),
+        });
+        TaskTotals { sum, latency, depth }
+    }
+}
+
+/// A component's summary from its tasks' totals over `elapsed`.
+fn summarise(
+    c: &crate::topology::Component,
+    totals: TaskTotals,
+    elapsed: Duration,
+    chained_to: Option<String>,
+) -> ComponentSummary {
+    let g = |f| totals.sum.get(f);
+    let task_secs = elapsed.as_secs_f64() * f64::from(c.parallelism()).max(1.0);
+    let executed = g(StatField::Executed);
+    let busy = g(StatField::BusyNanos);
+    ComponentSummary {
+        name: c.name.clone(),
+        kind: if c.kind == Kind::Spout { "spout" } else { "bolt" },
+        component: c.reference.clone(),
+        tasks: c.parallelism(),
+        chained_to,
+        emitted: g(StatField::Emitted),
+        transferred: g(StatField::Transferred),
+        executed,
+        acked: g(StatField::Acked),
+        failed: g(StatField::FailedExplicit)
+            + g(StatField::FailedTimeout)
+            + g(StatField::FailedPanic)
+            + g(StatField::FailedShutdown),
+        failed_explicit: g(StatField::FailedExplicit),
+        failed_timeout: g(StatField::FailedTimeout),
+        failed_panic: g(StatField::FailedPanic),
+        failed_shutdown: g(StatField::FailedShutdown),
+        pending: g(StatField::Pending),
+        restarts: g(StatField::Restarts),
+        errors: g(StatField::Errors),
+        ticks: g(StatField::Ticks),
+        capacity: if task_secs > 0.0 { (secs(busy) / task_secs).min(1.0) } else { 0.0 },
+        execute_latency_us: if executed > 0 { busy as f64 / 1e3 / executed as f64 } else { 0.0 },
+        backpressure_secs: secs(g(StatField::BackpressureNanos)),
+        max_pending_secs: secs(g(StatField::MaxPendingNanos)),
+        throttle_secs: secs(g(StatField::ThrottleNanos)),
+        queue_depth_batches: totals.depth,
+        complete_latency_us: totals.latency,
+    }
+}
+
+/// Appends one component's row of the stats table, emitting `rate`
+/// tuples a second.
+fn write_row(out: &mut String, c: &ComponentSummary, rate: f64) {
+    let (p50, p99) = c
+        .complete_latency_us
+        .as_ref()
+        .map_or(("-".into(), "-".into()), |l| (format!("{}us", l.p50), format!("{}us", l.p99)));
+    let _ = writeln!(
+        out,
+        "{:<14} {:>5} {:>12} {:>11.0} {:>12} {:>10} {:>8} {:>6.2} {:>6} {:>8.2} {:>9} {:>9} {:>8}",
+        truncate(&c.name, 14),
+        c.tasks,
+        c.emitted,
+        rate,
+        c.executed,
+        c.acked,
+        c.failed,
+        c.capacity,
+        c.queue_depth_batches,
+        c.backpressure_secs,
+        p50,
+        p99,
+        c.errors
+    );
 }
 
 fn truncate(s: &str, n: usize) -> String {

@@ -41,20 +41,7 @@ pub(super) fn check(
     len: u64,
     read_at: &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>,
 ) -> io::Result<Verdict> {
-    let mut ident = [0u8; 6];
-    if len < ident.len() as u64 {
-        return Ok(Verdict::Unchecked);
-    }
-    read_at(0, &mut ident)?;
-    if ident[..4] != *b"\x7fELF" || ident[4] != 2 {
-        // Not ELF, or not ELF64 (ELFCLASS64 = 2).
-        return Ok(Verdict::Unchecked);
-    }
-    let big_endian = match ident[5] {
-        1 => false,
-        2 => true,
-        _ => return Ok(Verdict::Unchecked),
-    };
+    let Some(field) = byte_order(len, read_at)? else { return Ok(Verdict::Unchecked) };
     if len < EHDR_SIZE {
         return Ok(Verdict::OutOfBounds(format!(
             "the ELF header ({EHDR_SIZE} bytes) is cut off at byte {len}"
@@ -62,7 +49,6 @@ pub(super) fn check(
     }
     let mut ehdr = [0u8; EHDR_SIZE as usize];
     read_at(0, &mut ehdr)?;
-    let field = Fields { big_endian };
     let phoff = field.u64(&ehdr, 0x20);
     let phentsize = u64::from(field.u16(&ehdr, 0x36));
     let phnum = u64::from(field.u16(&ehdr, 0x38));
@@ -81,6 +67,35 @@ pub(super) fn check(
     }
     let mut table = vec![0u8; (phnum * PHDR_SIZE) as usize];
     read_at(phoff, &mut table)?;
+    Ok(check_segments(field, &table, len))
+}
+
+/// The byte order of an ELF64 file, from its identification bytes; `None`
+/// for a file that is not ELF64 or has an unknown byte order.
+fn byte_order(
+    len: u64,
+    read_at: &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>,
+) -> io::Result<Option<Fields>> {
+    let mut ident = [0u8; 6];
+    if len < ident.len() as u64 {
+        return Ok(None);
+    }
+    read_at(0, &mut ident)?;
+    if ident[..4] != *b"\x7fELF" || ident[4] != 2 {
+        // Not ELF, or not ELF64 (ELFCLASS64 = 2).
+        return Ok(None);
+    }
+    let big_endian = match ident[5] {
+        1 => false,
+        2 => true,
+        _ => return Ok(None),
+    };
+    Ok(Some(Fields { big_endian }))
+}
+
+/// Checks every `PT_LOAD` entry of the program header `table` against the
+/// file's `len`.
+fn check_segments(field: Fields, table: &[u8], len: u64) -> Verdict {
     for (i, phdr) in table.chunks_exact(PHDR_SIZE as usize).enumerate() {
         if field.u32(phdr, 0) != PT_LOAD {
             continue;
@@ -90,13 +105,13 @@ pub(super) fn check(
         let end = offset.checked_add(filesz);
         if end.is_none_or(|end| end > len) {
             let end = end.map_or_else(|| "beyond 2^64".to_owned(), |e| e.to_string());
-            return Ok(Verdict::OutOfBounds(format!(
+            return Verdict::OutOfBounds(format!(
                 "its loadable segment {i} (PT_LOAD, file bytes {offset}..{end}) ends past the \
                  end of the file"
-            )));
+            ));
         }
     }
-    Ok(Verdict::Sane)
+    Verdict::Sane
 }
 
 /// Reads fixed-size fields in the file's byte order. Every caller passes an

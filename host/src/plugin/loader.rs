@@ -151,42 +151,72 @@ pub fn load_library_in(
     // (a huge one would fill the temporary folder), and a truncated one is
     // refused at once.
     let len = file.metadata().map_err(|source| read_error(alias, path, source))?.len();
-    match check_elf(alias, path, &file, len)? {
-        Checked::Elf => {}
-        Checked::NotElf(detail) => {
-            if let Some(expected) = sha256 {
-                check_digest(alias, path, &file, expected)?;
-            }
-            let mut detail = detail.to_owned();
-            if path.extension().is_some_and(|e| e == "rlib") {
-                detail.push_str(
-                    " (help: a .rlib is a Rust library for the compiler, not a shared library: \
-                     add crate-type = [\"cdylib\"] under [lib] in the crate's Cargo.toml, build \
-                     it again and name the .so it writes beside the .rlib)",
-                );
-            }
-            return Err(LoadError::NotALibrary { alias: alias.into(), path: path.into(), detail });
+    if let Checked::NotElf(detail) = check_elf(alias, path, &file, len)? {
+        return Err(not_a_library(alias, path, &file, sha256, detail));
+    }
+    let source = Source { dir, alias, path, sha256 };
+    let (root, digest) = copy_and_load(&source, file, allow_writable)?;
+    read_root(alias, path, root, digest)
+}
+
+/// Why a file that is not ELF is refused: its pinned digest's mismatch
+/// first, else that it is not a shared library (with what to do for a
+/// `.rlib`).
+fn not_a_library(
+    alias: &str,
+    path: &Path,
+    file: &File,
+    sha256: Option<&str>,
+    detail: &str,
+) -> LoadError {
+    if let Some(expected) = sha256 {
+        if let Err(mismatch) = check_digest(alias, path, file, expected) {
+            return mismatch;
         }
     }
-    let (root, digest) = {
-        let mut state = copy::state();
-        let copy =
-            copy::copy_into(&mut state, dir, alias, &file, allow_writable).map_err(
-                |e| match e {
-                    CopyError::Read(source) => read_error(alias, path, source),
-                    CopyError::Private(detail) => LoadError::PrivateCopy {
-                        alias: alias.to_owned(),
-                        path: path.to_path_buf(),
-                        detail: escape_controls(&detail),
-                    },
-                },
-            )?;
-        drop(file);
-        let root = load_copy(&mut state, alias, path, sha256, &copy);
-        copy.unlink();
-        (root?, copy.digest)
-    };
-    read_root(alias, path, root, digest)
+    let mut detail = detail.to_owned();
+    if path.extension().is_some_and(|e| e == "rlib") {
+        detail.push_str(
+            " (help: a .rlib is a Rust library for the compiler, not a shared library: \
+             add crate-type = [\"cdylib\"] under [lib] in the crate's Cargo.toml, build \
+             it again and name the .so it writes beside the .rlib)",
+        );
+    }
+    LoadError::NotALibrary { alias: alias.into(), path: path.into(), detail }
+}
+
+/// Where a library is loaded from: the folder of its private copies, its
+/// alias, its path, and its pinned digest.
+struct Source<'a> {
+    dir: &'a Path,
+    alias: &'a str,
+    path: &'a Path,
+    sha256: Option<&'a str>,
+}
+
+/// Copies the open `file` into a private copy, closes it, loads the copy
+/// (or finds the same bytes already loaded) and unlinks the copy's name.
+/// Returns the root module and the digest of the bytes copied.
+fn copy_and_load(
+    source: &Source<'_>,
+    file: File,
+    allow_writable: bool,
+) -> Result<(Root, String), LoadError> {
+    let Source { dir, alias, path, sha256 } = *source;
+    let mut state = copy::state();
+    let copy =
+        copy::copy_into(&mut state, dir, alias, &file, allow_writable).map_err(|e| match e {
+            CopyError::Read(source) => read_error(alias, path, source),
+            CopyError::Private(detail) => LoadError::PrivateCopy {
+                alias: alias.to_owned(),
+                path: path.to_path_buf(),
+                detail: escape_controls(&detail),
+            },
+        })?;
+    drop(file);
+    let root = load_copy(&mut state, alias, path, sha256, &copy);
+    copy.unlink();
+    Ok((root?, copy.digest))
 }
 
 /// Checks the copy (its pinned digest, its ELF bounds: the file may have
@@ -290,64 +320,26 @@ pub fn load_in_process<P: PluginSource>(alias: &str) -> Result<Library, LoadErro
             host_contract: CONTRACT_VERSION,
             detail: condense(&e),
         })?;
-    let root = Root {
-        catalogue: root.catalogue(),
-        attach_host: root.attach_host(),
-        panic_strategy: root.panic_strategy(),
-        extensions: root.extensions(),
-        extensions_12: root.extensions_1_2(),
-        extensions_13: root.extensions_1_3(),
-        mismatch_1_1: None,
-    };
-    read_root(alias, path, root, IN_PROCESS_DIGEST.to_owned())
+    read_root(alias, path, Root::newest(root), IN_PROCESS_DIGEST.to_owned())
 }
 
 /// Checks a library's root module and reads its catalogue and 1.1 descriptors.
 fn read_root(alias: &str, path: &Path, root: Root, digest: String) -> Result<Library, LoadError> {
-    let (alias_s, path_b) = (alias.to_owned(), path.to_path_buf());
-    // A `panic = "abort"` library would take the whole host down at its first
-    // panic: refuse it before calling any of its code. A 1.0 library does not
-    // say; it loads, with a warning.
-    match root.panic_strategy {
-        Some(PanicStrategy::UNWIND) => {}
-        Some(_) => return Err(LoadError::PanicAbort { alias: alias_s, path: path_b }),
-        None => tracing::warn!(
-            alias,
-            "{} is loaded through its contract 1.0 root module, which does not record its panic \
-             strategy; if it was built with panic = \"abort\", its first panic will abort squall",
-            path.display()
-        ),
-    }
+    check_panic_strategy(alias, path, root.panic_strategy)?;
     // Contract 1.1: hand the library the host's services (a 1.0 library has
     // no such field and is left as it is).
     if let Some(attach) = root.attach_host {
         attach(super::services::HostServices::boxed());
     }
-    let catalogue = (root.catalogue)().into_result().map_err(|e| LoadError::Catalogue {
-        alias: alias_s.clone(),
-        path: path_b.clone(),
-        detail: e.to_string(),
-    })?;
-    // A 1.0 library loads through its 1.0 descriptors as expected; a later
-    // one whose 1.1 part does not match this host's (built against a
-    // pre-release 1.1) loses its 1.1 features: say so, and why.
-    if let Some(mismatch) = &root.mismatch_1_1 {
-        let built = catalogue.contract_version.as_str();
-        if !built.starts_with("1.0.") {
-            tracing::warn!(
-                alias,
-                "{} was built against contract {built}, but its contract 1.1 part does not match \
-                 this host's ({mismatch}); it loads through its 1.0 descriptors, without its 1.1 \
-                 features: rebuild it against this host's squall-plugin-api",
-                path.display()
-            );
-        }
-    }
     let catalogue_error = |e: squall_plugin_api::PluginError| LoadError::Catalogue {
-        alias: alias_s.clone(),
-        path: path_b.clone(),
+        alias: alias.to_owned(),
+        path: path.to_path_buf(),
         detail: e.to_string(),
     };
+    let catalogue = (root.catalogue)().into_result().map_err(catalogue_error)?;
+    if let Some(mismatch) = &root.mismatch_1_1 {
+        warn_mismatch(alias, path, &catalogue, mismatch);
+    }
     let extensions = call(root.extensions).map_err(catalogue_error)?;
     let extensions_12 = call(root.extensions_12).map_err(catalogue_error)?;
     let extensions_13 = call(root.extensions_13).map_err(catalogue_error)?;
@@ -359,14 +351,53 @@ fn read_root(alias: &str, path: &Path, root: Root, digest: String) -> Result<Lib
         v1_3: &extensions_13,
     });
     Ok(Library {
-        alias: alias_s,
-        path: path_b,
+        alias: alias.to_owned(),
+        path: path.to_path_buf(),
         plugin: catalogue.plugin.to_string(),
         version: catalogue.version.to_string(),
         contract: catalogue.contract_version.to_string(),
         descriptors,
         digest,
     })
+}
+
+/// Refuses a `panic = "abort"` library, which would take the whole host
+/// down at its first panic, before any of its code is called. A 1.0
+/// library does not say; it loads, with a warning.
+fn check_panic_strategy(
+    alias: &str,
+    path: &Path,
+    strategy: Option<PanicStrategy>,
+) -> Result<(), LoadError> {
+    match strategy {
+        Some(PanicStrategy::UNWIND) => {}
+        Some(_) => {
+            return Err(LoadError::PanicAbort { alias: alias.to_owned(), path: path.to_path_buf() })
+        }
+        None => tracing::warn!(
+            alias,
+            "{} is loaded through its contract 1.0 root module, which does not record its panic \
+             strategy; if it was built with panic = \"abort\", its first panic will abort squall",
+            path.display()
+        ),
+    }
+    Ok(())
+}
+
+/// A 1.0 library loads through its 1.0 descriptors as expected; a later
+/// one whose 1.1 part does not match this host's (built against a
+/// pre-release 1.1) loses its 1.1 features: says so, and why.
+fn warn_mismatch(alias: &str, path: &Path, catalogue: &Catalogue, mismatch: &str) {
+    let built = catalogue.contract_version.as_str();
+    if !built.starts_with("1.0.") {
+        tracing::warn!(
+            alias,
+            "{} was built against contract {built}, but its contract 1.1 part does not match \
+             this host's ({mismatch}); it loads through its 1.0 descriptors, without its 1.1 \
+             features: rebuild it against this host's squall-plugin-api",
+            path.display()
+        );
+    }
 }
 
 /// Calls one of a root module's descriptor lists, if the library has it.
@@ -417,6 +448,16 @@ fn check_permissions(alias: &str, path: &Path, file: &File) -> Result<(), LoadEr
     if let Some(reason) = unsafe_mode(&meta, euid, false) {
         return Err(unsafe_path(path, reason));
     }
+    match unsafe_folder(path, file, euid) {
+        Some((dir, reason)) => Err(unsafe_path(&dir, reason)),
+        None => Ok(()),
+    }
+}
+
+/// The first folder holding `path` that is unsafe to load code from (see
+/// [`unsafe_mode`]), and why: every folder on the path as written, then on
+/// the path of the open `file` with all symbolic links resolved.
+fn unsafe_folder(path: &Path, file: &File, euid: u32) -> Option<(PathBuf, (String, &'static str))> {
     let absolute = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -437,10 +478,10 @@ fn check_permissions(alias: &str, path: &Path, file: &File) -> Result<(), LoadEr
             continue;
         }
         if let Some(reason) = unsafe_mode(&meta, euid, true) {
-            return Err(unsafe_path(dir, reason));
+            return Some((dir.to_path_buf(), reason));
         }
     }
-    Ok(())
+    None
 }
 
 /// Why a file or folder with this metadata is unsafe to load code from, if
@@ -528,6 +569,20 @@ pub(super) struct Root {
 /// searches `LD_LIBRARY_PATH` or the system folders, nor returns a library
 /// it loaded before under that name), in a folder only this user can write.
 fn open_root(alias: &str, path: &Path, copy: &Path) -> Result<Root, LoadError> {
+    let header = open_header(alias, path, copy)?;
+    let incompatible = |e: LibraryError| LoadError::Incompatible {
+        alias: alias.to_owned(),
+        path: path.to_path_buf(),
+        host_contract: CONTRACT_VERSION,
+        detail: condense(&e),
+    };
+    let header = header.upgrade().map_err(incompatible)?;
+    Root::init(header).map_err(incompatible)
+}
+
+/// `dlopen`s the copy and finds abi_stable's header in it; the library
+/// stays mapped for the life of the process.
+fn open_header(alias: &str, path: &Path, copy: &Path) -> Result<AbiHeaderRef, LoadError> {
     // SAFETY: loading a library runs its initialisers. Plugins are trusted
     // code by design (DESIGN.md: operators choose which libraries to load);
     // the ABI checks below keep us from calling into an incompatible one.
@@ -550,54 +605,45 @@ fn open_root(alias: &str, path: &Path, copy: &Path) -> Result<Root, LoadError> {
             })?;
     // Never dlclose: vtables and allocators of plugin-made values must stay mapped.
     std::mem::forget(library);
-    let incompatible = |e: LibraryError| LoadError::Incompatible {
-        alias: alias.to_owned(),
-        path: path.to_path_buf(),
-        host_contract: CONTRACT_VERSION,
-        detail: condense(&e),
-    };
-    let header = header.upgrade().map_err(incompatible)?;
-    // abi_stable accepts a library whose prefix types have at least the
-    // host's fields, never fewer: a 1.0 library fails the check against this
-    // host's 1.1 root module. So check the newest shape first, then the 1.0
-    // shape, which every 1.x library has; a library that fails both is
-    // reported against the 1.0 shape, the one every squall plugin shares.
-    // The same holds between the later minors: newest shape, then 1.2,
-    // then 1.1, then 1.0.
-    if let Ok(root) = header.init_root_module::<PluginRoot_Ref>() {
-        return Ok(Root {
-            catalogue: root.catalogue(),
-            attach_host: root.attach_host(),
-            panic_strategy: root.panic_strategy(),
-            extensions: root.extensions(),
-            extensions_12: root.extensions_1_2(),
-            extensions_13: root.extensions_1_3(),
-            mismatch_1_1: None,
-        });
-    }
-    if let Ok(root) = header.init_root_module::<v1_2_root::PluginRoot_Ref>() {
-        return Ok(Root {
-            catalogue: root.catalogue(),
-            attach_host: root.attach_host(),
-            panic_strategy: root.panic_strategy(),
-            extensions: root.extensions(),
-            extensions_12: root.extensions_1_2(),
-            extensions_13: None,
-            mismatch_1_1: None,
-        });
-    }
-    match header.init_root_module::<v1_1::PluginRoot_Ref>() {
-        Ok(root) => Ok(Root {
-            catalogue: root.catalogue(),
-            attach_host: root.attach_host(),
-            panic_strategy: root.panic_strategy(),
-            extensions: root.extensions(),
-            extensions_12: None,
-            extensions_13: None,
-            mismatch_1_1: None,
-        }),
-        Err(newest) => match header.init_root_module::<v1_0::PluginRoot_Ref>() {
+    Ok(header)
+}
+
+impl Root {
+    /// The root module in `header`, in the newest shape it checks out as.
+    ///
+    /// abi_stable accepts a library whose prefix types have at least the
+    /// host's fields, never fewer: a 1.0 library fails the check against
+    /// this host's 1.1 root module. So check the newest shape first, then
+    /// the 1.0 shape, which every 1.x library has; a library that fails
+    /// both is reported against the 1.0 shape, the one every squall plugin
+    /// shares. The same holds between the later minors: newest shape, then
+    /// 1.2, then 1.1, then 1.0.
+    fn init(header: &'static LibHeader) -> Result<Root, LibraryError> {
+        if let Ok(root) = header.init_root_module::<PluginRoot_Ref>() {
+            return Ok(Root::newest(root));
+        }
+        if let Ok(root) = header.init_root_module::<v1_2_root::PluginRoot_Ref>() {
+            return Ok(Root {
+                catalogue: root.catalogue(),
+                attach_host: root.attach_host(),
+                panic_strategy: root.panic_strategy(),
+                extensions: root.extensions(),
+                extensions_12: root.extensions_1_2(),
+                extensions_13: None,
+                mismatch_1_1: None,
+            });
+        }
+        match header.init_root_module::<v1_1::PluginRoot_Ref>() {
             Ok(root) => Ok(Root {
+                catalogue: root.catalogue(),
+                attach_host: root.attach_host(),
+                panic_strategy: root.panic_strategy(),
+                extensions: root.extensions(),
+                extensions_12: None,
+                extensions_13: None,
+                mismatch_1_1: None,
+            }),
+            Err(newest) => header.init_root_module::<v1_0::PluginRoot_Ref>().map(|root| Root {
                 catalogue: root.catalogue(),
                 attach_host: None,
                 panic_strategy: None,
@@ -606,11 +652,24 @@ fn open_root(alias: &str, path: &Path, copy: &Path) -> Result<Root, LoadError> {
                 extensions_13: None,
                 mismatch_1_1: Some(condense(&newest)),
             }),
-            Err(e) => Err(incompatible(e)),
-        },
+        }
+    }
+
+    /// A root module of this host's contract, every field present.
+    fn newest(root: PluginRoot_Ref) -> Root {
+        Root {
+            catalogue: root.catalogue(),
+            attach_host: root.attach_host(),
+            panic_strategy: root.panic_strategy(),
+            extensions: root.extensions(),
+            extensions_12: root.extensions_1_2(),
+            extensions_13: root.extensions_1_3(),
+            mismatch_1_1: None,
+        }
     }
 }
 
+/// What `dlopen` said, without the path it repeats.
 fn dl_detail(e: &libloading::Error) -> String {
     let text = e.to_string();
     // dlerror() repeats the path; keep the part after the last ": ".

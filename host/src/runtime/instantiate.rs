@@ -7,7 +7,7 @@ use squall_plugin_api::abi::ComponentBox;
 use squall_plugin_api::WaitSituation;
 
 use crate::plugin::{BoltObj, Instance, SpoutObj};
-use crate::topology::{Kind, Topology, WaitPlan};
+use crate::topology::{Component, Kind, Topology, WaitPlan};
 use crate::wait::{PluginWait, WaitStrategy};
 
 /// Why a topology could not start.
@@ -159,10 +159,12 @@ fn build(topology: &Topology, progress: &Mutex<String>) -> Result<Instances, Sta
     build_some(topology, progress, &|_| true)
 }
 
+/// Builds the instances of every task of the components `only` accepts,
+/// naming in `progress` the one whose constructor runs.
 fn build_some(
     topology: &Topology,
     progress: &Mutex<String>,
-    only: &dyn Fn(&crate::topology::Component) -> bool,
+    only: &dyn Fn(&Component) -> bool,
 ) -> Result<Instances, StartError> {
     let n = topology.task_count as usize;
     let mut out = Instances {
@@ -173,52 +175,78 @@ fn build_some(
         windows: Default::default(),
     };
     for c in topology.components.iter().filter(|c| only(c)) {
-        let kind = if c.kind == Kind::Spout { "spout" } else { "bolt" };
+        for task in c.tasks.clone() {
+            if let Ok(mut p) = progress.lock() {
+                *p = format!("{} \"{}\" ({})", kind_name(c.kind), c.name, c.reference);
+            }
+            out.build_task(topology, c, task)?;
+        }
+    }
+    Ok(out)
+}
+
+/// A component kind as messages name it.
+fn kind_name(kind: Kind) -> &'static str {
+    if kind == Kind::Spout {
+        "spout"
+    } else {
+        "bolt"
+    }
+}
+
+impl Instances {
+    /// Builds task `task` of `c`: its instance (the plugin's constructor),
+    /// its wait strategies and its custom groupings, all while the task is
+    /// [`Constructing`](crate::plugin::services::Constructing).
+    fn build_task(
+        &mut self,
+        topology: &Topology,
+        c: &Component,
+        task: u32,
+    ) -> Result<(), StartError> {
+        let t = task as usize;
+        let constructing = crate::plugin::services::Constructing::enter(&c.name, task);
+        match (c.kind, build_instance(c)?) {
+            (Kind::Spout, Instance::Spout(s)) => self.spouts[t] = Some(s),
+            (Kind::Bolt, Instance::Bolt(b)) => self.bolts[t] = Some(b),
+            _ => {
+                return Err(StartError::WrongKind {
+                    component: c.name.clone(),
+                    reference: c.reference.clone(),
+                })
+            }
+        }
         let main = if c.kind == Kind::Spout {
             WaitSituation::SPOUT_WAIT
         } else {
             WaitSituation::BOLT_WAIT
         };
-        for task in c.tasks.clone() {
-            if let Ok(mut p) = progress.lock() {
-                *p = format!("{kind} \"{}\" ({})", c.name, c.reference);
-            }
-            let constructing = crate::plugin::services::Constructing::enter(&c.name, task);
-            let built = c.factory.build(&c.config).map_err(failure).map_err(
-                |(what, message, config)| StartError::Constructor {
-                    kind,
-                    component: c.name.clone(),
-                    reference: c.reference.clone(),
-                    what,
-                    message,
-                    config,
-                    loc: c.loc,
-                },
-            )?;
-            match (c.kind, built) {
-                (Kind::Spout, Instance::Spout(s)) => out.spouts[task as usize] = Some(s),
-                (Kind::Bolt, Instance::Bolt(b)) => out.bolts[task as usize] = Some(b),
-                _ => {
-                    return Err(StartError::WrongKind {
-                        component: c.name.clone(),
-                        reference: c.reference.clone(),
-                    })
-                }
-            }
-            let waits = (
-                wait_strategy(c.wait_plan(main), main, &c.name)?,
-                wait_strategy(
-                    c.wait_plan(WaitSituation::BACK_PRESSURE_WAIT),
-                    WaitSituation::BACK_PRESSURE_WAIT,
-                    &c.name,
-                )?,
-            );
-            out.waits[task as usize] = Some(waits);
-            out.groupings[task as usize] = custom_groupings(topology, c)?;
-            drop(constructing);
-        }
+        let back_pressure = WaitSituation::BACK_PRESSURE_WAIT;
+        let waits = (
+            wait_strategy(c.wait_plan(main), main, &c.name)?,
+            wait_strategy(c.wait_plan(back_pressure), back_pressure, &c.name)?,
+        );
+        self.waits[t] = Some(waits);
+        self.groupings[t] = custom_groupings(topology, c)?;
+        drop(constructing);
+        Ok(())
     }
-    Ok(out)
+}
+
+/// Calls `c`'s constructor with its config; a failure or a panic is named
+/// with the component.
+fn build_instance(c: &Component) -> Result<Instance, StartError> {
+    c.factory.build(&c.config).map_err(failure).map_err(|(what, message, config)| {
+        StartError::Constructor {
+            kind: kind_name(c.kind),
+            component: c.name.clone(),
+            reference: c.reference.clone(),
+            what,
+            message,
+            config,
+            loc: c.loc,
+        }
+    })
 }
 
 /// Builds and prepares the custom grouping instances one task of `c` routes with.

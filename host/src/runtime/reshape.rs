@@ -39,10 +39,12 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use squall_plugin_api::State;
 
-use super::instantiate::{custom_groupings, instantiate_only};
-use super::plan::{routes, source_table, task_executor, Executor, Wiring};
+use super::instantiate::{custom_groupings, instantiate_only, Instances};
+use super::plan::{routes, source_table, task_executor, Executor, TaskEnds, Wiring};
 use super::{Live, TopologyHandle};
-use crate::control::{Control, ReloadError, ReshapeError, Retire, Rewire, RunState, Shared, Start};
+use crate::control::{
+    Control, ReloadError, ReshapeError, Retire, Rewire, RunControl, RunState, Shared, Start,
+};
 use crate::executor::bolt::BoltExecutor;
 use crate::ids::TaskId;
 use crate::topology::grouping::key_index;
@@ -58,64 +60,100 @@ pub const RESHAPE_TIMEOUT: Duration = Duration::from_secs(10);
 pub fn align(old: &Topology, new: Topology) -> Topology {
     let Topology { name, settings, components, file, sources, libraries, state, simulated, .. } =
         new;
-    let n = components.len();
-    let mut order: Vec<usize> = old
-        .components
-        .iter()
-        .filter_map(|o| components.iter().position(|c| c.name == o.name))
-        .collect();
-    let added: Vec<usize> = (0..n).filter(|i| !order.contains(i)).collect();
-    order.extend(added);
-    let mut position = vec![0; n];
-    for (k, &i) in order.iter().enumerate() {
-        position[i] = k;
-    }
-    let mut next = old.task_count;
-    let mut tasks = Vec::with_capacity(n);
-    let mut retired = Vec::with_capacity(n);
-    for c in &components {
-        let p = c.parallelism();
-        match old.components.iter().find(|o| o.name == c.name) {
-            Some(o) if o.parallelism() == p => {
-                tasks.push(o.tasks.clone());
-                retired.push(o.retired.clone());
-            }
-            found => {
-                tasks.push(next..next + p);
-                next += p;
-                let before = found.map(|o| o.counted_tasks().collect()).unwrap_or_default();
-                retired.push(before);
-            }
-        }
-    }
-    let mut slots: Vec<Option<Component>> = components.into_iter().map(Some).collect();
-    let mut aligned = Vec::with_capacity(n);
-    for &i in &order {
-        let Some(mut c) = slots[i].take() else { continue };
-        c.tasks = tasks[i].clone();
-        c.retired = std::mem::take(&mut retired[i]);
-        for input in &mut c.inputs {
-            input.from = position[input.from];
-        }
-        for stream in &mut c.outputs {
-            for sub in &mut stream.subscribers {
-                sub.tasks = tasks[sub.component].clone().collect();
-                sub.component = position[sub.component];
-            }
-        }
-        aligned.push(c);
-    }
+    let order = running_order(old, &components);
+    let ids = TaskIds::assign(old, &components);
+    let task_count = ids.next;
     Topology {
         name,
         settings,
-        components: aligned,
-        task_count: next,
+        components: reorder(components, &order, ids),
+        task_count,
         file,
         sources,
         libraries,
         state,
         simulated,
     }
+}
+
+/// The order `components` run in: those `old` runs, in its order, then
+/// the added ones. Index `k` holds the index in `components` of the one
+/// that runs `k`th.
+fn running_order(old: &Topology, components: &[Component]) -> Vec<usize> {
+    let mut order: Vec<usize> = old
+        .components
+        .iter()
+        .filter_map(|o| components.iter().position(|c| c.name == o.name))
+        .collect();
+    let added: Vec<usize> = (0..components.len()).filter(|i| !order.contains(i)).collect();
+    order.extend(added);
+    order
+}
+
+/// The task ids of the new topology's components, by their index in it.
+struct TaskIds {
+    /// Each component's running tasks.
+    tasks: Vec<std::ops::Range<u32>>,
+    /// Each component's retired tasks.
+    retired: Vec<Vec<u32>>,
+    /// The first id not given.
+    next: u32,
+}
+
+impl TaskIds {
+    /// A component `old` runs with the same parallelism keeps its ids; an
+    /// added or resized one gets fresh ids from `old.task_count` on, and a
+    /// resized one's old ids are retired.
+    fn assign(old: &Topology, components: &[Component]) -> Self {
+        let mut ids = TaskIds {
+            tasks: Vec::with_capacity(components.len()),
+            retired: Vec::with_capacity(components.len()),
+            next: old.task_count,
+        };
+        for c in components {
+            let p = c.parallelism();
+            match old.components.iter().find(|o| o.name == c.name) {
+                Some(o) if o.parallelism() == p => {
+                    ids.tasks.push(o.tasks.clone());
+                    ids.retired.push(o.retired.clone());
+                }
+                found => {
+                    ids.tasks.push(ids.next..ids.next + p);
+                    ids.next += p;
+                    let before = found.map(|o| o.counted_tasks().collect()).unwrap_or_default();
+                    ids.retired.push(before);
+                }
+            }
+        }
+        ids
+    }
+}
+
+/// `components` in running `order`, with their task ids, and their inputs
+/// and subscribers pointing at the components' new indices and tasks.
+fn reorder(components: Vec<Component>, order: &[usize], mut ids: TaskIds) -> Vec<Component> {
+    let mut position = vec![0; components.len()];
+    for (k, &i) in order.iter().enumerate() {
+        position[i] = k;
+    }
+    let mut slots: Vec<Option<Component>> = components.into_iter().map(Some).collect();
+    let mut aligned = Vec::with_capacity(slots.len());
+    for &i in order {
+        let Some(mut c) = slots[i].take() else { continue };
+        c.tasks = ids.tasks[i].clone();
+        c.retired = std::mem::take(&mut ids.retired[i]);
+        for input in &mut c.inputs {
+            input.from = position[input.from];
+        }
+        for stream in &mut c.outputs {
+            for sub in &mut stream.subscribers {
+                sub.tasks = ids.tasks[sub.component].clone().collect();
+                sub.component = position[sub.component];
+            }
+        }
+        aligned.push(c);
+    }
+    aligned
 }
 
 /// Tasks a reload adds, built before anything running is touched.
@@ -162,40 +200,20 @@ impl Reshape {
         let mut instances =
             instantiate_only(topology, &names).map_err(|e| vec![not_built(topology, e)])?;
         let topology = Arc::new(topology.clone());
-        let new_tasks: Vec<u32> = topology
-            .components
-            .iter()
-            .filter(|c| names.contains(&c.name.as_str()))
-            .flat_map(|c| c.tasks.clone())
-            .collect();
+        let new_tasks = tasks_of(&topology, &names);
         let mut wiring = handle.live().wiring.clone();
-        let mut ends = wiring.grow(&topology, &new_tasks);
-        let sources = Arc::new(source_table(&topology));
+        let ends = wiring.grow(&topology, &new_tasks);
         let run = handle.run_shared();
+        let bolts = new_bolts(&topology, &names, &mut instances, &wiring, ends, &run);
         let (added_tx, added_prepared) = bounded(new_tasks.len().max(1));
         let (resized_tx, resized_prepared) = bounded(new_tasks.len().max(1));
         let (mut added_tasks, mut resized_tasks) = (Vec::new(), Vec::new());
-        for c in topology.components.iter().filter(|c| names.contains(&c.name.as_str())) {
-            for task in c.tasks.clone() {
-                let Some(task_ends) = ends[task as usize].take() else { continue };
-                let built = task_executor(
-                    &topology,
-                    c,
-                    task,
-                    &mut instances,
-                    &wiring,
-                    task_ends,
-                    &sources,
-                    &run,
-                );
-                let Executor::Bolt(bolt) = built else { continue };
-                let bolt = *bolt;
-                if added.contains(&c.name) {
-                    let start = Start::Added { prepared: added_tx.clone() };
-                    added_tasks.push((task, bolt.starting(start)));
-                } else {
-                    resized_tasks.push(resized_task(task, bolt, &resized_tx));
-                }
+        for (c, task, bolt) in bolts {
+            if added.contains(&c.name) {
+                let start = Start::Added { prepared: added_tx.clone() };
+                added_tasks.push((task, bolt.starting(start)));
+            } else {
+                resized_tasks.push(resized_task(task, bolt, &resized_tx));
             }
         }
         Ok(Self {
@@ -391,6 +409,42 @@ fn added_line(topology: &Topology, name: &str, took: Duration) -> String {
         if n == 1 { "" } else { "s" },
         took.as_secs_f64() * 1e3
     )
+}
+
+/// The task ids of components `names` of `topology`.
+fn tasks_of(topology: &Topology, names: &[&str]) -> Vec<u32> {
+    topology
+        .components
+        .iter()
+        .filter(|c| names.contains(&c.name.as_str()))
+        .flat_map(|c| c.tasks.clone())
+        .collect()
+}
+
+/// The bolt executors of the tasks of components `names` of `topology`,
+/// each with its component and task id, on the queue ends `ends` (by task
+/// id) of the grown `wiring`.
+fn new_bolts<'t>(
+    topology: &'t Topology,
+    names: &[&str],
+    instances: &mut Instances,
+    wiring: &Wiring,
+    mut ends: Vec<Option<TaskEnds>>,
+    run: &Arc<RunControl>,
+) -> Vec<(&'t Component, u32, BoltExecutor)> {
+    let sources = Arc::new(source_table(topology));
+    let mut bolts = Vec::new();
+    for c in topology.components.iter().filter(|c| names.contains(&c.name.as_str())) {
+        for task in c.tasks.clone() {
+            let Some(task_ends) = ends[task as usize].take() else { continue };
+            let built =
+                task_executor(topology, c, task, instances, wiring, task_ends, &sources, run);
+            if let Executor::Bolt(bolt) = built {
+                bolts.push((c, task, *bolt));
+            }
+        }
+    }
+    bolts
 }
 
 /// A new task of a resized bolt, started later: it waits for its state,

@@ -207,81 +207,96 @@ impl Coordinator {
                 let _ = c.send(Control::Barrier(n));
             }
         }
-        match self.gather(&topology, n, spouts.len() + bolts.len(), started) {
-            Ok(()) => {}
-            Err(Stop::Refuse(refusal)) => {
-                for &t in &bolts {
-                    if let Some(c) = controls.get(t as usize) {
-                        let _ = c.send(Control::AbortCheckpoint(n));
-                    }
-                }
-                self.stats.aborted.fetch_add(1, Ordering::Relaxed);
+        if let Err(stop) = self.gather(&topology, n, spouts.len() + bolts.len(), started) {
+            self.give_up(n, stop, &controls, &bolts);
+            return false;
+        }
+        if self.fenced(n) {
+            return false;
+        }
+        self.commit(n, started, &controls)
+    }
+
+    /// Gives up checkpoint `n` whose parts were not all gathered: every
+    /// bolt task drops its part of it, and the error is recorded. A refusal
+    /// also stops every later commit; an abandoned checkpoint's changes are
+    /// covered by the next one.
+    fn give_up(&mut self, n: u64, stop: Stop, controls: &[Sender<Control>], bolts: &[u32]) {
+        for &t in bolts {
+            if let Some(c) = controls.get(t as usize) {
+                let _ = c.send(Control::AbortCheckpoint(n));
+            }
+        }
+        self.stats.aborted.fetch_add(1, Ordering::Relaxed);
+        match stop {
+            Stop::Refuse(refusal) => {
                 self.set_error(Some(format!(
                     "checkpoint {n} refused: {}: {}",
                     refusal.task, refusal.cause
                 )));
                 self.refused = Some(refusal);
-                return false;
             }
-            Err(Stop::Abandon(why)) => {
-                for &t in &bolts {
-                    if let Some(c) = controls.get(t as usize) {
-                        let _ = c.send(Control::AbortCheckpoint(n));
-                    }
-                }
-                self.stats.aborted.fetch_add(1, Ordering::Relaxed);
+            Stop::Abandon(why) => {
                 tracing::warn!("checkpoint {n} abandoned: {why}; the next one covers its changes");
                 self.set_error(Some(format!("checkpoint {n} abandoned: {why}")));
-                return false;
             }
         }
-        if let Some(Err(fenced)) = self.fence.as_ref().map(|f| f.check()) {
-            self.stats.fenced.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// True (and counted, logged and recorded as the last error) when the
+    /// partition's fence forbids committing checkpoint `n`.
+    fn fenced(&self, n: u64) -> bool {
+        let Some(Err(fenced)) = self.fence.as_ref().map(|f| f.check()) else {
+            return false;
+        };
+        self.stats.fenced.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            "checkpoint {n} not committed: {fenced}; nothing is committed or acknowledged to \
+             the broker for it"
+        );
+        self.set_error(Some(format!("checkpoint {n} fenced: {fenced}")));
+        true
+    }
+
+    /// Commits the pending writes as checkpoint `n` and tells every task it
+    /// is committed; a refused commit keeps them pending for the next one.
+    /// Returns true when committed.
+    fn commit(&mut self, n: u64, started: Instant, controls: &[Sender<Control>]) -> bool {
+        let (writes, records, bytes) = as_writes(&self.pending);
+        if let Err(e) = self.backend.commit(n, &writes) {
+            self.stats.failed.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
-                "checkpoint {n} not committed: {fenced}; nothing is committed or acknowledged \
-                 to the broker for it"
+                "checkpoint {n} not committed ({e}); its {records} writes are retried with the \
+                 next checkpoint, and spouts keep their broker acknowledgements until then"
             );
-            self.set_error(Some(format!("checkpoint {n} fenced: {fenced}")));
+            self.set_error(Some(e.to_string()));
             return false;
         }
-        let (writes, records, bytes) = as_writes(&self.pending);
-        match self.backend.commit(n, &writes) {
-            Ok(()) => {
-                self.pending.clear();
-                let micros = started.elapsed().as_micros() as u64;
-                let s = &self.stats;
-                s.last_committed.store(n, Ordering::Relaxed);
-                s.committed.fetch_add(1, Ordering::Relaxed);
-                s.last_micros.store(micros, Ordering::Relaxed);
-                s.last_records.store(records, Ordering::Relaxed);
-                s.last_bytes.store(bytes, Ordering::Relaxed);
-                {
-                    let mut d = s.durations.lock().unwrap_or_else(|p| p.into_inner());
-                    if d.len() < KEPT_DURATIONS {
-                        d.push(micros);
-                    }
-                }
-                tracing::debug!(
-                    "checkpoint {n} committed: {records} records, {bytes} bytes, {micros} µs"
-                );
-                let was_failing = self.set_error(None);
-                if was_failing {
-                    tracing::info!("checkpoint {n} committed: the state backend is back");
-                }
-                for c in &controls {
-                    let _ = c.send(Control::Committed(n));
-                }
-                true
-            }
-            Err(e) => {
-                self.stats.failed.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    "checkpoint {n} not committed ({e}); its {records} writes are retried with \
-                     the next checkpoint, and spouts keep their broker acknowledgements until then"
-                );
-                self.set_error(Some(e.to_string()));
-                false
-            }
+        self.pending.clear();
+        let micros = started.elapsed().as_micros() as u64;
+        self.record_commit(n, micros, records, bytes);
+        tracing::debug!("checkpoint {n} committed: {records} records, {bytes} bytes, {micros} µs");
+        let was_failing = self.set_error(None);
+        if was_failing {
+            tracing::info!("checkpoint {n} committed: the state backend is back");
+        }
+        for c in controls {
+            let _ = c.send(Control::Committed(n));
+        }
+        true
+    }
+
+    /// Publishes a committed checkpoint's number, duration and size.
+    fn record_commit(&self, n: u64, micros: u64, records: u64, bytes: u64) {
+        let s = &self.stats;
+        s.last_committed.store(n, Ordering::Relaxed);
+        s.committed.fetch_add(1, Ordering::Relaxed);
+        s.last_micros.store(micros, Ordering::Relaxed);
+        s.last_records.store(records, Ordering::Relaxed);
+        s.last_bytes.store(bytes, Ordering::Relaxed);
+        let mut d = s.durations.lock().unwrap_or_else(|p| p.into_inner());
+        if d.len() < KEPT_DURATIONS {
+            d.push(micros);
         }
     }
 
@@ -412,34 +427,68 @@ fn check_part(topology: &Topology, r: &Report, n: u64) -> Result<(), Refusal> {
         return Ok(());
     }
     let index = (r.task - c.tasks.start) as usize;
+    match misplaced_key(deltas, index, parallelism) {
+        None => Ok(()),
+        Some(misplaced) => Err(Refusal { task, cause: misplaced.cause(topology, c, index, n) }),
+    }
+}
+
+/// A keyed entry written (or removed) by a task that does not own its key.
+struct MisplacedKey<'a> {
+    /// The store written.
+    store: &'a str,
+    /// The key's fields.
+    key: &'a [squall_plugin_api::Value],
+    /// The task index the fields grouping gives the key to.
+    owner: usize,
+}
+
+/// The first key of task `index`'s deltas (windows' buffers aside) that
+/// the fields grouping gives to another of the `parallelism` tasks.
+fn misplaced_key(
+    deltas: &[squall_plugin_api::abi::StoreDelta],
+    index: usize,
+    parallelism: usize,
+) -> Option<MisplacedKey<'_>> {
     for d in deltas.iter().filter(|d| d.store.as_str() != super::WINDOW_STORE) {
         let keys = d.entries.iter().map(|e| &e.key).chain(d.removed.iter());
         for key in keys.filter(|k| !k.is_empty()) {
             let owner = key_index(key.iter(), parallelism);
-            if owner == index {
-                continue;
+            if owner != index {
+                return Some(MisplacedKey { store: d.store.as_str(), key, owner });
             }
-            let shown = match key.as_slice() {
-                [one] => one.to_string(),
-                many => format!("{:?}", many.iter().map(ToString::to_string).collect::<Vec<_>>()),
-            };
-            return Err(Refusal {
-                task,
-                cause: format!(
-                    "store {:?}: task index {index} wrote key {shown}, which the fields \
-                     grouping (and a restore) gives to task index {owner}: several tasks would \
-                     write one key and the last would win. Its input is {}; group every input \
-                     by the fields the key is made of, in the key's order, or keep the store \
-                     in a bolt with parallelism 1. Checkpoint {n} and every later one are not \
-                     committed, and the topology stops (docs/state.md, \"Mistakes squall \
-                     refuses\")",
-                    d.store,
-                    inputs_label(topology, c),
-                ),
-            });
         }
     }
-    Ok(())
+    None
+}
+
+impl MisplacedKey<'_> {
+    /// Why the part of task `index` of bolt `c` in checkpoint `n` is
+    /// refused, with what to do.
+    fn cause(
+        &self,
+        topology: &Topology,
+        c: &crate::topology::Component,
+        index: usize,
+        n: u64,
+    ) -> String {
+        let shown = match self.key {
+            [one] => one.to_string(),
+            many => format!("{:?}", many.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        };
+        format!(
+            "store {:?}: task index {index} wrote key {shown}, which the fields \
+             grouping (and a restore) gives to task index {}: several tasks would \
+             write one key and the last would win. Its input is {}; group every input \
+             by the fields the key is made of, in the key's order, or keep the store \
+             in a bolt with parallelism 1. Checkpoint {n} and every later one are not \
+             committed, and the topology stops (docs/state.md, \"Mistakes squall \
+             refuses\")",
+            self.store,
+            self.owner,
+            inputs_label(topology, c),
+        )
+    }
 }
 
 /// A bolt's inputs as people read them: `"split" by fields(word)`.

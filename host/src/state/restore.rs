@@ -54,68 +54,102 @@ pub fn load(topology: &Topology, backend: &mut Backend) -> Result<Restored, Stat
     };
     let scopes = backend.scopes()?;
     for scope in scopes {
-        let Some((component, store)) = scope.split_once('/') else {
+        let Some((c, store)) = scope_owner(topology, &scope) else {
             restored.orphans.push(scope);
             continue;
         };
-        let Some(c) = topology.components.iter().find(|c| c.name == component) else {
-            restored.orphans.push(scope);
-            continue;
-        };
-        let n = c.parallelism();
         let records = backend.load(&scope)?;
         restored.records += records.len() as u64;
         if c.kind == Kind::Bolt && store == WINDOW_STORE {
-            split_window(records, c.tasks.start, n, &mut restored.windows)
+            split_window(records, c.tasks.start, c.parallelism(), &mut restored.windows)
                 .map_err(|e| bad(&scope, e))?;
             continue;
         }
         match (c.kind, store == POSITION_SCOPE) {
             (Kind::Spout, true) => {
-                for r in records {
-                    let ROption::RSome(value) = r.value else { continue };
-                    let RecordKey::Task(index) =
-                        codec::record_key(&r.key).map_err(|e| bad(&scope, e))?
-                    else {
-                        return Err(bad(&scope, RecordError::PositionKey));
-                    };
-                    if index >= n {
-                        tracing::warn!(
-                            "spout {component:?} had a position for task index {index}; it has \
-                             {n} tasks now, so that position is not restored"
-                        );
-                        continue;
-                    }
-                    let state = codec::decode_state(&value).map_err(|e| bad(&scope, e))?;
-                    restored.spouts.insert(c.tasks.start + index, state);
-                }
+                split_positions(records, c, &mut restored.spouts).map_err(|e| bad(&scope, e))?;
             }
             (Kind::Bolt, false) => {
-                let mut shares: Vec<RVec<StateEntry>> = (0..n).map(|_| RVec::new()).collect();
-                for r in records {
-                    let ROption::RSome(value) = r.value else { continue };
-                    let key = codec::record_key(&r.key).map_err(|e| bad(&scope, e))?;
-                    let (to, key) = match key {
-                        RecordKey::Keyed(values) => {
-                            (key_index(values.iter(), n as usize), RVec::from(values))
-                        }
-                        RecordKey::Task(index) => ((index % n) as usize, RVec::new()),
-                    };
-                    shares[to].push(StateEntry { key, bytes: value });
-                }
-                for (i, entries) in shares.into_iter().enumerate() {
-                    if entries.is_empty() {
-                        continue;
-                    }
-                    let delta = StoreDelta { store: store.into(), entries, removed: RVec::new() };
-                    restored.bolts.entry(c.tasks.start + i as u32).or_default().push(delta);
-                }
+                split_store(records, store, c, &mut restored.bolts).map_err(|e| bad(&scope, e))?;
             }
             _ => restored.orphans.push(scope),
         }
     }
     restored.secs = started.elapsed().as_secs_f64();
     Ok(restored)
+}
+
+/// The component a scope (`component/store`) belongs to, and the store's
+/// name; `None` for a scope of a component the topology no longer has.
+fn scope_owner<'a>(
+    topology: &'a Topology,
+    scope: &'a str,
+) -> Option<(&'a crate::topology::Component, &'a str)> {
+    let (component, store) = scope.split_once('/')?;
+    let c = topology.components.iter().find(|c| c.name == component)?;
+    Some((c, store))
+}
+
+/// A spout's positions, each old task index's to the task of the same
+/// index; one of a task index the spout no longer has is dropped (logged).
+///
+/// # Errors
+/// A record this host did not write.
+fn split_positions(
+    records: Vec<squall_plugin_api::abi::StateRecord>,
+    c: &crate::topology::Component,
+    spouts: &mut HashMap<u32, State>,
+) -> Result<(), RecordError> {
+    let n = c.parallelism();
+    for r in records {
+        let ROption::RSome(value) = r.value else { continue };
+        let RecordKey::Task(index) = codec::record_key(&r.key)? else {
+            return Err(RecordError::PositionKey);
+        };
+        if index >= n {
+            tracing::warn!(
+                "spout {:?} had a position for task index {index}; it has {n} tasks now, so \
+                 that position is not restored",
+                c.name
+            );
+            continue;
+        }
+        let state = codec::decode_state(&value)?;
+        spouts.insert(c.tasks.start + index, state);
+    }
+    Ok(())
+}
+
+/// A bolt's store split over its tasks: a keyed entry to the task its
+/// fields grouping routes the key to, a per-task value from old task index
+/// `i` to task index `i % parallelism`.
+///
+/// # Errors
+/// A record this host did not write.
+fn split_store(
+    records: Vec<squall_plugin_api::abi::StateRecord>,
+    store: &str,
+    c: &crate::topology::Component,
+    bolts: &mut HashMap<u32, Vec<StoreDelta>>,
+) -> Result<(), RecordError> {
+    let n = c.parallelism();
+    let mut shares: Vec<RVec<StateEntry>> = (0..n).map(|_| RVec::new()).collect();
+    for r in records {
+        let ROption::RSome(value) = r.value else { continue };
+        let (to, key) = match codec::record_key(&r.key)? {
+            RecordKey::Keyed(values) => (key_index(values.iter(), n as usize), RVec::from(values)),
+            RecordKey::Task(index) => ((index % n) as usize, RVec::new()),
+        };
+        shares[to].push(StateEntry { key, bytes: value });
+    }
+    for (i, entries) in shares.into_iter().enumerate() {
+        if entries.is_empty() {
+            continue;
+        }
+        let delta = StoreDelta { store: store.into(), entries, removed: RVec::new() };
+        bolts.entry(c.tasks.start + i as u32).or_default().push(delta);
+    }
+    Ok(())
 }
 
 /// A windowed bolt's buffered tuples and trigger states, each old task

@@ -308,12 +308,9 @@ impl TapPort {
             if !sub.sampler.take() {
                 continue;
             }
-            let queued = sub.queued.load(Ordering::Relaxed);
-            if sub.to_tap.is_full() || queued >= sub.max_bytes || queued >= sub.stalled_at {
+            if sub.stalled() {
                 // A slow or stalled client: no copy is made for it.
-                for c in [&sub.counters, &sub.totals] {
-                    c.dropped.fetch_add(1, Ordering::Relaxed);
-                }
+                sub.count(false);
                 continue;
             }
             if built.is_none() {
@@ -324,39 +321,59 @@ impl TapPort {
                 });
             }
             let Some(weight) = built.as_ref().map(|(_, w)| *w) else { continue };
-            // Claim the bytes first: other tasks of this tap send too.
-            let before = sub.queued.fetch_add(weight, Ordering::Relaxed);
-            let fits = before == 0 || before.saturating_add(weight) <= sub.max_bytes;
-            let sent = fits && {
-                // The last tap takes the copy itself; the others a clone.
-                let copy = if i == last { built.take() } else { built.clone() };
-                let Some((copy, _)) = copy else {
-                    sub.queued.fetch_sub(weight, Ordering::Relaxed);
-                    continue;
-                };
-                match sub.to_tap.try_send(copy) {
-                    Ok(()) => true,
-                    Err(TrySendError::Full(_)) => false,
-                    // The reader went: its tap's detach is posted (dropping
-                    // a [`Tap`] posts it), and applied before the next tuple.
-                    Err(TrySendError::Disconnected(_)) => {
-                        sub.queued.fetch_sub(weight, Ordering::Relaxed);
-                        continue;
-                    }
-                }
-            };
-            if sent {
-                sub.stalled_at = u64::MAX;
-            } else {
-                sub.queued.fetch_sub(weight, Ordering::Relaxed);
-                sub.stalled_at = before;
-            }
-            for c in [&sub.counters, &sub.totals] {
-                let counter = if sent { &c.sampled } else { &c.dropped };
-                counter.fetch_add(1, Ordering::Relaxed);
-            }
+            // The last tap takes the copy itself; the others a clone.
+            sub.send(weight, || if i == last { built.take() } else { built.clone() });
         }
         self.plan_skip(side);
+    }
+}
+
+impl Subscriber {
+    /// True when its channel is full, or its bytes are at their limit or
+    /// have not dropped since a sample last did not fit.
+    fn stalled(&self) -> bool {
+        let queued = self.queued.load(Ordering::Relaxed);
+        self.to_tap.is_full() || queued >= self.max_bytes || queued >= self.stalled_at
+    }
+
+    /// Sends the sample `copy` gives, of `weight` bytes, if they fit, and
+    /// counts it sampled or dropped. The bytes are claimed first: other
+    /// tasks of this tap send too. A sample that cannot be had, or a
+    /// reader gone, is not counted (its tap's detach is posted, dropping a
+    /// [`Tap`] posts it, and applied before the next tuple).
+    fn send(&mut self, weight: u64, copy: impl FnOnce() -> Option<(Sample, u64)>) {
+        let before = self.queued.fetch_add(weight, Ordering::Relaxed);
+        let fits = before == 0 || before.saturating_add(weight) <= self.max_bytes;
+        let sent = fits && {
+            let Some((copy, _)) = copy() else {
+                self.queued.fetch_sub(weight, Ordering::Relaxed);
+                return;
+            };
+            match self.to_tap.try_send(copy) {
+                Ok(()) => true,
+                Err(TrySendError::Full(_)) => false,
+                Err(TrySendError::Disconnected(_)) => {
+                    self.queued.fetch_sub(weight, Ordering::Relaxed);
+                    return;
+                }
+            }
+        };
+        if sent {
+            self.stalled_at = u64::MAX;
+        } else {
+            self.queued.fetch_sub(weight, Ordering::Relaxed);
+            self.stalled_at = before;
+        }
+        self.count(sent);
+    }
+
+    /// Counts one tuple sampled (`sent`) or dropped, in its tap's counters
+    /// and the hub's.
+    fn count(&self, sent: bool) {
+        for c in [&self.counters, &self.totals] {
+            let counter = if sent { &c.sampled } else { &c.dropped };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 

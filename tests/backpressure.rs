@@ -6,11 +6,13 @@ use std::time::Duration;
 use crate::util::{SquallCommand, Workspace};
 
 /// A spout emitting as fast as it can into a bolt that takes 100 µs per
-/// tuple — thousands of times slower than the spout — for 6 s.
-fn slow_bolt_topology(ws: &Workspace) -> std::path::PathBuf {
+/// tuple — thousands of times slower than the spout — for 6 s; `chain` is
+/// the bolt's `chain` key (false: the bolt runs on a thread of its own and
+/// the spout meets a full queue; true: it runs on the spout's thread).
+fn slow_bolt_topology(ws: &Workspace, chain: bool) -> std::path::PathBuf {
     ws.write_topology(
         "backpressure.toml",
-        r#"
+        &r#"
 [topology]
 acker_executors = 0
 receive_buffer_size = 1024
@@ -25,19 +27,33 @@ config = { value = "a value that is long enough to be stored on the heap, not in
 [bolts.slow]
 component = "testkit::SleepBolt"
 config = { micros = 100 }
+chain = CHAIN
 inputs = [{ from = "fast" }]
 
 [bolts.sink]
 component = "testkit::NullBolt"
 inputs = [{ from = "slow" }]
-"#,
+"#
+        .replace("CHAIN", &chain.to_string()),
     )
 }
 
 #[test]
 fn a_slow_bolt_slows_the_spout_without_dropping_anything_and_memory_plateaus() {
-    let ws = Workspace::new("backpressure");
-    let topology = slow_bolt_topology(&ws);
+    slow_bolt_run("backpressure", false);
+}
+
+/// The same bolt chained to the spout: the spout's thread executes the bolt
+/// between its own turns, so the spout is paced without waiting on a full
+/// queue, and the same holds: nothing dropped, memory flat.
+#[test]
+fn a_slow_bolt_chained_to_its_spout_paces_it_without_dropping_anything() {
+    slow_bolt_run("backpressure_chained", true);
+}
+
+fn slow_bolt_run(test: &str, chain: bool) {
+    let ws = Workspace::new(test);
+    let topology = slow_bolt_topology(&ws, chain);
     let mut command = SquallCommand::run(&ws, &topology, "6s");
     command.limit(Duration::from_secs(40));
     let running = command.spawn();
@@ -66,7 +82,12 @@ fn a_slow_bolt_slows_the_spout_without_dropping_anything_and_memory_plateaus() {
     // The spout was held back: it spent time waiting on backpressure and
     // emitted about as much as the bolt could take (10 k/s for ~6 s), not
     // millions.
-    assert!(out.component("fast")["backpressure_secs"].as_f64().unwrap_or(0.0) > 1.0, "\n{ctx}");
+    if !chain {
+        let bp = out.component("fast")["backpressure_secs"].as_f64().unwrap_or(0.0);
+        assert!(bp > 1.0, "\n{ctx}");
+    }
+    let chained = out.component("slow")["chained_to"].as_str();
+    assert_eq!(chained, chain.then_some("fast"), "\n{ctx}");
     assert!(emitted < 200_000, "the spout was not slowed: {emitted} tuples\n{ctx}");
 
     // Memory plateaus: the second half of the run does not grow beyond the
@@ -98,9 +119,12 @@ testkit = "{{testkit}}"
 component = "testkit::ConstSpout"
 config = {{ value = "x", repeat = 1000000, fresh = true }}
 
+# On a thread of its own, so the spout meets the budget (chained, the bolt
+# would pace it).
 [bolts.slow]
 component = "testkit::SleepBolt"
 config = {{ micros = 20000 }}
+chain = false
 inputs = [{{ from = "big" }}]
 "#
         ),

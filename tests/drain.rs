@@ -245,9 +245,12 @@ testkit = "{testkit}"
 [spouts.source]
 component = "testkit::ConstSpout"
 
+# On a thread of its own: chained to the spout, the bolt would pace it and
+# no backlog would build.
 [bolts.slow]
 component = "testkit::SleepBolt"
 config = { micros = 1000 }
+chain = false
 inputs = [{ from = "source" }]
 "#,
     );

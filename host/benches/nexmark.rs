@@ -13,6 +13,9 @@
 //! (skipped when Redis does not answer). The Redis server's own CPU is not
 //! counted.
 //!
+//! `BENCH_ONLY=chain` runs only the stateless queries, with operator
+//! chains and without (`chain = false` on every bolt), alternately.
+//!
 //! `cargo bench -p squall-host --bench nexmark` with the workspace built in
 //! release (`cargo build --release --workspace`); `-- --test` (the bench
 //! smoke) runs each query once for half a second.
@@ -40,6 +43,8 @@ const STATEFUL: [&str; 5] = ["q3", "q4", "q5", "q7", "q8"];
 const REDIS_URL: &str = "redis://127.0.0.1:6379";
 
 struct Bench {
+    /// False: every bolt runs with `chain = false` (no operator chains).
+    chain: std::cell::Cell<bool>,
     squall: PathBuf,
     root: PathBuf,
     plugins: PathBuf,
@@ -77,12 +82,18 @@ fn main() {
     let scratch = std::env::temp_dir().join(format!("squall-nexmark-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).expect("scratch dir");
     let bench = Bench {
+        chain: std::cell::Cell::new(true),
         squall: PathBuf::from(env!("CARGO_BIN_EXE_squall")),
         root,
         plugins,
         scratch,
         duration,
     };
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("chain") {
+        bench.chain_gain(runs);
+        let _ = std::fs::remove_dir_all(&bench.scratch);
+        return;
+    }
     let redis = std::net::TcpStream::connect(("127.0.0.1", 6379)).is_ok();
     println!(
         "nexmark: {runs} run(s) of {} per query, medians; events per second per core = \
@@ -122,6 +133,38 @@ fn main() {
 }
 
 impl Bench {
+    /// Every query without state, with operator chains (as shipped) and
+    /// without (`chain = false` on every bolt), run alternately: events
+    /// per core-second of each (medians) and the median of the per-pair
+    /// ratios.
+    fn chain_gain(&self, runs: usize) {
+        println!("nexmark, chained / unchained, {runs} alternating pairs of {}", self.duration);
+        println!(
+            "{:<5} {:>18} {:>18} {:>8}",
+            "query", "chained /s/core", "unchained /s/core", "ratio"
+        );
+        for (query, _) in QUERIES {
+            let (mut on, mut off, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+            for i in 0..runs {
+                self.chain.set(true);
+                let a = self.run(query, None, 2 * i);
+                self.chain.set(false);
+                let b = self.run(query, None, 2 * i + 1);
+                let (a, b) = (a.events / a.cpu, b.events / b.cpu);
+                on.push(a);
+                off.push(b);
+                ratios.push(a / b);
+            }
+            self.chain.set(true);
+            println!(
+                "{query:<5} {:>18.0} {:>18.0} {:>8.3}",
+                median(on),
+                median(off),
+                median(ratios)
+            );
+        }
+    }
+
     /// `runs` runs of `query`; the run with the median events per core.
     fn median(&self, query: &str, redis: Option<&str>, runs: usize) -> Run {
         let mut all: Vec<Run> = (0..runs).map(|i| self.run(query, redis, i)).collect();
@@ -136,6 +179,15 @@ impl Bench {
         let text = std::fs::read_to_string(&file).expect("the query topology");
         let dir = self.plugins.display().to_string();
         let mut text = text.replace("${SQUALL_PLUGIN_DIR:-../../target/release}", &dir);
+        if !self.chain.get() {
+            text = text
+                .lines()
+                .flat_map(|l| {
+                    std::iter::once(l).chain(l.starts_with("[bolts.").then_some("chain = false"))
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+        }
         if let Some((url, namespace)) = redis {
             let plugin = format!("nexmark = \"{dir}/libsquall_nexmark.so\"");
             assert!(text.contains(&plugin), "{query}.toml names the plugin as expected");
@@ -191,6 +243,12 @@ impl Bench {
         }
         Run { events, cpu, wall }
     }
+}
+
+/// The median of `v` (the upper one of an even count).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// User + system CPU seconds of every child process waited for so far.

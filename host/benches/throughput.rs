@@ -25,7 +25,9 @@
 //! per-pair ratios, and the medians' ratio), per second and per CPU second
 //! of the process. `SQUALL_PREVIOUS_PLUGIN_DIR`
 //! gives that build its own plugins (default: this build's).
-//! `BENCH_ONLY=previous` runs only that comparison; `BENCH_ONLY=http` only
+//! `BENCH_ONLY=chain` compares operator chains on (as shipped) and off
+//! (`chain = false` on every bolt) the same way, with this build on both
+//! sides. `BENCH_ONLY=previous` runs only that comparison; `BENCH_ONLY=http` only
 //! the cost of `--http`; `BENCH_ONLY=baseline` only the first table (each
 //! workload alternating with its hand-written baseline, run by run). Last, the cost of `squall tap` (no tap, the
 //! previous build, a tap attached; `BENCH_TAP_ONLY=1` runs only that).
@@ -47,7 +49,10 @@ use squall_plugin_api::Value;
 const BATCH: usize = 1000;
 const QUEUE_BATCHES: usize = 50;
 
+#[derive(Clone)]
 struct Settings {
+    /// False: every bolt runs with `chain = false` (no operator chains).
+    chain: bool,
     /// The squall binary measured.
     bin: PathBuf,
     /// Another build of squall to compare with (`SQUALL_PREVIOUS_BIN`), run
@@ -74,6 +79,7 @@ fn main() {
     let scratch = std::env::temp_dir().join(format!("squall-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).expect("temp dir");
     let s = Settings {
+        chain: true,
         bin: PathBuf::from(env!("CARGO_BIN_EXE_squall")),
         previous: std::env::var_os("SQUALL_PREVIOUS_BIN").map(PathBuf::from),
         previous_plugins: std::env::var_os("SQUALL_PREVIOUS_PLUGIN_DIR").map(PathBuf::from),
@@ -101,6 +107,7 @@ fn main() {
     match std::env::var("BENCH_ONLY").as_deref() {
         Ok("previous") => return against_previous(&s),
         Ok("http") => return http_cost(&s),
+        Ok("chain") => return chain_gain(&s),
         _ => {}
     }
     println!("{:<22} {:>16} {:>16} {:>8}", "workload", "squall /s", "baseline /s", "ratio");
@@ -334,6 +341,42 @@ fn against_previous(s: &Settings) {
     }
 }
 
+/// Operator chains on (as shipped) against off (`chain = false` on every
+/// bolt), run alternately on the workloads the chains change; as
+/// [`against_previous`], with this build on both sides.
+fn chain_gain(s: &Settings) {
+    println!("chained / unchained, {} alternating runs each", s.runs);
+    let off = Settings { chain: false, ..s.clone() };
+    let workloads = [
+        ("const-null", "bolt", "executed"),
+        ("const-id-null", "null", "executed"),
+        ("wordcount", "split", "executed"),
+        ("const-null-ack", "spout", "acked"),
+        ("const-id-null-ack", "spout", "acked"),
+    ];
+    for (name, component, field) in workloads {
+        let file = format!("{name}.toml");
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..s.runs {
+            ours.push(squall_run(s, &s.bin, &file, component, field, None, false, false, None));
+            theirs
+                .push(squall_run(&off, &s.bin, &file, component, field, None, false, false, None));
+        }
+        compare(name, &ours, &theirs);
+    }
+}
+
+/// `text` (a topology) with `chain = false` on every bolt.
+fn unchained(text: &str) -> String {
+    text.lines()
+        .flat_map(|l| {
+            let bolt = l.starts_with("[bolts.");
+            std::iter::once(l).chain(bolt.then_some("chain = false"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Prints `ours` against `theirs` (runs taken alternately): per second
 /// and per CPU second, each as the median of the per-pair ratios (which
 /// cancels a load that drifts between pairs) and the ratio of the medians.
@@ -401,6 +444,9 @@ fn squall_run(
     if let Some(profile) = profile {
         let path = s.root.join("topologies/profiles").join(profile);
         text = format!("include = [{:?}]\n{text}", path.display().to_string());
+    }
+    if !s.chain {
+        text = unchained(&text);
     }
     if defaults {
         text = text

@@ -251,6 +251,23 @@ impl LineSpout {
         true
     }
 
+    /// Appends `record` as one line to the dead-letter file (opened at the
+    /// first), and syncs it.
+    fn write_dead_letter(&mut self, record: &serde_json::Value) -> std::io::Result<()> {
+        if self.dead_letters.is_none() {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.dead_letter_path)?;
+            self.dead_letters = Some(file);
+        }
+        let file = self.dead_letters.as_mut().expect("just opened");
+        let mut line = record.to_string();
+        line.push('\n');
+        file.write_all(line.as_bytes())?;
+        file.sync_data()
+    }
+
     /// Appends a dead line to the dead-letter file (one JSON object, synced)
     /// and lets the checkpoint pass it. When it cannot be written the line
     /// stays held: the checkpoint stops before it, so a restart reads it again.
@@ -261,21 +278,7 @@ impl LineSpout {
             "offset": values[2].as_u64().unwrap_or_default(),
             "reason": reason,
         });
-        let written = (|| -> std::io::Result<()> {
-            if self.dead_letters.is_none() {
-                let file = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&self.dead_letter_path)?;
-                self.dead_letters = Some(file);
-            }
-            let file = self.dead_letters.as_mut().expect("just opened");
-            let mut line = record.to_string();
-            line.push('\n');
-            file.write_all(line.as_bytes())?;
-            file.sync_data()
-        })();
-        match written {
+        match self.write_dead_letter(&record) {
             Ok(()) => {
                 if let Some(m) = &self.metrics {
                     let n = m.dead_lettered.get() + 1;

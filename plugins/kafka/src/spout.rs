@@ -1452,6 +1452,30 @@ fn assign_share(
     task_index: usize,
     tasks: usize,
 ) -> std::result::Result<(), String> {
+    let all = partitions_of(metadata, assign)?;
+    let mut tpl = TopicPartitionList::new();
+    for (i, (topic, p)) in all.iter().enumerate() {
+        if i % tasks.max(1) == task_index {
+            let _ = tpl.add_partition_offset(topic, *p, Offset::Stored);
+        }
+    }
+    if tpl.count() == 0 {
+        squall_plugin_api::warn!(
+            "assign names {} partition(s) and there are {tasks} tasks: task index {task_index} reads none",
+            all.len()
+        );
+        return Ok(());
+    }
+    consumer.context().assigned(&mut tpl);
+    consumer.assign(&tpl).map_err(|e| format!("cannot assign partitions: {e}"))
+}
+
+/// Every (topic, partition) `assign` names, sorted, each once; a topic or
+/// partition that does not exist is an error.
+fn partitions_of(
+    metadata: &rdkafka::metadata::Metadata,
+    assign: &[Assignment],
+) -> std::result::Result<Vec<(String, i32)>, String> {
     let mut all = Vec::new();
     for a in assign {
         let Some(topic) = metadata.topics().iter().find(|t| t.name() == a.topic) else {
@@ -1477,21 +1501,7 @@ fn assign_share(
     }
     all.sort();
     all.dedup();
-    let mut tpl = TopicPartitionList::new();
-    for (i, (topic, p)) in all.iter().enumerate() {
-        if i % tasks.max(1) == task_index {
-            let _ = tpl.add_partition_offset(topic, *p, Offset::Stored);
-        }
-    }
-    if tpl.count() == 0 {
-        squall_plugin_api::warn!(
-            "assign names {} partition(s) and there are {tasks} tasks: task index {task_index} reads none",
-            all.len()
-        );
-        return Ok(());
-    }
-    consumer.context().assigned(&mut tpl);
-    consumer.assign(&tpl).map_err(|e| format!("cannot assign partitions: {e}"))
+    Ok(all)
 }
 
 /// Runs one command of the spout on the I/O thread. True: the spout closed.
@@ -1524,24 +1534,34 @@ fn run_command(
         Command::Close(offsets) => {
             shared.closing.store(true, Ordering::Release);
             if !offsets.is_empty() {
-                match consumer.commit(&to_tpl(&offsets), CommitMode::Sync) {
-                    Ok(()) => {
-                        context.metrics.commits.inc();
-                        squall_plugin_api::info!(
-                            "{label}: committed the completed offsets of {} partition(s) at close",
-                            offsets.len()
-                        );
-                    }
-                    Err(e) => squall_plugin_api::warn!(
-                        "{label}: the commit at close failed: {e} (the records after the \
-                         last committed offsets are read again)"
-                    ),
-                }
+                commit_at_close(consumer, context, &offsets, label);
             }
             return true;
         }
     }
     false
+}
+
+/// Commits the completed offsets the spout sent with `Close`, synchronously.
+fn commit_at_close(
+    consumer: &BaseConsumer<SpoutContext>,
+    context: &SpoutContext,
+    offsets: &[(Arc<str>, i32, i64)],
+    label: &str,
+) {
+    match consumer.commit(&to_tpl(offsets), CommitMode::Sync) {
+        Ok(()) => {
+            context.metrics.commits.inc();
+            squall_plugin_api::info!(
+                "{label}: committed the completed offsets of {} partition(s) at close",
+                offsets.len()
+            );
+        }
+        Err(e) => squall_plugin_api::warn!(
+            "{label}: the commit at close failed: {e} (the records after the \
+             last committed offsets are read again)"
+        ),
+    }
 }
 
 /// One partition as the spout knows it.

@@ -555,25 +555,7 @@ impl Spout for JetStreamSpout {
             let _ = io.commands.send(Command::Nak(message, None));
             unresolved += 1;
         }
-        // Durable state: what waits for a commit is left to the server (a
-        // successor or a restart covers it, by the position).
-        let stale = self.durable.as_ref().map_or(0, Positions::stale_redeliveries);
-        if stale > 0 {
-            squall_plugin_api::info!(
-                "{}: {stale} redelivered message(s) whose acks were already confirmed were \
-                 recognised and not emitted again",
-                self.label
-            );
-        }
-        let waiting = self.held.deferred();
-        if waiting > 0 {
-            squall_plugin_api::info!(
-                "{}: {waiting} message(s) acked downstream wait for a checkpoint commit; left \
-                 unacked on the server, and covered by the position a restart or a successor \
-                 takes",
-                self.label
-            );
-        }
+        self.log_left_to_server();
         if let Some(m) = &self.metrics {
             m.naked.add(unresolved);
             m.held.set(0);
@@ -597,6 +579,29 @@ fn retry_policy(keys: &SpoutKeys) -> RetryPolicy {
 }
 
 impl JetStreamSpout {
+    /// At close, with durable state: what waits for a commit is left to the
+    /// server (a successor or a restart covers it, by the position); says
+    /// how much, and how many stale redeliveries were recognised.
+    fn log_left_to_server(&self) {
+        let stale = self.durable.as_ref().map_or(0, Positions::stale_redeliveries);
+        if stale > 0 {
+            squall_plugin_api::info!(
+                "{}: {stale} redelivered message(s) whose acks were already confirmed were \
+                 recognised and not emitted again",
+                self.label
+            );
+        }
+        let waiting = self.held.deferred();
+        if waiting > 0 {
+            squall_plugin_api::info!(
+                "{}: {waiting} message(s) acked downstream wait for a checkpoint commit; left \
+                 unacked on the server, and covered by the position a restart or a successor \
+                 takes",
+                self.label
+            );
+        }
+    }
+
     /// Emits up to `max` tuples from the I/O thread's channel (fewer when
     /// it holds fewer). Messages that emit nothing (covered by the restored
     /// state, or in flight already) do not count: a call that took one of

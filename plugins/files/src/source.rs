@@ -257,61 +257,73 @@ impl Reader {
     /// When the input cannot be read (and, not following, when the file is missing).
     pub fn resume(&mut self, at: Option<&Position>) -> io::Result<()> {
         match self.input.clone() {
-            Input::File(path) => {
-                let Some(at) = at else {
-                    return self.open_input_file(&path);
-                };
-                match fs::metadata(&path) {
-                    Ok(meta) if meta.ino() == at.inode => {
-                        self.current = Some(Open::at(&path, at.offset, 0)?);
-                        return Ok(());
-                    }
-                    Ok(_) | Err(_) => {}
-                }
-                if let Some(rotated) = find_inode(&path, at.inode) {
-                    squall_plugin_api::info!(
-                        "{} was rotated since the checkpoint; finishing {} first",
-                        path.display(),
-                        rotated.display()
-                    );
-                    self.current = Some(Open::at(&rotated, at.offset, 0)?);
-                    self.draining = true;
-                    return Ok(());
-                }
-                squall_plugin_api::warn!(
-                    "the checkpointed file {} (inode {}) is gone; reading {} from the start",
-                    at.file,
-                    at.inode,
-                    path.display()
-                );
-                self.open_input_file(&path)
-            }
-            Input::Dir { dir, .. } => {
-                let Some(at) = at else { return Ok(()) };
-                let Some(name) = Path::new(&at.file).file_name().map(|n| n.to_os_string()) else {
-                    return Ok(());
-                };
-                let path = dir.join(&name);
-                self.last_name = Some(name);
-                match fs::metadata(&path) {
-                    Ok(meta) if meta.is_file() && meta.ino() == at.inode => {
-                        self.current = Some(Open::at(&path, at.offset, 0)?);
-                    }
-                    Ok(meta) if meta.is_file() => {
-                        squall_plugin_api::warn!(
-                            "{} is a new file since the checkpoint (inode {}, was {}); reading \
-                             it from the start",
-                            path.display(),
-                            meta.ino(),
-                            at.inode
-                        );
-                        self.current = Some(Open::at(&path, 0, 0)?);
-                    }
-                    _ => {}
-                }
-                Ok(())
-            }
+            Input::File(path) => match at {
+                None => self.open_input_file(&path),
+                Some(at) => self.resume_file(&path, at),
+            },
+            Input::Dir { dir, .. } => match at {
+                None => Ok(()),
+                Some(at) => self.resume_dir(&dir, at),
+            },
         }
+    }
+
+    /// Positions a file input at checkpoint `at`: the file at `path` if it
+    /// is the checkpoint's inode, else the rotated file of that inode
+    /// (finished first), else `path` from the start.
+    fn resume_file(&mut self, path: &Path, at: &Position) -> io::Result<()> {
+        match fs::metadata(path) {
+            Ok(meta) if meta.ino() == at.inode => {
+                self.current = Some(Open::at(path, at.offset, 0)?);
+                return Ok(());
+            }
+            Ok(_) | Err(_) => {}
+        }
+        if let Some(rotated) = find_inode(path, at.inode) {
+            squall_plugin_api::info!(
+                "{} was rotated since the checkpoint; finishing {} first",
+                path.display(),
+                rotated.display()
+            );
+            self.current = Some(Open::at(&rotated, at.offset, 0)?);
+            self.draining = true;
+            return Ok(());
+        }
+        squall_plugin_api::warn!(
+            "the checkpointed file {} (inode {}) is gone; reading {} from the start",
+            at.file,
+            at.inode,
+            path.display()
+        );
+        self.open_input_file(path)
+    }
+
+    /// Positions a directory input at checkpoint `at`: the files before its
+    /// file (in name order) are skipped; its file is read on from the
+    /// offset if it is the same inode, from the start if it is new.
+    fn resume_dir(&mut self, dir: &Path, at: &Position) -> io::Result<()> {
+        let Some(name) = Path::new(&at.file).file_name().map(|n| n.to_os_string()) else {
+            return Ok(());
+        };
+        let path = dir.join(&name);
+        self.last_name = Some(name);
+        match fs::metadata(&path) {
+            Ok(meta) if meta.is_file() && meta.ino() == at.inode => {
+                self.current = Some(Open::at(&path, at.offset, 0)?);
+            }
+            Ok(meta) if meta.is_file() => {
+                squall_plugin_api::warn!(
+                    "{} is a new file since the checkpoint (inode {}, was {}); reading \
+                     it from the start",
+                    path.display(),
+                    meta.ino(),
+                    at.inode
+                );
+                self.current = Some(Open::at(&path, 0, 0)?);
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// Opens the input file from the start; following, a missing file is awaited.

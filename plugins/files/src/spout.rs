@@ -251,6 +251,23 @@ impl LineSpout {
         true
     }
 
+    /// Appends `record` as one line to the dead-letter file (opened at the
+    /// first), and syncs it.
+    fn write_dead_letter(&mut self, record: &serde_json::Value) -> std::io::Result<()> {
+        if self.dead_letters.is_none() {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.dead_letter_path)?;
+            self.dead_letters = Some(file);
+        }
+        let file = self.dead_letters.as_mut().expect("just opened");
+        let mut line = record.to_string();
+        line.push('\n');
+        file.write_all(line.as_bytes())?;
+        file.sync_data()
+    }
+
     /// Appends a dead line to the dead-letter file (one JSON object, synced)
     /// and lets the checkpoint pass it. When it cannot be written the line
     /// stays held: the checkpoint stops before it, so a restart reads it again.
@@ -261,21 +278,7 @@ impl LineSpout {
             "offset": values[2].as_u64().unwrap_or_default(),
             "reason": reason,
         });
-        let written = (|| -> std::io::Result<()> {
-            if self.dead_letters.is_none() {
-                let file = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&self.dead_letter_path)?;
-                self.dead_letters = Some(file);
-            }
-            let file = self.dead_letters.as_mut().expect("just opened");
-            let mut line = record.to_string();
-            line.push('\n');
-            file.write_all(line.as_bytes())?;
-            file.sync_data()
-        })();
-        match written {
+        match self.write_dead_letter(&record) {
             Ok(()) => {
                 if let Some(m) = &self.metrics {
                     let n = m.dead_lettered.get() + 1;
@@ -315,21 +318,7 @@ fn input_of(
     match &meta {
         Ok(meta) if meta.is_dir() => {
             let pattern = config.pattern.as_deref().map(Pattern::new);
-            // The checkpoint and the dead letters, kept inside the
-            // directory, are not input.
-            let mut exclude = Vec::new();
-            for side in [checkpoint_path, dead_letter_path] {
-                let side_dir =
-                    side.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-                if side_dir.canonicalize().ok() == path.canonicalize().ok() {
-                    if let Some(name) = side.file_name() {
-                        let mut tmp = name.to_os_string();
-                        tmp.push(".tmp");
-                        exclude.push(name.to_os_string());
-                        exclude.push(tmp);
-                    }
-                }
-            }
+            let exclude = side_files(path, &[checkpoint_path, dead_letter_path]);
             return Ok(Input::Dir { dir: path.to_path_buf(), pattern, exclude });
         }
         Ok(meta) if !meta.is_file() => {
@@ -339,19 +328,7 @@ fn input_of(
         }
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && config.follow => {
-            if config.pattern.is_some() {
-                return Err(format!("path {:?}: no such directory", config.path).into());
-            }
-            // Followed: it may appear later. Its directory must exist.
-            let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            if !dir.is_dir() {
-                return Err(format!(
-                    "path {:?}: directory {} does not exist",
-                    config.path,
-                    dir.display()
-                )
-                .into());
-            }
+            check_followed(config, path)?;
         }
         Err(e) => return Err(format!("path {:?}: {e}", config.path).into()),
     }
@@ -365,11 +342,71 @@ fn input_of(
     Ok(Input::File(path.to_path_buf()))
 }
 
+/// The checkpoint and the dead letters (`sides`), kept inside the input
+/// directory `dir`, are not input: their names, and their `.tmp` names.
+fn side_files(dir: &Path, sides: &[&Path]) -> Vec<std::ffi::OsString> {
+    let mut exclude = Vec::new();
+    for side in sides {
+        let side_dir =
+            side.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if side_dir.canonicalize().ok() == dir.canonicalize().ok() {
+            if let Some(name) = side.file_name() {
+                let mut tmp = name.to_os_string();
+                tmp.push(".tmp");
+                exclude.push(name.to_os_string());
+                exclude.push(tmp);
+            }
+        }
+    }
+    exclude
+}
+
+/// A followed input file that does not exist yet may appear later; its
+/// directory must exist (and it must not be a directory input, with a
+/// `pattern`).
+fn check_followed(config: &LineSpoutConfig, path: &Path) -> Result<()> {
+    if config.pattern.is_some() {
+        return Err(format!("path {:?}: no such directory", config.path).into());
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(
+            format!("path {:?}: directory {} does not exist", config.path, dir.display()).into()
+        );
+    }
+    Ok(())
+}
+
 /// `<input><suffix>` beside the input (for a directory `dir/`, beside it).
 fn side_path(input: &Path, suffix: &str) -> PathBuf {
     let mut name = input.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| ".".into());
     name.push(suffix);
     input.with_file_name(name)
+}
+
+/// The checkpoint file (its directory must exist) and the dead-letter file
+/// of input `path`: as configured, or beside the input.
+fn side_paths(config: &LineSpoutConfig, path: &Path) -> Result<(PathBuf, PathBuf)> {
+    let checkpoint_path = match &config.checkpoint {
+        Some(p) if p.is_empty() => return Err("checkpoint must not be empty".into()),
+        Some(p) => PathBuf::from(p),
+        None => checkpoint::default_path(path),
+    };
+    let checkpoint_dir =
+        checkpoint_path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !checkpoint_dir.is_dir() {
+        return Err(format!(
+            "the checkpoint's directory {} does not exist",
+            checkpoint_dir.display()
+        )
+        .into());
+    }
+    let dead_letter_path = match &config.dead_letter {
+        Some(p) if p.is_empty() => return Err("dead_letter must not be empty".into()),
+        Some(p) => PathBuf::from(p),
+        None => side_path(path, ".squall-dead-letters"),
+    };
+    Ok((checkpoint_path, dead_letter_path))
 }
 
 /// A duration key in milliseconds, 1 ms to one day.
@@ -409,27 +446,7 @@ impl Spout for LineSpout {
             return Err("max_deliver must be at least 1".into());
         }
         let path = PathBuf::from(&config.path);
-        let checkpoint_path = match &config.checkpoint {
-            Some(p) if p.is_empty() => return Err("checkpoint must not be empty".into()),
-            Some(p) => PathBuf::from(p),
-            None => checkpoint::default_path(&path),
-        };
-        let checkpoint_dir = checkpoint_path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        if !checkpoint_dir.is_dir() {
-            return Err(format!(
-                "the checkpoint's directory {} does not exist",
-                checkpoint_dir.display()
-            )
-            .into());
-        }
-        let dead_letter_path = match &config.dead_letter {
-            Some(p) if p.is_empty() => return Err("dead_letter must not be empty".into()),
-            Some(p) => PathBuf::from(p),
-            None => side_path(&path, ".squall-dead-letters"),
-        };
+        let (checkpoint_path, dead_letter_path) = side_paths(&config, &path)?;
         let input = input_of(&config, &checkpoint_path, &dead_letter_path)?;
         let policy = RetryPolicy { max_deliver: config.max_deliver, backoff: Backoff::NONE };
         Ok(Self {

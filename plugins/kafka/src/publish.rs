@@ -191,6 +191,40 @@ struct PublishMetrics {
     failed: Counter,
 }
 
+impl PublishMetrics {
+    /// Registers the bolt's metrics.
+    fn register() -> Self {
+        Self {
+            produced: metrics::counter(
+                "kafka_produced",
+                "Inputs produced to Kafka and confirmed by a delivery report.",
+            ),
+            failed: metrics::counter(
+                "kafka_produce_failed",
+                "Inputs whose record was not delivered (inputs failed).",
+            ),
+        }
+    }
+}
+
+/// The headers of a record: each of `fields` of the input, as text.
+/// None: no `header_fields`.
+fn headers_of(fields: &[String], input: &Tuple<'_>) -> Result<Option<OwnedHeaders>> {
+    if fields.is_empty() {
+        return Ok(None);
+    }
+    let mut h = OwnedHeaders::new_with_capacity(fields.len());
+    let mut text = String::new();
+    for f in fields {
+        let v =
+            input.field(f).ok_or_else(|| format!("header_fields: the input has no field {f:?}"))?;
+        text.clear();
+        push_text(v, &mut text);
+        h = h.insert(Header { key: f, value: Some(text.as_bytes()) });
+    }
+    Ok(Some(h))
+}
+
 struct Io {
     producer: Arc<BaseProducer<PublishContext>>,
     outcomes: Receiver<Outcome>,
@@ -274,16 +308,7 @@ impl Bolt for KafkaPublish {
 
     fn prepare(&mut self, context: &TaskContext) -> Result<()> {
         self.label = format!("{} task {}", context.component, context.task_id);
-        self.metrics = Some(PublishMetrics {
-            produced: metrics::counter(
-                "kafka_produced",
-                "Inputs produced to Kafka and confirmed by a delivery report.",
-            ),
-            failed: metrics::counter(
-                "kafka_produce_failed",
-                "Inputs whose record was not delivered (inputs failed).",
-            ),
-        });
+        self.metrics = Some(PublishMetrics::register());
         let client_config = self.config.client_config()?;
         let (tx, rx) = crossbeam_channel::unbounded();
         let producer: BaseProducer<PublishContext> = client_config
@@ -292,27 +317,7 @@ impl Bolt for KafkaPublish {
                 outcomes: tx,
             })
             .map_err(|e| format!("cannot create the producer: {e}"))?;
-        let timeout = self.config.connection.connect_timeout;
-        let brokers = self.config.connection.brokers.trim();
-        let metadata = producer.client().fetch_metadata(None, timeout).map_err(|e| {
-            format!("cannot reach Kafka at {brokers} within connect_timeout = {timeout:?}: {e}")
-        })?;
-        if let Some(topic) = self.template.literal() {
-            let known = client::partitions(&metadata, &[topic.to_owned()]);
-            if known[0].1.is_none() {
-                match self.config.create_partitions {
-                    Some(n) => {
-                        client::create_topics(&client_config, &[topic.to_owned()], n, timeout)?
-                    }
-                    None => {
-                        return Err(format!(
-                            "topic {topic:?} does not exist on {brokers} (create it, or set create_partitions)"
-                        )
-                        .into())
-                    }
-                }
-            }
-        }
+        self.ensure_topic(&producer, &client_config)?;
         if self.config.delivery == Delivery::ExactlyOnce {
             return self.prepare_tx(context, &producer, client_config);
         }
@@ -348,37 +353,14 @@ impl Bolt for KafkaPublish {
         }
         self.template.render_into(input, &mut self.topic)?;
         let value = self.value(input)?;
-        let key = match &self.config.key_field {
-            Some(f) => {
-                let v = input
-                    .field(f)
-                    .ok_or_else(|| format!("key_field: the input has no field {f:?}"))?;
-                self.key.clear();
-                push_text(v, &mut self.key);
-                Some(self.key.as_bytes())
-            }
-            None => None,
-        };
+        let keyed = self.render_key(input)?;
         let partition = self.partition(input)?;
-        let mut headers = None;
-        if !self.config.header_fields.is_empty() {
-            let mut h = OwnedHeaders::new_with_capacity(self.config.header_fields.len());
-            let mut text = String::new();
-            for f in &self.config.header_fields {
-                let v = input
-                    .field(f)
-                    .ok_or_else(|| format!("header_fields: the input has no field {f:?}"))?;
-                text.clear();
-                push_text(v, &mut text);
-                h = h.insert(Header { key: f, value: Some(text.as_bytes()) });
-            }
-            headers = Some(h);
-        }
+        let headers = headers_of(&self.config.header_fields, input)?;
         let io = self.io.as_ref().ok_or("the Kafka producer is not open")?;
         let mut record: BaseRecord<'_, [u8], [u8], Box<Anchor>> =
             BaseRecord::with_opaque_to(&self.topic, Box::new(input.anchor())).payload(&value);
-        if let Some(k) = key {
-            record = record.key(k);
+        if keyed {
+            record = record.key(self.key.as_bytes());
         }
         if let Some(p) = partition {
             record = record.partition(p);
@@ -386,27 +368,7 @@ impl Bolt for KafkaPublish {
         if let Some(h) = headers {
             record = record.headers(h);
         }
-        let mut waited = Duration::ZERO;
-        loop {
-            match io.producer.send(record) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r))
-                    if waited < self.config.delivery_timeout =>
-                {
-                    // librdkafka's queue is full: wait for reports, then again.
-                    record = r;
-                    let wait = Duration::from_millis(50);
-                    waited += wait;
-                    std::thread::sleep(wait);
-                }
-                Err((e, _)) => {
-                    if let Some(m) = &self.metrics {
-                        m.failed.inc();
-                    }
-                    return Err(format!("cannot produce to {:?}: {e}", self.topic).into());
-                }
-            }
-        }
+        self.send(io, record)?;
         self.in_flight += 1;
         self.collect(collector, None);
         Ok(())
@@ -552,6 +514,69 @@ impl KafkaPublish {
     }
 
     /// The partition `partition_field` names, if set.
+    /// With a literal topic: looks it up, and creates it when missing if
+    /// `create_partitions` is set.
+    fn ensure_topic(
+        &self,
+        producer: &BaseProducer<PublishContext>,
+        client_config: &rdkafka::ClientConfig,
+    ) -> Result<()> {
+        let timeout = self.config.connection.connect_timeout;
+        let brokers = self.config.connection.brokers.trim();
+        let metadata = producer.client().fetch_metadata(None, timeout).map_err(|e| {
+            format!("cannot reach Kafka at {brokers} within connect_timeout = {timeout:?}: {e}")
+        })?;
+        let Some(topic) = self.template.literal() else { return Ok(()) };
+        let known = client::partitions(&metadata, &[topic.to_owned()]);
+        if known[0].1.is_some() {
+            return Ok(());
+        }
+        let Some(n) = self.config.create_partitions else {
+            return Err(format!(
+                "topic {topic:?} does not exist on {brokers} (create it, or set create_partitions)"
+            )
+            .into());
+        };
+        client::create_topics(client_config, &[topic.to_owned()], n, timeout)?;
+        Ok(())
+    }
+
+    /// Renders the input's `key_field` into `self.key`. False: no
+    /// `key_field`, the record has no key.
+    fn render_key(&mut self, input: &Tuple<'_>) -> Result<bool> {
+        let Some(f) = &self.config.key_field else { return Ok(false) };
+        let v = input.field(f).ok_or_else(|| format!("key_field: the input has no field {f:?}"))?;
+        self.key.clear();
+        push_text(v, &mut self.key);
+        Ok(true)
+    }
+
+    /// Hands `record` to librdkafka. While its queue is full (for up to
+    /// delivery_timeout) it waits for reports and tries again.
+    fn send(&self, io: &Io, mut record: BaseRecord<'_, [u8], [u8], Box<Anchor>>) -> Result<()> {
+        let mut waited = Duration::ZERO;
+        loop {
+            match io.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r))
+                    if waited < self.config.delivery_timeout =>
+                {
+                    // librdkafka's queue is full: wait for reports, then again.
+                    record = r;
+                    let wait = Duration::from_millis(50);
+                    waited += wait;
+                    std::thread::sleep(wait);
+                }
+                Err((e, _)) => {
+                    if let Some(m) = &self.metrics {
+                        m.failed.inc();
+                    }
+                    return Err(format!("cannot produce to {:?}: {e}", self.topic).into());
+                }
+            }
+        }
+    }
+
     fn partition(&self, input: &Tuple<'_>) -> Result<Option<i32>> {
         let Some(f) = &self.config.partition_field else { return Ok(None) };
         let v = input

@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
-use rdkafka::message::{Header, Headers, OwnedHeaders};
+use rdkafka::message::{BorrowedMessage, Header, Headers, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
@@ -191,6 +191,7 @@ struct Assignment {
 }
 
 impl SpoutConfig {
+    /// Checks the keys; returns the parsed `assign` entries.
     fn check(&self) -> Result<Vec<Assignment>> {
         self.connection.check()?;
         if self.topics.is_empty() == self.assign.is_empty() {
@@ -201,20 +202,7 @@ impl SpoutConfig {
         for t in &self.topics {
             client::check_topic("topics", t)?;
         }
-        let mut assign = Vec::new();
-        for a in &self.assign {
-            let (topic, partition) = match a.rsplit_once(':') {
-                Some((t, p)) => {
-                    let p: i32 = p.parse().ok().filter(|p| *p >= 0).ok_or_else(|| {
-                        format!("assign: {a:?}: the partition must be a number from 0")
-                    })?;
-                    (t, Some(p))
-                }
-                None => (a.as_str(), None),
-            };
-            client::check_topic("assign", topic)?;
-            assign.push(Assignment { topic: topic.to_owned(), partition });
-        }
+        let assign = self.assignments()?;
         if self.group_id.trim().is_empty() {
             return Err("group_id must not be empty".into());
         }
@@ -233,6 +221,31 @@ impl SpoutConfig {
                 return Err("dead_letter_topic must not be a topic the spout reads".into());
             }
         }
+        self.check_limits()?;
+        Ok(assign)
+    }
+
+    /// The `assign` entries (`topic` or `topic:partition`), checked.
+    fn assignments(&self) -> Result<Vec<Assignment>> {
+        let mut assign = Vec::new();
+        for a in &self.assign {
+            let (topic, partition) = match a.rsplit_once(':') {
+                Some((t, p)) => {
+                    let p: i32 = p.parse().ok().filter(|p| *p >= 0).ok_or_else(|| {
+                        format!("assign: {a:?}: the partition must be a number from 0")
+                    })?;
+                    (t, Some(p))
+                }
+                None => (a.as_str(), None),
+            };
+            client::check_topic("assign", topic)?;
+            assign.push(Assignment { topic: topic.to_owned(), partition });
+        }
+        Ok(assign)
+    }
+
+    /// Checks the intervals, sizes and timeouts.
+    fn check_limits(&self) -> Result<()> {
         if self.commit_interval < Duration::from_millis(10) {
             return Err("commit_interval must be at least 10ms".into());
         }
@@ -254,7 +267,7 @@ impl SpoutConfig {
             )
             .into());
         }
-        Ok(assign)
+        Ok(())
     }
 
     /// The consumer's librdkafka configuration, checked by librdkafka.
@@ -325,8 +338,11 @@ enum Item {
 #[derive(Debug)]
 struct Revoke {
     parts: Vec<(u32, u32)>,
-    reply: Sender<Vec<(Arc<str>, i32, i64)>>,
+    reply: Sender<RevokeReply>,
 }
+
+/// The completed offsets of revoked partitions: (topic, partition, offset).
+type RevokeReply = Vec<(Arc<str>, i32, i64)>;
 
 /// What the I/O thread reports.
 #[derive(Debug)]
@@ -373,7 +389,7 @@ struct Shared {
     paused: AtomicBool,
 }
 
-/// The spout's metrics (registered in `open`), some shared with the I/O thread.
+/// The spout's metrics (registered in `open`).
 #[derive(Debug, Clone)]
 struct SpoutMetrics {
     received: Counter,
@@ -384,6 +400,12 @@ struct SpoutMetrics {
     covered: Counter,
     held: Gauge,
     prefetched: Gauge,
+}
+
+/// The consumer's metrics, updated on the I/O thread (registered in `open`
+/// after the spout's).
+#[derive(Debug, Clone)]
+struct ConsumerMetrics {
     commits: Counter,
     commit_failures: Counter,
     commit_latency: Histogram,
@@ -396,6 +418,7 @@ struct SpoutMetrics {
 }
 
 impl SpoutMetrics {
+    /// Registers the spout's metrics.
     fn register() -> Self {
         Self {
             received: metrics::counter("kafka_received", "Kafka records received."),
@@ -422,6 +445,14 @@ impl SpoutMetrics {
                 "kafka_prefetched_bytes",
                 "Bytes of records fetched and waiting for next_tuple.",
             ),
+        }
+    }
+}
+
+impl ConsumerMetrics {
+    /// Registers the consumer's metrics.
+    fn register() -> Self {
+        Self {
             commits: metrics::counter("kafka_commits", "Offset commits the broker confirmed."),
             commit_failures: metrics::counter(
                 "kafka_commit_failures",
@@ -519,7 +550,7 @@ struct SpoutContext {
     health: Health,
     /// Nanoseconds since `started` when the I/O loop last restored `health`.
     restored_at: AtomicU64,
-    metrics: SpoutMetrics,
+    metrics: ConsumerMetrics,
     /// Nanoseconds since `started` when the last async commit was asked for.
     commit_asked: AtomicU64,
     started: Instant,
@@ -529,6 +560,42 @@ struct SpoutContext {
 }
 
 impl SpoutContext {
+    /// The context of the consumer `config` describes, whose librdkafka
+    /// configuration is `client_config`.
+    fn new(
+        label: &str,
+        config: &SpoutConfig,
+        client_config: &rdkafka::ClientConfig,
+        start: ContextStart,
+    ) -> Self {
+        let ContextStart { feeder, control, waker, shared, health, metrics, book } = start;
+        // A fetch waits up to fetch.wait.max.ms for data: a broker silent for
+        // that long plus STALL is not answering.
+        let fetch_wait = client_config
+            .get("fetch.wait.max.ms")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(500);
+        Self {
+            base: Context0::new(label, Some(health.clone())),
+            stall: STALL + Duration::from_millis(fetch_wait),
+            health,
+            restored_at: AtomicU64::new(0),
+            feeder,
+            table: Mutex::new(Table::default()),
+            epoch: AtomicU64::new(0),
+            control,
+            waker,
+            shared,
+            first_poll: config.first_poll,
+            revoke_timeout: config.revoke_timeout,
+            half_prefetch: config.prefetch_bytes / 2,
+            metrics,
+            commit_asked: AtomicU64::new(0),
+            started: Instant::now(),
+            book,
+        }
+    }
+
     /// Notes that the I/O loop is about to restore the connection's health.
     fn note_restored(&self) {
         self.restored_at.store(self.started.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -687,19 +754,7 @@ impl SpoutContext {
                 partition: entry.partition,
             });
         }
-        // With `[state]`, a partition with a checkpoint position (restored,
-        // or left by the task that gave it up) is read from there.
-        if let Some(book) = &self.book {
-            let book = book.lock().unwrap_or_else(|e| e.into_inner());
-            for elem in tpl.elements() {
-                if let Some(from) = book.start(elem.topic(), elem.partition()) {
-                    if let Some(idx) = table.find(elem.topic(), elem.partition()) {
-                        starts.retain(|(i, _)| *i != idx);
-                        starts.push((idx, Offset::Offset(from)));
-                    }
-                }
-            }
-        }
+        self.book_starts(&table, tpl, &mut starts);
         for (idx, offset) in starts {
             let e = &table.entries[idx as usize];
             let _ = tpl.set_partition_offset(&e.topic, e.partition, offset);
@@ -714,26 +769,31 @@ impl SpoutContext {
         }
     }
 
+    /// With `[state]`, a partition with a checkpoint position (restored,
+    /// or left by the task that gave it up) is read from there: its entry in
+    /// `starts` (table index, offset) says so.
+    fn book_starts(
+        &self,
+        table: &Table,
+        tpl: &TopicPartitionList,
+        starts: &mut Vec<(u32, Offset)>,
+    ) {
+        let Some(book) = &self.book else { return };
+        let book = book.lock().unwrap_or_else(|e| e.into_inner());
+        for elem in tpl.elements() {
+            if let Some(from) = book.start(elem.topic(), elem.partition()) {
+                if let Some(idx) = table.find(elem.topic(), elem.partition()) {
+                    starts.retain(|(i, _)| *i != idx);
+                    starts.push((idx, Offset::Offset(from)));
+                }
+            }
+        }
+    }
+
     /// Revoked partitions: the spout stops emitting them and answers with
     /// their completed offsets, committed here before they go.
     fn revoked(&self, consumer: &BaseConsumer<Self>, tpl: &TopicPartitionList, lost: bool) {
-        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        let mut parts = Vec::new();
-        let mut names = Vec::new();
-        for elem in tpl.elements() {
-            let Some(idx) = table.find(elem.topic(), elem.partition()) else { continue };
-            let entry = &mut table.entries[idx as usize];
-            if entry.assigned {
-                entry.assigned = false;
-                parts.push((idx, entry.gen));
-                names.push(format!("{}:{}", entry.topic, entry.partition));
-            }
-        }
-        let live = table.entries.iter().filter(|e| e.assigned).count();
-        drop(table);
-        self.epoch.fetch_add(1, Ordering::Release);
-        self.metrics.revoked.add(parts.len() as u64);
-        self.metrics.partitions.set(live as i64);
+        let (parts, names) = self.unassign(tpl);
         if parts.is_empty() {
             return;
         }
@@ -741,27 +801,7 @@ impl SpoutContext {
         if self.shared.closing.load(Ordering::Acquire) {
             return;
         }
-        let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
-        if self.control.send(Revoke { parts, reply: reply_tx }).is_err() {
-            return;
-        }
-        self.shared.control.store(true, Ordering::Release);
-        if let Some(w) = &self.waker {
-            w.wake();
-        }
-        let offsets = match reply_rx.recv_timeout(self.revoke_timeout) {
-            Ok(o) => o,
-            Err(_) => {
-                squall_plugin_api::warn!(
-                    "{label}: the spout did not answer a revocation of {} within revoke_timeout = {:?}; \
-                     their latest completed offsets are not committed (the next owner reads those \
-                     records again)",
-                    names.join(", "),
-                    self.revoke_timeout
-                );
-                return;
-            }
-        };
+        let Some(offsets) = self.ask_spout(parts, &names) else { return };
         if lost {
             squall_plugin_api::warn!(
                 "{label}: the assignment of {} was lost (the group moved on); its completed offsets \
@@ -783,6 +823,56 @@ impl SpoutContext {
             names.join(", "),
             offsets.len()
         );
+    }
+
+    /// Marks the revoked partitions of `tpl` unassigned in the table; returns
+    /// the (index, generation) of those that were assigned, and their names.
+    fn unassign(&self, tpl: &TopicPartitionList) -> (Vec<(u32, u32)>, Vec<String>) {
+        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let mut parts = Vec::new();
+        let mut names = Vec::new();
+        for elem in tpl.elements() {
+            let Some(idx) = table.find(elem.topic(), elem.partition()) else { continue };
+            let entry = &mut table.entries[idx as usize];
+            if entry.assigned {
+                entry.assigned = false;
+                parts.push((idx, entry.gen));
+                names.push(format!("{}:{}", entry.topic, entry.partition));
+            }
+        }
+        let live = table.entries.iter().filter(|e| e.assigned).count();
+        drop(table);
+        self.epoch.fetch_add(1, Ordering::Release);
+        self.metrics.revoked.add(parts.len() as u64);
+        self.metrics.partitions.set(live as i64);
+        (parts, names)
+    }
+
+    /// Asks the spout to give up `parts` and waits up to revoke_timeout for
+    /// their completed offsets. None: the spout is gone or did not answer.
+    fn ask_spout(&self, parts: Vec<(u32, u32)>, names: &[String]) -> Option<RevokeReply> {
+        let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
+        if self.control.send(Revoke { parts, reply: reply_tx }).is_err() {
+            return None;
+        }
+        self.shared.control.store(true, Ordering::Release);
+        if let Some(w) = &self.waker {
+            w.wake();
+        }
+        match reply_rx.recv_timeout(self.revoke_timeout) {
+            Ok(o) => Some(o),
+            Err(_) => {
+                squall_plugin_api::warn!(
+                    "{}: the spout did not answer a revocation of {} within revoke_timeout = {:?}; \
+                     their latest completed offsets are not committed (the next owner reads those \
+                     records again)",
+                    self.base.label(),
+                    names.join(", "),
+                    self.revoke_timeout
+                );
+                None
+            }
+        }
     }
 }
 
@@ -833,14 +923,19 @@ struct IoStart {
     task_index: usize,
     tasks: usize,
     label: String,
-    feeder: Feeder<Item>,
-    control: Sender<Revoke>,
     commands: Receiver<Command>,
     reports: Sender<Report>,
+    context: ContextStart,
+}
+
+/// What the consumer's context starts from (`SpoutContext::new`).
+struct ContextStart {
+    feeder: Feeder<Item>,
+    control: Sender<Revoke>,
     waker: Option<Waker>,
     shared: Arc<Shared>,
     health: Health,
-    metrics: SpoutMetrics,
+    metrics: ConsumerMetrics,
     book: Option<Arc<Mutex<Book>>>,
 }
 
@@ -854,6 +949,31 @@ struct DeadLetters {
 }
 
 impl DeadLetters {
+    /// The dead-letter producer, when `dead_letter_topic` is set.
+    fn open(config: &SpoutConfig, label: &str) -> std::result::Result<Option<Self>, String> {
+        let Some(topic) = &config.dead_letter_topic else { return Ok(None) };
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let producer_config =
+            config.connection.client_config(&[("enable.idempotence", "true".into())], &[]);
+        let producer = producer_config.and_then(|c| {
+            c.create_with_context(DeadLetterContext {
+                base: Context0::new(label, None),
+                reports: tx,
+            })
+            .map_err(|e| format!("cannot create the dead-letter producer: {e}").into())
+        });
+        match producer {
+            Ok(producer) => Ok(Some(Self {
+                producer,
+                topic: topic.clone(),
+                delivered: rx,
+                retry: Vec::new(),
+                failures: 0,
+            })),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     fn send(&mut self, dead: Box<DeadLetter>, label: &str) {
         let mut headers = OwnedHeaders::new();
         if let Some(original) = &dead.record.headers {
@@ -978,110 +1098,349 @@ fn ensure_topics(
 
 /// Starts the consumer and serves it until `Close` (module doc).
 fn io_main(start: IoStart, ready: squall_connector::io::Handshake) {
-    let IoStart {
-        config,
-        assign,
-        task_index,
-        tasks,
-        label,
-        feeder,
-        control,
-        commands,
-        reports,
-        waker,
-        shared,
-        health,
-        metrics,
-        book,
-    } = start;
-    let client_config = match config.client_config() {
-        Ok(c) => c,
-        Err(e) => return ready.ready(Err(e.to_string())),
-    };
-    // A fetch waits up to fetch.wait.max.ms for data: a broker silent for
-    // that long plus STALL is not answering.
-    let fetch_wait =
-        client_config.get("fetch.wait.max.ms").and_then(|v| v.parse::<u64>().ok()).unwrap_or(500);
-    let context = SpoutContext {
-        base: Context0::new(&label, Some(health.clone())),
-        stall: STALL + Duration::from_millis(fetch_wait),
-        health: health.clone(),
-        restored_at: AtomicU64::new(0),
-        feeder,
-        table: Mutex::new(Table::default()),
-        epoch: AtomicU64::new(0),
-        control,
-        waker: waker.clone(),
-        shared: shared.clone(),
-        first_poll: config.first_poll,
-        revoke_timeout: config.revoke_timeout,
-        half_prefetch: config.prefetch_bytes / 2,
-        metrics: metrics.clone(),
-        commit_asked: AtomicU64::new(0),
-        started: Instant::now(),
-        book,
-    };
-    let consumer: BaseConsumer<SpoutContext> = match client_config.create_with_context(context) {
-        Ok(c) => c,
-        Err(e) => return ready.ready(Err(format!("cannot create the consumer: {e}"))),
-    };
-    let timeout = config.connection.connect_timeout;
-    let metadata = match ensure_topics(&consumer, &client_config, &config, &assign, timeout) {
-        Ok(m) => m,
+    let mut server = match Server::new(start) {
+        Ok(s) => s,
         Err(e) => return ready.ready(Err(e)),
     };
-    let mut dead_letters = None;
-    if let Some(topic) = &config.dead_letter_topic {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let producer_config =
-            config.connection.client_config(&[("enable.idempotence", "true".into())], &[]);
-        let producer = producer_config.and_then(|c| {
-            c.create_with_context(DeadLetterContext {
-                base: Context0::new(&label, None),
-                reports: tx,
-            })
-            .map_err(|e| format!("cannot create the dead-letter producer: {e}").into())
-        });
-        match producer {
-            Ok(producer) => {
-                dead_letters = Some(DeadLetters {
-                    producer,
-                    topic: topic.clone(),
-                    delivered: rx,
-                    retry: Vec::new(),
-                    failures: 0,
-                })
-            }
-            Err(e) => return ready.ready(Err(e.to_string())),
-        }
-    }
-    let started = if assign.is_empty() {
-        let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
-        consumer.subscribe(&topics).map_err(|e| format!("cannot subscribe to {topics:?}: {e}"))
-    } else {
-        assign_share(&consumer, &metadata, &assign, task_index, tasks)
-    };
-    if let Err(e) = started {
+    // The handshake answers before the consumer is dropped.
+    if let Err(e) = server.start() {
         return ready.ready(Err(e));
     }
     ready.ready(Ok(()));
-    let topics = config.needed_topics(&assign);
-    serve(
-        &consumer,
-        &config,
-        &topics,
-        &commands,
-        &reports,
-        &mut dead_letters,
-        &label,
-        &health,
-        &shared,
-    );
-    // Close: the dead letters in flight get close_timeout; then the consumer
-    // leaves the group as it is dropped (revocations no longer ask the spout).
-    if let Some(d) = &mut dead_letters {
-        let _ = d.producer.flush(config.close_timeout);
-        d.turn(&reports, waker.as_ref(), &label);
+    server.serve();
+    server.close();
+}
+
+/// What the poll loop does after flow control (`Server::flow_control`).
+enum Flow {
+    /// Poll the consumer.
+    Poll,
+    /// The feed is full: look at the commands again, no poll this turn.
+    Held,
+    /// The spout closed.
+    Closed,
+}
+
+/// Where a polled message goes: (topic, table index, generation) per
+/// partition number, rebuilt when the table changes.
+struct Routes {
+    by_partition: FxHashMap<i32, Vec<(Arc<str>, u32, u32)>>,
+    /// The table epoch the routes were built at.
+    epoch: u64,
+}
+
+impl Routes {
+    /// Rebuilds the routes from `context`'s table if it changed since.
+    #[inline]
+    fn refresh(&mut self, context: &SpoutContext) {
+        let epoch = context.epoch.load(Ordering::Acquire);
+        if epoch == self.epoch {
+            return;
+        }
+        self.by_partition.clear();
+        let table = context.table.lock().unwrap_or_else(|e| e.into_inner());
+        for (i, e) in table.entries.iter().enumerate() {
+            if e.assigned {
+                self.by_partition.entry(e.partition).or_default().push((
+                    e.topic.clone(),
+                    i as u32,
+                    e.gen,
+                ));
+            }
+        }
+        self.epoch = epoch;
+    }
+
+    /// The (table index, generation) of an assigned partition.
+    #[inline]
+    fn find(&self, topic: &str, partition: i32) -> Option<(u32, u32)> {
+        let all = self.by_partition.get(&partition)?;
+        all.iter().find(|(t, ..)| **t == *topic).map(|&(_, idx, gen)| (idx, gen))
+    }
+}
+
+/// The I/O thread: its consumer, channels, and what the loop carries from
+/// one turn to the next. Fields drop in order: the dead-letter producer
+/// before the consumer, which leaves the group as it is dropped.
+struct Server {
+    dead_letters: Option<DeadLetters>,
+    consumer: BaseConsumer<SpoutContext>,
+    context: Arc<SpoutContext>,
+    client_config: rdkafka::ClientConfig,
+    config: SpoutConfig,
+    assign: Vec<Assignment>,
+    task_index: usize,
+    tasks: usize,
+    /// Every topic the spout needs (`SpoutConfig::needed_topics`).
+    topics: Vec<String>,
+    commands: Receiver<Command>,
+    reports: Sender<Report>,
+    label: String,
+    /// Polled messages' headers are copied (the `headers` field, or dead letters).
+    want_headers: bool,
+    routes: Routes,
+    /// The assigned partitions are paused.
+    paused: bool,
+    /// When the metadata was last asked for while the connection was down.
+    last_check: Instant,
+    /// Consumer errors so far (logged at powers of two).
+    errors: u64,
+    /// Since when the feed has been full (flow control, module doc).
+    full_since: Option<Instant>,
+}
+
+impl Server {
+    /// Creates the consumer (it reads nothing before `start`).
+    fn new(start: IoStart) -> std::result::Result<Self, String> {
+        let IoStart { config, assign, task_index, tasks, label, commands, reports, context } =
+            start;
+        let client_config = config.client_config().map_err(|e| e.to_string())?;
+        let context = SpoutContext::new(&label, &config, &client_config, context);
+        let consumer: BaseConsumer<SpoutContext> = client_config
+            .create_with_context(context)
+            .map_err(|e| format!("cannot create the consumer: {e}"))?;
+        let want_headers = config.dead_letter_topic.is_some()
+            || parse_fields(&config.fields).is_ok_and(|f| f.contains(&Field::Headers));
+        Ok(Self {
+            dead_letters: None,
+            context: consumer.context().clone(),
+            consumer,
+            client_config,
+            topics: config.needed_topics(&assign),
+            config,
+            assign,
+            task_index,
+            tasks,
+            commands,
+            reports,
+            label,
+            want_headers,
+            routes: Routes { by_partition: FxHashMap::default(), epoch: u64::MAX },
+            paused: false,
+            last_check: Instant::now(),
+            errors: 0,
+            full_since: None,
+        })
+    }
+
+    /// Checks (or creates) the topics, creates the dead-letter producer,
+    /// then subscribes or assigns this task's share.
+    fn start(&mut self) -> std::result::Result<(), String> {
+        let timeout = self.config.connection.connect_timeout;
+        let (consumer, config) = (&self.consumer, &self.config);
+        let metadata = ensure_topics(consumer, &self.client_config, config, &self.assign, timeout)?;
+        self.dead_letters = DeadLetters::open(config, &self.label)?;
+        if self.assign.is_empty() {
+            let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
+            consumer.subscribe(&topics).map_err(|e| format!("cannot subscribe to {topics:?}: {e}"))
+        } else {
+            assign_share(consumer, &metadata, &self.assign, self.task_index, self.tasks)
+        }
+    }
+
+    /// The I/O loop: commands, flow control, polling (module doc).
+    fn serve(&mut self) {
+        self.last_check = Instant::now();
+        loop {
+            if self.run_commands() {
+                return;
+            }
+            match self.flow_control() {
+                Flow::Poll => {}
+                Flow::Held => continue,
+                Flow::Closed => return,
+            }
+            self.pause_or_resume();
+            if !self.poll() {
+                return;
+            }
+            if let Some(d) = &mut self.dead_letters {
+                d.turn(&self.reports, self.context.waker.as_ref(), &self.label);
+            }
+            self.check_cluster();
+            if self.context.feeder.is_closed() {
+                return;
+            }
+        }
+    }
+
+    /// Runs the commands that wait. True: the spout closed.
+    fn run_commands(&mut self) -> bool {
+        while let Ok(command) = self.commands.try_recv() {
+            if self.run(command) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Runs one command (`run_command`). True: the spout closed.
+    fn run(&mut self, command: Command) -> bool {
+        let Self { consumer, context, dead_letters, label, .. } = self;
+        run_command(command, consumer, context, dead_letters, label, &context.shared)
+    }
+
+    /// Flow control. A full feed first holds the polls: librdkafka goes on
+    /// prefetching into its own queue, bounded in bytes. Only a feed full
+    /// for FULL_BEFORE_PAUSE pauses the partitions (which drops what
+    /// librdkafka prefetched) so that polls serve rebalances again.
+    fn flow_control(&mut self) -> Flow {
+        if !self.context.feed_full() {
+            self.full_since = None;
+            return Flow::Poll;
+        }
+        let since = *self.full_since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= FULL_BEFORE_PAUSE
+            || self.context.shared.paused.load(Ordering::Relaxed)
+        {
+            return Flow::Poll;
+        }
+        self.context.feeder.want_room();
+        if self.context.feed_full() {
+            if let Ok(command) = self.commands.recv_timeout(FULL_STEP) {
+                if self.run(command) {
+                    return Flow::Closed;
+                }
+            }
+        }
+        if self.context.feeder.is_closed() {
+            return Flow::Closed;
+        }
+        Flow::Held
+    }
+
+    /// Pauses the assigned partitions while the spout is paused or the feed
+    /// stays full (pausing again while the table changes), resumes them
+    /// after.
+    fn pause_or_resume(&mut self) {
+        let want_pause =
+            self.context.shared.paused.load(Ordering::Relaxed) || self.full_since.is_some();
+        let epoch = self.context.epoch.load(Ordering::Acquire);
+        if want_pause != self.paused || (self.paused && epoch != self.routes.epoch) {
+            if let Ok(assignment) = self.consumer.assignment() {
+                let _ = if want_pause {
+                    self.consumer.pause(&assignment)
+                } else {
+                    self.consumer.resume(&assignment)
+                };
+            }
+            self.paused = want_pause;
+        }
+    }
+
+    /// Polls up to 1024 messages into the feed: the per-record hot loop.
+    /// False: the feed is closed.
+    fn poll(&mut self) -> bool {
+        let Self { consumer, context, routes, label, errors, want_headers, paused, .. } = self;
+        let mut polled = 0;
+        let mut wait = Duration::from_millis(if *paused { 100 } else { 50 });
+        while polled < 1024 {
+            let Some(result) = consumer.poll(wait) else { break };
+            wait = Duration::ZERO;
+            polled += 1;
+            let message = match result {
+                Ok(m) => m,
+                Err(e) => {
+                    poll_error(&e, errors, &context.health, label);
+                    continue;
+                }
+            };
+            if !context.health.is_up() {
+                context.note_restored();
+                context.health.restored("records flow again");
+            }
+            routes.refresh(context);
+            let Some((idx, gen)) = routes.find(message.topic(), message.partition()) else {
+                continue;
+            };
+            let record = record_of(&message, idx, gen, *want_headers);
+            context.shared.bytes.fetch_add(record.bytes, Ordering::Relaxed);
+            if !context.feeder.push(Item::Record(record)) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// While the connection is down, asks for the metadata once a second:
+    /// it answers as soon as a broker does.
+    fn check_cluster(&mut self) {
+        let health = &self.context.health;
+        if health.is_up() || self.last_check.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        self.last_check = Instant::now();
+        let Ok(metadata) = self.consumer.fetch_metadata(None, Duration::from_secs(1)) else {
+            return;
+        };
+        let missing = client::partitions(&metadata, &self.topics)
+            .into_iter()
+            .filter(|(_, n)| n.is_none())
+            .count();
+        if missing == 0 {
+            self.context.note_restored();
+            health.restored("the cluster answers again");
+        } else {
+            health.failing(&format!("{missing} topic(s) the spout reads do not exist any more"));
+        }
+    }
+
+    /// Close: the dead letters in flight get close_timeout; then the consumer
+    /// leaves the group as it is dropped (revocations no longer ask the spout).
+    fn close(mut self) {
+        if let Some(d) = &mut self.dead_letters {
+            let _ = d.producer.flush(self.config.close_timeout);
+            d.turn(&self.reports, self.context.waker.as_ref(), &self.label);
+        }
+    }
+}
+
+/// A consumer error: a topic or partition that does not exist fails the
+/// connection's health; others are counted, and logged at powers of two.
+fn poll_error(e: &KafkaError, errors: &mut u64, health: &Health, label: &str) {
+    match e.rdkafka_error_code() {
+        Some(
+            RDKafkaErrorCode::UnknownTopicOrPartition
+            | RDKafkaErrorCode::UnknownTopic
+            | RDKafkaErrorCode::UnknownPartition,
+        ) => health.failing(&format!("{e}")),
+        _ => {
+            *errors += 1;
+            if errors.is_power_of_two() {
+                squall_plugin_api::warn!("{label}: consumer error: {e} (error #{errors})");
+            }
+        }
+    }
+}
+
+/// A polled message as the record of table entry `idx`, generation `gen`
+/// (with its headers when `want_headers`), and its size for flow control.
+#[inline]
+fn record_of(message: &BorrowedMessage<'_>, idx: u32, gen: u32, want_headers: bool) -> Record {
+    let key = message.key().map(<[u8]>::to_vec);
+    let value = message.payload().map(<[u8]>::to_vec);
+    let headers = if want_headers {
+        message.headers().map(|h| {
+            h.iter().map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec))).collect::<Vec<_>>()
+        })
+    } else {
+        None
+    };
+    let bytes = 96
+        + key.as_ref().map_or(0, Vec::len)
+        + value.as_ref().map_or(0, Vec::len)
+        + headers.as_ref().map_or(0, |h| {
+            h.iter().map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + 32).sum()
+        });
+    Record {
+        idx,
+        gen,
+        offset: message.offset(),
+        key,
+        value,
+        headers,
+        timestamp: message.timestamp().to_millis(),
+        bytes,
     }
 }
 
@@ -1093,6 +1452,30 @@ fn assign_share(
     task_index: usize,
     tasks: usize,
 ) -> std::result::Result<(), String> {
+    let all = partitions_of(metadata, assign)?;
+    let mut tpl = TopicPartitionList::new();
+    for (i, (topic, p)) in all.iter().enumerate() {
+        if i % tasks.max(1) == task_index {
+            let _ = tpl.add_partition_offset(topic, *p, Offset::Stored);
+        }
+    }
+    if tpl.count() == 0 {
+        squall_plugin_api::warn!(
+            "assign names {} partition(s) and there are {tasks} tasks: task index {task_index} reads none",
+            all.len()
+        );
+        return Ok(());
+    }
+    consumer.context().assigned(&mut tpl);
+    consumer.assign(&tpl).map_err(|e| format!("cannot assign partitions: {e}"))
+}
+
+/// Every (topic, partition) `assign` names, sorted, each once; a topic or
+/// partition that does not exist is an error.
+fn partitions_of(
+    metadata: &rdkafka::metadata::Metadata,
+    assign: &[Assignment],
+) -> std::result::Result<Vec<(String, i32)>, String> {
     let mut all = Vec::new();
     for a in assign {
         let Some(topic) = metadata.topics().iter().find(|t| t.name() == a.topic) else {
@@ -1118,198 +1501,7 @@ fn assign_share(
     }
     all.sort();
     all.dedup();
-    let mut tpl = TopicPartitionList::new();
-    for (i, (topic, p)) in all.iter().enumerate() {
-        if i % tasks.max(1) == task_index {
-            let _ = tpl.add_partition_offset(topic, *p, Offset::Stored);
-        }
-    }
-    if tpl.count() == 0 {
-        squall_plugin_api::warn!(
-            "assign names {} partition(s) and there are {tasks} tasks: task index {task_index} reads none",
-            all.len()
-        );
-        return Ok(());
-    }
-    consumer.context().assigned(&mut tpl);
-    consumer.assign(&tpl).map_err(|e| format!("cannot assign partitions: {e}"))
-}
-
-/// The I/O loop: commands, flow control, polling (module doc).
-#[allow(clippy::too_many_arguments)]
-fn serve(
-    consumer: &BaseConsumer<SpoutContext>,
-    config: &SpoutConfig,
-    topics: &[String],
-    commands: &Receiver<Command>,
-    reports: &Sender<Report>,
-    dead_letters: &mut Option<DeadLetters>,
-    label: &str,
-    health: &Health,
-    shared: &Shared,
-) {
-    let context = consumer.context().clone();
-    let want_headers = config.dead_letter_topic.is_some()
-        || parse_fields(&config.fields).is_ok_and(|f| f.contains(&Field::Headers));
-    // (topic, partition) -> (idx, gen), refreshed when the table changes.
-    let mut cache: FxHashMap<i32, Vec<(Arc<str>, u32, u32)>> = FxHashMap::default();
-    let mut cache_epoch = u64::MAX;
-    let mut paused = false;
-    let mut last_check = Instant::now();
-    let mut errors = 0u64;
-    // Since when the feed has been full (flow control, module doc).
-    let mut full_since: Option<Instant> = None;
-    loop {
-        while let Ok(command) = commands.try_recv() {
-            if run_command(command, consumer, &context, dead_letters, label, shared) {
-                return;
-            }
-        }
-        // Flow control. A full feed first holds the polls: librdkafka goes on
-        // prefetching into its own queue, bounded in bytes. Only a feed full
-        // for FULL_BEFORE_PAUSE pauses the partitions (which drops what
-        // librdkafka prefetched) so that polls serve rebalances again.
-        if context.feed_full() {
-            let since = *full_since.get_or_insert_with(Instant::now);
-            if since.elapsed() < FULL_BEFORE_PAUSE && !shared.paused.load(Ordering::Relaxed) {
-                context.feeder.want_room();
-                if context.feed_full() {
-                    if let Ok(command) = commands.recv_timeout(FULL_STEP) {
-                        if run_command(command, consumer, &context, dead_letters, label, shared) {
-                            return;
-                        }
-                    }
-                }
-                if context.feeder.is_closed() {
-                    return;
-                }
-                continue;
-            }
-        } else {
-            full_since = None;
-        }
-        let want_pause = shared.paused.load(Ordering::Relaxed) || full_since.is_some();
-        let epoch = context.epoch.load(Ordering::Acquire);
-        if want_pause != paused || (paused && epoch != cache_epoch) {
-            if let Ok(assignment) = consumer.assignment() {
-                let _ = if want_pause {
-                    consumer.pause(&assignment)
-                } else {
-                    consumer.resume(&assignment)
-                };
-            }
-            paused = want_pause;
-        }
-        let mut polled = 0;
-        let mut wait = Duration::from_millis(if paused { 100 } else { 50 });
-        while polled < 1024 {
-            let Some(result) = consumer.poll(wait) else { break };
-            wait = Duration::ZERO;
-            polled += 1;
-            let message = match result {
-                Ok(m) => m,
-                Err(e) => {
-                    match e.rdkafka_error_code() {
-                        Some(
-                            RDKafkaErrorCode::UnknownTopicOrPartition
-                            | RDKafkaErrorCode::UnknownTopic
-                            | RDKafkaErrorCode::UnknownPartition,
-                        ) => health.failing(&format!("{e}")),
-                        _ => {
-                            errors += 1;
-                            if errors.is_power_of_two() {
-                                squall_plugin_api::warn!(
-                                    "{label}: consumer error: {e} (error #{errors})"
-                                );
-                            }
-                        }
-                    }
-                    continue;
-                }
-            };
-            if !health.is_up() {
-                context.note_restored();
-                health.restored("records flow again");
-            }
-            let epoch = context.epoch.load(Ordering::Acquire);
-            if epoch != cache_epoch {
-                cache.clear();
-                let table = context.table.lock().unwrap_or_else(|e| e.into_inner());
-                for (i, e) in table.entries.iter().enumerate() {
-                    if e.assigned {
-                        cache.entry(e.partition).or_default().push((
-                            e.topic.clone(),
-                            i as u32,
-                            e.gen,
-                        ));
-                    }
-                }
-                cache_epoch = epoch;
-            }
-            let Some(&(_, idx, gen)) = cache
-                .get(&message.partition())
-                .and_then(|v| v.iter().find(|(t, ..)| **t == *message.topic()))
-            else {
-                continue;
-            };
-            let key = message.key().map(<[u8]>::to_vec);
-            let value = message.payload().map(<[u8]>::to_vec);
-            let headers = if want_headers {
-                message.headers().map(|h| {
-                    h.iter()
-                        .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
-                        .collect::<Vec<_>>()
-                })
-            } else {
-                None
-            };
-            let bytes = 96
-                + key.as_ref().map_or(0, Vec::len)
-                + value.as_ref().map_or(0, Vec::len)
-                + headers.as_ref().map_or(0, |h| {
-                    h.iter().map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + 32).sum()
-                });
-            let record = Record {
-                idx,
-                gen,
-                offset: message.offset(),
-                key,
-                value,
-                headers,
-                timestamp: message.timestamp().to_millis(),
-                bytes,
-            };
-            shared.bytes.fetch_add(bytes, Ordering::Relaxed);
-            if !context.feeder.push(Item::Record(record)) {
-                return;
-            }
-        }
-        if let Some(d) = dead_letters {
-            d.turn(reports, context.waker.as_ref(), label);
-        }
-        // While the connection is down, ask for the metadata once a second:
-        // it answers as soon as a broker does.
-        if !health.is_up() && last_check.elapsed() >= Duration::from_secs(1) {
-            last_check = Instant::now();
-            if let Ok(metadata) = consumer.fetch_metadata(None, Duration::from_secs(1)) {
-                let missing = client::partitions(&metadata, topics)
-                    .into_iter()
-                    .filter(|(_, n)| n.is_none())
-                    .count();
-                if missing == 0 {
-                    context.note_restored();
-                    health.restored("the cluster answers again");
-                } else {
-                    health.failing(&format!(
-                        "{missing} topic(s) the spout reads do not exist any more"
-                    ));
-                }
-            }
-        }
-        if context.feeder.is_closed() {
-            return;
-        }
-    }
+    Ok(all)
 }
 
 /// Runs one command of the spout on the I/O thread. True: the spout closed.
@@ -1342,24 +1534,34 @@ fn run_command(
         Command::Close(offsets) => {
             shared.closing.store(true, Ordering::Release);
             if !offsets.is_empty() {
-                match consumer.commit(&to_tpl(&offsets), CommitMode::Sync) {
-                    Ok(()) => {
-                        context.metrics.commits.inc();
-                        squall_plugin_api::info!(
-                            "{label}: committed the completed offsets of {} partition(s) at close",
-                            offsets.len()
-                        );
-                    }
-                    Err(e) => squall_plugin_api::warn!(
-                        "{label}: the commit at close failed: {e} (the records after the \
-                         last committed offsets are read again)"
-                    ),
-                }
+                commit_at_close(consumer, context, &offsets, label);
             }
             return true;
         }
     }
     false
+}
+
+/// Commits the completed offsets the spout sent with `Close`, synchronously.
+fn commit_at_close(
+    consumer: &BaseConsumer<SpoutContext>,
+    context: &SpoutContext,
+    offsets: &[(Arc<str>, i32, i64)],
+    label: &str,
+) {
+    match consumer.commit(&to_tpl(offsets), CommitMode::Sync) {
+        Ok(()) => {
+            context.metrics.commits.inc();
+            squall_plugin_api::info!(
+                "{label}: committed the completed offsets of {} partition(s) at close",
+                offsets.len()
+            );
+        }
+        Err(e) => squall_plugin_api::warn!(
+            "{label}: the commit at close failed: {e} (the records after the \
+             last committed offsets are read again)"
+        ),
+    }
 }
 
 /// One partition as the spout knows it.
@@ -1425,6 +1627,35 @@ fn checkpoint_offset(p: &Part) -> Option<i64> {
     }
 }
 
+/// Gives up a revoked live partition: without state, its completed offset
+/// goes to `offsets` (committed before it goes); with state, its position
+/// goes to the book. Returns the bytes of its parked records, dropped.
+fn revoke_part(
+    part: &mut Part,
+    idx: u32,
+    durable: &mut Option<DurableTask>,
+    held: &Pending<Record>,
+    instance: u64,
+    offsets: &mut Vec<(Arc<str>, i32, i64)>,
+) -> usize {
+    part.live = false;
+    let unparked = part.unpark_all();
+    match durable {
+        // Without state: commit what is complete, the next owner
+        // reads on from there.
+        None => {
+            if let Some(o) = part.tracker.committable() {
+                offsets.push((part.topic.clone(), part.partition, o));
+            }
+        }
+        Some(d) => d.release(part, idx, held, instance),
+    }
+    part.tracker = Tracker::new();
+    part.resume = None;
+    part.waiting = false;
+    unparked
+}
+
 /// Each live partition's completed offset at a barrier: (partition
 /// index, generation, offset to commit).
 type Snapshot = Vec<(u32, u32, i64)>;
@@ -1444,6 +1675,28 @@ struct DurableTask {
     barriers: VecDeque<(u64, Snapshot)>,
     /// The offsets sent at the last `committed`, by partition index.
     committed: FxHashMap<u32, (u32, i64)>,
+}
+
+impl DurableTask {
+    /// A revoked partition's position goes to the book for the next owner;
+    /// the broker's offset moves only at `committed`.
+    fn release(&mut self, part: &Part, idx: u32, held: &Pending<Record>, instance: u64) {
+        if let Some(resume) = &part.resume {
+            let gen = part.gen;
+            let replays = held
+                .replays()
+                .into_iter()
+                .filter(|(_, r)| r.idx == idx && r.gen == gen)
+                .map(|(_, r)| r.offset);
+            let pos = resume.position(&part.topic, part.partition, part.tracker.last(), replays);
+            if let Some(pos) = &pos {
+                self.frozen.insert((pos.topic.clone(), pos.partition), pos.clone());
+            }
+            let mut book = self.book.lock().unwrap_or_else(|e| e.into_inner());
+            book.release(&part.topic, part.partition, instance, pos, self.last_barrier);
+        }
+        self.committed.remove(&idx);
+    }
 }
 
 /// Distinguishes spout instances in the book.
@@ -1625,8 +1878,8 @@ impl Spout for KafkaSpout {
 
     fn open(&mut self, context: &TaskContext) -> Result<()> {
         self.label = format!("{} task {}", context.component, context.task_id);
-        let metrics = SpoutMetrics::register();
-        self.metrics = Some(metrics.clone());
+        self.metrics = Some(SpoutMetrics::register());
+        let consumer_metrics = ConsumerMetrics::register();
         self.health = Health::new(format!("kafka {}", self.label));
         self.health.register("kafka", context.waker());
         let (feeder, items) = feed(self.config.max_pending, context.waker());
@@ -1637,22 +1890,20 @@ impl Spout for KafkaSpout {
             let _ = room.send(Command::Room);
         });
         let (report_tx, report_rx) = crossbeam_channel::unbounded();
-        let start = IoStart {
-            config: self.config.clone(),
-            assign: self.assign.clone(),
-            task_index: context.task_index as usize,
-            tasks: context.parallelism as usize,
-            label: self.label.clone(),
-            feeder,
-            control: control_tx,
-            commands: command_rx,
-            reports: report_tx,
-            waker: context.waker(),
-            shared: self.shared.clone(),
-            health: self.health.clone(),
-            metrics,
-            book: self.durable.as_ref().map(|d| d.book.clone()),
-        };
+        let start = self.io_start(
+            context,
+            command_rx,
+            report_tx,
+            ContextStart {
+                feeder,
+                control: control_tx,
+                waker: context.waker(),
+                shared: self.shared.clone(),
+                health: self.health.clone(),
+                metrics: consumer_metrics,
+                book: self.durable.as_ref().map(|d| d.book.clone()),
+            },
+        );
         let mut thread = IoThread::spawn(
             format!("kafka-{}-{}", context.component, context.task_id),
             move |ready| io_main(start, ready),
@@ -1692,78 +1943,8 @@ impl Spout for KafkaSpout {
             self.commit();
         }
         let mut taken_bytes = self.unpark(collector);
-        let Self { held, parts, values, headers_text, fields, config, metrics, .. } = self;
-        // Replays first: a failed record waits its backoff, then goes again.
-        if held.has_replays() {
-            let mut stale = Vec::new();
-            while let Some((id, record)) = held.next_replay(now) {
-                if !is_live(parts, record) {
-                    stale.push(id);
-                    continue;
-                }
-                emit(config, fields, parts, values, headers_text, record, collector, id);
-                if let Some(m) = metrics {
-                    m.replayed.inc();
-                }
-            }
-            for id in stale {
-                held.remove(id);
-            }
-        }
-        let mut result = Ok(());
-        for _ in 0..PER_CALL {
-            if !held.has_room() {
-                break;
-            }
-            let Some(io) = &self.io else { break };
-            let item = match io.items.take() {
-                Ok(i) => i,
-                Err(Empty::Now) => break,
-                Err(Empty::Closed) => {
-                    if !std::mem::replace(&mut self.io_gone_reported, true) {
-                        result =
-                            Err(format!("{}: the Kafka I/O thread has stopped", self.label).into());
-                    }
-                    break;
-                }
-            };
-            match item {
-                Item::Assigned { idx, gen, topic, partition } => {
-                    let part = part_mut(parts, idx);
-                    if gen > part.revoked {
-                        taken_bytes += part.unpark_all();
-                        *part = Part::new(topic, partition, gen, true, part.revoked);
-                        if let Some(d) = &self.durable {
-                            part.waiting = true;
-                            hand_over(d, self.instance, part);
-                        }
-                    }
-                }
-                Item::Record(record) => {
-                    if !is_live(parts, &record) {
-                        taken_bytes += record.bytes;
-                        continue;
-                    }
-                    let part = &mut parts[record.idx as usize];
-                    if part.waiting || !part.parked.is_empty() {
-                        part.parked.push_back(record);
-                        continue;
-                    }
-                    taken_bytes += record.bytes;
-                    first_read(
-                        config,
-                        fields,
-                        parts,
-                        values,
-                        headers_text,
-                        held,
-                        metrics,
-                        record,
-                        collector,
-                    );
-                }
-            }
-        }
+        self.replay(now, collector);
+        let result = self.take_feed(collector, &mut taken_bytes);
         if taken_bytes > 0 {
             self.shared.bytes.fetch_sub(taken_bytes, Ordering::Relaxed);
         }
@@ -2017,6 +2198,122 @@ fn emit(
 }
 
 impl KafkaSpout {
+    /// What the I/O thread of this task starts from.
+    fn io_start(
+        &self,
+        context: &TaskContext,
+        commands: Receiver<Command>,
+        reports: Sender<Report>,
+        consumer: ContextStart,
+    ) -> IoStart {
+        IoStart {
+            config: self.config.clone(),
+            assign: self.assign.clone(),
+            task_index: context.task_index as usize,
+            tasks: context.parallelism as usize,
+            label: self.label.clone(),
+            commands,
+            reports,
+            context: consumer,
+        }
+    }
+
+    /// Replays first: a failed record waits its backoff, then goes again
+    /// (unless its partition was revoked since).
+    fn replay(&mut self, now: Instant, collector: &mut SpoutCollector<'_>) {
+        let Self { held, parts, values, headers_text, fields, config, metrics, .. } = self;
+        if held.has_replays() {
+            let mut stale = Vec::new();
+            while let Some((id, record)) = held.next_replay(now) {
+                if !is_live(parts, record) {
+                    stale.push(id);
+                    continue;
+                }
+                emit(config, fields, parts, values, headers_text, record, collector, id);
+                if let Some(m) = metrics {
+                    m.replayed.inc();
+                }
+            }
+            for id in stale {
+                held.remove(id);
+            }
+        }
+    }
+
+    /// Takes up to PER_CALL items from the feed while `held` has room: the
+    /// per-record hot loop. Adds the bytes taken out of the feed's count to
+    /// `taken_bytes`; an error when the I/O thread has stopped (once).
+    fn take_feed(
+        &mut self,
+        collector: &mut SpoutCollector<'_>,
+        taken_bytes: &mut usize,
+    ) -> Result<()> {
+        for _ in 0..PER_CALL {
+            if !self.held.has_room() {
+                break;
+            }
+            let Some(io) = &self.io else { break };
+            let item = match io.items.take() {
+                Ok(i) => i,
+                Err(Empty::Now) => break,
+                Err(Empty::Closed) => {
+                    if !std::mem::replace(&mut self.io_gone_reported, true) {
+                        return Err(
+                            format!("{}: the Kafka I/O thread has stopped", self.label).into()
+                        );
+                    }
+                    break;
+                }
+            };
+            *taken_bytes += match item {
+                Item::Assigned { idx, gen, topic, partition } => {
+                    self.take_assigned(idx, gen, topic, partition)
+                }
+                Item::Record(record) => self.take_record(record, collector),
+            };
+        }
+        Ok(())
+    }
+
+    /// A partition is this task's from now, as generation `gen` (unless a
+    /// later revocation overtook it); with `[state]` it waits for its
+    /// hand-over. Returns the bytes of its previous generation's parked
+    /// records.
+    #[inline]
+    fn take_assigned(&mut self, idx: u32, gen: u32, topic: Arc<str>, partition: i32) -> usize {
+        let part = part_mut(&mut self.parts, idx);
+        if gen <= part.revoked {
+            return 0;
+        }
+        let taken = part.unpark_all();
+        *part = Part::new(topic, partition, gen, true, part.revoked);
+        if let Some(d) = &self.durable {
+            part.waiting = true;
+            hand_over(d, self.instance, part);
+        }
+        taken
+    }
+
+    /// A record from the feed: dropped when its partition is not live,
+    /// parked while its partition waits (or has parked records before it),
+    /// read otherwise. Returns the bytes taken out of the feed's count
+    /// (parked records count when they are read).
+    #[inline]
+    fn take_record(&mut self, record: Record, collector: &mut SpoutCollector<'_>) -> usize {
+        let Self { held, parts, values, headers_text, fields, config, metrics, .. } = self;
+        if !is_live(parts, &record) {
+            return record.bytes;
+        }
+        let part = &mut parts[record.idx as usize];
+        if part.waiting || !part.parked.is_empty() {
+            part.parked.push_back(record);
+            return 0;
+        }
+        let bytes = record.bytes;
+        first_read(config, fields, parts, values, headers_text, held, metrics, record, collector);
+        bytes
+    }
+
     fn command(&self, command: Command) {
         if let Some(io) = &self.io {
             // Fails only when the I/O thread has ended: what was not
@@ -2027,12 +2324,14 @@ impl KafkaSpout {
 
     /// Answers revocations and takes the I/O thread's reports.
     fn serve_io(&mut self) {
-        let Some(io) = &self.io else { return };
-        self.shared.control.store(false, Ordering::Relaxed);
+        let Self { io: Some(io), parts, durable, held, instance, shared, .. } = self else {
+            return;
+        };
+        shared.control.store(false, Ordering::Relaxed);
         while let Ok(report) = io.reports.try_recv() {
             match report {
                 Report::DeadLettered { idx, gen, offset } => {
-                    if let Some(p) = self.parts.get_mut(idx as usize) {
+                    if let Some(p) = parts.get_mut(idx as usize) {
                         if p.live && p.gen == gen {
                             p.tracker.done(offset);
                             if let Some(r) = &mut p.resume {
@@ -2047,60 +2346,17 @@ impl KafkaSpout {
         while let Ok(revoke) = io.control.try_recv() {
             let mut offsets = Vec::new();
             for (idx, gen) in revoke.parts {
-                let part = part_mut(&mut self.parts, idx);
+                let part = part_mut(parts, idx);
                 part.revoked = part.revoked.max(gen);
                 if !(part.live && part.gen == gen) {
                     continue;
                 }
-                part.live = false;
-                unparked += part.unpark_all();
-                match &mut self.durable {
-                    // Without state: commit what is complete, the next owner
-                    // reads on from there.
-                    None => {
-                        if let Some(o) = part.tracker.committable() {
-                            offsets.push((part.topic.clone(), part.partition, o));
-                        }
-                    }
-                    // With state: the position goes to the book for the next
-                    // owner; the broker's offset moves only at `committed`.
-                    Some(d) => {
-                        if let Some(resume) = &part.resume {
-                            let replays = self
-                                .held
-                                .replays()
-                                .into_iter()
-                                .filter(|(_, r)| r.idx == idx && r.gen == gen)
-                                .map(|(_, r)| r.offset);
-                            let pos = resume.position(
-                                &part.topic,
-                                part.partition,
-                                part.tracker.last(),
-                                replays,
-                            );
-                            if let Some(pos) = &pos {
-                                d.frozen.insert((pos.topic.clone(), pos.partition), pos.clone());
-                            }
-                            let mut book = d.book.lock().unwrap_or_else(|e| e.into_inner());
-                            book.release(
-                                &part.topic,
-                                part.partition,
-                                self.instance,
-                                pos,
-                                d.last_barrier,
-                            );
-                        }
-                        d.committed.remove(&idx);
-                    }
-                }
-                part.tracker = Tracker::new();
-                part.resume = None;
-                part.waiting = false;
+                unparked += revoke_part(part, idx, durable, held, *instance, &mut offsets);
             }
             let _ = revoke.reply.send(offsets);
         }
         if unparked > 0 {
-            self.shared.bytes.fetch_sub(unparked, Ordering::Relaxed);
+            shared.bytes.fetch_sub(unparked, Ordering::Relaxed);
         }
     }
 

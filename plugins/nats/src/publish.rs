@@ -104,6 +104,38 @@ struct PublishMetrics {
     failed: Counter,
 }
 
+impl PublishMetrics {
+    /// Registers the bolt's metrics.
+    fn register() -> Self {
+        Self {
+            published: metrics::counter(
+                "nats_published",
+                "Inputs published and acked by JetStream.",
+            ),
+            failed: metrics::counter(
+                "nats_publish_failed",
+                "Publishes that failed or timed out (inputs failed).",
+            ),
+        }
+    }
+}
+
+/// Connects, and creates the stream `stream` describes if it is absent.
+async fn connect(
+    connection: &crate::connect::Connection,
+    name: &str,
+    stream: Option<jetstream::stream::Config>,
+) -> std::result::Result<async_nats::Client, String> {
+    let client = connection.connect(name, None).await?;
+    if let Some(stream) = stream {
+        let name = stream.name.clone();
+        if let Err(e) = jetstream::new(client.clone()).get_or_create_stream(stream).await {
+            return Err(format!("cannot create stream {name:?}: {e}"));
+        }
+    }
+    Ok(client)
+}
+
 /// Publishes each input to a subject built from a template over its fields,
 /// and acks it after the server's PubAck (see the module doc and
 /// docs/connectors.md).
@@ -157,27 +189,13 @@ impl Bolt for JetStreamPublish {
 
     fn prepare(&mut self, context: &TaskContext) -> Result<()> {
         self.label = format!("{} task {}", context.component, context.task_id);
-        self.metrics = Some(PublishMetrics {
-            published: metrics::counter(
-                "nats_published",
-                "Inputs published and acked by JetStream.",
-            ),
-            failed: metrics::counter(
-                "nats_publish_failed",
-                "Publishes that failed or timed out (inputs failed).",
-            ),
-        });
+        self.metrics = Some(PublishMetrics::register());
         let (publish_tx, publish_rx) = mpsc::unbounded_channel();
         let (outcome_tx, outcome_rx) = crossbeam_channel::unbounded();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let connection = self.config.connection();
         let ack_timeout = self.config.ack_timeout;
-        let stream = self.config.create_stream.clone().map(|name| jetstream::stream::Config {
-            name,
-            subjects: self.config.stream_subjects.clone(),
-            max_messages: self.config.stream_max_messages.unwrap_or(-1),
-            ..Default::default()
-        });
+        let stream = self.stream_config();
         let name = format!("squall {} {}", context.topology, self.label);
         let thread = std::thread::Builder::new()
             .name(format!("nats-{}-{}", context.component, context.task_id))
@@ -190,23 +208,13 @@ impl Bolt for JetStreamPublish {
                     }
                 };
                 rt.block_on(async move {
-                    let client = match connection.connect(&name, None).await {
+                    let client = match connect(&connection, &name, stream).await {
                         Ok(c) => c,
                         Err(e) => {
                             let _ = ready_tx.send(Err(e));
                             return;
                         }
                     };
-                    if let Some(stream) = stream {
-                        let name = stream.name.clone();
-                        if let Err(e) =
-                            jetstream::new(client.clone()).get_or_create_stream(stream).await
-                        {
-                            let _ =
-                                ready_tx.send(Err(format!("cannot create stream {name:?}: {e}")));
-                            return;
-                        }
-                    }
                     let _ = ready_tx.send(Ok(()));
                     publish_loop(client, publish_rx, outcome_tx, ack_timeout).await;
                 });
@@ -267,6 +275,16 @@ impl Bolt for JetStreamPublish {
 }
 
 impl JetStreamPublish {
+    /// The stream to create if absent (`create_stream`).
+    fn stream_config(&self) -> Option<jetstream::stream::Config> {
+        self.config.create_stream.clone().map(|name| jetstream::stream::Config {
+            name,
+            subjects: self.config.stream_subjects.clone(),
+            max_messages: self.config.stream_max_messages.unwrap_or(-1),
+            ..Default::default()
+        })
+    }
+
     /// Acks or fails every input whose outcome is in. With `wait`, first
     /// waits up to that long for one. Returns false if the wait timed out or
     /// the I/O thread is gone.

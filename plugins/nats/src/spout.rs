@@ -555,25 +555,7 @@ impl Spout for JetStreamSpout {
             let _ = io.commands.send(Command::Nak(message, None));
             unresolved += 1;
         }
-        // Durable state: what waits for a commit is left to the server (a
-        // successor or a restart covers it, by the position).
-        let stale = self.durable.as_ref().map_or(0, Positions::stale_redeliveries);
-        if stale > 0 {
-            squall_plugin_api::info!(
-                "{}: {stale} redelivered message(s) whose acks were already confirmed were \
-                 recognised and not emitted again",
-                self.label
-            );
-        }
-        let waiting = self.held.deferred();
-        if waiting > 0 {
-            squall_plugin_api::info!(
-                "{}: {waiting} message(s) acked downstream wait for a checkpoint commit; left \
-                 unacked on the server, and covered by the position a restart or a successor \
-                 takes",
-                self.label
-            );
-        }
+        self.log_left_to_server();
         if let Some(m) = &self.metrics {
             m.naked.add(unresolved);
             m.held.set(0);
@@ -597,6 +579,29 @@ fn retry_policy(keys: &SpoutKeys) -> RetryPolicy {
 }
 
 impl JetStreamSpout {
+    /// At close, with durable state: what waits for a commit is left to the
+    /// server (a successor or a restart covers it, by the position); says
+    /// how much, and how many stale redeliveries were recognised.
+    fn log_left_to_server(&self) {
+        let stale = self.durable.as_ref().map_or(0, Positions::stale_redeliveries);
+        if stale > 0 {
+            squall_plugin_api::info!(
+                "{}: {stale} redelivered message(s) whose acks were already confirmed were \
+                 recognised and not emitted again",
+                self.label
+            );
+        }
+        let waiting = self.held.deferred();
+        if waiting > 0 {
+            squall_plugin_api::info!(
+                "{}: {waiting} message(s) acked downstream wait for a checkpoint commit; left \
+                 unacked on the server, and covered by the position a restart or a successor \
+                 takes",
+                self.label
+            );
+        }
+    }
+
     /// Emits up to `max` tuples from the I/O thread's channel (fewer when
     /// it holds fewer). Messages that emit nothing (covered by the restored
     /// state, or in flight already) do not count: a call that took one of
@@ -634,22 +639,8 @@ impl JetStreamSpout {
     fn take(&mut self, message: jetstream::Message, collector: &mut SpoutCollector<'_>) {
         let info = message.info().map(|i| (i.delivered, i.stream_sequence));
         let deliveries = info.as_ref().map_or(1, |i| i.0);
-        if let (Some(d), Ok((_, seq))) = (&mut self.durable, &info) {
-            match d.deliver(*seq) {
-                Delivery::Emit => {}
-                Delivery::Covered => {
-                    // Its effects are in the restored stores: ack it at the
-                    // next commit, never emit it again.
-                    self.held.defer(message);
-                    return;
-                }
-                Delivery::InFlight => return,
-                Delivery::Released => {
-                    self.command(Command::AckConfirmed(vec![message]));
-                    return;
-                }
-            }
-        }
+        let seq = info.as_ref().ok().map(|&(_, seq)| seq);
+        let Some(message) = self.durable_delivery(message, seq) else { return };
         if let Some(m) = &self.metrics {
             m.received.inc();
             if deliveries > 1 {
@@ -658,18 +649,7 @@ impl JetStreamSpout {
         }
         let deliveries = u32::try_from(deliveries.max(1)).unwrap_or(u32::MAX);
         if let Err(reason) = self.held.admit(deliveries) {
-            if let (Some(d), Ok((_, seq))) = (&mut self.durable, &info) {
-                d.forget(*seq);
-            }
-            if let Some(m) = &self.metrics {
-                m.dead_lettered.inc();
-            }
-            let reason = reason.to_string();
-            self.command(Command::DeadLetter {
-                message,
-                reason,
-                deliveries: i64::from(deliveries),
-            });
+            self.give_up(message, seq, reason.to_string(), deliveries);
             return;
         }
         if self.config.unsafe_ack_on_emit {
@@ -694,6 +674,51 @@ impl JetStreamSpout {
         if let Some(m) = &self.metrics {
             m.held.set(self.held.len() as i64);
         }
+    }
+
+    /// With durable state, what a delivery of stream sequence `seq` is: the
+    /// message back when it is to be emitted; None when it is taken care of
+    /// (covered by the restored stores: acked at the next commit; in flight
+    /// already; released: acked at once).
+    #[inline]
+    fn durable_delivery(
+        &mut self,
+        message: jetstream::Message,
+        seq: Option<u64>,
+    ) -> Option<jetstream::Message> {
+        let (Some(d), Some(seq)) = (&mut self.durable, seq) else { return Some(message) };
+        match d.deliver(seq) {
+            Delivery::Emit => Some(message),
+            Delivery::Covered => {
+                // Its effects are in the restored stores: ack it at the
+                // next commit, never emit it again.
+                self.held.defer(message);
+                None
+            }
+            Delivery::InFlight => None,
+            Delivery::Released => {
+                self.command(Command::AckConfirmed(vec![message]));
+                None
+            }
+        }
+    }
+
+    /// Gives up a message delivered more than `max_deliver` times: it goes
+    /// to the dead-letter subject (or is terminated).
+    fn give_up(
+        &mut self,
+        message: jetstream::Message,
+        seq: Option<u64>,
+        reason: String,
+        deliveries: u32,
+    ) {
+        if let (Some(d), Some(seq)) = (&mut self.durable, seq) {
+            d.forget(seq);
+        }
+        if let Some(m) = &self.metrics {
+            m.dead_lettered.inc();
+        }
+        self.command(Command::DeadLetter { message, reason, deliveries: i64::from(deliveries) });
     }
 
     /// Durable state from `position`: broker acks wait for commits from now.
@@ -853,63 +878,122 @@ async fn io_main(
         let _ = reports.send(Report::AckFloor(info.ack_floor.stream_sequence));
     }
     ready.ready(Ok(()));
-    let js = jetstream::new(client.clone());
-    // 0: pull; STOP: finish the pull in progress, ask for no more; CANCEL:
-    // abandon the pull in progress too.
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(0u8);
-    // How long close lets the pull in progress finish before cancelling it.
-    let finish = config.fetch_wait.min(config.close_timeout);
-    let puller = tokio::spawn(pull(consumer, config.clone(), label.clone(), messages, stop_rx));
-    let mut puller = Some(puller);
-    let dead_letter_subject: Option<Arc<str>> =
-        config.dead_letter_subject.as_deref().map(Arc::from);
-    let mut warned = 0u64;
+    let mut commander = Commander::start(&client, consumer, &config, label, messages, reports);
     while let Some(command) = commands.recv().await {
+        if !commander.run(command).await {
+            break;
+        }
+    }
+    commander.close(&client).await;
+}
+
+/// The I/O thread's commander: runs the spout's commands (acks, naks, dead
+/// letters, the stop at close) while the puller fills the feed.
+struct Commander {
+    js: jetstream::Context,
+    reports: crossbeam_channel::Sender<Report>,
+    label: String,
+    dead_letter_subject: Option<Arc<str>>,
+    /// 0: pull; STOP: finish the pull in progress, ask for no more; CANCEL:
+    /// abandon the pull in progress too.
+    stop_tx: tokio::sync::watch::Sender<u8>,
+    puller: Option<tokio::task::JoinHandle<()>>,
+    /// How long close lets the pull in progress finish before cancelling it.
+    finish: Duration,
+    /// Acks and naks not sent (logged at powers of two).
+    warned: u64,
+}
+
+impl Commander {
+    /// Spawns the puller on `consumer`.
+    fn start(
+        client: &async_nats::Client,
+        consumer: jetstream::consumer::Consumer<pull::Config>,
+        config: &SpoutConfig,
+        label: String,
+        messages: Feeder<jetstream::Message>,
+        reports: crossbeam_channel::Sender<Report>,
+    ) -> Self {
+        let js = jetstream::new(client.clone());
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(0u8);
+        let finish = config.fetch_wait.min(config.close_timeout);
+        let puller = tokio::spawn(pull(consumer, config.clone(), label.clone(), messages, stop_rx));
+        let dead_letter_subject: Option<Arc<str>> =
+            config.dead_letter_subject.as_deref().map(Arc::from);
+        Self {
+            js,
+            reports,
+            label,
+            dead_letter_subject,
+            stop_tx,
+            puller: Some(puller),
+            finish,
+            warned: 0,
+        }
+    }
+
+    /// Runs one command. False: `Close`.
+    async fn run(&mut self, command: Command) -> bool {
+        let label = &self.label;
         let result = match command {
             Command::Ack(m) => m.ack().await,
             Command::AckConfirmed(batch) => {
-                tokio::spawn(ack_confirmed(batch, reports.clone(), label.clone()));
+                tokio::spawn(ack_confirmed(batch, self.reports.clone(), label.clone()));
                 Ok(())
             }
             Command::Nak(m, delay) => m.ack_with(AckKind::Nak(delay)).await,
             Command::DeadLetter { message, reason, deliveries } => {
-                let js = js.clone();
-                let subject = dead_letter_subject.clone();
+                let js = self.js.clone();
+                let subject = self.dead_letter_subject.clone();
                 let label = label.clone();
                 tokio::spawn(dead_letter(js, subject, message, reason, deliveries, label));
                 Ok(())
             }
             Command::Stop(reply) => {
-                stop_tx.send_if_modified(|v| std::mem::replace(v, (*v).max(STOP)) < STOP);
-                if let Some(reply) = reply {
-                    if let Some(mut p) = puller.take() {
-                        if tokio::time::timeout(finish, &mut p).await.is_err() {
-                            let _ = stop_tx.send(CANCEL);
-                            let _ = p.await;
-                            squall_plugin_api::info!(
-                                "{label}: close cancelled the pull in progress after {finish:?} (what the server sent into it is redelivered after ack_wait)"
-                            );
-                        }
-                    }
-                    let _ = reply.send(());
-                }
+                self.stop(reply).await;
                 Ok(())
             }
-            Command::Close => break,
+            Command::Close => return false,
         };
         if let Err(e) = result {
-            warned += 1;
+            self.warned += 1;
+            let warned = self.warned;
             if warned.is_power_of_two() {
-                squall_plugin_api::warn!("{label}: ack/nak not sent ({e}); the server redelivers after ack_wait (warning #{warned})");
+                squall_plugin_api::warn!("{}: ack/nak not sent ({e}); the server redelivers after ack_wait (warning #{warned})", self.label);
             }
         }
+        true
     }
-    let _ = stop_tx.send(CANCEL);
-    if let Some(p) = puller.take() {
-        p.abort();
+
+    /// Stops the puller: it finishes the pull in progress and asks for no
+    /// more. With a `reply` (close), waits up to `finish` for that, cancels
+    /// the pull after, and answers.
+    async fn stop(&mut self, reply: Option<std::sync::mpsc::Sender<()>>) {
+        let stop_tx = &self.stop_tx;
+        stop_tx.send_if_modified(|v| std::mem::replace(v, (*v).max(STOP)) < STOP);
+        let Some(reply) = reply else { return };
+        if let Some(mut p) = self.puller.take() {
+            let (finish, label) = (self.finish, &self.label);
+            if tokio::time::timeout(finish, &mut p).await.is_err() {
+                let _ = stop_tx.send(CANCEL);
+                let _ = p.await;
+                squall_plugin_api::info!(
+                    "{label}: close cancelled the pull in progress after {finish:?} (what the server sent into it is redelivered after ack_wait)"
+                );
+            }
+        }
+        let _ = reply.send(());
     }
-    if let Err(e) = client.flush().await {
-        squall_plugin_api::warn!("{label}: flushing acks at close failed: {e}");
+
+    /// Close: the puller ends, and the acks sent are flushed.
+    async fn close(mut self, client: &async_nats::Client) {
+        let _ = self.stop_tx.send(CANCEL);
+        if let Some(p) = self.puller.take() {
+            p.abort();
+        }
+        if let Err(e) = client.flush().await {
+            squall_plugin_api::warn!("{}: flushing acks at close failed: {e}", self.label);
+        }
     }
 }
 
@@ -937,63 +1021,99 @@ async fn pull(
         if *stop.borrow() >= STOP {
             return;
         }
-        // Wait for room (or a stop).
-        let mut want = messages.room().min(config.batch);
-        while want == 0 {
-            messages.want_room();
-            want = messages.room().min(config.batch);
-            if want > 0 {
-                break;
-            }
-            tokio::select! {
-                _ = room.notified() => {}
-                _ = stop.changed() => return,
-            }
-            if messages.is_closed() {
-                return;
-            }
-            want = messages.room().min(config.batch);
-        }
+        let Some(want) = wait_for_room(&messages, &room, &mut stop, config.batch).await else {
+            return;
+        };
         let batch = tokio::select! {
             b = consumer.batch().max_messages(want).expires(config.fetch_wait).messages() => b,
             _ = stop.changed() => return,
         };
-        let mut batch = match batch {
+        let batch = match batch {
             Ok(b) => b,
             Err(e) => {
-                errors += 1;
-                if errors.is_power_of_two() {
-                    squall_plugin_api::warn!(
-                        "{label}: pull request failed ({e}); retrying (error #{errors})"
-                    );
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(250)) => {}
-                    _ = stop.changed() => return,
+                if !request_failed(&e, &mut errors, &label, &mut stop).await {
+                    return;
                 }
                 continue;
             }
         };
-        loop {
-            let item = tokio::select! {
-                item = batch.next() => item,
-                _ = stop.wait_for(|v| *v >= CANCEL) => return,
-            };
-            let Some(item) = item else { break };
-            match item {
-                // The server may send more than asked: the feed keeps it.
-                Ok(message) => {
-                    if !messages.push(message) {
-                        return;
-                    }
+        if !receive(batch, &messages, &mut stop, &mut errors, &label).await {
+            return;
+        }
+    }
+}
+
+/// A pull request failed: counted, logged at powers of two, and retried
+/// after 250 ms. False: a stop came meanwhile.
+async fn request_failed(
+    e: &impl std::fmt::Display,
+    errors: &mut u64,
+    label: &str,
+    stop: &mut tokio::sync::watch::Receiver<u8>,
+) -> bool {
+    *errors += 1;
+    if errors.is_power_of_two() {
+        squall_plugin_api::warn!("{label}: pull request failed ({e}); retrying (error #{errors})");
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(Duration::from_millis(250)) => true,
+        _ = stop.changed() => false,
+    }
+}
+
+/// Waits for room in the feed (or a stop): how many messages to ask for
+/// next, at most `batch`. None: stop, or the feed closed.
+async fn wait_for_room(
+    messages: &Feeder<jetstream::Message>,
+    room: &tokio::sync::Notify,
+    stop: &mut tokio::sync::watch::Receiver<u8>,
+    batch: usize,
+) -> Option<usize> {
+    let mut want = messages.room().min(batch);
+    while want == 0 {
+        messages.want_room();
+        want = messages.room().min(batch);
+        if want > 0 {
+            break;
+        }
+        tokio::select! {
+            _ = room.notified() => {}
+            _ = stop.changed() => return None,
+        }
+        if messages.is_closed() {
+            return None;
+        }
+        want = messages.room().min(batch);
+    }
+    Some(want)
+}
+
+/// Receives one pull batch into the feed: the puller's per-message loop.
+/// False: `CANCEL`, or the feed closed.
+async fn receive(
+    mut batch: pull::Batch,
+    messages: &Feeder<jetstream::Message>,
+    stop: &mut tokio::sync::watch::Receiver<u8>,
+    errors: &mut u64,
+    label: &str,
+) -> bool {
+    loop {
+        let item = tokio::select! {
+            item = batch.next() => item,
+            _ = stop.wait_for(|v| *v >= CANCEL) => return false,
+        };
+        let Some(item) = item else { return true };
+        match item {
+            // The server may send more than asked: the feed keeps it.
+            Ok(message) => {
+                if !messages.push(message) {
+                    return false;
                 }
-                Err(e) => {
-                    errors += 1;
-                    if errors.is_power_of_two() {
-                        squall_plugin_api::warn!(
-                            "{label}: pull batch error ({e}) (error #{errors})"
-                        );
-                    }
+            }
+            Err(e) => {
+                *errors += 1;
+                if errors.is_power_of_two() {
+                    squall_plugin_api::warn!("{label}: pull batch error ({e}) (error #{errors})");
                 }
             }
         }

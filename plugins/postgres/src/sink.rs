@@ -10,7 +10,7 @@ use postgres::{Client, Config, NoTls};
 use squall_plugin_api::metrics;
 use squall_plugin_api::prelude::*;
 
-use crate::buffer::Buffer;
+use crate::buffer::{Buffer, Due};
 use crate::render;
 
 /// The advisory lock key (`pg_advisory_xact_lock`) under which sink
@@ -296,48 +296,13 @@ impl PostgresSink {
                 return;
             }
         };
-        let result = (|| -> std::result::Result<(u64, u64), Failure> {
-            let mut tx = client.transaction()?;
-            let (mut written, mut skipped) = (0, 0);
-            for d in &due {
-                let checkpoint = i64::try_from(d.batch.checkpoint)
-                    .map_err(|_| Failure::Other("a checkpoint beyond a BIGINT".into()))?;
-                let task = i32::try_from(d.task).unwrap_or(i32::MAX);
-                let fresh =
-                    tx.execute(&self.mark_sql, &[&self.sink, &d.generation, &task, &checkpoint])?;
-                if fresh == 1 {
-                    let mut w = tx.copy_in(&self.copy_sql)?;
-                    w.write_all(d.batch.text.as_bytes()).map_err(Failure::Io)?;
-                    w.finish()?;
-                    written += d.batch.rows;
-                } else {
-                    skipped += d.batch.rows;
-                }
-            }
-            tx.commit()?;
-            Ok((written, skipped))
-        })();
+        let result = self.write_due(&mut client, &due);
         let lost = client.is_closed();
         if !lost {
             self.client = Some(client);
         }
         match result {
-            Ok((written, skipped)) => {
-                self.buffer.written(committed);
-                if let Some(m) = &self.metrics {
-                    m.written.add(written);
-                    m.skipped.add(skipped);
-                    m.staged.set(i64::try_from(self.buffer.sealed_rows()).unwrap_or(i64::MAX));
-                }
-                if skipped > 0 {
-                    squall_plugin_api::info!(
-                        "{}: {skipped} staged rows were already in {} (written before a \
-                         restart); not written again",
-                        self.sink,
-                        self.config.table
-                    );
-                }
-            }
+            Ok((written, skipped)) => self.written(committed, written, skipped),
             Err(failure) => {
                 let message = match failure {
                     Failure::Pg(e) => describe(&e),
@@ -347,6 +312,54 @@ impl PostgresSink {
                 let lost = if lost { " (connection lost; the next commit reconnects)" } else { "" };
                 self.failed(committed, &format!("{message}{lost}"));
             }
+        }
+    }
+
+    /// Writes the `due` batches in one transaction, each unless the
+    /// progress table says it was written before (a restart). Returns the
+    /// rows written and the rows skipped.
+    fn write_due(
+        &self,
+        client: &mut Client,
+        due: &[Due<'_>],
+    ) -> std::result::Result<(u64, u64), Failure> {
+        let mut tx = client.transaction()?;
+        let (mut written, mut skipped) = (0, 0);
+        for d in due {
+            let checkpoint = i64::try_from(d.batch.checkpoint)
+                .map_err(|_| Failure::Other("a checkpoint beyond a BIGINT".into()))?;
+            let task = i32::try_from(d.task).unwrap_or(i32::MAX);
+            let fresh =
+                tx.execute(&self.mark_sql, &[&self.sink, &d.generation, &task, &checkpoint])?;
+            if fresh == 1 {
+                let mut w = tx.copy_in(&self.copy_sql)?;
+                w.write_all(d.batch.text.as_bytes()).map_err(Failure::Io)?;
+                w.finish()?;
+                written += d.batch.rows;
+            } else {
+                skipped += d.batch.rows;
+            }
+        }
+        tx.commit()?;
+        Ok((written, skipped))
+    }
+
+    /// The batches checkpoint `committed` covers are written: they leave
+    /// the buffer, and the counts go to the metrics.
+    fn written(&mut self, committed: u64, written: u64, skipped: u64) {
+        self.buffer.written(committed);
+        if let Some(m) = &self.metrics {
+            m.written.add(written);
+            m.skipped.add(skipped);
+            m.staged.set(i64::try_from(self.buffer.sealed_rows()).unwrap_or(i64::MAX));
+        }
+        if skipped > 0 {
+            squall_plugin_api::info!(
+                "{}: {skipped} staged rows were already in {} (written before a \
+                 restart); not written again",
+                self.sink,
+                self.config.table
+            );
         }
     }
 
@@ -412,6 +425,64 @@ impl PostgresSink {
     }
 }
 
+impl SinkConfig {
+    /// Checks the columns, their types, the name and the timeouts.
+    fn check(&self) -> Result<()> {
+        if self.columns.is_empty() {
+            return Err("columns must name at least one tuple field".into());
+        }
+        for (i, c) in self.columns.iter().enumerate() {
+            if !identifier(c) {
+                return Err(format!(
+                    "column {c:?} must be letters, digits and underscores (at most 63), not \
+                     starting with a digit"
+                )
+                .into());
+            }
+            if self.columns[..i].contains(c) {
+                return Err(format!("column {c:?} is listed twice").into());
+            }
+        }
+        if !self.column_types.is_empty() && !self.create_table {
+            return Err("column_types applies only with create_table = true".into());
+        }
+        for (c, t) in &self.column_types {
+            if !self.columns.contains(c) {
+                return Err(format!("column_types names {c:?}, which is not in columns").into());
+            }
+            if !column_type(t) {
+                return Err(format!("column_types.{c} = {t:?} is not a type name").into());
+            }
+        }
+        if self.name.as_deref().is_some_and(str::is_empty) {
+            return Err("name must not be empty".into());
+        }
+        if self.timeout_ms == 0 || self.connect_timeout_ms == 0 || self.checkpoint_wait_ms == 0 {
+            return Err(
+                "timeout_ms, connect_timeout_ms and checkpoint_wait_ms must be positive".into()
+            );
+        }
+        Ok(())
+    }
+
+    /// The connection settings from `url`, with `connect_timeout_ms` unless
+    /// the URL sets one, and keepalives.
+    fn pg_config(&self) -> Result<Config> {
+        let mut pg = Config::from_str(&self.url).map_err(|e| {
+            format!(
+                "url {:?} is not a valid postgres connection string: {}",
+                self.url,
+                one_line(&e.to_string())
+            )
+        })?;
+        if pg.get_connect_timeout().is_none() {
+            pg.connect_timeout(Duration::from_millis(self.connect_timeout_ms));
+        }
+        pg.keepalives(true);
+        Ok(pg)
+    }
+}
+
 /// Why a write failed.
 enum Failure {
     Pg(postgres::Error),
@@ -455,54 +526,8 @@ impl BasicBolt for PostgresSink {
         let config = SinkConfig::parse(config)?;
         let table = table_name("table", &config.table)?;
         let progress = table_name("progress_table", &config.progress_table)?;
-        if config.columns.is_empty() {
-            return Err("columns must name at least one tuple field".into());
-        }
-        for (i, c) in config.columns.iter().enumerate() {
-            if !identifier(c) {
-                return Err(format!(
-                    "column {c:?} must be letters, digits and underscores (at most 63), not \
-                     starting with a digit"
-                )
-                .into());
-            }
-            if config.columns[..i].contains(c) {
-                return Err(format!("column {c:?} is listed twice").into());
-            }
-        }
-        if !config.column_types.is_empty() && !config.create_table {
-            return Err("column_types applies only with create_table = true".into());
-        }
-        for (c, t) in &config.column_types {
-            if !config.columns.contains(c) {
-                return Err(format!("column_types names {c:?}, which is not in columns").into());
-            }
-            if !column_type(t) {
-                return Err(format!("column_types.{c} = {t:?} is not a type name").into());
-            }
-        }
-        if config.name.as_deref().is_some_and(str::is_empty) {
-            return Err("name must not be empty".into());
-        }
-        if config.timeout_ms == 0
-            || config.connect_timeout_ms == 0
-            || config.checkpoint_wait_ms == 0
-        {
-            return Err(
-                "timeout_ms, connect_timeout_ms and checkpoint_wait_ms must be positive".into()
-            );
-        }
-        let mut pg = Config::from_str(&config.url).map_err(|e| {
-            format!(
-                "url {:?} is not a valid postgres connection string: {}",
-                config.url,
-                one_line(&e.to_string())
-            )
-        })?;
-        if pg.get_connect_timeout().is_none() {
-            pg.connect_timeout(Duration::from_millis(config.connect_timeout_ms));
-        }
-        pg.keepalives(true);
+        config.check()?;
+        let pg = config.pg_config()?;
         let columns: Vec<String> = config.columns.iter().map(|c| format!("\"{c}\"")).collect();
         let copy_sql = format!("COPY {table} ({}) FROM STDIN", columns.join(", "));
         let mark_sql = format!(

@@ -110,21 +110,7 @@ impl QueuePublish {
         }
         let waiting = std::mem::take(&mut self.waiting);
         let timeout = self.config.confirm_timeout;
-        let outcomes: Vec<(Anchor, std::result::Result<(), Unconfirmed>)> =
-            self.rt().block_on(async move {
-                let deadline = tokio::time::Instant::now() + timeout;
-                let mut out = Vec::with_capacity(waiting.len());
-                for (anchor, confirm) in waiting {
-                    let outcome = match tokio::time::timeout_at(deadline, confirm).await {
-                        Ok(Ok(c)) if c.is_ack() => Ok(()),
-                        Ok(Ok(_)) => Err(Unconfirmed::Nacked),
-                        Ok(Err(e)) => Err(Unconfirmed::Lost(e)),
-                        Err(_) => Err(Unconfirmed::Timeout(timeout)),
-                    };
-                    out.push((anchor, outcome));
-                }
-                out
-            });
+        let outcomes = self.rt().block_on(confirms(waiting, timeout));
         let mut first_error = None;
         for (anchor, outcome) in outcomes {
             match outcome {
@@ -169,6 +155,26 @@ enum Unconfirmed {
     Nacked,
     Lost(lapin::Error),
     Timeout(Duration),
+}
+
+/// Awaits the confirms of `waiting`, all within `timeout`: each input's
+/// outcome, in order.
+async fn confirms(
+    waiting: Vec<(Anchor, lapin::PublisherConfirm)>,
+    timeout: Duration,
+) -> Vec<(Anchor, std::result::Result<(), Unconfirmed>)> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut out = Vec::with_capacity(waiting.len());
+    for (anchor, confirm) in waiting {
+        let outcome = match tokio::time::timeout_at(deadline, confirm).await {
+            Ok(Ok(c)) if c.is_ack() => Ok(()),
+            Ok(Ok(_)) => Err(Unconfirmed::Nacked),
+            Ok(Err(e)) => Err(Unconfirmed::Lost(e)),
+            Err(_) => Err(Unconfirmed::Timeout(timeout)),
+        };
+        out.push((anchor, outcome));
+    }
+    out
 }
 
 impl std::fmt::Display for Unconfirmed {

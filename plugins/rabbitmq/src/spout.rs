@@ -23,6 +23,7 @@
 //! classic queue's count starts again (a quorum queue's `x-delivery-count`
 //! header is used when present).
 
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -482,20 +483,31 @@ async fn io_main(
                 health.lost(&e.to_string());
             }
         }
-        // Wait before the next attempt; commands still come (acks of the
-        // lost channel are dropped: RabbitMQ requeued those deliveries).
-        let pause = tokio::time::sleep(attempts.next_delay());
-        tokio::pin!(pause);
-        loop {
-            tokio::select! {
-                () = &mut pause => break,
-                c = commands.recv() => match c {
-                    None | Some(Command::Close) => return,
-                    Some(Command::Stop) => stopped = true,
-                    Some(Command::Resume) => stopped = false,
-                    Some(_) => {}
-                },
-            }
+        if !pause(attempts.next_delay(), &mut commands, &mut stopped).await {
+            return;
+        }
+    }
+}
+
+/// Waits `delay` before the next attempt to connect; commands still come
+/// (acks of the lost channel are dropped: RabbitMQ requeued those
+/// deliveries). False: `Close`, or the spout is gone.
+async fn pause(
+    delay: Duration,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    stopped: &mut bool,
+) -> bool {
+    let pause = tokio::time::sleep(delay);
+    tokio::pin!(pause);
+    loop {
+        tokio::select! {
+            () = &mut pause => return true,
+            c = commands.recv() => match c {
+                None | Some(Command::Close) => return false,
+                Some(Command::Stop) => *stopped = true,
+                Some(Command::Resume) => *stopped = false,
+                Some(_) => {}
+            },
         }
     }
 }
@@ -526,40 +538,13 @@ async fn run(
                 None => break End::Lost("the server cancelled the consumer".into()),
             },
             c = commands.recv() => {
-                let result = match c {
-                    None | Some(Command::Close) => break End::Closed,
-                    Some(Command::Stop) => {
-                        *stopped = true;
-                        cancel(&s).await;
-                        Ok(())
-                    }
-                    Some(Command::Resume) if *stopped => match consume(&s.channel, config).await {
-                        Ok(c) => {
-                            s.consumer = c;
-                            *stopped = false;
-                            Ok(())
-                        }
-                        Err(e) => break End::Lost(e.to_string()),
-                    },
-                    Some(Command::Resume) => Ok(()),
-                    Some(Command::Ack(d)) => d.ack(BasicAckOptions::default()).await.map(drop),
-                    Some(Command::Requeue(d)) => d
-                        .nack(BasicNackOptions { requeue: true, ..Default::default() })
-                        .await
-                        .map(drop),
-                    Some(Command::DeadLetter { delivery, reason, deliveries }) => {
-                        dead_letter(&s.dead, &dead_letter_queue, &config.queue, delivery, &reason, deliveries, label).await
-                    }
+                let result = match obey(c, &mut s, config, label, &dead_letter_queue, stopped).await {
+                    ControlFlow::Continue(result) => result,
+                    ControlFlow::Break(end) => break end,
                 };
                 if let Err(e) = result {
-                    if !s.connection.status().connected() {
-                        break End::Lost(e.to_string());
-                    }
-                    warned += 1;
-                    if warned.is_power_of_two() {
-                        squall_plugin_api::warn!(
-                            "{label}: ack/nack not sent ({e}); RabbitMQ requeues the delivery when the channel closes (warning #{warned})"
-                        );
+                    if let Some(end) = unsent(&e, &s, &mut warned, label) {
+                        break end;
                     }
                 }
             }
@@ -570,6 +555,59 @@ async fn run(
         let _ = s.connection.close(200, "squall closing".into()).await;
     }
     end
+}
+
+/// An ack or nack not sent: the session is lost with the connection;
+/// otherwise it is counted, and logged at powers of two.
+fn unsent(e: &lapin::Error, s: &Session, warned: &mut u64, label: &str) -> Option<End> {
+    if !s.connection.status().connected() {
+        return Some(End::Lost(e.to_string()));
+    }
+    *warned += 1;
+    if warned.is_power_of_two() {
+        squall_plugin_api::warn!(
+            "{label}: ack/nack not sent ({e}); RabbitMQ requeues the delivery when the channel closes (warning #{warned})"
+        );
+    }
+    None
+}
+
+/// Carries out one of the spout's commands (`None`: the spout is gone) in
+/// session `s`: the server's answer, or how the session ends.
+async fn obey(
+    command: Option<Command>,
+    s: &mut Session,
+    config: &SpoutConfig,
+    label: &str,
+    dead_letter_queue: &str,
+    stopped: &mut bool,
+) -> ControlFlow<End, lapin::Result<()>> {
+    ControlFlow::Continue(match command {
+        None | Some(Command::Close) => return ControlFlow::Break(End::Closed),
+        Some(Command::Stop) => {
+            *stopped = true;
+            cancel(s).await;
+            Ok(())
+        }
+        Some(Command::Resume) if *stopped => match consume(&s.channel, config).await {
+            Ok(c) => {
+                s.consumer = c;
+                *stopped = false;
+                Ok(())
+            }
+            Err(e) => return ControlFlow::Break(End::Lost(e.to_string())),
+        },
+        Some(Command::Resume) => Ok(()),
+        Some(Command::Ack(d)) => d.ack(BasicAckOptions::default()).await.map(drop),
+        Some(Command::Requeue(d)) => {
+            d.nack(BasicNackOptions { requeue: true, ..Default::default() }).await.map(drop)
+        }
+        Some(Command::DeadLetter { delivery, reason, deliveries }) => {
+            let queue = &config.queue;
+            dead_letter(&s.dead, dead_letter_queue, queue, delivery, &reason, deliveries, label)
+                .await
+        }
+    })
 }
 
 async fn consume(

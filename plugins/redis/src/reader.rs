@@ -18,7 +18,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use redis::{Client, Connection, RedisError, Value as RedisValue};
 use rustc_hash::FxHashSet;
 use squall_connector::{Feeder, Health};
-use squall_plugin_api::host::metrics::Counter;
+use squall_plugin_api::host::metrics::{self, Counter};
 
 use crate::conn::{self, RawEntry, Timeouts};
 
@@ -83,6 +83,24 @@ pub(crate) struct ReaderMetrics {
 }
 
 impl ReaderMetrics {
+    /// Registers the reader's metrics.
+    pub(crate) fn register() -> Self {
+        Self {
+            claimed: Some(metrics::counter(
+                "redis_claimed",
+                "Idle entries claimed from other consumers with XAUTOCLAIM.",
+            )),
+            dead_lettered: Some(metrics::counter(
+                "redis_dead_lettered",
+                "Entries moved to the dead-letter stream after max_deliver deliveries.",
+            )),
+            groups_recreated: Some(metrics::counter(
+                "redis_groups_recreated",
+                "Consumer groups created again after they vanished (a Redis restart that lost the stream).",
+            )),
+        }
+    }
+
     fn add(counter: &Option<Counter>, n: u64) {
         if let Some(c) = counter {
             c.add(n);
@@ -220,10 +238,14 @@ impl Reader {
                 }
             }
         }
-        // Final flush, kept short (the host reports a close that outlasts
-        // the drain by 2 s): one reconnection attempt of at most 500 ms if
-        // needed, replies within 1 s, then give up; whatever is not acked
-        // stays pending in the group.
+        self.final_flush();
+    }
+
+    /// Final flush, kept short (the host reports a close that outlasts
+    /// the drain by 2 s): one reconnection attempt of at most 500 ms if
+    /// needed, replies within 1 s, then give up; whatever is not acked
+    /// stays pending in the group.
+    fn final_flush(&mut self) {
         self.settings.timeouts = Timeouts {
             connect: self.settings.timeouts.connect.min(CLOSE_CONNECT),
             reply: self.settings.timeouts.reply.min(CLOSE_REPLY),
@@ -398,7 +420,16 @@ impl Reader {
         let due = all
             || self.acks.len() >= ACK_CHUNK
             || self.acks_since.is_some_and(|t| t.elapsed() >= self.settings.ack_interval);
-        while due && !self.acks.is_empty() {
+        if due {
+            self.flush_acks()?;
+        }
+        self.flush_dead()
+    }
+
+    /// Sends the buffered acks, [`ACK_CHUNK`] at a time (each kept until its
+    /// reply), and reports the ids Redis confirmed (durable state).
+    fn flush_acks(&mut self) -> redis::RedisResult<()> {
+        while !self.acks.is_empty() {
             let n = self.acks.len().min(ACK_CHUNK);
             let mut cmd = redis::cmd("XACK");
             cmd.arg(&self.settings.stream).arg(&self.settings.group).arg(&self.acks[..n]);
@@ -415,6 +446,12 @@ impl Reader {
                 self.acks_since = None;
             }
         }
+        Ok(())
+    }
+
+    /// Sends the buffered dead letters (each kept until its reply; one
+    /// Redis refuses stays pending in the group).
+    fn flush_dead(&mut self) -> redis::RedisResult<()> {
         while let Some(dead) = self.dead.last() {
             let pipe = dead_letter_pipeline(&self.settings, dead);
             let con = self.connection()?;
@@ -436,21 +473,27 @@ impl Reader {
                 continue;
             }
             let dead = self.dead.pop().expect("just looked");
-            self.outstanding.remove(&dead.entry.id);
-            ReaderMetrics::add(&self.metrics.dead_lettered, 1);
-            self.dead_lettered += 1;
-            let n = self.dead_lettered;
-            if n.is_power_of_two() || n.is_multiple_of(1000) {
-                squall_plugin_api::warn!(
-                    "redis stream {:?}: entry {} dead-lettered to {:?}: {} ({n} so far)",
-                    self.settings.stream,
-                    dead.entry.id,
-                    self.settings.dead_letter_stream,
-                    dead.reason
-                );
-            }
+            self.dead_lettered(&dead);
         }
         Ok(())
+    }
+
+    /// A dead letter written: counted, and logged the 1st, 2nd, 4th ...
+    /// and every 1000th time.
+    fn dead_lettered(&mut self, dead: &DeadLetter) {
+        self.outstanding.remove(&dead.entry.id);
+        ReaderMetrics::add(&self.metrics.dead_lettered, 1);
+        self.dead_lettered += 1;
+        let n = self.dead_lettered;
+        if n.is_power_of_two() || n.is_multiple_of(1000) {
+            squall_plugin_api::warn!(
+                "redis stream {:?}: entry {} dead-lettered to {:?}: {} ({n} so far)",
+                self.settings.stream,
+                dead.entry.id,
+                self.settings.dead_letter_stream,
+                dead.reason
+            );
+        }
     }
 
     /// XAUTOCLAIMs entries idle longer than `min_idle` (from any consumer
@@ -546,23 +589,7 @@ impl Reader {
                 .arg(1);
         }
         let counts: Vec<RedisValue> = pipe.query(self.connection()?)?;
-        match source {
-            Source::Claimed => {
-                ReaderMetrics::add(&self.metrics.claimed, claimed.len() as u64);
-                squall_plugin_api::info!(
-                    "redis stream {:?}: claimed {} idle entries for consumer {:?}",
-                    self.settings.stream,
-                    claimed.len(),
-                    self.settings.consumer
-                );
-            }
-            Source::Own => squall_plugin_api::info!(
-                "redis stream {:?}: recovered {} entries pending for consumer {:?}",
-                self.settings.stream,
-                claimed.len(),
-                self.settings.consumer
-            ),
-        }
+        self.log_claimed(claimed.len(), source);
         for (entry, count) in claimed.into_iter().zip(counts.iter()) {
             // [[id, consumer, idle, deliveries]]; the claim already counted.
             let deliveries = conn::items(count)
@@ -570,24 +597,52 @@ impl Reader {
                 .and_then(|row| conn::items(row).get(3))
                 .and_then(conn::int)
                 .map_or(1, |n| n.max(1) as u64);
-            if entry.fields.is_empty() {
-                // Deleted from the stream while pending: nothing to deliver.
-                self.acks.push(entry.id);
-                continue;
-            }
-            self.outstanding.insert(entry.id.clone());
-            if deliveries > self.settings.max_deliver {
-                let reason = format!(
-                    "delivered {} times without being acked (max_deliver = {})",
-                    deliveries - 1,
-                    self.settings.max_deliver
-                );
-                self.dead.push(DeadLetter { entry, deliveries: deliveries - 1, reason });
-            } else {
-                self.deliver(Delivery { entry, deliveries });
-            }
+            self.deliver_pending(entry, deliveries);
         }
         Ok(())
+    }
+
+    /// Counts and logs `n` entries claimed or recovered.
+    fn log_claimed(&self, n: usize, source: Source) {
+        match source {
+            Source::Claimed => {
+                ReaderMetrics::add(&self.metrics.claimed, n as u64);
+                squall_plugin_api::info!(
+                    "redis stream {:?}: claimed {} idle entries for consumer {:?}",
+                    self.settings.stream,
+                    n,
+                    self.settings.consumer
+                );
+            }
+            Source::Own => squall_plugin_api::info!(
+                "redis stream {:?}: recovered {} entries pending for consumer {:?}",
+                self.settings.stream,
+                n,
+                self.settings.consumer
+            ),
+        }
+    }
+
+    /// A claimed or recovered entry delivered `deliveries` times (this one
+    /// included): acked when deleted from the stream meanwhile,
+    /// dead-lettered past `max_deliver`, delivered otherwise.
+    fn deliver_pending(&mut self, entry: RawEntry, deliveries: u64) {
+        if entry.fields.is_empty() {
+            // Deleted from the stream while pending: nothing to deliver.
+            self.acks.push(entry.id);
+            return;
+        }
+        self.outstanding.insert(entry.id.clone());
+        if deliveries > self.settings.max_deliver {
+            let reason = format!(
+                "delivered {} times without being acked (max_deliver = {})",
+                deliveries - 1,
+                self.settings.max_deliver
+            );
+            self.dead.push(DeadLetter { entry, deliveries: deliveries - 1, reason });
+        } else {
+            self.deliver(Delivery { entry, deliveries });
+        }
     }
 
     /// XREADGROUP of at most `room` new entries, blocking up to `block`.

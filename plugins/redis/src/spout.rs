@@ -111,6 +111,31 @@ struct SpoutMetrics {
     redeliveries: Counter,
 }
 
+impl SpoutMetrics {
+    /// Registers the spout's metrics.
+    fn register() -> Self {
+        Self {
+            redeliveries: metrics::counter(
+                "redis_redeliveries",
+                "Entries re-emitted after their tuple tree failed.",
+            ),
+        }
+    }
+}
+
+/// Starts the reader on its own thread.
+fn spawn_reader(context: &TaskContext, reader: Reader) -> Result<IoThread> {
+    let thread = IoThread::spawn(
+        format!("redis-{}-{}", context.component, context.task_index),
+        move |ready| {
+            ready.ready(Ok(()));
+            reader.run();
+        },
+    )
+    .map_err(|e| format!("cannot start the redis reader thread: {e}"))?;
+    Ok(thread)
+}
+
 /// Reads a Redis stream through a consumer group (XREADGROUP) and emits one
 /// tuple per entry on `["id", "fields"]`: `id` is the entry id (a string)
 /// and `fields` a list of alternating field names and values (strings, or
@@ -169,6 +194,91 @@ impl StreamSpout {
         let Some(d) = &mut self.durable else { return };
         while let Ok(ids) = d.confirmed.try_recv() {
             d.positions.confirmed(ids.iter().filter_map(|id| id_key(id)));
+        }
+    }
+
+    /// Connects, checks the group (or creates it with `create_group`) and
+    /// prunes what the restored position covers. Returns the connection,
+    /// its timeouts and how long a read blocks.
+    fn connect(&mut self) -> Result<(redis::Connection, Timeouts, Duration)> {
+        let c = &self.config;
+        let timeouts = Timeouts {
+            connect: Duration::from_millis(c.connect_timeout_ms),
+            reply: Duration::from_secs(5),
+        };
+        let block = Duration::from_millis(c.block_ms);
+        let mut con = conn::connect_with_retry(&self.client, timeouts, block)?;
+        if c.create_group {
+            self.create_group(&mut con)?;
+        } else {
+            self.check_group(&mut con)?;
+        }
+        self.prune_covered(&mut con);
+        Ok((con, timeouts, block))
+    }
+
+    /// The reader's settings, as consumer `consumer`.
+    fn settings(&self, consumer: String, timeouts: Timeouts, block: Duration) -> Settings {
+        let c = &self.config;
+        Settings {
+            stream: c.stream.clone(),
+            group: c.group.clone(),
+            consumer,
+            batch: c.batch,
+            block,
+            min_idle: Duration::from_millis(c.min_idle_ms),
+            claim_interval: Duration::from_millis(c.claim_interval_ms),
+            max_deliver: u64::from(c.max_deliver),
+            dead_letter_stream: c
+                .dead_letter_stream
+                .clone()
+                .unwrap_or_else(|| format!("{}:dead", c.stream)),
+            timeouts,
+            ack_interval: Duration::from_millis(c.ack_interval_ms),
+            create_group: c.create_group,
+            start_id: c.start_id.clone(),
+        }
+    }
+
+    /// Emits the failed entries whose backoff is over, while `budget` lasts.
+    fn replay(&mut self, budget: &mut usize, collector: &mut SpoutCollector<'_>) {
+        let now = Instant::now();
+        while *budget > 0 {
+            let Some((id, flight)) = self.pending.next_replay(now) else { break };
+            collector.emit_with_id(&[flight.entry_id.clone(), flight.fields.clone()], id);
+            if let (Some(d), Some(key)) = (&mut self.durable, id_key(&flight.raw.id)) {
+                d.positions.replayed(key);
+            }
+            if let Some(m) = &self.metrics {
+                m.redeliveries.inc();
+            }
+            *budget -= 1;
+        }
+    }
+
+    /// With durable state, what a delivery is: back when it is to be
+    /// emitted; None when it is taken care of (covered by the restored
+    /// stores: XACKed at the next commit; in flight already; released:
+    /// XACKed at once).
+    fn durable_delivery(&mut self, delivery: Delivery) -> Option<Delivery> {
+        let (Some(d), Some(key)) = (&mut self.durable, id_key(&delivery.entry.id)) else {
+            return Some(delivery);
+        };
+        match d.positions.deliver(key) {
+            Seen::Emit => Some(delivery),
+            Seen::Covered => {
+                // Its effects are in the restored stores: XACK it
+                // at the next commit, never emit it again.
+                let entry_id = Value::from(delivery.entry.id.as_str());
+                let fields = Value::Null;
+                self.pending.defer(InFlight { entry_id, fields, raw: delivery.entry });
+                None
+            }
+            Seen::InFlight => None,
+            Seen::Released => {
+                self.send(Command::Ack(delivery.entry.id));
+                None
+            }
         }
     }
 
@@ -397,61 +507,14 @@ impl Spout for StreamSpout {
     }
 
     fn open(&mut self, context: &TaskContext) -> Result<()> {
-        let c = &self.config;
-        let timeouts = Timeouts {
-            connect: Duration::from_millis(c.connect_timeout_ms),
-            reply: Duration::from_secs(5),
-        };
-        let block = Duration::from_millis(c.block_ms);
-        let mut con = conn::connect_with_retry(&self.client, timeouts, block)?;
-        if c.create_group {
-            self.create_group(&mut con)?;
-        } else {
-            self.check_group(&mut con)?;
-        }
-        self.prune_covered(&mut con);
+        let (con, timeouts, block) = self.connect()?;
         let c = &self.config;
         let consumer = self.consumer_name(context);
         self.health = Health::new(format!("redis stream {:?} group {:?}", c.stream, c.group));
         self.health.register("redis", context.waker());
-        let settings = Settings {
-            stream: c.stream.clone(),
-            group: c.group.clone(),
-            consumer: consumer.clone(),
-            batch: c.batch,
-            block,
-            min_idle: Duration::from_millis(c.min_idle_ms),
-            claim_interval: Duration::from_millis(c.claim_interval_ms),
-            max_deliver: u64::from(c.max_deliver),
-            dead_letter_stream: c
-                .dead_letter_stream
-                .clone()
-                .unwrap_or_else(|| format!("{}:dead", c.stream)),
-            timeouts,
-            ack_interval: Duration::from_millis(c.ack_interval_ms),
-            create_group: c.create_group,
-            start_id: c.start_id.clone(),
-        };
-        let reader_metrics = ReaderMetrics {
-            claimed: Some(metrics::counter(
-                "redis_claimed",
-                "Idle entries claimed from other consumers with XAUTOCLAIM.",
-            )),
-            dead_lettered: Some(metrics::counter(
-                "redis_dead_lettered",
-                "Entries moved to the dead-letter stream after max_deliver deliveries.",
-            )),
-            groups_recreated: Some(metrics::counter(
-                "redis_groups_recreated",
-                "Consumer groups created again after they vanished (a Redis restart that lost the stream).",
-            )),
-        };
-        self.metrics = Some(SpoutMetrics {
-            redeliveries: metrics::counter(
-                "redis_redeliveries",
-                "Entries re-emitted after their tuple tree failed.",
-            ),
-        });
+        let settings = self.settings(consumer.clone(), timeouts, block);
+        let reader_metrics = ReaderMetrics::register();
+        self.metrics = Some(SpoutMetrics::register());
         // Room for two reads: the reader can fetch the next batch while the
         // spout emits the last one, and no more.
         let (entries_tx, entries_rx) = feed(c.batch * 2, context.waker());
@@ -468,14 +531,7 @@ impl Spout for StreamSpout {
         if let Some(d) = &self.durable {
             reader.confirm_to(d.confirm_to.clone());
         }
-        let thread = IoThread::spawn(
-            format!("redis-{}-{}", context.component, context.task_index),
-            move |ready| {
-                ready.ready(Ok(()));
-                reader.run();
-            },
-        )
-        .map_err(|e| format!("cannot start the redis reader thread: {e}"))?;
+        let thread = spawn_reader(context, reader)?;
         squall_plugin_api::info!(
             "reading redis stream {:?} in group {:?} as consumer {:?}",
             c.stream,
@@ -496,21 +552,10 @@ impl Spout for StreamSpout {
         // in flight, never waiting.
         let mut budget = self.config.batch;
         if self.pending.has_replays() {
-            let now = Instant::now();
-            while budget > 0 {
-                let Some((id, flight)) = self.pending.next_replay(now) else { break };
-                collector.emit_with_id(&[flight.entry_id.clone(), flight.fields.clone()], id);
-                if let (Some(d), Some(key)) = (&mut self.durable, id_key(&flight.raw.id)) {
-                    d.positions.replayed(key);
-                }
-                if let Some(m) = &self.metrics {
-                    m.redeliveries.inc();
-                }
-                budget -= 1;
-            }
+            self.replay(&mut budget, collector);
         }
-        let Some(io) = &self.io else { return Ok(()) };
         while budget > 0 && self.pending.has_room() {
+            let Some(io) = &self.io else { return Ok(()) };
             let delivery = match io.entries.take() {
                 Ok(d) => d,
                 Err(Empty::Now) => break,
@@ -519,24 +564,7 @@ impl Spout for StreamSpout {
                     return Err("the redis reader thread has stopped".into());
                 }
             };
-            if let (Some(d), Some(key)) = (&mut self.durable, id_key(&delivery.entry.id)) {
-                match d.positions.deliver(key) {
-                    Seen::Emit => {}
-                    Seen::Covered => {
-                        // Its effects are in the restored stores: XACK it
-                        // at the next commit, never emit it again.
-                        let entry_id = Value::from(delivery.entry.id.as_str());
-                        let fields = Value::Null;
-                        self.pending.defer(InFlight { entry_id, fields, raw: delivery.entry });
-                        continue;
-                    }
-                    Seen::InFlight => continue,
-                    Seen::Released => {
-                        self.send(Command::Ack(delivery.entry.id));
-                        continue;
-                    }
-                }
-            }
+            let Some(delivery) = self.durable_delivery(delivery) else { continue };
             let flight = InFlight {
                 entry_id: Value::from(delivery.entry.id.as_str()),
                 fields: fields_value(&delivery.entry),

@@ -126,7 +126,89 @@ fn merge(writes: &[ScopeWrites]) -> Merged<'_> {
     out
 }
 
+/// Copies a commit's rows into the staging table (binary COPY), then
+/// updates its statistics.
+fn stage(
+    tx: &mut postgres::Transaction<'_>,
+    rows: &Merged<'_>,
+) -> std::result::Result<(), Failure> {
+    let mut sink =
+        tx.copy_in(&format!("COPY {STAGE} (scope, key, value) FROM STDIN (FORMAT binary)"))?;
+    let mut enc = CopyEncoder::new();
+    for (scope, key, value) in rows {
+        enc.row(&[Some(scope.as_bytes()), Some(key), *value]);
+        if enc.full() {
+            sink.write_all(&enc.take())?;
+        }
+    }
+    enc.finish();
+    sink.write_all(&enc.take())?;
+    sink.finish()?;
+    tx.batch_execute(&format!("ANALYZE {STAGE}"))?;
+    Ok(())
+}
+
 impl PostgresState {
+    /// Applies the staged rows to namespace `ns`: deletes those without a
+    /// value (when `deleted`: some are), upserts the others.
+    fn apply_stage(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        ns: &str,
+        deleted: bool,
+    ) -> std::result::Result<(), Failure> {
+        if deleted {
+            tx.execute(
+                &format!(
+                    "DELETE FROM {data} d USING {STAGE} s \
+                     WHERE s.value IS NULL AND d.namespace = $1 \
+                     AND d.scope = s.scope AND d.key = s.key",
+                    data = self.data
+                ),
+                &[&ns],
+            )?;
+        }
+        tx.execute(
+            &format!(
+                "INSERT INTO {data} (namespace, scope, key, value) \
+                 SELECT $1, scope, key, value FROM {STAGE} WHERE value IS NOT NULL \
+                 ON CONFLICT (namespace, scope, key) DO UPDATE SET value = EXCLUDED.value",
+                data = self.data
+            ),
+            &[&ns],
+        )?;
+        Ok(())
+    }
+
+    /// Writes the checkpoint number last (a kill before COMMIT leaves it
+    /// unwritten), and only if it is above the last one committed: the row
+    /// is locked and read as committed, so a newer owner's commit (a
+    /// group's fencing) makes this one refuse and roll back.
+    fn raise_checkpoint(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        ns: &str,
+        checkpoint: u64,
+        number: i64,
+    ) -> std::result::Result<(), Failure> {
+        let raised = tx.execute(
+            &format!(
+                "INSERT INTO {t} (namespace, checkpoint) VALUES ($1, $2) \
+                 ON CONFLICT (namespace) DO UPDATE SET checkpoint = EXCLUDED.checkpoint \
+                 WHERE {t}.checkpoint < EXCLUDED.checkpoint",
+                t = self.checkpoints
+            ),
+            &[&ns, &number],
+        )?;
+        if raised == 0 {
+            return Err(Failure::Refused(format!(
+                "checkpoint {checkpoint} is not above the last committed one: refused, \
+                 nothing written (a newer owner of this namespace committed)"
+            )));
+        }
+        Ok(())
+    }
+
     fn server(&self) -> String {
         let host = match self.pg.get_hosts().first() {
             Some(postgres::config::Host::Tcp(h)) => h.clone(),
@@ -312,61 +394,10 @@ impl StateBackend for PostgresState {
             let mut tx = client.transaction()?;
             let rows = merge(writes);
             if !rows.is_empty() {
-                let mut sink = tx.copy_in(&format!(
-                    "COPY {STAGE} (scope, key, value) FROM STDIN (FORMAT binary)"
-                ))?;
-                let mut enc = CopyEncoder::new();
-                for (scope, key, value) in &rows {
-                    enc.row(&[Some(scope.as_bytes()), Some(key), *value]);
-                    if enc.full() {
-                        sink.write_all(&enc.take())?;
-                    }
-                }
-                enc.finish();
-                sink.write_all(&enc.take())?;
-                sink.finish()?;
-                tx.batch_execute(&format!("ANALYZE {STAGE}"))?;
-                let deleted = rows.iter().any(|r| r.2.is_none());
-                if deleted {
-                    tx.execute(
-                        &format!(
-                            "DELETE FROM {data} d USING {STAGE} s \
-                             WHERE s.value IS NULL AND d.namespace = $1 \
-                             AND d.scope = s.scope AND d.key = s.key",
-                            data = this.data
-                        ),
-                        &[&ns],
-                    )?;
-                }
-                tx.execute(
-                    &format!(
-                        "INSERT INTO {data} (namespace, scope, key, value) \
-                         SELECT $1, scope, key, value FROM {STAGE} WHERE value IS NOT NULL \
-                         ON CONFLICT (namespace, scope, key) DO UPDATE SET value = EXCLUDED.value",
-                        data = this.data
-                    ),
-                    &[&ns],
-                )?;
+                stage(&mut tx, &rows)?;
+                this.apply_stage(&mut tx, ns, rows.iter().any(|r| r.2.is_none()))?;
             }
-            // The number last (a kill before COMMIT leaves it unwritten),
-            // and only if it is above the last one committed: the row is
-            // locked and read as committed, so a newer owner's commit
-            // (a group's fencing) makes this one refuse and roll back.
-            let raised = tx.execute(
-                &format!(
-                    "INSERT INTO {t} (namespace, checkpoint) VALUES ($1, $2) \
-                     ON CONFLICT (namespace) DO UPDATE SET checkpoint = EXCLUDED.checkpoint \
-                     WHERE {t}.checkpoint < EXCLUDED.checkpoint",
-                    t = this.checkpoints
-                ),
-                &[&ns, &number],
-            )?;
-            if raised == 0 {
-                return Err(Failure::Refused(format!(
-                    "checkpoint {checkpoint} is not above the last committed one: refused, \
-                     nothing written (a newer owner of this namespace committed)"
-                )));
-            }
+            this.raise_checkpoint(&mut tx, ns, checkpoint, number)?;
             #[cfg(test)]
             if let Some(hook) = hook {
                 let pid: i32 = tx.query_one("SELECT pg_backend_pid()", &[])?.get(0);

@@ -299,6 +299,107 @@ impl From<RedisError> for Failure {
     }
 }
 
+/// Watches every key a commit writes (the checkpoint, the scope set, each
+/// scope's hash `data` names), then checks their types: a change by anyone
+/// else between the type check and EXEC makes EXEC do nothing.
+fn watch_keys(
+    con: &mut Connection,
+    keys: &Keys,
+    data: &[(String, &ScopeWrites)],
+) -> std::result::Result<(), Failure> {
+    let mut watch = redis::cmd("WATCH");
+    watch.arg(&keys.checkpoint).arg(&keys.scopes);
+    let mut expected = vec![(keys.checkpoint.as_str(), "string"), (keys.scopes.as_str(), "set")];
+    for (key, _) in data {
+        watch.arg(key);
+        expected.push((key.as_str(), "hash"));
+    }
+    watch.query::<()>(con)?;
+    if let Err(e) = check_types(con, &expected) {
+        // Best effort: a lost connection forgets its watches anyway.
+        let _ = redis::cmd("UNWATCH").query::<()>(con);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// A number not above the last committed one is refused (a group's
+/// fencing: a newer owner committed). The key is watched, so a commit by
+/// anyone between this read and EXEC aborts EXEC.
+fn check_fence(
+    con: &mut Connection,
+    keys: &Keys,
+    checkpoint: u64,
+) -> std::result::Result<(), Failure> {
+    let last: Option<String> = redis::cmd("GET").arg(&keys.checkpoint).query(con)?;
+    if let Some(last) = last.and_then(|l| l.parse::<u64>().ok()) {
+        if last >= checkpoint {
+            let _ = redis::cmd("UNWATCH").query::<()>(con);
+            return Err(Failure::Refused(format!(
+                "checkpoint {checkpoint} is not above the last committed, {last}: \
+                 refused, nothing written (a newer owner of this namespace committed)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The MULTI/EXEC transaction of a commit: each scope's writes, the scopes
+/// that hold values added to the scope set, and the checkpoint number.
+/// `inject` (tests only) adds a command refused when queued.
+fn commit_transaction(
+    keys: &Keys,
+    data: &[(String, &ScopeWrites)],
+    checkpoint: u64,
+    batch: usize,
+    mut inject: bool,
+) -> redis::Pipeline {
+    let mut tx = redis::pipe();
+    tx.atomic();
+    let mut scopes = redis::cmd("SADD");
+    scopes.arg(&keys.scopes);
+    let mut any_scope = false;
+    for (key, w) in data {
+        for cmd in scope_commands(key, &w.records, batch) {
+            tx.add_command(cmd).ignore();
+        }
+        if w.records.iter().any(|r| r.value.is_some()) {
+            scopes.arg(w.scope.as_str());
+            any_scope = true;
+        }
+        if std::mem::take(&mut inject) {
+            // HSET with no field: refused when queued, so EXEC aborts.
+            tx.cmd("HSET").arg(key).ignore();
+        }
+    }
+    if any_scope {
+        tx.add_command(scopes).ignore();
+    }
+    tx.cmd("SET").arg(&keys.checkpoint).arg(checkpoint.to_string()).ignore();
+    tx
+}
+
+/// EXEC's reply: Nil when a watched key changed; a command inside that
+/// failed is refused too.
+fn exec_outcome(reply: RedisValue) -> std::result::Result<(), Failure> {
+    match reply {
+        RedisValue::Nil => Err(Failure::Refused(
+            "a key of the namespace changed during the commit (another writer?); \
+             nothing was written"
+                .to_owned(),
+        )),
+        other => {
+            if let Some(e) = into_items(other).into_iter().find_map(|v| match v {
+                RedisValue::ServerError(e) => Some(e),
+                _ => None,
+            }) {
+                return Err(Failure::Refused(format!("a command inside EXEC failed: {e:?}")));
+            }
+            Ok(())
+        }
+    }
+}
+
 /// The type each written key must have (or `none`).
 fn check_types(
     con: &mut Connection,
@@ -379,83 +480,16 @@ impl StateBackend for RedisState {
         let batch = self.config.batch;
         #[cfg(test)]
         let inject = std::mem::take(&mut self.inject_bad_command);
+        #[cfg(not(test))]
+        let inject = false;
         let what = format!("commit of checkpoint {checkpoint}");
         self.with_con(&what, |con, keys| {
             let data: Vec<(String, &ScopeWrites)> =
                 writes.iter().map(|w| (keys.data(w.scope.as_str()), w)).collect();
-            // Watch every key written: a change by anyone else between the
-            // type check and EXEC makes EXEC do nothing.
-            let mut watch = redis::cmd("WATCH");
-            watch.arg(&keys.checkpoint).arg(&keys.scopes);
-            let mut expected =
-                vec![(keys.checkpoint.as_str(), "string"), (keys.scopes.as_str(), "set")];
-            for (key, _) in &data {
-                watch.arg(key);
-                expected.push((key.as_str(), "hash"));
-            }
-            watch.query::<()>(con)?;
-            if let Err(e) = check_types(con, &expected) {
-                // Best effort: a lost connection forgets its watches anyway.
-                let _ = redis::cmd("UNWATCH").query::<()>(con);
-                return Err(e);
-            }
-            // A number not above the last committed one is refused (a
-            // group's fencing: a newer owner committed). The key is watched,
-            // so a commit by anyone between this read and EXEC aborts EXEC.
-            let last: Option<String> = redis::cmd("GET").arg(&keys.checkpoint).query(con)?;
-            if let Some(last) = last.and_then(|l| l.parse::<u64>().ok()) {
-                if last >= checkpoint {
-                    let _ = redis::cmd("UNWATCH").query::<()>(con);
-                    return Err(Failure::Refused(format!(
-                        "checkpoint {checkpoint} is not above the last committed, {last}: \
-                         refused, nothing written (a newer owner of this namespace committed)"
-                    )));
-                }
-            }
-            let mut tx = redis::pipe();
-            tx.atomic();
-            let mut scopes = redis::cmd("SADD");
-            scopes.arg(&keys.scopes);
-            let mut any_scope = false;
-            #[cfg(test)]
-            let mut inject = inject;
-            for (key, w) in &data {
-                for cmd in scope_commands(key, &w.records, batch) {
-                    tx.add_command(cmd).ignore();
-                }
-                if w.records.iter().any(|r| r.value.is_some()) {
-                    scopes.arg(w.scope.as_str());
-                    any_scope = true;
-                }
-                #[cfg(test)]
-                if std::mem::take(&mut inject) {
-                    // HSET with no field: refused when queued, so EXEC aborts.
-                    tx.cmd("HSET").arg(key).ignore();
-                }
-            }
-            if any_scope {
-                tx.add_command(scopes).ignore();
-            }
-            tx.cmd("SET").arg(&keys.checkpoint).arg(checkpoint.to_string()).ignore();
-            let reply: RedisValue = tx.query(con)?;
-            match reply {
-                RedisValue::Nil => Err(Failure::Refused(
-                    "a key of the namespace changed during the commit (another writer?); \
-                     nothing was written"
-                        .to_owned(),
-                )),
-                other => {
-                    if let Some(e) = into_items(other).into_iter().find_map(|v| match v {
-                        RedisValue::ServerError(e) => Some(e),
-                        _ => None,
-                    }) {
-                        return Err(Failure::Refused(format!(
-                            "a command inside EXEC failed: {e:?}"
-                        )));
-                    }
-                    Ok(())
-                }
-            }
+            watch_keys(con, keys, &data)?;
+            check_fence(con, keys, checkpoint)?;
+            let tx = commit_transaction(keys, &data, checkpoint, batch, inject);
+            exec_outcome(tx.query(con)?)
         })
     }
 

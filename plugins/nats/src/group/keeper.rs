@@ -146,6 +146,33 @@ impl Drop for Keeper {
     }
 }
 
+/// Logs that this host joins the group.
+fn log_join(settings: &Settings, leases: &Leases) {
+    squall_plugin_api::info!(
+        "group {}: host {} joins ({} partitions, lease {} ms, bucket {})",
+        settings.name,
+        settings.host_id,
+        settings.partitions,
+        settings.lease.as_millis(),
+        leases.bucket()
+    );
+}
+
+impl View {
+    /// The view of host `settings.host_id` before the first read: no
+    /// leases, no members.
+    fn empty(settings: &Settings) -> Self {
+        View {
+            me: settings.host_id.clone(),
+            partitions: settings.partitions,
+            lease: settings.lease,
+            leases: BTreeMap::new(),
+            members: BTreeMap::new(),
+            held: BTreeSet::new(),
+        }
+    }
+}
+
 impl Keeper {
     /// A keeper over `leases`, and the watch that wakes it (to spawn on the
     /// same runtime).
@@ -164,23 +191,9 @@ impl Keeper {
             stop.clone(),
             settings.turn(),
         );
-        squall_plugin_api::info!(
-            "group {}: host {} joins ({} partitions, lease {} ms, bucket {})",
-            settings.name,
-            settings.host_id,
-            settings.partitions,
-            settings.lease.as_millis(),
-            leases.bucket()
-        );
+        log_join(&settings, &leases);
         let keeper = Keeper {
-            view: View {
-                me: settings.host_id.clone(),
-                partitions: settings.partitions,
-                lease: settings.lease,
-                leases: BTreeMap::new(),
-                members: BTreeMap::new(),
-                held: BTreeSet::new(),
-            },
+            view: View::empty(&settings),
             settings,
             leases,
             held: BTreeMap::new(),

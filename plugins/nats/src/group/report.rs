@@ -92,11 +92,41 @@ pub(super) async fn read(
     let group = &config.name;
     let broker = |e: LeaseError| LeaseError::Broker(format!("group {group}: {e}"));
     let leases = Leases::attach(&config.url, bucket, timeout).await.map_err(broker)?;
-    let age = |at: SystemTime| SystemTime::now().duration_since(at).unwrap_or_default();
+    let mut members = read_members(&leases, lease).await.map_err(broker)?;
+    let mut clients = Vec::new();
+    let mut partitions = Vec::new();
+    let count = u32::try_from(config.spouts.len()).unwrap_or(u32::MAX);
+    for k in partition_keys(&leases, count).await.map_err(broker)? {
+        let mut row = read_partition(&leases, k, lease).await.map_err(broker)?;
+        if let (Some(o), "held" | "expired") = (&row.owner, row.state) {
+            if let Some(m) = members.iter_mut().find(|m| &m.host == o) {
+                m.partitions.push(k);
+            }
+        }
+        let spouts = config.spouts.get(k as usize).map_or(&[][..], Vec::as_slice);
+        (row.pending, row.unacked) = consumer_lag(&mut clients, spouts, timeout).await;
+        partitions.push(row);
+    }
+    Ok(GroupReport {
+        group: group.clone(),
+        bucket: bucket.to_owned(),
+        lease_ms: millis(lease),
+        members,
+        partitions,
+    })
+}
+
+/// How long ago `at` was.
+fn age_of(at: SystemTime) -> Duration {
+    SystemTime::now().duration_since(at).unwrap_or_default()
+}
+
+/// Every member's heartbeat, by host name (`partitions` still empty).
+async fn read_members(leases: &Leases, lease: Duration) -> Result<Vec<MemberRow>, LeaseError> {
     let mut members = Vec::new();
-    for key in leases.keys("h.").await.map_err(broker)? {
-        let Some((_, value, at)) = leases.entry(&key).await.map_err(broker)? else { continue };
-        let age = age(at);
+    for key in leases.keys("h.").await? {
+        let Some((_, value, at)) = leases.entry(&key).await? else { continue };
+        let age = age_of(at);
         let state = match value.as_ref() {
             b"alive" if age <= lease => "alive",
             b"alive" => "silent",
@@ -108,79 +138,83 @@ pub(super) async fn read(
         members.push(MemberRow { host, state, age_ms: millis(age), partitions: Vec::new() });
     }
     members.sort_by(|a, b| a.host.cmp(&b.host));
-    let mut clients: Vec<(String, async_nats::jetstream::Context)> = Vec::new();
-    let mut partitions = Vec::new();
-    let count = u32::try_from(config.spouts.len()).unwrap_or(u32::MAX);
-    // Without the host's list, every partition key the bucket holds.
-    let keys: Vec<u32> = if count > 0 {
-        (0..count).collect()
-    } else {
-        let mut ks: Vec<u32> = leases
-            .keys("p.")
-            .await
-            .map_err(broker)?
-            .iter()
-            .filter_map(|k| k.strip_prefix("p.")?.parse().ok())
-            .collect();
-        ks.sort_unstable();
-        ks
-    };
-    for k in keys {
-        let entry = leases.entry(&partition_key(k)).await.map_err(broker)?;
-        let (owner, epoch, age) = match entry {
-            Some((_, bytes, at)) => match serde_json::from_slice::<LeaseValue>(&bytes) {
-                Ok(v) => (v.owner, v.epoch, Some(age(at))),
-                Err(_) => (None, 0, Some(age(at))),
-            },
-            None => (None, 0, None),
-        };
-        let state = match (&owner, age) {
-            (Some(_), Some(a)) if a <= lease => "held",
-            (Some(_), _) => "expired",
-            (None, Some(_)) => "released",
-            (None, None) => "free",
-        };
-        if let (Some(o), "held" | "expired") = (&owner, state) {
-            if let Some(m) = members.iter_mut().find(|m| &m.host == o) {
-                m.partitions.push(k);
-            }
-        }
-        let (mut pending, mut unacked) = (None, None);
-        let spouts = config.spouts.get(k as usize).map_or(&[][..], Vec::as_slice);
-        for c in consumers(spouts) {
-            let js = match clients.iter().find(|(url, _)| url == &c.url) {
-                Some((_, js)) => js.clone(),
-                None => {
-                    let Ok(client) = connect(&c.url, timeout, "squall group status").await else {
-                        continue;
-                    };
-                    let js = async_nats::jetstream::new(client);
-                    clients.push((c.url.clone(), js.clone()));
-                    js
-                }
-            };
-            let Ok(stream) = js.get_stream(&c.stream).await else { continue };
-            let Ok(info) = stream.consumer_info(&c.consumer).await else { continue };
-            *pending.get_or_insert(0) += info.num_pending;
-            *unacked.get_or_insert(0) += info.num_ack_pending as u64;
-        }
-        partitions.push(PartitionRow {
-            partition: k,
-            owner,
-            epoch,
-            age_ms: age.map_or(0, millis),
-            state,
-            pending,
-            unacked,
-        });
+    Ok(members)
+}
+
+/// The partitions to show: the host's `count` (0: not known, then every
+/// partition key the bucket holds).
+async fn partition_keys(leases: &Leases, count: u32) -> Result<Vec<u32>, LeaseError> {
+    if count > 0 {
+        return Ok((0..count).collect());
     }
-    Ok(GroupReport {
-        group: group.clone(),
-        bucket: bucket.to_owned(),
-        lease_ms: millis(lease),
-        members,
-        partitions,
+    let mut ks: Vec<u32> = leases
+        .keys("p.")
+        .await?
+        .iter()
+        .filter_map(|k| k.strip_prefix("p.")?.parse().ok())
+        .collect();
+    ks.sort_unstable();
+    Ok(ks)
+}
+
+/// Partition `k`'s lease (its consumers' lag not read yet).
+async fn read_partition(
+    leases: &Leases,
+    k: u32,
+    lease: Duration,
+) -> Result<PartitionRow, LeaseError> {
+    let entry = leases.entry(&partition_key(k)).await?;
+    let (owner, epoch, age) = match entry {
+        Some((_, bytes, at)) => match serde_json::from_slice::<LeaseValue>(&bytes) {
+            Ok(v) => (v.owner, v.epoch, Some(age_of(at))),
+            Err(_) => (None, 0, Some(age_of(at))),
+        },
+        None => (None, 0, None),
+    };
+    let state = match (&owner, age) {
+        (Some(_), Some(a)) if a <= lease => "held",
+        (Some(_), _) => "expired",
+        (None, Some(_)) => "released",
+        (None, None) => "free",
+    };
+    Ok(PartitionRow {
+        partition: k,
+        owner,
+        epoch,
+        age_ms: age.map_or(0, millis),
+        state,
+        pending: None,
+        unacked: None,
     })
+}
+
+/// The (pending, unacked) messages summed over the JetStream consumers
+/// `spouts` read; `None` when none could be read. `clients` keeps one
+/// JetStream context per server URL across calls.
+async fn consumer_lag(
+    clients: &mut Vec<(String, async_nats::jetstream::Context)>,
+    spouts: &[SpoutDecl],
+    timeout: Duration,
+) -> (Option<u64>, Option<u64>) {
+    let (mut pending, mut unacked) = (None, None);
+    for c in consumers(spouts) {
+        let js = match clients.iter().find(|(url, _)| url == &c.url) {
+            Some((_, js)) => js.clone(),
+            None => {
+                let Ok(client) = connect(&c.url, timeout, "squall group status").await else {
+                    continue;
+                };
+                let js = async_nats::jetstream::new(client);
+                clients.push((c.url.clone(), js.clone()));
+                js
+            }
+        };
+        let Ok(stream) = js.get_stream(&c.stream).await else { continue };
+        let Ok(info) = stream.consumer_info(&c.consumer).await else { continue };
+        *pending.get_or_insert(0) += info.num_pending;
+        *unacked.get_or_insert(0) += info.num_ack_pending as u64;
+    }
+    (pending, unacked)
 }
 
 #[cfg(test)]

@@ -87,7 +87,7 @@ mod tests {
     use super::*;
 
     fn config(text: &str) -> TopologyConfig {
-        let head = "name = \"t\"\n[plugins]\np = \"lib.so\"\n";
+        let head = "[topology]\nname = \"t\"\n[plugins]\np = \"lib.so\"\n";
         crate::config::parse_str(&format!("{head}{text}"), std::path::Path::new("t.toml"))
             .expect("a valid topology")
     }

@@ -637,33 +637,40 @@ impl BoltExecutor {
             align.seen.push(source);
         }
         if self.upstream.iter().all(|t| align.seen.contains(t)) {
-            let align = self.align.take().expect("aligning");
-            self.settled = checkpoint;
-            let part = match self.bolt.checkpoint(checkpoint).into_result() {
-                Ok(deltas) => {
-                    let mut deltas = deltas.into_vec();
-                    let sources = &*self.sources;
-                    if let Some(delta) =
-                        self.window.as_mut().and_then(|w| w.checkpoint_delta(sources))
-                    {
-                        deltas.push(delta);
-                    }
-                    Ok(deltas)
-                }
-                Err(e) => {
-                    let e = format!("checkpoint: {e}");
-                    count_error(&mut turn.stats, &self.core.shared, name, &e);
-                    Err(e)
-                }
-            };
-            self.core.report(checkpoint, crate::state::Part::Bolt(part));
-            self.core.transfer.barrier(checkpoint, &mut turn.stats);
-            // What was held back goes before anything still queued.
-            for held in align.held.into_iter().rev() {
-                self.released.push_front(held);
-            }
+            self.complete_checkpoint(turn, name, checkpoint);
         }
         None
+    }
+
+    /// The barrier of `checkpoint` came from every input task: the stores
+    /// (and the window's changes) are read and reported, the barrier goes
+    /// downstream, and what was held back is released.
+    #[cold]
+    fn complete_checkpoint(&mut self, turn: &mut Turn, name: &str, checkpoint: u64) {
+        let align = self.align.take().expect("aligning");
+        self.settled = checkpoint;
+        let part = match self.bolt.checkpoint(checkpoint).into_result() {
+            Ok(deltas) => {
+                let mut deltas = deltas.into_vec();
+                let sources = &*self.sources;
+                if let Some(delta) = self.window.as_mut().and_then(|w| w.checkpoint_delta(sources))
+                {
+                    deltas.push(delta);
+                }
+                Ok(deltas)
+            }
+            Err(e) => {
+                let e = format!("checkpoint: {e}");
+                count_error(&mut turn.stats, &self.core.shared, name, &e);
+                Err(e)
+            }
+        };
+        self.core.report(checkpoint, crate::state::Part::Bolt(part));
+        self.core.transfer.barrier(checkpoint, &mut turn.stats);
+        // What was held back goes before anything still queued.
+        for held in align.held.into_iter().rev() {
+            self.released.push_front(held);
+        }
     }
 
     /// Stops aligning on `checkpoint` (abandoned): what was held back is
@@ -896,24 +903,16 @@ impl BoltExecutor {
                     ticks += 1;
                     self.execute_tick(turn, name);
                 }
-                Ok(Control::SwapBolt(swap)) => self.begin_swap(turn, *swap),
-                Ok(Control::Verdict { reload, commit }) => {
-                    let verdict = if commit { Verdict::Commit } else { Verdict::Abort };
-                    if let Some(swap) = &mut self.swap {
-                        swap.machine.verdict(reload, verdict);
-                    }
-                }
+                Ok(
+                    message @ (Control::SwapBolt(_)
+                    | Control::SwapSpout(_)
+                    | Control::Verdict { .. }
+                    | Control::Rewire(_)
+                    | Control::Retire(_)),
+                ) => self.handle_reload(turn, message),
                 Ok(
                     Control::Replies(_) | Control::Activate | Control::Deactivate | Control::Wake,
                 ) => {}
-                // Only spouts take a spout swap; dropping it tells the reloader.
-                Ok(Control::SwapSpout(_)) => {}
-                Ok(Control::Rewire(rewire)) => {
-                    if let Some(sources) = self.core.rewire(*rewire, &mut turn.stats) {
-                        self.sources = sources;
-                    }
-                }
-                Ok(Control::Retire(retire)) => self.retiring = Some(retire),
                 // Barriers reach bolts on their data queues.
                 Ok(Control::Barrier(_)) => {}
                 Ok(Control::Committed(checkpoint)) => self.committed(turn, name, checkpoint),
@@ -921,6 +920,29 @@ impl BoltExecutor {
                 Ok(Control::Sync(done)) => self.sync(turn, name, &done),
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return ticks,
             }
+        }
+    }
+
+    /// Handles one message of a live reload: a swap, its verdict, a rewire
+    /// or the task's retirement. Other messages do nothing here.
+    #[cold]
+    fn handle_reload(&mut self, turn: &mut Turn, message: Control) {
+        match message {
+            Control::SwapBolt(swap) => self.begin_swap(turn, *swap),
+            Control::Verdict { reload, commit } => {
+                let verdict = if commit { Verdict::Commit } else { Verdict::Abort };
+                if let Some(swap) = &mut self.swap {
+                    swap.machine.verdict(reload, verdict);
+                }
+            }
+            Control::Rewire(rewire) => {
+                if let Some(sources) = self.core.rewire(*rewire, &mut turn.stats) {
+                    self.sources = sources;
+                }
+            }
+            Control::Retire(retire) => self.retiring = Some(retire),
+            // Only spouts take a spout swap; dropping it tells the reloader.
+            _ => {}
         }
     }
 

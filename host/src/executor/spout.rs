@@ -736,6 +736,23 @@ impl SpoutExecutor {
                 self.enabled = false;
                 0
             }
+            Control::SwapSpout(_)
+            | Control::Verdict { .. }
+            | Control::SwapBolt(_)
+            | Control::Rewire(_)
+            | Control::Retire(_) => self.handle_reload(turn, message),
+            Control::Barrier(_)
+            | Control::Committed(_)
+            | Control::AbortCheckpoint(_)
+            | Control::Sync(_) => self.handle_checkpoint(turn, name, message),
+        }
+    }
+
+    /// Handles one message of a live reload (a swap, its verdict, a
+    /// rewire); the work it counted. Other messages count none here.
+    #[cold]
+    fn handle_reload(&mut self, turn: &mut Turn, message: Control) -> u64 {
+        match message {
             Control::SwapSpout(request) => {
                 self.begin_swap(*request);
                 1
@@ -747,14 +764,21 @@ impl SpoutExecutor {
                 }
                 1
             }
-            // Only bolts take a bolt swap; the reloader never sends one here.
-            Control::SwapBolt(_) => 0,
             Control::Rewire(rewire) => {
                 let _ = self.core.rewire(*rewire, &mut turn.stats);
                 0
             }
-            // Spouts are not retired live (a reload refuses that).
-            Control::Retire(_) => 0,
+            // Only bolts take a bolt swap (the reloader never sends one
+            // here), and spouts are not retired live (a reload refuses that).
+            _ => 0,
+        }
+    }
+
+    /// Handles one message of a checkpoint or a sync point; the work it
+    /// counted. Other messages count none here.
+    #[cold]
+    fn handle_checkpoint(&mut self, turn: &mut Turn, name: &str, message: Control) -> u64 {
+        match message {
             Control::Barrier(checkpoint) => {
                 self.barrier(turn, name, checkpoint);
                 1
@@ -763,13 +787,14 @@ impl SpoutExecutor {
                 self.committed(turn, name, checkpoint);
                 0
             }
-            Control::AbortCheckpoint(_) => 0,
             Control::Sync(done) => {
                 self.core.transfer.flush_all(&mut turn.stats);
                 self.publish(turn);
                 done.fetch_add(1, std::sync::atomic::Ordering::Release);
                 0
             }
+            // An abort needs nothing of a spout.
+            _ => 0,
         }
     }
 

@@ -466,6 +466,17 @@ impl BoltExecutor {
             side: Side::Window { inputs: &mut self.inputs, anchors: &anchors },
         };
         let result = self.bolt.execute_window(&view, &mut output).into_result();
+        self.count_window_errors(turn, name, result)
+    }
+
+    /// Counts what went wrong in `execute_window`: a refused emit, and the
+    /// call's own error, passed on when it was a panic.
+    fn count_window_errors(
+        &self,
+        turn: &mut Turn,
+        name: &str,
+        result: Result<(), PluginError>,
+    ) -> Result<(), Option<PluginError>> {
         if let Some(e) = turn.emit_error.take() {
             count_emit_error(&mut turn.stats, &self.core, "window", &e);
         }

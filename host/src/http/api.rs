@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::{json, Value as Json};
 
 use super::history::{Counts, History, WindowStats};
-use crate::metrics::StatField;
+use crate::metrics::{ComponentSummary, StatField};
 use crate::runtime::reload::{ReloadOutcome, ReloadReport};
 use crate::runtime::{HandleError, TopologyHandle};
 use crate::topology::grouping::Grouping;
@@ -91,19 +91,7 @@ pub fn topology(handle: &TopologyHandle, history: &History) -> Answer {
         let w = windows(history, handle, i);
         let rate = w.get("10s").and_then(|s| s["emit_rate"].as_f64()).unwrap_or(0.0);
         edges.extend(edges_from(&t, i, rate));
-        let last_error = task_errors(handle, c)
-            .max_by_key(|(_, e)| e.unix_secs)
-            .map(|(task, e)| json!({ "task": task, "time": e.unix_secs, "message": e.message }));
-        components.push(json!({
-            "name": c.name,
-            "kind": kind(c.kind),
-            "component": c.reference,
-            "tasks": c.parallelism(),
-            "active": c.kind == Kind::Spout && c.tasks.clone().any(|task| handle.task_stats(task).get(StatField::Active) == 1),
-            "summary": summary,
-            "windows": w,
-            "last_error": last_error,
-        }));
+        components.push(overview(handle, c, summary, w));
     }
     Answer::ok(json!({
         "name": t.name,
@@ -124,6 +112,29 @@ pub fn topology(handle: &TopologyHandle, history: &History) -> Answer {
             "rss_bytes": super::prometheus::process_rss_bytes(),
         },
     }))
+}
+
+/// One component as the topology answer lists it: its counters' `summary`,
+/// its rate `windows`, whether a spout is active, and its latest error.
+fn overview(
+    handle: &TopologyHandle,
+    c: &Component,
+    summary: &ComponentSummary,
+    windows: serde_json::Map<String, Json>,
+) -> Json {
+    let last_error = task_errors(handle, c)
+        .max_by_key(|(_, e)| e.unix_secs)
+        .map(|(task, e)| json!({ "task": task, "time": e.unix_secs, "message": e.message }));
+    json!({
+        "name": c.name,
+        "kind": kind(c.kind),
+        "component": c.reference,
+        "tasks": c.parallelism(),
+        "active": c.kind == Kind::Spout && c.tasks.clone().any(|task| handle.task_stats(task).get(StatField::Active) == 1),
+        "summary": summary,
+        "windows": windows,
+        "last_error": last_error,
+    })
 }
 
 /// The graph edges leaving component `i`, one per subscriber of each of

@@ -331,16 +331,7 @@ impl Plan {
                 }
             }
         }
-        let ackers = acker_ends
-            .into_iter()
-            .map(|input| AckerTask {
-                ledger: AckLedger::new(ACKER_BUCKETS),
-                input,
-                spouts: wiring.controls.clone(),
-                run: run.clone(),
-                spin: std::time::Duration::from_micros(topology.settings.acker_spin_micros),
-            })
-            .collect();
+        let ackers = acker_tasks(&topology, acker_ends, &wiring, &run);
         let system = SystemTask::new(&topology, run.clone(), wiring.ackers.clone());
         Self { topology, run, wiring, spouts, bolts, ackers, system, reports }
     }
@@ -397,6 +388,25 @@ impl Plan {
             }
         }
     }
+}
+
+/// One acker task per acker queue in `ends`, replying to the spouts'
+/// control queues.
+fn acker_tasks(
+    topology: &Topology,
+    ends: AckerEnds,
+    wiring: &Wiring,
+    run: &Arc<RunControl>,
+) -> Vec<AckerTask> {
+    ends.into_iter()
+        .map(|input| AckerTask {
+            ledger: AckLedger::new(ACKER_BUCKETS),
+            input,
+            spouts: wiring.controls.clone(),
+            run: run.clone(),
+            spin: std::time::Duration::from_micros(topology.settings.acker_spin_micros),
+        })
+        .collect()
 }
 
 /// Makes a change of run state wake every task and acker blocked on its

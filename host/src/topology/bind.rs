@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use abi_stable::std_types::{RString, RVec};
-use squall_plugin_api::abi::ComponentKind;
+use squall_plugin_api::abi::{ComponentKind, ConfigKeyDecl};
 use squall_plugin_api::{StreamDecl, DEFAULT_STREAM};
 
 use super::grouping::CustomGrouping;
@@ -413,17 +413,9 @@ impl<'a> Binder<'a> {
     ) {
         let Some(config_keys) = &descriptor.config_keys else { return };
         let component = format!("{}::{}", reference.alias, reference.component);
-        let declared = || config_keys.iter().map(|k| k.name.as_str());
         for key in written {
             let Some(decl) = config_keys.iter().find(|k| k.name.as_str() == key.name) else {
-                let help = suggest(&key.name, declared()).map(|s| format!("did you mean \"{s}\"?"));
-                let known: Vec<&str> = declared().collect();
-                let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
-                let message = format!(
-                    "unknown config key \"{}\" for {component} (it accepts: {known})",
-                    key.name
-                );
-                self.error(key.loc, message, help);
+                self.unknown_config_key(key, config_keys, &component);
                 continue;
             };
             if !kind_fits(decl.kind.as_str(), key.kind) {
@@ -594,6 +586,23 @@ impl<'a> Binder<'a> {
             decl: StreamDecl { name: LATE_STREAM.into(), fields, direct: false },
             subscribers: Vec::new(),
         });
+    }
+
+    /// Reports `key`, which is none of the `config_keys` `component`
+    /// declares, with the keys it does accept and a did-you-mean.
+    fn unknown_config_key(
+        &mut self,
+        key: &ConfigKeyLoc,
+        config_keys: &[ConfigKeyDecl],
+        component: &str,
+    ) {
+        let declared = || config_keys.iter().map(|k| k.name.as_str());
+        let help = suggest(&key.name, declared()).map(|s| format!("did you mean \"{s}\"?"));
+        let known: Vec<&str> = declared().collect();
+        let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
+        let message =
+            format!("unknown config key \"{}\" for {component} (it accepts: {known})", key.name);
+        self.error(key.loc, message, help);
     }
 
     /// Reports a windowed bolt without a window, or a window on a bolt that

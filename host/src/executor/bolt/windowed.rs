@@ -102,6 +102,21 @@ fn only_from(restored: &crate::state::WindowRestore, index: u32) -> bool {
     origins.len() == 1 && origins.first() == Some(&index)
 }
 
+/// The restored `entries` in the order they go back into the buffer: by
+/// their own sequence numbers when the numbering is kept (`same`), else
+/// by time (then old task and number) as tuples merged from several tasks.
+fn in_restore_order(
+    mut entries: Vec<(u32, u64, crate::state::codec::WindowEntry)>,
+    same: bool,
+) -> Vec<(u32, u64, crate::state::codec::WindowEntry)> {
+    if same {
+        entries.sort_by_key(|e| e.1);
+    } else {
+        entries.sort_by_key(|e| (e.2.time, e.0, e.1));
+    }
+    entries
+}
+
 impl WindowState {
     /// The state for a bolt with `window`, fed from `sources`, whose output
     /// streams are `outputs`.
@@ -174,12 +189,7 @@ impl WindowState {
             restored.metas.iter().min_by_key(|m| m.0).map(|m| m.1.clone()).unwrap_or_default();
         let expired: std::collections::HashSet<u64> =
             if same { meta.expired.iter().copied().collect() } else { Default::default() };
-        let mut entries = restored.entries;
-        if same {
-            entries.sort_by_key(|e| e.1);
-        } else {
-            entries.sort_by_key(|e| (e.2.time, e.0, e.1));
-        }
+        let entries = in_restore_order(restored.entries, same);
         // Fresh numbers start above every restored one, so that no new key
         // is one that the same checkpoint removes.
         self.next_seq = entries.iter().map(|e| e.1 + 1).max().unwrap_or(0);

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
-use squall_plugin_api::abi::ComponentKind;
+use squall_plugin_api::abi::{ComponentKind, ConfigKeyDecl};
 
 use super::Failure;
 use crate::plugin::{escape_controls, load_library, Descriptor, Library};
@@ -42,40 +42,47 @@ fn render(library: &Library, path: &Path) -> String {
     let _ = writeln!(out, "path   {}", e(&path.to_string_lossy()));
     let contract_1_0 = library.is_contract_1_0();
     for d in &library.descriptors {
-        let note = if d.windowed {
-            " (windowed: the host buffers its windows)"
-        } else if d.kind == ComponentKind::BOLT && d.auto_ack {
-            " (basic: acked by the host)"
-        } else {
-            ""
-        };
-        let _ = writeln!(out, "  {:<14} {}{note}", d.kind.name(), e(&d.name));
-        if !d.description.is_empty() {
-            let _ = writeln!(out, "  {:<14}   {}", "", e(&d.description));
-        }
-        if d.kind != ComponentKind::GROUPING {
-            write_streams(&mut out, d);
-        }
-        if d.windowed && !declares(d, crate::topology::LATE_STREAM) {
-            let _ = writeln!(
-                out,
-                "  {:<14}   stream {} [the fields of its first input] (added by the host: \
-                 event-time tuples behind the watermark)",
-                "",
-                crate::topology::LATE_STREAM
-            );
-        }
-        if d.kind == ComponentKind::SPOUT {
-            let position = if d.durable {
-                "kept (CHECKPOINTS): with [state], a restart resumes from the last checkpoint"
-            } else {
-                "none: with [state], a restart does not resume where the last checkpoint left it"
-            };
-            let _ = writeln!(out, "  {:<14}   checkpoint position: {position}", "");
-        }
-        write_extension(&mut out, d, contract_1_0);
+        write_component(&mut out, d, contract_1_0);
     }
     out
+}
+
+/// One component of the library: its kind and name (with a note on how
+/// it is acked), description, streams, checkpoint position and extension.
+fn write_component(out: &mut String, d: &Descriptor, contract_1_0: bool) {
+    let e = |text: &str| escape_controls(text);
+    let note = if d.windowed {
+        " (windowed: the host buffers its windows)"
+    } else if d.kind == ComponentKind::BOLT && d.auto_ack {
+        " (basic: acked by the host)"
+    } else {
+        ""
+    };
+    let _ = writeln!(out, "  {:<14} {}{note}", d.kind.name(), e(&d.name));
+    if !d.description.is_empty() {
+        let _ = writeln!(out, "  {:<14}   {}", "", e(&d.description));
+    }
+    if d.kind != ComponentKind::GROUPING {
+        write_streams(out, d);
+    }
+    if d.windowed && !declares(d, crate::topology::LATE_STREAM) {
+        let _ = writeln!(
+            out,
+            "  {:<14}   stream {} [the fields of its first input] (added by the host: \
+             event-time tuples behind the watermark)",
+            "",
+            crate::topology::LATE_STREAM
+        );
+    }
+    if d.kind == ComponentKind::SPOUT {
+        let position = if d.durable {
+            "kept (CHECKPOINTS): with [state], a restart resumes from the last checkpoint"
+        } else {
+            "none: with [state], a restart does not resume where the last checkpoint left it"
+        };
+        let _ = writeln!(out, "  {:<14}   checkpoint position: {position}", "");
+    }
+    write_extension(out, d, contract_1_0);
 }
 
 /// True when the component declares `stream` for an empty config.
@@ -133,25 +140,27 @@ fn write_extension(out: &mut String, d: &Descriptor, contract_1_0: bool) {
         return;
     }
     let _ = writeln!(out, "  {pad:<14}   config keys:");
-    let rows: Vec<[String; 4]> = config_keys
-        .iter()
-        .map(|k| {
-            let default = if k.required {
-                "required".to_owned()
-            } else if k.default.is_empty() {
-                "-".to_owned()
-            } else {
-                e(&k.default)
-            };
-            [e(&k.name), e(&k.kind), default, e(&k.doc)]
-        })
-        .collect();
+    let rows: Vec<[String; 4]> = config_keys.iter().map(key_row).collect();
     let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
     let (name, kind, default) = (width(0), width(1), width(2));
     for [n, k, d, doc] in &rows {
         let line = format!("  {pad:<14}     {n:<name$}  {k:<kind$}  {d:<default$}  {doc}");
         let _ = writeln!(out, "{}", line.trim_end());
     }
+}
+
+/// One config key's row: name, type, default (`required` for a key that
+/// must be given, `-` for an optional key without one) and doc, escaped.
+fn key_row(k: &ConfigKeyDecl) -> [String; 4] {
+    let e = |text: &str| escape_controls(text);
+    let default = if k.required {
+        "required".to_owned()
+    } else if k.default.is_empty() {
+        "-".to_owned()
+    } else {
+        e(&k.default)
+    };
+    [e(&k.name), e(&k.kind), default, e(&k.doc)]
 }
 
 #[cfg(test)]

@@ -351,10 +351,7 @@ fn read_document(
     file: &Path,
     sources: Sources,
 ) -> (TopologyConfig, Loc) {
-    let dir = match file.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let dir = base_dir(file);
     w.check_keys(doc, keys::TOP, "the top-level table");
     let stem = file.file_stem().map_or_else(|| "topology".into(), |s| s.to_string_lossy());
     let plugins = settings::read_plugins(w, doc.get("plugins"));
@@ -380,6 +377,23 @@ fn read_document(
         group: None,
     };
     let mut config = config;
+    read_dependent(w, doc, &mut config);
+    (config, topology.budget_loc)
+}
+
+/// The directory relative paths in `file` are resolved against: its own
+/// (`.` for a bare file name).
+fn base_dir(file: &Path) -> PathBuf {
+    match file.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Reads the tables checked against what the rest declared: `[state]`
+/// (its interval against the message timeout), `[[tests]]` (against the
+/// component names) and `[group]` (against the state; it may add a plugin).
+fn read_dependent(w: &mut Walker<'_>, doc: &DeTable<'_>, config: &mut TopologyConfig) {
     config.state = state::read_state(w, doc.get("state"), &config.name);
     let names = test_cases::Names {
         spouts: config.spouts.iter().map(|s| s.decl.name.as_str()).collect(),
@@ -396,7 +410,6 @@ fn read_document(
         group::check_group_state(w, g, config.state.as_ref());
         config.plugins.extend(g.implicit_plugin.clone());
     }
-    (config, topology.budget_loc)
 }
 
 /// The parser's error, at the parser's position.

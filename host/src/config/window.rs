@@ -160,6 +160,9 @@ pub(crate) fn read_window(w: &mut Walker<'_>, bolt: &Section<'_, '_>) -> Option<
     Some(WindowDecl { loc, size, timestamp_field, lag_millis })
 }
 
+/// The window's size: a time window (`length`, `slide`) or a count window
+/// (`length_count`, `slide_count`), never both; the slide defaults to the
+/// length and may not exceed it.
 fn window_size(w: &mut Walker<'_>, s: &Section<'_, '_>, value: &Value<'_>) -> Option<WindowSize> {
     let time = s.get("length").is_some() || s.get("slide").is_some();
     let count = s.get("length_count").is_some() || s.get("slide_count").is_some();
@@ -170,31 +173,7 @@ fn window_size(w: &mut Walker<'_>, s: &Section<'_, '_>, value: &Value<'_>) -> Op
         w.error(&value.span(), message, Some(help.into()));
         return None;
     }
-    let size = if count {
-        let Some(length) = s.uint(w, "length_count", 1, MAX_WINDOW_COUNT) else {
-            if s.get("length_count").is_none() {
-                s.missing(w, "length_count", Some(help.into()));
-            }
-            return None;
-        };
-        let slide = match s.get("slide_count") {
-            Some(_) => s.uint(w, "slide_count", 1, MAX_WINDOW_COUNT)?,
-            None => length,
-        };
-        WindowSize::Count { length, slide }
-    } else {
-        let Some(length_millis) = duration(w, s, "length", false) else {
-            if s.get("length").is_none() {
-                s.missing(w, "length", Some(help.into()));
-            }
-            return None;
-        };
-        let slide_millis = match s.get("slide") {
-            Some(_) => duration(w, s, "slide", false)?,
-            None => length_millis,
-        };
-        WindowSize::Time { length_millis, slide_millis }
-    };
+    let size = if count { count_size(w, s, help)? } else { time_size(w, s, help)? };
     let (length, slide, key) = match size {
         WindowSize::Count { length, slide } => (length, slide, "slide_count"),
         WindowSize::Time { length_millis, slide_millis } => (length_millis, slide_millis, "slide"),
@@ -207,6 +186,36 @@ fn window_size(w: &mut Walker<'_>, s: &Section<'_, '_>, value: &Value<'_>) -> Op
         return None;
     }
     Some(size)
+}
+
+/// A count window's `length_count` (required) and `slide_count`.
+fn count_size(w: &mut Walker<'_>, s: &Section<'_, '_>, help: &str) -> Option<WindowSize> {
+    let Some(length) = s.uint(w, "length_count", 1, MAX_WINDOW_COUNT) else {
+        if s.get("length_count").is_none() {
+            s.missing(w, "length_count", Some(help.into()));
+        }
+        return None;
+    };
+    let slide = match s.get("slide_count") {
+        Some(_) => s.uint(w, "slide_count", 1, MAX_WINDOW_COUNT)?,
+        None => length,
+    };
+    Some(WindowSize::Count { length, slide })
+}
+
+/// A time window's `length` (required) and `slide`, as durations.
+fn time_size(w: &mut Walker<'_>, s: &Section<'_, '_>, help: &str) -> Option<WindowSize> {
+    let Some(length_millis) = duration(w, s, "length", false) else {
+        if s.get("length").is_none() {
+            s.missing(w, "length", Some(help.into()));
+        }
+        return None;
+    };
+    let slide_millis = match s.get("slide") {
+        Some(_) => duration(w, s, "slide", false)?,
+        None => length_millis,
+    };
+    Some(WindowSize::Time { length_millis, slide_millis })
 }
 
 /// Storm's rule: with message timeouts on, a time window's length plus its
@@ -258,26 +267,8 @@ pub(crate) fn check_count_windows(w: &mut Walker<'_>, config: &TopologyConfig) {
     for bolt in &config.bolts {
         let Some(window) = &bolt.window else { continue };
         let WindowSize::Count { length, .. } = window.size else { continue };
-        let mut in_flight = 0u64;
-        let mut capped = !bolt.inputs.is_empty();
-        let mut seen = std::collections::HashSet::new();
-        for input in &bolt.inputs {
-            let Some(spout) = spouts.get(input.from.as_str()) else {
-                capped = false;
-                break;
-            };
-            if !seen.insert(input.from.as_str()) {
-                continue;
-            }
-            let Some(per_task) = spout.effective_max_spout_pending(settings) else {
-                capped = false;
-                break;
-            };
-            in_flight = in_flight.saturating_add(
-                u64::from(per_task).saturating_mul(u64::from(spout.decl.parallelism)),
-            );
-        }
-        if capped && length > in_flight {
+        let Some(in_flight) = trees_in_flight(bolt, &spouts, settings) else { continue };
+        if length > in_flight {
             let message = format!(
                 "the count window of bolt {:?} holds {length} tuples before it acks any, but its \
                  spouts keep at most {in_flight} trees in flight (max_spout_pending × \
@@ -290,6 +281,32 @@ pub(crate) fn check_count_windows(w: &mut Walker<'_>, config: &TopologyConfig) {
             w.error_at(window.loc, message, Some(help));
         }
     }
+}
+
+/// How many tuple trees the spouts feeding `bolt` keep in flight at most
+/// (`max_spout_pending` × parallelism, summed over its distinct spouts);
+/// `None` when nothing caps them: the bolt has no input, an input comes
+/// from a bolt, or a spout is unlimited.
+fn trees_in_flight(
+    bolt: &crate::config::model::BoltDecl,
+    spouts: &std::collections::HashMap<&str, &crate::config::model::SpoutDecl>,
+    settings: &crate::config::model::Settings,
+) -> Option<u64> {
+    if bolt.inputs.is_empty() {
+        return None;
+    }
+    let mut in_flight = 0u64;
+    let mut seen = std::collections::HashSet::new();
+    for input in &bolt.inputs {
+        let spout = spouts.get(input.from.as_str())?;
+        if !seen.insert(input.from.as_str()) {
+            continue;
+        }
+        let per_task = spout.effective_max_spout_pending(settings)?;
+        in_flight = in_flight
+            .saturating_add(u64::from(per_task).saturating_mul(u64::from(spout.decl.parallelism)));
+    }
+    Some(in_flight)
 }
 
 #[cfg(test)]

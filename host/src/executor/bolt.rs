@@ -637,33 +637,40 @@ impl BoltExecutor {
             align.seen.push(source);
         }
         if self.upstream.iter().all(|t| align.seen.contains(t)) {
-            let align = self.align.take().expect("aligning");
-            self.settled = checkpoint;
-            let part = match self.bolt.checkpoint(checkpoint).into_result() {
-                Ok(deltas) => {
-                    let mut deltas = deltas.into_vec();
-                    let sources = &*self.sources;
-                    if let Some(delta) =
-                        self.window.as_mut().and_then(|w| w.checkpoint_delta(sources))
-                    {
-                        deltas.push(delta);
-                    }
-                    Ok(deltas)
-                }
-                Err(e) => {
-                    let e = format!("checkpoint: {e}");
-                    count_error(&mut turn.stats, &self.core.shared, name, &e);
-                    Err(e)
-                }
-            };
-            self.core.report(checkpoint, crate::state::Part::Bolt(part));
-            self.core.transfer.barrier(checkpoint, &mut turn.stats);
-            // What was held back goes before anything still queued.
-            for held in align.held.into_iter().rev() {
-                self.released.push_front(held);
-            }
+            self.complete_checkpoint(turn, name, checkpoint);
         }
         None
+    }
+
+    /// The barrier of `checkpoint` came from every input task: the stores
+    /// (and the window's changes) are read and reported, the barrier goes
+    /// downstream, and what was held back is released.
+    #[cold]
+    fn complete_checkpoint(&mut self, turn: &mut Turn, name: &str, checkpoint: u64) {
+        let align = self.align.take().expect("aligning");
+        self.settled = checkpoint;
+        let part = match self.bolt.checkpoint(checkpoint).into_result() {
+            Ok(deltas) => {
+                let mut deltas = deltas.into_vec();
+                let sources = &*self.sources;
+                if let Some(delta) = self.window.as_mut().and_then(|w| w.checkpoint_delta(sources))
+                {
+                    deltas.push(delta);
+                }
+                Ok(deltas)
+            }
+            Err(e) => {
+                let e = format!("checkpoint: {e}");
+                count_error(&mut turn.stats, &self.core.shared, name, &e);
+                Err(e)
+            }
+        };
+        self.core.report(checkpoint, crate::state::Part::Bolt(part));
+        self.core.transfer.barrier(checkpoint, &mut turn.stats);
+        // What was held back goes before anything still queued.
+        for held in align.held.into_iter().rev() {
+            self.released.push_front(held);
+        }
     }
 
     /// Stops aligning on `checkpoint` (abandoned): what was held back is
@@ -894,56 +901,80 @@ impl BoltExecutor {
                 }
                 Ok(Control::TickTuple) => {
                     ticks += 1;
-                    turn.stats.add(StatField::Ticks, 1);
-                    self.inputs.begin(&[]);
-                    let tuple = Tuple::new(
-                        &[],
-                        &[],
-                        SYSTEM_COMPONENT,
-                        TICK_STREAM,
-                        TaskId::SYSTEM.0,
-                        Anchor::NONE,
-                    );
-                    self.execute(turn, name, &tuple);
+                    self.execute_tick(turn, name);
                 }
-                Ok(Control::SwapBolt(swap)) => self.begin_swap(turn, *swap),
-                Ok(Control::Verdict { reload, commit }) => {
-                    let verdict = if commit { Verdict::Commit } else { Verdict::Abort };
-                    if let Some(swap) = &mut self.swap {
-                        swap.machine.verdict(reload, verdict);
-                    }
-                }
+                Ok(
+                    message @ (Control::SwapBolt(_)
+                    | Control::SwapSpout(_)
+                    | Control::Verdict { .. }
+                    | Control::Rewire(_)
+                    | Control::Retire(_)),
+                ) => self.handle_reload(turn, message),
                 Ok(
                     Control::Replies(_) | Control::Activate | Control::Deactivate | Control::Wake,
                 ) => {}
-                // Only spouts take a spout swap; dropping it tells the reloader.
-                Ok(Control::SwapSpout(_)) => {}
-                Ok(Control::Rewire(rewire)) => {
-                    if let Some(sources) = self.core.rewire(*rewire, &mut turn.stats) {
-                        self.sources = sources;
-                    }
-                }
-                Ok(Control::Retire(retire)) => self.retiring = Some(retire),
                 // Barriers reach bolts on their data queues.
                 Ok(Control::Barrier(_)) => {}
-                Ok(Control::Committed(checkpoint)) => {
-                    if let Err(e) = self.bolt.committed(checkpoint).into_result() {
-                        let e = format!("committed: {e}");
-                        count_error(&mut turn.stats, &self.core.shared, name, &e);
-                    }
-                }
+                Ok(Control::Committed(checkpoint)) => self.committed(turn, name, checkpoint),
                 Ok(Control::AbortCheckpoint(checkpoint)) => self.abandon(checkpoint),
-                Ok(Control::Sync(done)) => {
-                    if self.window.is_some() {
-                        self.run_windows(turn, name);
-                    }
-                    self.core.transfer.flush_all(&mut turn.stats);
-                    self.publish(turn);
-                    done.fetch_add(1, std::sync::atomic::Ordering::Release);
-                }
+                Ok(Control::Sync(done)) => self.sync(turn, name, &done),
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return ticks,
             }
         }
+    }
+
+    /// Handles one message of a live reload: a swap, its verdict, a rewire
+    /// or the task's retirement. Other messages do nothing here.
+    #[cold]
+    fn handle_reload(&mut self, turn: &mut Turn, message: Control) {
+        match message {
+            Control::SwapBolt(swap) => self.begin_swap(turn, *swap),
+            Control::Verdict { reload, commit } => {
+                let verdict = if commit { Verdict::Commit } else { Verdict::Abort };
+                if let Some(swap) = &mut self.swap {
+                    swap.machine.verdict(reload, verdict);
+                }
+            }
+            Control::Rewire(rewire) => {
+                if let Some(sources) = self.core.rewire(*rewire, &mut turn.stats) {
+                    self.sources = sources;
+                }
+            }
+            Control::Retire(retire) => self.retiring = Some(retire),
+            // Only spouts take a spout swap; dropping it tells the reloader.
+            _ => {}
+        }
+    }
+
+    /// Executes a tick tuple (never for a windowed bolt: ticks never
+    /// enter a window).
+    fn execute_tick(&mut self, turn: &mut Turn, name: &str) {
+        turn.stats.add(StatField::Ticks, 1);
+        self.inputs.begin(&[]);
+        let tuple =
+            Tuple::new(&[], &[], SYSTEM_COMPONENT, TICK_STREAM, TaskId::SYSTEM.0, Anchor::NONE);
+        self.execute(turn, name, &tuple);
+    }
+
+    /// Tells the bolt that `checkpoint` committed; an error is counted.
+    #[cold]
+    fn committed(&mut self, turn: &mut Turn, name: &str, checkpoint: u64) {
+        if let Err(e) = self.bolt.committed(checkpoint).into_result() {
+            let e = format!("committed: {e}");
+            count_error(&mut turn.stats, &self.core.shared, name, &e);
+        }
+    }
+
+    /// A sync point: due windows run, everything emitted is flushed and
+    /// the counters published, then `done` counts this task in.
+    #[cold]
+    fn sync(&mut self, turn: &mut Turn, name: &str, done: &std::sync::atomic::AtomicUsize) {
+        if self.window.is_some() {
+            self.run_windows(turn, name);
+        }
+        self.core.transfer.flush_all(&mut turn.stats);
+        self.publish(turn);
+        done.fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 
     /// A swap request (see [`BoltSwap`]): the new instance takes over at
@@ -998,42 +1029,12 @@ impl BoltExecutor {
                         continue;
                     }
                     Some(Err(TryRecvError::Empty)) => {}
-                    Some(Err(TryRecvError::Disconnected)) | None => {
-                        let task = self.core.name.clone();
-                        let cause = "the thread preparing it ended without an answer".to_owned();
-                        let e =
-                            ReloadError::Task { task, call: "prepare on the new instance", cause };
-                        if let Some(ready) = swap.ready.take() {
-                            let _ = ready.send((self.core.name.task.0, Err(e)));
-                        }
-                        return self.end_swap(false, None);
-                    }
+                    Some(Err(TryRecvError::Disconnected)) | None => return self.prepare_lost(),
                 }
             }
             match swap.machine.poll(Instant::now(), running, true) {
                 Action::Wait => return,
-                Action::TakeOver { .. } => {
-                    let began = Instant::now();
-                    let new = swap.new.take().expect("built, not yet taken over");
-                    let started = self.take_over(new);
-                    let Some(swap) = &mut self.swap else { return };
-                    swap.paused += began.elapsed();
-                    match started {
-                        Ok((preparing, saved)) => {
-                            // The old instance executes on until the outcome.
-                            swap.saved = saved;
-                            swap.preparing = Some(preparing);
-                            swap.machine.preparing();
-                            return;
-                        }
-                        Err(e) => {
-                            if let Some(ready) = swap.ready.take() {
-                                let _ = ready.send((self.core.name.task.0, Err(e)));
-                            }
-                            return self.end_swap(false, None);
-                        }
-                    }
-                }
+                Action::TakeOver { .. } => return self.begin_take_over(),
                 Action::Commit => return self.commit_swap(),
                 Action::Discard => {
                     // Prepared but not wanted (another task failed): it never executed.
@@ -1043,6 +1044,46 @@ impl BoltExecutor {
                     return self.end_swap(false, None);
                 }
                 Action::Abandon => return self.end_swap(false, None),
+            }
+        }
+    }
+
+    /// The thread preparing the new instance ended without an answer: the
+    /// reloader hears so, and the swap ends.
+    #[cold]
+    fn prepare_lost(&mut self) {
+        let task = self.core.name.clone();
+        let cause = "the thread preparing it ended without an answer".to_owned();
+        let e = ReloadError::Task { task, call: "prepare on the new instance", cause };
+        if let Some(ready) = self.swap.as_mut().and_then(|swap| swap.ready.take()) {
+            let _ = ready.send((self.core.name.task.0, Err(e)));
+        }
+        self.end_swap(false, None);
+    }
+
+    /// The take-over: the new instance gets the state and prepares on a
+    /// thread of its own while the old one executes on until the outcome.
+    /// A take-over that fails is reported and ends the swap.
+    #[cold]
+    fn begin_take_over(&mut self) {
+        let began = Instant::now();
+        let Some(swap) = &mut self.swap else { return };
+        let new = swap.new.take().expect("built, not yet taken over");
+        let started = self.take_over(new);
+        let Some(swap) = &mut self.swap else { return };
+        swap.paused += began.elapsed();
+        match started {
+            Ok((preparing, saved)) => {
+                // The old instance executes on until the outcome.
+                swap.saved = saved;
+                swap.preparing = Some(preparing);
+                swap.machine.preparing();
+            }
+            Err(e) => {
+                if let Some(ready) = swap.ready.take() {
+                    let _ = ready.send((self.core.name.task.0, Err(e)));
+                }
+                self.end_swap(false, None);
             }
         }
     }

@@ -39,7 +39,7 @@ use super::wake::spout_waker;
 use super::{count_emit_error, count_error};
 use super::{Idle, Step};
 use crate::acker::msg::ReplyKind;
-use crate::control::{Control, ReloadError, RunError, RunState, SpoutSwap, SwapDone};
+use crate::control::{Control, ReloadError, Reply, RunError, RunState, SpoutSwap, SwapDone};
 use crate::metrics::{LocalHistogram, LocalStats, StatField};
 use crate::plugin::{Factory, Instance, SpoutObj};
 use crate::throttle::{Canceler, Sleeper, Throttler};
@@ -572,34 +572,8 @@ impl SpoutExecutor {
                 // Deactivated by `follow` first, on the next turn.
                 Action::TakeOver { .. } if turn.active => return,
                 Action::TakeOver { fail_pending } => {
-                    if fail_pending {
-                        // Bounded by the message timeout: what is still pending
-                        // fails back to the instance that emitted it.
-                        let late: Vec<MessageId> =
-                            self.tracker.pending.drain_all().map(|(_, p)| p.message_id).collect();
-                        for id in late {
-                            self.fail(turn, name, id, StatField::FailedTimeout);
-                        }
-                    }
-                    self.core.transfer.flush_all(&mut turn.stats);
-                    self.publish(turn);
-                    let Some(swap) = &mut self.swap else { return };
-                    let mut new = swap.new.take().expect("built, not yet taken over");
-                    let taken = self.take_over(&mut new);
-                    let Some(swap) = &mut self.swap else { return };
-                    let report = taken.as_ref().map(|_| ()).map_err(Clone::clone);
-                    let ready = swap.ready.take().expect("reported once");
-                    // A reloader that has gone away has aborted.
-                    let delivered = ready.send((self.core.name.task.0, report)).is_ok();
-                    let ok = taken.is_ok();
-                    if swap.machine.prepared(ok && delivered) {
-                        swap.new_wakes = taken.unwrap_or(false);
-                        swap.new = Some(new);
-                    } else {
-                        if ok {
-                            self.retire(new, "the new instance (the reloader has gone)");
-                        }
-                        return self.end_swap(turn, name, false);
+                    if !self.begin_take_over(turn, name, fail_pending) {
+                        return;
                     }
                 }
                 Action::Commit => {
@@ -620,6 +594,45 @@ impl SpoutExecutor {
                 }
                 Action::Abandon => return self.end_swap(turn, name, false),
             }
+        }
+    }
+
+    /// The take-over: what is still pending fails back (when
+    /// `fail_pending`), everything emitted is flushed, then the new instance
+    /// gets the state and opens. False when the swap ended (the take-over
+    /// failed, or the reloader has gone).
+    #[cold]
+    fn begin_take_over(&mut self, turn: &mut Turn, name: &str, fail_pending: bool) -> bool {
+        if fail_pending {
+            // Bounded by the message timeout: what is still pending
+            // fails back to the instance that emitted it.
+            let late: Vec<MessageId> =
+                self.tracker.pending.drain_all().map(|(_, p)| p.message_id).collect();
+            for id in late {
+                self.fail(turn, name, id, StatField::FailedTimeout);
+            }
+        }
+        self.core.transfer.flush_all(&mut turn.stats);
+        self.publish(turn);
+        let Some(swap) = &mut self.swap else { return false };
+        let mut new = swap.new.take().expect("built, not yet taken over");
+        let taken = self.take_over(&mut new);
+        let Some(swap) = &mut self.swap else { return false };
+        let report = taken.as_ref().map(|_| ()).map_err(Clone::clone);
+        let ready = swap.ready.take().expect("reported once");
+        // A reloader that has gone away has aborted.
+        let delivered = ready.send((self.core.name.task.0, report)).is_ok();
+        let ok = taken.is_ok();
+        if swap.machine.prepared(ok && delivered) {
+            swap.new_wakes = taken.unwrap_or(false);
+            swap.new = Some(new);
+            true
+        } else {
+            if ok {
+                self.retire(new, "the new instance (the reloader has gone)");
+            }
+            self.end_swap(turn, name, false);
+            false
         }
     }
 
@@ -705,31 +718,12 @@ impl SpoutExecutor {
             Control::Replies(replies) => {
                 let handled = replies.len() as u64;
                 for reply in replies {
-                    match reply.kind {
-                        ReplyKind::Reset => {
-                            self.tracker.pending.reset(&reply.root);
-                        }
-                        ReplyKind::Acked => {
-                            if let Some(p) = self.tracker.pending.remove(&reply.root) {
-                                let latency = reply.at.saturating_duration_since(p.emitted);
-                                self.ack(turn, name, p.message_id, Some(latency));
-                            }
-                        }
-                        ReplyKind::Failed => {
-                            if let Some(p) = self.tracker.pending.remove(&reply.root) {
-                                self.fail(turn, name, p.message_id, StatField::FailedExplicit);
-                            }
-                        }
-                    }
+                    self.reply(turn, name, reply);
                 }
                 handled
             }
             Control::TimeoutTick => {
-                let expired: Vec<_> =
-                    self.tracker.pending.rotate().map(|(_, p)| p.message_id).collect();
-                for id in expired {
-                    self.fail(turn, name, id, StatField::FailedTimeout);
-                }
+                self.time_out(turn, name);
                 1
             }
             Control::TickTuple => 1,
@@ -742,6 +736,23 @@ impl SpoutExecutor {
                 self.enabled = false;
                 0
             }
+            Control::SwapSpout(_)
+            | Control::Verdict { .. }
+            | Control::SwapBolt(_)
+            | Control::Rewire(_)
+            | Control::Retire(_) => self.handle_reload(turn, message),
+            Control::Barrier(_)
+            | Control::Committed(_)
+            | Control::AbortCheckpoint(_)
+            | Control::Sync(_) => self.handle_checkpoint(turn, name, message),
+        }
+    }
+
+    /// Handles one message of a live reload (a swap, its verdict, a
+    /// rewire); the work it counted. Other messages count none here.
+    #[cold]
+    fn handle_reload(&mut self, turn: &mut Turn, message: Control) -> u64 {
+        match message {
             Control::SwapSpout(request) => {
                 self.begin_swap(*request);
                 1
@@ -753,36 +764,75 @@ impl SpoutExecutor {
                 }
                 1
             }
-            // Only bolts take a bolt swap; the reloader never sends one here.
-            Control::SwapBolt(_) => 0,
             Control::Rewire(rewire) => {
                 let _ = self.core.rewire(*rewire, &mut turn.stats);
                 0
             }
-            // Spouts are not retired live (a reload refuses that).
-            Control::Retire(_) => 0,
+            // Only bolts take a bolt swap (the reloader never sends one
+            // here), and spouts are not retired live (a reload refuses that).
+            _ => 0,
+        }
+    }
+
+    /// Handles one message of a checkpoint or a sync point; the work it
+    /// counted. Other messages count none here.
+    #[cold]
+    fn handle_checkpoint(&mut self, turn: &mut Turn, name: &str, message: Control) -> u64 {
+        match message {
             Control::Barrier(checkpoint) => {
                 self.barrier(turn, name, checkpoint);
                 1
             }
             Control::Committed(checkpoint) => {
-                if let Err(e) = self.spout.committed(checkpoint).into_result() {
-                    count_error(
-                        &mut turn.stats,
-                        &self.core.shared,
-                        name,
-                        &format!("committed: {e}"),
-                    );
-                }
+                self.committed(turn, name, checkpoint);
                 0
             }
-            Control::AbortCheckpoint(_) => 0,
             Control::Sync(done) => {
                 self.core.transfer.flush_all(&mut turn.stats);
                 self.publish(turn);
                 done.fetch_add(1, std::sync::atomic::Ordering::Release);
                 0
             }
+            // An abort needs nothing of a spout.
+            _ => 0,
+        }
+    }
+
+    /// One acker reply: the tuple tree of `reply.root` was reset (its
+    /// timeout starts over), completed (acked, with its latency) or failed.
+    fn reply(&mut self, turn: &mut Turn, name: &str, reply: Reply) {
+        match reply.kind {
+            ReplyKind::Reset => {
+                self.tracker.pending.reset(&reply.root);
+            }
+            ReplyKind::Acked => {
+                if let Some(p) = self.tracker.pending.remove(&reply.root) {
+                    let latency = reply.at.saturating_duration_since(p.emitted);
+                    self.ack(turn, name, p.message_id, Some(latency));
+                }
+            }
+            ReplyKind::Failed => {
+                if let Some(p) = self.tracker.pending.remove(&reply.root) {
+                    self.fail(turn, name, p.message_id, StatField::FailedExplicit);
+                }
+            }
+        }
+    }
+
+    /// A timeout tick: the pending tuples of the oldest bucket have timed
+    /// out and fail back to the spout.
+    fn time_out(&mut self, turn: &mut Turn, name: &str) {
+        let expired: Vec<_> = self.tracker.pending.rotate().map(|(_, p)| p.message_id).collect();
+        for id in expired {
+            self.fail(turn, name, id, StatField::FailedTimeout);
+        }
+    }
+
+    /// Tells the spout that `checkpoint` committed; an error is counted.
+    #[cold]
+    fn committed(&mut self, turn: &mut Turn, name: &str, checkpoint: u64) {
+        if let Err(e) = self.spout.committed(checkpoint).into_result() {
+            count_error(&mut turn.stats, &self.core.shared, name, &format!("committed: {e}"));
         }
     }
 

@@ -5,11 +5,11 @@ use serde::Serialize;
 use serde_json::{json, Value as Json};
 
 use super::history::{Counts, History, WindowStats};
-use crate::metrics::StatField;
+use crate::metrics::{ComponentSummary, StatField};
 use crate::runtime::reload::{ReloadOutcome, ReloadReport};
 use crate::runtime::{HandleError, TopologyHandle};
 use crate::topology::grouping::Grouping;
-use crate::topology::{Component, Kind, Topology};
+use crate::topology::{Component, Input, Kind, Topology};
 
 /// The windows of `/api/v1/topology`: name and length in seconds (`None` = all time).
 pub const WINDOWS: &[(&str, Option<f64>)] =
@@ -90,37 +90,8 @@ pub fn topology(handle: &TopologyHandle, history: &History) -> Answer {
     for (i, (c, summary)) in t.components.iter().zip(&report.components).enumerate() {
         let w = windows(history, handle, i);
         let rate = w.get("10s").and_then(|s| s["emit_rate"].as_f64()).unwrap_or(0.0);
-        for s in &c.outputs {
-            let fields: Vec<String> = s.decl.fields.iter().map(|f| f.to_string()).collect();
-            for sub in &s.subscribers {
-                edges.push(Edge {
-                    from: c.name.clone(),
-                    stream: s.decl.name.to_string(),
-                    to: t.components[sub.component].name.clone(),
-                    grouping: grouping_label(&sub.grouping, &fields),
-                    chained: t.components[sub.component].chain_from == Some(i),
-                    rate,
-                });
-            }
-        }
-        let last_error = c
-            .tasks
-            .clone()
-            .flat_map(|task| {
-                handle.task_stats(task).errors.snapshot().into_iter().map(move |e| (task, e))
-            })
-            .max_by_key(|(_, e)| e.unix_secs)
-            .map(|(task, e)| json!({ "task": task, "time": e.unix_secs, "message": e.message }));
-        components.push(json!({
-            "name": c.name,
-            "kind": kind(c.kind),
-            "component": c.reference,
-            "tasks": c.parallelism(),
-            "active": c.kind == Kind::Spout && c.tasks.clone().any(|task| handle.task_stats(task).get(StatField::Active) == 1),
-            "summary": summary,
-            "windows": w,
-            "last_error": last_error,
-        }));
+        edges.extend(edges_from(&t, i, rate));
+        components.push(overview(handle, c, summary, w));
     }
     Answer::ok(json!({
         "name": t.name,
@@ -143,6 +114,60 @@ pub fn topology(handle: &TopologyHandle, history: &History) -> Answer {
     }))
 }
 
+/// One component as the topology answer lists it: its counters' `summary`,
+/// its rate `windows`, whether a spout is active, and its latest error.
+fn overview(
+    handle: &TopologyHandle,
+    c: &Component,
+    summary: &ComponentSummary,
+    windows: serde_json::Map<String, Json>,
+) -> Json {
+    let last_error = task_errors(handle, c)
+        .max_by_key(|(_, e)| e.unix_secs)
+        .map(|(task, e)| json!({ "task": task, "time": e.unix_secs, "message": e.message }));
+    json!({
+        "name": c.name,
+        "kind": kind(c.kind),
+        "component": c.reference,
+        "tasks": c.parallelism(),
+        "active": c.kind == Kind::Spout && c.tasks.clone().any(|task| handle.task_stats(task).get(StatField::Active) == 1),
+        "summary": summary,
+        "windows": windows,
+        "last_error": last_error,
+    })
+}
+
+/// The graph edges leaving component `i`, one per subscriber of each of
+/// its output streams, all labelled with the component's emit `rate`.
+fn edges_from(t: &Topology, i: usize, rate: f64) -> Vec<Edge> {
+    let c = &t.components[i];
+    let mut edges = Vec::new();
+    for s in &c.outputs {
+        let fields: Vec<String> = s.decl.fields.iter().map(|f| f.to_string()).collect();
+        for sub in &s.subscribers {
+            edges.push(Edge {
+                from: c.name.clone(),
+                stream: s.decl.name.to_string(),
+                to: t.components[sub.component].name.clone(),
+                grouping: grouping_label(&sub.grouping, &fields),
+                chained: t.components[sub.component].chain_from == Some(i),
+                rate,
+            });
+        }
+    }
+    edges
+}
+
+/// The errors recorded by each of `c`'s tasks, paired with the task.
+fn task_errors<'a>(
+    handle: &'a TopologyHandle,
+    c: &Component,
+) -> impl Iterator<Item = (u32, crate::metrics::ErrorRecord)> + 'a {
+    c.tasks.clone().flat_map(move |task| {
+        handle.task_stats(task).errors.snapshot().into_iter().map(move |e| (task, e))
+    })
+}
+
 fn find<'t>(t: &'t Topology, name: &str) -> Result<(usize, &'t Component), Answer> {
     t.components.iter().enumerate().find(|(_, c)| c.name == name).ok_or_else(|| {
         let e = HandleError::UnknownComponent {
@@ -161,49 +186,8 @@ pub fn component(handle: &TopologyHandle, history: &History, name: &str) -> Answ
         Err(answer) => return answer,
     };
     let elapsed = handle.elapsed().as_secs_f64();
-    let tasks: Vec<Json> = c
-        .tasks
-        .clone()
-        .map(|task| {
-            let s = handle.task_stats(task);
-            let executed = s.get(StatField::Executed);
-            let busy = s.get(StatField::BusyNanos) as f64;
-            json!({
-                "task": task,
-                "emitted": s.get(StatField::Emitted),
-                "transferred": s.get(StatField::Transferred),
-                "executed": executed,
-                "acked": s.get(StatField::Acked),
-                "failed_explicit": s.get(StatField::FailedExplicit),
-                "failed_timeout": s.get(StatField::FailedTimeout),
-                "failed_panic": s.get(StatField::FailedPanic),
-                "failed_shutdown": s.get(StatField::FailedShutdown),
-                "pending": s.get(StatField::Pending),
-                "restarts": s.get(StatField::Restarts),
-                "errors": s.get(StatField::Errors),
-                "ticks": s.get(StatField::Ticks),
-                "active": s.get(StatField::Active) == 1,
-                "capacity": (busy / 1e9 / elapsed.max(1e-9)).min(1.0),
-                "execute_latency_us": if executed > 0 { busy / 1e3 / executed as f64 } else { 0.0 },
-                "queue_depth_batches": handle.queue_depth(task),
-            })
-        })
-        .collect();
-    let inputs: Vec<Json> = c
-        .inputs
-        .iter()
-        .map(|input| {
-            let from = &t.components[input.from];
-            let stream = &from.outputs[input.stream as usize];
-            let fields: Vec<String> = stream.decl.fields.iter().map(|f| f.to_string()).collect();
-            let grouping = stream
-                .subscribers
-                .iter()
-                .find(|s| t.components[s.component].name == c.name)
-                .map(|s| grouping_label(&s.grouping, &fields));
-            json!({ "from": from.name, "stream": stream.decl.name.as_str(), "grouping": grouping })
-        })
-        .collect();
+    let tasks: Vec<Json> = c.tasks.clone().map(|task| task_json(handle, task, elapsed)).collect();
+    let inputs: Vec<Json> = c.inputs.iter().map(|input| input_json(&t, c, input)).collect();
     let outputs: Vec<Json> = c
         .outputs
         .iter()
@@ -213,13 +197,7 @@ pub fn component(handle: &TopologyHandle, history: &History, name: &str) -> Answ
             json!({ "stream": s.decl.name.as_str(), "fields": fields, "direct": s.decl.direct, "to": to })
         })
         .collect();
-    let mut errors: Vec<(u32, crate::metrics::ErrorRecord)> = c
-        .tasks
-        .clone()
-        .flat_map(|task| {
-            handle.task_stats(task).errors.snapshot().into_iter().map(move |e| (task, e))
-        })
-        .collect();
+    let mut errors: Vec<(u32, crate::metrics::ErrorRecord)> = task_errors(handle, c).collect();
     errors.sort_by_key(|(_, e)| std::cmp::Reverse(e.unix_secs));
     let last_errors: Vec<Json> = errors
         .into_iter()
@@ -237,6 +215,47 @@ pub fn component(handle: &TopologyHandle, history: &History, name: &str) -> Answ
         "outputs": outputs,
         "last_errors": last_errors,
     }))
+}
+
+/// One task's counters, with its capacity (busy share of the uptime
+/// `elapsed`, in seconds) and mean execute latency derived from them.
+fn task_json(handle: &TopologyHandle, task: u32, elapsed: f64) -> Json {
+    let s = handle.task_stats(task);
+    let executed = s.get(StatField::Executed);
+    let busy = s.get(StatField::BusyNanos) as f64;
+    json!({
+        "task": task,
+        "emitted": s.get(StatField::Emitted),
+        "transferred": s.get(StatField::Transferred),
+        "executed": executed,
+        "acked": s.get(StatField::Acked),
+        "failed_explicit": s.get(StatField::FailedExplicit),
+        "failed_timeout": s.get(StatField::FailedTimeout),
+        "failed_panic": s.get(StatField::FailedPanic),
+        "failed_shutdown": s.get(StatField::FailedShutdown),
+        "pending": s.get(StatField::Pending),
+        "restarts": s.get(StatField::Restarts),
+        "errors": s.get(StatField::Errors),
+        "ticks": s.get(StatField::Ticks),
+        "active": s.get(StatField::Active) == 1,
+        "capacity": (busy / 1e9 / elapsed.max(1e-9)).min(1.0),
+        "execute_latency_us": if executed > 0 { busy / 1e3 / executed as f64 } else { 0.0 },
+        "queue_depth_batches": handle.queue_depth(task),
+    })
+}
+
+/// One input of `c`: the component and stream it reads, and the grouping
+/// it subscribed with.
+fn input_json(t: &Topology, c: &Component, input: &Input) -> Json {
+    let from = &t.components[input.from];
+    let stream = &from.outputs[input.stream as usize];
+    let fields: Vec<String> = stream.decl.fields.iter().map(|f| f.to_string()).collect();
+    let grouping = stream
+        .subscribers
+        .iter()
+        .find(|s| t.components[s.component].name == c.name)
+        .map(|s| grouping_label(&s.grouping, &fields));
+    json!({ "from": from.name, "stream": stream.decl.name.as_str(), "grouping": grouping })
 }
 
 /// The metrics the component's plugin registered, per task.

@@ -256,14 +256,8 @@ impl DynHost for HostServices {
     ) -> RResult<MetricCells, PluginError> {
         let refuse =
             |m: String| RResult::RErr(PluginError { kind: ErrorKind::RUNTIME, message: m.into() });
-        if !valid_metric_name(name.as_str()) {
-            return refuse(format!(
-                "metric name {:?} is not [a-zA-Z_][a-zA-Z0-9_]*",
-                name.as_str()
-            ));
-        }
-        if ![MetricKind::COUNTER, MetricKind::GAUGE, MetricKind::HISTOGRAM].contains(&kind) {
-            return refuse(format!("unknown metric kind {}", kind.0));
+        if let Err(m) = check_metric(kind, name.as_str()) {
+            return refuse(m);
         }
         CURRENT.with(|c| match &mut *c.borrow_mut() {
             Some(scope) => {
@@ -287,16 +281,32 @@ impl DynHost for HostServices {
                     Err(m) => refuse(m),
                 }
             }
-            None => match building() {
-                Some((component, task)) => refuse(format!(
-                    "component \"{component}\" (task {task}) registered it in its constructor \
-                     (new): register metrics in open or prepare, on the task's own thread"
-                )),
-                None => {
-                    refuse("register metrics in open or prepare, on the task's own thread".into())
-                }
-            },
+            None => refuse(off_task_thread()),
         })
+    }
+}
+
+/// Refuses a metric whose name is not a Prometheus name or whose kind is
+/// unknown.
+fn check_metric(kind: MetricKind, name: &str) -> Result<(), String> {
+    if !valid_metric_name(name) {
+        return Err(format!("metric name {name:?} is not [a-zA-Z_][a-zA-Z0-9_]*"));
+    }
+    if ![MetricKind::COUNTER, MetricKind::GAUGE, MetricKind::HISTOGRAM].contains(&kind) {
+        return Err(format!("unknown metric kind {}", kind.0));
+    }
+    Ok(())
+}
+
+/// Why a metric registered off a task's thread is refused (naming the
+/// component when it was registered in its constructor).
+fn off_task_thread() -> String {
+    match building() {
+        Some((component, task)) => format!(
+            "component \"{component}\" (task {task}) registered it in its constructor \
+             (new): register metrics in open or prepare, on the task's own thread"
+        ),
+        None => "register metrics in open or prepare, on the task's own thread".into(),
     }
 }
 

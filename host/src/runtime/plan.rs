@@ -179,33 +179,12 @@ pub fn task_executor(
     run: &Arc<RunControl>,
 ) -> Executor {
     let t = task as usize;
+    let parts = TaskParts { topology, c, task, wiring, sources };
     let waits = instances.waits[t].take().expect("instantiate builds every wait");
     let throttle = c.throttle.as_ref().map(throttler);
     let count_bytes = matches!(throttle, Some((_, ThrottleUnit::Bytes)));
-    let transfer_wiring = TransferWiring {
-        batch_size: topology.settings.producer_batch_size,
-        flush_interval: Duration::from_millis(topology.settings.batch_flush_interval_millis),
-        streams: routes(c, task, &mut instances.groupings[t]),
-        default_stream: c.default_stream,
-        queues: wiring.data.clone(),
-        ackers: wiring.ackers.clone(),
-        recycled: Some(ends.recycled),
-        count_bytes,
-        queue_bytes: wiring.queue_bytes.clone(),
-        tap: wiring.taps[t].clone(),
-    };
-    let mut core = TaskCore::new(
-        TaskName { kind: c.kind, component: c.name.clone(), task: TaskId(task) },
-        context(topology, c, task),
-        c.factory,
-        c.config.clone(),
-        Transfer::new(TaskId(task), transfer_wiring),
-        ends.control,
-        waits,
-        wiring.stats[t].clone(),
-        run.clone(),
-        RestartPolicy::from_settings(&topology.settings),
-    );
+    let transfer = parts.transfer(&mut instances.groupings[t], ends.recycled, count_bytes);
+    let mut core = parts.core(transfer, ends.control, waits, run);
     core.checkpoints = wiring.checkpoints.clone();
     match c.kind {
         Kind::Spout => {
@@ -220,31 +199,103 @@ pub fn task_executor(
         }
         Kind::Bolt => {
             let bolt = instances.bolts[t].take().expect("a bolt per bolt task");
-            let (edge_throttle, throttles) = edge_throttles(topology, c);
-            let inputs = BoltInputs {
-                auto_ack: c.auto_ack,
-                receive: ends.data.expect("bolts have a receive queue"),
-                sources: sources.clone(),
-                edge_throttle,
-                throttles,
-                recycle: wiring.recycle.clone(),
-                queue_bytes: wiring.queue_bytes[t].clone(),
-                window: c.window.as_ref().map(|w| {
-                    let outputs: Vec<&str> =
-                        c.outputs.iter().map(|s| s.decl.name.as_str()).collect();
-                    let simulated = topology.simulated.clone();
-                    let mut window = Box::new(WindowState::new(w, sources, &outputs, simulated));
-                    if topology.state.is_some() {
-                        let label = format!("{} task {task}", c.name);
-                        let restored = instances.windows.remove(&task);
-                        window.make_durable(&label, task - c.tasks.start, restored, sources);
-                    }
-                    window
-                }),
-                upstream: upstream_tasks(topology, c, task),
-            };
+            let receive = ends.data.expect("bolts have a receive queue");
+            let inputs = parts.bolt_inputs(receive, instances);
             Executor::Bolt(Box::new(BoltExecutor::new(core, bolt, inputs)))
         }
+    }
+}
+
+/// What building the executor of one task reads: the topology, the task's
+/// component and id, the wiring and the source table.
+struct TaskParts<'p> {
+    topology: &'p Topology,
+    c: &'p Component,
+    task: u32,
+    wiring: &'p Wiring,
+    sources: &'p Arc<SourceTable>,
+}
+
+impl TaskParts<'_> {
+    /// The task's transfer: its routes through `groupings`, the queues and
+    /// the batch settings; `count_bytes` when a byte throttle needs sizes.
+    fn transfer(
+        &self,
+        groupings: &mut Vec<CustomInstance>,
+        recycled: Receiver<Batch>,
+        count_bytes: bool,
+    ) -> Transfer {
+        let (topology, wiring) = (self.topology, self.wiring);
+        let wiring = TransferWiring {
+            batch_size: topology.settings.producer_batch_size,
+            flush_interval: Duration::from_millis(topology.settings.batch_flush_interval_millis),
+            streams: routes(self.c, self.task, groupings),
+            default_stream: self.c.default_stream,
+            queues: wiring.data.clone(),
+            ackers: wiring.ackers.clone(),
+            recycled: Some(recycled),
+            count_bytes,
+            queue_bytes: wiring.queue_bytes.clone(),
+            tap: wiring.taps[self.task as usize].clone(),
+        };
+        Transfer::new(TaskId(self.task), wiring)
+    }
+
+    /// The task's core around `transfer`, its `control` queue and `waits`.
+    fn core(
+        &self,
+        transfer: Transfer,
+        control: Receiver<Control>,
+        waits: crate::executor::core::Waits,
+        run: &Arc<RunControl>,
+    ) -> TaskCore {
+        let (topology, c, task) = (self.topology, self.c, self.task);
+        TaskCore::new(
+            TaskName { kind: c.kind, component: c.name.clone(), task: TaskId(task) },
+            context(topology, c, task),
+            c.factory,
+            c.config.clone(),
+            transfer,
+            control,
+            waits,
+            self.wiring.stats[task as usize].clone(),
+            run.clone(),
+            RestartPolicy::from_settings(&topology.settings),
+        )
+    }
+
+    /// A bolt task's inputs: its `receive` queue, the throttles on its
+    /// edges, and its window (durable, with what `instances` restored for
+    /// it, when the topology has state).
+    fn bolt_inputs(&self, receive: Receiver<Batch>, instances: &mut Instances) -> BoltInputs {
+        let (topology, c, task) = (self.topology, self.c, self.task);
+        let (edge_throttle, throttles) = edge_throttles(topology, c);
+        BoltInputs {
+            auto_ack: c.auto_ack,
+            receive,
+            sources: self.sources.clone(),
+            edge_throttle,
+            throttles,
+            recycle: self.wiring.recycle.clone(),
+            queue_bytes: self.wiring.queue_bytes[task as usize].clone(),
+            window: c.window.as_ref().map(|w| self.window(w, instances)),
+            upstream: upstream_tasks(topology, c, task),
+        }
+    }
+
+    /// The state of the bolt's `window`; made durable when the topology has
+    /// state.
+    fn window(&self, w: &crate::config::WindowDecl, instances: &mut Instances) -> Box<WindowState> {
+        let (c, task, sources) = (self.c, self.task, &**self.sources);
+        let outputs: Vec<&str> = c.outputs.iter().map(|s| s.decl.name.as_str()).collect();
+        let simulated = self.topology.simulated.clone();
+        let mut window = Box::new(WindowState::new(w, sources, &outputs, simulated));
+        if self.topology.state.is_some() {
+            let label = format!("{} task {task}", c.name);
+            let restored = instances.windows.remove(&task);
+            window.make_durable(&label, task - c.tasks.start, restored, sources);
+        }
+        window
     }
 }
 
@@ -280,16 +331,7 @@ impl Plan {
                 }
             }
         }
-        let ackers = acker_ends
-            .into_iter()
-            .map(|input| AckerTask {
-                ledger: AckLedger::new(ACKER_BUCKETS),
-                input,
-                spouts: wiring.controls.clone(),
-                run: run.clone(),
-                spin: std::time::Duration::from_micros(topology.settings.acker_spin_micros),
-            })
-            .collect();
+        let ackers = acker_tasks(&topology, acker_ends, &wiring, &run);
         let system = SystemTask::new(&topology, run.clone(), wiring.ackers.clone());
         Self { topology, run, wiring, spouts, bolts, ackers, system, reports }
     }
@@ -316,39 +358,11 @@ impl Plan {
         let Plan { topology, run, wiring, spouts, bolts, ackers, system, reports } = self;
         let chains = chains(&topology, spouts, bolts);
         let live = Arc::new(super::handle::LiveCell::new(topology, wiring));
-        // A change of run state wakes every task and acker blocked on its
-        // queues (they block for up to a second when idle). Weak: the run
-        // control must not keep the wiring alive.
-        let cell = Arc::downgrade(&live);
-        run.set_waker(crate::control::StateWaker(Box::new(move || {
-            let Some(live) = cell.upgrade() else { return };
-            let live = live.get();
-            for control in &live.wiring.controls {
-                let _ = control.send(crate::control::Control::Wake);
-            }
-            for acker in &live.wiring.ackers {
-                let _ = acker.send(crate::acker::msg::AckerInput::Wake);
-            }
-        })));
+        wake_on_state_change(&run, &live);
         let mut threads = Vec::new();
         let spawned = (|| {
             for chain in chains {
-                let mut tasks = chain.into_iter();
-                match (tasks.next(), tasks.len()) {
-                    (Some(Task::Spout(s)), 0) => {
-                        let name = format!("{}-{}", s.context().component, s.context().task_id);
-                        threads.push(super::spawn(name, &run, move || s.run())?);
-                    }
-                    (Some(Task::Bolt(b)), 0) => {
-                        let name = format!("{}-{}", b.context().component, b.context().task_id);
-                        threads.push(super::spawn(name, &run, move || b.run())?);
-                    }
-                    (Some(head), _) => {
-                        let chain = Chain::new(std::iter::once(head).chain(tasks).collect());
-                        threads.push(super::spawn(chain.thread_name(), &run, move || chain.run())?);
-                    }
-                    (None, _) => {}
-                }
+                threads.extend(spawn_chain(chain, &run)?);
             }
             for (i, acker) in ackers.into_iter().enumerate() {
                 threads.push(super::spawn(format!("__acker-{i}"), &run, move || acker.run())?);
@@ -374,6 +388,67 @@ impl Plan {
             }
         }
     }
+}
+
+/// One acker task per acker queue in `ends`, replying to the spouts'
+/// control queues.
+fn acker_tasks(
+    topology: &Topology,
+    ends: AckerEnds,
+    wiring: &Wiring,
+    run: &Arc<RunControl>,
+) -> Vec<AckerTask> {
+    ends.into_iter()
+        .map(|input| AckerTask {
+            ledger: AckLedger::new(ACKER_BUCKETS),
+            input,
+            spouts: wiring.controls.clone(),
+            run: run.clone(),
+            spin: std::time::Duration::from_micros(topology.settings.acker_spin_micros),
+        })
+        .collect()
+}
+
+/// Makes a change of run state wake every task and acker blocked on its
+/// queues (they block for up to a second when idle). Weak: the run control
+/// must not keep the wiring alive.
+fn wake_on_state_change(run: &RunControl, live: &Arc<super::handle::LiveCell>) {
+    let cell = Arc::downgrade(live);
+    run.set_waker(crate::control::StateWaker(Box::new(move || {
+        let Some(live) = cell.upgrade() else { return };
+        let live = live.get();
+        for control in &live.wiring.controls {
+            let _ = control.send(crate::control::Control::Wake);
+        }
+        for acker in &live.wiring.ackers {
+            let _ = acker.send(crate::acker::msg::AckerInput::Wake);
+        }
+    })));
+}
+
+/// Starts the thread of one group of [`chains`]: a task alone runs its
+/// own loop, a chain runs its tasks in turn; none for an empty group.
+fn spawn_chain(
+    chain: Vec<Task>,
+    run: &Arc<RunControl>,
+) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
+    let mut tasks = chain.into_iter();
+    let thread = match (tasks.next(), tasks.len()) {
+        (Some(Task::Spout(s)), 0) => {
+            let name = format!("{}-{}", s.context().component, s.context().task_id);
+            super::spawn(name, run, move || s.run())?
+        }
+        (Some(Task::Bolt(b)), 0) => {
+            let name = format!("{}-{}", b.context().component, b.context().task_id);
+            super::spawn(name, run, move || b.run())?
+        }
+        (Some(head), _) => {
+            let chain = Chain::new(std::iter::once(head).chain(tasks).collect());
+            super::spawn(chain.thread_name(), run, move || chain.run())?
+        }
+        (None, _) => return Ok(None),
+    };
+    Ok(Some(thread))
 }
 
 /// The executors grouped by the thread they run on, each group head first

@@ -249,19 +249,9 @@ impl SmoothThrottler {
             }
             let now = clock.now();
             let ticks = self.ticks(now);
-            // Lag beyond the horizon (rate) or the slack (burst) is forgotten.
-            self.tat = self.tat.max(ticks.saturating_sub(self.horizon));
-            self.burst_tat = self.burst_tat.max(ticks.saturating_sub(self.slack));
-            let due = self
-                .tat
-                .saturating_add(self.quantum_ticks(self.rate_unit))
-                .max(self.burst_tat.saturating_add(self.quantum_ticks(self.burst_unit)));
+            let due = self.due(ticks);
             if due <= ticks {
-                let grant = self.quantum.max(n - self.credit);
-                self.tat = self.tat.saturating_add(u128::from(grant) * self.rate_unit);
-                self.burst_tat = self.burst_tat.saturating_add(u128::from(grant) * self.burst_unit);
-                // `credit + grant >= n`, and the credit left is below `max(quantum, n)`.
-                self.credit = self.credit + grant - n;
+                self.grant(n);
                 let waited = wait_started.map_or(Duration::ZERO, |t0| now.saturating_sub(t0));
                 return ThrottleOutcome { waited, canceled: false };
             }
@@ -272,6 +262,27 @@ impl SmoothThrottler {
                 canceler,
             );
         }
+    }
+
+    /// When (in ticks) the next quantum may be granted on both schedules,
+    /// once lag beyond the horizon (rate) or the slack (burst) at `ticks`
+    /// is forgotten.
+    fn due(&mut self, ticks: u128) -> u128 {
+        self.tat = self.tat.max(ticks.saturating_sub(self.horizon));
+        self.burst_tat = self.burst_tat.max(ticks.saturating_sub(self.slack));
+        self.tat
+            .saturating_add(self.quantum_ticks(self.rate_unit))
+            .max(self.burst_tat.saturating_add(self.quantum_ticks(self.burst_unit)))
+    }
+
+    /// Grants at least `n` (a whole quantum when `n` is smaller) on both
+    /// schedules and takes `n` from the credit.
+    fn grant(&mut self, n: u64) {
+        let grant = self.quantum.max(n - self.credit);
+        self.tat = self.tat.saturating_add(u128::from(grant) * self.rate_unit);
+        self.burst_tat = self.burst_tat.saturating_add(u128::from(grant) * self.burst_unit);
+        // `credit + grant >= n`, and the credit left is below `max(quantum, n)`.
+        self.credit = self.credit + grant - n;
     }
 
     /// One quantum on a schedule whose unit is `unit` ticks.

@@ -10,7 +10,8 @@
 
 use std::collections::HashMap;
 
-use squall_plugin_api::abi::ComponentKind;
+use abi_stable::std_types::{RString, RVec};
+use squall_plugin_api::abi::{ComponentKind, ConfigKeyDecl};
 use squall_plugin_api::{StreamDecl, DEFAULT_STREAM};
 
 use super::grouping::CustomGrouping;
@@ -24,7 +25,9 @@ use crate::config::{
 
 /// The stream a windowed bolt sends its late tuples on (event time).
 pub const LATE_STREAM: &str = "late";
-use crate::plugin::{load_library_with, Descriptor, Factory, Library, LoadError, LoadOptions};
+use crate::plugin::{
+    load_library_with, Descriptor, ExtConstructor, Factory, Library, LoadError, LoadOptions,
+};
 
 /// Why a topology could not be bound.
 #[derive(Debug, thiserror::Error)]
@@ -410,17 +413,9 @@ impl<'a> Binder<'a> {
     ) {
         let Some(config_keys) = &descriptor.config_keys else { return };
         let component = format!("{}::{}", reference.alias, reference.component);
-        let declared = || config_keys.iter().map(|k| k.name.as_str());
         for key in written {
             let Some(decl) = config_keys.iter().find(|k| k.name.as_str() == key.name) else {
-                let help = suggest(&key.name, declared()).map(|s| format!("did you mean \"{s}\"?"));
-                let known: Vec<&str> = declared().collect();
-                let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
-                let message = format!(
-                    "unknown config key \"{}\" for {component} (it accepts: {known})",
-                    key.name
-                );
-                self.error(key.loc, message, help);
+                self.unknown_config_key(key, config_keys, &component);
                 continue;
             };
             if !kind_fits(decl.kind.as_str(), key.kind) {
@@ -570,26 +565,8 @@ impl<'a> Binder<'a> {
         bolt: &BoltDecl,
     ) {
         let component = &components[to];
-        match (&bolt.window, component.windowed) {
-            (None, true) => {
-                let message = format!(
-                    "bolt \"{}\" ({}) is a windowed bolt: it needs a window",
-                    bolt.decl.name, component.reference
-                );
-                let help = "add window = { length = \"10s\" } or window = { length_count = 100 }";
-                self.error(bolt.decl.loc, message, Some(help.to_string()));
-                return;
-            }
-            (Some(window), false) => {
-                let message = format!(
-                    "bolt \"{}\" ({}) is not a windowed bolt: it takes no window",
-                    bolt.decl.name, component.reference
-                );
-                self.error(window.loc, message, Some("remove its window".to_string()));
-                return;
-            }
-            (None, false) => return,
-            (Some(_), true) => {}
+        if !self.check_windowed(component, bolt) {
+            return;
         }
         if bolt.tick_tuple_freq_secs.is_some() {
             let message = format!(
@@ -604,20 +581,54 @@ impl<'a> Binder<'a> {
         if components[to].outputs.iter().any(|s| s.decl.name.as_str() == LATE_STREAM) {
             return;
         }
-        let fields = bolt
-            .inputs
-            .first()
-            .and_then(|input| {
-                let source = &components[*names.get(input.from.as_str())?];
-                let stream =
-                    source.outputs.iter().find(|s| s.decl.name.as_str() == input.stream)?;
-                Some(stream.decl.fields.clone())
-            })
-            .unwrap_or_default();
+        let fields = first_input_fields(components, names, bolt);
         components[to].outputs.push(OutputStream {
             decl: StreamDecl { name: LATE_STREAM.into(), fields, direct: false },
             subscribers: Vec::new(),
         });
+    }
+
+    /// Reports `key`, which is none of the `config_keys` `component`
+    /// declares, with the keys it does accept and a did-you-mean.
+    fn unknown_config_key(
+        &mut self,
+        key: &ConfigKeyLoc,
+        config_keys: &[ConfigKeyDecl],
+        component: &str,
+    ) {
+        let declared = || config_keys.iter().map(|k| k.name.as_str());
+        let help = suggest(&key.name, declared()).map(|s| format!("did you mean \"{s}\"?"));
+        let known: Vec<&str> = declared().collect();
+        let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
+        let message =
+            format!("unknown config key \"{}\" for {component} (it accepts: {known})", key.name);
+        self.error(key.loc, message, help);
+    }
+
+    /// Reports a windowed bolt without a window, or a window on a bolt that
+    /// is not windowed; true when the bolt is windowed and has its window.
+    fn check_windowed(&mut self, component: &Component, bolt: &BoltDecl) -> bool {
+        match (&bolt.window, component.windowed) {
+            (None, true) => {
+                let message = format!(
+                    "bolt \"{}\" ({}) is a windowed bolt: it needs a window",
+                    bolt.decl.name, component.reference
+                );
+                let help = "add window = { length = \"10s\" } or window = { length_count = 100 }";
+                self.error(bolt.decl.loc, message, Some(help.to_string()));
+                false
+            }
+            (Some(window), false) => {
+                let message = format!(
+                    "bolt \"{}\" ({}) is not a windowed bolt: it takes no window",
+                    bolt.decl.name, component.reference
+                );
+                self.error(window.loc, message, Some("remove its window".to_string()));
+                false
+            }
+            (None, false) => false,
+            (Some(_), true) => true,
+        }
     }
 
     /// An event-time window needs its timestamp field on every input.
@@ -653,24 +664,7 @@ impl<'a> Binder<'a> {
         // failed to resolve has no entry and was reported too.
         let Some(&from) = names.get(input.from.as_str()) else { return };
         let source = &components[from];
-        let Some(stream) = source.outputs.iter().position(|s| s.decl.name.as_str() == input.stream)
-        else {
-            let help = suggest(&input.stream, source.outputs.iter().map(|s| s.decl.name.as_str()))
-                .map(|s| format!("did you mean \"{s}\"?"));
-            let declared: Vec<&str> = source.outputs.iter().map(|s| s.decl.name.as_str()).collect();
-            self.error(
-                input.stream_loc,
-                format!(
-                    "component \"{}\" ({}) declares no stream \"{}\" (it declares: {})",
-                    input.from,
-                    source.reference,
-                    input.stream,
-                    if declared.is_empty() { "none".to_owned() } else { declared.join(", ") }
-                ),
-                help,
-            );
-            return;
-        };
+        let Some(stream) = self.stream_index(source, input) else { return };
         let decl = &source.outputs[stream].decl;
         let target = components[to].name.clone();
         let Some(grouping) = self.grouping(&input.grouping, input, decl, target) else { return };
@@ -695,6 +689,33 @@ impl<'a> Binder<'a> {
         });
     }
 
+    /// The index among `source`'s outputs of the stream `input` reads;
+    /// `None` (reported, with the streams it does declare) when there is
+    /// no such stream.
+    fn stream_index(&mut self, source: &Component, input: &InputDecl) -> Option<usize> {
+        let found = source.outputs.iter().position(|s| s.decl.name.as_str() == input.stream);
+        if found.is_none() {
+            let help = suggest(&input.stream, source.outputs.iter().map(|s| s.decl.name.as_str()))
+                .map(|s| format!("did you mean \"{s}\"?"));
+            let declared: Vec<&str> = source.outputs.iter().map(|s| s.decl.name.as_str()).collect();
+            self.error(
+                input.stream_loc,
+                format!(
+                    "component \"{}\" ({}) declares no stream \"{}\" (it declares: {})",
+                    input.from,
+                    source.reference,
+                    input.stream,
+                    if declared.is_empty() { "none".to_owned() } else { declared.join(", ") }
+                ),
+                help,
+            );
+        }
+        found
+    }
+
+    /// The grouping `spec` an input of `target` subscribes with to stream
+    /// `decl`, checked against it (direct or not, field names, a plugin's
+    /// custom grouping and its config keys); `None` once reported.
     fn grouping(
         &mut self,
         spec: &GroupingSpec,
@@ -702,20 +723,7 @@ impl<'a> Binder<'a> {
         decl: &StreamDecl,
         target: String,
     ) -> Option<Grouping> {
-        let direct = matches!(spec, GroupingSpec::Direct);
-        if direct != decl.direct {
-            let message = if direct {
-                format!(
-                    "grouping \"direct\" needs a direct stream, but \"{}\" of \"{}\" is not direct",
-                    input.stream, input.from
-                )
-            } else {
-                format!(
-                    "stream \"{}\" of \"{}\" is direct: subscribe with grouping = \"direct\"",
-                    input.stream, input.from
-                )
-            };
-            self.error(input.grouping_loc, message, None);
+        if !self.check_direct(matches!(spec, GroupingSpec::Direct), input, decl) {
             return None;
         }
         Some(match spec {
@@ -726,17 +734,7 @@ impl<'a> Binder<'a> {
             GroupingSpec::LocalOrShuffle => Grouping::LocalOrShuffle,
             GroupingSpec::None => Grouping::None,
             GroupingSpec::Custom { component, config, config_keys } => {
-                let descriptor = self.descriptor(component, ComponentKind::GROUPING);
-                let Some((descriptor, Factory::Ext(new))) = descriptor.map(|d| (d, d.factory))
-                else {
-                    let message = format!(
-                        "unknown grouping \"{}::{}\": plugin \"{}\" exports no custom grouping of that name",
-                        component.alias, component.component, component.alias
-                    );
-                    self.error(component.loc, message, None);
-                    return None;
-                };
-                self.check_config_keys(descriptor, component, component.loc, config_keys);
+                let new = self.custom_grouping(component, config_keys)?;
                 Grouping::Custom(std::sync::Arc::new(CustomGrouping {
                     name: format!("{}::{}", component.alias, component.component),
                     new,
@@ -749,35 +747,101 @@ impl<'a> Binder<'a> {
                 }))
             }
             GroupingSpec::Fields(fields) => {
-                let mut indexes = Vec::new();
-                for (field, loc) in fields {
-                    match decl.fields.iter().position(|f| f.as_str() == field) {
-                        Some(i) => indexes.push(i),
-                        None => {
-                            let help = suggest(field, decl.fields.iter().map(|f| f.as_str()))
-                                .map(|s| format!("did you mean \"{s}\"?"));
-                            let declared: Vec<&str> =
-                                decl.fields.iter().map(|f| f.as_str()).collect();
-                            self.error(
-                                *loc,
-                                format!(
-                                    "fields grouping on \"{field}\", but stream \"{}\" of \"{}\" has fields [{}]",
-                                    input.stream,
-                                    input.from,
-                                    declared.join(", ")
-                                ),
-                                help,
-                            );
-                        }
-                    }
-                }
-                if indexes.len() != fields.len() {
-                    return None;
-                }
-                Grouping::Fields(indexes)
+                Grouping::Fields(self.field_indexes(fields, input, decl)?)
             }
         })
     }
+
+    /// Reports a `direct` grouping on a stream that is not direct, or a
+    /// direct stream subscribed otherwise; true when they agree.
+    fn check_direct(&mut self, direct: bool, input: &InputDecl, decl: &StreamDecl) -> bool {
+        if direct == decl.direct {
+            return true;
+        }
+        let message = if direct {
+            format!(
+                "grouping \"direct\" needs a direct stream, but \"{}\" of \"{}\" is not direct",
+                input.stream, input.from
+            )
+        } else {
+            format!(
+                "stream \"{}\" of \"{}\" is direct: subscribe with grouping = \"direct\"",
+                input.stream, input.from
+            )
+        };
+        self.error(input.grouping_loc, message, None);
+        false
+    }
+
+    /// The constructor of the custom grouping `component` names, its
+    /// `config_keys` checked against those it declares; `None` (reported)
+    /// when the plugin exports no such grouping.
+    fn custom_grouping(
+        &mut self,
+        component: &ComponentRef,
+        config_keys: &[ConfigKeyLoc],
+    ) -> Option<ExtConstructor> {
+        let descriptor = self.descriptor(component, ComponentKind::GROUPING);
+        let Some((descriptor, Factory::Ext(new))) = descriptor.map(|d| (d, d.factory)) else {
+            let message = format!(
+                "unknown grouping \"{}::{}\": plugin \"{}\" exports no custom grouping of that name",
+                component.alias, component.component, component.alias
+            );
+            self.error(component.loc, message, None);
+            return None;
+        };
+        self.check_config_keys(descriptor, component, component.loc, config_keys);
+        Some(new)
+    }
+
+    /// The positions in `decl` of the `fields` a fields grouping names;
+    /// `None` when one is not a field of the stream (each such reported).
+    fn field_indexes(
+        &mut self,
+        fields: &[(String, Loc)],
+        input: &InputDecl,
+        decl: &StreamDecl,
+    ) -> Option<Vec<usize>> {
+        let mut indexes = Vec::new();
+        for (field, loc) in fields {
+            match decl.fields.iter().position(|f| f.as_str() == field) {
+                Some(i) => indexes.push(i),
+                None => {
+                    let help = suggest(field, decl.fields.iter().map(|f| f.as_str()))
+                        .map(|s| format!("did you mean \"{s}\"?"));
+                    let declared: Vec<&str> = decl.fields.iter().map(|f| f.as_str()).collect();
+                    self.error(
+                        *loc,
+                        format!(
+                            "fields grouping on \"{field}\", but stream \"{}\" of \"{}\" has fields [{}]",
+                            input.stream,
+                            input.from,
+                            declared.join(", ")
+                        ),
+                        help,
+                    );
+                }
+            }
+        }
+        (indexes.len() == fields.len()).then_some(indexes)
+    }
+}
+
+/// The fields of the stream `bolt`'s first input reads (those of its
+/// `late` stream); none when it has no input or that stream is unknown.
+fn first_input_fields(
+    components: &[Component],
+    names: &HashMap<&str, usize>,
+    bolt: &BoltDecl,
+) -> RVec<RString> {
+    bolt.inputs
+        .first()
+        .and_then(|input| {
+            let source = &components[*names.get(input.from.as_str())?];
+            let stream = source.outputs.iter().find(|s| s.decl.name.as_str() == input.stream)?;
+            Some(stream.decl.fields.clone())
+        })
+        .unwrap_or_default()
 }
 
 /// True when a value of TOML type `written` fits a declared key type.

@@ -20,10 +20,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use abi_stable::std_types::{ROption, RSlice, RVec};
 use squall_plugin_api::abi::{Output, StoreDelta, WindowView};
-use squall_plugin_api::{Anchor, StateEntry, Tuple, Value};
+use squall_plugin_api::{Anchor, PluginError, StateEntry, Tuple, Value};
 
 use super::super::output::{HostOutput, Side};
-use super::super::window::{Entry, Pushed, Trigger, Windower};
+use super::super::window::{Entry, Firing, Pushed, Trigger, Windower};
 use super::super::{count_emit_error, count_error};
 use super::{BoltExecutor, SourceTable, Turn};
 use crate::config::{WindowDecl, WindowSize};
@@ -81,6 +81,40 @@ struct WindowLog {
     index: u32,
     saved_upto: u64,
     removed: Vec<u64>,
+}
+
+/// A restored window rebuilt for one task: the tuples back in the buffer,
+/// those already expired, the old keys to remove (old task, sequence
+/// number), and how many tuples had no stream left to go back to.
+#[derive(Default)]
+struct Rebuilt {
+    buffer: Vec<Entry<Held>>,
+    expired: Vec<Entry<Held>>,
+    moved: Vec<(u32, u64)>,
+    dropped: u64,
+}
+
+/// Whether everything `restored` holds came from the old task `index`
+/// alone (so its numbering can be kept).
+fn only_from(restored: &crate::state::WindowRestore, index: u32) -> bool {
+    let origins: std::collections::BTreeSet<u32> =
+        restored.entries.iter().map(|e| e.0).chain(restored.metas.iter().map(|m| m.0)).collect();
+    origins.len() == 1 && origins.first() == Some(&index)
+}
+
+/// The restored `entries` in the order they go back into the buffer: by
+/// their own sequence numbers when the numbering is kept (`same`), else
+/// by time (then old task and number) as tuples merged from several tasks.
+fn in_restore_order(
+    mut entries: Vec<(u32, u64, crate::state::codec::WindowEntry)>,
+    same: bool,
+) -> Vec<(u32, u64, crate::state::codec::WindowEntry)> {
+    if same {
+        entries.sort_by_key(|e| e.1);
+    } else {
+        entries.sort_by_key(|e| (e.2.time, e.0, e.1));
+    }
+    entries
 }
 
 impl WindowState {
@@ -147,42 +181,57 @@ impl WindowState {
             self.log = Some(log);
             return;
         };
-        let origins: std::collections::BTreeSet<u32> = restored
-            .entries
-            .iter()
-            .map(|e| e.0)
-            .chain(restored.metas.iter().map(|m| m.0))
-            .collect();
         // One old task per new one keeps its numbering (the backend holds
         // those keys); tuples merged from several are numbered afresh and
         // written again, and their old keys removed.
-        let same = origins.len() == 1 && origins.first() == Some(&index);
+        let same = only_from(&restored, index);
         let meta =
             restored.metas.iter().min_by_key(|m| m.0).map(|m| m.1.clone()).unwrap_or_default();
         let expired: std::collections::HashSet<u64> =
             if same { meta.expired.iter().copied().collect() } else { Default::default() };
-        let mut entries = restored.entries;
-        if same {
-            entries.sort_by_key(|e| e.1);
-        } else {
-            entries.sort_by_key(|e| (e.2.time, e.0, e.1));
-        }
+        let entries = in_restore_order(restored.entries, same);
         // Fresh numbers start above every restored one, so that no new key
         // is one that the same checkpoint removes.
         self.next_seq = entries.iter().map(|e| e.1 + 1).max().unwrap_or(0);
-        let (mut buffer, mut expired_now, mut moved) = (Vec::new(), Vec::new(), Vec::new());
-        let mut dropped = 0u64;
+        let rebuilt = self.rebuild(entries, same, &expired, sources);
+        if rebuilt.dropped > 0 {
+            tracing::warn!(
+                "{label}: {} restored window tuple(s) came from a stream this topology no \
+                 longer has; they are dropped",
+                rebuilt.dropped
+            );
+        }
+        let triggers = (meta.since_fire as usize, meta.next_end, meta.max_seen);
+        self.windower.restore(rebuilt.buffer, rebuilt.expired, triggers);
+        self.moved = rebuilt.moved;
+        log.saved_upto = if same { self.next_seq } else { 0 };
+        self.log = Some(log);
+    }
+
+    /// Turns the restored `entries` (sorted) back into window entries.
+    /// With `same` numbering they keep their sequence numbers and those in
+    /// `expired` go back to the expired list; otherwise each is numbered
+    /// afresh and its old key is to be removed. An entry whose stream is
+    /// gone from `sources` is dropped (its old key removed too).
+    fn rebuild(
+        &mut self,
+        entries: Vec<(u32, u64, crate::state::codec::WindowEntry)>,
+        same: bool,
+        expired: &std::collections::HashSet<u64>,
+        sources: &SourceTable,
+    ) -> Rebuilt {
+        let mut out = Rebuilt::default();
         for (origin, seq, entry) in entries {
             let Some((component, stream)) = sources.find(&entry.component, &entry.stream) else {
-                dropped += 1;
-                moved.push((origin, seq));
+                out.dropped += 1;
+                out.moved.push((origin, seq));
                 continue;
             };
             let is_expired = same && expired.contains(&seq);
             let seq = if same {
                 seq
             } else {
-                moved.push((origin, seq));
+                out.moved.push((origin, seq));
                 self.next_seq += 1;
                 self.next_seq - 1
             };
@@ -196,22 +245,12 @@ impl WindowState {
             };
             let e = Entry { time: entry.time, item };
             if is_expired {
-                expired_now.push(e);
+                out.expired.push(e);
             } else {
-                buffer.push(e);
+                out.buffer.push(e);
             }
         }
-        if dropped > 0 {
-            tracing::warn!(
-                "{label}: {dropped} restored window tuple(s) came from a stream this topology no \
-                 longer has; they are dropped"
-            );
-        }
-        let triggers = (meta.since_fire as usize, meta.next_end, meta.max_seen);
-        self.windower.restore(buffer, expired_now, triggers);
-        self.moved = moved;
-        log.saved_upto = if same { self.next_seq } else { 0 };
-        self.log = Some(log);
+        out
     }
 
     /// Durable state: what changed in the window since the last checkpoint,
@@ -379,57 +418,14 @@ impl BoltExecutor {
                 }
                 return;
             };
-            let mut panic = None;
-            let ok = if self.core.poisoned {
-                false
+            let result = if self.core.poisoned {
+                Err(None)
             } else {
-                let sources = &*self.sources;
-                let buffer = state.windower.buffer();
-                let mut anchors = Vec::with_capacity(firing.tuples.len());
-                let tuples: Vec<Tuple<'_>> = firing
-                    .tuples
-                    .clone()
-                    .map(|i| {
-                        let held = &buffer[i].item;
-                        anchors.push(held.anchor);
-                        held.view(sources, held.anchor)
-                    })
-                    .collect();
-                let expired: Vec<Tuple<'_>> = state
-                    .windower
-                    .expired()
-                    .iter()
-                    .map(|e| e.item.view(sources, Anchor::NONE))
-                    .collect();
-                let new_from = firing.new_tuples.start - firing.tuples.start;
-                let view = WindowView {
-                    tuples: RSlice::from_slice(&tuples),
-                    new_tuples: RSlice::from_slice(&tuples[new_from..]),
-                    expired: RSlice::from_slice(&expired),
-                    start_millis: firing.start,
-                    end_millis: firing.end,
-                };
-                let mut output = HostOutput {
-                    transfer: &mut self.core.transfer,
-                    stats: &mut turn.stats,
-                    error: &mut turn.emit_error,
-                    side: Side::Window { inputs: &mut self.inputs, anchors: &anchors },
-                };
-                let result = self.bolt.execute_window(&view, &mut output).into_result();
-                if let Some(e) = turn.emit_error.take() {
-                    count_emit_error(&mut turn.stats, &self.core, "window", &e);
-                }
-                match result {
-                    Ok(()) => true,
-                    Err(e) => {
-                        let message = format!("execute_window: {e}");
-                        count_error(&mut turn.stats, &self.core.shared, name, &message);
-                        if e.is_panic() {
-                            panic = Some(e);
-                        }
-                        false
-                    }
-                }
+                self.execute_window(turn, name, &firing)
+            };
+            let (ok, panic) = match result {
+                Ok(()) => (true, None),
+                Err(panic) => (false, panic),
             };
             settle(self, turn, ok);
             if let Some(e) = panic {
@@ -439,6 +435,65 @@ impl BoltExecutor {
                 return;
             }
         }
+    }
+
+    /// Hands the window `firing` to `execute_window` as a view over the
+    /// buffer (emits anchored to every tuple of the window). An error is
+    /// counted; `Err` carries it on when it was a panic (the task restarts).
+    fn execute_window(
+        &mut self,
+        turn: &mut Turn,
+        name: &str,
+        firing: &Firing,
+    ) -> Result<(), Option<PluginError>> {
+        let Some(state) = self.window.as_mut() else { return Err(None) };
+        let sources = &*self.sources;
+        let buffer = state.windower.buffer();
+        let mut anchors = Vec::with_capacity(firing.tuples.len());
+        let tuples: Vec<Tuple<'_>> = firing
+            .tuples
+            .clone()
+            .map(|i| {
+                let held = &buffer[i].item;
+                anchors.push(held.anchor);
+                held.view(sources, held.anchor)
+            })
+            .collect();
+        let expired: Vec<Tuple<'_>> =
+            state.windower.expired().iter().map(|e| e.item.view(sources, Anchor::NONE)).collect();
+        let new_from = firing.new_tuples.start - firing.tuples.start;
+        let view = WindowView {
+            tuples: RSlice::from_slice(&tuples),
+            new_tuples: RSlice::from_slice(&tuples[new_from..]),
+            expired: RSlice::from_slice(&expired),
+            start_millis: firing.start,
+            end_millis: firing.end,
+        };
+        let mut output = HostOutput {
+            transfer: &mut self.core.transfer,
+            stats: &mut turn.stats,
+            error: &mut turn.emit_error,
+            side: Side::Window { inputs: &mut self.inputs, anchors: &anchors },
+        };
+        let result = self.bolt.execute_window(&view, &mut output).into_result();
+        self.count_window_errors(turn, name, result)
+    }
+
+    /// Counts what went wrong in `execute_window`: a refused emit, and the
+    /// call's own error, passed on when it was a panic.
+    fn count_window_errors(
+        &self,
+        turn: &mut Turn,
+        name: &str,
+        result: Result<(), PluginError>,
+    ) -> Result<(), Option<PluginError>> {
+        if let Some(e) = turn.emit_error.take() {
+            count_emit_error(&mut turn.stats, &self.core, "window", &e);
+        }
+        result.map_err(|e| {
+            count_error(&mut turn.stats, &self.core.shared, name, &format!("execute_window: {e}"));
+            e.is_panic().then_some(e)
+        })
     }
 }
 

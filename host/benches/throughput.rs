@@ -27,7 +27,8 @@
 //! gives that build its own plugins (default: this build's).
 //! `BENCH_ONLY=chain` compares operator chains on (as shipped) and off
 //! (`chain = false` on every bolt) the same way, with this build on both
-//! sides. `BENCH_ONLY=previous` runs only that comparison; `BENCH_ONLY=http` only
+//! sides; `BENCH_CHAIN=off` runs this build unchained everywhere (the
+//! previous build as it is). `BENCH_ONLY=previous` runs only that comparison; `BENCH_ONLY=http` only
 //! the cost of `--http`; `BENCH_ONLY=baseline` only the first table (each
 //! workload alternating with its hand-written baseline, run by run). Last, the cost of `squall tap` (no tap, the
 //! previous build, a tap attached; `BENCH_TAP_ONLY=1` runs only that).
@@ -79,7 +80,9 @@ fn main() {
     let scratch = std::env::temp_dir().join(format!("squall-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).expect("temp dir");
     let s = Settings {
-        chain: true,
+        // BENCH_CHAIN=off: this build runs every bolt with `chain = false`
+        // (the previous build, which may not know the key, as it is).
+        chain: std::env::var("BENCH_CHAIN").as_deref() != Ok("off"),
         bin: PathBuf::from(env!("CARGO_BIN_EXE_squall")),
         previous: std::env::var_os("SQUALL_PREVIOUS_BIN").map(PathBuf::from),
         previous_plugins: std::env::var_os("SQUALL_PREVIOUS_PLUGIN_DIR").map(PathBuf::from),
@@ -445,7 +448,7 @@ fn squall_run(
         let path = s.root.join("topologies/profiles").join(profile);
         text = format!("include = [{:?}]\n{text}", path.display().to_string());
     }
-    if !s.chain {
+    if !s.chain && bin == s.bin {
         text = unchained(&text);
     }
     if defaults {

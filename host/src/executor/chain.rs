@@ -85,7 +85,7 @@ impl Member {
 
     fn begin(&mut self) -> bool {
         match self {
-            Member::Spout(s, lp) => s.begin(lp),
+            Member::Spout(s, _) => s.begin(),
             Member::Bolt(b, _) => b.begin(),
         }
     }

@@ -205,7 +205,7 @@ impl SpoutExecutor {
     /// reported through the run control.
     pub fn run(mut self) {
         let mut lp = self.enter();
-        if self.begin(&mut lp) {
+        if self.begin() {
             while self.step::<true>(&mut lp) != Step::Stop {}
         }
         self.finish(&mut lp.turn);
@@ -242,7 +242,7 @@ impl SpoutExecutor {
     }
 
     /// Opens the instance; false (the run failed) when it cannot run.
-    pub(super) fn begin(&mut self, _lp: &mut SpoutLoop) -> bool {
+    pub(super) fn begin(&mut self) -> bool {
         match self.open() {
             Ok(()) => true,
             Err(cause) => {

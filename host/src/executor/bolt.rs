@@ -333,8 +333,8 @@ impl BoltExecutor {
         self.core.backpressure_idle(counter)
     }
 
-    /// The bolt wait strategy's own wait (a chain whose head this is, with
-    /// a strategy other than progressive).
+    /// The bolt wait strategy's own wait (a strategy other than
+    /// progressive, which waits on the queues instead).
     pub(super) fn bolt_wait(&mut self, counter: u32) -> u32 {
         self.core.wait.idle(counter, &self.core.run.canceler)
     }
@@ -471,7 +471,7 @@ impl BoltExecutor {
             let _ = select.ready_timeout(timeout);
             return next;
         }
-        self.core.wait.idle(counter, &self.core.run.canceler)
+        self.bolt_wait(counter)
     }
 
     /// Executes queued tuples until the queue is empty or emits are pending.

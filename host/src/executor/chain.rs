@@ -162,8 +162,17 @@ impl Chain {
         names.join("+")
     }
 
-    /// Runs every task to its end.
-    pub fn run(self) {
+    /// Runs every task to its end. A chain of one task runs its own loop,
+    /// which waits inside its turns.
+    pub fn run(mut self) {
+        if self.tasks.len() == 1 {
+            match self.tasks.pop() {
+                Some(Task::Spout(s)) => s.run(),
+                Some(Task::Bolt(b)) => b.run(),
+                None => {}
+            }
+            return;
+        }
         let mut slots: Vec<Slot> = self.tasks.into_iter().map(Member::enter).collect();
         for slot in &mut slots {
             if !slot.scoped(Member::begin) {
@@ -227,14 +236,10 @@ fn wait(slots: &mut [Slot], kind: Idle, counter: u32) -> u32 {
             counter
         }
         Idle::Block { woken } => {
-            let limit = match &slots[head].member {
-                Member::Spout(s, _) => s.wake_signal().1,
-                Member::Bolt(..) => DEEP_IDLE,
-            };
-            block(slots, head, woken, limit);
-            if let Member::Spout(s, _) = &slots[head].member {
-                s.take_wake();
-            }
+            // Only a spout blocks; it is always its chain's head.
+            let Member::Spout(s, _) = &slots[head].member else { return counter };
+            block(slots, head, woken, s.wake_signal().1);
+            s.take_wake();
             counter
         }
         Idle::Queues => queues_idle(slots, head, counter),
@@ -264,10 +269,8 @@ fn queues_idle(slots: &mut [Slot], head: usize, counter: u32) -> u32 {
     let WaitStrategy::Progressive(p) = &core.wait else {
         return match &mut slots[head].member {
             Member::Bolt(b, _) => b.bolt_wait(counter),
-            Member::Spout(s, lp) => {
-                s.nap(lp);
-                counter
-            }
+            // Only a bolt waits on its queues.
+            Member::Spout(..) => counter,
         };
     };
     if counter == 0 && !p.spin.is_zero() {

@@ -341,10 +341,7 @@ impl SpoutExecutor {
                 let started = Instant::now();
                 match idle {
                     Idle::Block { woken } => self.block(woken),
-                    _ => {
-                        lp.spout_counter =
-                            self.core.wait.idle(lp.spout_counter, &self.core.run.canceler);
-                    }
+                    _ => self.nap(lp),
                 }
                 self.waited(lp, started.elapsed());
             }
@@ -368,8 +365,7 @@ impl SpoutExecutor {
         lp.turn.stats.add(StatField::BackpressureNanos, waited.as_nanos() as u64);
     }
 
-    /// The spout's nap (its wait strategy), for a chain whose head it is;
-    /// the counter is the loop's own.
+    /// The spout's nap (its wait strategy); the counter is the loop's own.
     pub(super) fn nap(&mut self, lp: &mut SpoutLoop) {
         lp.spout_counter = self.core.wait.idle(lp.spout_counter, &self.core.run.canceler);
     }

@@ -427,28 +427,17 @@ fn wake_on_state_change(run: &RunControl, live: &Arc<super::handle::LiveCell>) {
 }
 
 /// Starts the thread of one group of [`chains`]: a task alone runs its
-/// own loop, a chain runs its tasks in turn; none for an empty group.
+/// own loop, a chain runs its tasks in turn ([`Chain::run`]); none for an
+/// empty group.
 fn spawn_chain(
     chain: Vec<Task>,
     run: &Arc<RunControl>,
 ) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
-    let mut tasks = chain.into_iter();
-    let thread = match (tasks.next(), tasks.len()) {
-        (Some(Task::Spout(s)), 0) => {
-            let name = format!("{}-{}", s.context().component, s.context().task_id);
-            super::spawn(name, run, move || s.run())?
-        }
-        (Some(Task::Bolt(b)), 0) => {
-            let name = format!("{}-{}", b.context().component, b.context().task_id);
-            super::spawn(name, run, move || b.run())?
-        }
-        (Some(head), _) => {
-            let chain = Chain::new(std::iter::once(head).chain(tasks).collect());
-            super::spawn(chain.thread_name(), run, move || chain.run())?
-        }
-        (None, _) => return Ok(None),
-    };
-    Ok(Some(thread))
+    if chain.is_empty() {
+        return Ok(None);
+    }
+    let chain = Chain::new(chain);
+    super::spawn(chain.thread_name(), run, move || chain.run()).map(Some)
 }
 
 /// The executors grouped by the thread they run on, each group head first

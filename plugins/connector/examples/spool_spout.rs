@@ -66,7 +66,7 @@ impl Spout for SpoolSpout {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (dir, health) = (self.config.dir.clone(), self.health.clone());
         let mut thread = IoThread::spawn("spool-io", move |ready| {
-            ready.ready(std::fs::create_dir_all(dir.join("dead")).map_err(|e| e.to_string()));
+            ready.ready(std::fs::create_dir_all(dir.join("dead")));
             let mut seen = std::collections::HashSet::new();
             loop {
                 for command in rx.try_iter() {

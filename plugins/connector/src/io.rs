@@ -13,11 +13,8 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// What the body reports once: it connected, or the message `open` fails
-/// with.
-// String error: the text each connector's I/O thread says (the Kafka
-// spout, on another branch, sends it too).
-pub type Ready = Result<(), String>;
+/// What the body reports once: it connected, or why not.
+type Ready = Result<(), NotReady>;
 
 /// Why the I/O thread is not ready: `open` fails with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,10 +52,15 @@ impl std::error::Error for NotReady {}
 pub struct Handshake(mpsc::Sender<Ready>);
 
 impl Handshake {
-    /// Reports that the thread connected (`Ok`) or could not (`Err`, the
-    /// message `open` fails with).
-    pub fn ready(self, outcome: Ready) {
-        let _ = self.0.send(outcome);
+    /// Reports that the thread connected (`Ok`) or could not (`Err`: its
+    /// text is the message `open` fails with, [`NotReady::Failed`]).
+    pub fn ready<E: std::fmt::Display>(self, outcome: Result<(), E>) {
+        let _ = self.0.send(outcome.map_err(|e| NotReady::Failed(e.to_string())));
+    }
+
+    /// Reports that the thread connected: `ready(Ok(()))`.
+    pub fn connected(self) {
+        let _ = self.0.send(Ok(()));
     }
 }
 
@@ -107,7 +109,7 @@ impl IoThread {
         let Some(ready) = self.ready.take() else { return Ok(()) };
         let name = self.name.clone();
         match ready.recv_timeout(within) {
-            Ok(outcome) => outcome.map_err(NotReady::Failed),
+            Ok(outcome) => outcome,
             Err(mpsc::RecvTimeoutError::Timeout) => Err(NotReady::Timeout { name, within }),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(NotReady::Ended { name }),
         }
@@ -141,7 +143,7 @@ mod tests {
     fn the_handshake_reports_and_the_join_is_bounded() {
         let (go_tx, go_rx) = mpsc::channel::<()>();
         let mut io = IoThread::spawn("test-io", move |hs| {
-            hs.ready(Ok(()));
+            hs.connected();
             let _ = go_rx.recv();
         })
         .unwrap();
@@ -151,7 +153,7 @@ mod tests {
         assert!(io.join_within(Duration::from_secs(5)));
         assert!(io.is_finished());
 
-        let mut failing = IoThread::spawn("test-io", |hs| hs.ready(Err("refused".into()))).unwrap();
+        let mut failing = IoThread::spawn("test-io", |hs| hs.ready(Err("refused"))).unwrap();
         let refused = failing.wait_ready(Duration::from_secs(5));
         assert_eq!(refused, Err(NotReady::Failed("refused".into())));
         let mut silent = IoThread::spawn("test-io", |_| {}).unwrap();

@@ -277,25 +277,49 @@ pub fn create_topics(
     topics: &[String],
     partitions: i32,
     timeout: Duration,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), CreateTopicsError> {
     if topics.is_empty() {
         return Ok(());
     }
     let admin: AdminClient<_> = config
         .create_with_context(Context0::new("kafka admin", None))
-        .map_err(|e| format!("cannot create the admin client: {e}"))?;
+        .map_err(CreateTopicsError::Admin)?;
     let new: Vec<NewTopic<'_>> =
         topics.iter().map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(1))).collect();
     let options = AdminOptions::new().operation_timeout(Some(timeout));
     let results = block_on(admin.create_topics(&new, &options))
-        .map_err(|e| format!("cannot create topics {topics:?}: {e}"))?;
+        .map_err(|source| CreateTopicsError::Request { topics: topics.to_vec(), source })?;
     for result in results {
         match result {
             Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((topic, code)) => return Err(format!("cannot create topic {topic:?}: {code}")),
+            Err((topic, code)) => return Err(CreateTopicsError::Refused { topic, code }),
         }
     }
     Ok(())
+}
+
+/// Why [`create_topics`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateTopicsError {
+    /// The admin client could not be created.
+    #[error("cannot create the admin client: {0}")]
+    Admin(KafkaError),
+    /// The request failed as a whole.
+    #[error("cannot create topics {topics:?}: {source}")]
+    Request {
+        /// The topics asked for.
+        topics: Vec<String>,
+        /// The client's error.
+        source: KafkaError,
+    },
+    /// The broker refused one topic.
+    #[error("cannot create topic {topic:?}: {code}")]
+    Refused {
+        /// The topic.
+        topic: String,
+        /// The broker's error code.
+        code: RDKafkaErrorCode,
+    },
 }
 
 /// A topic name Kafka accepts: 1 to 249 of `[a-zA-Z0-9._-]`, not `.` or `..`.

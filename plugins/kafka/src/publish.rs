@@ -154,7 +154,7 @@ impl PublishConfig {
 #[derive(Debug)]
 struct Outcome {
     anchor: Anchor,
-    result: std::result::Result<(), String>,
+    result: std::result::Result<(), KafkaError>,
 }
 
 /// The producer's context: delivery reports to the bolt's channel.
@@ -179,7 +179,7 @@ impl ProducerContext for PublishContext {
     fn delivery(&self, result: &DeliveryResult<'_>, anchor: Box<Anchor>) {
         let result = match result {
             Ok(_) => Ok(()),
-            Err((e, _)) => Err(e.to_string()),
+            Err((e, _)) => Err(e.clone()),
         };
         let _ = self.outcomes.send(Outcome { anchor: *anchor, result });
     }

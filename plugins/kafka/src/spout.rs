@@ -950,28 +950,25 @@ struct DeadLetters {
 
 impl DeadLetters {
     /// The dead-letter producer, when `dead_letter_topic` is set.
-    fn open(config: &SpoutConfig, label: &str) -> std::result::Result<Option<Self>, String> {
+    fn open(config: &SpoutConfig, label: &str) -> std::result::Result<Option<Self>, StartError> {
         let Some(topic) = &config.dead_letter_topic else { return Ok(None) };
         let (tx, rx) = crossbeam_channel::unbounded();
-        let producer_config =
-            config.connection.client_config(&[("enable.idempotence", "true".into())], &[]);
-        let producer = producer_config.and_then(|c| {
-            c.create_with_context(DeadLetterContext {
+        let producer = config
+            .connection
+            .client_config(&[("enable.idempotence", "true".into())], &[])
+            .map_err(StartError::Config)?
+            .create_with_context(DeadLetterContext {
                 base: Context0::new(label, None),
                 reports: tx,
             })
-            .map_err(|e| format!("cannot create the dead-letter producer: {e}").into())
-        });
-        match producer {
-            Ok(producer) => Ok(Some(Self {
-                producer,
-                topic: topic.clone(),
-                delivered: rx,
-                retry: Vec::new(),
-                failures: 0,
-            })),
-            Err(e) => Err(e.to_string()),
-        }
+            .map_err(StartError::DeadLetterProducer)?;
+        Ok(Some(Self {
+            producer,
+            topic: topic.clone(),
+            delivered: rx,
+            retry: Vec::new(),
+            failures: 0,
+        }))
     }
 
     fn send(&mut self, dead: Box<DeadLetter>, label: &str) {
@@ -1069,11 +1066,13 @@ fn ensure_topics(
     config: &SpoutConfig,
     assign: &[Assignment],
     timeout: Duration,
-) -> std::result::Result<rdkafka::metadata::Metadata, String> {
+) -> std::result::Result<rdkafka::metadata::Metadata, StartError> {
     let brokers = config.connection.brokers.trim();
     let fetch = || {
-        consumer.fetch_metadata(None, timeout).map_err(|e| {
-            format!("cannot reach Kafka at {brokers} within connect_timeout = {timeout:?}: {e}")
+        consumer.fetch_metadata(None, timeout).map_err(|source| StartError::Unreachable {
+            brokers: brokers.to_owned(),
+            timeout,
+            source,
         })
     };
     let metadata = fetch()?;
@@ -1086,14 +1085,54 @@ fn ensure_topics(
         return Ok(metadata);
     }
     let Some(partitions) = config.create_partitions else {
-        return Err(format!(
-            "topic(s) {} do not exist on {brokers} (create them, or set create_partitions)",
-            missing.iter().map(|t| format!("{t:?}")).collect::<Vec<_>>().join(", ")
-        ));
+        return Err(StartError::MissingTopics { brokers: brokers.to_owned(), missing });
     };
     client::create_topics(client_config, &missing, partitions, timeout)?;
     squall_plugin_api::info!("created topic(s) {missing:?} with {partitions} partition(s)");
     fetch()
+}
+
+/// Why the spout's I/O thread could not start: `open` fails with it.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    /// The connection's properties (librdkafka refused one).
+    #[error("{0}")]
+    Config(squall_plugin_api::Error),
+    /// librdkafka could not create the consumer.
+    #[error("cannot create the consumer: {0}")]
+    Consumer(KafkaError),
+    /// No metadata within `connect_timeout`.
+    #[error("cannot reach Kafka at {brokers} within connect_timeout = {timeout:?}: {source}")]
+    Unreachable { brokers: String, timeout: Duration, source: KafkaError },
+    /// Topics the spout reads are missing and `create_partitions` is unset.
+    #[error(
+        "topic(s) {} do not exist on {brokers} (create them, or set create_partitions)",
+        quoted(.missing)
+    )]
+    MissingTopics { brokers: String, missing: Vec<String> },
+    /// `create_partitions` is set and the topics could not be created.
+    #[error(transparent)]
+    CreateTopics(#[from] client::CreateTopicsError),
+    /// librdkafka could not create the dead-letter producer.
+    #[error("cannot create the dead-letter producer: {0}")]
+    DeadLetterProducer(KafkaError),
+    /// The group subscription failed.
+    #[error("cannot subscribe to {topics:?}: {source}")]
+    Subscribe { topics: Vec<String>, source: KafkaError },
+    /// `assign` names a topic the cluster does not have.
+    #[error("topic {0:?} does not exist")]
+    NoTopic(String),
+    /// `assign` names a partition the topic does not have.
+    #[error("assign: topic {topic:?} has no partition {partition} (it has {has})")]
+    NoPartition { topic: String, partition: i32, has: usize },
+    /// The partition assignment failed.
+    #[error("cannot assign partitions: {0}")]
+    Assign(KafkaError),
+}
+
+/// `"a", "b"`: topic names as the errors quote them.
+fn quoted(names: &[String]) -> String {
+    names.iter().map(|t| format!("{t:?}")).collect::<Vec<_>>().join(", ")
 }
 
 /// Starts the consumer and serves it until `Close` (module doc).
@@ -1106,7 +1145,7 @@ fn io_main(start: IoStart, ready: squall_connector::io::Handshake) {
     if let Err(e) = server.start() {
         return ready.ready(Err(e));
     }
-    ready.ready(Ok(()));
+    ready.connected();
     server.serve();
     server.close();
 }
@@ -1191,14 +1230,13 @@ struct Server {
 
 impl Server {
     /// Creates the consumer (it reads nothing before `start`).
-    fn new(start: IoStart) -> std::result::Result<Self, String> {
+    fn new(start: IoStart) -> std::result::Result<Self, StartError> {
         let IoStart { config, assign, task_index, tasks, label, commands, reports, context } =
             start;
-        let client_config = config.client_config().map_err(|e| e.to_string())?;
+        let client_config = config.client_config().map_err(StartError::Config)?;
         let context = SpoutContext::new(&label, &config, &client_config, context);
-        let consumer: BaseConsumer<SpoutContext> = client_config
-            .create_with_context(context)
-            .map_err(|e| format!("cannot create the consumer: {e}"))?;
+        let consumer: BaseConsumer<SpoutContext> =
+            client_config.create_with_context(context).map_err(StartError::Consumer)?;
         let want_headers = config.dead_letter_topic.is_some()
             || parse_fields(&config.fields).is_ok_and(|f| f.contains(&Field::Headers));
         Ok(Self {
@@ -1225,14 +1263,16 @@ impl Server {
 
     /// Checks (or creates) the topics, creates the dead-letter producer,
     /// then subscribes or assigns this task's share.
-    fn start(&mut self) -> std::result::Result<(), String> {
+    fn start(&mut self) -> std::result::Result<(), StartError> {
         let timeout = self.config.connection.connect_timeout;
         let (consumer, config) = (&self.consumer, &self.config);
         let metadata = ensure_topics(consumer, &self.client_config, config, &self.assign, timeout)?;
         self.dead_letters = DeadLetters::open(config, &self.label)?;
         if self.assign.is_empty() {
             let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
-            consumer.subscribe(&topics).map_err(|e| format!("cannot subscribe to {topics:?}: {e}"))
+            consumer
+                .subscribe(&topics)
+                .map_err(|source| StartError::Subscribe { topics: config.topics.clone(), source })
         } else {
             assign_share(consumer, &metadata, &self.assign, self.task_index, self.tasks)
         }
@@ -1451,7 +1491,7 @@ fn assign_share(
     assign: &[Assignment],
     task_index: usize,
     tasks: usize,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), StartError> {
     let all = partitions_of(metadata, assign)?;
     let mut tpl = TopicPartitionList::new();
     for (i, (topic, p)) in all.iter().enumerate() {
@@ -1467,7 +1507,7 @@ fn assign_share(
         return Ok(());
     }
     consumer.context().assigned(&mut tpl);
-    consumer.assign(&tpl).map_err(|e| format!("cannot assign partitions: {e}"))
+    consumer.assign(&tpl).map_err(StartError::Assign)
 }
 
 /// Every (topic, partition) `assign` names, sorted, each once; a topic or
@@ -1475,20 +1515,20 @@ fn assign_share(
 fn partitions_of(
     metadata: &rdkafka::metadata::Metadata,
     assign: &[Assignment],
-) -> std::result::Result<Vec<(String, i32)>, String> {
+) -> std::result::Result<Vec<(String, i32)>, StartError> {
     let mut all = Vec::new();
     for a in assign {
         let Some(topic) = metadata.topics().iter().find(|t| t.name() == a.topic) else {
-            return Err(format!("topic {:?} does not exist", a.topic));
+            return Err(StartError::NoTopic(a.topic.clone()));
         };
         match a.partition {
             Some(p) => {
                 if !topic.partitions().iter().any(|m| m.id() == p) {
-                    return Err(format!(
-                        "assign: topic {:?} has no partition {p} (it has {})",
-                        a.topic,
-                        topic.partitions().len()
-                    ));
+                    return Err(StartError::NoPartition {
+                        topic: a.topic.clone(),
+                        partition: p,
+                        has: topic.partitions().len(),
+                    });
                 }
                 all.push((a.topic.clone(), p));
             }

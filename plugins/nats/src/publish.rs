@@ -121,6 +121,8 @@ impl PublishMetrics {
 }
 
 /// Connects, and creates the stream `stream` describes if it is absent.
+// String: `Connection::connect`'s text (connect.rs says why), or the
+// stream step's; it becomes `prepare`'s error.
 async fn connect(
     connection: &crate::connect::Connection,
     name: &str,

@@ -877,7 +877,7 @@ async fn io_main(
     if let Ok(info) = consumer.info().await {
         let _ = reports.send(Report::AckFloor(info.ack_floor.stream_sequence));
     }
-    ready.ready(Ok(()));
+    ready.connected();
     let mut commander = Commander::start(&client, consumer, &config, label, messages, reports);
     while let Some(command) = commands.recv().await {
         if !commander.run(command).await {

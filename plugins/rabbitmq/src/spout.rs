@@ -464,7 +464,7 @@ async fn io_main(
         match session(&config, &name).await {
             Ok(s) => {
                 if let Some(r) = ready.take() {
-                    r.ready(Ok(()));
+                    r.connected();
                 } else {
                     health.restored("reconnected to RabbitMQ");
                 }

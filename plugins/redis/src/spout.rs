@@ -128,7 +128,7 @@ fn spawn_reader(context: &TaskContext, reader: Reader) -> Result<IoThread> {
     let thread = IoThread::spawn(
         format!("redis-{}-{}", context.component, context.task_index),
         move |ready| {
-            ready.ready(Ok(()));
+            ready.connected();
             reader.run();
         },
     )

@@ -173,13 +173,7 @@ impl Chain {
             }
             return;
         }
-        let mut slots: Vec<Slot> = self.tasks.into_iter().map(Member::enter).collect();
-        for slot in &mut slots {
-            if !slot.scoped(Member::begin) {
-                slot.scoped(Member::end);
-                slot.running = false;
-            }
-        }
+        let mut slots = begin(self.tasks);
         let (mut idle_counter, mut bp_counter) = (0u32, 0u32);
         loop {
             let (mut busy, mut blocked, mut idle, mut running) = (false, None, None, 0);
@@ -217,6 +211,18 @@ impl Chain {
             }
         }
     }
+}
+
+/// Enters and begins every task; one that cannot begin has ended.
+fn begin(tasks: Vec<Task>) -> Vec<Slot> {
+    let mut slots: Vec<Slot> = tasks.into_iter().map(Member::enter).collect();
+    for slot in &mut slots {
+        if !slot.scoped(Member::begin) {
+            slot.scoped(Member::end);
+            slot.running = false;
+        }
+    }
+    slots
 }
 
 /// The chain's wait once every running task is idle: the first running

@@ -368,7 +368,6 @@ impl CustomRouter {
         self.chosen.clear();
         self.instance.choose(values.into(), &mut self.chosen);
         self.targets.clear();
-        let mut misroute = Misroute::default();
         if let [one] = self.chosen.as_slice() {
             // The common case: one index, no duplicate possible.
             if let Some(&task) = tasks.get(*one as usize) {
@@ -377,6 +376,13 @@ impl CustomRouter {
             self.last_bad = Some(BadIndex { index: *one, tasks: tasks.len(), out_of_range: true });
             return Targets::Misrouted(&[], Misroute { out_of_range: 1, duplicated: 0 });
         }
+        self.route_many(tasks)
+    }
+
+    /// `route` for any number of chosen indices but one: each in range
+    /// delivered once, in the order chosen.
+    fn route_many(&mut self, tasks: &[u32]) -> Targets<'_> {
+        let mut misroute = Misroute::default();
         if self.seen.len() * 64 < tasks.len() {
             self.seen.resize(tasks.len().div_ceil(64), 0);
         }

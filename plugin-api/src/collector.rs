@@ -225,15 +225,22 @@ impl BoltOut<'_> {
         }
     }
 
+    // Acking, failing or resetting an untracked input does nothing
+    // (`Anchor::NONE`), so those calls never cross the boundary: in a
+    // topology without ackers a bolt makes no per-input call back.
+    #[inline]
     fn ack(&mut self, anchor: Anchor) {
         match self {
+            _ if anchor == Anchor::NONE => {}
             BoltOut::V1(o) => o.ack(anchor),
             BoltOut::V12(o) => o.ack(anchor),
         }
     }
 
+    #[inline]
     fn fail(&mut self, anchor: Anchor) {
         match self {
+            _ if anchor == Anchor::NONE => {}
             BoltOut::V1(o) => o.fail(anchor),
             BoltOut::V12(o) => o.fail(anchor),
         }
@@ -241,6 +248,7 @@ impl BoltOut<'_> {
 
     fn reset_timeout(&mut self, anchor: Anchor) {
         match self {
+            _ if anchor == Anchor::NONE => {}
             BoltOut::V1(o) => o.reset_timeout(anchor),
             BoltOut::V12(o) => o.reset_timeout(anchor),
         }
@@ -446,6 +454,28 @@ mod tests {
 
     fn words(words: &[&str]) -> Vec<Value> {
         words.iter().map(|w| Value::from(*w)).collect()
+    }
+
+    #[test]
+    fn settling_an_untracked_input_never_reaches_the_host() {
+        let mut recorder = Recorder::default();
+        let mut collector = BoltCollector::from_bolt_output(recorder.bolt_output());
+        for anchor in [Anchor::NONE, Anchor(5)] {
+            collector.ack(anchor);
+            collector.fail(anchor);
+            collector.reset_timeout(anchor);
+        }
+        drop(collector);
+        assert_eq!(
+            (recorder.acked, recorder.failed, recorder.reset),
+            (vec![Anchor(5)], vec![Anchor(5)], vec![Anchor(5)])
+        );
+        let mut recorder = Recorder::default();
+        let mut collector = BoltCollector::new(recorder.output());
+        collector.ack(Anchor::NONE);
+        collector.ack(Anchor(6));
+        drop(collector);
+        assert_eq!(recorder.acked, [Anchor(6)], "a 1.0 output too");
     }
 
     #[test]

@@ -805,8 +805,9 @@ impl BoltExecutor {
                 Ok(()) => rest.len(),
                 Err(_) => (taken as usize).clamp(1, rest.len()) - 1,
             };
-            if self.auto_ack {
-                // A basic bolt: what one call per tuple acked on `Ok`.
+            // A basic bolt: what one call per tuple acked on `Ok` (nothing
+            // when no input of the run is tracked).
+            if self.auto_ack && self.inputs.run_tracks_any() {
                 for tuple in &rest[..failed] {
                     self.inputs.ack(tuple.anchor(), &mut self.core.transfer, &mut turn.stats);
                 }

@@ -226,6 +226,13 @@ impl InputTracker {
         Anchor(token)
     }
 
+    /// True when an input of the current basic bolt's batch is tracked
+    /// (registered by [`run_input`](Self::run_input) with ids).
+    #[inline]
+    pub fn run_tracks_any(&self) -> bool {
+        !self.run.is_empty()
+    }
+
     /// Ends a basic bolt's batch. An input left open (none is, once the
     /// host has settled the call) stays tracked as a rich bolt's would.
     pub fn end_run(&mut self) {

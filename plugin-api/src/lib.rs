@@ -183,6 +183,12 @@ pub struct PluginsGuide;
 #[doc = include_str!("../../docs/plugin-reference.md")]
 pub struct PluginReference;
 
+/// The durable state guide, `docs/state.md`: its Rust examples compile as
+/// doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/state.md")]
+pub struct StateGuide;
+
 #[doc(hidden)]
 pub mod __private {
     pub use abi_stable::std_types::RVec;

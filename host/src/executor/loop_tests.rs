@@ -1232,6 +1232,46 @@ extern "C" fn new_batch_bolt(_: RStr<'_>) -> PResult<ComponentBox13> {
     ROk(ComponentBox13::Bolt(bolt))
 }
 
+/// A contract 1.3 bolt's executor with its queues: batches in, control
+/// in, acker messages out.
+struct BatchRig {
+    run: Arc<RunControl>,
+    input: Sender<Batch>,
+    to_bolt: Sender<Control>,
+    from_bolt: Receiver<AckerInput>,
+    stats: Arc<TaskStats>,
+    executor: BoltExecutor,
+    /// The downstream queue, kept open.
+    _downstream: Receiver<Batch>,
+}
+
+impl BatchRig {
+    fn new(factory: extern "C" fn(RStr<'_>) -> PResult<ComponentBox13>) -> Self {
+        let run = Arc::new(RunControl::default());
+        let (input, receive) = bounded(16);
+        let (queue, downstream) = bounded(16);
+        let (acker, from_bolt) = unbounded::<AckerInput>();
+        let (to_bolt, control) = unbounded::<Control>();
+        let stats = Arc::new(TaskStats::default());
+        let recorder = Recorder::new(|_, _, _| {});
+        let core = TaskCore::new(
+            TaskName { kind: Kind::Bolt, component: "c".into(), task: TaskId(1) },
+            context(1),
+            Factory::V13(factory),
+            String::new(),
+            transfer(1, 2, queue, vec![acker]),
+            control,
+            (recorder.strategy(BOLT), recorder.strategy(BP)),
+            stats.clone(),
+            run.clone(),
+            RestartPolicy::new(5, Duration::from_secs(60)),
+        );
+        let ROk(ComponentBox13::Bolt(first)) = factory("".into()) else { unreachable!() };
+        let executor = BoltExecutor::new(core, BoltObj::V13(first), basic_inputs(receive));
+        Self { run, input, to_bolt, from_bolt, stats, executor, _downstream: downstream }
+    }
+}
+
 #[test]
 fn a_run_fails_only_the_input_that_erred_or_panicked_and_executes_the_rest_once_in_order() {
     // One queue batch of six trees, handed over as one run: 1, -1 (an
@@ -1241,27 +1281,8 @@ fn a_run_fails_only_the_input_that_erred_or_panicked_and_executes_the_rest_once_
     // The per-input metrics stay exact. Seen failing with the host taking
     // the input after the one that failed as the failed one (an off-by-one
     // in `failed`): 2 and 3 were never executed.
-    let run = Arc::new(RunControl::default());
-    let (input, receive) = bounded(16);
-    let (queue, _downstream) = bounded(16);
-    let (acker, from_bolt) = unbounded::<AckerInput>();
-    let (_to_bolt, control) = unbounded::<Control>();
-    let stats = Arc::new(TaskStats::default());
-    let recorder = Recorder::new(|_, _, _| {});
-    let core = TaskCore::new(
-        TaskName { kind: Kind::Bolt, component: "c".into(), task: TaskId(1) },
-        context(1),
-        Factory::V13(new_batch_bolt),
-        String::new(),
-        transfer(1, 2, queue, vec![acker]),
-        control,
-        (recorder.strategy(BOLT), recorder.strategy(BP)),
-        stats.clone(),
-        run.clone(),
-        RestartPolicy::new(5, Duration::from_secs(60)),
-    );
-    let ROk(ComponentBox13::Bolt(first)) = new_batch_bolt("".into()) else { unreachable!() };
-    let executor = BoltExecutor::new(core, BoltObj::V13(first), basic_inputs(receive));
+    let rig = BatchRig::new(new_batch_bolt);
+    let BatchRig { run, input, from_bolt, stats, executor, .. } = rig;
     let values = [1, -1, 2, -2, 3, 4];
     let mut batch = Batch::with_capacity(TaskId(0), values.len());
     for (i, v) in values.iter().enumerate() {
@@ -1293,4 +1314,94 @@ fn a_run_fails_only_the_input_that_erred_or_panicked_and_executes_the_rest_once_
     assert_eq!(stats.get(StatField::FailedPanic), 1);
     assert_eq!(stats.get(StatField::Restarts), 1);
     assert_eq!((stats.get(StatField::Executed), stats.get(StatField::Acked)), (6, 4));
+}
+
+/// What [`SlowBolt`] did, in order: `run` per `execute_batch` call and
+/// `tick` per tick tuple (one test uses it).
+static SLOW_LOG: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+
+/// A contract 1.3 bolt that takes a millisecond per run of inputs.
+struct SlowBolt;
+
+impl squall_plugin_api::abi::DynBolt13 for SlowBolt {
+    fn prepare(&mut self, _: &TaskContext, _: &TaskExt) -> PResult<()> {
+        ROk(())
+    }
+    fn execute(&mut self, input: &Tuple<'_>, _: BoltOutputMut<'_>) -> PResult<()> {
+        assert!(input.is_tick(), "a 1.3 bolt gets its inputs in runs");
+        SLOW_LOG.lock().unwrap().push("tick");
+        ROk(())
+    }
+    fn cleanup(&mut self) -> PResult<()> {
+        ROk(())
+    }
+    fn execute_window(&mut self, _: &WindowView<'_>, _: BoltOutputMut<'_>) -> PResult<()> {
+        ROk(())
+    }
+    fn save_state(&mut self) -> PResult<ROption<State>> {
+        ROk(ROption::RNone)
+    }
+    fn restore_state(&mut self, _: State) -> PResult<()> {
+        ROk(())
+    }
+    fn checkpoint(&mut self, _: u64) -> PResult<RVec<StoreDelta>> {
+        ROk(RVec::new())
+    }
+    fn committed(&mut self, _: u64) -> PResult<()> {
+        ROk(())
+    }
+    fn restore_stores(&mut self, _: RVec<StoreDelta>) -> PResult<()> {
+        ROk(())
+    }
+    fn execute_batch(
+        &mut self,
+        inputs: RSlice<'_, Tuple<'_>>,
+        _: BoltOutputMut<'_>,
+        taken: &mut u32,
+    ) -> PResult<()> {
+        std::thread::sleep(Duration::from_millis(1));
+        *taken = inputs.len() as u32;
+        SLOW_LOG.lock().unwrap().push("run");
+        ROk(())
+    }
+}
+
+extern "C" fn new_slow_bolt(_: RStr<'_>) -> PResult<ComponentBox13> {
+    let bolt = squall_plugin_api::abi::DynBolt13_TO::from_value(SlowBolt, TD_Opaque);
+    ROk(ComponentBox13::Bolt(bolt))
+}
+
+#[test]
+fn a_tick_reaches_a_batch_bolt_between_runs_while_its_backlog_lasts() {
+    // Sixteen queue batches of 64 untracked inputs wait: sixteen runs of
+    // a millisecond each. A tick sent once the first run has begun is
+    // executed between two runs, after at most the loop's housekeeping
+    // interval (5 ms), not after the backlog. Seen failing with the run
+    // loop never leaving for housekeeping: the tick came after run 16.
+    let rig = BatchRig::new(new_slow_bolt);
+    for _ in 0..16 {
+        let mut batch = Batch::with_capacity(TaskId(0), 64);
+        for v in 0..64 {
+            batch.push(0, &[Value::I64(v)], &[]);
+        }
+        rig.input.send(batch).unwrap();
+    }
+    let BatchRig { run, to_bolt, stats, executor, .. } = rig;
+    let thread = std::thread::spawn(move || executor.run());
+    let runs = || SLOW_LOG.lock().unwrap().iter().filter(|e| **e == "run").count();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while runs() == 0 && Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    to_bolt.send(Control::TickTuple).unwrap();
+    while stats.get(StatField::Executed) < 16 * 64 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    run.advance(RunState::Stopping);
+    thread.join().unwrap();
+    let log = SLOW_LOG.lock().unwrap().clone();
+    assert_eq!(runs(), 16, "{log:?}");
+    let tick = log.iter().position(|e| *e == "tick").expect("the tick was executed");
+    assert!(tick < 16, "the tick waited for the whole backlog: {log:?}");
+    assert_eq!(stats.get(StatField::Ticks), 1);
 }

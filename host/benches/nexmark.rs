@@ -347,16 +347,7 @@ impl Bench {
     /// show every event acked (on its delivery report); the seconds it
     /// took.
     fn load_kafka(&self, topic: &str, events: u64) -> f64 {
-        let file = self.root.join("topologies/nexmark/load-kafka.toml");
-        let text = std::fs::read_to_string(&file).expect("the load topology");
-        let shipped = "events = 2000000,";
-        assert!(text.contains(shipped), "load-kafka.toml sets the event count as expected");
-        let text = text.replace(shipped, &format!("events = {events},")).replace(
-            "${SQUALL_PLUGIN_DIR:-../../target/release}",
-            &self.plugins.display().to_string(),
-        );
-        let toml = self.scratch.join("load-kafka.toml");
-        std::fs::write(&toml, text).expect("write the topology");
+        let toml = self.load_topology(events);
         let started = std::time::Instant::now();
         let mut child = Command::new(&self.squall)
             .args(["run", "--stats-interval", "1s"])
@@ -391,6 +382,24 @@ impl Bench {
     }
 }
 
+impl Bench {
+    /// `topologies/nexmark/load-kafka.toml` with `events` events and the
+    /// plugin directory filled in, written to the scratch directory.
+    fn load_topology(&self, events: u64) -> PathBuf {
+        let file = self.root.join("topologies/nexmark/load-kafka.toml");
+        let text = std::fs::read_to_string(&file).expect("the load topology");
+        let shipped = "events = 2000000,";
+        assert!(text.contains(shipped), "load-kafka.toml sets the event count as expected");
+        let text = text.replace(shipped, &format!("events = {events},")).replace(
+            "${SQUALL_PLUGIN_DIR:-../../target/release}",
+            &self.plugins.display().to_string(),
+        );
+        let toml = self.scratch.join("load-kafka.toml");
+        std::fs::write(&toml, text).expect("write the topology");
+        toml
+    }
+}
+
 /// The counter `key` of component `name` in a `--json` summary.
 fn count(summary: &serde_json::Value, name: &str, key: &str) -> Option<f64> {
     summary["components"]
@@ -407,13 +416,14 @@ fn print_row(query: &str, source: &str, flink: Option<f64>, run: &Run, note: &st
         Some(f) => (format!("{f:.0}"), format!("{:.1}", per_core / f)),
         None => ("-".to_owned(), "-".to_owned()),
     };
-    println!(
+    let line = format!(
         "{query:<5} {source:<8} {:>12.0} {:>8.2} {:>12.0} {:>16.0} {theirs:>15} {ratio:>7} {note}",
         run.events,
         run.cpu,
         run.events / run.wall,
         per_core
     );
+    println!("{}", line.trim_end());
 }
 
 /// The median of `v` (the upper one of an even count).

@@ -137,6 +137,9 @@ mod kafka_group;
 // read_committed only after the commit, each record once after kills, and
 // fencing of a second instance with the same transactional id.
 mod kafka_tx;
+// Nexmark from Kafka: the generator's events pre-loaded into a topic
+// (load-kafka.toml), q0 reads them back through Decode: exactly the bids.
+mod nexmark_kafka;
 // The broker faults of issue 24 against real servers: Redis restarted with
 // its stream lost, NATS stopped for 10 s, poison input for each connector,
 // the file checkpoint while every line fails.

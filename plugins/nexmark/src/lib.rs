@@ -24,6 +24,11 @@
 //!   | q8 monitor new users | [`NewUsers`] | windowed (tumbling) | `(id, name, window_start)` |
 //!
 //!   [`Sink`] drops what it gets: every query topology ends in it.
+//! - Events through Kafka: [`Encode`] turns each event into one compact
+//!   record value ([`codec`]), [`Decode`] turns the value back into the
+//!   generator's tuple on the generator's stream, so a query reads events
+//!   from a `kafka::KafkaSpout` unchanged
+//!   (`topologies/nexmark/load-kafka.toml`, `topologies/nexmark/kafka/`).
 //!
 //! The windowed queries run on the host's event-time windows
 //! (`timestamp_field = "date_time"`): the generator's tuples leave each
@@ -51,6 +56,8 @@
 
 #![warn(missing_docs)]
 
+mod broker;
+pub mod codec;
 pub mod model;
 mod q3;
 mod q4;
@@ -63,6 +70,7 @@ use squall_plugin_api::{InputDecl, Result, Tuple};
 
 use model::Kind;
 
+pub use broker::{Decode, Encode};
 pub use q3::LocalItemSuggestion;
 pub use q4::{AveragePrice, WinningBids, WINNING_BID_FIELDS};
 pub use queries::{dollars_to_euros, CurrencyConversion, PassThrough, Selection, Sink};
@@ -71,7 +79,7 @@ pub use windows::{HighestBid, HotItems, NewUsers};
 
 squall_plugin_api::export_plugin! {
     spouts: [NexmarkSpout],
-    basic_bolts: [PassThrough, CurrencyConversion, Selection, LocalItemSuggestion, WinningBids, Sink],
+    basic_bolts: [PassThrough, CurrencyConversion, Selection, LocalItemSuggestion, WinningBids, Sink, Encode, Decode],
     windowed_bolts: [AveragePrice, HotItems, HighestBid, NewUsers],
 }
 

@@ -32,6 +32,9 @@ use squall_plugin_api::Waker;
 
 /// What [`Health::failing`] logs before its reason.
 const FAILING: &str = "cannot read";
+/// The most distinct `failing` reasons logged per outage (later ones are
+/// logged as repeats, at powers of two).
+const MAX_REASONS: usize = 16;
 
 /// The name of the readiness gauge the host's `/readyz` reads.
 pub const UP_GAUGE: &str = "connector_up";
@@ -57,7 +60,8 @@ struct State {
     down_since: Option<Instant>,
     error: Option<String>,
     repeats: u64,
-    /// The `failing` reasons logged in this outage (each is logged once).
+    /// The `failing` reasons logged in this outage (each is logged once,
+    /// up to `MAX_REASONS`).
     reasons: Vec<String>,
 }
 
@@ -130,7 +134,9 @@ impl Health {
                 m.up.set(0);
             }
         }
-        let news = what == FAILING && !state.reasons.iter().any(|r| r == why);
+        let news = what == FAILING
+            && state.reasons.len() < MAX_REASONS
+            && !state.reasons.iter().any(|r| r == why);
         if first || news {
             if what == FAILING {
                 state.reasons.push(why.to_owned());

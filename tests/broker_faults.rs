@@ -6,6 +6,9 @@
 //!   `last_error` says why and `connector_up` is 0 (never a silent stall).
 //! - NATS stopped for 10 s, then started: nothing lost, the log says when
 //!   the connection dropped and came back, `nats_reconnects` counts it.
+//! - A Kafka broker restarted empty (Tansu keeps nothing): one line names
+//!   the missing topic, `/readyz` answers 503 and errors are counted while
+//!   the spout waits; the topic created again is read from its start.
 //! - Poison input, for each connector, with its default `max_deliver`: the
 //!   bad message goes to the dead letters, the rest flow.
 //! - The file spout's checkpoint advances while every line fails (each is

@@ -1037,6 +1037,7 @@ inputs = [{{ from = "in" }}]
     child.terminate();
     let out = child.wait();
     let took = stopped.elapsed();
+    eprintln!("stopped {took:?} after SIGTERM");
     assert_eq!(out.status.code(), Some(0), "SIGTERM exits 0\n{}", out.context());
     assert!(!out.stderr.contains("did not stop within"), "{}", out.context());
     assert!(took < Duration::from_secs(30), "within the close budget: {took:?}");

@@ -13,8 +13,11 @@
 //!   counts it in the task's `errors` and shows it as `last_error`.
 //!
 //! A problem that is not a lost connection but keeps the spout from reading
-//! (a consumer group that vanished and may not be recreated) is reported
-//! with [`Health::failing`]: it also turns `connector_up` to 0.
+//! (a consumer group that vanished and may not be recreated, a topic a
+//! broker restarted empty no longer has) is reported with
+//! [`Health::failing`]: it also turns `connector_up` to 0, and each distinct
+//! reason is logged once per outage, also when the connection was lost
+//! first (a broker that comes back without the spout's topics says so).
 //!
 //! The I/O thread's calls take a lock only when the state changes; the
 //! spout's [`Health::take_error`] is one relaxed atomic load when nothing
@@ -26,6 +29,12 @@ use std::time::Instant;
 
 use squall_plugin_api::metrics::{self, Counter, Gauge};
 use squall_plugin_api::Waker;
+
+/// What [`Health::failing`] logs before its reason.
+const FAILING: &str = "cannot read";
+/// The most distinct `failing` reasons logged per outage (later ones are
+/// logged as repeats, at powers of two).
+const MAX_REASONS: usize = 16;
 
 /// The name of the readiness gauge the host's `/readyz` reads.
 pub const UP_GAUGE: &str = "connector_up";
@@ -51,6 +60,9 @@ struct State {
     down_since: Option<Instant>,
     error: Option<String>,
     repeats: u64,
+    /// The `failing` reasons logged in this outage (each is logged once,
+    /// up to `MAX_REASONS`).
+    reasons: Vec<String>,
 }
 
 /// Shared between the spout and its I/O thread (module doc).
@@ -108,7 +120,7 @@ impl Health {
 
     /// Connected, but the spout cannot read (`why`); like [`Health::lost`].
     pub fn failing(&self, why: &str) {
-        self.down(why, "cannot read");
+        self.down(why, FAILING);
     }
 
     fn down(&self, why: &str, what: &str) {
@@ -117,10 +129,19 @@ impl Health {
         if first {
             state.down_since = Some(Instant::now());
             state.repeats = 0;
-            squall_plugin_api::warn!("{}: {what}: {why}", self.0.label);
+            state.reasons.clear();
             if let Some(m) = self.0.metrics.get() {
                 m.up.set(0);
             }
+        }
+        let news = what == FAILING
+            && state.reasons.len() < MAX_REASONS
+            && !state.reasons.iter().any(|r| r == why);
+        if first || news {
+            if what == FAILING {
+                state.reasons.push(why.to_owned());
+            }
+            squall_plugin_api::warn!("{}: {what}: {why}", self.0.label);
         } else {
             state.repeats += 1;
             if state.repeats.is_power_of_two() {
@@ -213,5 +234,25 @@ mod tests {
         h.failing("NOGROUP");
         assert!(!h.is_up());
         assert!(h.take_error().unwrap().contains("cannot read: NOGROUP"));
+    }
+
+    #[test]
+    fn a_failing_reason_is_news_once_per_outage_even_after_a_lost_connection() {
+        let h = Health::new("t task 0");
+        h.lost("connection refused");
+        assert!(h.take_error().unwrap().contains("connection lost"));
+        h.failing("topic \"a\" is gone");
+        assert!(!h.is_up());
+        assert!(h.take_error().unwrap().contains("cannot read: topic \"a\" is gone"));
+        let reasons = |h: &Health| h.0.state.lock().unwrap().reasons.clone();
+        assert_eq!(reasons(&h), ["topic \"a\" is gone"], "logged");
+        h.failing("topic \"a\" is gone");
+        h.lost("connection refused");
+        h.failing("topic \"a\" is gone");
+        assert_eq!(reasons(&h).len(), 1, "logged once per outage");
+        assert!(h.take_error().is_some(), "each attempt is still reported");
+        h.restored("back");
+        h.failing("topic \"a\" is gone");
+        assert_eq!(reasons(&h).len(), 1, "a new outage logs it again, once");
     }
 }

@@ -1222,6 +1222,9 @@ struct Server {
     paused: bool,
     /// When the metadata was last asked for while the connection was down.
     last_check: Instant,
+    /// A poll said a topic or partition is unknown: `check_cluster` looks
+    /// the topics up at once, and names the missing ones.
+    unknown_topic: bool,
     /// Consumer errors so far (logged at powers of two).
     errors: u64,
     /// Since when the feed has been full (flow control, module doc).
@@ -1256,6 +1259,7 @@ impl Server {
             routes: Routes { by_partition: FxHashMap::default(), epoch: u64::MAX },
             paused: false,
             last_check: Instant::now(),
+            unknown_topic: false,
             errors: 0,
             full_since: None,
         })
@@ -1371,7 +1375,17 @@ impl Server {
     /// Polls up to 1024 messages into the feed: the per-record hot loop.
     /// False: the feed is closed.
     fn poll(&mut self) -> bool {
-        let Self { consumer, context, routes, label, errors, want_headers, paused, .. } = self;
+        let Self {
+            consumer,
+            context,
+            routes,
+            label,
+            errors,
+            want_headers,
+            paused,
+            unknown_topic,
+            ..
+        } = self;
         let mut polled = 0;
         let mut wait = Duration::from_millis(if *paused { 100 } else { 50 });
         while polled < 1024 {
@@ -1381,7 +1395,7 @@ impl Server {
             let message = match result {
                 Ok(m) => m,
                 Err(e) => {
-                    poll_error(&e, errors, &context.health, label);
+                    *unknown_topic |= poll_error(&e, errors, label);
                     continue;
                 }
             };
@@ -1403,25 +1417,30 @@ impl Server {
     }
 
     /// While the connection is down, asks for the metadata once a second:
-    /// it answers as soon as a broker does.
+    /// it answers as soon as a broker does. Topics the spout needs that the
+    /// cluster no longer has (a broker restarted empty, or a deletion) keep
+    /// it failing, named, until they are created again (`topics_gone`).
+    /// A poll that said a topic is unknown has the metadata asked for at
+    /// once, also while up.
     fn check_cluster(&mut self) {
         let health = &self.context.health;
-        if health.is_up() || self.last_check.elapsed() < Duration::from_secs(1) {
+        let due = !health.is_up() && self.last_check.elapsed() >= Duration::from_secs(1);
+        if !due && !std::mem::take(&mut self.unknown_topic) {
             return;
         }
         self.last_check = Instant::now();
         let Ok(metadata) = self.consumer.fetch_metadata(None, Duration::from_secs(1)) else {
             return;
         };
-        let missing = client::partitions(&metadata, &self.topics)
+        let missing: Vec<String> = client::partitions(&metadata, &self.topics)
             .into_iter()
-            .filter(|(_, n)| n.is_none())
-            .count();
-        if missing == 0 {
+            .filter_map(|(t, n)| n.is_none().then_some(t))
+            .collect();
+        if missing.is_empty() {
             self.context.note_restored();
             health.restored("the cluster answers again");
         } else {
-            health.failing(&format!("{missing} topic(s) the spout reads do not exist any more"));
+            health.failing(&topics_gone(&self.config, &missing));
         }
     }
 
@@ -1435,22 +1454,38 @@ impl Server {
     }
 }
 
-/// A consumer error: a topic or partition that does not exist fails the
-/// connection's health; others are counted, and logged at powers of two.
-fn poll_error(e: &KafkaError, errors: &mut u64, health: &Health, label: &str) {
-    match e.rdkafka_error_code() {
+/// Why the spout cannot read while topics it needs are `missing` from the
+/// cluster (docs/connectors.md, "Kafka": a broker restarted empty).
+fn topics_gone(config: &SpoutConfig, missing: &[String]) -> String {
+    let resume = match config.first_poll {
+        FirstPoll::Earliest | FirstPoll::CommittedOrEarliest => "from their first offset",
+        FirstPoll::Latest | FirstPoll::CommittedOrLatest => "from their end",
+    };
+    format!(
+        "topic(s) {} do not exist on {} any more (the broker lost them: restarted empty, or \
+         deleted); waiting for them to be created again, then reading them {resume} \
+         (first_poll), as their committed offsets are gone too",
+        quoted(missing),
+        config.connection.brokers.trim()
+    )
+}
+
+/// A consumer error, counted and logged at powers of two. True: it says a
+/// topic or partition does not exist, which `check_cluster` looks into at
+/// once (the error does not name the topic; the metadata does).
+fn poll_error(e: &KafkaError, errors: &mut u64, label: &str) -> bool {
+    *errors += 1;
+    if errors.is_power_of_two() {
+        squall_plugin_api::warn!("{label}: consumer error: {e} (error #{errors})");
+    }
+    matches!(
+        e.rdkafka_error_code(),
         Some(
             RDKafkaErrorCode::UnknownTopicOrPartition
-            | RDKafkaErrorCode::UnknownTopic
-            | RDKafkaErrorCode::UnknownPartition,
-        ) => health.failing(&format!("{e}")),
-        _ => {
-            *errors += 1;
-            if errors.is_power_of_two() {
-                squall_plugin_api::warn!("{label}: consumer error: {e} (error #{errors})");
-            }
-        }
-    }
+                | RDKafkaErrorCode::UnknownTopic
+                | RDKafkaErrorCode::UnknownPartition
+        )
+    )
 }
 
 /// A polled message as the record of table entry `idx`, generation `gen`

@@ -8,23 +8,18 @@
 //! query:  kafka::KafkaSpout → Decode → qN → Sink            (topologies/nexmark/kafka/qN.toml)
 //! ```
 
-use serde::Deserialize;
 use squall_plugin_api::prelude::*;
 
 use crate::codec::{self, kind_of_len};
 use crate::model::Kind;
 use crate::{check_kinds, Empty};
 
-/// The config of [`Encode`].
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct EncodeConfig {
-    #[serde(default = "one")]
-    partitions: u64,
-}
-
-fn one() -> u64 {
-    1
+squall_plugin_api::declare_config! {
+    /// The config of [`Encode`].
+    #[derive(Debug, Clone, PartialEq)]
+    pub(crate) struct EncodeConfig {
+        partitions: u64 = default(Integer, "1", "partition = the task's tuple count modulo this"),
+    }
 }
 
 /// Encodes each generator tuple (person, auction or bid) as one value
@@ -44,12 +39,7 @@ impl BasicBolt for Encode {
     const NAME: &'static str = "Encode";
     const DESCRIPTION: &'static str =
         "encodes each generator event as one compact value, with a round-robin partition";
-    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[ConfigKey::optional(
-        "partitions",
-        KeyKind::Integer,
-        "1",
-        "partition = the task's tuple count modulo this",
-    )]);
+    const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(EncodeConfig::KEYS);
     const EMITS: &'static [&'static str] = &["default"];
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {
@@ -61,7 +51,7 @@ impl BasicBolt for Encode {
     }
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
-        let config: EncodeConfig = config.parse()?;
+        let config = EncodeConfig::parse(config)?;
         if config.partitions == 0 || config.partitions > i32::MAX as u64 {
             return Err("partitions must be between 1 and 2^31 - 1".into());
         }
@@ -151,7 +141,7 @@ impl BasicBolt for Decode {
 mod tests {
     use super::*;
     use crate::model::{Generator, GeneratorConfig};
-    use squall_plugin_api::testing::{check_config_keys, Recorder};
+    use squall_plugin_api::testing::Recorder;
 
     #[test]
     fn encode_then_decode_gives_the_generators_tuples_on_their_streams() {
@@ -205,8 +195,9 @@ mod tests {
     }
 
     #[test]
-    fn the_config_keys_match_the_config_structs() {
-        check_config_keys::<EncodeConfig>(Encode::CONFIG_KEYS, "partitions = 4").unwrap();
+    fn bad_config_is_refused_and_partitions_defaults_to_one() {
+        let config = EncodeConfig::parse(&ComponentConfig::new("")).unwrap();
+        assert_eq!(config.partitions, 1);
         assert!(Encode::new(&ComponentConfig::new("partitions = 0")).is_err());
         assert!(Decode::new(&ComponentConfig::new("field = 1")).is_err());
     }

@@ -135,17 +135,7 @@ impl Bench {
              generator events / (user + sys CPU s of the squall process)",
             self.duration
         );
-        println!(
-            "{:<5} {:<8} {:>12} {:>8} {:>12} {:>16} {:>15} {:>7}",
-            "query",
-            "state",
-            "events",
-            "CPU s",
-            "events/s",
-            "events/s/core",
-            "Flink /core",
-            "ratio"
-        );
+        print_header("state", "");
         for (query, flink) in QUERIES {
             print_row(query, "none", flink, &self.median(query, None, runs), "");
             if !STATEFUL.contains(&query) {
@@ -298,17 +288,7 @@ impl Bench {
              KafkaSpout emitted / (user + sys CPU s of the squall process)",
             self.duration
         );
-        println!(
-            "{:<5} {:<8} {:>12} {:>8} {:>12} {:>16} {:>15} {:>7} note",
-            "query",
-            "source",
-            "events",
-            "CPU s",
-            "events/s",
-            "events/s/core",
-            "Flink /core",
-            "ratio"
-        );
+        print_header("source", "note");
         for query in FROM_KAFKA {
             let flink = QUERIES.iter().find(|(q, _)| *q == query).and_then(|(_, f)| *f);
             let mut all: Vec<(Run, f64)> =
@@ -406,6 +386,16 @@ fn count(summary: &serde_json::Value, name: &str, key: &str) -> Option<f64> {
         .as_array()
         .and_then(|c| c.iter().find(|c| c["name"] == name))
         .and_then(|c| c[key].as_f64())
+}
+
+/// A table's header, as [`print_row`] fills it: `second` names the second
+/// column, `note` the last (none when empty).
+fn print_header(second: &str, note: &str) {
+    let line = format!(
+        "{:<5} {second:<8} {:>12} {:>8} {:>12} {:>16} {:>15} {:>7} {note}",
+        "query", "events", "CPU s", "events/s", "events/s/core", "Flink /core", "ratio"
+    );
+    println!("{}", line.trim_end());
 }
 
 /// One line of a table: the run's events, CPU s, events per wall second

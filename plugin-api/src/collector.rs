@@ -357,8 +357,8 @@ pub struct BasicCollector<'a> {
     /// it explicitly. Empty when the host anchors them (one call per tuple), or
     /// when the input is not tracked. Emits borrow it in place: a copy of
     /// it, read in one wide load right after `set_input` stored its two
-    /// parts, waits for those stores (a store-forwarding stall, 16 % of a
-    /// chained const → id → null in perf).
+    /// parts, waits for those stores (a store-forwarding stall;
+    /// docs/performance.md, "Operator chains").
     anchor: Option<[Anchor; 1]>,
 }
 

@@ -1203,12 +1203,24 @@ static BATCH_INSTANCES: AtomicUsize = AtomicUsize::new(0);
 /// plugin guard reports one).
 struct BatchBolt(usize);
 
-impl squall_plugin_api::abi::DynBolt13 for BatchBolt {
+/// The part of a contract 1.3 test bolt that differs between tests: its
+/// runs, and its one-tuple `execute` (ticks). [`Run13`] adds the rest.
+trait RunBolt: Send {
+    fn execute_batch(&mut self, inputs: RSlice<'_, Tuple<'_>>, taken: &mut u32) -> PResult<()>;
+    fn execute(&mut self, _: &Tuple<'_>) -> PResult<()> {
+        unreachable!("a 1.3 bolt gets runs")
+    }
+}
+
+/// A [`RunBolt`] as a 1.3 bolt object: every other method does nothing.
+struct Run13<B>(B);
+
+impl<B: RunBolt> squall_plugin_api::abi::DynBolt13 for Run13<B> {
     fn prepare(&mut self, _: &TaskContext, _: &TaskExt) -> PResult<()> {
         ROk(())
     }
-    fn execute(&mut self, _: &Tuple<'_>, _: BoltOutputMut<'_>) -> PResult<()> {
-        unreachable!("a 1.3 bolt gets runs")
+    fn execute(&mut self, input: &Tuple<'_>, _: BoltOutputMut<'_>) -> PResult<()> {
+        self.0.execute(input)
     }
     fn cleanup(&mut self) -> PResult<()> {
         ROk(())
@@ -1237,6 +1249,18 @@ impl squall_plugin_api::abi::DynBolt13 for BatchBolt {
         _: BoltOutputMut<'_>,
         taken: &mut u32,
     ) -> PResult<()> {
+        self.0.execute_batch(inputs, taken)
+    }
+}
+
+/// A 1.3 bolt object of `bolt`, as a factory returns it.
+fn run13(bolt: impl RunBolt + 'static) -> PResult<ComponentBox13> {
+    let bolt = squall_plugin_api::abi::DynBolt13_TO::from_value(Run13(bolt), TD_Opaque);
+    ROk(ComponentBox13::Bolt(bolt))
+}
+
+impl RunBolt for BatchBolt {
+    fn execute_batch(&mut self, inputs: RSlice<'_, Tuple<'_>>, taken: &mut u32) -> PResult<()> {
         for input in inputs.iter() {
             *taken += 1;
             let value = match input.values() {
@@ -1257,8 +1281,7 @@ impl squall_plugin_api::abi::DynBolt13 for BatchBolt {
 
 extern "C" fn new_batch_bolt(_: RStr<'_>) -> PResult<ComponentBox13> {
     let n = BATCH_INSTANCES.fetch_add(1, Ordering::SeqCst);
-    let bolt = squall_plugin_api::abi::DynBolt13_TO::from_value(BatchBolt(n), TD_Opaque);
-    ROk(ComponentBox13::Bolt(bolt))
+    run13(BatchBolt(n))
 }
 
 /// A contract 1.3 bolt's executor with its queues: batches in, control
@@ -1352,42 +1375,13 @@ static SLOW_LOG: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
 /// A contract 1.3 bolt that takes a millisecond per run of inputs.
 struct SlowBolt;
 
-impl squall_plugin_api::abi::DynBolt13 for SlowBolt {
-    fn prepare(&mut self, _: &TaskContext, _: &TaskExt) -> PResult<()> {
-        ROk(())
-    }
-    fn execute(&mut self, input: &Tuple<'_>, _: BoltOutputMut<'_>) -> PResult<()> {
+impl RunBolt for SlowBolt {
+    fn execute(&mut self, input: &Tuple<'_>) -> PResult<()> {
         assert!(input.is_tick(), "a 1.3 bolt gets its inputs in runs");
         SLOW_LOG.lock().unwrap().push("tick");
         ROk(())
     }
-    fn cleanup(&mut self) -> PResult<()> {
-        ROk(())
-    }
-    fn execute_window(&mut self, _: &WindowView<'_>, _: BoltOutputMut<'_>) -> PResult<()> {
-        ROk(())
-    }
-    fn save_state(&mut self) -> PResult<ROption<State>> {
-        ROk(ROption::RNone)
-    }
-    fn restore_state(&mut self, _: State) -> PResult<()> {
-        ROk(())
-    }
-    fn checkpoint(&mut self, _: u64) -> PResult<RVec<StoreDelta>> {
-        ROk(RVec::new())
-    }
-    fn committed(&mut self, _: u64) -> PResult<()> {
-        ROk(())
-    }
-    fn restore_stores(&mut self, _: RVec<StoreDelta>) -> PResult<()> {
-        ROk(())
-    }
-    fn execute_batch(
-        &mut self,
-        inputs: RSlice<'_, Tuple<'_>>,
-        _: BoltOutputMut<'_>,
-        taken: &mut u32,
-    ) -> PResult<()> {
+    fn execute_batch(&mut self, inputs: RSlice<'_, Tuple<'_>>, taken: &mut u32) -> PResult<()> {
         std::thread::sleep(Duration::from_millis(1));
         *taken = inputs.len() as u32;
         SLOW_LOG.lock().unwrap().push("run");
@@ -1396,8 +1390,7 @@ impl squall_plugin_api::abi::DynBolt13 for SlowBolt {
 }
 
 extern "C" fn new_slow_bolt(_: RStr<'_>) -> PResult<ComponentBox13> {
-    let bolt = squall_plugin_api::abi::DynBolt13_TO::from_value(SlowBolt, TD_Opaque);
-    ROk(ComponentBox13::Bolt(bolt))
+    run13(SlowBolt)
 }
 
 #[test]

@@ -30,8 +30,6 @@ use std::time::Instant;
 use squall_plugin_api::metrics::{self, Counter, Gauge};
 use squall_plugin_api::Waker;
 
-/// What [`Health::failing`] logs before its reason.
-const FAILING: &str = "cannot read";
 /// The most distinct `failing` reasons logged per outage (later ones are
 /// logged as repeats, at powers of two).
 const MAX_REASONS: usize = 16;
@@ -115,15 +113,18 @@ impl Health {
     /// The connection dropped (`why`). Logged once per outage; later calls
     /// during the same outage only update the error.
     pub fn lost(&self, why: &str) {
-        self.down(why, "connection lost");
+        self.down(why, false);
     }
 
     /// Connected, but the spout cannot read (`why`); like [`Health::lost`].
     pub fn failing(&self, why: &str) {
-        self.down(why, FAILING);
+        self.down(why, true);
     }
 
-    fn down(&self, why: &str, what: &str) {
+    /// Down for `why`: the connection was lost, or (`failing`) it works
+    /// but the spout cannot read.
+    fn down(&self, why: &str, failing: bool) {
+        let what = if failing { "cannot read" } else { "connection lost" };
         let mut state = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
         let first = self.0.up.swap(false, Ordering::Relaxed);
         if first {
@@ -134,11 +135,10 @@ impl Health {
                 m.up.set(0);
             }
         }
-        let news = what == FAILING
-            && state.reasons.len() < MAX_REASONS
-            && !state.reasons.iter().any(|r| r == why);
+        let news =
+            failing && state.reasons.len() < MAX_REASONS && !state.reasons.iter().any(|r| r == why);
         if first || news {
-            if what == FAILING {
+            if failing {
                 state.reasons.push(why.to_owned());
             }
             squall_plugin_api::warn!("{}: {what}: {why}", self.0.label);

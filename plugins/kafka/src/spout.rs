@@ -1437,8 +1437,12 @@ impl Server {
             .filter_map(|(t, n)| n.is_none().then_some(t))
             .collect();
         if missing.is_empty() {
-            self.context.note_restored();
-            health.restored("the cluster answers again");
+            // Up already (a poll's unknown topic that exists): nothing
+            // to restore.
+            if !health.is_up() {
+                self.context.note_restored();
+                health.restored("the cluster answers again");
+            }
         } else {
             health.failing(&topics_gone(&self.config, &missing));
         }

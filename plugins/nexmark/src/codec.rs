@@ -25,7 +25,7 @@
 
 use squall_plugin_api::Value;
 
-use crate::model::{Event, Kind};
+use crate::model::Kind;
 
 /// The type of one field of a kind's layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,13 +77,6 @@ impl std::fmt::Display for CodecError {
 }
 
 impl std::error::Error for CodecError {}
-
-/// Appends `event`, encoded, to `out`.
-pub fn encode(event: &Event, out: &mut Vec<u8>) {
-    let mut values = Vec::with_capacity(9);
-    event.write_values(&mut values);
-    encode_values(event.kind(), &values, out).expect("an event's values fit its layout");
-}
 
 /// Appends the event of `kind` whose values (in its stream's field order)
 /// are `values`, encoded, to `out`.
@@ -205,7 +198,14 @@ fn take_uint(bytes: &[u8], at: &mut usize) -> Result<u64, CodecError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Generator, GeneratorConfig};
+    use crate::model::{Event, Generator, GeneratorConfig};
+
+    /// Appends `event`, encoded, to `out`.
+    fn encode(event: &Event, out: &mut Vec<u8>) {
+        let mut values = Vec::with_capacity(9);
+        event.write_values(&mut values);
+        encode_values(event.kind(), &values, out).expect("an event's values fit its layout");
+    }
 
     fn round_trip(event: &Event) -> (Kind, Vec<Value>, usize) {
         let mut bytes = Vec::new();

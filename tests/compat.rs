@@ -340,6 +340,26 @@ fn a_plugin_built_against_contract_1_2_loads_and_runs_with_durable_state() {
     out.assert_code(0);
     assert_eq!(printed_word_counts(&out), expected_word_counts(), "\n{}", out.context());
     assert_eq!(out.stat("sentences", "acked"), SENTENCE_LIMIT, "\n{}", out.context());
+
+    // It does not declare its stores (1.3's `STORES`): inspect says so,
+    // validate cannot check a keyed store's grouping, and the first
+    // checkpoint in which two tasks write one key refuses the run instead.
+    let inspect = SquallCommand::inspect(&ws, &old).output();
+    assert!(inspect.stdout.contains("stores: not declared"), "\n{}", inspect.context());
+    let fields = r#"grouping = { fields = ["word"] }"#;
+    assert!(durable.contains(fields), "{durable}");
+    let all = ws.write_topology("all.toml", &durable.replace(fields, r#"grouping = "all""#));
+    SquallCommand::validate(&ws, &all).output().assert_code(0);
+    let out = SquallCommand::run(&ws, &all, "5s").limit(Duration::from_secs(60)).output();
+    assert_ne!(out.status.code(), Some(0), "\n{}", out.context());
+    let line = out.single_error_line();
+    for part in [
+        "checkpoint failed: store \"counts\": task index",
+        "Its input is \"split\" by all",
+        "group every input by the fields the key is made of",
+    ] {
+        assert!(line.contains(part), "{part:?} not in {line}\n{}", out.context());
+    }
 }
 
 #[test]

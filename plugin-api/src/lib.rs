@@ -161,7 +161,7 @@ pub use grouping::Grouping;
 pub use host::metrics;
 pub use keys::{ConfigKey, KeyKind};
 pub use spout::Spout;
-pub use state::{KeyValueState, StateBackend, StateStore, Stores, ValueState};
+pub use state::{KeyValueState, StateBackend, StateStore, StoreSpec, Stores, ValueState};
 pub use tuple::{
     Anchor, MessageId, StreamId, Tuple, DEFAULT_STREAM, SYSTEM_COMPONENT, TICK_STREAM,
 };
@@ -201,8 +201,8 @@ pub mod prelude {
     pub use crate::{
         Anchor, BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, ConfigKey,
         Coordinator, Error, Grouping, InputDecl, Inputs, KeyKind, KeyValueState, MessageId,
-        OutputDeclarer, Result, Spout, SpoutCollector, State, StateBackend, Stores, StreamId,
-        TaskContext, Tuple, Value, ValueState, WaitSituation, WaitStrategy, Waker, Window,
-        WindowSize, WindowSpec, WindowedBolt,
+        OutputDeclarer, Result, Spout, SpoutCollector, State, StateBackend, StoreSpec, Stores,
+        StreamId, TaskContext, Tuple, Value, ValueState, WaitSituation, WaitStrategy, Waker,
+        Window, WindowSize, WindowSpec, WindowedBolt,
     };
 }

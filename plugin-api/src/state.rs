@@ -26,6 +26,7 @@ use std::hash::BuildHasherDefault;
 use abi_stable::std_types::RVec;
 use serde::{de::DeserializeOwned, Serialize};
 
+pub use crate::abi::StoreKind;
 use crate::abi::{StateEntry, StoreDelta};
 use crate::{Result, State, Value};
 
@@ -101,6 +102,12 @@ pub const STORES_FORMAT: &str = "squall-stores/1";
 pub trait StateStore: Send {
     /// The store's name, unique within its bolt.
     fn name(&self) -> &str;
+    /// What kind of store it is ([`StoreKind::OTHER`] unless the store
+    /// says otherwise), checked against the bolt's
+    /// [`STORES`](crate::Bolt::STORES) declaration.
+    fn kind(&self) -> StoreKind {
+        StoreKind::OTHER
+    }
     /// Appends what changed since the previous call to `changes` (entries
     /// written) and `removed` (keys deleted), and forgets the changes.
     ///
@@ -138,6 +145,35 @@ pub trait StateStore: Send {
         out: &mut Vec<(StateEntry, bool)>,
         removed: &mut Vec<RVec<Value>>,
     ) -> Result<()>;
+}
+
+/// One durable store as a bolt declares it in
+/// [`Bolt::STORES`](crate::Bolt::STORES): its name and kind, known without
+/// building the bolt, so that `squall inspect` lists it and `squall
+/// validate` checks a keyed store's inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreSpec {
+    /// The store's name, as the store itself gives it.
+    pub name: &'static str,
+    /// Its kind.
+    pub kind: StoreKind,
+}
+
+impl StoreSpec {
+    /// A [`KeyValueState`] called `name`.
+    pub const fn keyed(name: &'static str) -> Self {
+        Self { name, kind: StoreKind::KEYED }
+    }
+
+    /// A [`ValueState`] called `name`.
+    pub const fn value(name: &'static str) -> Self {
+        Self { name, kind: StoreKind::VALUE }
+    }
+
+    /// A store of the plugin's own called `name`.
+    pub const fn other(name: &'static str) -> Self {
+        Self { name, kind: StoreKind::OTHER }
+    }
 }
 
 /// The stores a bolt keeps, as [`Bolt::stores`](crate::Bolt::stores)
@@ -211,6 +247,50 @@ impl<'a> Stores<'a> {
                     a.name()
                 )
                 .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses stores that differ from the bolt's declaration (when it
+    /// declares them): `squall inspect` and `squall validate` trust the
+    /// declaration, so a store it leaves out, or declares of another kind,
+    /// is an error here. A declared store the bolt does not return is not
+    /// (a bolt may keep a store only for some configs).
+    ///
+    /// # Errors
+    /// The first difference, with what the declaration says.
+    pub fn check_declared(&self, declared: Option<&[StoreSpec]>) -> Result<()> {
+        let Some(declared) = declared else { return Ok(()) };
+        let listed = || {
+            let names: Vec<String> =
+                declared.iter().map(|d| format!("{:?} ({})", d.name, d.kind.name())).collect();
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            }
+        };
+        for store in &self.0 {
+            match declared.iter().find(|d| d.name == store.name()) {
+                None => {
+                    return Err(format!(
+                        "its stores() returns store {:?}, which its STORES does not declare                          (it declares: {}): add it to STORES, so that squall inspect and                          validate know it",
+                        store.name(),
+                        listed()
+                    )
+                    .into())
+                }
+                Some(d) if d.kind != store.kind() => {
+                    return Err(format!(
+                        "store {:?} is declared {} in STORES, but it is a {} store",
+                        d.name,
+                        d.kind.name(),
+                        store.kind().name()
+                    )
+                    .into())
+                }
+                Some(_) => {}
             }
         }
         Ok(())
@@ -491,6 +571,10 @@ impl<V: Serialize + DeserializeOwned + Send> KeyValueState<V> {
 }
 
 impl<V: Serialize + DeserializeOwned + Send> StateStore for KeyValueState<V> {
+    fn kind(&self) -> StoreKind {
+        StoreKind::KEYED
+    }
+
     fn name(&self) -> &str {
         &self.name
     }
@@ -638,6 +722,10 @@ impl<T: Serialize + DeserializeOwned + Default + Send> ValueState<T> {
 }
 
 impl<T: Serialize + DeserializeOwned + Default + Send> StateStore for ValueState<T> {
+    fn kind(&self) -> StoreKind {
+        StoreKind::VALUE
+    }
+
     fn name(&self) -> &str {
         &self.name
     }
@@ -935,6 +1023,30 @@ mod tests {
         assert!(e.to_string().contains("two of its stores are called \"counts\""), "{e}");
         let e = Stores::none().with(&mut counts).with(&mut sums).restore(&[]).unwrap_err();
         assert!(e.to_string().contains("two of its stores"), "{e}");
+    }
+
+    #[test]
+    fn stores_are_checked_against_their_declaration() {
+        let mut counts: KeyValueState<u64> = KeyValueState::new("counts");
+        let mut total: ValueState<u64> = ValueState::new("total", |a, b| *a += b);
+        let stores = Stores::none().with(&mut counts).with(&mut total);
+        let both = [StoreSpec::keyed("counts"), StoreSpec::value("total")];
+        stores.check_declared(None).unwrap();
+        stores.check_declared(Some(&both)).unwrap();
+        // A declared store the bolt does not return (for this config) is fine.
+        let more = [both[0], both[1], StoreSpec::other("staged")];
+        stores.check_declared(Some(&more)).unwrap();
+        let e = stores.check_declared(Some(&both[..1])).unwrap_err().to_string();
+        assert!(e.contains("returns store \"total\", which its STORES does not declare"), "{e}");
+        assert!(e.contains("it declares: \"counts\" (keyed)"), "{e}");
+        let e = stores.check_declared(Some(&[])).unwrap_err().to_string();
+        assert!(e.contains("it declares: none"), "{e}");
+        let swapped = [StoreSpec::value("counts"), StoreSpec::value("total")];
+        let e = stores.check_declared(Some(&swapped)).unwrap_err().to_string();
+        assert!(
+            e.contains("store \"counts\" is declared value in STORES, but it is a keyed"),
+            "{e}"
+        );
     }
 
     #[test]

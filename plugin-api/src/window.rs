@@ -194,6 +194,13 @@ pub trait WindowedBolt: Send + Sized + 'static {
     /// renames or drops a stream), instead of letting every such emit be
     /// refused at run time (empty: not declared; nothing is checked).
     const EMITS: &'static [&'static str] = &[];
+    /// Contract 1.3: the durable stores [`stores`](Self::stores) may
+    /// return, by name and kind (`None`, the default: not declared). Declared,
+    /// `squall inspect` lists them and `squall validate` refuses a keyed
+    /// store whose inputs are not grouped by fields (several tasks would
+    /// write one key); a checkpoint whose stores differ from the list is
+    /// refused.
+    const STORES: Option<&'static [crate::state::StoreSpec]> = None;
 
     /// Declares the output streams and their fields.
     fn declare_outputs(_outputs: &mut OutputDeclarer) {}

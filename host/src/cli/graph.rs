@@ -121,25 +121,12 @@ fn edge_label(input: &InputDecl) -> String {
             format!("fields({})", names.join(", "))
         }
         GroupingSpec::Custom { component, .. } => format!("custom({})", reference(component)),
-        other => grouping_name(other).to_string(),
+        other => other.name().to_string(),
     };
     if input.stream == DEFAULT_STREAM {
         grouping
     } else {
         format!("{}: {grouping}", input.stream)
-    }
-}
-
-fn grouping_name(grouping: &GroupingSpec) -> &'static str {
-    match grouping {
-        GroupingSpec::Shuffle => "shuffle",
-        GroupingSpec::Fields(_) => "fields",
-        GroupingSpec::All => "all",
-        GroupingSpec::Global => "global",
-        GroupingSpec::Direct => "direct",
-        GroupingSpec::LocalOrShuffle => "local_or_shuffle",
-        GroupingSpec::None => "none",
-        GroupingSpec::Custom { .. } => "custom",
     }
 }
 
@@ -245,7 +232,7 @@ fn edge_json(to: &str, input: &InputDecl, chained: bool) -> Json {
         "from": input.from,
         "to": to,
         "stream": input.stream,
-        "grouping": grouping_name(&input.grouping),
+        "grouping": input.grouping.name(),
         "chained": chained,
     });
     if let GroupingSpec::Fields(fields) = &input.grouping {

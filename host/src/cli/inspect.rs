@@ -130,6 +130,7 @@ fn write_extension(out: &mut String, d: &Descriptor, contract_1_0: bool) {
         let fields: Vec<String> = d.input_fields.iter().map(|f| e(f)).collect();
         let fields = if fields.is_empty() { "any".to_owned() } else { fields.join(", ") };
         let _ = writeln!(out, "  {pad:<14}   input fields: {fields}");
+        let _ = writeln!(out, "  {pad:<14}   stores: {}", stores(d));
     }
     let Some(config_keys) = &d.config_keys else {
         let _ = writeln!(out, "  {pad:<14}   config keys: not declared");
@@ -146,6 +147,21 @@ fn write_extension(out: &mut String, d: &Descriptor, contract_1_0: bool) {
     for [n, k, d, doc] in &rows {
         let line = format!("  {pad:<14}     {n:<name$}  {k:<kind$}  {d:<default$}  {doc}");
         let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
+/// A bolt's declared durable stores (contract 1.3), as `inspect` prints
+/// them: `counts (keyed), total (value)`, `none`, or `not declared`.
+fn stores(d: &Descriptor) -> String {
+    match &d.stores {
+        None => "not declared".to_owned(),
+        Some(stores) if stores.is_empty() => "none".to_owned(),
+        Some(stores) => {
+            let e = |text: &str| escape_controls(text);
+            let named: Vec<String> =
+                stores.iter().map(|s| format!("{} ({})", e(&s.name), s.kind.name())).collect();
+            named.join(", ")
+        }
     }
 }
 
@@ -236,14 +252,21 @@ mod tests {
     }
 
     /// The library `builder` describes, as a library built against
-    /// `contract` (1.0.0: its 1.0 catalogue only; 1.1.0: and its 1.1 part).
+    /// `contract` (1.0.0: its 1.0 catalogue only; 1.1.0: and its 1.1 part;
+    /// 1.3.0: and its 1.3 part).
     fn library(builder: impl Fn() -> CatalogueBuilder, contract: &str) -> Library {
         let catalogue = builder().build();
         let v1_1 =
             if contract == "1.0.0" { Vec::new() } else { builder().build_extensions().into_vec() };
+        let v1_3 = if contract < "1.3.0" {
+            Vec::new()
+        } else {
+            builder().build_extensions_13().into_vec()
+        };
         let descriptors = crate::plugin::descriptor::normalise(&crate::plugin::descriptor::Parts {
             v1_0: &catalogue.components,
             v1_1: &v1_1,
+            v1_3: &v1_3,
             ..Default::default()
         });
         Library {
@@ -271,6 +294,7 @@ mod tests {
         let expected = [
             "  bolt           Joiner (basic: acked by the host)",
             "                   input fields: user, ts",
+            "                   stores: not declared",
             "                   config keys:",
             "                     path    string    required  the file to read",
             "                     window  duration  \"5s\"      how long to wait",
@@ -296,12 +320,15 @@ mod tests {
         assert!(!lines.iter().any(|l| l.contains("grouping")), "{lines:?}");
     }
 
-    /// A bolt whose stream has the fields its config lists (none: refused).
+    /// A bolt whose stream has the fields its config lists (none: refused),
+    /// and which declares two stores.
     struct Pick;
 
     impl BasicBolt for Pick {
         const NAME: &'static str = "Pick";
         const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
+        const STORES: Option<&'static [StoreSpec]> =
+            Some(&[StoreSpec::keyed("pending"), StoreSpec::value("seen")]);
 
         fn declare_outputs_for(
             config: &ComponentConfig<'_>,
@@ -332,12 +359,13 @@ mod tests {
             builder.basic_bolt::<Pick>();
             builder
         };
-        let library = library(builder, "1.1.0");
+        let library = library(builder, "1.3.0");
         let lines = lines(&library);
         let expected = [
             "  bolt           Pick (basic: acked by the host)",
             "                   streams: declared from its config (without one: no fields listed)",
             "                   input fields: any",
+            "                   stores: pending (keyed), seen (value)",
             "                   config keys: none",
         ];
         assert_eq!(lines[2..], expected, "\n{}", lines.join("\n"));

@@ -445,3 +445,20 @@ pub enum GroupingSpec {
         config_keys: Vec<ConfigKeyLoc>,
     },
 }
+
+impl GroupingSpec {
+    /// The grouping's name as the topology file spells it (`fields` and
+    /// `custom` for the tables).
+    pub fn name(&self) -> &'static str {
+        match self {
+            GroupingSpec::Shuffle => "shuffle",
+            GroupingSpec::Fields(_) => "fields",
+            GroupingSpec::All => "all",
+            GroupingSpec::Global => "global",
+            GroupingSpec::Direct => "direct",
+            GroupingSpec::LocalOrShuffle => "local_or_shuffle",
+            GroupingSpec::None => "none",
+            GroupingSpec::Custom { .. } => "custom",
+        }
+    }
+}

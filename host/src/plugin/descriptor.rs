@@ -14,7 +14,7 @@ use std::time::Duration;
 use abi_stable::std_types::{RSlice, RStr};
 use squall_plugin_api::abi::{
     ComponentDescriptor, ComponentExt, ComponentExt12, ComponentExt13, ComponentKind,
-    ConfigKeyDecl, InputDecl, PResult,
+    ConfigKeyDecl, InputDecl, PResult, StoreDecl,
 };
 use squall_plugin_api::{PluginError, StreamDecl};
 
@@ -72,6 +72,9 @@ pub struct Descriptor {
     /// built through contract 1.3. False for a component built through an
     /// earlier contract, which the host calls once per tuple.
     pub batch: bool,
+    /// The durable stores a bolt declares (contract 1.3, `Bolt::STORES`;
+    /// `None`: not declared).
+    pub stores: Option<Vec<StoreDecl>>,
     /// How its instances are built: through the newest contract its
     /// library describes it in.
     pub factory: Factory,
@@ -182,6 +185,9 @@ fn one(parts: &Parts<'_>, kind: ComponentKind, name: &str) -> Option<Descriptor>
         ticks: v12.filter(|_| kind == ComponentKind::BOLT).and_then(|e| millis(e.ticks_ms)),
         emits: v12.map(|e| e.emits.iter().map(|s| s.to_string()).collect()).unwrap_or_default(),
         batch: batched.is_some_and(|e| e.batch),
+        stores: v13
+            .filter(|e| kind == ComponentKind::BOLT && e.declares_stores)
+            .map(|e| e.stores.to_vec()),
         factory,
         outputs,
         check_inputs: v11.filter(|_| kind == ComponentKind::BOLT).map(|e| e.check_inputs),

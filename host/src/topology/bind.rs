@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use abi_stable::std_types::{RString, RVec};
-use squall_plugin_api::abi::{ComponentKind, ConfigKeyDecl};
+use squall_plugin_api::abi::{ComponentKind, ConfigKeyDecl, StoreKind};
 use squall_plugin_api::{StreamDecl, DEFAULT_STREAM};
 
 use super::grouping::CustomGrouping;
@@ -232,6 +232,48 @@ impl<'a> Binder<'a> {
             }
             self.check_timestamp_field(components, to);
             self.check_inputs(components, to, &bolt.decl.component);
+            self.check_keyed_stores(&components[to], bolt);
+        }
+    }
+
+    /// A bolt that declares a keyed store (contract 1.3, `Bolt::STORES`)
+    /// and runs several tasks has every input grouped by fields. Otherwise
+    /// several tasks would write one key, the last writer winning, and a
+    /// restore would give each key to the task the fields grouping picks,
+    /// not the one its tuples go to (docs/state.md, "Mistakes squall
+    /// refuses"). Undeclared stores are checked at the first checkpoint.
+    fn check_keyed_stores(&mut self, component: &Component, bolt: &BoltDecl) {
+        if component.tasks.len() < 2 {
+            return;
+        }
+        let Some(descriptor) = self.descriptor(&bolt.decl.component, ComponentKind::BOLT) else {
+            return;
+        };
+        let Some(store) = descriptor.stores.iter().flatten().find(|s| s.kind == StoreKind::KEYED)
+        else {
+            return;
+        };
+        for input in &bolt.inputs {
+            let grouping = match &input.grouping {
+                GroupingSpec::Fields(_) => continue,
+                GroupingSpec::Custom { component, .. } => {
+                    format!("the custom grouping {}::{}", component.alias, component.component)
+                }
+                other => other.name().to_owned(),
+            };
+            let message = format!(
+                "bolt \"{}\" ({}) keeps keyed store {:?}, but its input from \"{}\" is grouped \
+                 by {grouping}: with {} tasks, several would write one key and the last would \
+                 win, and a restore would give each key to the task a fields grouping picks",
+                bolt.decl.name,
+                component.reference,
+                store.name.as_str(),
+                input.from,
+                component.tasks.len(),
+            );
+            let help = "group the input by the fields the store's key is made of, in the key's \
+                        order (grouping = { fields = [...] }), or set parallelism = 1";
+            self.error(input.grouping_loc, message, Some(help.to_owned()));
         }
     }
 

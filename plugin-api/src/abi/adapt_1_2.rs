@@ -137,7 +137,9 @@ impl<B: AnyBolt> DynBolt12 for Bolt12Adapter<B> {
         crate::state::checkpoint_seen(checkpoint);
         guard(|| {
             self.0 .0.barrier(checkpoint);
-            self.0 .0.stores().take_changes().map_err(runtime)
+            let mut stores = self.0 .0.stores();
+            stores.check_declared(B::STORES).map_err(runtime)?;
+            stores.take_changes().map_err(runtime)
         })
     }
 
@@ -149,7 +151,11 @@ impl<B: AnyBolt> DynBolt12 for Bolt12Adapter<B> {
     }
 
     fn restore_stores(&mut self, stores: RVec<StoreDelta>) -> PResult<()> {
-        guard(|| self.0 .0.stores().restore(&stores).map_err(runtime))
+        guard(|| {
+            let mut own = self.0 .0.stores();
+            own.check_declared(B::STORES).map_err(runtime)?;
+            own.restore(&stores).map_err(runtime)
+        })
     }
 }
 

@@ -8,16 +8,20 @@ use abi_stable::{
 
 use super::adapt_1_2::{Bolt12Adapter, Spout12Adapter};
 use super::ext::{SpoutOutputMut, State, WakerBox, WindowView};
-use super::ext_adapt::{config, runtime, AnyBolt, Basic, BoltExtAdapter, Rich, SpoutExtAdapter};
+use super::ext_adapt::{
+    config, runtime, AnyBolt, Basic, BoltExtAdapter, Rich, SpoutExtAdapter, Windowed,
+};
 use super::v1_2::{BoltOutputMut, DynBolt12, DynSpout12, StoreDelta};
 use super::v1_3::{
     ComponentBox13, ComponentExt13, DynBolt13, DynBolt13_TO, DynCoordinator, DynCoordinator_TO,
-    DynSpout13, DynSpout13_TO, PartitionEvent,
+    DynSpout13, DynSpout13_TO, PartitionEvent, StoreDecl,
 };
 use super::{guard, ComponentKind, PResult, TaskContext, TaskExt};
 use crate::collector::BoltOut;
+use crate::state::StoreSpec;
 use crate::{
     BasicBolt, Bolt, ComponentConfig, Coordinator, Inputs, MessageId, Spout, SpoutCollector, Tuple,
+    WindowedBolt,
 };
 
 /// A 1.3 spout: the 1.2 adapter's calls, then `next_batch`.
@@ -188,6 +192,10 @@ extern "C" fn new_basic<B: BasicBolt>(cfg: RStr<'_>) -> PResult<ComponentBox13> 
     guard(|| Ok(bolt_box(Basic(B::new(&ComponentConfig::new(cfg.as_str())).map_err(config)?))))
 }
 
+extern "C" fn new_windowed<B: WindowedBolt>(cfg: RStr<'_>) -> PResult<ComponentBox13> {
+    guard(|| Ok(bolt_box(Windowed(B::new(&ComponentConfig::new(cfg.as_str())).map_err(config)?))))
+}
+
 extern "C" fn new_coordinator<C: Coordinator>(cfg: RStr<'_>) -> PResult<ComponentBox13> {
     guard(|| {
         let coordinator = C::new(&ComponentConfig::new(cfg.as_str())).map_err(config)?;
@@ -202,7 +210,18 @@ fn descriptor(
     batch: bool,
     new: extern "C" fn(RStr<'_>) -> PResult<ComponentBox13>,
 ) -> ComponentExt13 {
-    ComponentExt13 { kind, name: name.into(), batch, new }
+    let (declares_stores, stores) = (false, RVec::new());
+    ComponentExt13 { kind, name: name.into(), batch, new, declares_stores, stores }
+}
+
+/// A bolt's descriptor with the stores it declares (`Bolt::STORES`).
+fn with_stores(mut d: ComponentExt13, declared: Option<&[StoreSpec]>) -> ComponentExt13 {
+    if let Some(declared) = declared {
+        d.declares_stores = true;
+        d.stores =
+            declared.iter().map(|s| StoreDecl { name: s.name.into(), kind: s.kind }).collect();
+    }
+    d
 }
 
 /// The 1.3 descriptor of a spout: the host calls `next_batch`.
@@ -212,13 +231,20 @@ pub(crate) fn spout_13<S: Spout>() -> ComponentExt13 {
 
 /// The 1.3 descriptor of a rich bolt: the host calls `execute_batch`.
 pub(crate) fn bolt_13<B: Bolt>() -> ComponentExt13 {
-    descriptor(ComponentKind::BOLT, B::NAME, true, new_bolt::<B>)
+    with_stores(descriptor(ComponentKind::BOLT, B::NAME, true, new_bolt::<B>), B::STORES)
 }
 
 /// The 1.3 descriptor of a basic bolt: the host calls `execute_batch`,
 /// and the adapter anchors and acks each input.
 pub(crate) fn basic_bolt_13<B: BasicBolt>() -> ComponentExt13 {
-    descriptor(ComponentKind::BOLT, B::NAME, true, new_basic::<B>)
+    with_stores(descriptor(ComponentKind::BOLT, B::NAME, true, new_basic::<B>), B::STORES)
+}
+
+/// The 1.3 descriptor of a windowed bolt: no batch entry point (the host
+/// hands it windows, and builds it through its 1.2 descriptor), only its
+/// declared stores.
+pub(crate) fn windowed_bolt_13<B: WindowedBolt>() -> ComponentExt13 {
+    with_stores(descriptor(ComponentKind::BOLT, B::NAME, false, new_windowed::<B>), B::STORES)
 }
 
 /// The 1.3 descriptor of a coordinator, and its 1.1 descriptor (for its

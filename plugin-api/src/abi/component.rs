@@ -198,6 +198,7 @@ impl CatalogueBuilder {
     pub fn windowed_bolt<B: crate::WindowedBolt>(&mut self) -> &mut Self {
         self.extensions.push(super::ext_adapt::windowed_bolt_ext::<B>());
         self.extensions_12.push(super::adapt_1_2::windowed_bolt_12::<B>());
+        self.extensions_13.push(super::adapt_1_3::windowed_bolt_13::<B>());
         self
     }
 

@@ -93,6 +93,8 @@ impl<S: Spout> DynSpoutExt for SpoutExtAdapter<S> {
 
 /// What a bolt adapter needs from a rich or a basic bolt.
 pub(crate) trait AnyBolt: Send + 'static {
+    /// The bolt's declared stores (contract 1.3).
+    const STORES: Option<&'static [crate::state::StoreSpec]>;
     fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()>;
     fn execute(&mut self, input: &Tuple<'_>, output: BoltOut<'_>) -> crate::Result<()>;
     /// Contract 1.3: a run of inputs in one call.
@@ -124,6 +126,7 @@ pub(crate) trait AnyBolt: Send + 'static {
 pub(crate) struct Windowed<B>(pub(crate) B);
 
 impl<B: WindowedBolt> AnyBolt for Windowed<B> {
+    const STORES: Option<&'static [crate::state::StoreSpec]> = B::STORES;
     fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()> {
         self.0.prepare(context)
     }
@@ -158,6 +161,7 @@ pub(crate) struct Rich<B>(pub(crate) B);
 pub(crate) struct Basic<B>(pub(crate) B);
 
 impl<B: Bolt> AnyBolt for Rich<B> {
+    const STORES: Option<&'static [crate::state::StoreSpec]> = B::STORES;
     fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()> {
         self.0.prepare(context)
     }
@@ -192,6 +196,7 @@ impl<B: Bolt> AnyBolt for Rich<B> {
 }
 
 impl<B: BasicBolt> AnyBolt for Basic<B> {
+    const STORES: Option<&'static [crate::state::StoreSpec]> = B::STORES;
     fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()> {
         self.0.prepare(context)
     }

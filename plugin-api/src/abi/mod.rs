@@ -60,7 +60,7 @@ pub use v1_2::{
 pub use v1_3::{
     Bolt13Box, ComponentBox13, ComponentExt13, CoordinatorBox, DynBolt13, DynBolt13_TO,
     DynCoordinator, DynCoordinator_TO, DynSpout13, DynSpout13_TO, PartitionChange, PartitionEvent,
-    Spout13Box,
+    Spout13Box, StoreDecl, StoreKind,
 };
 
 #[doc(hidden)]

@@ -14,6 +14,10 @@
 //! decides which of a group's partitions this host runs, and the fencing
 //! epoch of each.
 //!
+//! A bolt's descriptor may also list the durable stores it keeps
+//! ([`StoreDecl`]), so that `squall inspect` names them and `squall
+//! validate` checks a keyed store's inputs before anything runs.
+//!
 //! A 1.0, 1.1 or 1.2 library has no `extensions_1_3` field, and loads and
 //! runs as before: the host calls it once per tuple. These types are frozen
 //! for all of 1.3; a later minor adds its own.
@@ -202,6 +206,41 @@ impl std::fmt::Debug for ComponentBox13 {
     }
 }
 
+/// What kind of store a bolt keeps (an open set of constants).
+#[repr(transparent)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StoreKind(pub u8);
+
+impl StoreKind {
+    /// A store keyed by the values of the fields the bolt's input is
+    /// grouped by ([`KeyValueState`](crate::state::KeyValueState)): each
+    /// key belongs to the task the fields grouping routes it to.
+    pub const KEYED: Self = Self(0);
+    /// One value per task ([`ValueState`](crate::state::ValueState)).
+    pub const VALUE: Self = Self(1);
+    /// A store of the plugin's own, with keys the host does not place.
+    pub const OTHER: Self = Self(2);
+
+    /// The kind's name as `squall inspect` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::KEYED => "keyed",
+            Self::VALUE => "value",
+            _ => "other",
+        }
+    }
+}
+
+/// One durable store a bolt declares (`Bolt::STORES`).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct StoreDecl {
+    /// The store's name, unique within its bolt.
+    pub name: RString,
+    /// What kind of store it is.
+    pub kind: StoreKind,
+}
+
 /// A component as contract 1.3 describes it, beside its earlier
 /// descriptors (same kind and name). A coordinator has its 1.1 descriptor
 /// (for its config keys) and this one.
@@ -217,4 +256,11 @@ pub struct ComponentExt13 {
     pub batch: bool,
     /// Builds an instance through contract 1.3.
     pub new: extern "C" fn(config: RStr<'_>) -> PResult<ComponentBox13>,
+    /// True when a bolt declares its durable stores (`Bolt::STORES`):
+    /// `stores` then lists every store its `stores()` returns, and the
+    /// adapter refuses a checkpoint whose stores differ from the list.
+    /// False: not declared (`stores` is empty).
+    pub declares_stores: bool,
+    /// The declared stores.
+    pub stores: RVec<StoreDecl>,
 }

@@ -29,6 +29,7 @@ impl BasicBolt for DurableWordCount {
         "counts words in a durable store; prints the totals at shutdown";
     const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
     const INPUT_FIELDS: &'static [&'static str] = &["word"];
+    const STORES: Option<&'static [StoreSpec]> = Some(&[StoreSpec::keyed("counts")]);
 
     fn check_inputs(config: &ComponentConfig<'_>, inputs: &[InputDecl]) -> Result<()> {
         <crate::WordCount as BasicBolt>::check_inputs(config, inputs)

@@ -268,6 +268,7 @@ impl Bolt for KafkaPublish {
     /// Delivery reports are acked on the bolt's thread, so they need a tick
     /// when input stops.
     const TICKS: Option<Duration> = Some(Duration::from_secs(1));
+    const STORES: Option<&'static [StoreSpec]> = Some(&[StoreSpec::value(transact::STORE)]);
     /// `cleanup` flushes for at most `delivery_timeout` (at most 5 minutes).
     const CLOSE_BUDGET: Option<Duration> = Some(Duration::from_secs(300));
 

@@ -78,6 +78,7 @@ impl BasicBolt for LocalItemSuggestion {
         ),
         ConfigKey::optional("category", KeyKind::Integer, "10", "the auctions' category"),
     ]);
+    const STORES: Option<&'static [StoreSpec]> = Some(&[StoreSpec::keyed("sellers")]);
     const EMITS: &'static [&'static str] = &["default"];
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {

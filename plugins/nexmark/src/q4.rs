@@ -84,6 +84,8 @@ impl BasicBolt for WinningBids {
     const DESCRIPTION: &'static str =
         "q4/q6: (auction, category, price, date_time = expires) of each auction's winning bid, when it closes";
     const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(&[]);
+    const STORES: Option<&'static [StoreSpec]> =
+        Some(&[StoreSpec::keyed("open"), StoreSpec::value("watermark")]);
     const EMITS: &'static [&'static str] = &["default"];
 
     fn declare_outputs(outputs: &mut OutputDeclarer) {

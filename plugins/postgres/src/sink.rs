@@ -501,6 +501,7 @@ impl BasicBolt for PostgresSink {
     const DESCRIPTION: &'static str =
         "writes rows into a PostgreSQL table once their checkpoint commits: each row once";
     const CONFIG_KEYS: Option<&'static [ConfigKey]> = Some(SinkConfig::KEYS);
+    const STORES: Option<&'static [StoreSpec]> = Some(&[StoreSpec::other(crate::buffer::STORE)]);
 
     fn check_inputs(config: &ComponentConfig<'_>, inputs: &[InputDecl]) -> Result<()> {
         let config = SinkConfig::parse(config)?;

@@ -1206,7 +1206,12 @@ struct BatchBolt(usize);
 /// The part of a contract 1.3 test bolt that differs between tests: its
 /// runs, and its one-tuple `execute` (ticks). [`Run13`] adds the rest.
 trait RunBolt: Send {
-    fn execute_batch(&mut self, inputs: RSlice<'_, Tuple<'_>>, taken: &mut u32) -> PResult<()>;
+    fn execute_batch(
+        &mut self,
+        inputs: RSlice<'_, Tuple<'_>>,
+        output: BoltOutputMut<'_>,
+        taken: &mut u32,
+    ) -> PResult<()>;
     fn execute(&mut self, _: &Tuple<'_>) -> PResult<()> {
         unreachable!("a 1.3 bolt gets runs")
     }
@@ -1246,10 +1251,10 @@ impl<B: RunBolt> squall_plugin_api::abi::DynBolt13 for Run13<B> {
     fn execute_batch(
         &mut self,
         inputs: RSlice<'_, Tuple<'_>>,
-        _: BoltOutputMut<'_>,
+        output: BoltOutputMut<'_>,
         taken: &mut u32,
     ) -> PResult<()> {
-        self.0.execute_batch(inputs, taken)
+        self.0.execute_batch(inputs, output, taken)
     }
 }
 
@@ -1260,7 +1265,12 @@ fn run13(bolt: impl RunBolt + 'static) -> PResult<ComponentBox13> {
 }
 
 impl RunBolt for BatchBolt {
-    fn execute_batch(&mut self, inputs: RSlice<'_, Tuple<'_>>, taken: &mut u32) -> PResult<()> {
+    fn execute_batch(
+        &mut self,
+        inputs: RSlice<'_, Tuple<'_>>,
+        _: BoltOutputMut<'_>,
+        taken: &mut u32,
+    ) -> PResult<()> {
         for input in inputs.iter() {
             *taken += 1;
             let value = match input.values() {
@@ -1293,15 +1303,24 @@ struct BatchRig {
     from_bolt: Receiver<AckerInput>,
     stats: Arc<TaskStats>,
     executor: BoltExecutor,
-    /// The downstream queue, kept open.
-    _downstream: Receiver<Batch>,
+    /// The downstream queue (kept open).
+    downstream: Receiver<Batch>,
 }
 
 impl BatchRig {
     fn new(factory: extern "C" fn(RStr<'_>) -> PResult<ComponentBox13>) -> Self {
+        Self::with_downstream(factory, 16)
+    }
+
+    /// The rig with a downstream queue of `capacity` batches (of one
+    /// tuple each).
+    fn with_downstream(
+        factory: extern "C" fn(RStr<'_>) -> PResult<ComponentBox13>,
+        capacity: usize,
+    ) -> Self {
         let run = Arc::new(RunControl::default());
         let (input, receive) = bounded(16);
-        let (queue, downstream) = bounded(16);
+        let (queue, downstream) = bounded(capacity);
         let (acker, from_bolt) = unbounded::<AckerInput>();
         let (to_bolt, control) = unbounded::<Control>();
         let stats = Arc::new(TaskStats::default());
@@ -1320,7 +1339,7 @@ impl BatchRig {
         );
         let ROk(ComponentBox13::Bolt(first)) = factory("".into()) else { unreachable!() };
         let executor = BoltExecutor::new(core, BoltObj::V13(first), basic_inputs(receive));
-        Self { run, input, to_bolt, from_bolt, stats, executor, _downstream: downstream }
+        Self { run, input, to_bolt, from_bolt, stats, executor, downstream }
     }
 }
 
@@ -1381,7 +1400,12 @@ impl RunBolt for SlowBolt {
         SLOW_LOG.lock().unwrap().push("tick");
         ROk(())
     }
-    fn execute_batch(&mut self, inputs: RSlice<'_, Tuple<'_>>, taken: &mut u32) -> PResult<()> {
+    fn execute_batch(
+        &mut self,
+        inputs: RSlice<'_, Tuple<'_>>,
+        _: BoltOutputMut<'_>,
+        taken: &mut u32,
+    ) -> PResult<()> {
         std::thread::sleep(Duration::from_millis(1));
         *taken = inputs.len() as u32;
         SLOW_LOG.lock().unwrap().push("run");
@@ -1426,6 +1450,74 @@ fn a_tick_reaches_a_batch_bolt_between_runs_while_its_backlog_lasts() {
     let tick = log.iter().position(|e| *e == "tick").expect("the tick was executed");
     assert!(tick < 16, "the tick waited for the whole backlog: {log:?}");
     assert_eq!(stats.get(StatField::Ticks), 1);
+}
+
+/// A contract 1.3 bolt that emits each input's value, unanchored, in
+/// order, through the run's output.
+struct EchoRun;
+
+impl RunBolt for EchoRun {
+    fn execute_batch(
+        &mut self,
+        inputs: RSlice<'_, Tuple<'_>>,
+        mut output: BoltOutputMut<'_>,
+        taken: &mut u32,
+    ) -> PResult<()> {
+        for input in inputs.iter() {
+            *taken += 1;
+            output.emit(0, input.values().into(), RSlice::from_slice(&[]));
+        }
+        ROk(())
+    }
+}
+
+extern "C" fn new_echo_run(_: RStr<'_>) -> PResult<ComponentBox13> {
+    run13(EchoRun)
+}
+
+#[test]
+fn a_batch_bolt_behind_a_full_queue_loses_and_reorders_nothing() {
+    // Eight queue batches of 64 values (0 to 511) reach a 1.3 bolt that
+    // echoes each in its run; downstream holds 2 one-tuple batches and is
+    // read slowly, so every run's emits meet a full queue. Every value
+    // arrives once, in order, and the bolt stops taking runs while its
+    // emits wait: the input queue is never drained ahead of downstream.
+    // Seen failing with the transfer dropping a batch that met a full
+    // queue (`TrySendError::Full` treated as sent): 2 values arrived.
+    let rig = BatchRig::with_downstream(new_echo_run, 2);
+    for b in 0..8 {
+        let mut batch = Batch::with_capacity(TaskId(0), 64);
+        for v in 0..64 {
+            batch.push(0, &[Value::I64(b * 64 + v)], &[]);
+        }
+        rig.input.send(batch).unwrap();
+    }
+    let BatchRig { run, input, stats, executor, downstream, .. } = rig;
+    let thread = std::thread::spawn(move || executor.run());
+    let (mut seen, mut queued_when_half) = (Vec::new(), None);
+    while seen.len() < 512 {
+        let Ok(batch) = downstream.recv_timeout(Duration::from_secs(60)) else {
+            panic!("{} values arrived: {seen:?}", seen.len())
+        };
+        for i in 0..batch.len() {
+            match batch.tuple(i).1 {
+                [Value::I64(v)] => seen.push(*v),
+                other => panic!("{other:?}"),
+            }
+        }
+        if seen.len() == 256 {
+            queued_when_half = Some(input.len());
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    run.advance(RunState::Stopping);
+    thread.join().unwrap();
+    assert_eq!(seen, (0..512).collect::<Vec<i64>>());
+    assert_eq!(stats.get(StatField::Executed), 512);
+    // Half the values out: at most the queue batch being executed and the
+    // one after it can have left the input queue.
+    let queued = queued_when_half.unwrap();
+    assert!(queued >= 2, "{queued} queue batches still waiting with 256 values out");
 }
 
 #[test]

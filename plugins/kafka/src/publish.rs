@@ -27,6 +27,7 @@
 //! inputs are acked at `execute` (their effect is in the store). No poll
 //! thread of this module runs then: `transact.rs` has the producer.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -173,15 +174,31 @@ impl ClientContext for PublishContext {
     }
 }
 
-impl ProducerContext for PublishContext {
-    type DeliveryOpaque = Box<Anchor>;
+// The anchor (a u64) rides with its record as librdkafka's opaque pointer
+// value, so no allocation is made per record for it.
+const _: () = assert!(usize::BITS == u64::BITS, "an anchor must fit the opaque pointer");
 
-    fn delivery(&self, result: &DeliveryResult<'_>, anchor: Box<Anchor>) {
+/// An anchor as a record's opaque value.
+#[inline]
+fn to_opaque(anchor: Anchor) -> usize {
+    anchor.0 as usize
+}
+
+/// The anchor a delivery report's opaque value carries.
+#[inline]
+fn from_opaque(opaque: usize) -> Anchor {
+    Anchor(opaque as u64)
+}
+
+impl ProducerContext for PublishContext {
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, anchor: usize) {
         let result = match result {
             Ok(_) => Ok(()),
             Err((e, _)) => Err(e.clone()),
         };
-        let _ = self.outcomes.send(Outcome { anchor: *anchor, result });
+        let _ = self.outcomes.send(Outcome { anchor: from_opaque(anchor), result });
     }
 }
 
@@ -358,8 +375,8 @@ impl Bolt for KafkaPublish {
         let partition = self.partition(input)?;
         let headers = headers_of(&self.config.header_fields, input)?;
         let io = self.io.as_ref().ok_or("the Kafka producer is not open")?;
-        let mut record: BaseRecord<'_, [u8], [u8], Box<Anchor>> =
-            BaseRecord::with_opaque_to(&self.topic, Box::new(input.anchor())).payload(&value);
+        let mut record: BaseRecord<'_, [u8], [u8], usize> =
+            BaseRecord::with_opaque_to(&self.topic, to_opaque(input.anchor())).payload(&*value);
         if keyed {
             record = record.key(self.key.as_bytes());
         }
@@ -489,7 +506,7 @@ impl KafkaPublish {
     /// The record of `input`, owned (to be staged).
     fn rec(&mut self, input: &Tuple<'_>) -> Result<Rec> {
         self.template.render_into(input, &mut self.topic)?;
-        let value = Payload::new(self.value(input)?);
+        let value = Payload::new(self.value(input)?.into_owned());
         let key = match &self.config.key_field {
             Some(f) => {
                 let v = input
@@ -554,7 +571,7 @@ impl KafkaPublish {
 
     /// Hands `record` to librdkafka. While its queue is full (for up to
     /// delivery_timeout) it waits for reports and tries again.
-    fn send(&self, io: &Io, mut record: BaseRecord<'_, [u8], [u8], Box<Anchor>>) -> Result<()> {
+    fn send(&self, io: &Io, mut record: BaseRecord<'_, [u8], [u8], usize>) -> Result<()> {
         let mut waited = Duration::ZERO;
         loop {
             match io.producer.send(record) {
@@ -630,25 +647,30 @@ impl KafkaPublish {
         true
     }
 
-    fn value(&self, input: &Tuple<'_>) -> Result<Vec<u8>> {
+    /// The record's value: borrowed from the input when `value_field` holds
+    /// bytes or a string (librdkafka copies it), built otherwise.
+    fn value<'t>(&self, input: &'t Tuple<'_>) -> Result<Cow<'t, [u8]>> {
         match &self.config.value_field {
             Some(field) => {
                 let value = input
                     .field(field)
                     .ok_or_else(|| format!("value_field: the input has no field {field:?}"))?;
                 if let Some(b) = value.as_bytes() {
-                    return Ok(b.to_vec());
+                    return Ok(Cow::Borrowed(b));
+                }
+                if let Some(s) = value.as_str() {
+                    return Ok(Cow::Borrowed(s.as_bytes()));
                 }
                 let mut text = String::new();
                 push_text(value, &mut text);
-                Ok(text.into_bytes())
+                Ok(Cow::Owned(text.into_bytes()))
             }
             None => {
                 let mut object = serde_json::Map::new();
                 for (name, value) in input.fields().iter().zip(input.values()) {
                     object.insert(name.to_string(), to_json(value));
                 }
-                Ok(serde_json::to_vec(&object)?)
+                Ok(Cow::Owned(serde_json::to_vec(&object)?))
             }
         }
     }
@@ -738,6 +760,33 @@ mod tests {
         assert_eq!(c.get("message.timeout.ms"), Some("2000"));
         let e = PublishConfig::parse(&ComponentConfig::new("topic = \"t\"\nbrokerz = \"x\""));
         assert!(e.unwrap_err().to_string().contains("`brokerz`"));
+    }
+
+    #[test]
+    fn the_value_is_the_field_as_it_is_and_the_anchor_survives_the_delivery_report() {
+        let bolt = |text: &str| KafkaPublish::new(&ComponentConfig::new(text)).unwrap();
+        // The host's field names (`RString`, inferred from `Tuple::new`).
+        let fields = ["v".into(), "n".into()];
+        let long = "x".repeat(100);
+        for (v, want) in [
+            (Value::str(&long), long.as_bytes().to_vec()),
+            (Value::str("short"), b"short".to_vec()),
+            (Value::shared_bytes(&[0, 255, 7]), vec![0, 255, 7]),
+        ] {
+            let values = [v, Value::I64(42)];
+            let input = Tuple::new(&values, &fields, "in", "default", 0, Anchor(1));
+            let value = bolt("topic = \"t\"\nvalue_field = \"v\"").value(&input).unwrap();
+            assert!(matches!(value, Cow::Borrowed(_)), "no copy of a string or bytes field");
+            assert_eq!(&*value, want.as_slice());
+            let value = bolt("topic = \"t\"\nvalue_field = \"n\"").value(&input).unwrap();
+            assert_eq!(&*value, b"42", "other values as their text");
+        }
+        // Every anchor comes back from librdkafka's opaque value unchanged.
+        for anchor in [1u64, u64::from(u32::MAX) + 1, u64::MAX] {
+            let opaque = to_opaque(Anchor(anchor));
+            assert_eq!(rdkafka::util::IntoOpaque::into_ptr(opaque) as usize, opaque);
+            assert_eq!(from_opaque(opaque), Anchor(anchor));
+        }
     }
 
     #[test]

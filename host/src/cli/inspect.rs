@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
-use squall_plugin_api::abi::{ComponentKind, ConfigKeyDecl};
+use squall_plugin_api::abi::{ComponentKind, ConfigKeyDecl, StoreDecl};
 
 use super::Failure;
 use crate::plugin::{escape_controls, load_library, Descriptor, Library};
@@ -130,7 +130,9 @@ fn write_extension(out: &mut String, d: &Descriptor, contract_1_0: bool) {
         let fields: Vec<String> = d.input_fields.iter().map(|f| e(f)).collect();
         let fields = if fields.is_empty() { "any".to_owned() } else { fields.join(", ") };
         let _ = writeln!(out, "  {pad:<14}   input fields: {fields}");
-        let _ = writeln!(out, "  {pad:<14}   stores: {}", stores(d));
+        if let Some(stores) = &d.stores {
+            let _ = writeln!(out, "  {pad:<14}   stores: {}", stores_line(stores));
+        }
     }
     let Some(config_keys) = &d.config_keys else {
         let _ = writeln!(out, "  {pad:<14}   config keys: not declared");
@@ -151,18 +153,16 @@ fn write_extension(out: &mut String, d: &Descriptor, contract_1_0: bool) {
 }
 
 /// A bolt's declared durable stores (contract 1.3), as `inspect` prints
-/// them: `counts (keyed), total (value)`, `none`, or `not declared`.
-fn stores(d: &Descriptor) -> String {
-    match &d.stores {
-        None => "not declared".to_owned(),
-        Some(stores) if stores.is_empty() => "none".to_owned(),
-        Some(stores) => {
-            let e = |text: &str| escape_controls(text);
-            let named: Vec<String> =
-                stores.iter().map(|s| format!("{} ({})", e(&s.name), s.kind.name())).collect();
-            named.join(", ")
-        }
+/// them: `counts (keyed), total (value)`, or `none`. A bolt that does not
+/// declare them (`STORES`) gets no line.
+fn stores_line(stores: &[StoreDecl]) -> String {
+    if stores.is_empty() {
+        return "none".to_owned();
     }
+    let e = |text: &str| escape_controls(text);
+    let named: Vec<String> =
+        stores.iter().map(|s| format!("{} ({})", e(&s.name), s.kind.name())).collect();
+    named.join(", ")
 }
 
 /// One config key's row: name, type, default (`required` for a key that
@@ -294,7 +294,6 @@ mod tests {
         let expected = [
             "  bolt           Joiner (basic: acked by the host)",
             "                   input fields: user, ts",
-            "                   stores: not declared",
             "                   config keys:",
             "                     path    string    required  the file to read",
             "                     window  duration  \"5s\"      how long to wait",

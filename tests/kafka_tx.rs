@@ -396,7 +396,11 @@ fn a_second_instance_with_the_same_transactional_id_fences_the_first() {
     assert_eq!(crate::http::request(addr_a, "GET", "/readyz").status, 200);
     let (b, _) = start(&ws_b, &s.topology(&ws_b, "b.toml", state, 1000, 1));
     let fenced = format!("fenced: another producer took transactional.id \"{tid}\"");
-    a.wait_for_stderr(&fenced, Duration::from_secs(20));
+    // A commit of the first instance that is under way when the second
+    // fences it waits for the broker up to its `delivery_timeout` (30 s)
+    // before the fence shows: one local CI run saw its bolt stand still
+    // for the 20 s this wait had been.
+    a.wait_for_stderr(&fenced, Duration::from_secs(60));
     let readyz = crate::http::request(addr_a, "GET", "/readyz").status;
     let at_fence = marker(&kafka, &tid, &s.output);
     let deadline = Instant::now() + Duration::from_secs(20);

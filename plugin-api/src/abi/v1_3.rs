@@ -218,7 +218,8 @@ impl StoreKind {
     pub const KEYED: Self = Self(0);
     /// One value per task ([`ValueState`](crate::state::ValueState)).
     pub const VALUE: Self = Self(1);
-    /// A store of the plugin's own, with keys the host does not place.
+    /// A store the plugin implements itself (`StateStore`): squall
+    /// checks nothing about its keys at validate.
     pub const OTHER: Self = Self(2);
 
     /// The kind's name as `squall inspect` prints it.

@@ -749,7 +749,7 @@ fn squall_state_on_the_memory_backend_says_it_keeps_nothing_outside_the_process(
 /// runs; with one task, or a fields grouping, it validates. (A library
 /// that does not declare its stores is refused at the first checkpoint
 /// instead: `compat::a_plugin_built_against_contract_1_2_...`.) Seen
-/// failing before the declaration: validate exited 0.
+/// failing with the validate check's call commented out: exit 0.
 #[test]
 fn a_declared_keyed_store_fed_by_another_grouping_is_refused_at_validate() {
     let ws = Workspace::new("state_keyed_grouping");

@@ -275,7 +275,9 @@ impl<'a> Stores<'a> {
             match declared.iter().find(|d| d.name == store.name()) {
                 None => {
                     return Err(format!(
-                        "its stores() returns store {:?}, which its STORES does not declare                          (it declares: {}): add it to STORES, so that squall inspect and                          validate know it",
+                        "its stores() returns store {:?}, which its STORES does not declare \
+                         (it declares: {}): add it to STORES, so that squall inspect and \
+                         validate know it",
                         store.name(),
                         listed()
                     )

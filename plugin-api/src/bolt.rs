@@ -91,6 +91,17 @@ pub trait Bolt: Send + Sized + 'static {
         Ok(())
     }
 
+    /// Contract 1.3: the bolt's wake handle was called. A bolt that took
+    /// [`TaskContext::waker`](crate::TaskContext::waker) in `prepare` is
+    /// called here, on its own thread, after one or more `wake`s, to ack,
+    /// fail or emit what its other threads finished (a sink's delivery
+    /// reports, say) without waiting for its next input or tick. Wakes
+    /// that arrive while it runs call it once more afterwards. The
+    /// default does nothing.
+    fn woken(&mut self, _collector: &mut BoltCollector<'_>) -> Result<()> {
+        Ok(())
+    }
+
     /// Called once at shutdown.
     fn cleanup(&mut self) {}
 

@@ -74,7 +74,7 @@ impl OutputDeclarer {
 
 /// Handed to `open` / `prepare`: the topology, the component, the task, and
 /// (contract 1.1) the component's effective settings, its inputs and, for
-/// spouts, a [`Waker`].
+/// spouts and (contract 1.3) rich bolts, a [`Waker`].
 ///
 /// The 1.0 fields (`topology`, `component`, `task_id`, `task_index`,
 /// `parallelism`, `outputs`, `downstream`) are read through `Deref` to
@@ -181,13 +181,19 @@ impl TaskContext {
         }
     }
 
-    /// The spout's wake handle (spouts only, on a 1.1 host).
+    /// The task's wake handle: a spout's on a 1.1 host, a rich bolt's on a
+    /// 1.3 host (`None` otherwise).
     ///
-    /// Taking it opts the spout in: when `next_tuple` emits nothing, its
+    /// Taking it opts a spout in: when `next_tuple` emits nothing, its
     /// executor blocks until [`Waker::wake`] is called (or acks, ticks or the
     /// drain need it) instead of polling through the spout wait strategy. A
     /// spout that takes it must call `wake` whenever new data becomes
     /// available, from any thread.
+    ///
+    /// A bolt calls `wake` from its own threads when it has something to
+    /// settle (a delivery report to ack): the host then calls
+    /// [`Bolt::woken`](crate::Bolt::woken) on the bolt's thread between two
+    /// batches, even when no input is coming.
     pub fn waker(&self) -> Option<Waker> {
         let waker = self.waker.clone()?;
         self.waker_taken.set(true);

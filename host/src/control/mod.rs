@@ -240,6 +240,9 @@ pub enum Control {
     /// Nothing to do: ends a blocking wait so that the task sees a new run
     /// state (see [`RunControl::set_waker`]).
     Wake,
+    /// The bolt's own wake handle was called (contract 1.3): the executor
+    /// calls the bolt's `woken` (bolts only).
+    Woken,
     /// No more tuples will come for now (the end of a harness feed, a
     /// drain): a windowed bolt fires the windows its buffered tuples wait
     /// for, then acks them (windowed bolts only; others ignore it).

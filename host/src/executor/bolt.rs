@@ -5,8 +5,9 @@
 //!    any is still pending, wait with the backpressure strategy and start
 //!    the next turn without consuming: the stall propagates upstream as this
 //!    bolt's own queue fills.
-//! 2. **Control queue.** Timeout ticks (rotate open inputs) and tick tuples
-//!    (executed on `__tick` from `__system`).
+//! 2. **Control queue.** Timeout ticks (rotate open inputs), tick tuples
+//!    (executed on `__tick` from `__system`) and the bolt's own wakes
+//!    (`woken`, contract 1.3).
 //! 3. **Consume.** Execute tuples from the receive queue, batch after batch,
 //!    and stop as soon as emits become pending — even in the middle of a
 //!    batch, whose rest is kept for the next turn.
@@ -16,11 +17,12 @@
 //! The loop ends on `Stopping`; the runtime only stops bolts once every
 //! queue is drained (or the drain timed out). Then `cleanup` runs.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError};
-use squall_plugin_api::abi::TaskContext;
+use squall_plugin_api::abi::{TaskContext, WakerBox};
 use squall_plugin_api::{Anchor, PluginError, State, Tuple, SYSTEM_COMPONENT, TICK_STREAM};
 
 use super::batch::{Batch, QueueBytes};
@@ -30,6 +32,7 @@ use super::spout::ThrottleUnit;
 use super::swap::{Action, RetireAction, RetireMachine, SwapMachine, Verdict};
 use super::tracking::InputTracker;
 use super::transfer::EmitError;
+use super::wake::{bolt_waker, take_wake};
 use super::{count_emit_error, count_error};
 use super::{Idle, Step};
 use crate::control::{BoltSwap, Control, ReloadError, Retire, RunError, RunState, Start, SwapDone};
@@ -94,6 +97,9 @@ pub struct BoltExecutor {
     /// The buffer a batch's input views are gathered in (contract 1.3
     /// bolts), kept empty between runs.
     run: Vec<Tuple<'static>>,
+    /// The bolt's wake handle and its pending flag (see
+    /// [`BoltExecutor::woken_by`]); none in the loop tests.
+    waker: Option<(WakerBox, Arc<AtomicBool>)>,
 }
 
 /// A checkpoint barrier that has come from some of the input tasks.
@@ -172,7 +178,17 @@ impl BoltExecutor {
             released: std::collections::VecDeque::new(),
             settled: 0,
             run: Vec::new(),
+            waker: None,
         }
+    }
+
+    /// Gives the bolt a wake handle that sends [`Control::Woken`] on
+    /// `control`, the sending end of its own control queue (contract 1.3
+    /// bolts take it before `prepare`).
+    #[must_use]
+    pub fn woken_by(mut self, control: Sender<Control>) -> Self {
+        self.waker = Some(bolt_waker(control));
+        self
     }
 
     /// A task started by a live reload begins as `start` says.
@@ -391,8 +407,9 @@ impl BoltExecutor {
 
     // String: the cause becomes `RunError::Lifecycle`'s text, as a plugin's message does.
     fn prepare(&mut self) -> Result<(), String> {
+        let waker = self.waker.as_ref().map(|(w, _)| w);
         self.bolt
-            .prepare(&self.core.context, &self.core.ext)
+            .prepare(&self.core.context, &self.core.ext, waker)
             .into_result()
             .map_err(|e| e.to_string())
     }
@@ -872,8 +889,9 @@ impl BoltExecutor {
         match self.core.rebuild("execute", &e, &mut turn.stats) {
             Some(Instance::Bolt(bolt)) => {
                 self.bolt = bolt;
-                if let Err(e) = self.bolt.prepare(&self.core.context, &self.core.ext).into_result()
-                {
+                let waker = self.waker.as_ref().map(|(w, _)| w);
+                let prepared = self.bolt.prepare(&self.core.context, &self.core.ext, waker);
+                if let Err(e) = prepared.into_result() {
                     let cause = e.to_string();
                     let call = "prepare after restart";
                     self.core.fail(|task| RunError::Lifecycle { task, call, cause });
@@ -903,6 +921,10 @@ impl BoltExecutor {
                 Ok(Control::TickTuple) => {
                     ticks += 1;
                     self.execute_tick(turn, name);
+                }
+                Ok(Control::Woken) => {
+                    ticks += 1;
+                    self.woken(turn, name);
                 }
                 Ok(
                     message @ (Control::SwapBolt(_)
@@ -955,6 +977,41 @@ impl BoltExecutor {
         let tuple =
             Tuple::new(&[], &[], SYSTEM_COMPONENT, TICK_STREAM, TaskId::SYSTEM.0, Anchor::NONE);
         self.execute(turn, name, &tuple);
+    }
+
+    /// Calls `woken`: the bolt's wake handle was called. Like a tick, it
+    /// runs between batches, with no current input; a panic restarts the
+    /// instance as one in `execute` does.
+    fn woken(&mut self, turn: &mut Turn, name: &str) {
+        let Some((_, pending)) = &self.waker else { return };
+        take_wake(pending);
+        if self.core.poisoned {
+            return;
+        }
+        self.inputs.begin(&[]);
+        let result = {
+            let mut output = HostOutput {
+                transfer: &mut self.core.transfer,
+                stats: &mut turn.stats,
+                error: &mut turn.emit_error,
+                side: Side::Bolt { inputs: &mut self.inputs, auto_ack: self.auto_ack },
+            };
+            self.bolt.woken(&mut output).into_result()
+        };
+        if let Some(e) = turn.emit_error.take() {
+            count_emit_error(&mut turn.stats, &self.core, "woken", &e);
+        }
+        match result {
+            Ok(()) => self.inputs.finish(true, false, &mut self.core.transfer, &mut turn.stats),
+            Err(e) if e.is_panic() => {
+                self.inputs.finish(true, false, &mut self.core.transfer, &mut turn.stats);
+                self.restart(turn, e);
+            }
+            Err(e) => {
+                count_error(&mut turn.stats, &self.core.shared, name, &format!("woken: {e}"));
+                self.inputs.finish(true, false, &mut self.core.transfer, &mut turn.stats);
+            }
+        }
     }
 
     /// Tells the bolt that `checkpoint` committed; an error is counted.
@@ -1188,7 +1245,8 @@ impl BoltExecutor {
         if let Err(e) = self.core.hand_state(state, takes_state, |s| fresh.restore_state(s)) {
             return Err(call("restore_state on the new instance at the commit", e));
         }
-        if let Err(e) = fresh.prepare(&self.core.context, &self.core.ext).into_result() {
+        let waker = self.waker.as_ref().map(|(w, _)| w);
+        if let Err(e) = fresh.prepare(&self.core.context, &self.core.ext, waker).into_result() {
             self.retire(fresh, "the rebuilt new instance");
             return Err(call("prepare on the new instance at the commit", e.to_string()));
         }
@@ -1215,6 +1273,7 @@ impl BoltExecutor {
             new,
             state.clone(),
             (self.core.context.clone(), self.core.ext.clone()),
+            self.waker.as_ref().map(|(w, _)| w.clone()),
         )
         .map_err(|e| ReloadError::Task {
             task,
@@ -1332,6 +1391,7 @@ fn prepare_off_thread(
     mut new: BoltObj,
     state: Option<State>,
     (context, ext): (TaskContext, squall_plugin_api::abi::TaskExt),
+    waker: Option<WakerBox>,
 ) -> std::io::Result<Receiver<Prepared>> {
     let (tx, rx) = crossbeam_channel::bounded(1);
     let name = format!("__prepare-{}", task.task.0);
@@ -1344,10 +1404,12 @@ fn prepare_off_thread(
                 cause,
             })
             .and_then(|()| {
-                new.prepare(&context, &ext).into_result().map_err(|e| ReloadError::Task {
-                    task: task.clone(),
-                    call: "prepare on the new instance",
-                    cause: e.to_string(),
+                new.prepare(&context, &ext, waker.as_ref()).into_result().map_err(|e| {
+                    ReloadError::Task {
+                        task: task.clone(),
+                        call: "prepare on the new instance",
+                        cause: e.to_string(),
+                    }
                 })
             });
         if let Err(crossbeam_channel::SendError((mut late, outcome))) = tx.send((new, outcome)) {

@@ -1215,6 +1215,10 @@ trait RunBolt: Send {
     fn execute(&mut self, _: &Tuple<'_>) -> PResult<()> {
         unreachable!("a 1.3 bolt gets runs")
     }
+    fn set_waker(&mut self, _: WakerBox) {}
+    fn woken(&mut self, _: BoltOutputMut<'_>) -> PResult<()> {
+        ROk(())
+    }
 }
 
 /// A [`RunBolt`] as a 1.3 bolt object: every other method does nothing.
@@ -1255,6 +1259,13 @@ impl<B: RunBolt> squall_plugin_api::abi::DynBolt13 for Run13<B> {
         taken: &mut u32,
     ) -> PResult<()> {
         self.0.execute_batch(inputs, output, taken)
+    }
+    fn set_waker(&mut self, waker: WakerBox) -> PResult<()> {
+        self.0.set_waker(waker);
+        ROk(())
+    }
+    fn woken(&mut self, output: BoltOutputMut<'_>) -> PResult<()> {
+        self.0.woken(output)
     }
 }
 
@@ -1318,6 +1329,19 @@ impl BatchRig {
         factory: extern "C" fn(RStr<'_>) -> PResult<ComponentBox13>,
         capacity: usize,
     ) -> Self {
+        Self::build(factory, capacity, true)
+    }
+
+    /// The rig of a rich bolt (`auto_ack` false: it acks its inputs).
+    fn rich(factory: extern "C" fn(RStr<'_>) -> PResult<ComponentBox13>) -> Self {
+        Self::build(factory, 16, false)
+    }
+
+    fn build(
+        factory: extern "C" fn(RStr<'_>) -> PResult<ComponentBox13>,
+        capacity: usize,
+        auto_ack: bool,
+    ) -> Self {
         let run = Arc::new(RunControl::default());
         let (input, receive) = bounded(16);
         let (queue, downstream) = bounded(capacity);
@@ -1338,9 +1362,93 @@ impl BatchRig {
             RestartPolicy::new(5, Duration::from_secs(60)),
         );
         let ROk(ComponentBox13::Bolt(first)) = factory("".into()) else { unreachable!() };
-        let executor = BoltExecutor::new(core, BoltObj::V13(first), basic_inputs(receive));
+        let mut inputs = basic_inputs(receive);
+        inputs.auto_ack = auto_ack;
+        let executor = BoltExecutor::new(core, BoltObj::V13(first), inputs);
         Self { run, input, to_bolt, from_bolt, stats, executor, downstream }
     }
+}
+
+/// How many times [`HoldingBolt`] was woken (one test uses it).
+static WOKEN_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+/// A contract 1.3 rich bolt that acks nothing in its runs: it keeps the
+/// anchors, and a thread of its own calls its wake handle 20 ms later, as
+/// a sink's I/O thread does when a delivery report comes in. `woken` acks
+/// what it kept.
+#[derive(Default)]
+struct HoldingBolt {
+    waker: Option<WakerBox>,
+    held: Vec<Anchor>,
+}
+
+impl RunBolt for HoldingBolt {
+    fn execute_batch(
+        &mut self,
+        inputs: RSlice<'_, Tuple<'_>>,
+        _: BoltOutputMut<'_>,
+        taken: &mut u32,
+    ) -> PResult<()> {
+        for input in inputs.iter() {
+            *taken += 1;
+            self.held.push(input.anchor());
+        }
+        let waker = self.waker.clone().expect("the host gave a wake handle before the run");
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            waker.wake();
+        });
+        ROk(())
+    }
+    fn set_waker(&mut self, waker: WakerBox) {
+        self.waker = Some(waker);
+    }
+    fn woken(&mut self, mut output: BoltOutputMut<'_>) -> PResult<()> {
+        WOKEN_CALLS.fetch_add(1, Ordering::SeqCst);
+        for anchor in self.held.drain(..) {
+            output.ack(anchor);
+        }
+        ROk(())
+    }
+}
+
+extern "C" fn new_holding_bolt(_: RStr<'_>) -> PResult<ComponentBox13> {
+    run13(HoldingBolt::default())
+}
+
+#[test]
+fn a_woken_bolt_acks_what_it_held_with_no_input_or_tick_after_it() {
+    // A rich 1.3 bolt keeps three tracked inputs open and acks them only
+    // when its own thread wakes it. Nothing else reaches the task after
+    // the batch (no input, no tick), yet the three acks reach the acker:
+    // the wake alone brought the bolt back to its thread. Seen failing
+    // with the executor ignoring `Control::Woken`: no ack in 30 s.
+    let BatchRig { run, input, to_bolt, from_bolt, executor, .. } =
+        BatchRig::rich(new_holding_bolt);
+    let executor = executor.woken_by(to_bolt);
+    let mut batch = Batch::with_capacity(TaskId(0), 3);
+    for i in 0..3u64 {
+        let ids = [(crate::ids::RootId(i + 1), crate::ids::EdgeId(100 + i))];
+        batch.push(0, &[Value::I64(i as i64)], &ids);
+    }
+    input.send(batch).unwrap();
+    let thread = std::thread::spawn(move || executor.run());
+    let mut acked = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while acked.len() < 3 && Instant::now() < deadline {
+        if let Ok(AckerInput::Msgs(msgs)) = from_bolt.recv_timeout(Duration::from_millis(100)) {
+            for m in msgs {
+                if let AckerMsg::Ack { root, .. } = m {
+                    acked.push(root.0);
+                }
+            }
+        }
+    }
+    run.advance(RunState::Stopping);
+    thread.join().unwrap();
+    acked.sort_unstable();
+    assert_eq!(acked, [1, 2, 3], "acked after the wake");
+    assert!(WOKEN_CALLS.load(Ordering::SeqCst) >= 1);
 }
 
 #[test]

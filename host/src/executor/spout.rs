@@ -723,7 +723,7 @@ impl SpoutExecutor {
                 1
             }
             Control::TickTuple => 1,
-            Control::Wake | Control::FlushWindows => 0,
+            Control::Wake | Control::Woken | Control::FlushWindows => 0,
             Control::Activate => {
                 self.enabled = true;
                 0

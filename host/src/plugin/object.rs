@@ -298,14 +298,36 @@ impl std::fmt::Debug for BoltObj {
 }
 
 impl BoltObj {
-    /// `prepare`.
-    pub fn prepare(&mut self, context: &TaskContext, ext: &TaskExt) -> PResult<()> {
+    /// `prepare`; a 1.3 bolt is first handed `waker`, its wake handle
+    /// (earlier bolts have none).
+    pub fn prepare(
+        &mut self,
+        context: &TaskContext,
+        ext: &TaskExt,
+        waker: Option<&WakerBox>,
+    ) -> PResult<()> {
         super::services::instance_starts();
         match self {
             BoltObj::V1(b) => b.prepare(context),
             BoltObj::Ext(b) => b.prepare(context, ext),
             BoltObj::V12(b) => b.prepare(context, ext),
-            BoltObj::V13(b) => b.prepare(context, ext),
+            BoltObj::V13(b) => {
+                if let Some(waker) = waker {
+                    if let RResult::RErr(e) = b.set_waker(waker.clone()) {
+                        return RResult::RErr(e);
+                    }
+                }
+                b.prepare(context, ext)
+            }
+        }
+    }
+
+    /// `woken` (contract 1.3 bolts; the others have no wake handle, so
+    /// are never woken, and this does nothing for them).
+    pub fn woken<O: Output + BoltOutput>(&mut self, output: &mut O) -> PResult<()> {
+        match self {
+            BoltObj::V13(b) => b.woken(BoltOutput_TO::from_ptr(output, TD_Opaque)),
+            _ => RResult::ROk(()),
         }
     }
 

@@ -86,6 +86,8 @@ pub struct Wiring {
 pub struct TaskEnds {
     pub(super) data: Option<Receiver<Batch>>,
     pub(super) control: Receiver<Control>,
+    /// The sending end of `control`, for a bolt's own wake handle.
+    pub(super) control_tx: Sender<Control>,
     pub(super) recycled: Receiver<Batch>,
 }
 
@@ -144,11 +146,12 @@ impl Wiring {
             // Emptied batches go back to their producer (bounded: extras are freed).
             let (recycle_tx, recycled) = bounded(RECYCLED_BATCHES);
             self.data[t] = data.as_ref().map(|(tx, _)| tx.clone());
-            self.controls[t] = control_tx;
+            self.controls[t] = control_tx.clone();
             self.recycle[t] = recycle_tx;
             self.queue_bytes[t] = (settings.receive_buffer_bytes > 0 && bolt[t])
                 .then(|| Arc::new(QueueBytes::new(settings.receive_buffer_bytes)));
-            ends[t] = Some(TaskEnds { data: data.map(|(_, rx)| rx), control, recycled });
+            let data = data.map(|(_, rx)| rx);
+            ends[t] = Some(TaskEnds { data, control, control_tx, recycled });
         }
         ends
     }
@@ -201,7 +204,8 @@ pub fn task_executor(
             let bolt = instances.bolts[t].take().expect("a bolt per bolt task");
             let receive = ends.data.expect("bolts have a receive queue");
             let inputs = parts.bolt_inputs(receive, instances);
-            Executor::Bolt(Box::new(BoltExecutor::new(core, bolt, inputs)))
+            let executor = BoltExecutor::new(core, bolt, inputs).woken_by(ends.control_tx);
+            Executor::Bolt(Box::new(executor))
         }
     }
 }

@@ -21,7 +21,7 @@ use crate::collector::BoltOut;
 use crate::state::StoreSpec;
 use crate::{
     BasicBolt, Bolt, ComponentConfig, Coordinator, Inputs, MessageId, Spout, SpoutCollector, Tuple,
-    WindowedBolt,
+    Waker, WindowedBolt,
 };
 
 /// A 1.3 spout: the 1.2 adapter's calls, then `next_batch`.
@@ -85,12 +85,17 @@ impl<S: Spout> DynSpout13 for Spout13Adapter<S> {
     }
 }
 
-/// A 1.3 bolt: the 1.2 adapter's calls, then `execute_batch`.
-struct Bolt13Adapter<B>(Bolt12Adapter<B>);
+/// A 1.3 bolt: the 1.2 adapter's calls, then `execute_batch` and the
+/// wake handle's two calls. `.1`: the wake handle, until `prepare`.
+struct Bolt13Adapter<B>(Bolt12Adapter<B>, Option<Waker>);
 
 impl<B: AnyBolt> DynBolt13 for Bolt13Adapter<B> {
     fn prepare(&mut self, context: &TaskContext, ext: &TaskExt) -> PResult<()> {
-        DynBolt12::prepare(&mut self.0, context, ext)
+        // Only a rich bolt has `woken`: the others are not offered a handle.
+        let waker = self.1.take().filter(|_| B::WOKEN);
+        let context = crate::TaskContext::from_host(context.clone(), Some(ext.clone()), waker);
+        let bolt = &mut self.0 .0 .0;
+        guard(|| bolt.prepare(&context).map_err(runtime))
     }
 
     fn execute(&mut self, input: &Tuple<'_>, output: BoltOutputMut<'_>) -> PResult<()> {
@@ -141,6 +146,16 @@ impl<B: AnyBolt> DynBolt13 for Bolt13Adapter<B> {
             bolt.execute_batch(&mut inputs, BoltOut::V12(output)).map_err(runtime)
         })
     }
+
+    fn set_waker(&mut self, waker: WakerBox) -> PResult<()> {
+        self.1 = Some(Waker::from_host(waker));
+        PResult::ROk(())
+    }
+
+    fn woken(&mut self, output: BoltOutputMut<'_>) -> PResult<()> {
+        let bolt = &mut self.0 .0 .0;
+        guard(|| bolt.woken(BoltOut::V12(output)).map_err(runtime))
+    }
 }
 
 struct CoordinatorAdapter<C>(C);
@@ -180,7 +195,7 @@ extern "C" fn new_spout<S: Spout>(cfg: RStr<'_>) -> PResult<ComponentBox13> {
 }
 
 fn bolt_box<B: AnyBolt>(bolt: B) -> ComponentBox13 {
-    let adapter = Bolt13Adapter(Bolt12Adapter(BoltExtAdapter(bolt)));
+    let adapter = Bolt13Adapter(Bolt12Adapter(BoltExtAdapter(bolt)), None);
     ComponentBox13::Bolt(DynBolt13_TO::from_value(adapter, TD_Opaque))
 }
 

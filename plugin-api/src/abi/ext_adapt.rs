@@ -95,6 +95,8 @@ impl<S: Spout> DynSpoutExt for SpoutExtAdapter<S> {
 pub(crate) trait AnyBolt: Send + 'static {
     /// The bolt's declared stores (contract 1.3).
     const STORES: Option<&'static [crate::state::StoreSpec]>;
+    /// True when the bolt has a [`woken`](Self::woken) (rich bolts).
+    const WOKEN: bool = false;
     fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()>;
     fn execute(&mut self, input: &Tuple<'_>, output: BoltOut<'_>) -> crate::Result<()>;
     /// Contract 1.3: a run of inputs in one call.
@@ -121,6 +123,10 @@ pub(crate) trait AnyBolt: Send + 'static {
     fn committed(&mut self, checkpoint: u64);
     /// Contract 1.2 (a barrier aligned, before the stores are read).
     fn barrier(&mut self, _checkpoint: u64) {}
+    /// Contract 1.3: the wake handle was called (rich bolts only).
+    fn woken(&mut self, _output: BoltOut<'_>) -> crate::Result<()> {
+        Ok(())
+    }
 }
 
 pub(crate) struct Windowed<B>(pub(crate) B);
@@ -162,6 +168,7 @@ pub(crate) struct Basic<B>(pub(crate) B);
 
 impl<B: Bolt> AnyBolt for Rich<B> {
     const STORES: Option<&'static [crate::state::StoreSpec]> = B::STORES;
+    const WOKEN: bool = true;
     fn prepare(&mut self, context: &crate::TaskContext) -> crate::Result<()> {
         self.0.prepare(context)
     }
@@ -192,6 +199,9 @@ impl<B: Bolt> AnyBolt for Rich<B> {
     }
     fn barrier(&mut self, checkpoint: u64) {
         self.0.barrier(checkpoint);
+    }
+    fn woken(&mut self, output: BoltOut<'_>) -> crate::Result<()> {
+        self.0.woken(&mut BoltCollector::from_out(output))
     }
 }
 

@@ -7,6 +7,8 @@
 //! and one batch entry point after them:
 //!
 //! - [`DynBolt13::execute_batch`] takes a run of input tuples in one call;
+//!   [`DynBolt13::set_waker`] and [`DynBolt13::woken`] give a bolt a wake
+//!   handle, as spouts have had since 1.1;
 //! - [`DynSpout13::next_batch`] may emit up to a given number of tuples in
 //!   one call.
 //!
@@ -112,6 +114,13 @@ pub trait DynBolt13: Send {
         output: BoltOutputMut<'_>,
         taken: &mut u32,
     ) -> PResult<()>;
+    /// Hands the bolt its wake handle, before `prepare`: the plugin's
+    /// `TaskContext::waker` returns it. A wake makes the host call
+    /// [`woken`](Self::woken) on the bolt's thread.
+    fn set_waker(&mut self, waker: WakerBox) -> PResult<()>;
+    /// The wake handle was called since the last `woken`: the bolt may ack,
+    /// fail and emit through `output`, with no current input.
+    fn woken(&mut self, output: BoltOutputMut<'_>) -> PResult<()>;
 }
 
 /// An owned 1.3 bolt object.

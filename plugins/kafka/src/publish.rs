@@ -8,11 +8,14 @@
 //! (`produce` enqueues it; librdkafka batches and sends), and returns: many
 //! records are in flight, no round trip per tuple. Each delivery report
 //! goes back to the bolt's thread over a channel with the input's anchor,
-//! and is acked or failed there, at the start of every `execute`, tick
-//! tuples included (the bolt declares that it needs a tick at least every
-//! second). With `max_in_flight` records outstanding, `execute` waits for
-//! the oldest reports before it produces more: that is the bolt's
-//! back-pressure, and librdkafka's queue is bounded by it.
+//! and is acked or failed there: in `woken`, which the host calls once the
+//! report's callback called the bolt's wake handle (a 1.3 host), and at the
+//! start of every `execute`, tick tuples included (the bolt declares that
+//! it needs a tick at least every second, which is how a host without wake
+//! handles for bolts gets the last reports in). With `max_in_flight`
+//! records outstanding, `execute` waits for the oldest reports before it
+//! produces more: that is the bolt's back-pressure, and librdkafka's queue
+//! is bounded by it.
 //!
 //! A failed delivery (after librdkafka's own retries, within
 //! `delivery_timeout`) fails the input, and the spout replays it. The
@@ -162,6 +165,8 @@ struct Outcome {
 struct PublishContext {
     base: Context0,
     outcomes: Sender<Outcome>,
+    /// The bolt's wake handle: each report wakes the bolt to settle it.
+    waker: Option<Waker>,
 }
 
 impl ClientContext for PublishContext {
@@ -199,6 +204,9 @@ impl ProducerContext for PublishContext {
             Err((e, _)) => Err(e.clone()),
         };
         let _ = self.outcomes.send(Outcome { anchor: from_opaque(anchor), result });
+        if let Some(waker) = &self.waker {
+            waker.wake();
+        }
     }
 }
 
@@ -333,6 +341,7 @@ impl Bolt for KafkaPublish {
             .create_with_context(PublishContext {
                 base: Context0::new(&self.label, None),
                 outcomes: tx,
+                waker: context.waker(),
             })
             .map_err(|e| format!("cannot create the producer: {e}"))?;
         self.ensure_topic(&producer, &client_config)?;
@@ -388,6 +397,13 @@ impl Bolt for KafkaPublish {
         }
         self.send(io, record)?;
         self.in_flight += 1;
+        self.collect(collector, None);
+        Ok(())
+    }
+
+    /// A delivery report came in (its callback woke the bolt): settle it
+    /// now rather than at the next input or tick.
+    fn woken(&mut self, collector: &mut BoltCollector<'_>) -> Result<()> {
         self.collect(collector, None);
         Ok(())
     }

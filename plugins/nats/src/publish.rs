@@ -9,7 +9,9 @@
 //! most `ack_timeout`) and sends the outcome back over a second channel.
 //!
 //! Acks must come from the bolt's own thread, so the outcomes are collected
-//! there: at the start of every `execute`, including tick tuples. Give the
+//! there: in `woken`, which a 1.3 host calls once an outcome's sender
+//! called the bolt's wake handle, and at the start of every `execute`,
+//! including tick tuples. On a host without wake handles for bolts, give the
 //! bolt `tick_tuple_freq_secs = 1` so that acks keep flowing when input
 //! stops. With `max_in_flight` publishes outstanding, `execute` waits for
 //! the oldest outcomes before it publishes more: that is the bolt's
@@ -199,6 +201,7 @@ impl Bolt for JetStreamPublish {
         let ack_timeout = self.config.ack_timeout;
         let stream = self.stream_config();
         let name = format!("squall {} {}", context.topology, self.label);
+        let waker = context.waker();
         let thread = std::thread::Builder::new()
             .name(format!("nats-{}-{}", context.component, context.task_id))
             .spawn(move || {
@@ -218,7 +221,8 @@ impl Bolt for JetStreamPublish {
                         }
                     };
                     let _ = ready_tx.send(Ok(()));
-                    publish_loop(client, publish_rx, outcome_tx, ack_timeout).await;
+                    let outcomes = Outcomes { tx: outcome_tx, waker };
+                    publish_loop(client, publish_rx, outcomes, ack_timeout).await;
                 });
             })?;
         self.io = Some(Io { publishes: publish_tx, outcomes: outcome_rx, thread: Some(thread) });
@@ -261,6 +265,13 @@ impl Bolt for JetStreamPublish {
             })
             .map_err(|_| "the NATS I/O thread has stopped")?;
         self.in_flight += 1;
+        Ok(())
+    }
+
+    /// An outcome came in (its sender woke the bolt): settle it now rather
+    /// than at the next input or tick.
+    fn woken(&mut self, collector: &mut BoltCollector<'_>) -> Result<()> {
+        self.collect(collector, None);
         Ok(())
     }
 
@@ -377,12 +388,29 @@ fn to_json(value: &Value) -> serde_json::Value {
     }
 }
 
+/// Where the I/O side reports outcomes: the channel, and the bolt's wake
+/// handle (on a 1.3 host), called after each so that the bolt settles it.
+#[derive(Clone)]
+struct Outcomes {
+    tx: Sender<Outcome>,
+    waker: Option<Waker>,
+}
+
+impl Outcomes {
+    fn send(&self, outcome: Outcome) {
+        let _ = self.tx.send(outcome);
+        if let Some(waker) = &self.waker {
+            waker.wake();
+        }
+    }
+}
+
 /// The I/O side: publish each request at once (pipelined), and await its
 /// PubAck in a task of its own that reports the outcome.
 async fn publish_loop(
     client: async_nats::Client,
     mut publishes: mpsc::UnboundedReceiver<Publish>,
-    outcomes: Sender<Outcome>,
+    outcomes: Outcomes,
     ack_timeout: Duration,
 ) {
     let js = jetstream::new(client.clone());
@@ -406,11 +434,11 @@ async fn publish_loop(
                         Ok(Err(e)) => Err(NotAcked::failed(e)),
                         Err(_) => Err(NotAcked::Timeout(ack_timeout)),
                     };
-                    let _ = outcomes.send(Outcome { anchor, result });
+                    outcomes.send(Outcome { anchor, result });
                 });
             }
             Err(e) => {
-                let _ = outcomes.send(Outcome { anchor, result: Err(NotAcked::failed(e)) });
+                outcomes.send(Outcome { anchor, result: Err(NotAcked::failed(e)) });
             }
         }
         // Reap finished tasks so the set does not grow.

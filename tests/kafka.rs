@@ -442,6 +442,58 @@ fn bad_input_is_one_clear_error_and_a_non_zero_exit() {
 }
 
 #[test]
+fn what_the_kafka_components_buffer_counts_in_the_memory_estimate() {
+    // Two spout tasks prefetching 256 MiB each, and a sink buffering
+    // 64 MiB, under memory_budget_mib = 500: the host's own queues and
+    // threads fit (about 60 MiB), the plugins' buffers do not, so validate
+    // refuses the topology at memory_budget_mib and names each buffer.
+    // With the default prefetch (16 MiB) it validates (validate builds
+    // the spout, which checks its topic on the broker). Seen failing with
+    // the bind-time check left out: validate exited 0.
+    if !require_service(KAFKA) {
+        return;
+    }
+    let input = unique_name("budget_in");
+    Kafka::local().create_topic(&input, 1);
+    let ws = Workspace::new("kafka_budget");
+    let topology = |prefetch: u64| {
+        ws.write_topology(
+            "budget.toml",
+            &format!(
+                r#"[topology]
+memory_budget_mib = 500
+
+[plugins]
+kafka = "{{kafka}}"
+
+[spouts.in]
+component = "kafka::KafkaSpout"
+parallelism = 2
+config = {{ topics = ["{input}"], group_id = "g", prefetch_bytes = {prefetch} }}
+
+[bolts.out]
+component = "kafka::KafkaPublish"
+tick_tuple_freq_secs = 1
+inputs = [{{ from = "in" }}]
+config = {{ topic = "o", buffer_bytes = 67108864 }}
+"#
+            ),
+        )
+    };
+    let out = SquallCommand::validate(&ws, &topology(256 << 20)).output();
+    out.assert_code(78);
+    let line = out.single_error_line();
+    assert!(line.contains("budget.toml:2:"), "at memory_budget_mib: {line}");
+    assert!(
+        line.contains("512 MiB in \"in\" (kafka::KafkaSpout)")
+            && line.contains("64 MiB in \"out\" (kafka::KafkaPublish)"),
+        "{line}\n{}",
+        out.context()
+    );
+    SquallCommand::validate(&ws, &topology(16 << 20)).output().assert_code(0);
+}
+
+#[test]
 fn an_unreachable_broker_at_start_fails_within_connect_timeout() {
     // No broker needed: port 1 on loopback refuses.
     let ws = Workspace::new("kafka_unreachable");

@@ -56,6 +56,18 @@ pub trait Bolt: Send + Sized + 'static {
     /// When the config is invalid; the message reaches the user.
     fn new(config: &ComponentConfig<'_>) -> Result<Self>;
 
+    /// Contract 1.3: the most bytes one task of this component holds
+    /// outside the host's queues with `config` (records fetched ahead,
+    /// output not yet confirmed). The host adds it, times the parallelism,
+    /// to its memory estimate at validate time, so that `memory_budget_mib`
+    /// bounds what the plugin buffers too. The default is 0.
+    ///
+    /// # Errors
+    /// When the config is invalid (as in `new`): reported at the component.
+    fn buffer_bytes(_config: &ComponentConfig<'_>) -> Result<u64> {
+        Ok(0)
+    }
+
     /// Called once on the task's thread before the first `execute`.
     ///
     /// # Errors
@@ -213,6 +225,18 @@ pub trait BasicBolt: Send + Sized + 'static {
     /// # Errors
     /// When the config is invalid; the message reaches the user.
     fn new(config: &ComponentConfig<'_>) -> Result<Self>;
+
+    /// Contract 1.3: the most bytes one task of this component holds
+    /// outside the host's queues with `config` (records fetched ahead,
+    /// output not yet confirmed). The host adds it, times the parallelism,
+    /// to its memory estimate at validate time, so that `memory_budget_mib`
+    /// bounds what the plugin buffers too. The default is 0.
+    ///
+    /// # Errors
+    /// When the config is invalid (as in `new`): reported at the component.
+    fn buffer_bytes(_config: &ComponentConfig<'_>) -> Result<u64> {
+        Ok(0)
+    }
 
     /// Called once on the task's thread before the first `execute`.
     ///

@@ -127,6 +127,9 @@ pub struct Size {
     pub receive_buffer_bytes: u64,
     /// Trees that may be pending at once, over all spouts.
     pub pending_roots: u64,
+    /// What plugins declare their tasks buffer outside the host's queues
+    /// (contract 1.3), over all tasks; 0 before the plugins are loaded.
+    pub plugin_buffers: u64,
 }
 
 /// The parts of a topology's estimated memory need, in bytes (each
@@ -143,6 +146,8 @@ pub struct Estimate {
     pub pending: u64,
     /// Every tap there may be, holding what it may hold ([`TAPS_BYTES`]).
     pub taps: u64,
+    /// What plugins declare they buffer ([`Size::plugin_buffers`]).
+    pub plugins: u64,
 }
 
 impl Estimate {
@@ -153,6 +158,7 @@ impl Estimate {
             .saturating_add(self.values)
             .saturating_add(self.pending)
             .saturating_add(self.taps)
+            .saturating_add(self.plugins)
     }
 }
 
@@ -160,7 +166,8 @@ impl Estimate {
 /// at its measured cost, every receive queue full of [`QUEUE_SLOT_BYTES`]
 /// tuples, every bolt queue holding `receive_buffer_bytes` of values on top,
 /// and every spout task's pending map full at its `max_spout_pending` (an
-/// unlimited one counts one receive queue's worth), and the taps' buffers.
+/// unlimited one counts one receive queue's worth), the taps' buffers, and
+/// what plugins declare they buffer.
 pub fn estimate(size: Size) -> Estimate {
     let threads = size.tasks.saturating_add(size.acker_executors);
     let per_thread = TASK_BYTES.saturating_add(threads.saturating_mul(TASK_PEER_BYTES));
@@ -170,6 +177,7 @@ pub fn estimate(size: Size) -> Estimate {
         values: size.bolt_tasks.saturating_mul(size.receive_buffer_bytes),
         pending: size.pending_roots.saturating_mul(PENDING_ENTRY_BYTES),
         taps: TAPS_BYTES,
+        plugins: size.plugin_buffers,
     }
 }
 
@@ -198,6 +206,7 @@ mod tests {
             receive_buffer_size: 32768,
             receive_buffer_bytes: 1 << 20,
             pending_roots: 10,
+            plugin_buffers: 7 << 20,
         };
         let e = estimate(size);
         assert_eq!(e.threads, 3 * (TASK_BYTES + 3 * TASK_PEER_BYTES));
@@ -205,7 +214,8 @@ mod tests {
         assert_eq!(e.values, 1 << 20);
         assert_eq!(e.pending, 10 * PENDING_ENTRY_BYTES);
         assert_eq!(e.taps, TAPS_BYTES);
-        assert_eq!(e.total(), e.threads + e.slots + e.values + e.pending + e.taps);
+        assert_eq!(e.plugins, 7 << 20);
+        assert_eq!(e.total(), e.threads + e.slots + e.values + e.pending + e.taps + e.plugins);
     }
 
     #[test]
@@ -219,6 +229,7 @@ mod tests {
             receive_buffer_size: 64,
             receive_buffer_bytes: 0,
             pending_roots: 64,
+            plugin_buffers: 0,
         };
         let gib = estimate(size).total() as f64 / f64::from(1u32 << 30);
         assert!((4.6..6.0).contains(&gib), "{gib} GiB");
@@ -233,6 +244,7 @@ mod tests {
             receive_buffer_size: u64::MAX,
             receive_buffer_bytes: u64::MAX,
             pending_roots: u64::MAX,
+            plugin_buffers: 0,
         };
         assert_eq!(estimate(size).total(), u64::MAX);
     }

@@ -56,7 +56,7 @@ mod source;
 pub mod state;
 mod suggest;
 pub mod test_cases;
-mod validate;
+pub(crate) mod validate;
 mod wait;
 mod walk;
 pub mod window;
@@ -115,6 +115,9 @@ pub struct TopologyConfig {
     /// `[group]`: the group of hosts sharing this topology's partitions
     /// (`None`: this process runs the topology alone).
     pub group: Option<GroupDecl>,
+    /// Where a topology over its memory budget is reported:
+    /// `memory_budget_mib`, else `receive_buffer_size`, else `[topology]`.
+    pub budget_loc: Loc,
 }
 
 /// Reads and validates the topology file at `path` and the files it
@@ -328,9 +331,9 @@ fn read_composed_partial(
     let mut doc = compose::merge(&map, &order).map_err(|d| (d, None))?;
     let mut diags = overrides::apply(&mut doc, &map, &set_ids, sets);
     let mut w = Walker::new(&map, env);
-    let (config, budget_loc) = read_document(&mut w, &doc, file, map.names());
+    let config = read_document(&mut w, &doc, file, map.names());
     validate::check(&mut w, &config);
-    validate::check_size(&mut w, &config, budget_loc);
+    validate::check_size(&mut w, &config);
     window::check_window_timeouts(&mut w, &config);
     window::check_count_windows(&mut w, &config);
     diags.append(w.finish());
@@ -344,13 +347,12 @@ fn read_composed_partial(
 
 /// Reads every top-level table. `[plugins]` goes first, whatever its place in
 /// the file, so that component references can be checked against the aliases.
-/// Also returns where an over-budget topology is reported.
 fn read_document(
     w: &mut Walker<'_>,
     doc: &DeTable<'_>,
     file: &Path,
     sources: Sources,
-) -> (TopologyConfig, Loc) {
+) -> TopologyConfig {
     let dir = base_dir(file);
     w.check_keys(doc, keys::TOP, "the top-level table");
     let stem = file.file_stem().map_or_else(|| "topology".into(), |s| s.to_string_lossy());
@@ -375,10 +377,11 @@ fn read_document(
         state: None,
         tests: Vec::new(),
         group: None,
+        budget_loc: topology.budget_loc,
     };
     let mut config = config;
     read_dependent(w, doc, &mut config);
-    (config, topology.budget_loc)
+    config
 }
 
 /// The directory relative paths in `file` are resolved against: its own

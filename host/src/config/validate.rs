@@ -26,32 +26,68 @@ pub(crate) fn check(w: &mut Walker<'_>, config: &TopologyConfig) {
 
 /// The topology's size: at most [`limits::MAX_TOTAL_TASKS`] tasks, reported
 /// at the component that crosses the limit, and an estimated memory need
-/// ([`limits::estimate`]) within `memory_budget_mib`, reported at
-/// `budget_loc`.
-pub(crate) fn check_size(w: &mut Walker<'_>, config: &TopologyConfig, budget_loc: Loc) {
-    let tasks = check_task_count(w, config);
+/// ([`limits::estimate`]) within `memory_budget_mib`, reported at the
+/// config's `budget_loc`. What plugins buffer is added once they are
+/// loaded ([`budget_error`] at bind).
+pub(crate) fn check_size(w: &mut Walker<'_>, config: &TopologyConfig) {
+    check_task_count(w, config);
+    if let Some((message, help)) = budget_error(config, &[]) {
+        w.error_at(config.budget_loc, message, Some(help));
+    }
+}
+
+/// What one component's tasks buffer outside the host's queues, as its
+/// plugin declared (contract 1.3): its name, its reference, and the bytes
+/// of all its tasks.
+pub(crate) struct PluginBuffers {
+    /// The component's name in the topology.
+    pub name: String,
+    /// `alias::Component`.
+    pub reference: String,
+    /// Tasks × the bytes one task declared.
+    pub bytes: u64,
+}
+
+/// The error and its help when the topology is estimated to need more
+/// than `memory_budget_mib`, with `buffers` (what plugins declared they
+/// buffer) added to the host's own estimate; `None` when it fits.
+pub(crate) fn budget_error(
+    config: &TopologyConfig,
+    buffers: &[PluginBuffers],
+) -> Option<(String, String)> {
     let settings = &config.settings;
     let size = limits::Size {
-        tasks,
+        tasks: config
+            .spouts
+            .iter()
+            .map(|s| u64::from(s.decl.parallelism))
+            .chain(config.bolts.iter().map(|b| u64::from(b.decl.parallelism)))
+            .sum(),
         bolt_tasks: config.bolts.iter().map(|b| u64::from(b.decl.parallelism)).sum(),
         acker_executors: u64::from(settings.acker_executors),
         receive_buffer_size: settings.receive_buffer_size as u64,
         receive_buffer_bytes: settings.receive_buffer_bytes,
         pending_roots: pending_roots(config),
+        plugin_buffers: buffers.iter().map(|b| b.bytes).fold(0, u64::saturating_add),
     };
     let estimate = limits::estimate(size);
     let budget = settings.memory_budget_mib.saturating_mul(1 << 20);
-    if estimate.total() > budget {
-        let help = "lower parallelism, receive_buffer_size, receive_buffer_bytes or \
-                    max_spout_pending, or raise memory_budget_mib in [topology]";
-        let message = over_budget(config, &size, &estimate);
-        w.error_at(budget_loc, message, Some(help.to_string()));
+    if estimate.total() <= budget {
+        return None;
     }
+    let mut help = "lower parallelism, receive_buffer_size, receive_buffer_bytes or \
+                    max_spout_pending"
+        .to_string();
+    if !buffers.is_empty() {
+        help.push_str(", or what the plugins buffer (their config)");
+    }
+    help.push_str(", or raise memory_budget_mib in [topology]");
+    Some((over_budget(config, &size, &estimate, buffers), help))
 }
 
 /// Counts the topology's tasks, reporting at the component that takes the
-/// count over [`limits::MAX_TOTAL_TASKS`]; returns the count.
-fn check_task_count(w: &mut Walker<'_>, config: &TopologyConfig) -> u64 {
+/// count over [`limits::MAX_TOTAL_TASKS`].
+fn check_task_count(w: &mut Walker<'_>, config: &TopologyConfig) {
     let components = config
         .spouts
         .iter()
@@ -68,7 +104,6 @@ fn check_task_count(w: &mut Walker<'_>, config: &TopologyConfig) -> u64 {
             w.error_at(loc, message, Some(help));
         }
     }
-    tasks
 }
 
 /// How many tuple trees the spouts may have pending at once: each task's
@@ -97,12 +132,13 @@ fn over_budget(
     config: &TopologyConfig,
     size: &limits::Size,
     estimate: &limits::Estimate,
+    buffers: &[PluginBuffers],
 ) -> String {
     let settings = &config.settings;
     let mib = |b: u64| b.div_ceil(1 << 20);
     let threads = size.tasks + u64::from(settings.acker_executors);
     let (bolt_tasks, pending_roots) = (size.bolt_tasks, size.pending_roots);
-    format!(
+    let mut message = format!(
         "the topology is estimated to need {} MiB, more than memory_budget_mib = {}: \
          {} MiB for {threads} task and acker threads (about {:.1} MiB each, as measured), \
          {} MiB for {threads} queues of receive_buffer_size {} at {} B a tuple, \
@@ -122,7 +158,19 @@ fn over_budget(
         limits::PENDING_ENTRY_BYTES,
         mib(estimate.taps),
         limits::MAX_TAPS,
-    )
+    );
+    if !buffers.is_empty() {
+        let each: Vec<String> = buffers
+            .iter()
+            .map(|b| format!("{} MiB in \"{}\" ({})", mib(b.bytes), b.name, b.reference))
+            .collect();
+        message.push_str(&format!(
+            ", {} MiB that plugins declare they buffer: {}",
+            mib(estimate.plugins),
+            each.join(", ")
+        ));
+    }
+    message
 }
 
 fn check_has_spout(w: &mut Walker<'_>, config: &TopologyConfig) {

@@ -80,6 +80,8 @@ pub struct Descriptor {
     pub factory: Factory,
     outputs: Outputs,
     check_inputs: Option<CheckInputs>,
+    /// What one task buffers outside the host's queues (contract 1.3).
+    buffer_bytes: Option<extern "C" fn(RStr<'_>) -> PResult<u64>>,
 }
 
 impl Descriptor {
@@ -94,6 +96,18 @@ impl Descriptor {
             Outputs::FromConfig(declare) => {
                 declare(config.into()).into_result().map(|s| s.into_vec())
             }
+        }
+    }
+
+    /// The most bytes one task buffers outside the host's queues with
+    /// `config` (contract 1.3 spouts and bolts; 0 for the others).
+    ///
+    /// # Errors
+    /// The component refused the config.
+    pub fn buffer_bytes(&self, config: &str) -> Result<u64, PluginError> {
+        match self.buffer_bytes {
+            Some(f) => f(config.into()).into_result(),
+            None => Ok(0),
         }
     }
 
@@ -191,5 +205,6 @@ fn one(parts: &Parts<'_>, kind: ComponentKind, name: &str) -> Option<Descriptor>
         factory,
         outputs,
         check_inputs: v11.filter(|_| kind == ComponentKind::BOLT).map(|e| e.check_inputs),
+        buffer_bytes: v13.map(|e| e.buffer_bytes),
     })
 }

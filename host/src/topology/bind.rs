@@ -18,6 +18,7 @@ use super::grouping::CustomGrouping;
 use super::{
     Component, Grouping, Input, Kind, LibraryInfo, OutputStream, Subscriber, Topology, WaitPlan,
 };
+use crate::config::validate::{budget_error, PluginBuffers};
 use crate::config::{
     suggest, BoltDecl, ComponentDecl, ComponentRef, ConfigKeyLoc, Diagnostics, GroupingSpec,
     InputDecl, Loc, PluginDecl, TopologyConfig, WaitOverrides, WaitSpec,
@@ -117,7 +118,8 @@ pub fn bind_with(
         return Err(BindError::Load(load_errors));
     }
     let mut topology =
-        Binder { config, libraries: &libraries, diags: Diagnostics::new() }.bind()?;
+        Binder { config, libraries: &libraries, diags: Diagnostics::new(), buffers: Vec::new() }
+            .bind()?;
     topology.libraries = infos;
     Ok(topology)
 }
@@ -126,6 +128,9 @@ struct Binder<'a> {
     config: &'a TopologyConfig,
     libraries: &'a HashMap<String, Library>,
     diags: Diagnostics,
+    /// What each component's plugin declared its tasks buffer (contract
+    /// 1.3), for the memory estimate.
+    buffers: Vec<PluginBuffers>,
 }
 
 impl<'a> Binder<'a> {
@@ -164,6 +169,7 @@ impl<'a> Binder<'a> {
         if let Some(group) = &config.group {
             self.check_coordinator(group);
         }
+        self.check_budget();
         // A shared mistake (an unknown plugin wait strategy in `[wait.*]`)
         // is met once per component; report it once.
         self.diags.sort();
@@ -202,6 +208,9 @@ impl<'a> Binder<'a> {
             .map(|decl| OutputStream { decl, subscribers: Vec::new() })
             .collect();
         self.check_emits(descriptor, &outputs, (kind, name), reference, *loc);
+        if keys_ok {
+            self.buffer_bytes(descriptor, decl, kind);
+        }
         let wait = self.wait_plans(wait);
         let tasks = first_task..first_task + parallelism;
         Some(component(decl, kind, descriptor, outputs, tasks, wait))
@@ -233,6 +242,41 @@ impl<'a> Binder<'a> {
             self.check_timestamp_field(components, to);
             self.check_inputs(components, to, &bolt.decl.component);
             self.check_keyed_stores(&components[to], bolt);
+        }
+    }
+
+    /// Asks the component's plugin what one task buffers with its config
+    /// (contract 1.3), for the memory estimate; a refusal is reported at
+    /// the component.
+    fn buffer_bytes(&mut self, descriptor: &Descriptor, decl: &ComponentDecl, kind: Kind) {
+        match descriptor.buffer_bytes(&decl.config) {
+            Ok(0) => {}
+            Ok(bytes) => self.buffers.push(PluginBuffers {
+                name: decl.name.clone(),
+                reference: format!("{}::{}", decl.component.alias, decl.component.component),
+                bytes: bytes.saturating_mul(u64::from(decl.parallelism)),
+            }),
+            Err(e) => {
+                let kind = if kind == Kind::Spout { "spout" } else { "bolt" };
+                let message = format!(
+                    "{kind} \"{}\" ({}::{}) refused its config: {e}",
+                    decl.name, decl.component.alias, decl.component.component
+                );
+                self.error(decl.loc, message, None);
+            }
+        }
+    }
+
+    /// The memory estimate again, with what the plugins declared they
+    /// buffer (the estimate without them was checked when the file was
+    /// read): over `memory_budget_mib`, it is reported where that check
+    /// reports.
+    fn check_budget(&mut self) {
+        if self.buffers.is_empty() {
+            return;
+        }
+        if let Some((message, help)) = budget_error(self.config, &self.buffers) {
+            self.error(self.config.budget_loc, message, Some(help));
         }
     }
 

@@ -226,7 +226,33 @@ fn descriptor(
     new: extern "C" fn(RStr<'_>) -> PResult<ComponentBox13>,
 ) -> ComponentExt13 {
     let (declares_stores, stores) = (false, RVec::new());
-    ComponentExt13 { kind, name: name.into(), batch, new, declares_stores, stores }
+    let buffer_bytes = no_buffers;
+    ComponentExt13 { kind, name: name.into(), batch, new, declares_stores, stores, buffer_bytes }
+}
+
+/// A descriptor with `buffer_bytes` set.
+fn with_buffers(
+    mut d: ComponentExt13,
+    buffer_bytes: extern "C" fn(RStr<'_>) -> PResult<u64>,
+) -> ComponentExt13 {
+    d.buffer_bytes = buffer_bytes;
+    d
+}
+
+extern "C" fn no_buffers(_: RStr<'_>) -> PResult<u64> {
+    PResult::ROk(0)
+}
+
+extern "C" fn spout_buffers<S: Spout>(cfg: RStr<'_>) -> PResult<u64> {
+    guard(|| S::buffer_bytes(&ComponentConfig::new(cfg.as_str())).map_err(config))
+}
+
+extern "C" fn bolt_buffers<B: Bolt>(cfg: RStr<'_>) -> PResult<u64> {
+    guard(|| B::buffer_bytes(&ComponentConfig::new(cfg.as_str())).map_err(config))
+}
+
+extern "C" fn basic_buffers<B: BasicBolt>(cfg: RStr<'_>) -> PResult<u64> {
+    guard(|| B::buffer_bytes(&ComponentConfig::new(cfg.as_str())).map_err(config))
 }
 
 /// A bolt's descriptor with the stores it declares (`Bolt::STORES`).
@@ -241,18 +267,23 @@ fn with_stores(mut d: ComponentExt13, declared: Option<&[StoreSpec]>) -> Compone
 
 /// The 1.3 descriptor of a spout: the host calls `next_batch`.
 pub(crate) fn spout_13<S: Spout>() -> ComponentExt13 {
-    descriptor(ComponentKind::SPOUT, S::NAME, true, new_spout::<S>)
+    with_buffers(
+        descriptor(ComponentKind::SPOUT, S::NAME, true, new_spout::<S>),
+        spout_buffers::<S>,
+    )
 }
 
 /// The 1.3 descriptor of a rich bolt: the host calls `execute_batch`.
 pub(crate) fn bolt_13<B: Bolt>() -> ComponentExt13 {
-    with_stores(descriptor(ComponentKind::BOLT, B::NAME, true, new_bolt::<B>), B::STORES)
+    let d = with_stores(descriptor(ComponentKind::BOLT, B::NAME, true, new_bolt::<B>), B::STORES);
+    with_buffers(d, bolt_buffers::<B>)
 }
 
 /// The 1.3 descriptor of a basic bolt: the host calls `execute_batch`,
 /// and the adapter anchors and acks each input.
 pub(crate) fn basic_bolt_13<B: BasicBolt>() -> ComponentExt13 {
-    with_stores(descriptor(ComponentKind::BOLT, B::NAME, true, new_basic::<B>), B::STORES)
+    let d = with_stores(descriptor(ComponentKind::BOLT, B::NAME, true, new_basic::<B>), B::STORES);
+    with_buffers(d, basic_buffers::<B>)
 }
 
 /// The 1.3 descriptor of a windowed bolt: no batch entry point (the host

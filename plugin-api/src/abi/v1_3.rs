@@ -273,4 +273,8 @@ pub struct ComponentExt13 {
     pub declares_stores: bool,
     /// The declared stores.
     pub stores: RVec<StoreDecl>,
+    /// The most bytes one task holds outside the host's queues with this
+    /// config (`Spout::buffer_bytes`, `Bolt::buffer_bytes`): added to the
+    /// host's memory estimate. 0 for a component that declares none.
+    pub buffer_bytes: extern "C" fn(config: RStr<'_>) -> PResult<u64>,
 }

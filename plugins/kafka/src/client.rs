@@ -44,6 +44,10 @@ const RESERVED: &[(&str, &str)] = &[
     ("enable.partition.eof", "the spout does not use end-of-partition events"),
     ("transactional.id", "use delivery = \"exactly-once\" and transactional_id_prefix"),
     ("transaction.timeout.ms", "use the key `transaction_timeout`"),
+    ("queued.max.messages.kbytes", "use the spout's key `prefetch_bytes`"),
+    ("queue.buffering.max.kbytes", "use the bolt's key `buffer_bytes`"),
+    ("enable.idempotence", "use the bolt's key `idempotent`"),
+    ("message.timeout.ms", "use the bolt's key `delivery_timeout`"),
 ];
 
 impl Connection {
@@ -408,6 +412,16 @@ mod tests {
     fn reserved_and_nested_properties_are_refused_with_the_key_to_use() {
         let e = conn("properties = { \"group.id\" = \"g\" }").check().unwrap_err().to_string();
         assert!(e.contains("group_id"), "{e}");
+        // The bounds the memory estimate counts have keys of their own.
+        for (property, key) in [
+            ("queued.max.messages.kbytes", "prefetch_bytes"),
+            ("queue.buffering.max.kbytes", "buffer_bytes"),
+            ("message.timeout.ms", "delivery_timeout"),
+        ] {
+            let text = format!("properties = {{ \"{property}\" = 1 }}");
+            let e = conn(&text).check().unwrap_err().to_string();
+            assert!(e.contains(key), "{e}");
+        }
         let e = conn("properties = { a = [1] }").check().unwrap_err().to_string();
         assert!(e.contains("must be a string"), "{e}");
         assert!(conn("brokers = \" \"").check().is_err());

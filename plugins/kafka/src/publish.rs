@@ -58,6 +58,7 @@ squall_connector::connector_config! {
         header_fields: Vec<String> = default(Array, "[]", "fields sent as headers, named after the field"),
         idempotent: bool = default(Bool, "true", "enable.idempotence: librdkafka's retries never write a record twice"),
         max_in_flight: usize = default(Integer, "10000", "records awaiting their delivery report before execute waits"),
+        buffer_bytes: u64 = default(Integer, "33554432", "queue.buffering.max.kbytes: bytes of records librdkafka holds unsent or unconfirmed, per task (1 MiB ... 2 GiB); execute waits while it is full"),
         #[serde(deserialize_with = "squall_connector::config::duration")]
         delivery_timeout: Duration = default(Duration, "\"30s\"", "message.timeout.ms: a record not delivered by then fails its input"),
         create_partitions: Option<i32> = maybe(Integer, "create the (literal) topic in prepare if missing, with this many partitions"),
@@ -92,6 +93,7 @@ impl PublishConfig {
         let mut fixed = vec![
             ("enable.idempotence", self.idempotent.to_string()),
             ("message.timeout.ms", self.delivery_timeout.as_millis().to_string()),
+            ("queue.buffering.max.kbytes", (self.buffer_bytes / 1024).to_string()),
         ];
         if self.delivery == Delivery::ExactlyOnce {
             let t = self.transaction_timeout.as_millis().to_string();
@@ -297,12 +299,20 @@ impl Bolt for KafkaPublish {
     /// `cleanup` flushes for at most `delivery_timeout` (at most 5 minutes).
     const CLOSE_BUDGET: Option<Duration> = Some(Duration::from_secs(300));
 
+    /// What `buffer_bytes` bounds: librdkafka's queue of records.
+    fn buffer_bytes(config: &ComponentConfig<'_>) -> Result<u64> {
+        Ok(PublishConfig::parse(config)?.buffer_bytes)
+    }
+
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
         let config = PublishConfig::parse(config)?;
         config.connection.check()?;
         let template = TopicTemplate::parse(&config.topic)?;
         if config.max_in_flight == 0 || config.max_in_flight > 1_000_000 {
             return Err("max_in_flight must be 1 ... 1000000".into());
+        }
+        if !(1 << 20..=1 << 31).contains(&config.buffer_bytes) {
+            return Err("buffer_bytes must be 1048576 ... 2147483648 (1 MiB ... 2 GiB)".into());
         }
         if config.delivery_timeout < Duration::from_millis(100)
             || config.delivery_timeout > Duration::from_secs(300)
@@ -774,6 +784,12 @@ mod tests {
         let c = config.client_config().unwrap();
         assert_eq!(c.get("enable.idempotence"), Some("true"));
         assert_eq!(c.get("message.timeout.ms"), Some("2000"));
+        assert_eq!(c.get("queue.buffering.max.kbytes"), Some("32768"), "buffer_bytes' default");
+        let buffers = |t: &str| KafkaPublish::buffer_bytes(&ComponentConfig::new(t));
+        assert_eq!(buffers("topic = \"t\"\nbuffer_bytes = 2097152").unwrap(), 2 << 20);
+        assert!(
+            KafkaPublish::new(&ComponentConfig::new("topic = \"t\"\nbuffer_bytes = 1")).is_err()
+        );
         let e = PublishConfig::parse(&ComponentConfig::new("topic = \"t\"\nbrokerz = \"x\""));
         assert!(e.unwrap_err().to_string().contains("`brokerz`"));
     }

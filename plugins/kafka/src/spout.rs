@@ -289,7 +289,6 @@ impl SpoutConfig {
         self.connection.client_config(
             &[
                 ("partition.assignment.strategy", "cooperative-sticky".into()),
-                ("queued.max.messages.kbytes", queue_kib.to_string()),
                 // librdkafka stops fetching a partition whose queue is over
                 // queued.max.messages.kbytes (or queued.min.messages) for
                 // this long, even when the topology drains it at once: its
@@ -305,6 +304,7 @@ impl SpoutConfig {
                 ("enable.auto.offset.store", "false".into()),
                 ("enable.partition.eof", "false".into()),
                 ("auto.offset.reset", reset.into()),
+                ("queued.max.messages.kbytes", queue_kib.to_string()),
             ],
         )
     }
@@ -1929,6 +1929,11 @@ impl Spout for KafkaSpout {
         Ok(())
     }
 
+    /// What `prefetch_bytes` bounds: librdkafka's queue and the feed.
+    fn buffer_bytes(config: &ComponentConfig<'_>) -> Result<u64> {
+        Ok(SpoutConfig::parse(config)?.prefetch_bytes)
+    }
+
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
         let config = SpoutConfig::parse(config)?;
         let assign = config.check()?;
@@ -2561,6 +2566,9 @@ mod tests {
         let text = format!("{text}\nproperties = {{ \"fetch.queue.backoff.ms\" = 100 }}");
         let config = SpoutConfig::parse(&ComponentConfig::new(&text)).unwrap();
         assert_eq!(config.client_config().unwrap().get("fetch.queue.backoff.ms"), Some("100"));
+        // What the host's memory estimate counts per task.
+        let text = "assign = [\"t\"]\ngroup_id = \"g\"\nprefetch_bytes = 1048576";
+        assert_eq!(KafkaSpout::buffer_bytes(&ComponentConfig::new(text)).unwrap(), 1 << 20);
     }
 
     #[test]

@@ -2,8 +2,8 @@
 
 use crate::abi::InputDecl;
 use crate::{
-    BasicCollector, BoltCollector, ComponentConfig, ConfigKey, OutputDeclarer, Result, State,
-    TaskContext, Tuple,
+    BasicBatchCollector, BasicCollector, BoltCollector, ComponentConfig, ConfigKey, OutputDeclarer,
+    Result, State, TaskContext, Tuple,
 };
 
 /// A processing step that anchors and acks by itself, like Storm's `IRichBolt`.
@@ -251,6 +251,33 @@ pub trait BasicBolt: Send + Sized + 'static {
     /// # Errors
     /// An error fails the input tuple (and so its whole tree).
     fn execute(&mut self, input: &Tuple<'_>, collector: &mut BasicCollector<'_>) -> Result<()>;
+
+    /// Contract 1.3: processes a run of inputs in one call (one boundary
+    /// crossing for the whole run). The default takes them one by one and
+    /// calls [`execute`](Self::execute) on each, with
+    /// [`collector.for_input(input)`](BasicBatchCollector::for_input), so
+    /// that each input's emits are anchored to it. A bolt may override it
+    /// to work on the whole run at once: take the inputs from `inputs`
+    /// (`for input in inputs`, or `inputs.take_all()`) and emit each one's
+    /// tuples through `collector.for_input(input)` or, one tuple per input,
+    /// [`collector.emit_each`](BasicBatchCollector::emit_each). When the
+    /// call returns `Ok` the host acks every input taken, as it acks each
+    /// input whose `execute` returned `Ok`.
+    ///
+    /// # Errors
+    /// An error fails the input taken last ([`Inputs`](crate::Inputs)
+    /// counts them) and the host acks the ones taken before it; the inputs
+    /// not taken yet are handed to the next call.
+    fn execute_batch(
+        &mut self,
+        inputs: &mut crate::Inputs<'_, '_>,
+        collector: &mut BasicBatchCollector<'_>,
+    ) -> Result<()> {
+        for input in inputs {
+            self.execute(input, collector.for_input(input))?;
+        }
+        Ok(())
+    }
 
     /// Called once at shutdown.
     fn cleanup(&mut self) {}

@@ -7,7 +7,7 @@
 use abi_stable::std_types::ROption;
 
 use crate::abi::{BoltOutputMut, OutputMut, SpoutOutputMut};
-use crate::{Anchor, MessageId, StreamId, Value};
+use crate::{Anchor, MessageId, StreamId, Tuple, Value};
 
 /// Handed to a spout's `next_tuple`.
 ///
@@ -218,8 +218,8 @@ impl BoltOut<'_> {
                     return;
                 }
                 let arity = values.len() / count;
-                for tuple in values.chunks_exact(arity) {
-                    self.emit(stream, tuple, anchors);
+                for i in 0..count {
+                    self.emit(stream, &values[i * arity..(i + 1) * arity], anchors);
                 }
             }
         }
@@ -433,6 +433,116 @@ impl<'a> BasicCollector<'a> {
     }
 }
 
+/// Handed to a [`BasicBolt`](crate::BasicBolt)'s `execute_batch` (contract
+/// 1.3): a run of inputs in one call, whose emits the host does not anchor
+/// for the bolt. Every emit names the input it belongs to, so it is
+/// anchored exactly as it would be in one `execute` call per input:
+/// through [`for_input`](Self::for_input), a [`BasicCollector`] for one
+/// input, or [`emit_each`](Self::emit_each), one tuple per input of a run.
+/// The host acks the inputs taken from [`Inputs`](crate::Inputs) when the
+/// call returns, as it acks each input whose `execute` returned `Ok`.
+pub struct BasicBatchCollector<'a> {
+    basic: BasicCollector<'a>,
+}
+
+impl<'a> BasicBatchCollector<'a> {
+    /// Wraps the host's contract 1.0 output object (also what
+    /// [`Recorder::output`](crate::testing::Recorder::output) returns):
+    /// `emit_each` then emits the tuples one by one.
+    pub fn new(output: OutputMut<'a>) -> Self {
+        Self { basic: BasicCollector::new(output) }
+    }
+
+    /// Wraps the host's contract 1.2 bolt output object (also what
+    /// [`Recorder::bolt_output`](crate::testing::Recorder::bolt_output)
+    /// returns).
+    pub fn from_bolt_output(output: BoltOutputMut<'a>) -> Self {
+        Self { basic: BasicCollector::from_bolt_output(output) }
+    }
+
+    pub(crate) fn from_out(output: BoltOut<'a>) -> Self {
+        Self { basic: BasicCollector::from_out(output) }
+    }
+
+    /// The collector for `input`'s emits: each is anchored to it (not at
+    /// all when it is untracked), as in `execute(input, collector)`.
+    #[inline]
+    pub fn for_input(&mut self, input: &Tuple<'_>) -> &mut BasicCollector<'a> {
+        self.basic.set_input(input.anchor());
+        &mut self.basic
+    }
+
+    /// Emits one tuple per input on the default stream: `values` holds
+    /// them back to back, the same number of values for each (so
+    /// `values.len()` is `inputs.len()` times the stream's field count), and
+    /// tuple `i` is anchored to `inputs[i]`, as `for_input(&inputs[i])
+    /// .emit(..)` would anchor it. A row of untracked inputs (a topology
+    /// without ackers: every input) goes to the host in one `emit_many`
+    /// call; a tracked input's tuple in an `emit` of its own. A call whose
+    /// length does not split evenly emits nothing and is counted as an
+    /// error of the bolt, as `emit_many`'s is.
+    ///
+    /// ```
+    /// # use squall_plugin_api::prelude::*;
+    /// # use squall_plugin_api::testing::Recorder;
+    /// let values = [[Value::U64(1)], [Value::U64(2)]];
+    /// let inputs: Vec<Tuple<'_>> =
+    ///     values.iter().map(|v| Tuple::new(v, &[], "numbers", "default", 0, Anchor::NONE)).collect();
+    /// let mut recorder = Recorder::default();
+    /// let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
+    /// // Every input once more, doubled: one call for the untracked run.
+    /// let doubled: Vec<Value> =
+    ///     inputs.iter().map(|t| Value::U64(2 * t.values()[0].as_u64().unwrap())).collect();
+    /// collector.emit_each(&inputs, &doubled);
+    /// # drop(collector);
+    /// # assert_eq!(recorder.emit_many_calls, [2]);
+    /// ```
+    pub fn emit_each(&mut self, inputs: &[Tuple<'_>], values: &[Value]) {
+        self.emit_each_to(StreamId::DEFAULT, inputs, values);
+    }
+
+    /// Emits one tuple per input on a declared, non-direct stream, as
+    /// [`emit_each`](Self::emit_each).
+    pub fn emit_each_to(&mut self, stream: StreamId, inputs: &[Tuple<'_>], values: &[Value]) {
+        let fits = if inputs.is_empty() {
+            values.is_empty()
+        } else {
+            values.len().is_multiple_of(inputs.len())
+        };
+        if !fits {
+            // The host refuses it, and counts the error, as it does a
+            // mis-shaped `emit_many`.
+            self.basic.output.emit_many(stream, inputs.len(), values, &[]);
+            return;
+        }
+        let Some(arity) = values.len().checked_div(inputs.len()) else { return };
+        let mut start = 0;
+        while start < inputs.len() {
+            let anchor = inputs[start].anchor();
+            if anchor != Anchor::NONE {
+                let tuple = &values[start * arity..(start + 1) * arity];
+                self.basic.output.emit(stream, tuple, &[anchor]);
+                start += 1;
+                continue;
+            }
+            // A row of untracked inputs: their tuples carry no anchor.
+            let end = inputs[start..]
+                .iter()
+                .position(|t| t.anchor() != Anchor::NONE)
+                .map_or(inputs.len(), |n| start + n);
+            let run = &values[start * arity..end * arity];
+            self.basic.output.emit_many(stream, end - start, run, &[]);
+            start = end;
+        }
+    }
+}
+
+impl std::fmt::Debug for BasicBatchCollector<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BasicBatchCollector")
+    }
+}
+
 /// The anchors a basic bolt's emit carries: none when the host anchors it.
 #[inline]
 fn anchor_slice(anchor: &Option<[Anchor; 1]>) -> &[Anchor] {
@@ -517,6 +627,70 @@ mod tests {
         assert_eq!(recorder.emitted[1].values, &values[2..]);
         assert_eq!(recorder.emitted[1].stream, 1);
         assert_eq!(recorder.emitted[1].message_id, Some(MessageId(2)));
+    }
+
+    /// Two-value inputs, with these anchors (0: untracked).
+    fn run_of(anchors: &[u64], values: &[Value]) -> Vec<Tuple<'static>> {
+        let values: &'static [Value] = Vec::leak(values.to_vec());
+        anchors
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| {
+                let anchor = if a == 0 { Anchor::NONE } else { Anchor(a) };
+                Tuple::new(&values[2 * i..2 * i + 2], &[], "up", "default", 0, anchor)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn emit_each_anchors_every_tuple_to_its_input_and_sends_untracked_rows_in_one_call() {
+        let values = words(&["a", "1", "b", "2", "c", "3", "d", "4", "e", "5", "f", "6"]);
+        let inputs = run_of(&[0, 0, 5, 0, 7, 0], &values);
+        let mut recorder = Recorder::default();
+        let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
+        collector.emit_each(&inputs, &values);
+        drop(collector);
+        assert_eq!(recorder.emit_many_calls, [2, 1, 1], "one call per untracked row");
+        let anchors: Vec<_> = recorder.emitted.iter().map(|e| e.anchors.clone()).collect();
+        let none = Vec::new;
+        assert_eq!(
+            anchors,
+            [none(), none(), vec![Anchor(5)], none(), vec![Anchor(7)], none()],
+            "as for_input(input).emit(..) per input"
+        );
+        let tuples: Vec<_> = recorder.emitted.iter().map(|e| e.values.clone()).collect();
+        let expected: Vec<_> = values.chunks(2).map(<[Value]>::to_vec).collect();
+        assert_eq!(tuples, expected);
+
+        // A run with no tracked input: one call for all of it.
+        let inputs = run_of(&[0; 6], &values);
+        let mut recorder = Recorder::default();
+        let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
+        collector.emit_each(&inputs, &values);
+        drop(collector);
+        assert_eq!(recorder.emit_many_calls, [6]);
+        assert!(recorder.emitted.iter().all(|e| e.anchors.is_empty()));
+    }
+
+    #[test]
+    fn emit_each_refuses_values_that_do_not_split_over_the_inputs() {
+        let values = words(&["a", "1", "b", "2"]);
+        let inputs = run_of(&[0, 3], &values);
+        let mut recorder = Recorder::default();
+        let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
+        collector.emit_each(&inputs, &values[..3]);
+        collector.emit_each(&[], &values[..1]);
+        collector.emit_each(&[], &[]);
+        drop(collector);
+        assert_eq!((recorder.refused, recorder.emitted.len()), (2, 0));
+        // On a 1.0 output, one emit per tuple, anchored alike.
+        let mut recorder = Recorder::default();
+        let mut collector = BasicBatchCollector::new(recorder.output());
+        collector.emit_each(&inputs, &values);
+        collector.for_input(&inputs[1]).emit(&values[..2]);
+        drop(collector);
+        let anchors: Vec<_> = recorder.emitted.iter().map(|e| e.anchors.clone()).collect();
+        assert_eq!(anchors, [vec![], vec![Anchor(3)], vec![Anchor(3)]]);
     }
 
     #[test]

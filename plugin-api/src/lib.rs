@@ -28,8 +28,10 @@
 //!   built against 1.0 and 1.1
 //!   keep loading and working in a 1.2 host.
 //! - Contract 1.3: batches across the boundary. The host hands a bolt a
-//!   run of inputs in one call ([`Bolt::execute_batch`], which by default
-//!   calls `execute` on each; basic bolts get it from the adapter) and lets
+//!   run of inputs in one call ([`Bolt::execute_batch`] and
+//!   [`BasicBolt::execute_batch`], which by default call `execute` on
+//!   each; a basic bolt's emits name their input through a
+//!   [`BasicBatchCollector`]) and lets
 //!   a spout emit up to a bound in one call ([`Spout::next_batch`], which by
 //!   default calls `next_tuple` until it emits nothing). Group
 //!   coordinators ([`Coordinator`]) are a new component kind. Libraries
@@ -152,7 +154,7 @@ mod window;
 pub use abi::{InputDecl, State, StateEntry};
 pub use batch::Inputs;
 pub use bolt::{BasicBolt, Bolt};
-pub use collector::{BasicCollector, BoltCollector, SpoutCollector};
+pub use collector::{BasicBatchCollector, BasicCollector, BoltCollector, SpoutCollector};
 pub use config::ComponentConfig;
 pub use context::{ComponentTasks, OutputDeclarer, StreamDecl, TaskContext, TaskContextBuilder};
 pub use coordinator::{Coordinator, PartitionSpout};
@@ -199,10 +201,10 @@ pub mod prelude {
     /// What [`Grouping::prepare`](crate::Grouping::prepare) is given.
     pub use crate::abi::GroupingContext;
     pub use crate::{
-        Anchor, BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, ConfigKey,
-        Coordinator, Error, Grouping, InputDecl, Inputs, KeyKind, KeyValueState, MessageId,
-        OutputDeclarer, Result, Spout, SpoutCollector, State, StateBackend, StoreSpec, Stores,
-        StreamId, TaskContext, Tuple, Value, ValueState, WaitSituation, WaitStrategy, Waker,
-        Window, WindowSize, WindowSpec, WindowedBolt,
+        Anchor, BasicBatchCollector, BasicBolt, BasicCollector, Bolt, BoltCollector,
+        ComponentConfig, ConfigKey, Coordinator, Error, Grouping, InputDecl, Inputs, KeyKind,
+        KeyValueState, MessageId, OutputDeclarer, Result, Spout, SpoutCollector, State,
+        StateBackend, StoreSpec, Stores, StreamId, TaskContext, Tuple, Value, ValueState,
+        WaitSituation, WaitStrategy, Waker, Window, WindowSize, WindowSpec, WindowedBolt,
     };
 }

@@ -361,6 +361,123 @@ mod tests {
         }
     }
 
+    /// Emits each input twice, as two one-tuple emits; errs on "bad".
+    struct Twice;
+
+    impl BasicBolt for Twice {
+        const NAME: &'static str = "Twice";
+
+        fn new(_config: &ComponentConfig<'_>) -> crate::Result<Self> {
+            Ok(Twice)
+        }
+
+        fn execute(
+            &mut self,
+            input: &Tuple<'_>,
+            collector: &mut crate::BasicCollector<'_>,
+        ) -> crate::Result<()> {
+            if input.values()[0] == crate::Value::from("bad") {
+                return Err("bad".into());
+            }
+            collector.emit(input.values());
+            collector.emit(input.values());
+            Ok(())
+        }
+    }
+
+    /// Re-emits a run with one `emit_each`.
+    struct Each;
+
+    impl BasicBolt for Each {
+        const NAME: &'static str = "Each";
+
+        fn new(_config: &ComponentConfig<'_>) -> crate::Result<Self> {
+            Ok(Each)
+        }
+
+        fn execute(
+            &mut self,
+            _input: &Tuple<'_>,
+            _collector: &mut crate::BasicCollector<'_>,
+        ) -> crate::Result<()> {
+            Err("execute_batch only".into())
+        }
+
+        fn execute_batch(
+            &mut self,
+            inputs: &mut Inputs<'_, '_>,
+            collector: &mut crate::BasicBatchCollector<'_>,
+        ) -> crate::Result<()> {
+            let run = inputs.take_all();
+            let values: Vec<_> = run.iter().flat_map(|t| t.values().iter().cloned()).collect();
+            collector.emit_each(run, &values);
+            Ok(())
+        }
+    }
+
+    /// `execute_batch` through the 1.3 boundary on `tuples` (anchors as
+    /// given; 0: untracked), returning what it recorded, `taken` and
+    /// whether it returned `Ok`.
+    fn basic_batch<B: BasicBolt>(
+        words: &[&str],
+        anchors: &[u64],
+    ) -> (crate::testing::Recorder, u32, bool) {
+        let values: Vec<crate::Value> = words.iter().map(|w| crate::Value::from(*w)).collect();
+        let tuples: Vec<Tuple<'_>> = values
+            .iter()
+            .zip(anchors)
+            .map(|(v, &a)| {
+                let anchor = if a == 0 { crate::Anchor::NONE } else { crate::Anchor(a) };
+                Tuple::new(std::slice::from_ref(v), &[], "up", "default", 0, anchor)
+            })
+            .collect();
+        let ComponentBox13::Bolt(mut bolt) = (basic_bolt_13::<B>().new)("".into()).unwrap() else {
+            panic!("a bolt box");
+        };
+        let mut recorder = crate::testing::Recorder::default();
+        let mut taken = 0;
+        let ok = bolt
+            .execute_batch(tuples.as_slice().into(), recorder.bolt_output(), &mut taken)
+            .is_ok();
+        (recorder, taken, ok)
+    }
+
+    fn anchors_of(recorder: &crate::testing::Recorder) -> Vec<Vec<u64>> {
+        recorder.emitted.iter().map(|e| e.anchors.iter().map(|a| a.0).collect()).collect()
+    }
+
+    #[test]
+    fn a_basic_bolts_batch_anchors_each_emit_to_its_input_and_acks_nothing_itself() {
+        let (recorder, taken, ok) = basic_batch::<Twice>(&["a", "b", "c"], &[4, 0, 6]);
+        assert!(ok);
+        assert_eq!(taken, 3);
+        assert_eq!(anchors_of(&recorder), [vec![4], vec![4], vec![], vec![], vec![6], vec![6]]);
+        assert_eq!(recorder.first_strings(), ["a", "a", "b", "b", "c", "c"]);
+        assert!(recorder.acked.is_empty() && recorder.failed.is_empty(), "the host acks");
+
+        // An error stops the run at the input that erred: the host fails it
+        // (input `taken - 1`), acks the ones before it, and hands the rest on.
+        let (recorder, taken, ok) = basic_batch::<Twice>(&["a", "bad", "c"], &[4, 5, 6]);
+        assert!(!ok);
+        assert_eq!(taken, 2);
+        assert_eq!(anchors_of(&recorder), [vec![4], vec![4]]);
+        assert!(recorder.acked.is_empty() && recorder.failed.is_empty());
+    }
+
+    #[test]
+    fn a_basic_bolt_may_emit_a_whole_run_at_once_each_tuple_anchored_to_its_input() {
+        let (recorder, taken, ok) = basic_batch::<Each>(&["a", "b", "c", "d"], &[0, 0, 0, 0]);
+        assert!(ok);
+        assert_eq!(taken, 4);
+        assert_eq!(recorder.emit_many_calls, [4], "one call for the untracked run");
+        assert_eq!(recorder.first_strings(), ["a", "b", "c", "d"]);
+        let (recorder, taken, ok) = basic_batch::<Each>(&["a", "b", "c", "d"], &[0, 0, 3, 0]);
+        assert!(ok && taken == 4);
+        assert_eq!(recorder.emit_many_calls, [2, 1]);
+        assert_eq!(anchors_of(&recorder), [vec![], vec![], vec![3], vec![]]);
+        assert!(recorder.acked.is_empty() && recorder.failed.is_empty(), "the host acks");
+    }
+
     #[test]
     fn a_coordinator_is_listed_in_1_1_and_1_3_and_answers_through_the_boundary() {
         let mut builder = CatalogueBuilder::new("demo", "0.1.0");

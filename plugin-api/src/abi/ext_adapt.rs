@@ -15,9 +15,9 @@ use super::guard::to_plugin_error;
 use super::{guard, ComponentKind, InputDecl, OutputMut, PResult, TaskContext, TaskExt};
 use crate::collector::BoltOut;
 use crate::{
-    BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig, ConfigKey, ErrorKind,
-    Grouping, MessageId, OutputDeclarer, Spout, SpoutCollector, StreamDecl, Tuple, Value, Waker,
-    Window, WindowedBolt,
+    BasicBatchCollector, BasicBolt, BasicCollector, Bolt, BoltCollector, ComponentConfig,
+    ConfigKey, ErrorKind, Grouping, MessageId, OutputDeclarer, Spout, SpoutCollector, StreamDecl,
+    Tuple, Value, Waker, Window, WindowedBolt,
 };
 
 pub(crate) fn runtime(e: crate::Error) -> crate::PluginError {
@@ -213,20 +213,16 @@ impl<B: BasicBolt> AnyBolt for Basic<B> {
     fn execute(&mut self, input: &Tuple<'_>, output: BoltOut<'_>) -> crate::Result<()> {
         self.0.execute(input, &mut BasicCollector::from_out(output))
     }
-    /// Each input's emits are anchored to it; the host acks the inputs
-    /// whose `execute` returned `Ok` once the call returns (it knows them
-    /// from how far the bolt got), as it does for one call per tuple.
+    /// Each input's emits are anchored to it (the bolt's `execute_batch`
+    /// names the input of every emit); the host acks the inputs taken
+    /// once the call returns (it knows them from how far the bolt got), as
+    /// it does for one call per tuple.
     fn execute_batch(
         &mut self,
         inputs: &mut crate::Inputs<'_, '_>,
         output: BoltOut<'_>,
     ) -> crate::Result<()> {
-        let mut collector = BasicCollector::from_out(output);
-        for input in inputs {
-            collector.set_input(input.anchor());
-            self.0.execute(input, &mut collector)?;
-        }
-        Ok(())
+        self.0.execute_batch(inputs, &mut BasicBatchCollector::from_out(output))
     }
     fn cleanup(&mut self) {
         self.0.cleanup();

@@ -3,7 +3,8 @@
 //!
 //! # Overview
 //! Benchmark plumbing:
-//! - [`ConstSpout`] emits one constant string, `per_call` tuples per call;
+//! - [`ConstSpout`] emits one constant string, `per_call` tuples per call
+//!   (a contract 1.3 host's whole batch per `next_batch`);
 //!   [`EmptySpout`] never emits (idle CPU).
 //! - [`NullBolt`] discards; [`IdBolt`] re-emits; [`SleepBolt`] re-emits after a
 //!   pause (a slow consumer for backpressure); [`PackBolt`] packs a tuple's

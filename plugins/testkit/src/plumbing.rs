@@ -59,6 +59,12 @@ fn default_per_call() -> u32 {
 /// With `per_call` above 1 the tuples of a call go out in one
 /// [`SpoutCollector::emit_many`] (or `emit_many_with_ids`), from a buffer of
 /// copies built once.
+///
+/// A contract 1.3 host calls [`Spout::next_batch`] instead: it emits the
+/// `max` tuples the host asks for (fewer when `limit` is near) in one
+/// `emit_many` (or `emit_many_with_ids`) per [`MANY_CHUNK`] tuples,
+/// whatever `per_call` says; with `fresh` it emits them one by one, each
+/// with its own copy, as `next_tuple` does.
 #[derive(Debug)]
 pub struct ConstSpout {
     value: Value,
@@ -70,8 +76,8 @@ pub struct ConstSpout {
     per_call: u32,
     /// Tuples emitted so far; also the next message id.
     emitted: u64,
-    /// With `per_call` above 1: the values of up to [`MANY_CHUNK`] tuples,
-    /// back to back, handed to `emit_many`.
+    /// With `per_call` above 1, or once `next_batch` was called: the values
+    /// of up to [`MANY_CHUNK`] tuples, back to back, handed to `emit_many`.
     many: Vec<Value>,
     /// The message ids of one `emit_many_with_ids` call (reused).
     ids: Vec<MessageId>,
@@ -160,6 +166,31 @@ impl Spout for ConstSpout {
         if self.per_call > 1 {
             return self.emit_many(count, collector);
         }
+        self.emit_one_by_one(count, collector);
+        Ok(())
+    }
+
+    fn next_batch(&mut self, max: usize, collector: &mut SpoutCollector<'_>) -> Result<()> {
+        let mut count = max as u64;
+        if let Some(limit) = self.limit {
+            count = count.min(limit.saturating_sub(self.emitted));
+        }
+        if self.fresh {
+            // Every tuple its own copy: a buffer would share one.
+            self.emit_one_by_one(count, collector);
+            return Ok(());
+        }
+        let arity = 1 + self.extra_values;
+        if self.many.len() < MANY_CHUNK * arity {
+            self.many.resize(MANY_CHUNK * arity, self.value.clone());
+        }
+        self.emit_many(count, collector)
+    }
+}
+
+impl ConstSpout {
+    /// Emits `count` tuples with one `emit` (or `emit_with_id`) each.
+    fn emit_one_by_one(&mut self, count: u64, collector: &mut SpoutCollector<'_>) {
         let fresh;
         let wrong;
         let values = if self.extra_values > 0 {
@@ -179,11 +210,8 @@ impl Spout for ConstSpout {
             }
             self.emitted += 1;
         }
-        Ok(())
     }
-}
 
-impl ConstSpout {
     /// Emits `count` tuples with `emit_many`, [`MANY_CHUNK`] at most per call.
     fn emit_many(&mut self, mut count: u64, collector: &mut SpoutCollector<'_>) -> Result<()> {
         let arity = 1 + self.extra_values;
@@ -244,11 +272,30 @@ impl BasicBolt for NullBolt {
     fn execute(&mut self, _input: &Tuple<'_>, _collector: &mut BasicCollector<'_>) -> Result<()> {
         Ok(())
     }
+
+    /// Takes the whole run at once (the host acks what it took).
+    fn execute_batch(
+        &mut self,
+        inputs: &mut Inputs<'_, '_>,
+        _collector: &mut BasicBatchCollector<'_>,
+    ) -> Result<()> {
+        inputs.take_all();
+        Ok(())
+    }
 }
 
 /// Re-emits every input's values unchanged on `["value"]`.
-#[derive(Debug)]
-pub struct IdBolt;
+///
+/// A contract 1.3 host hands it a run of inputs per call: when they all
+/// have as many values, it re-emits the run with one
+/// [`BasicBatchCollector::emit_each`] (one `emit_many` for a row of
+/// untracked inputs), each tuple anchored to its input as one `execute`
+/// per input would; else one emit per input.
+#[derive(Debug, Default)]
+pub struct IdBolt {
+    /// The values of a run, back to back (reused; empty between calls).
+    run: Vec<Value>,
+}
 
 impl BasicBolt for IdBolt {
     const NAME: &'static str = "IdBolt";
@@ -261,11 +308,33 @@ impl BasicBolt for IdBolt {
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
         parse_no_config(config)?;
-        Ok(IdBolt)
+        Ok(IdBolt::default())
     }
 
     fn execute(&mut self, input: &Tuple<'_>, collector: &mut BasicCollector<'_>) -> Result<()> {
         collector.emit(input.values());
+        Ok(())
+    }
+
+    fn execute_batch(
+        &mut self,
+        inputs: &mut Inputs<'_, '_>,
+        collector: &mut BasicBatchCollector<'_>,
+    ) -> Result<()> {
+        let run = inputs.take_all();
+        let arity = run.first().map_or(0, |t| t.values().len());
+        if run.iter().any(|t| t.values().len() != arity) {
+            // Inputs of different shapes: each emit is checked on its own.
+            for input in run {
+                collector.for_input(input).emit(input.values());
+            }
+            return Ok(());
+        }
+        for input in run {
+            self.run.extend_from_slice(input.values());
+        }
+        collector.emit_each(run, &self.run);
+        self.run.clear();
         Ok(())
     }
 }
@@ -418,6 +487,114 @@ mod tests {
     }
 
     #[test]
+    fn const_spout_next_batch_emits_max_tuples_in_one_emit_many_per_chunk() {
+        let mut spout = const_spout("");
+        let mut recorder = Recorder::default();
+        spout.next_batch(1000, &mut SpoutCollector::from_ext(recorder.spout_output())).unwrap();
+        spout.next_batch(2500, &mut SpoutCollector::from_ext(recorder.spout_output())).unwrap();
+        assert_eq!(recorder.emit_many_calls, [1000, 1024, 1024, 452], "not one call per tuple");
+        assert!(recorder.emitted.iter().all(|e| e.values == [Value::from("hello")]));
+        assert!(recorder.emitted.iter().all(|e| e.message_id.is_none()));
+
+        // Reliable: sequential ids, up to the limit, then nothing; the
+        // shape of `extra_values` kept; `per_call` is next_tuple's only.
+        let mut spout =
+            const_spout("reliable = true\nlimit = 1500\nper_call = 7\nextra_values = 1");
+        let mut recorder = Recorder::default();
+        for _ in 0..3 {
+            spout.next_batch(1000, &mut SpoutCollector::from_ext(recorder.spout_output())).unwrap();
+        }
+        assert_eq!(recorder.emit_many_calls, [1000, 500]);
+        let ids: Vec<_> = recorder.emitted.iter().map(|e| e.message_id.unwrap().0).collect();
+        assert_eq!(ids, (0..1500).collect::<Vec<_>>());
+        assert!(recorder.emitted.iter().all(|e| e.values.len() == 2));
+    }
+
+    #[test]
+    fn const_spout_next_batch_with_fresh_gives_every_tuple_its_own_copy() {
+        let mut spout = const_spout(&format!("value = \"{}\"\nfresh = true", "z".repeat(40)));
+        let mut recorder = Recorder::default();
+        spout.next_batch(3, &mut SpoutCollector::from_ext(recorder.spout_output())).unwrap();
+        assert!(recorder.emit_many_calls.is_empty());
+        assert_eq!(recorder.emitted.len(), 3, "one emit each, no buffer of copies");
+        assert!(recorder.emitted.iter().all(|e| matches!(e.values[0], Value::Str(_))));
+    }
+
+    /// `tuples` as inputs: each a tuple of its values, anchored as given
+    /// (0: untracked).
+    fn inputs_of<'a>(values: &'a [Vec<Value>], anchors: &[u64]) -> Vec<Tuple<'a>> {
+        values
+            .iter()
+            .zip(anchors)
+            .map(|(v, &a)| {
+                let anchor = if a == 0 { Anchor::NONE } else { Anchor(a) };
+                Tuple::new(v, &[], "spout", "default", 1, anchor)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn id_bolt_re_emits_a_run_in_one_call_each_tuple_anchored_to_its_input() {
+        let values: Vec<Vec<Value>> = (0..64_u64).map(|i| vec![Value::U64(i)]).collect();
+        let mut bolt = IdBolt::default();
+        let mut taken = 0;
+        let mut recorder = Recorder::default();
+        let tuples = inputs_of(&values, &[0; 64]);
+        let mut inputs = Inputs::new(&tuples, &mut taken);
+        let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
+        bolt.execute_batch(&mut inputs, &mut collector).unwrap();
+        drop(collector);
+        assert_eq!(taken, 64, "every input taken: the host acks them all");
+        assert_eq!(recorder.emit_many_calls, [64], "one call for the untracked run");
+        let emitted: Vec<_> = recorder.emitted.iter().map(|e| e.values.clone()).collect();
+        assert_eq!(emitted, values);
+        assert!(recorder.emitted.iter().all(|e| e.anchors.is_empty()));
+
+        // Tracked inputs: each tuple anchored to its own input.
+        let mut recorder = Recorder::default();
+        let tuples = inputs_of(&values[..3], &[11, 0, 13]);
+        let mut inputs = Inputs::new(&tuples, &mut taken);
+        let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
+        bolt.execute_batch(&mut inputs, &mut collector).unwrap();
+        drop(collector);
+        assert_eq!(taken, 3);
+        let anchors: Vec<_> = recorder.emitted.iter().map(|e| e.anchors.clone()).collect();
+        assert_eq!(anchors, [vec![Anchor(11)], vec![], vec![Anchor(13)]]);
+        assert_eq!(recorder.emitted[2].values, values[2]);
+        assert!(recorder.acked.is_empty() && recorder.failed.is_empty(), "the host acks");
+
+        // Inputs of two shapes: one emit each, each checked on its own.
+        let mixed = vec![vec![Value::U64(1)], vec![Value::U64(2), Value::U64(3)]];
+        let mut recorder = Recorder::default();
+        let tuples = inputs_of(&mixed, &[21, 22]);
+        let mut inputs = Inputs::new(&tuples, &mut taken);
+        let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
+        bolt.execute_batch(&mut inputs, &mut collector).unwrap();
+        drop(collector);
+        assert!(recorder.emit_many_calls.is_empty());
+        let emitted: Vec<_> =
+            recorder.emitted.iter().map(|e| (e.values.clone(), e.anchors.clone())).collect();
+        assert_eq!(
+            emitted,
+            [(mixed[0].clone(), vec![Anchor(21)]), (mixed[1].clone(), vec![Anchor(22)])]
+        );
+    }
+
+    #[test]
+    fn null_bolt_takes_a_whole_run_and_emits_nothing() {
+        let values: Vec<Vec<Value>> = (0..5_u64).map(|i| vec![Value::U64(i)]).collect();
+        let tuples = inputs_of(&values, &[1, 2, 3, 4, 5]);
+        let mut taken = 0;
+        let mut recorder = Recorder::default();
+        let mut inputs = Inputs::new(&tuples, &mut taken);
+        let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
+        NullBolt.execute_batch(&mut inputs, &mut collector).unwrap();
+        drop(collector);
+        assert_eq!(taken, 5);
+        assert!(recorder.emitted.is_empty() && recorder.acked.is_empty());
+    }
+
+    #[test]
     fn const_spout_shares_a_long_value_and_refuses_zero_per_call() {
         let spout = const_spout(&format!("value = \"{}\"", "y".repeat(40)));
         assert!(matches!(spout.value, Value::SharedStr(_)));
@@ -430,7 +607,7 @@ mod tests {
         let values = [Value::from("a"), Value::U64(2)];
         let input = Tuple::new(&values, &[], "spout", "default", 1, Anchor(9));
         let mut recorder = Recorder::default();
-        IdBolt.execute(&input, &mut BasicCollector::new(recorder.output())).unwrap();
+        IdBolt::default().execute(&input, &mut BasicCollector::new(recorder.output())).unwrap();
         let mut sleep = SleepBolt::new(&ComponentConfig::new("micros = 0")).unwrap();
         sleep.execute(&input, &mut BasicCollector::new(recorder.output())).unwrap();
         assert_eq!(recorder.emitted.len(), 2);

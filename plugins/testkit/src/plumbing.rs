@@ -52,7 +52,9 @@ fn default_per_call() -> u32 {
 /// when true every emit carries its own copy of the value instead of a
 /// shared reference, so memory use grows with the tuples in flight) and
 /// `extra_values` (0; emits that many values more than the one field it
-/// declares: a plugin bug, for the host's arity check).
+/// declares: a plugin bug, for the host's arity check; `next_batch` then
+/// emits one `next_tuple`'s worth per call, so each refused call counts
+/// as on an older host).
 ///
 /// The value is built once; an emit copies it by reference, so short values
 /// (up to 31 bytes, stored inline) and long ones (shared) allocate nothing.
@@ -171,6 +173,12 @@ impl Spout for ConstSpout {
     }
 
     fn next_batch(&mut self, max: usize, collector: &mut SpoutCollector<'_>) -> Result<()> {
+        if self.extra_values > 0 {
+            // A deliberately wrong shape (the fault tests): one
+            // `next_tuple`'s worth per call, so that each refused call
+            // counts as it does on a host that calls `next_tuple`.
+            return self.next_tuple(collector);
+        }
         let mut count = max as u64;
         if let Some(limit) = self.limit {
             count = count.min(limit.saturating_sub(self.emitted));
@@ -496,10 +504,9 @@ mod tests {
         assert!(recorder.emitted.iter().all(|e| e.values == [Value::from("hello")]));
         assert!(recorder.emitted.iter().all(|e| e.message_id.is_none()));
 
-        // Reliable: sequential ids, up to the limit, then nothing; the
-        // shape of `extra_values` kept; `per_call` is next_tuple's only.
-        let mut spout =
-            const_spout("reliable = true\nlimit = 1500\nper_call = 7\nextra_values = 1");
+        // Reliable: sequential ids, up to the limit, then nothing;
+        // `per_call` is next_tuple's only.
+        let mut spout = const_spout("reliable = true\nlimit = 1500\nper_call = 7");
         let mut recorder = Recorder::default();
         for _ in 0..3 {
             spout.next_batch(1000, &mut SpoutCollector::from_ext(recorder.spout_output())).unwrap();
@@ -507,6 +514,15 @@ mod tests {
         assert_eq!(recorder.emit_many_calls, [1000, 500]);
         let ids: Vec<_> = recorder.emitted.iter().map(|e| e.message_id.unwrap().0).collect();
         assert_eq!(ids, (0..1500).collect::<Vec<_>>());
+        assert!(recorder.emitted.iter().all(|e| e.values.len() == 1));
+
+        // The wrong shape of `extra_values` (the host's arity tests): one
+        // next_tuple's worth per call, whatever `max`, so that each refused
+        // call counts once as on a host that calls next_tuple.
+        let mut spout = const_spout("limit = 100\nper_call = 10\nextra_values = 1");
+        let mut recorder = Recorder::default();
+        spout.next_batch(1000, &mut SpoutCollector::from_ext(recorder.spout_output())).unwrap();
+        assert_eq!(recorder.emit_many_calls, [10]);
         assert!(recorder.emitted.iter().all(|e| e.values.len() == 2));
     }
 

@@ -1001,16 +1001,11 @@ impl BoltExecutor {
         if let Some(e) = turn.emit_error.take() {
             count_emit_error(&mut turn.stats, &self.core, "woken", &e);
         }
+        self.inputs.finish(true, false, &mut self.core.transfer, &mut turn.stats);
         match result {
-            Ok(()) => self.inputs.finish(true, false, &mut self.core.transfer, &mut turn.stats),
-            Err(e) if e.is_panic() => {
-                self.inputs.finish(true, false, &mut self.core.transfer, &mut turn.stats);
-                self.restart(turn, e);
-            }
-            Err(e) => {
-                count_error(&mut turn.stats, &self.core.shared, name, &format!("woken: {e}"));
-                self.inputs.finish(true, false, &mut self.core.transfer, &mut turn.stats);
-            }
+            Ok(()) => {}
+            Err(e) if e.is_panic() => self.restart(turn, e),
+            Err(e) => count_error(&mut turn.stats, &self.core.shared, name, &format!("woken: {e}")),
         }
     }
 

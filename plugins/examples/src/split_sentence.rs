@@ -16,6 +16,18 @@ pub struct SplitSentence {
     words: Vec<Value>,
 }
 
+impl SplitSentence {
+    /// Emits the words buffered for untracked sentences, in one call.
+    fn flush(&mut self, untracked: Option<&Tuple<'_>>, collector: &mut BasicBatchCollector<'_>) {
+        if let Some(input) = untracked {
+            if !self.words.is_empty() {
+                collector.for_input(input).emit_many(self.words.len(), &self.words);
+            }
+        }
+        self.words.clear();
+    }
+}
+
 impl BasicBolt for SplitSentence {
     const NAME: &'static str = "SplitSentence";
     const DESCRIPTION: &'static str = "splits each sentence into words";
@@ -33,6 +45,42 @@ impl BasicBolt for SplitSentence {
         self.words.clear();
         self.words.extend(first_str(input, "a sentence")?.split_whitespace().map(Value::from));
         collector.emit_many(self.words.len(), &self.words);
+        Ok(())
+    }
+
+    /// A run of sentences (contract 1.3): the words of consecutive untracked
+    /// sentences go to the host in one `emit_many` (none of them is
+    /// anchored, so whose collector carries them does not matter); a
+    /// tracked sentence's words in one of their own, anchored to it. A
+    /// sentence that is not a string fails alone, after the words of the
+    /// sentences before it were emitted, as one `execute` per sentence.
+    fn execute_batch(
+        &mut self,
+        inputs: &mut Inputs<'_, '_>,
+        collector: &mut BasicBatchCollector<'_>,
+    ) -> Result<()> {
+        self.words.clear();
+        // The last untracked sentence whose words are in `self.words`.
+        let mut untracked: Option<&Tuple<'_>> = None;
+        for input in inputs {
+            let sentence = match first_str(input, "a sentence") {
+                Ok(sentence) => sentence,
+                Err(e) => {
+                    self.flush(untracked, collector);
+                    return Err(e);
+                }
+            };
+            if input.anchor() == Anchor::NONE {
+                self.words.extend(sentence.split_whitespace().map(Value::from));
+                untracked = Some(input);
+                continue;
+            }
+            self.flush(untracked.take(), collector);
+            self.words.extend(sentence.split_whitespace().map(Value::from));
+            collector.for_input(input).emit_many(self.words.len(), &self.words);
+            self.words.clear();
+        }
+        self.flush(untracked, collector);
         Ok(())
     }
 }
@@ -70,6 +118,71 @@ mod tests {
         assert_eq!(recorder.first_strings(), ["a", "b", "c", "d", "e"]);
         assert_eq!(recorder.emit_many_calls, [3, 0, 2]);
         assert_eq!(recorder.refused, 0);
+    }
+
+    /// Runs one `execute_batch` over `(value, anchor)` inputs (anchor 0:
+    /// untracked); returns the result and how many inputs were taken.
+    fn run_batch(
+        bolt: &mut SplitSentence,
+        recorder: &mut Recorder,
+        inputs: &[(Value, u64)],
+    ) -> (Result<()>, u32) {
+        let values: Vec<[Value; 1]> = inputs.iter().map(|(v, _)| [v.clone()]).collect();
+        let tuples: Vec<Tuple<'_>> = values
+            .iter()
+            .zip(inputs)
+            .map(|(v, (_, a))| {
+                let anchor = if *a == 0 { Anchor::NONE } else { Anchor(*a) };
+                Tuple::new(v, &[], "sentences", "default", 1, anchor)
+            })
+            .collect();
+        let mut taken = 0;
+        let mut run = Inputs::new(&tuples, &mut taken);
+        let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
+        let result = bolt.execute_batch(&mut run, &mut collector);
+        drop(collector);
+        (result, taken)
+    }
+
+    #[test]
+    fn a_run_of_untracked_sentences_goes_out_in_one_call_a_tracked_one_anchored() {
+        let mut bolt = SplitSentence::default();
+        let mut recorder = Recorder::default();
+        let run = [
+            (Value::from("a b"), 0),
+            (Value::from("c"), 0),
+            (Value::from("d e"), 7),
+            (Value::from(""), 0),
+            (Value::from("f"), 0),
+        ];
+        let (result, taken) = run_batch(&mut bolt, &mut recorder, &run);
+        result.unwrap();
+        assert_eq!(taken, 5);
+        assert_eq!(recorder.first_strings(), ["a", "b", "c", "d", "e", "f"]);
+        assert_eq!(recorder.emit_many_calls, [3, 2, 1]);
+        let anchors: Vec<_> = recorder.emitted.iter().map(|e| e.anchors.clone()).collect();
+        let none = Vec::new;
+        assert_eq!(
+            anchors,
+            [none(), none(), none(), vec![Anchor(7)], vec![Anchor(7)], none()],
+            "only the tracked sentence's words are anchored, to it"
+        );
+    }
+
+    #[test]
+    fn a_non_string_in_a_run_fails_alone_after_the_words_before_it() {
+        let mut bolt = SplitSentence::default();
+        let mut recorder = Recorder::default();
+        let run = [(Value::from("a b"), 0), (Value::U64(3), 0), (Value::from("c"), 0)];
+        let (result, taken) = run_batch(&mut bolt, &mut recorder, &run);
+        assert_eq!(result.unwrap_err().to_string(), "expected a sentence (a string), got U64(3)");
+        assert_eq!(taken, 2, "the failing input is the one taken last");
+        assert_eq!(recorder.first_strings(), ["a", "b"]);
+        // The host hands the rest to the next call.
+        let (result, taken) = run_batch(&mut bolt, &mut recorder, &run[2..]);
+        result.unwrap();
+        assert_eq!(taken, 1);
+        assert_eq!(recorder.first_strings(), ["a", "b", "c"]);
     }
 
     #[test]

@@ -134,6 +134,31 @@ fn a_tap_shows_component_task_stream_fields_and_roots_of_a_known_input() {
     child.wait().assert_code(0);
 }
 
+#[test]
+fn a_tap_shows_the_untracked_inputs_of_a_bolt_that_takes_runs() {
+    // No ackers: the inputs carry no ids, and WordCount (contract 1.3)
+    // takes them in runs, where the executor builds their views in a loop
+    // of its own when no tap is attached. With one attached, each input is
+    // still offered to it.
+    let ws = Workspace::new("tap-untracked");
+    let words = WORDS
+        .replace("max_spout_pending = 100", "acker_executors = 0")
+        .replace("reliable = true", "reliable = false");
+    let (child, addr) = start(&ws, &words);
+    let out = tap(&ws, addr, &["--inputs-of", "count", "--limit", "5"]);
+    out.assert_code(0);
+    let samples = lines(&out);
+    assert_eq!(samples.len(), 5, "{}", out.context());
+    for s in &samples {
+        assert_eq!((&s["component"], &s["side"]), (&"count".into(), &"inputs".into()), "{s}");
+        let word = s["values"][0].as_str().unwrap_or_default();
+        assert!(word == "the" || word == "cow", "{s}");
+        assert_eq!(s["roots"].as_array().map(Vec::len), Some(0), "untracked: no root: {s}");
+    }
+    assert_eq!(request(addr, "POST", "/api/v1/drain").status, 202);
+    child.wait().assert_code(0);
+}
+
 /// A raw tap request (same-origin, no token) read to its end.
 fn exchange(addr: SocketAddr, path: &str) -> String {
     let mut stream = TcpStream::connect(addr).expect("connect");

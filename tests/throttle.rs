@@ -162,6 +162,24 @@ fn a_throttled_bolt_input_executes_2000_tuples_per_sec_while_the_spout_runs_free
 }
 
 #[test]
+fn an_untracked_throttled_bolt_input_executes_2000_tuples_per_sec() {
+    // No ackers: the sink (contract 1.3) takes untracked runs, whose views
+    // the executor builds in a loop of its own unless an edge is throttled.
+    // Nothing holds the spout, so the drain at the end executes what is
+    // queued, unthrottled: a small queue keeps that backlog small. An
+    // unthrottled sink would execute millions.
+    let toml = topology(SMALL_QUEUE, "", &format!(", throttle = {{ tuples_per_sec = {RATE} }}"));
+    let out = run_for_five_seconds("period_edge_untracked", &toml);
+    let executed = out.stat("sink", "executed");
+    assert!(
+        (EXPECTED * 98 / 100..=EXPECTED * 2).contains(&executed),
+        "sink.executed: {executed}, expected {EXPECTED} plus the drained backlog\n{}",
+        context(&out)
+    );
+    assert_waited_in_the_throttler(&out, "sink");
+}
+
+#[test]
 fn a_bytes_throttle_on_a_bolt_input_counts_the_encoded_size_of_the_values() {
     let toml = topology(RELIABLE, "", &format!(", throttle = {{ bytes_per_sec = {} }}", RATE * 10));
     let out = run_for_five_seconds("bytes_edge", &toml);

@@ -520,9 +520,10 @@ impl Transfer {
             let batch = self.batch_for(target);
             let n = batch_size.saturating_sub(batch.len()).clamp(1, count - done);
             let run = &values[done * arity..(done + n) * arity];
-            batch.push_many(stream, arity, n, run);
             if budgeted {
-                count_bytes(batch, run);
+                batch.push_many::<true>(stream, arity, n, run);
+            } else {
+                batch.push_many::<false>(stream, arity, n, run);
             }
             if batch.len() >= batch_size {
                 self.send(target, stats);

@@ -152,15 +152,28 @@ impl Batch {
     }
 
     /// Appends `count` untracked tuples of `arity` values each, whose values
-    /// are back to back in `values` (`count * arity` of them).
+    /// are back to back in `values` (`count * arity` of them). With
+    /// `COUNT_BYTES`, their encoded length is added to
+    /// [`bytes`](Self::bytes) in the same pass over the values.
     #[inline]
-    pub fn push_many(&mut self, stream: u32, arity: usize, count: usize, values: &[Value]) {
+    pub fn push_many<const COUNT_BYTES: bool>(
+        &mut self,
+        stream: u32,
+        arity: usize,
+        count: usize,
+        values: &[Value],
+    ) {
         debug_assert_eq!(values.len(), count * arity);
         let base = self.values.len();
         self.values.reserve(values.len());
+        let mut bytes = 0u64;
         for v in values {
+            if COUNT_BYTES {
+                bytes += v.encoded_len() as u64;
+            }
             self.values.push(copy(v));
         }
+        self.bytes += bytes;
         let ids_end = self.ids.len() as u32;
         self.tuples.extend((1..=count).map(|i| Header {
             stream,

@@ -1155,7 +1155,7 @@ mod tests {
             ..Default::default()
         };
         let staged: Staged = [("a-0".to_owned(), lane), ("a-1".to_owned(), other)].into();
-        assert_eq!(staged_bytes(&staged), (1 + 2) + (1 + 1) + 17 + (1 + 3), "every lane's");
+        assert_eq!(staged_bytes(&staged), (1 + 2) + (1 + 1) + 16 + (1 + 3), "every lane's");
     }
 
     #[test]

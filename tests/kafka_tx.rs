@@ -130,6 +130,20 @@ impl Setup {
         throttle: u64,
         tasks: u32,
     ) -> PathBuf {
+        self.topology_with(ws, file, state, throttle, tasks, ["", ""])
+    }
+
+    /// [`Setup::topology`] with more keys for the spout's and the sink's
+    /// config (`", key = value"`).
+    fn topology_with(
+        &self,
+        ws: &Workspace,
+        file: &str,
+        state: &str,
+        throttle: u64,
+        tasks: u32,
+        [spout_keys, sink_keys]: [&str; 2],
+    ) -> PathBuf {
         let throttle = match throttle {
             0 => String::new(),
             n => format!("throttle = {{ tuples_per_sec = {n}, mode = \"smooth\" }}"),
@@ -153,7 +167,7 @@ state = "{state_lib}"
 [spouts.in]
 component = "kafka::KafkaSpout"
 parallelism = {spouts}
-config = {{ assign = [{assign}], group_id = "{input}_spout", fields = ["value", "topic", "partition", "offset"], {TANSU} }}
+config = {{ assign = [{assign}], group_id = "{input}_spout", fields = ["value", "topic", "partition", "offset"], {TANSU}{spout_keys} }}
 {throttle}
 
 [bolts.out]
@@ -161,7 +175,7 @@ component = "kafka::KafkaPublish"
 parallelism = {tasks}
 tick_tuple_freq_secs = 1
 inputs = [{{ from = "in", grouping = {{ fields = ["partition"] }} }}]
-config = {{ topic = "{output}", value_field = "value", delivery = "exactly-once", transactional_id_prefix = "{prefix}", offsets_group = "{group}", sequence_header = "{HEADER}" }}
+config = {{ topic = "{output}", value_field = "value", delivery = "exactly-once", transactional_id_prefix = "{prefix}", offsets_group = "{group}", sequence_header = "{HEADER}"{sink_keys} }}
 "#,
                 state_lib = plugin_path("state_embedded").display(),
                 spouts = self.partitions,
@@ -428,6 +442,69 @@ fn a_second_instance_with_the_same_transactional_id_fences_the_first() {
     assert!(!out_b.stderr.contains("fenced"), "{}", out_b.context());
 }
 
+/// With a small `max_staged_bytes` and a long checkpoint interval the sink
+/// refuses the records that would pass the bound: those inputs fail (the
+/// metric, the warning), their spout replays them, and once a commit freed
+/// the space they are staged. Every record ends up committed once, and the
+/// staged bytes sampled stay within the bound.
+#[test]
+fn inputs_past_max_staged_bytes_fail_and_are_replayed_until_a_commit_frees_space() {
+    if !require_service(KAFKA) {
+        return;
+    }
+    // 120 records of 20 KB (2.4 MB) against 1 MiB: about 50 fit in one
+    // checkpoint interval of 1.5 s, and all arrive in the first.
+    const N: usize = 120;
+    const MAX: f64 = 1_048_576.0;
+    let pad = "x".repeat(20_000);
+    let values: Vec<String> = (0..N).map(|i| format!("s{i:04}-{pad}")).collect();
+    let (s, produced) = Setup::new("txfull", 1, &values);
+    let ws = Workspace::new("kafka_tx_full");
+    let spout = ", max_deliver = 1000, retry_backoff = \"50ms\", retry_backoff_max = \"300ms\"";
+    let sink = ", max_staged_bytes = 1048576";
+    let path = s.topology_with(&ws, "full.toml", &embedded(&ws, 1500), 0, 1, [spout, sink]);
+    let (child, addr) = start(&ws, &path);
+    let metrics = || crate::http::request(addr, "GET", "/metrics").body;
+    let mut most = 0.0_f64;
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut text = metrics();
+    while Instant::now() < deadline {
+        text = metrics();
+        most = most.max(metric(&text, "squall_user_kafka_staged_bytes").unwrap_or(0.0));
+        let records = metric(&text, "squall_user_kafka_transaction_records_total");
+        if records >= Some(N as f64) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = stop(child);
+    let full = metric(&text, "squall_user_kafka_staged_full_total").unwrap_or(0.0);
+    assert!(full > 0.0, "inputs were refused at the bound\n{text}\n{}", out.context());
+    assert!(out.stat("out", "failed") > 0, "and failed\n{}", out.context());
+    assert!(
+        out.stderr.contains("max_staged_bytes = 1048576: inputs fail until a commit frees space"),
+        "the warning names the key\n{}",
+        out.context()
+    );
+    assert!(most > 0.0 && most <= MAX, "staged bytes sampled: at most {most}");
+    let tid = format!("{}-0", s.prefix);
+    let kafka = Kafka::local();
+    let last = marker(&kafka, &tid, &s.output);
+    assert!(last >= 2, "more than one transaction: marker {last}");
+    let committed =
+        read(&s.output, "read_committed", N, Duration::from_secs(1), Duration::from_secs(20));
+    let mut seen: Vec<&str> = committed
+        .iter()
+        .filter(|r| r.txn.as_ref().is_some_and(|(t, q)| *t == tid && *q <= last))
+        .map(|r| r.value.split('-').next().unwrap_or_default())
+        .collect();
+    seen.sort_unstable();
+    let want: Vec<String> = (0..N).map(|i| format!("s{i:04}")).collect();
+    assert_eq!(seen, want, "each record committed once\n{}", out.context());
+    assert_eq!(committed.len(), N, "and nothing else produced");
+    assert_eq!(kafka.committed(&s.offsets_group, &s.input, 1), produced, "the input offsets");
+}
+
 /// Bad exactly-once config: one clear line at the key, exit 78.
 #[test]
 fn bad_exactly_once_config_is_one_clear_error() {
@@ -445,6 +522,14 @@ fn bad_exactly_once_config_is_one_clear_error() {
             "transaction_timeout must be at least delivery_timeout",
         ),
         (r#"topic = "t", properties = { "transactional.id" = "x" }"#, "transactional_id_prefix"),
+        (
+            r#"topic = "t", delivery = "exactly-once", max_staged_bytes = 1024"#,
+            "max_staged_bytes must be 1048576 ... 2147483648",
+        ),
+        (
+            r#"topic = "t", delivery = "exactly-once", max_stage_bytes = 1048576"#,
+            "did you mean \"max_staged_bytes\"?",
+        ),
     ];
     for (config, want) in cases {
         let path = ws.write_topology(

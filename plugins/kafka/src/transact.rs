@@ -102,6 +102,76 @@ pub struct Rec {
     pub value: Payload,
 }
 
+impl Rec {
+    /// The bytes the record holds as staged: its topic, key, value, and
+    /// each header's name and value. What `max_staged_bytes` bounds.
+    pub fn bytes(&self) -> u64 {
+        let key = self.key.as_ref().map_or(0, |k| k.bytes().len());
+        let headers: usize = self.headers.iter().map(|(k, v)| k.len() + v.len()).sum();
+        (self.topic.len() + key + self.value.bytes().len() + headers) as u64
+    }
+}
+
+/// The bytes of every record in `staged` ([`Rec::bytes`]): every lane's
+/// sealed batches and open records.
+pub fn staged_bytes(staged: &Staged) -> u64 {
+    let records = |r: &[Rec]| r.iter().map(Rec::bytes).sum::<u64>();
+    staged
+        .values()
+        .map(|l| records(&l.open) + l.batches.iter().map(|b| records(&b.records)).sum::<u64>())
+        .sum()
+}
+
+/// The bytes a task's store holds staged, against `max_staged_bytes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageBound {
+    max: u64,
+    bytes: u64,
+}
+
+/// Why a record was not staged: the store holds `bytes` of `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Full {
+    /// The record's bytes.
+    pub size: u64,
+    /// The bytes staged.
+    pub bytes: u64,
+    /// `max_staged_bytes`.
+    pub max: u64,
+}
+
+impl StageBound {
+    /// A bound of `max` bytes, nothing staged.
+    pub fn new(max: u64) -> Self {
+        Self { max, bytes: 0 }
+    }
+
+    /// The bytes staged.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Counts the store again (after a restore, and after each commit,
+    /// which removes the committed batches).
+    pub fn recount(&mut self, staged: &Staged) {
+        self.bytes = staged_bytes(staged);
+    }
+
+    /// Counts `size` more bytes staged, or refuses them when the bound
+    /// would be passed (nothing is counted then).
+    ///
+    /// # Errors
+    /// The bytes staged plus `size` would exceed the bound.
+    pub fn take(&mut self, size: u64) -> Result<(), Full> {
+        let after = self.bytes.saturating_add(size);
+        if after > self.max {
+            return Err(Full { size, bytes: self.bytes, max: self.max });
+        }
+        self.bytes = after;
+        Ok(())
+    }
+}
+
 /// An input offset a batch carries: one past the highest offset of
 /// `(topic, partition)` among its records' inputs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -679,6 +749,10 @@ pub struct TxSink {
     last_barrier: Instant,
     checkpoint_wait: Duration,
     no_checkpoint: bool,
+    /// The bytes staged against `max_staged_bytes`.
+    bound: StageBound,
+    /// Inputs refused because the bound was reached.
+    full: u64,
     metrics: TxMetrics,
     label: String,
 }
@@ -697,6 +771,8 @@ struct TxMetrics {
     committed: Counter,
     records: Counter,
     failed: Counter,
+    staged_full: Counter,
+    staged_bytes: Gauge,
 }
 
 impl TxMetrics {
@@ -714,6 +790,15 @@ impl TxMetrics {
                 "kafka_transaction_failures",
                 "Transactions that failed and were aborted (their records stay staged).",
             ),
+            staged_full: metrics::counter(
+                "kafka_staged_full",
+                "Inputs failed because the staged records reached max_staged_bytes (their \
+                 spout replays them).",
+            ),
+            staged_bytes: metrics::gauge(
+                "kafka_staged_bytes",
+                "Bytes of records staged until their checkpoint's transaction commits.",
+            ),
         }
     }
 }
@@ -721,7 +806,8 @@ impl TxMetrics {
 impl TxSink {
     /// Opens `tid` (fencing its earlier producers) and every other id the
     /// restored store holds batches of; drops the batches their markers
-    /// say were committed.
+    /// say were committed. At most `max_staged` bytes of records are
+    /// staged at a time ([`Rec::bytes`]).
     ///
     /// # Errors
     /// A lane cannot be opened (the broker is unreachable, or refuses).
@@ -730,6 +816,7 @@ impl TxSink {
         tid: &str,
         config: &LaneConfig,
         checkpoint_wait: Duration,
+        max_staged: u64,
     ) -> Result<Self, TxError> {
         let up = metrics::gauge(
             UP_GAUGE,
@@ -752,6 +839,9 @@ impl TxSink {
             }
         }
         let metrics = TxMetrics::new();
+        let mut bound = StageBound::new(max_staged);
+        bound.recount(staged.get());
+        metrics.staged_bytes.set(i64::try_from(bound.bytes()).unwrap_or(i64::MAX));
         Ok(Self {
             own,
             foreign,
@@ -760,6 +850,8 @@ impl TxSink {
             last_barrier: Instant::now(),
             checkpoint_wait,
             no_checkpoint: false,
+            bound,
+            full: 0,
             metrics,
             label: config.label.clone(),
         })
@@ -787,7 +879,9 @@ impl TxSink {
     /// take it.
     ///
     /// # Errors
-    /// The task refuses inputs ([`TxSink::refusal`]).
+    /// The task refuses inputs ([`TxSink::refusal`]), or staging `rec`
+    /// would pass `max_staged_bytes` (nothing is staged: the input fails,
+    /// and its spout replays it; a commit frees the space).
     pub fn stage(
         &mut self,
         staged: &mut ValueState<Staged>,
@@ -797,6 +891,10 @@ impl TxSink {
         if let Some(r) = self.refusal() {
             return Err(r.into());
         }
+        if let Err(full) = self.bound.take(rec.bytes()) {
+            return Err(self.staged_full(full).into());
+        }
+        self.metrics.staged_bytes.set(i64::try_from(self.bound.bytes()).unwrap_or(i64::MAX));
         let lanes = staged.get_mut();
         if !lanes.contains_key(&self.own.tid) {
             lanes.insert(self.own.tid.clone(), LaneStage::default());
@@ -819,6 +917,36 @@ impl TxSink {
                 Err(self.refusal().unwrap_or_default().into())
             }
         }
+    }
+
+    /// An input refused by `max_staged_bytes`: counted, a warning at the
+    /// 1st, 2nd, 4th, ... refusal; returns the input's error.
+    #[cold]
+    fn staged_full(&mut self, full: Full) -> String {
+        self.metrics.staged_full.inc();
+        self.full += 1;
+        if full.size > full.max {
+            return format!(
+                "{}: a record of {} bytes is larger than max_staged_bytes = {}; input failed",
+                self.label, full.size, full.max
+            );
+        }
+        if self.full.is_power_of_two() {
+            squall_plugin_api::warn!(
+                "{}: {} bytes of records wait for their checkpoint's transaction to commit, \
+                 max_staged_bytes = {}: inputs fail until a commit frees space, and their \
+                 spouts replay them (input #{} refused so far); a shorter checkpoint interval \
+                 ([state] interval_ms) stages less, a larger max_staged_bytes holds more",
+                self.label,
+                full.bytes,
+                full.max,
+                self.full
+            );
+        }
+        format!(
+            "{}: max_staged_bytes = {} is full until the next commit; input failed",
+            self.label, full.max
+        )
     }
 
     /// Checkpoint `n`'s barrier: the open batch becomes batch `n`.
@@ -844,10 +972,17 @@ impl TxSink {
 
     /// Checkpoint `k` committed: commits every lane's batches of `k` and
     /// before.
+    /// The batches committed leave the store, and their bytes the bound.
     pub fn committed(&mut self, staged: &mut ValueState<Staged>, k: u64) {
         if self.fenced.is_some() {
             return;
         }
+        self.commit_lanes(staged, k);
+        self.bound.recount(staged.get());
+        self.metrics.staged_bytes.set(i64::try_from(self.bound.bytes()).unwrap_or(i64::MAX));
+    }
+
+    fn commit_lanes(&mut self, staged: &mut ValueState<Staged>, k: u64) {
         let foreign = std::mem::take(&mut self.foreign);
         for mut lane in foreign {
             if self.commit_lane(staged, &mut lane, k) {
@@ -1002,6 +1137,66 @@ mod tests {
             headers: vec![],
             value: Payload::new(v.as_bytes().to_vec()),
         }
+    }
+
+    #[test]
+    fn a_record_counts_its_topic_key_value_and_headers() {
+        let mut r = rec("hello");
+        assert_eq!(r.bytes(), 1 + 5, "topic and value");
+        r.key = Some(Payload::new(vec![0xff, 0, 1]));
+        r.headers = vec![("h1".into(), "abcd".into()), ("h".into(), String::new())];
+        r.partition = Some(7);
+        assert_eq!(r.bytes(), 1 + 3 + 5 + (2 + 4) + 1);
+        let mut lane = LaneStage { open: vec![rec("ab"), rec("c")], ..Default::default() };
+        lane.batches.push_back(Batch { seq: 1, checkpoint: 1, records: vec![r], offsets: vec![] });
+        let other = LaneStage {
+            batches: [Batch { seq: 4, checkpoint: 2, records: vec![rec("xyz")], offsets: vec![] }]
+                .into(),
+            ..Default::default()
+        };
+        let staged: Staged = [("a-0".to_owned(), lane), ("a-1".to_owned(), other)].into();
+        assert_eq!(staged_bytes(&staged), (1 + 2) + (1 + 1) + 16 + (1 + 3), "every lane's");
+    }
+
+    #[test]
+    fn staging_past_the_bound_is_refused_and_a_commit_frees_the_space() {
+        // What TxSink::stage and TxSink::committed do with the store: take
+        // each record's bytes before it is staged, recount after a commit.
+        let mut staged = Staged::new();
+        let mut bound = StageBound::new(20);
+        let stage = |staged: &mut Staged, bound: &mut StageBound, v: &str| {
+            let r = rec(v);
+            bound.take(r.bytes())?;
+            staged.entry("p-0".into()).or_default().open.push(r);
+            Ok::<_, Full>(())
+        };
+        stage(&mut staged, &mut bound, "123456789").unwrap();
+        assert_eq!(bound.bytes(), 10);
+        // Sealed at a barrier: still staged, still counted.
+        let lane = staged.get_mut("p-0").unwrap();
+        let records = std::mem::take(&mut lane.open);
+        lane.batches.push_back(Batch { seq: 1, checkpoint: 1, records, offsets: vec![] });
+        bound.recount(&staged);
+        assert_eq!(bound.bytes(), 10);
+        stage(&mut staged, &mut bound, "12345678").unwrap();
+        assert_eq!(bound.bytes(), 19);
+        assert_eq!(
+            stage(&mut staged, &mut bound, "12"),
+            Err(Full { size: 3, bytes: 19, max: 20 }),
+            "one byte past the bound"
+        );
+        assert_eq!(bound.bytes(), 19, "a refused record is not counted");
+        assert_eq!(staged["p-0"].open.len(), 1, "nor staged");
+        stage(&mut staged, &mut bound, "").unwrap();
+        assert_eq!(bound.bytes(), 20, "up to the bound exactly");
+        // Checkpoint 1's transaction committed: its batch leaves the store.
+        staged.get_mut("p-0").unwrap().batches.clear();
+        bound.recount(&staged);
+        assert_eq!(bound.bytes(), 10, "the open records are left");
+        stage(&mut staged, &mut bound, "12").unwrap();
+        assert_eq!(bound.bytes(), 13);
+        let huge = Full { size: 31, bytes: 13, max: 20 };
+        assert_eq!(stage(&mut staged, &mut bound, &"x".repeat(30)), Err(huge));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Contract 1.1: what the host offers a plugin library (logging through the
 //! host's `tracing`, user metrics), handed over once per library through
-//! [`PluginRoot::attach_host`](super::PluginRoot).
+//! [`PluginRoot::attach_host`](super::PluginRoot). Contract 1.3 adds
+//! labelled metrics ([`DynHost::register_labelled_metric`], after the
+//! prefix: a 1.1 or 1.2 host answers `RNone` through its default).
 //!
 //! A 1.0 library has no `attach_host` field; the host reads it as `None` and
 //! the library runs as before. A 1.1 library in a 1.0 host is never
@@ -8,7 +10,7 @@
 
 use abi_stable::{
     sabi_trait,
-    std_types::{RArc, RResult, RStr},
+    std_types::{RArc, ROption, RResult, RSlice, RStr},
     StableAbi,
 };
 
@@ -52,7 +54,8 @@ pub const HISTOGRAM_CELLS: usize = 2 + 65;
 
 /// The storage of one registered metric: `len` 64-bit cells owned by the
 /// host, updated by the plugin with relaxed atomic operations on its own
-/// thread (no lock). The host never frees them while the process lives.
+/// thread (no lock). The host keeps an unlabelled metric's cells while the
+/// process lives; a labelled series' cells live while a handle does.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone)]
 pub struct MetricCells {
@@ -75,6 +78,18 @@ pub struct MetricStorage {
 #[derive(StableAbi, Debug, Default)]
 pub struct AtomicCell(pub std::sync::atomic::AtomicU64);
 
+/// One label of a labelled user metric's series (contract 1.3): its name
+/// and its value.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy)]
+pub struct MetricLabel<'a> {
+    /// The label's name: `[a-zA-Z_][a-zA-Z0-9_]*`, not starting with `__`,
+    /// none of the host's own (`topology`, `component`, `task`, `le`).
+    pub name: RStr<'a>,
+    /// The label's value: any text.
+    pub value: RStr<'a>,
+}
+
 /// The host, as a plugin library sees it.
 #[sabi_trait]
 pub trait DynHost: Send + Sync {
@@ -96,6 +111,25 @@ pub trait DynHost: Send + Sync {
         name: RStr<'_>,
         help: RStr<'_>,
     ) -> RResult<MetricCells, PluginError>;
+
+    /// Contract 1.3: registers one series of a metric family, told apart
+    /// from the family's other series by `labels` (besides the calling
+    /// task's own labels). Same rules as
+    /// [`register_metric`](Self::register_metric), and: the series lives
+    /// while the plugin holds a handle to its cells; the host stops
+    /// exporting it once every handle is dropped. `RNone`: the host
+    /// predates 1.3 (this default answers for it); the plugin counts
+    /// locally.
+    fn register_labelled_metric(
+        &self,
+        kind: MetricKind,
+        name: RStr<'_>,
+        help: RStr<'_>,
+        labels: RSlice<'_, MetricLabel<'_>>,
+    ) -> ROption<RResult<MetricCells, PluginError>> {
+        let _ = (kind, name, help, labels);
+        ROption::RNone
+    }
 }
 
 /// The host object handed to a library.

@@ -50,16 +50,18 @@
 //! drop(lag); // no longer exported
 //! ```
 //!
-//! A host older than 1.3 does not know labelled metrics: their handles
-//! count locally (as without a host), and nothing is logged.
+//! A 1.3 host hands the library its labelled metrics through
+//! [`PluginRoot::attach_host_1_3`](crate::abi::PluginRoot). A host older
+//! than that field does not know labelled metrics: their handles count
+//! locally (as without a host), and nothing is logged.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use abi_stable::std_types::{RArc, ROption, RVec};
+use abi_stable::std_types::{RArc, RVec};
 
 use crate::abi::{
-    AtomicCell, HostBox, LogLevel, MetricCells, MetricKind, MetricLabel, MetricStorage,
+    AtomicCell, Host13Box, HostBox, LogLevel, MetricCells, MetricKind, MetricLabel, MetricStorage,
     HISTOGRAM_CELLS,
 };
 
@@ -68,6 +70,14 @@ static HOST: OnceLock<HostBox> = OnceLock::new();
 /// `PluginRoot::attach_host`: the host hands over its services once.
 pub(crate) extern "C" fn attach(host: HostBox) {
     let _ = HOST.set(host);
+}
+
+static HOST13: OnceLock<Host13Box> = OnceLock::new();
+
+/// `PluginRoot::attach_host_1_3`: a 1.3 host hands over its labelled
+/// metrics once.
+pub(crate) extern "C" fn attach13(host: Host13Box) {
+    let _ = HOST13.set(host);
 }
 
 #[doc(hidden)]
@@ -122,33 +132,33 @@ fn cells(kind: MetricKind, name: &str, help: &str) -> RArc<MetricStorage> {
     local_cells(kind)
 }
 
-/// Cells of one labelled series from `host`, or local ones when there is
-/// no host, it predates 1.3, or it refuses (the refusal is logged through
-/// it).
+/// Cells of one labelled series from `host13`, or local ones when there is
+/// none (no host, or one that predates 1.3) or it refuses (the refusal is
+/// logged through `host`).
 fn labelled_cells(
     host: Option<&HostBox>,
+    host13: Option<&Host13Box>,
     kind: MetricKind,
     name: &str,
     help: &str,
     labels: &[(&str, &str)],
 ) -> RArc<MetricStorage> {
-    if let Some(h) = host {
+    // Without a 1.3 host (none, or an older one) the series counts locally.
+    if let Some(h13) = host13 {
         let labels: Vec<MetricLabel<'_>> = labels
             .iter()
             .map(|&(name, value)| MetricLabel { name: name.into(), value: value.into() })
             .collect();
         let answer =
-            h.register_labelled_metric(kind, name.into(), help.into(), labels.as_slice().into());
-        match answer {
-            ROption::RSome(answer) => match answer.into_result() {
-                Ok(MetricCells { cells }) => return cells,
-                Err(e) => h.log(
-                    LogLevel::WARN,
-                    format!("metric {name:?} not registered: {e}").as_str().into(),
-                ),
-            },
-            // A host older than 1.3: the series counts locally.
-            ROption::RNone => {}
+            h13.register_labelled_metric(kind, name.into(), help.into(), labels.as_slice().into());
+        match answer.into_result() {
+            Ok(MetricCells { cells }) => return cells,
+            Err(e) => {
+                if let Some(h) = host {
+                    let message = format!("metric {name:?} not registered: {e}");
+                    h.log(LogLevel::WARN, message.as_str().into());
+                }
+            }
         }
     }
     local_cells(kind)
@@ -260,13 +270,27 @@ pub mod metrics {
     /// labelled `labels` (name, value) besides the task's own labels
     /// (contract 1.3; see the module doc of [`crate::host`]).
     pub fn counter_with(name: &str, help: &str, labels: &[(&str, &str)]) -> Counter {
-        Counter(super::labelled_cells(super::HOST.get(), MetricKind::COUNTER, name, help, labels))
+        Counter(super::labelled_cells(
+            super::HOST.get(),
+            super::HOST13.get(),
+            MetricKind::COUNTER,
+            name,
+            help,
+            labels,
+        ))
     }
 
     /// Registers one series of the calling task's gauge family `name`,
     /// labelled `labels` (contract 1.3, as [`counter_with`]).
     pub fn gauge_with(name: &str, help: &str, labels: &[(&str, &str)]) -> Gauge {
-        Gauge(super::labelled_cells(super::HOST.get(), MetricKind::GAUGE, name, help, labels))
+        Gauge(super::labelled_cells(
+            super::HOST.get(),
+            super::HOST13.get(),
+            MetricKind::GAUGE,
+            name,
+            help,
+            labels,
+        ))
     }
 
     /// Registers one series of the calling task's histogram family `name`,
@@ -274,6 +298,7 @@ pub mod metrics {
     pub fn histogram_with(name: &str, help: &str, labels: &[(&str, &str)]) -> Histogram {
         Histogram(super::labelled_cells(
             super::HOST.get(),
+            super::HOST13.get(),
             MetricKind::HISTOGRAM,
             name,
             help,
@@ -290,11 +315,11 @@ mod tests {
     use abi_stable::std_types::{RResult, RSlice, RStr};
     use std::sync::{Arc, Mutex};
 
-    use crate::abi::{DynHost, DynHost_TO};
+    use crate::abi::{DynHost, DynHost13, DynHost13_TO, DynHost_TO};
     use crate::{ErrorKind, PluginError};
 
-    /// A host of contract 1.1/1.2: no labelled metrics (the trait's
-    /// default answers). Records what it was asked.
+    /// A host of contract 1.1/1.2: no [`Host13Box`], so no labelled
+    /// metrics. Records what it was asked.
     #[derive(Default, Clone)]
     struct OldHost {
         registered: Arc<Mutex<Vec<String>>>,
@@ -341,22 +366,25 @@ mod tests {
         ) -> RResult<MetricCells, PluginError> {
             RResult::RErr(PluginError::new(ErrorKind::RUNTIME, "unlabelled"))
         }
+    }
+
+    impl DynHost13 for NewHost {
         fn register_labelled_metric(
             &self,
             kind: MetricKind,
             name: RStr<'_>,
             _: RStr<'_>,
             labels: RSlice<'_, MetricLabel<'_>>,
-        ) -> ROption<RResult<MetricCells, PluginError>> {
+        ) -> RResult<MetricCells, PluginError> {
             let labels: Vec<(String, String)> =
                 labels.iter().map(|l| (l.name.to_string(), l.value.to_string())).collect();
             if labels.iter().any(|(n, _)| n == "bad") {
                 let refused = PluginError::new(ErrorKind::RUNTIME, "label \"bad\" refused");
-                return ROption::RSome(RResult::RErr(refused));
+                return RResult::RErr(refused);
             }
             let cells = local_cells(kind);
             self.series.lock().unwrap().push((name.to_string(), labels, cells.clone()));
-            ROption::RSome(RResult::ROk(MetricCells { cells }))
+            RResult::ROk(MetricCells { cells })
         }
     }
 
@@ -364,7 +392,8 @@ mod tests {
     fn a_host_without_labelled_metrics_leaves_them_counting_locally() {
         let old = OldHost::default();
         let host: HostBox = DynHost_TO::from_value(old.clone(), TD_Opaque);
-        let c = Counter(labelled_cells(Some(&host), MetricKind::COUNTER, "c", "", &[("p", "1")]));
+        let labels = [("p", "1")];
+        let c = Counter(labelled_cells(Some(&host), None, MetricKind::COUNTER, "c", "", &labels));
         c.add(3);
         assert_eq!(c.get(), 3);
         assert!(old.registered.lock().unwrap().is_empty(), "not registered unlabelled instead");
@@ -374,8 +403,10 @@ mod tests {
     fn labelled_series_reach_the_host_with_their_labels_in_order() {
         let new = NewHost::default();
         let host: HostBox = DynHost_TO::from_value(new.clone(), TD_Opaque);
+        let host13: Host13Box = DynHost13_TO::from_value(new.clone(), TD_Opaque);
         let labels = [("topic", "t"), ("partition", "3")];
-        let g = Gauge(labelled_cells(Some(&host), MetricKind::GAUGE, "lag", "h", &labels));
+        let (h, h13) = (Some(&host), Some(&host13));
+        let g = Gauge(labelled_cells(h, h13, MetricKind::GAUGE, "lag", "h", &labels));
         g.set(-5);
         let series = new.series.lock().unwrap();
         assert_eq!(series.len(), 1);
@@ -394,8 +425,9 @@ mod tests {
     fn a_refused_labelled_series_counts_locally_and_the_refusal_is_logged() {
         let new = NewHost::default();
         let host: HostBox = DynHost_TO::from_value(new.clone(), TD_Opaque);
-        let h =
-            Histogram(labelled_cells(Some(&host), MetricKind::HISTOGRAM, "x", "", &[("bad", "")]));
+        let host13: Host13Box = DynHost13_TO::from_value(new.clone(), TD_Opaque);
+        let (hb, h13) = (Some(&host), Some(&host13));
+        let h = Histogram(labelled_cells(hb, h13, MetricKind::HISTOGRAM, "x", "", &[("bad", "")]));
         h.record(7);
         assert_eq!((h.count(), h.sum()), (1, 7));
         assert!(new.series.lock().unwrap().is_empty());

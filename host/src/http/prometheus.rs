@@ -424,7 +424,7 @@ mod tests {
     #[test]
     fn labelled_user_series_render_after_the_tasks_labels_escaped_one_family_each() {
         use crate::plugin::services::{enter_task, HostServices};
-        use squall_plugin_api::abi::{DynHost as _, MetricLabel};
+        use squall_plugin_api::abi::{DynHost13 as _, MetricLabel};
         let stats = std::sync::Arc::new(TaskStats::default());
         enter_task("in", 2, stats.clone());
         let register = |kind, name: &str, labels: &[(&str, &str)]| {
@@ -438,7 +438,7 @@ mod tests {
                 "Records \\ behind\nthe end.".into(),
                 labels.as_slice().into(),
             );
-            answer.unwrap().unwrap().cells
+            answer.unwrap().cells
         };
         let p0 = register(MetricKind::GAUGE, "lag", &[("topic", "a\"b\\c\nd"), ("partition", "0")]);
         let p1 = register(MetricKind::GAUGE, "lag", &[("topic", "t"), ("partition", "1")]);

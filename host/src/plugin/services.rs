@@ -8,7 +8,8 @@
 //! [`Scope`] in around its turns). Calls from another thread (a constructor, the
 //! plugin's own threads) log without a task and cannot register metrics.
 //!
-//! Contract 1.3 adds labelled series ([`DynHost::register_labelled_metric`]):
+//! Contract 1.3 adds labelled series ([`DynHost13::register_labelled_metric`],
+//! handed over through `PluginRoot::attach_host_1_3`):
 //! one family, several series told apart by the plugin's labels, each
 //! exported while the plugin holds a handle to it ([`UserMetrics`]).
 
@@ -16,10 +17,10 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RArc, ROption, RResult, RSlice, RStr, RVec};
+use abi_stable::std_types::{RArc, RResult, RSlice, RStr, RVec};
 use squall_plugin_api::abi::{
-    AtomicCell, DynHost, DynHost_TO, HostBox, LogLevel, MetricCells, MetricKind, MetricLabel,
-    MetricStorage, HISTOGRAM_CELLS,
+    AtomicCell, DynHost, DynHost13, DynHost13_TO, DynHost_TO, Host13Box, HostBox, LogLevel,
+    MetricCells, MetricKind, MetricLabel, MetricStorage, HISTOGRAM_CELLS,
 };
 use squall_plugin_api::{ErrorKind, PluginError};
 
@@ -318,7 +319,8 @@ pub fn valid_metric_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// The host object handed to every 1.1 library.
+/// The host object handed to every 1.1 library (and, as its
+/// [`Host13Box`], to every library with `attach_host_1_3`).
 #[derive(Debug, Clone, Copy)]
 pub struct HostServices;
 
@@ -326,6 +328,11 @@ impl HostServices {
     /// As the ABI object a library's `attach_host` takes.
     pub fn boxed() -> HostBox {
         DynHost_TO::from_value(HostServices, TD_Opaque)
+    }
+
+    /// As the ABI object a library's `attach_host_1_3` takes.
+    pub fn boxed_1_3() -> Host13Box {
+        DynHost13_TO::from_value(HostServices, TD_Opaque)
     }
 }
 
@@ -409,14 +416,16 @@ impl DynHost for HostServices {
             None => refuse(off_task_thread()),
         })
     }
+}
 
+impl DynHost13 for HostServices {
     fn register_labelled_metric(
         &self,
         kind: MetricKind,
         name: RStr<'_>,
         help: RStr<'_>,
         labels: RSlice<'_, MetricLabel<'_>>,
-    ) -> ROption<RResult<MetricCells, PluginError>> {
+    ) -> RResult<MetricCells, PluginError> {
         let refuse =
             |m: String| RResult::RErr(PluginError { kind: ErrorKind::RUNTIME, message: m.into() });
         let name = name.as_str();
@@ -425,9 +434,9 @@ impl DynHost for HostServices {
             .map(|l| (l.name.as_str().to_owned(), l.value.as_str().to_owned()))
             .collect();
         if let Err(m) = check_metric(kind, name).and_then(|()| check_labels(name, &labels)) {
-            return ROption::RSome(refuse(m));
+            return refuse(m);
         }
-        ROption::RSome(CURRENT.with(|c| match &mut *c.borrow_mut() {
+        CURRENT.with(|c| match &mut *c.borrow_mut() {
             Some(scope) => {
                 let key = (name.to_owned(), labels);
                 let mine = scope.registered.contains(&key);
@@ -443,7 +452,7 @@ impl DynHost for HostServices {
                 }
             }
             None => refuse(off_task_thread()),
-        }))
+        })
     }
 }
 
@@ -566,10 +575,7 @@ mod tests {
             help.into(),
             labels.as_slice().into(),
         );
-        match answer {
-            ROption::RSome(r) => r.into_result().map_err(|e| e.message.to_string()),
-            ROption::RNone => panic!("this host knows labelled metrics"),
-        }
+        answer.into_result().map_err(|e| e.message.to_string())
     }
 
     #[test]
@@ -653,7 +659,9 @@ mod tests {
         let p1 = labelled(MetricKind::GAUGE, "lag", "", &[("partition", "1")]).unwrap();
         let clone = p0.clone();
         p0.cells.values[0].0.store(5, std::sync::atomic::Ordering::Relaxed);
-        let series = |stats: &Sink| -> Vec<(String, Vec<(String, String)>, u64)> {
+        /// One exported series: name, labels, first cell.
+        type Seen = (String, Vec<(String, String)>, u64);
+        let series = |stats: &Sink| -> Vec<Seen> {
             stats
                 .user
                 .snapshot()

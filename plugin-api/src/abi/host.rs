@@ -1,8 +1,10 @@
 //! Contract 1.1: what the host offers a plugin library (logging through the
 //! host's `tracing`, user metrics), handed over once per library through
 //! [`PluginRoot::attach_host`](super::PluginRoot). Contract 1.3 adds
-//! labelled metrics ([`DynHost::register_labelled_metric`], after the
-//! prefix: a 1.1 or 1.2 host answers `RNone` through its default).
+//! labelled metrics through a second object, [`DynHost13`], handed over
+//! through [`PluginRoot::attach_host_1_3`](super::PluginRoot) (`None` in a
+//! library built before that field; a host older than it never calls it, and
+//! the library then counts labelled series locally).
 //!
 //! A 1.0 library has no `attach_host` field; the host reads it as `None` and
 //! the library runs as before. A 1.1 library in a 1.0 host is never
@@ -10,7 +12,7 @@
 
 use abi_stable::{
     sabi_trait,
-    std_types::{RArc, ROption, RResult, RSlice, RStr},
+    std_types::{RArc, RBox, RResult, RSlice, RStr},
     StableAbi,
 };
 
@@ -111,26 +113,31 @@ pub trait DynHost: Send + Sync {
         name: RStr<'_>,
         help: RStr<'_>,
     ) -> RResult<MetricCells, PluginError>;
+}
 
-    /// Contract 1.3: registers one series of a metric family, told apart
-    /// from the family's other series by `labels` (besides the calling
-    /// task's own labels). Same rules as
-    /// [`register_metric`](Self::register_metric), and: the series lives
-    /// while the plugin holds a handle to its cells; the host stops
-    /// exporting it once every handle is dropped. `RNone`: the host
-    /// predates 1.3 (this default answers for it); the plugin counts
-    /// locally.
+/// The host object handed to a library.
+pub type HostBox = DynHost_TO<'static, RBox<()>>;
+
+/// Contract 1.3: the host's labelled metrics, as a plugin library sees them
+/// (a separate object from [`DynHost`], whose layout 1.1 and 1.2 libraries
+/// check, handed over through
+/// [`PluginRoot::attach_host_1_3`](super::PluginRoot)).
+#[sabi_trait]
+pub trait DynHost13: Send + Sync {
+    /// Registers one series of a metric family, told apart from the
+    /// family's other series by `labels` (besides the calling task's own
+    /// labels). Same rules as [`DynHost::register_metric`], and: the series
+    /// lives while the plugin holds a handle to its cells; the host stops
+    /// exporting it once every handle is dropped.
+    #[sabi(last_prefix_field)]
     fn register_labelled_metric(
         &self,
         kind: MetricKind,
         name: RStr<'_>,
         help: RStr<'_>,
         labels: RSlice<'_, MetricLabel<'_>>,
-    ) -> ROption<RResult<MetricCells, PluginError>> {
-        let _ = (kind, name, help, labels);
-        ROption::RNone
-    }
+    ) -> RResult<MetricCells, PluginError>;
 }
 
-/// The host object handed to a library.
-pub type HostBox = DynHost_TO<'static, abi_stable::std_types::RBox<()>>;
+/// The contract 1.3 host object handed to a library.
+pub type Host13Box = DynHost13_TO<'static, RBox<()>>;

@@ -200,6 +200,28 @@ pub(crate) fn metric(text: &str, name: &str) -> Option<f64> {
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
+/// Every sample of the labelled family `name` in a `/metrics` text, by
+/// its `topic` and `partition` labels.
+fn per_partition(text: &str, name: &str) -> BTreeMap<(String, i32), f64> {
+    let label = |labels: &str, key: &str| -> Option<String> {
+        let start = labels.find(&format!(",{key}=\""))? + key.len() + 3;
+        Some(labels[start..].split('"').next()?.to_owned())
+    };
+    text.lines()
+        .filter_map(|l| {
+            let labels = l.strip_prefix(name)?.strip_prefix('{')?;
+            let (labels, value) = labels.rsplit_once("} ")?;
+            let partition = label(labels, "partition")?.parse().ok()?;
+            Some(((label(labels, "topic")?, partition), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `(topic, partition) -> value` for partitions `0..n` of `topic`.
+fn each_partition(topic: &str, n: i32, value: f64) -> BTreeMap<(String, i32), f64> {
+    (0..n).map(|p| ((topic.to_owned(), p), value)).collect()
+}
+
 /// The `wordcount: <word> <count>` lines a WordCount prints at cleanup.
 fn word_counts(stdout: &str) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
@@ -558,6 +580,9 @@ fn a_topic_that_does_not_exist_is_a_config_error_at_the_spout() {
 /// commit for 60 s, each partition lags by all its records (the high
 /// watermark of the fetch responses minus the low watermark), so the
 /// task's lag is the number produced and its largest one a partition's.
+/// Each partition's own series (`kafka_partition_lag`, labelled by topic
+/// and partition) says 100, and `kafka_partition_committed` -1 (nothing
+/// committed), in `/metrics` and the REST API.
 #[test]
 fn the_lag_metrics_count_the_records_not_yet_committed() {
     if !require_service(KAFKA) {
@@ -590,15 +615,20 @@ inputs = [{{ from = "in" }}]
     let (child, addr) = start(&ws, &path);
     let deadline = Instant::now() + Duration::from_secs(20);
     let (mut lag, mut max) = (None, None);
+    let (mut lags, mut committed) = (BTreeMap::new(), BTreeMap::new());
+    let mut text = String::new();
     while Instant::now() < deadline {
-        let text = crate::http::request(addr, "GET", "/metrics").body;
+        text = crate::http::request(addr, "GET", "/metrics").body;
         lag = metric(&text, "squall_user_kafka_lag");
         max = metric(&text, "squall_user_kafka_lag_max");
-        if lag == Some(400.0) && max == Some(100.0) {
+        lags = per_partition(&text, "squall_user_kafka_partition_lag");
+        committed = per_partition(&text, "squall_user_kafka_partition_committed");
+        if lag == Some(400.0) && max == Some(100.0) && lags == each_partition(&input, 4, 100.0) {
             break;
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+    let api = crate::http::request(addr, "GET", "/api/v1/components/in").body;
     let out = stop(child);
     assert_eq!(
         (lag, max),
@@ -606,6 +636,106 @@ inputs = [{{ from = "in" }}]
         "kafka_lag, kafka_lag_max\n{}",
         out.context()
     );
+    assert_eq!(lags, each_partition(&input, 4, 100.0), "kafka_partition_lag\n{text}");
+    assert_eq!(committed, each_partition(&input, 4, -1.0), "kafka_partition_committed\n{text}");
+    let api: serde_json::Value = serde_json::from_str(&api).expect("JSON");
+    let mut series: Vec<(String, String, i64)> = api["user_metrics"]
+        .as_array()
+        .expect("user_metrics")
+        .iter()
+        .filter(|m| m["name"] == "kafka_partition_lag")
+        .map(|m| {
+            let topic = m["labels"]["topic"].as_str().unwrap_or_default().to_owned();
+            let partition = m["labels"]["partition"].as_str().unwrap_or_default().to_owned();
+            (topic, partition, m["value"].as_i64().unwrap_or_default())
+        })
+        .collect();
+    series.sort();
+    let expected: Vec<(String, String, i64)> =
+        (0..4).map(|p| (input.clone(), p.to_string(), 100)).collect();
+    assert_eq!(series, expected, "the REST API's kafka_partition_lag series\n{api:#}");
+}
+
+/// A partition's series live while the task reads it: a second process
+/// joins the group, the broker moves some of the first one's partitions to
+/// it, and the first one's `/metrics` no longer has their
+/// `kafka_partition_lag` series (only those of the partitions it kept);
+/// each process shows exactly the partitions it reads.
+#[test]
+fn a_revoked_partitions_series_leave_the_metrics() {
+    if !require_service(KAFKA) {
+        return;
+    }
+    let kafka = Kafka::local();
+    let (input, group) = (unique_name("moved_in"), unique_name("moved_group"));
+    kafka.create_topic(&input, 4);
+    let values: Vec<String> = (0..40).map(|i| format!("r{i}")).collect();
+    kafka.produce(&input, 4, &values);
+    let topology = |ws: &Workspace| {
+        ws.write_topology(
+            "moved.toml",
+            &format!(
+                r#"
+[plugins]
+kafka = "{{kafka}}"
+testkit = "{{testkit}}"
+
+[spouts.in]
+component = "kafka::KafkaSpout"
+config = {{ topics = ["{input}"], group_id = "{group}", {TANSU} }}
+
+[bolts.sink]
+component = "testkit::NullBolt"
+inputs = [{{ from = "in" }}]
+"#
+            ),
+        )
+    };
+    // What a process reads (`kafka_partitions`) and the partitions its
+    // series name.
+    let read = |addr: SocketAddr| {
+        let text = crate::http::request(addr, "GET", "/metrics").body;
+        let partitions = metric(&text, "squall_user_kafka_partitions").unwrap_or(-1.0) as usize;
+        let series: Vec<i32> = per_partition(&text, "squall_user_kafka_partition_lag")
+            .into_keys()
+            .filter(|(t, _)| *t == input)
+            .map(|(_, p)| p)
+            .collect();
+        (partitions, series)
+    };
+    let (ws_a, ws_b) = (Workspace::new("kafka_moved_a"), Workspace::new("kafka_moved_b"));
+    let (a, addr_a) = start(&ws_a, &topology(&ws_a));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut first = read(addr_a);
+    while first.1.len() != 4 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        first = read(addr_a);
+    }
+    assert_eq!(first, (4, vec![0, 1, 2, 3]), "the only member reads all four");
+    let (b, addr_b) = start(&ws_b, &topology(&ws_b));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut in_a, mut in_b) = (read(addr_a), read(addr_b));
+    while Instant::now() < deadline {
+        let moved = !in_b.1.is_empty() && in_a.1.len() + in_b.1.len() == 4;
+        if moved && in_a.0 == in_a.1.len() && in_b.0 == in_b.1.len() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        (in_a, in_b) = (read(addr_a), read(addr_b));
+    }
+    let (out_a, out_b) = (stop(a), stop(b));
+    assert!(!in_b.1.is_empty(), "the second member got partitions: {in_a:?} {in_b:?}");
+    let mut all: Vec<i32> = in_a.1.iter().chain(&in_b.1).copied().collect();
+    all.sort();
+    assert_eq!(
+        all,
+        [0, 1, 2, 3],
+        "each partition's series in one process only: {in_a:?} {in_b:?}\n{}\n{}",
+        out_a.context(),
+        out_b.context()
+    );
+    assert_eq!(in_a.0, in_a.1.len(), "the first member's series are the partitions it reads");
+    assert_eq!(in_b.0, in_b.1.len(), "the second member's series are the partitions it reads");
 }
 
 #[test]

@@ -28,6 +28,32 @@
 //!
 //! Without a host that speaks 1.1 (a unit test, an older host) logging is
 //! silent and metrics count locally.
+//!
+//! # Labelled metrics (contract 1.3)
+//! [`metrics::counter_with`], [`metrics::gauge_with`] and
+//! [`metrics::histogram_with`] register one series of a family, told apart
+//! by extra labels (a Kafka partition's lag: `topic` and `partition`). A
+//! family's series share its kind and help; each label set is its own
+//! series. A labelled series lives while a handle to it does: once every
+//! clone of its handle is dropped, the host stops exporting it (from the
+//! next scrape), so a series that no longer means anything (a partition
+//! given up) is not exported stale. Registering it again later starts it
+//! again (from the cells the host still holds, or from zero once it was
+//! dropped from the export). Label names are `[a-zA-Z_][a-zA-Z0-9_]*`, not
+//! starting with `__`, never the host's own (`topology`, `component`,
+//! `task`, `le`), each at most once; values are any text.
+//!
+//! ```
+//! use squall_plugin_api::metrics::gauge_with;
+//! let lag = gauge_with("partition_lag", "records behind", &[("topic", "t"), ("partition", "3")]);
+//! lag.set(100);
+//! drop(lag); // no longer exported
+//! ```
+//!
+//! A 1.3 host hands the library its labelled metrics through
+//! [`PluginRoot::attach_host_1_3`](crate::abi::PluginRoot). A host older
+//! than that field does not know labelled metrics: their handles count
+//! locally (as without a host), and nothing is logged.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -35,7 +61,8 @@ use std::sync::OnceLock;
 use abi_stable::std_types::{RArc, RVec};
 
 use crate::abi::{
-    AtomicCell, HostBox, LogLevel, MetricCells, MetricKind, MetricStorage, HISTOGRAM_CELLS,
+    AtomicCell, Host13Box, HostBox, LogLevel, MetricCells, MetricKind, MetricLabel, MetricStorage,
+    HISTOGRAM_CELLS,
 };
 
 static HOST: OnceLock<HostBox> = OnceLock::new();
@@ -43,6 +70,14 @@ static HOST: OnceLock<HostBox> = OnceLock::new();
 /// `PluginRoot::attach_host`: the host hands over its services once.
 pub(crate) extern "C" fn attach(host: HostBox) {
     let _ = HOST.set(host);
+}
+
+static HOST13: OnceLock<Host13Box> = OnceLock::new();
+
+/// `PluginRoot::attach_host_1_3`: a 1.3 host hands over its labelled
+/// metrics once.
+pub(crate) extern "C" fn attach13(host: Host13Box) {
+    let _ = HOST13.set(host);
 }
 
 #[doc(hidden)]
@@ -94,6 +129,43 @@ fn cells(kind: MetricKind, name: &str, help: &str) -> RArc<MetricStorage> {
             Err(e) => __log(LogLevel::WARN, &format!("metric {name:?} not registered: {e}")),
         }
     }
+    local_cells(kind)
+}
+
+/// Cells of one labelled series from `host13`, or local ones when there is
+/// none (no host, or one that predates 1.3) or it refuses (the refusal is
+/// logged through `host`).
+fn labelled_cells(
+    host: Option<&HostBox>,
+    host13: Option<&Host13Box>,
+    kind: MetricKind,
+    name: &str,
+    help: &str,
+    labels: &[(&str, &str)],
+) -> RArc<MetricStorage> {
+    // Without a 1.3 host (none, or an older one) the series counts locally.
+    if let Some(h13) = host13 {
+        let labels: Vec<MetricLabel<'_>> = labels
+            .iter()
+            .map(|&(name, value)| MetricLabel { name: name.into(), value: value.into() })
+            .collect();
+        let answer =
+            h13.register_labelled_metric(kind, name.into(), help.into(), labels.as_slice().into());
+        match answer.into_result() {
+            Ok(MetricCells { cells }) => return cells,
+            Err(e) => {
+                if let Some(h) = host {
+                    let message = format!("metric {name:?} not registered: {e}");
+                    h.log(LogLevel::WARN, message.as_str().into());
+                }
+            }
+        }
+    }
+    local_cells(kind)
+}
+
+/// Cells no host sees.
+fn local_cells(kind: MetricKind) -> RArc<MetricStorage> {
     let len = if kind == MetricKind::HISTOGRAM { HISTOGRAM_CELLS } else { 1 };
     let values: RVec<AtomicCell> = (0..len).map(|_| AtomicCell::default()).collect();
     RArc::new(MetricStorage { kind, values })
@@ -193,11 +265,193 @@ pub mod metrics {
     pub fn histogram(name: &str, help: &str) -> Histogram {
         Histogram(super::cells(MetricKind::HISTOGRAM, name, help))
     }
+
+    /// Registers one series of the calling task's counter family `name`,
+    /// labelled `labels` (name, value) besides the task's own labels
+    /// (contract 1.3; see the module doc of [`crate::host`]).
+    pub fn counter_with(name: &str, help: &str, labels: &[(&str, &str)]) -> Counter {
+        Counter(super::labelled_cells(
+            super::HOST.get(),
+            super::HOST13.get(),
+            MetricKind::COUNTER,
+            name,
+            help,
+            labels,
+        ))
+    }
+
+    /// Registers one series of the calling task's gauge family `name`,
+    /// labelled `labels` (contract 1.3, as [`counter_with`]).
+    pub fn gauge_with(name: &str, help: &str, labels: &[(&str, &str)]) -> Gauge {
+        Gauge(super::labelled_cells(
+            super::HOST.get(),
+            super::HOST13.get(),
+            MetricKind::GAUGE,
+            name,
+            help,
+            labels,
+        ))
+    }
+
+    /// Registers one series of the calling task's histogram family `name`,
+    /// labelled `labels` (contract 1.3, as [`counter_with`]).
+    pub fn histogram_with(name: &str, help: &str, labels: &[(&str, &str)]) -> Histogram {
+        Histogram(super::labelled_cells(
+            super::HOST.get(),
+            super::HOST13.get(),
+            MetricKind::HISTOGRAM,
+            name,
+            help,
+            labels,
+        ))
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::metrics::{counter, gauge, histogram};
+    use super::metrics::{counter, counter_with, gauge, gauge_with, histogram, histogram_with};
+    use super::*;
+    use abi_stable::sabi_trait::TD_Opaque;
+    use abi_stable::std_types::{RResult, RSlice, RStr};
+    use std::sync::{Arc, Mutex};
+
+    use crate::abi::{DynHost, DynHost13, DynHost13_TO, DynHost_TO};
+    use crate::{ErrorKind, PluginError};
+
+    /// A host of contract 1.1/1.2: no [`Host13Box`], so no labelled
+    /// metrics. Records what it was asked.
+    #[derive(Default, Clone)]
+    struct OldHost {
+        registered: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl DynHost for OldHost {
+        fn log_enabled(&self, _: LogLevel) -> bool {
+            true
+        }
+        fn log(&self, _: LogLevel, _: RStr<'_>) {}
+        fn register_metric(
+            &self,
+            kind: MetricKind,
+            name: RStr<'_>,
+            _: RStr<'_>,
+        ) -> RResult<MetricCells, PluginError> {
+            self.registered.lock().unwrap().push(name.to_string());
+            RResult::ROk(MetricCells { cells: local_cells(kind) })
+        }
+    }
+
+    /// A 1.3 host: hands out cells it keeps, or refuses the label `bad`.
+    #[derive(Default, Clone)]
+    struct NewHost {
+        series: Arc<Mutex<Vec<Series>>>,
+        logged: Arc<Mutex<Vec<String>>>,
+    }
+
+    /// A series as [`NewHost`] keeps it: name, labels, cells.
+    type Series = (String, Vec<(String, String)>, RArc<MetricStorage>);
+
+    impl DynHost for NewHost {
+        fn log_enabled(&self, _: LogLevel) -> bool {
+            true
+        }
+        fn log(&self, _: LogLevel, message: RStr<'_>) {
+            self.logged.lock().unwrap().push(message.to_string());
+        }
+        fn register_metric(
+            &self,
+            _: MetricKind,
+            _: RStr<'_>,
+            _: RStr<'_>,
+        ) -> RResult<MetricCells, PluginError> {
+            RResult::RErr(PluginError::new(ErrorKind::RUNTIME, "unlabelled"))
+        }
+    }
+
+    impl DynHost13 for NewHost {
+        fn register_labelled_metric(
+            &self,
+            kind: MetricKind,
+            name: RStr<'_>,
+            _: RStr<'_>,
+            labels: RSlice<'_, MetricLabel<'_>>,
+        ) -> RResult<MetricCells, PluginError> {
+            let labels: Vec<(String, String)> =
+                labels.iter().map(|l| (l.name.to_string(), l.value.to_string())).collect();
+            if labels.iter().any(|(n, _)| n == "bad") {
+                let refused = PluginError::new(ErrorKind::RUNTIME, "label \"bad\" refused");
+                return RResult::RErr(refused);
+            }
+            let cells = local_cells(kind);
+            self.series.lock().unwrap().push((name.to_string(), labels, cells.clone()));
+            RResult::ROk(MetricCells { cells })
+        }
+    }
+
+    #[test]
+    fn a_host_without_labelled_metrics_leaves_them_counting_locally() {
+        let old = OldHost::default();
+        let host: HostBox = DynHost_TO::from_value(old.clone(), TD_Opaque);
+        let labels = [("p", "1")];
+        let c = Counter(labelled_cells(Some(&host), None, MetricKind::COUNTER, "c", "", &labels));
+        c.add(3);
+        assert_eq!(c.get(), 3);
+        assert!(old.registered.lock().unwrap().is_empty(), "not registered unlabelled instead");
+    }
+
+    #[test]
+    fn labelled_series_reach_the_host_with_their_labels_in_order() {
+        let new = NewHost::default();
+        let host: HostBox = DynHost_TO::from_value(new.clone(), TD_Opaque);
+        let host13: Host13Box = DynHost13_TO::from_value(new.clone(), TD_Opaque);
+        let labels = [("topic", "t"), ("partition", "3")];
+        let (h, h13) = (Some(&host), Some(&host13));
+        let g = Gauge(labelled_cells(h, h13, MetricKind::GAUGE, "lag", "h", &labels));
+        g.set(-5);
+        let series = new.series.lock().unwrap();
+        assert_eq!(series.len(), 1);
+        let (name, labels, cells) = &series[0];
+        assert_eq!(name, "lag");
+        let expected = [("topic", "t"), ("partition", "3")].map(|(n, v)| (n.into(), v.into()));
+        assert_eq!(labels, &expected);
+        assert_eq!(cells.kind, MetricKind::GAUGE);
+        assert_eq!(cells.values[0].0.load(Ordering::Relaxed) as i64, -5, "the host's cells");
+        assert_eq!(RArc::strong_count(cells), 2, "the host's and the handle's");
+        drop(g);
+        assert_eq!(RArc::strong_count(cells), 1, "the host sees the handle gone");
+    }
+
+    #[test]
+    fn a_refused_labelled_series_counts_locally_and_the_refusal_is_logged() {
+        let new = NewHost::default();
+        let host: HostBox = DynHost_TO::from_value(new.clone(), TD_Opaque);
+        let host13: Host13Box = DynHost13_TO::from_value(new.clone(), TD_Opaque);
+        let (hb, h13) = (Some(&host), Some(&host13));
+        let h = Histogram(labelled_cells(hb, h13, MetricKind::HISTOGRAM, "x", "", &[("bad", "")]));
+        h.record(7);
+        assert_eq!((h.count(), h.sum()), (1, 7));
+        assert!(new.series.lock().unwrap().is_empty());
+        let logged = new.logged.lock().unwrap().clone();
+        assert_eq!(logged.len(), 1, "{logged:?}");
+        assert!(
+            logged[0].contains("\"x\" not registered") && logged[0].contains("bad"),
+            "{logged:?}"
+        );
+    }
+
+    #[test]
+    fn without_a_host_labelled_metrics_count_locally() {
+        let labels = [("partition", "0")];
+        let c = counter_with("c", "", &labels);
+        c.inc();
+        assert_eq!(c.get(), 1);
+        let g = gauge_with("g", "", &labels);
+        g.set(-1);
+        assert_eq!(g.get(), -1);
+        let h = histogram_with("h", "", &labels);
+        h.record(2);
+        assert_eq!((h.count(), h.sum(), h.0.values.len()), (1, 2, HISTOGRAM_CELLS));
+    }
 
     #[test]
     fn without_a_host_metrics_count_locally() {

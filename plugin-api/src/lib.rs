@@ -34,8 +34,10 @@
 //!   [`BasicBatchCollector`]) and lets
 //!   a spout emit up to a bound in one call ([`Spout::next_batch`], which by
 //!   default calls `next_tuple` until it emits nothing). Group
-//!   coordinators ([`Coordinator`]) are a new component kind. Libraries
-//!   built against 1.0, 1.1 and 1.2 keep loading and working.
+//!   coordinators ([`Coordinator`]) are a new component kind. User metrics
+//!   may carry labels of their own ([`metrics::gauge_with`] and its
+//!   kin: one series per label set, exported while its handle lives).
+//!   Libraries built against 1.0, 1.1 and 1.2 keep loading and working.
 //! - [`rng`] is SplitMix64, a small non-cryptographic random number
 //!   generator for plugins and tests (plain Rust, outside the ABI).
 //! - [`abi`] is the stable-ABI layer (abi_stable `#[sabi_trait]` objects and a

@@ -258,7 +258,8 @@ fn input_json(t: &Topology, c: &Component, input: &Input) -> Json {
     json!({ "from": from.name, "stream": stream.decl.name.as_str(), "grouping": grouping })
 }
 
-/// The metrics the component's plugin registered, per task.
+/// The metrics the component's plugin registered, per task (a labelled
+/// series with its `labels`, while the plugin holds it).
 fn user_metrics(handle: &TopologyHandle, c: &Component) -> Vec<Json> {
     use squall_plugin_api::abi::MetricKind;
     let mut out = Vec::new();
@@ -274,6 +275,12 @@ fn user_metrics(handle: &TopologyHandle, c: &Component) -> Vec<Json> {
                 }
             };
             let mut entry = json!({ "task": task, "name": m.name, "help": m.help });
+            if !m.labels.is_empty() {
+                // A labelled series (contract 1.3): its labels, in order.
+                let labels: serde_json::Map<String, Json> =
+                    m.labels.iter().map(|(n, v)| (n.clone(), json!(v))).collect();
+                entry["labels"] = Json::Object(labels);
+            }
             if let (Some(e), Some(v)) = (entry.as_object_mut(), value.as_object()) {
                 e.extend(v.clone());
             }
@@ -373,7 +380,9 @@ fn connectors_down(handle: &TopologyHandle) -> Vec<Json> {
             let metrics = handle.task_stats(task).user.snapshot();
             let up = metrics
                 .iter()
-                .find(|m| m.name == CONNECTOR_UP && m.kind() == MetricKind::GAUGE)
+                .find(|m| {
+                    m.name == CONNECTOR_UP && m.kind() == MetricKind::GAUGE && m.labels.is_empty()
+                })
                 .map(|m| m.cell(0) as i64);
             if up == Some(0) {
                 down.push(json!({ "component": c.name, "task": task }));

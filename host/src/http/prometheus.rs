@@ -254,7 +254,8 @@ fn latencies(out: &mut String, tasks: &[Series]) {
 
 /// Metrics plugins registered (contract 1.1), as `squall_user_<name>`. A
 /// name registered with different kinds by different components keeps the
-/// first kind seen; the others are left out (one family, one type).
+/// first kind seen; the others are left out (one family, one type). A
+/// labelled series (contract 1.3) carries its labels after the task's.
 fn user_metrics(out: &mut String, tasks: &[Series]) {
     let mut families = UserFamilies::new();
     for Series { labels, stats, .. } in tasks {
@@ -269,7 +270,7 @@ fn user_metrics(out: &mut String, tasks: &[Series]) {
             if family.0 != m.kind() {
                 continue;
             }
-            family.2.push(user_series(&name, labels, &m));
+            family.2.push(user_series(&name, &user_labels(labels, &m), &m));
         }
     }
     for (name, (kind, help, series)) in families {
@@ -288,6 +289,15 @@ fn user_metrics(out: &mut String, tasks: &[Series]) {
             out.push_str(&s);
         }
     }
+}
+
+/// The task's `labels` followed by `m`'s own, their values escaped.
+fn user_labels(labels: &str, m: &UserMetric) -> String {
+    let mut all = labels.to_owned();
+    for (name, value) in &m.labels {
+        let _ = write!(all, ",{name}=\"{}\"", escape(value));
+    }
+    all
 }
 
 /// The user metrics by family name: the family's kind and help, and the
@@ -409,6 +419,63 @@ mod tests {
         assert!(out.contains("x_bucket{a=\"b\",le=\"2.5\"} 3\n"), "{out}");
         assert!(out.contains("x_bucket{a=\"b\",le=\"+Inf\"} 3\n"), "{out}");
         assert!(out.contains("x_count{a=\"b\"} 3\n"), "{out}");
+    }
+
+    #[test]
+    fn labelled_user_series_render_after_the_tasks_labels_escaped_one_family_each() {
+        use crate::plugin::services::{enter_task, HostServices};
+        use squall_plugin_api::abi::{DynHost13 as _, MetricLabel};
+        let stats = std::sync::Arc::new(TaskStats::default());
+        enter_task("in", 2, stats.clone());
+        let register = |kind, name: &str, labels: &[(&str, &str)]| {
+            let labels: Vec<MetricLabel<'_>> = labels
+                .iter()
+                .map(|&(name, value)| MetricLabel { name: name.into(), value: value.into() })
+                .collect();
+            let answer = HostServices.register_labelled_metric(
+                kind,
+                name.into(),
+                "Records \\ behind\nthe end.".into(),
+                labels.as_slice().into(),
+            );
+            answer.unwrap().cells
+        };
+        let p0 = register(MetricKind::GAUGE, "lag", &[("topic", "a\"b\\c\nd"), ("partition", "0")]);
+        let p1 = register(MetricKind::GAUGE, "lag", &[("topic", "t"), ("partition", "1")]);
+        let h = register(MetricKind::HISTOGRAM, "commit_ms", &[("topic", "t")]);
+        p0.values[0].0.store(-3i64 as u64, std::sync::atomic::Ordering::Relaxed);
+        p1.values[0].0.store(100, std::sync::atomic::Ordering::Relaxed);
+        for (i, v) in [(0, 1), (1, 2), (3, 1)] {
+            h.values[i].0.store(v, std::sync::atomic::Ordering::Relaxed);
+        }
+        let task = "topology=\"x\",component=\"in\",task=\"2\"".to_owned();
+        let tasks = [Series { labels: task, stats: stats.clone(), kind: Kind::Spout, task: 2 }];
+        let mut out = String::new();
+        user_metrics(&mut out, &tasks);
+        let expected = "\
+# HELP squall_user_commit_ms Records \\\\ behind\\nthe end.
+# TYPE squall_user_commit_ms histogram
+squall_user_commit_ms_bucket{topology=\"x\",component=\"in\",task=\"2\",topic=\"t\",le=\"0\"} 0
+squall_user_commit_ms_bucket{topology=\"x\",component=\"in\",task=\"2\",topic=\"t\",le=\"1\"} 1
+squall_user_commit_ms_bucket{topology=\"x\",component=\"in\",task=\"2\",topic=\"t\",le=\"+Inf\"} 1
+squall_user_commit_ms_sum{topology=\"x\",component=\"in\",task=\"2\",topic=\"t\"} 2
+squall_user_commit_ms_count{topology=\"x\",component=\"in\",task=\"2\",topic=\"t\"} 1
+# HELP squall_user_lag Records \\\\ behind\\nthe end.
+# TYPE squall_user_lag gauge
+squall_user_lag{topology=\"x\",component=\"in\",task=\"2\",topic=\"a\\\"b\\\\c\\nd\",partition=\"0\"} -3
+squall_user_lag{topology=\"x\",component=\"in\",task=\"2\",topic=\"t\",partition=\"1\"} 100
+";
+        assert_eq!(out, expected);
+        // Partition 0's handle dropped: the next render leaves it out.
+        drop(p0);
+        let mut out = String::new();
+        user_metrics(&mut out, &tasks);
+        assert!(!out.contains("partition=\"0\""), "{out}");
+        assert!(out.contains("partition=\"1\"} 100\n"), "{out}");
+        drop((p1, h));
+        let mut out = String::new();
+        user_metrics(&mut out, &tasks);
+        assert_eq!(out, "", "no series, no family");
     }
 
     #[test]

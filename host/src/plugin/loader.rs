@@ -13,7 +13,8 @@ use libloading::os::unix::{Library as UnixLibrary, RTLD_LOCAL, RTLD_NOW};
 use sha2::{Digest, Sha256};
 use squall_plugin_api::abi::{
     lib_header, v1_0, v1_1, v1_2_root, Catalogue, ComponentExt, ComponentExt12, ComponentExt13,
-    ComponentKind, HostBox, PResult, PanicStrategy, PluginRoot_Ref, PluginSource, CONTRACT_VERSION,
+    ComponentKind, Host13Box, HostBox, PResult, PanicStrategy, PluginRoot_Ref, PluginSource,
+    CONTRACT_VERSION,
 };
 
 use super::copy::{self, CopyError};
@@ -331,6 +332,11 @@ fn read_root(alias: &str, path: &Path, root: Root, digest: String) -> Result<Lib
     if let Some(attach) = root.attach_host {
         attach(super::services::HostServices::boxed());
     }
+    // Contract 1.3: labelled metrics, through their own object (a library
+    // built before this field reads it as `None`).
+    if let Some(attach) = root.attach_host_1_3 {
+        attach(super::services::HostServices::boxed_1_3());
+    }
     let catalogue_error = |e: squall_plugin_api::PluginError| LoadError::Catalogue {
         alias: alias.to_owned(),
         path: path.to_path_buf(),
@@ -548,6 +554,8 @@ pub(super) struct Root {
     catalogue: extern "C" fn() -> PResult<Catalogue>,
     /// Contract 1.1 and later.
     attach_host: Option<extern "C" fn(HostBox)>,
+    /// Contract 1.3 (labelled metrics), in libraries built with the field.
+    attach_host_1_3: Option<extern "C" fn(Host13Box)>,
     /// Contract 1.1 and later; `None` for a 1.0 library.
     panic_strategy: Option<PanicStrategy>,
     /// Contract 1.1 and later.
@@ -630,6 +638,7 @@ impl Root {
                 extensions: root.extensions(),
                 extensions_12: root.extensions_1_2(),
                 extensions_13: None,
+                attach_host_1_3: None,
                 mismatch_1_1: None,
             });
         }
@@ -641,6 +650,7 @@ impl Root {
                 extensions: root.extensions(),
                 extensions_12: None,
                 extensions_13: None,
+                attach_host_1_3: None,
                 mismatch_1_1: None,
             }),
             Err(newest) => header.init_root_module::<v1_0::PluginRoot_Ref>().map(|root| Root {
@@ -650,6 +660,7 @@ impl Root {
                 extensions: None,
                 extensions_12: None,
                 extensions_13: None,
+                attach_host_1_3: None,
                 mismatch_1_1: Some(condense(&newest)),
             }),
         }
@@ -664,6 +675,7 @@ impl Root {
             extensions: root.extensions(),
             extensions_12: root.extensions_1_2(),
             extensions_13: root.extensions_1_3(),
+            attach_host_1_3: root.attach_host_1_3(),
             mismatch_1_1: None,
         }
     }

@@ -7,15 +7,20 @@
 //! across the boundary (a chain of tasks on one thread swaps each task's
 //! [`Scope`] in around its turns). Calls from another thread (a constructor, the
 //! plugin's own threads) log without a task and cannot register metrics.
+//!
+//! Contract 1.3 adds labelled series ([`DynHost13::register_labelled_metric`],
+//! handed over through `PluginRoot::attach_host_1_3`):
+//! one family, several series told apart by the plugin's labels, each
+//! exported while the plugin holds a handle to it ([`UserMetrics`]).
 
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RArc, RResult, RStr, RVec};
+use abi_stable::std_types::{RArc, RResult, RSlice, RStr, RVec};
 use squall_plugin_api::abi::{
-    AtomicCell, DynHost, DynHost_TO, HostBox, LogLevel, MetricCells, MetricKind, MetricStorage,
-    HISTOGRAM_CELLS,
+    AtomicCell, DynHost, DynHost13, DynHost13_TO, DynHost_TO, Host13Box, HostBox, LogLevel,
+    MetricCells, MetricKind, MetricLabel, MetricStorage, HISTOGRAM_CELLS,
 };
 use squall_plugin_api::{ErrorKind, PluginError};
 
@@ -35,9 +40,11 @@ struct TaskScope {
     component: String,
     task: u32,
     stats: Arc<dyn TaskSink>,
-    /// The metric names the current instance registered (since its `open`
-    /// or `prepare` began): a second registration of one is refused.
-    registered: Vec<String>,
+    /// The metrics (name and labels; none for an unlabelled one) the
+    /// current instance registered since its `open` or `prepare` began: a
+    /// second registration of an unlabelled one is refused, and of a
+    /// labelled one while a handle to it lives.
+    registered: Vec<(String, Vec<(String, String)>)>,
 }
 
 thread_local! {
@@ -125,66 +132,183 @@ fn building() -> Option<(String, u32)> {
     BUILDING.with(|b| b.borrow().clone())
 }
 
-/// One user metric of a task.
+/// One user metric of a task as an exporter reads it: a copy of its cells
+/// taken under the registry's lock.
 #[derive(Debug, Clone)]
 pub struct UserMetric {
     /// Its name as the plugin registered it.
     pub name: String,
     /// Its help text.
     pub help: String,
-    /// Its cells, shared with the plugin.
-    pub cells: RArc<MetricStorage>,
+    /// The labels it was registered with besides the task's (contract
+    /// 1.3), in the plugin's order; empty for an unlabelled metric.
+    pub labels: Vec<(String, String)>,
+    kind: MetricKind,
+    values: Vec<u64>,
 }
 
 impl UserMetric {
     /// The kind.
     pub fn kind(&self) -> MetricKind {
-        self.cells.kind
+        self.kind
     }
 
     /// Cell `i`'s value.
     pub fn cell(&self, i: usize) -> u64 {
-        self.cells.values.get(i).map_or(0, |c| c.0.load(std::sync::atomic::Ordering::Relaxed))
+        self.values.get(i).copied().unwrap_or(0)
+    }
+}
+
+/// One registered metric (or labelled series): the host's reference to
+/// its cells.
+#[derive(Debug)]
+struct Registered {
+    name: String,
+    help: String,
+    labels: Vec<(String, String)>,
+    cells: RArc<MetricStorage>,
+}
+
+impl Registered {
+    /// A labelled series whose every plugin handle was dropped: the
+    /// registry's reference is the only one left.
+    fn abandoned(&self) -> bool {
+        !self.labels.is_empty() && RArc::strong_count(&self.cells) == 1
     }
 }
 
 /// The user metrics of one task; written at registration, read by exporters.
+///
+/// An unlabelled metric stays while the process lives (a rebuilt instance
+/// gets its cells back). A labelled series (contract 1.3) stays while the
+/// plugin holds a handle to it: [`snapshot`](Self::snapshot) drops the
+/// series whose handles are all gone, so they are exported no more. The
+/// registry hands no reference to the cells to anyone but the plugin, so
+/// the count of references it sees is exact under its lock.
 #[derive(Debug, Default)]
 pub struct UserMetrics {
-    inner: Mutex<Vec<UserMetric>>,
+    inner: Mutex<Vec<Registered>>,
 }
 
 impl UserMetrics {
-    /// The registered metrics, in registration order.
+    /// The registered metrics, in registration order, after dropping the
+    /// labelled series no handle holds any more.
     pub fn snapshot(&self) -> Vec<UserMetric> {
-        self.inner.lock().map(|m| m.clone()).unwrap_or_default()
+        let Ok(mut metrics) = self.inner.lock() else { return Vec::new() };
+        metrics.retain(|m| !m.abandoned());
+        metrics
+            .iter()
+            .map(|m| UserMetric {
+                name: m.name.clone(),
+                help: m.help.clone(),
+                labels: m.labels.clone(),
+                kind: m.cells.kind,
+                values: m
+                    .cells
+                    .values
+                    .iter()
+                    .map(|c| c.0.load(std::sync::atomic::Ordering::Relaxed))
+                    .collect(),
+            })
+            .collect()
     }
 
+    /// Registers metric `name` (with `labels`, empty for an unlabelled
+    /// one), or returns the cells it has. `mine`: the calling instance
+    /// registered this series before, so a handle of it still alive would
+    /// be a second one (refused).
     // String error: it crosses the ABI to the plugin as its refusal's text.
-    fn register(
+    pub(crate) fn register(
         &self,
         kind: MetricKind,
         name: &str,
         help: &str,
+        labels: &[(String, String)],
+        mine: bool,
     ) -> Result<RArc<MetricStorage>, String> {
         let mut metrics = self.inner.lock().map_err(|_| "metrics registry poisoned".to_owned())?;
+        if let Some(m) = metrics.iter().find(|m| m.name == name && m.labels == labels) {
+            if m.cells.kind != kind {
+                return Err(format!("{name:?} is already registered as another kind of metric"));
+            }
+            if mine && RArc::strong_count(&m.cells) > 1 {
+                return Err(format!(
+                    "{name:?} with labels {} is already registered by this instance and a \
+                     handle to it is alive: keep that handle (a second one counts into the \
+                     same series, so each event would count twice), or drop it first",
+                    label_list(labels)
+                ));
+            }
+            return Ok(m.cells.clone());
+        }
         if let Some(m) = metrics.iter().find(|m| m.name == name) {
-            return if m.kind() == kind {
-                Ok(m.cells.clone())
-            } else {
-                Err(format!("{name:?} is already registered as another kind of metric"))
-            };
+            if m.cells.kind != kind {
+                return Err(format!("{name:?} is already registered as another kind of metric"));
+            }
+            if m.help != help {
+                return Err(format!(
+                    "{name:?} is already registered with the help text {:?}: the series of \
+                     one metric share its kind and help",
+                    m.help
+                ));
+            }
         }
         let len = if kind == MetricKind::HISTOGRAM { HISTOGRAM_CELLS } else { 1 };
         let values: RVec<AtomicCell> = (0..len).map(|_| AtomicCell::default()).collect();
         let cells = RArc::new(MetricStorage { kind, values });
-        metrics.push(UserMetric {
+        metrics.push(Registered {
             name: name.to_owned(),
             help: help.to_owned(),
+            labels: labels.to_vec(),
             cells: cells.clone(),
         });
         Ok(cells)
     }
+}
+
+/// `{a="x", b="y"}`, for messages.
+fn label_list(labels: &[(String, String)]) -> String {
+    let pairs: Vec<String> = labels.iter().map(|(n, v)| format!("{n}={v:?}")).collect();
+    format!("{{{}}}", pairs.join(", "))
+}
+
+/// The labels the host puts on every user metric's series itself (and
+/// `le`, a histogram bucket's bound): a plugin's labels may not take them.
+pub const HOST_LABELS: &[&str] = &["topology", "component", "task", "le"];
+
+/// Refuses labels whose names Prometheus would not take, that are the
+/// host's own ([`HOST_LABELS`]), or that repeat one.
+fn check_labels(name: &str, labels: &[(String, String)]) -> Result<(), String> {
+    if labels.is_empty() {
+        return Err(format!(
+            "metric {name:?} is registered with labels, and none were given (register it \
+             without labels instead)"
+        ));
+    }
+    for (i, (label, _)) in labels.iter().enumerate() {
+        if !valid_metric_name(label) {
+            return Err(format!(
+                "label name {label:?} of metric {name:?} is not [a-zA-Z_][a-zA-Z0-9_]*"
+            ));
+        }
+        if label.starts_with("__") {
+            return Err(format!(
+                "label name {label:?} of metric {name:?} starts with \"__\", which Prometheus \
+                 reserves"
+            ));
+        }
+        if HOST_LABELS.contains(&label.as_str()) {
+            return Err(format!(
+                "label {label:?} of metric {name:?} is one the host sets itself ({}): choose \
+                 another name",
+                HOST_LABELS.join(", ")
+            ));
+        }
+        if labels[..i].iter().any(|(l, _)| l == label) {
+            return Err(format!("label {label:?} of metric {name:?} is given twice"));
+        }
+    }
+    Ok(())
 }
 
 /// A metric name Prometheus accepts: `[a-zA-Z_][a-zA-Z0-9_]*`, at most 100 bytes.
@@ -195,7 +319,8 @@ pub fn valid_metric_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// The host object handed to every 1.1 library.
+/// The host object handed to every 1.1 library (and, as its
+/// [`Host13Box`], to every library with `attach_host_1_3`).
 #[derive(Debug, Clone, Copy)]
 pub struct HostServices;
 
@@ -203,6 +328,11 @@ impl HostServices {
     /// As the ABI object a library's `attach_host` takes.
     pub fn boxed() -> HostBox {
         DynHost_TO::from_value(HostServices, TD_Opaque)
+    }
+
+    /// As the ABI object a library's `attach_host_1_3` takes.
+    pub fn boxed_1_3() -> Host13Box {
+        DynHost13_TO::from_value(HostServices, TD_Opaque)
     }
 }
 
@@ -263,7 +393,7 @@ impl DynHost for HostServices {
             Some(scope) => {
                 // Two handles of one instance would count into one series
                 // twice per event.
-                if scope.registered.iter().any(|n| n == name.as_str()) {
+                if scope.registered.iter().any(|(n, l)| n == name.as_str() && l.is_empty()) {
                     return refuse(format!(
                         "{:?} is already registered by this instance of {:?} (task {}): keep \
                          the first handle; a second one counts into the same series, so each \
@@ -273,9 +403,49 @@ impl DynHost for HostServices {
                         scope.task
                     ));
                 }
-                match scope.stats.user_metrics().register(kind, name.as_str(), help.as_str()) {
+                // Checked above: `mine` is for labelled series.
+                let user = scope.stats.user_metrics();
+                match user.register(kind, name.as_str(), help.as_str(), &[], false) {
                     Ok(cells) => {
-                        scope.registered.push(name.as_str().to_owned());
+                        scope.registered.push((name.as_str().to_owned(), Vec::new()));
+                        RResult::ROk(MetricCells { cells })
+                    }
+                    Err(m) => refuse(m),
+                }
+            }
+            None => refuse(off_task_thread()),
+        })
+    }
+}
+
+impl DynHost13 for HostServices {
+    fn register_labelled_metric(
+        &self,
+        kind: MetricKind,
+        name: RStr<'_>,
+        help: RStr<'_>,
+        labels: RSlice<'_, MetricLabel<'_>>,
+    ) -> RResult<MetricCells, PluginError> {
+        let refuse =
+            |m: String| RResult::RErr(PluginError { kind: ErrorKind::RUNTIME, message: m.into() });
+        let name = name.as_str();
+        let labels: Vec<(String, String)> = labels
+            .iter()
+            .map(|l| (l.name.as_str().to_owned(), l.value.as_str().to_owned()))
+            .collect();
+        if let Err(m) = check_metric(kind, name).and_then(|()| check_labels(name, &labels)) {
+            return refuse(m);
+        }
+        CURRENT.with(|c| match &mut *c.borrow_mut() {
+            Some(scope) => {
+                let key = (name.to_owned(), labels);
+                let mine = scope.registered.contains(&key);
+                let user = scope.stats.user_metrics();
+                match user.register(kind, name, help.as_str(), &key.1, mine) {
+                    Ok(cells) => {
+                        if !mine {
+                            scope.registered.push(key);
+                        }
                         RResult::ROk(MetricCells { cells })
                     }
                     Err(m) => refuse(m),
@@ -387,5 +557,136 @@ mod tests {
         let all = stats.user.snapshot();
         assert_eq!(all.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["c", "h"]);
         assert_eq!(all[0].cell(0), 2);
+    }
+    /// Registers a labelled series through the ABI method; the refusal's text.
+    fn labelled(
+        kind: MetricKind,
+        name: &str,
+        help: &str,
+        labels: &[(&str, &str)],
+    ) -> Result<MetricCells, String> {
+        let labels: Vec<MetricLabel<'_>> = labels
+            .iter()
+            .map(|&(name, value)| MetricLabel { name: name.into(), value: value.into() })
+            .collect();
+        let answer = HostServices.register_labelled_metric(
+            kind,
+            name.into(),
+            help.into(),
+            labels.as_slice().into(),
+        );
+        answer.into_result().map_err(|e| e.message.to_string())
+    }
+
+    #[test]
+    fn labels_are_prometheus_names_none_of_the_hosts_each_given_once() {
+        let stats = Arc::new(Sink::default());
+        enter_task("in", 1, stats.clone());
+        let refusal = |labels: &[(&str, &str)]| {
+            labelled(MetricKind::GAUGE, "lag", "", labels).map(|_| ()).unwrap_err()
+        };
+        let m = refusal(&[("9x", "")]);
+        assert!(m.contains("label name \"9x\" of metric \"lag\" is not [a-zA-Z_]"), "{m}");
+        let m = refusal(&[("a-b", "")]);
+        assert!(m.contains("\"a-b\""), "{m}");
+        let m = refusal(&[("__name", "")]);
+        assert!(m.contains("\"__name\"") && m.contains("reserves"), "{m}");
+        for host_label in ["topology", "component", "task", "le"] {
+            let m = refusal(&[("topic", "t"), (host_label, "1")]);
+            assert!(
+                m.contains(&format!(
+                    "label {host_label:?} of metric \"lag\" is one the host sets itself"
+                )),
+                "{m}"
+            );
+        }
+        let m = refusal(&[("partition", "1"), ("partition", "2")]);
+        assert!(m.contains("label \"partition\" of metric \"lag\" is given twice"), "{m}");
+        let m = refusal(&[]);
+        assert!(m.contains("none were given"), "{m}");
+        let m = labelled(MetricKind::GAUGE, "9lag", "", &[("p", "1")]).map(|_| ()).unwrap_err();
+        assert!(m.contains("metric name \"9lag\""), "{m}");
+        assert!(stats.user.snapshot().is_empty(), "nothing registered");
+        // Any text is a value.
+        assert!(labelled(MetricKind::GAUGE, "lag", "", &[("topic", "a\"b\\c\nd é")]).is_ok());
+    }
+
+    #[test]
+    fn one_family_has_a_series_per_label_set_registered_once_while_a_handle_lives() {
+        let stats = Arc::new(Sink::default());
+        enter_task("in", 1, stats.clone());
+        let p0 =
+            labelled(MetricKind::GAUGE, "lag", "behind", &[("topic", "t"), ("partition", "0")]);
+        let p0 = p0.unwrap();
+        let p1 =
+            labelled(MetricKind::GAUGE, "lag", "behind", &[("topic", "t"), ("partition", "1")]);
+        assert!(p1.is_ok(), "another label set: another series of the family");
+        let twice =
+            labelled(MetricKind::GAUGE, "lag", "behind", &[("topic", "t"), ("partition", "0")]);
+        let m = twice.map(|_| ()).unwrap_err();
+        assert!(
+            m.contains("already registered by this instance and a handle to it is alive"),
+            "{m}"
+        );
+        let kind = labelled(MetricKind::COUNTER, "lag", "behind", &[("partition", "2")]);
+        assert!(kind.map(|_| ()).unwrap_err().contains("another kind"));
+        let help = labelled(MetricKind::GAUGE, "lag", "other", &[("partition", "2")]);
+        let m = help.map(|_| ()).unwrap_err();
+        assert!(m.contains("help text \"behind\""), "{m}");
+        // The handle dropped (a partition given up), the series may be
+        // registered again: before a scrape it has the same cells.
+        p0.cells.values[0].0.store(7, std::sync::atomic::Ordering::Relaxed);
+        drop(p0);
+        let again =
+            labelled(MetricKind::GAUGE, "lag", "behind", &[("topic", "t"), ("partition", "0")]);
+        assert_eq!(again.unwrap().cells.values[0].0.load(std::sync::atomic::Ordering::Relaxed), 7);
+        // A new instance may register what its predecessor still holds.
+        let held =
+            labelled(MetricKind::GAUGE, "lag", "behind", &[("topic", "t"), ("partition", "5")]);
+        instance_starts();
+        let next =
+            labelled(MetricKind::GAUGE, "lag", "behind", &[("topic", "t"), ("partition", "5")]);
+        assert!(held.is_ok() && next.is_ok(), "{next:?}");
+    }
+
+    #[test]
+    fn a_labelled_series_leaves_the_snapshot_once_its_handles_are_dropped() {
+        let stats = Arc::new(Sink::default());
+        enter_task("in", 1, stats.clone());
+        let host = HostServices;
+        let plain = host.register_metric(MetricKind::COUNTER, "c".into(), "".into()).unwrap();
+        let p0 = labelled(MetricKind::GAUGE, "lag", "", &[("partition", "0")]).unwrap();
+        let p1 = labelled(MetricKind::GAUGE, "lag", "", &[("partition", "1")]).unwrap();
+        let clone = p0.clone();
+        p0.cells.values[0].0.store(5, std::sync::atomic::Ordering::Relaxed);
+        /// One exported series: name, labels, first cell.
+        type Seen = (String, Vec<(String, String)>, u64);
+        let series = |stats: &Sink| -> Vec<Seen> {
+            stats
+                .user
+                .snapshot()
+                .into_iter()
+                .map(|m| (m.name.clone(), m.labels.clone(), m.cell(0)))
+                .collect()
+        };
+        let label = |p: &str| vec![("partition".to_owned(), p.to_owned())];
+        assert_eq!(
+            series(&stats),
+            [("c".into(), vec![], 0), ("lag".into(), label("0"), 5), ("lag".into(), label("1"), 0)]
+        );
+        drop(p0);
+        assert_eq!(series(&stats).len(), 3, "a clone of the handle still holds it");
+        drop(clone);
+        drop(plain);
+        assert_eq!(
+            series(&stats),
+            [("c".into(), vec![], 0), ("lag".into(), label("1"), 0)],
+            "partition 0 is gone; an unlabelled metric stays"
+        );
+        // Registered again once gone: a new series, from zero.
+        let p0 = labelled(MetricKind::GAUGE, "lag", "", &[("partition", "0")]).unwrap();
+        assert_eq!(series(&stats)[2], ("lag".into(), label("0"), 0));
+        drop((p0, p1));
+        assert_eq!(series(&stats), [("c".into(), vec![], 0)]);
     }
 }

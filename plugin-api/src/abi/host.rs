@@ -1,6 +1,10 @@
 //! Contract 1.1: what the host offers a plugin library (logging through the
 //! host's `tracing`, user metrics), handed over once per library through
-//! [`PluginRoot::attach_host`](super::PluginRoot).
+//! [`PluginRoot::attach_host`](super::PluginRoot). Contract 1.3 adds
+//! labelled metrics through a second object, [`DynHost13`], handed over
+//! through [`PluginRoot::attach_host_1_3`](super::PluginRoot) (`None` in a
+//! library built before that field; a host older than it never calls it, and
+//! the library then counts labelled series locally).
 //!
 //! A 1.0 library has no `attach_host` field; the host reads it as `None` and
 //! the library runs as before. A 1.1 library in a 1.0 host is never
@@ -8,7 +12,7 @@
 
 use abi_stable::{
     sabi_trait,
-    std_types::{RArc, RResult, RStr},
+    std_types::{RArc, RBox, RResult, RSlice, RStr},
     StableAbi,
 };
 
@@ -52,7 +56,8 @@ pub const HISTOGRAM_CELLS: usize = 2 + 65;
 
 /// The storage of one registered metric: `len` 64-bit cells owned by the
 /// host, updated by the plugin with relaxed atomic operations on its own
-/// thread (no lock). The host never frees them while the process lives.
+/// thread (no lock). The host keeps an unlabelled metric's cells while the
+/// process lives; a labelled series' cells live while a handle does.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone)]
 pub struct MetricCells {
@@ -74,6 +79,18 @@ pub struct MetricStorage {
 #[repr(transparent)]
 #[derive(StableAbi, Debug, Default)]
 pub struct AtomicCell(pub std::sync::atomic::AtomicU64);
+
+/// One label of a labelled user metric's series (contract 1.3): its name
+/// and its value.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy)]
+pub struct MetricLabel<'a> {
+    /// The label's name: `[a-zA-Z_][a-zA-Z0-9_]*`, not starting with `__`,
+    /// none of the host's own (`topology`, `component`, `task`, `le`).
+    pub name: RStr<'a>,
+    /// The label's value: any text.
+    pub value: RStr<'a>,
+}
 
 /// The host, as a plugin library sees it.
 #[sabi_trait]
@@ -99,4 +116,28 @@ pub trait DynHost: Send + Sync {
 }
 
 /// The host object handed to a library.
-pub type HostBox = DynHost_TO<'static, abi_stable::std_types::RBox<()>>;
+pub type HostBox = DynHost_TO<'static, RBox<()>>;
+
+/// Contract 1.3: the host's labelled metrics, as a plugin library sees them
+/// (a separate object from [`DynHost`], whose layout 1.1 and 1.2 libraries
+/// check, handed over through
+/// [`PluginRoot::attach_host_1_3`](super::PluginRoot)).
+#[sabi_trait]
+pub trait DynHost13: Send + Sync {
+    /// Registers one series of a metric family, told apart from the
+    /// family's other series by `labels` (besides the calling task's own
+    /// labels). Same rules as [`DynHost::register_metric`], and: the series
+    /// lives while the plugin holds a handle to its cells; the host stops
+    /// exporting it once every handle is dropped.
+    #[sabi(last_prefix_field)]
+    fn register_labelled_metric(
+        &self,
+        kind: MetricKind,
+        name: RStr<'_>,
+        help: RStr<'_>,
+        labels: RSlice<'_, MetricLabel<'_>>,
+    ) -> RResult<MetricCells, PluginError>;
+}
+
+/// The contract 1.3 host object handed to a library.
+pub type Host13Box = DynHost13_TO<'static, RBox<()>>;

@@ -43,8 +43,8 @@ pub use ext::{
 };
 pub use guard::{guard, PResult};
 pub use host::{
-    AtomicCell, DynHost, DynHost_TO, HostBox, LogLevel, MetricCells, MetricKind, MetricStorage,
-    HISTOGRAM_CELLS,
+    AtomicCell, DynHost, DynHost13, DynHost13_TO, DynHost_TO, Host13Box, HostBox, LogLevel,
+    MetricCells, MetricKind, MetricLabel, MetricStorage, HISTOGRAM_CELLS,
 };
 pub use output::{Output, OutputMut, Output_TO};
 pub use root::{

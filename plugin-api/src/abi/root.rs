@@ -10,7 +10,9 @@ use abi_stable::{
 
 use abi_stable::std_types::RVec;
 
-use super::{guard, Catalogue, ComponentExt, ComponentExt12, ComponentExt13, HostBox, PResult};
+use super::{
+    guard, Catalogue, ComponentExt, ComponentExt12, ComponentExt13, Host13Box, HostBox, PResult,
+};
 
 /// The contract version written in every library header: the oldest 1.x
 /// contract, so that a host accepts every 1.x library (see
@@ -62,6 +64,12 @@ pub struct PluginRoot {
     /// `None` in a library built before 1.3.
     #[sabi(missing_field(option))]
     pub extensions_1_3: extern "C" fn() -> PResult<RVec<ComponentExt13>>,
+    /// Contract 1.3: the host hands the library its [`Host13Box`] (labelled
+    /// user metrics) once, right after loading it and after `attach_host`.
+    /// `None` in a library built before this field; such a library has no
+    /// labelled metrics to register.
+    #[sabi(missing_field(option))]
+    pub attach_host_1_3: extern "C" fn(Host13Box),
 }
 
 /// How a library's code handles a panic (an open set of constants).
@@ -279,6 +287,7 @@ fn root_of<P: PluginSource>() -> PluginRoot_Ref {
         extensions: extensions_of::<P>,
         extensions_1_2: extensions_12_of::<P>,
         extensions_1_3: extensions_13_of::<P>,
+        attach_host_1_3: crate::host::attach13,
     }
     .leak_into_prefix()
 }

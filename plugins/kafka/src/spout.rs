@@ -39,6 +39,13 @@
 //! Acks and fails of a revoked generation's tuples are ignored: their next
 //! owner reads them again from the committed offset, so nothing is failed
 //! twice or replayed by two tasks.
+//!
+//! A partition's own metrics (`kafka_partition_lag`,
+//! `kafka_partition_committed`, labelled by topic and partition) are
+//! registered when the spout takes the assignment (on the task's thread,
+//! as the host asks) and dropped when it answers the revocation, so the
+//! host exports them only while this task reads the partition; the I/O
+//! thread sets them from librdkafka's statistics.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
@@ -401,6 +408,47 @@ struct Shared {
     closing: AtomicBool,
     /// The spout asked for a pause (deactivate).
     paused: AtomicBool,
+    /// The series of each partition the spout took, by table index:
+    /// registered and dropped by the spout (on the task's thread), set by
+    /// the I/O thread's statistics.
+    partitions: Mutex<FxHashMap<u32, PartitionMetrics>>,
+}
+
+/// One assigned partition's series, labelled `topic` and `partition`.
+/// Registered when the spout takes the assignment and dropped when it
+/// gives the partition up, so the host exports them only while this task
+/// reads the partition.
+#[derive(Debug)]
+struct PartitionMetrics {
+    lag: Gauge,
+    committed: Gauge,
+}
+
+impl PartitionMetrics {
+    /// Registers `topic`'s `partition`'s series (on the task's thread).
+    fn register(topic: &str, partition: i32) -> Self {
+        let partition = partition.to_string();
+        let labels = [("topic", topic), ("partition", partition.as_str())];
+        let metrics = Self {
+            lag: metrics::gauge_with(
+                "kafka_partition_lag",
+                "Records behind on one partition this task reads: the high watermark of the \
+                 latest fetch response minus the committed offset (as kafka_lag).",
+                &labels,
+            ),
+            committed: metrics::gauge_with(
+                "kafka_partition_committed",
+                "The group's committed offset of one partition this task reads, as librdkafka's \
+                 statistics last reported it (-1: none yet).",
+                &labels,
+            ),
+        };
+        // Until the first statistics (cells registered again keep their
+        // last values otherwise).
+        metrics.lag.set(0);
+        metrics.committed.set(-1);
+        metrics
+    }
 }
 
 /// The spout's metrics (registered in `open`).
@@ -639,20 +687,31 @@ impl ClientContext for SpoutContext {
             }
         }
         let table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let series = self.shared.partitions.lock().unwrap_or_else(|e| e.into_inner());
         let (mut sum, mut max) = (0i64, 0i64);
         for (name, topic) in &statistics.topics {
             for (&partition, p) in &topic.partitions {
-                let mine =
-                    table.find(name, partition).is_some_and(|i| table.entries[i as usize].assigned);
-                if !mine || p.hi_offset < 0 {
+                let Some(idx) = table.find(name, partition) else { continue };
+                if !table.entries[idx as usize].assigned {
+                    continue;
+                }
+                let own = series.get(&idx);
+                if let Some(m) = own {
+                    m.committed.set(p.committed_offset.max(-1));
+                }
+                if p.hi_offset < 0 {
                     continue;
                 }
                 let from = if p.committed_offset >= 0 { p.committed_offset } else { p.lo_offset };
                 let lag = (p.hi_offset - from.max(0)).max(0);
+                if let Some(m) = own {
+                    m.lag.set(lag);
+                }
                 sum += lag;
                 max = max.max(lag);
             }
         }
+        drop(series);
         drop(table);
         self.metrics.lag.set(sum);
         self.metrics.lag_max.set(max);
@@ -1963,6 +2022,7 @@ impl Spout for KafkaSpout {
                 control: AtomicBool::new(false),
                 closing: AtomicBool::new(false),
                 paused: AtomicBool::new(false),
+                partitions: Mutex::new(FxHashMap::default()),
             }),
             health: Health::new(String::new()),
             metrics: None,
@@ -2142,6 +2202,8 @@ impl Spout for KafkaSpout {
         if let Some(m) = &self.metrics {
             m.held.set(0);
         }
+        // No partition is read any more: its series go.
+        self.shared.partitions.lock().unwrap_or_else(|e| e.into_inner()).clear();
         if !io.thread.join_within(self.config.close_timeout * 2) {
             squall_plugin_api::warn!(
                 "{}: the Kafka consumer did not close within {:?}; it is left to finish on its own",
@@ -2194,6 +2256,15 @@ fn part_mut(parts: &mut Vec<Part>, idx: u32) -> &mut Part {
         parts.push(Part::new(Arc::from(""), -1, 0, false, 0));
     }
     &mut parts[idx]
+}
+
+/// Registers the series of a partition the spout takes as `idx` (after
+/// dropping those of its previous generation, if any).
+#[cold]
+fn register_partition(shared: &Shared, idx: u32, topic: &str, partition: i32) {
+    let mut series = shared.partitions.lock().unwrap_or_else(|e| e.into_inner());
+    series.remove(&idx);
+    series.insert(idx, PartitionMetrics::register(topic, partition));
 }
 
 /// True when `record`'s partition generation is still this task's.
@@ -2384,6 +2455,7 @@ impl KafkaSpout {
             return 0;
         }
         let taken = part.unpark_all();
+        register_partition(&self.shared, idx, &topic, partition);
         *part = Part::new(topic, partition, gen, true, part.revoked);
         if let Some(d) = &self.durable {
             part.waiting = true;
@@ -2450,6 +2522,8 @@ impl KafkaSpout {
                     continue;
                 }
                 unparked += revoke_part(part, idx, durable, held, *instance, &mut offsets);
+                // Its series go: the host stops exporting them.
+                shared.partitions.lock().unwrap_or_else(|e| e.into_inner()).remove(&idx);
             }
             let _ = revoke.reply.send(offsets);
         }

@@ -638,6 +638,11 @@ inputs = [{{ from = "in" }}]
     );
     assert_eq!(lags, each_partition(&input, 4, 100.0), "kafka_partition_lag\n{text}");
     assert_eq!(committed, each_partition(&input, 4, -1.0), "kafka_partition_committed\n{text}");
+    assert!(
+        text.contains("# TYPE squall_user_kafka_commit_latency_seconds histogram"),
+        "the commit latency, in seconds\n{text}"
+    );
+    crate::http::promtool_check(&ws, &text);
     let api: serde_json::Value = serde_json::from_str(&api).expect("JSON");
     let mut series: Vec<(String, String, i64)> = api["user_metrics"]
         .as_array()

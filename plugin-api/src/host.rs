@@ -50,19 +50,33 @@
 //! drop(lag); // no longer exported
 //! ```
 //!
+//! # Durations (contract 1.3)
+//! [`metrics::duration_histogram`] registers a histogram of
+//! [`Duration`]s, recorded in microseconds and exported in seconds (the
+//! unit Prometheus names ask for), as `squall_user_<name>` with `_seconds`
+//! appended when the name lacks it.
+//!
+//! ```
+//! use std::time::Duration;
+//! use squall_plugin_api::metrics::duration_histogram;
+//! let latency = duration_histogram("commit_latency_seconds", "time to commit");
+//! latency.record(Duration::from_millis(3));
+//! assert_eq!((latency.count(), latency.sum()), (1, Duration::from_millis(3)));
+//! ```
+//!
 //! A 1.3 host hands the library its labelled metrics through
 //! [`PluginRoot::attach_host_1_3`](crate::abi::PluginRoot). A host older
 //! than that field does not know labelled metrics: their handles count
-//! locally (as without a host), and nothing is logged.
+//! locally (as without a host), and nothing is logged; so do durations.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use abi_stable::std_types::{RArc, RVec};
 
 use crate::abi::{
     AtomicCell, Host13Box, HostBox, LogLevel, MetricCells, MetricKind, MetricLabel, MetricStorage,
-    HISTOGRAM_CELLS,
 };
 
 static HOST: OnceLock<HostBox> = OnceLock::new();
@@ -123,10 +137,28 @@ macro_rules! trace { ($($arg:tt)+) => { $crate::log!($crate::abi::LogLevel::TRAC
 /// Cells from the host, or local ones when no host is attached or it
 /// refuses (the error is logged through the host when there is one).
 fn cells(kind: MetricKind, name: &str, help: &str) -> RArc<MetricStorage> {
-    if let Some(h) = HOST.get() {
+    host_cells(HOST.get(), HOST13.get(), kind, name, help)
+}
+
+/// Cells of an unlabelled metric from `host`, or local ones when there is
+/// none or it refuses (the refusal is logged). A duration is asked of a
+/// 1.3 host only (`host13` present): an older one refuses the kind, and
+/// its handle counts locally without a warning.
+fn host_cells(
+    host: Option<&HostBox>,
+    host13: Option<&Host13Box>,
+    kind: MetricKind,
+    name: &str,
+    help: &str,
+) -> RArc<MetricStorage> {
+    let known = kind != MetricKind::DURATION || host13.is_some();
+    if let Some(h) = host.filter(|_| known) {
         match h.register_metric(kind, name.into(), help.into()).into_result() {
             Ok(MetricCells { cells }) => return cells,
-            Err(e) => __log(LogLevel::WARN, &format!("metric {name:?} not registered: {e}")),
+            Err(e) => {
+                let message = format!("metric {name:?} not registered: {e}");
+                h.log(LogLevel::WARN, message.as_str().into());
+            }
         }
     }
     local_cells(kind)
@@ -166,8 +198,7 @@ fn labelled_cells(
 
 /// Cells no host sees.
 fn local_cells(kind: MetricKind) -> RArc<MetricStorage> {
-    let len = if kind == MetricKind::HISTOGRAM { HISTOGRAM_CELLS } else { 1 };
-    let values: RVec<AtomicCell> = (0..len).map(|_| AtomicCell::default()).collect();
+    let values: RVec<AtomicCell> = (0..kind.cells()).map(|_| AtomicCell::default()).collect();
     RArc::new(MetricStorage { kind, values })
 }
 
@@ -246,9 +277,33 @@ impl Histogram {
     }
 }
 
+/// A distribution of durations, recorded in microseconds and exported in
+/// seconds (contract 1.3); cloning shares it.
+#[derive(Debug, Clone)]
+pub struct DurationHistogram(Histogram);
+
+impl DurationHistogram {
+    /// Records one duration, in whole microseconds (rounded down): three
+    /// relaxed atomic adds.
+    #[inline]
+    pub fn record(&self, d: Duration) {
+        self.0.record(u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    }
+
+    /// Durations recorded.
+    pub fn count(&self) -> u64 {
+        self.0.count()
+    }
+
+    /// Their sum, in whole microseconds (wrapping).
+    pub fn sum(&self) -> Duration {
+        Duration::from_micros(self.0.sum())
+    }
+}
+
 /// User metrics (see the module doc of [`crate::host`]).
 pub mod metrics {
-    pub use super::{Counter, Gauge, Histogram};
+    pub use super::{Counter, DurationHistogram, Gauge, Histogram};
     use crate::abi::MetricKind;
 
     /// Registers a counter of the calling task.
@@ -264,6 +319,14 @@ pub mod metrics {
     /// Registers a histogram of the calling task.
     pub fn histogram(name: &str, help: &str) -> Histogram {
         Histogram(super::cells(MetricKind::HISTOGRAM, name, help))
+    }
+
+    /// Registers a histogram of durations of the calling task, exported in
+    /// seconds as `squall_user_<name>` (`_seconds` appended when `name`
+    /// lacks it). Contract 1.3: a host before 1.3 does not export it (the
+    /// handle counts locally).
+    pub fn duration_histogram(name: &str, help: &str) -> DurationHistogram {
+        DurationHistogram(Histogram(super::cells(MetricKind::DURATION, name, help)))
     }
 
     /// Registers one series of the calling task's counter family `name`,
@@ -315,7 +378,7 @@ mod tests {
     use abi_stable::std_types::{RResult, RSlice, RStr};
     use std::sync::{Arc, Mutex};
 
-    use crate::abi::{DynHost, DynHost13, DynHost13_TO, DynHost_TO};
+    use crate::abi::{DynHost, DynHost13, DynHost13_TO, DynHost_TO, HISTOGRAM_CELLS};
     use crate::{ErrorKind, PluginError};
 
     /// A host of contract 1.1/1.2: no [`Host13Box`], so no labelled
@@ -437,6 +500,38 @@ mod tests {
             logged[0].contains("\"x\" not registered") && logged[0].contains("bad"),
             "{logged:?}"
         );
+    }
+
+    #[test]
+    fn a_duration_is_asked_of_a_1_3_host_only() {
+        let old = OldHost::default();
+        let host: HostBox = DynHost_TO::from_value(old.clone(), TD_Opaque);
+        let d = DurationHistogram(Histogram(host_cells(
+            Some(&host),
+            None,
+            MetricKind::DURATION,
+            "commit_seconds",
+            "",
+        )));
+        d.record(Duration::from_micros(1500));
+        assert_eq!((d.count(), d.sum()), (1, Duration::from_micros(1500)));
+        assert!(old.registered.lock().unwrap().is_empty(), "an older host is not asked");
+        let host13: Host13Box = DynHost13_TO::from_value(NewHost::default(), TD_Opaque);
+        let (h, h13) = (Some(&host), Some(&host13));
+        let cells = host_cells(h, h13, MetricKind::DURATION, "commit_seconds", "");
+        assert_eq!(*old.registered.lock().unwrap(), ["commit_seconds"], "a 1.3 host is asked");
+        assert_eq!((cells.kind, cells.values.len()), (MetricKind::DURATION, HISTOGRAM_CELLS));
+    }
+
+    #[test]
+    fn a_duration_records_whole_microseconds_in_their_bucket() {
+        let d = super::metrics::duration_histogram("d_seconds", "");
+        d.record(Duration::from_nanos(2_999));
+        d.record(Duration::from_secs(1));
+        assert_eq!(d.count(), 2);
+        assert_eq!(d.sum(), Duration::from_micros(1_000_002), "2 us (rounded down) + 1 s");
+        let cell = |i: usize| d.0 .0.values[2 + i].0.load(Ordering::Relaxed);
+        assert_eq!((cell(2), cell(20)), (1, 1), "2 -> bucket 2, 1e6 -> bucket 20");
     }
 
     #[test]

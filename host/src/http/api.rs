@@ -268,6 +268,12 @@ fn user_metrics(handle: &TopologyHandle, c: &Component) -> Vec<Json> {
             let value = match m.kind() {
                 MetricKind::COUNTER => json!({ "kind": "counter", "value": m.cell(0) }),
                 MetricKind::GAUGE => json!({ "kind": "gauge", "value": m.cell(0) as i64 }),
+                MetricKind::DURATION => {
+                    // Recorded in µs; given in seconds, as in /metrics.
+                    let (count, sum) = (m.cell(0), m.cell(1) as f64 / 1e6);
+                    let mean = if count > 0 { sum / count as f64 } else { 0.0 };
+                    json!({ "kind": "histogram", "unit": "seconds", "count": count, "sum": sum, "mean": mean })
+                }
                 _ => {
                     let (count, sum) = (m.cell(0), m.cell(1));
                     let mean = if count > 0 { sum as f64 / count as f64 } else { 0.0 };

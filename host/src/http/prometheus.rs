@@ -264,6 +264,9 @@ fn user_metrics(out: &mut String, tasks: &[Series]) {
             if m.kind() == MetricKind::COUNTER && !name.ends_with("_total") {
                 name.push_str("_total");
             }
+            if m.kind() == MetricKind::DURATION && !name.ends_with("_seconds") {
+                name.push_str("_seconds");
+            }
             let family = families
                 .entry(name.clone())
                 .or_insert_with(|| (m.kind(), m.help.clone(), Vec::new()));
@@ -306,7 +309,8 @@ type UserFamilies = std::collections::BTreeMap<String, (MetricKind, String, Vec<
 
 /// One task's series of user metric `m` as family `name`, with the task's
 /// `labels`: one line for a counter or a gauge, the buckets, sum and count
-/// of a histogram.
+/// of a histogram (a duration's bounds and sum in seconds, from the
+/// microseconds recorded).
 fn user_series(name: &str, labels: &str, m: &UserMetric) -> String {
     let mut lines = String::new();
     match m.kind() {
@@ -318,15 +322,25 @@ fn user_series(name: &str, labels: &str, m: &UserMetric) -> String {
         }
         _ => {
             // Cells: count, sum, then buckets by bit length.
+            let seconds = m.kind() == MetricKind::DURATION;
             let last = (0..65).rev().find(|&i| m.cell(2 + i) > 0).unwrap_or(0);
             let mut cumulative = 0;
             for i in 0..=last {
                 cumulative += m.cell(2 + i);
                 let le = if i == 0 { 0 } else { (1u128 << i) - 1 };
-                let _ = writeln!(lines, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+                let _ = if seconds {
+                    let le = le as f64 / 1e6;
+                    writeln!(lines, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}")
+                } else {
+                    writeln!(lines, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}")
+                };
             }
             let _ = writeln!(lines, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", m.cell(0));
-            let _ = writeln!(lines, "{name}_sum{{{labels}}} {}", m.cell(1));
+            let _ = if seconds {
+                writeln!(lines, "{name}_sum{{{labels}}} {}", m.cell(1) as f64 / 1e6)
+            } else {
+                writeln!(lines, "{name}_sum{{{labels}}} {}", m.cell(1))
+            };
             let _ = writeln!(lines, "{name}_count{{{labels}}} {}", m.cell(0));
         }
     }
@@ -443,6 +457,11 @@ mod tests {
         let p0 = register(MetricKind::GAUGE, "lag", &[("topic", "a\"b\\c\nd"), ("partition", "0")]);
         let p1 = register(MetricKind::GAUGE, "lag", &[("topic", "t"), ("partition", "1")]);
         let h = register(MetricKind::HISTOGRAM, "commit_ms", &[("topic", "t")]);
+        let d = register(MetricKind::DURATION, "wait", &[("topic", "t")]);
+        // 1 µs, 2 µs and 3 µs recorded: buckets 1 and 2 (twice), sum 6 µs.
+        for (i, v) in [(0, 3), (1, 6), (3, 1), (4, 2)] {
+            d.values[i].0.store(v, std::sync::atomic::Ordering::Relaxed);
+        }
         p0.values[0].0.store(-3i64 as u64, std::sync::atomic::Ordering::Relaxed);
         p1.values[0].0.store(100, std::sync::atomic::Ordering::Relaxed);
         for (i, v) in [(0, 1), (1, 2), (3, 1)] {
@@ -464,6 +483,14 @@ squall_user_commit_ms_count{topology=\"x\",component=\"in\",task=\"2\",topic=\"t
 # TYPE squall_user_lag gauge
 squall_user_lag{topology=\"x\",component=\"in\",task=\"2\",topic=\"a\\\"b\\\\c\\nd\",partition=\"0\"} -3
 squall_user_lag{topology=\"x\",component=\"in\",task=\"2\",topic=\"t\",partition=\"1\"} 100
+# HELP squall_user_wait_seconds Records \\\\ behind\\nthe end.
+# TYPE squall_user_wait_seconds histogram
+squall_user_wait_seconds_bucket{topology=\"x\",component=\"in\",task=\"2\",topic=\"t\",le=\"0\"} 0
+squall_user_wait_seconds_bucket{topology=\"x\",component=\"in\",task=\"2\",topic=\"t\",le=\"0.000001\"} 1
+squall_user_wait_seconds_bucket{topology=\"x\",component=\"in\",task=\"2\",topic=\"t\",le=\"0.000003\"} 3
+squall_user_wait_seconds_bucket{topology=\"x\",component=\"in\",task=\"2\",topic=\"t\",le=\"+Inf\"} 3
+squall_user_wait_seconds_sum{topology=\"x\",component=\"in\",task=\"2\",topic=\"t\"} 0.000006
+squall_user_wait_seconds_count{topology=\"x\",component=\"in\",task=\"2\",topic=\"t\"} 3
 ";
         assert_eq!(out, expected);
         // Partition 0's handle dropped: the next render leaves it out.
@@ -472,7 +499,7 @@ squall_user_lag{topology=\"x\",component=\"in\",task=\"2\",topic=\"t\",partition
         user_metrics(&mut out, &tasks);
         assert!(!out.contains("partition=\"0\""), "{out}");
         assert!(out.contains("partition=\"1\"} 100\n"), "{out}");
-        drop((p1, h));
+        drop((p1, h, d));
         let mut out = String::new();
         user_metrics(&mut out, &tasks);
         assert_eq!(out, "", "no series, no family");

@@ -20,7 +20,7 @@ use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RArc, RResult, RSlice, RStr, RVec};
 use squall_plugin_api::abi::{
     AtomicCell, DynHost, DynHost13, DynHost13_TO, DynHost_TO, Host13Box, HostBox, LogLevel,
-    MetricCells, MetricKind, MetricLabel, MetricStorage, HISTOGRAM_CELLS,
+    MetricCells, MetricKind, MetricLabel, MetricStorage,
 };
 use squall_plugin_api::{ErrorKind, PluginError};
 
@@ -253,8 +253,7 @@ impl UserMetrics {
                 ));
             }
         }
-        let len = if kind == MetricKind::HISTOGRAM { HISTOGRAM_CELLS } else { 1 };
-        let values: RVec<AtomicCell> = (0..len).map(|_| AtomicCell::default()).collect();
+        let values: RVec<AtomicCell> = (0..kind.cells()).map(|_| AtomicCell::default()).collect();
         let cells = RArc::new(MetricStorage { kind, values });
         metrics.push(Registered {
             name: name.to_owned(),
@@ -462,7 +461,9 @@ fn check_metric(kind: MetricKind, name: &str) -> Result<(), String> {
     if !valid_metric_name(name) {
         return Err(format!("metric name {name:?} is not [a-zA-Z_][a-zA-Z0-9_]*"));
     }
-    if ![MetricKind::COUNTER, MetricKind::GAUGE, MetricKind::HISTOGRAM].contains(&kind) {
+    let known =
+        [MetricKind::COUNTER, MetricKind::GAUGE, MetricKind::HISTOGRAM, MetricKind::DURATION];
+    if !known.contains(&kind) {
         return Err(format!("unknown metric kind {}", kind.0));
     }
     Ok(())
@@ -553,9 +554,15 @@ mod tests {
         instance_starts();
         assert!(host.register_metric(MetricKind::GAUGE, "c".into(), "".into()).is_err());
         let h = host.register_metric(MetricKind::HISTOGRAM, "h".into(), "".into()).unwrap();
-        assert_eq!(h.cells.values.len(), HISTOGRAM_CELLS);
+        assert_eq!(h.cells.values.len(), squall_plugin_api::abi::HISTOGRAM_CELLS);
+        let d = host.register_metric(MetricKind::DURATION, "d".into(), "".into()).unwrap();
+        assert_eq!(
+            (d.cells.kind, d.cells.values.len()),
+            (MetricKind::DURATION, squall_plugin_api::abi::HISTOGRAM_CELLS)
+        );
+        assert!(host.register_metric(MetricKind(4), "e".into(), "".into()).is_err());
         let all = stats.user.snapshot();
-        assert_eq!(all.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["c", "h"]);
+        assert_eq!(all.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["c", "h", "d"]);
         assert_eq!(all[0].cell(0), 2);
     }
     /// Registers a labelled series through the ABI method; the refusal's text.

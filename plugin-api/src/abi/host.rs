@@ -48,6 +48,20 @@ impl MetricKind {
     pub const GAUGE: Self = Self(1);
     /// A distribution: [`HISTOGRAM_CELLS`] cells (see [`MetricCells`]).
     pub const HISTOGRAM: Self = Self(2);
+    /// A distribution of durations recorded in microseconds, exported in
+    /// seconds (contract 1.3; a host before 1.3 refuses the kind): cells as
+    /// [`HISTOGRAM`](Self::HISTOGRAM).
+    pub const DURATION: Self = Self(3);
+
+    /// How many cells a metric of this kind has: [`HISTOGRAM_CELLS`] for
+    /// the distributions, one otherwise.
+    pub fn cells(self) -> usize {
+        if self == Self::HISTOGRAM || self == Self::DURATION {
+            HISTOGRAM_CELLS
+        } else {
+            1
+        }
+    }
 }
 
 /// Cells of a histogram: count, sum, then 65 buckets by bit length (bucket

@@ -66,7 +66,7 @@ use squall_connector::feed::Empty;
 use squall_connector::{
     feed, Acked, Backoff, Failed, Feed, Feeder, Health, IoThread, Pending, Redelivery, RetryPolicy,
 };
-use squall_plugin_api::metrics::{self, Counter, Gauge, Histogram};
+use squall_plugin_api::metrics::{self, Counter, DurationHistogram, Gauge};
 use squall_plugin_api::prelude::*;
 use squall_plugin_api::Waker;
 
@@ -470,7 +470,7 @@ struct SpoutMetrics {
 struct ConsumerMetrics {
     commits: Counter,
     commit_failures: Counter,
-    commit_latency: Histogram,
+    commit_latency: DurationHistogram,
     assigned: Counter,
     revoked: Counter,
     partitions: Gauge,
@@ -520,9 +520,9 @@ impl ConsumerMetrics {
                 "kafka_commit_failures",
                 "Offset commits that failed (the next commit covers them).",
             ),
-            commit_latency: metrics::histogram(
-                "kafka_commit_latency_ms",
-                "Milliseconds from an asynchronous commit's request to its confirmation.",
+            commit_latency: metrics::duration_histogram(
+                "kafka_commit_latency_seconds",
+                "Time from an asynchronous commit's request to its confirmation.",
             ),
             assigned: metrics::counter(
                 "kafka_partitions_assigned",
@@ -775,7 +775,7 @@ impl ConsumerContext for SpoutContext {
                 self.metrics.commits.inc();
                 let asked = self.commit_asked.load(Ordering::Relaxed);
                 let now = self.started.elapsed().as_nanos() as u64;
-                self.metrics.commit_latency.record(now.saturating_sub(asked) / 1_000_000);
+                self.metrics.commit_latency.record(Duration::from_nanos(now.saturating_sub(asked)));
             }
             Err(e) => {
                 self.metrics.commit_failures.inc();

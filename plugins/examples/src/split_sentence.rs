@@ -71,17 +71,26 @@ impl BasicBolt for SplitSentence {
                 }
             };
             if input.anchor() == Anchor::NONE {
-                self.words.extend(sentence.split_whitespace().map(Value::from));
+                push_words(&mut self.words, sentence);
                 untracked = Some(input);
                 continue;
             }
             self.flush(untracked.take(), collector);
-            self.words.extend(sentence.split_whitespace().map(Value::from));
+            push_words(&mut self.words, sentence);
             collector.for_input(input).emit_many(self.words.len(), &self.words);
             self.words.clear();
         }
         self.flush(untracked, collector);
         Ok(())
+    }
+}
+
+/// Appends the words of `sentence` to `words`, each built in place
+/// ([`Value::push_str`]: a word built on the stack and then pushed makes
+/// the push wait for the narrow stores that built it).
+fn push_words(words: &mut Vec<Value>, sentence: &str) {
+    for word in sentence.split_whitespace() {
+        Value::push_str(words, word);
     }
 }
 

@@ -153,8 +153,13 @@ impl BasicBolt for WordCount {
             match first_str(input, "a word") {
                 Ok(word) => {
                     let count = self.count(word);
-                    self.out.push(Value::from(word));
-                    self.out.push(Value::U64(count));
+                    // The input's own value, copied whole, and the count
+                    // built in place: values built on the stack in narrow
+                    // stores and then pushed make the push wait for them
+                    // (a store-forwarding stall per value; see
+                    // `Value::push_str`).
+                    self.out.push(input.values()[0].clone());
+                    Value::push_u64(&mut self.out, count);
                 }
                 Err(e) => {
                     self.flush(&run[from..i], collector);

@@ -644,6 +644,17 @@ inputs = [{{ from = "in" }}]
     );
     crate::http::promtool_check(&ws, &text);
     let api: serde_json::Value = serde_json::from_str(&api).expect("JSON");
+    // A duration histogram in the REST API: in seconds, as in /metrics.
+    let latency = api["user_metrics"]
+        .as_array()
+        .and_then(|all| all.iter().find(|m| m["name"] == "kafka_commit_latency_seconds"))
+        .unwrap_or_else(|| panic!("kafka_commit_latency_seconds in the REST API\n{api:#}"));
+    assert_eq!(
+        (&latency["kind"], &latency["unit"]),
+        (&serde_json::json!("histogram"), &serde_json::json!("seconds")),
+        "{latency:#}"
+    );
+    assert!(latency["sum"].is_f64() && latency["count"].is_u64(), "{latency:#}");
     let mut series: Vec<(String, String, i64)> = api["user_metrics"]
         .as_array()
         .expect("user_metrics")

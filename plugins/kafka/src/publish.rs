@@ -9,8 +9,9 @@
 //! records are in flight, no round trip per tuple. Each delivery report
 //! goes back to the bolt's thread over a channel with the input's anchor,
 //! and is acked or failed there: in `woken`, which the host calls once the
-//! report's callback called the bolt's wake handle (a 1.3 host), and at the
-//! start of every `execute`, tick tuples included (the bolt declares that
+//! report's callback called the bolt's wake handle (a 1.3 host), and before
+//! and after every run of inputs (`execute_batch`) or `execute`, tick
+//! tuples included (the bolt declares that
 //! it needs a tick at least every second, which is how a host without wake
 //! handles for bolts gets the last reports in). With `max_in_flight`
 //! records outstanding, `execute` waits for the oldest reports before it
@@ -358,6 +359,9 @@ impl Bolt for KafkaPublish {
     fn prepare(&mut self, context: &TaskContext) -> Result<()> {
         self.label = format!("{} task {}", context.component, context.task_id);
         self.metrics = Some(PublishMetrics::register());
+        if let Some(topic) = self.template.literal() {
+            self.topic = topic.to_owned();
+        }
         let client_config = self.config.client_config()?;
         let (tx, rx) = crossbeam_channel::unbounded();
         let producer: BaseProducer<PublishContext> = client_config
@@ -396,30 +400,30 @@ impl Bolt for KafkaPublish {
         if input.is_tick() {
             return Ok(());
         }
-        while self.in_flight >= self.config.max_in_flight {
-            if !self.collect(collector, Some(self.config.delivery_timeout * 2)) {
-                break;
+        self.produce(input, collector)?;
+        self.collect(collector, None);
+        Ok(())
+    }
+
+    /// A run of inputs (contract 1.3): the reports already in are settled
+    /// once before the run and once after it, not around every input.
+    fn execute_batch(
+        &mut self,
+        inputs: &mut Inputs<'_, '_>,
+        collector: &mut BoltCollector<'_>,
+    ) -> Result<()> {
+        if self.tx.is_some() {
+            for input in inputs {
+                self.execute_tx(input, collector)?;
+            }
+            return Ok(());
+        }
+        self.collect(collector, None);
+        for input in inputs {
+            if !input.is_tick() {
+                self.produce(input, collector)?;
             }
         }
-        self.template.render_into(input, &mut self.topic)?;
-        let value = self.value(input)?;
-        let keyed = self.render_key(input)?;
-        let partition = self.partition(input)?;
-        let headers = headers_of(&self.config.header_fields, input)?;
-        let io = self.io.as_ref().ok_or("the Kafka producer is not open")?;
-        let mut record: BaseRecord<'_, [u8], [u8], usize> =
-            BaseRecord::with_opaque_to(&self.topic, to_opaque(input.anchor())).payload(&*value);
-        if keyed {
-            record = record.key(self.key.as_bytes());
-        }
-        if let Some(p) = partition {
-            record = record.partition(p);
-        }
-        if let Some(h) = headers {
-            record = record.headers(h);
-        }
-        self.send(io, record)?;
-        self.in_flight += 1;
         self.collect(collector, None);
         Ok(())
     }
@@ -601,6 +605,40 @@ impl KafkaPublish {
             .into());
         };
         client::create_topics(client_config, &[topic.to_owned()], n, timeout)?;
+        Ok(())
+    }
+
+    /// Hands `input`'s record to librdkafka (at-least-once). With
+    /// `max_in_flight` records awaiting their reports, first waits for
+    /// reports (acking or failing their inputs).
+    fn produce(&mut self, input: &Tuple<'_>, collector: &mut BoltCollector<'_>) -> Result<()> {
+        while self.in_flight >= self.config.max_in_flight {
+            if !self.collect(collector, Some(self.config.delivery_timeout * 2)) {
+                break;
+            }
+        }
+        // A literal topic was rendered once, in `prepare`.
+        if self.template.literal().is_none() {
+            self.template.render_into(input, &mut self.topic)?;
+        }
+        let value = self.value(input)?;
+        let keyed = self.render_key(input)?;
+        let partition = self.partition(input)?;
+        let headers = headers_of(&self.config.header_fields, input)?;
+        let io = self.io.as_ref().ok_or("the Kafka producer is not open")?;
+        let mut record: BaseRecord<'_, [u8], [u8], usize> =
+            BaseRecord::with_opaque_to(&self.topic, to_opaque(input.anchor())).payload(&*value);
+        if keyed {
+            record = record.key(self.key.as_bytes());
+        }
+        if let Some(p) = partition {
+            record = record.partition(p);
+        }
+        if let Some(h) = headers {
+            record = record.headers(h);
+        }
+        self.send(io, record)?;
+        self.in_flight += 1;
         Ok(())
     }
 

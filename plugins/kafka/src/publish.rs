@@ -7,11 +7,11 @@
 //! `execute` is not running. `execute` hands the record to librdkafka
 //! (`produce` enqueues it; librdkafka batches and sends), and returns: many
 //! records are in flight, no round trip per tuple. Each delivery report
-//! goes back to the bolt's thread over a channel with the input's anchor,
-//! and is acked or failed there: in `woken`, which the host calls once the
-//! report's callback called the bolt's wake handle (a 1.3 host), and before
-//! and after every run of inputs (`execute_batch`) or `execute`, tick
-//! tuples included (the bolt declares that
+//! is appended, with the input's anchor, to a list the bolt's thread takes
+//! whole, and is acked or failed there: in `woken`, which the host calls
+//! once a report found the list empty and called the bolt's wake handle (a
+//! 1.3 host), and before and after every run of inputs (`execute_batch`)
+//! or `execute`, tick tuples included (the bolt declares that
 //! it needs a tick at least every second, which is how a host without wake
 //! handles for bolts gets the last reports in). With `max_in_flight`
 //! records outstanding, `execute` waits for the oldest reports before it
@@ -36,10 +36,9 @@
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
@@ -168,11 +167,91 @@ struct Outcome {
     result: std::result::Result<(), KafkaError>,
 }
 
-/// The producer's context: delivery reports to the bolt's channel.
+/// The delivery reports not yet settled, shared by the poll thread (which
+/// appends one per record) and the bolt's thread (which takes them all at
+/// once): one uncontended lock per report and one per `collect`, instead
+/// of a channel operation on each side per report.
+#[derive(Debug, Default)]
+struct Reports {
+    /// Set when a report was appended to an empty list, cleared when the
+    /// bolt takes the list: a `collect` that finds it clear takes no lock
+    /// (a report it misses that way comes with a wake of its own).
+    any: AtomicBool,
+    state: Mutex<ReportState>,
+    /// Signalled when a report arrives while the bolt waits in `collect`.
+    arrived: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct ReportState {
+    outcomes: Vec<Outcome>,
+    /// The bolt waits on `arrived` (at `max_in_flight`).
+    waiting: bool,
+}
+
+impl Reports {
+    fn lock(&self) -> MutexGuard<'_, ReportState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Appends a report. True when there was none before it: the bolt has
+    /// taken every earlier one, so it must be woken for this one (a wake
+    /// for each later report, until the bolt takes them, would be wasted).
+    fn push(&self, outcome: Outcome) -> bool {
+        let mut state = self.lock();
+        let first = state.outcomes.is_empty();
+        state.outcomes.push(outcome);
+        if first {
+            self.any.store(true, Ordering::Release);
+        }
+        let waiting = state.waiting;
+        drop(state);
+        if waiting {
+            self.arrived.notify_one();
+        }
+        first
+    }
+
+    /// Moves every report in into `into` (empty), after waiting up to
+    /// `wait` for one when none is in. False when that wait timed out.
+    fn take(&self, into: &mut Vec<Outcome>, wait: Option<Duration>) -> bool {
+        if wait.is_none() && !self.any.load(Ordering::Acquire) {
+            return true;
+        }
+        let mut state = self.lock();
+        if let Some(wait) = wait {
+            let deadline = Instant::now() + wait;
+            while state.outcomes.is_empty() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return false;
+                }
+                state.waiting = true;
+                state = self
+                    .arrived
+                    .wait_timeout(state, left)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+                state.waiting = false;
+            }
+        }
+        std::mem::swap(&mut state.outcomes, into);
+        self.any.store(false, Ordering::Release);
+        true
+    }
+
+    /// How many reports wait to be taken.
+    fn len(&self) -> usize {
+        self.lock().outcomes.len()
+    }
+}
+
+/// The producer's context: delivery reports to the bolt.
 struct PublishContext {
     base: Context0,
-    outcomes: Sender<Outcome>,
-    /// The bolt's wake handle: each report wakes the bolt to settle it.
+    reports: Arc<Reports>,
+    /// The bolt's wake handle: a report that finds none before it wakes
+    /// the bolt to settle the reports.
     waker: Option<Waker>,
 }
 
@@ -210,8 +289,8 @@ impl ProducerContext for PublishContext {
             Ok(_) => Ok(()),
             Err((e, _)) => Err(e.clone()),
         };
-        let _ = self.outcomes.send(Outcome { anchor: from_opaque(anchor), result });
-        if let Some(waker) = &self.waker {
+        let first = self.reports.push(Outcome { anchor: from_opaque(anchor), result });
+        if let (true, Some(waker)) = (first, &self.waker) {
             waker.wake();
         }
     }
@@ -259,14 +338,14 @@ fn headers_of(fields: &[String], input: &Tuple<'_>) -> Result<Option<OwnedHeader
 
 struct Io {
     producer: Arc<BaseProducer<PublishContext>>,
-    outcomes: Receiver<Outcome>,
+    reports: Arc<Reports>,
     stop: Arc<AtomicBool>,
     poller: Option<std::thread::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Io {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Io").field("outcomes", &self.outcomes.len()).finish()
+        f.debug_struct("Io").field("reports", &self.reports.len()).finish()
     }
 }
 
@@ -281,6 +360,8 @@ pub struct KafkaPublish {
     label: String,
     io: Option<Io>,
     in_flight: usize,
+    /// The reports being settled (kept for its capacity between calls).
+    outcomes: Vec<Outcome>,
     topic: String,
     key: String,
     metrics: Option<PublishMetrics>,
@@ -347,6 +428,7 @@ impl Bolt for KafkaPublish {
             label: String::new(),
             io: None,
             in_flight: 0,
+            outcomes: Vec::new(),
             topic: String::new(),
             key: String::new(),
             metrics: None,
@@ -363,11 +445,11 @@ impl Bolt for KafkaPublish {
             self.topic = topic.to_owned();
         }
         let client_config = self.config.client_config()?;
-        let (tx, rx) = crossbeam_channel::unbounded();
+        let reports = Arc::new(Reports::default());
         let producer: BaseProducer<PublishContext> = client_config
             .create_with_context(PublishContext {
                 base: Context0::new(&self.label, None),
-                outcomes: tx,
+                reports: reports.clone(),
                 waker: context.waker(),
             })
             .map_err(|e| format!("cannot create the producer: {e}"))?;
@@ -388,7 +470,7 @@ impl Bolt for KafkaPublish {
                     }
                 })?
         };
-        self.io = Some(Io { producer, outcomes: rx, stop, poller: Some(poller) });
+        self.io = Some(Io { producer, reports, stop, poller: Some(poller) });
         Ok(())
     }
 
@@ -695,26 +777,20 @@ impl KafkaPublish {
     /// waits up to that long for one. False when the wait timed out.
     fn collect(&mut self, collector: &mut BoltCollector<'_>, wait: Option<Duration>) -> bool {
         let Some(io) = &self.io else { return false };
-        let mut first = match wait {
-            Some(w) => match io.outcomes.recv_timeout(w) {
-                Ok(o) => Some(o),
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return false,
-            },
-            None => None,
-        };
-        while let Some(outcome) = first.take().or_else(|| io.outcomes.try_recv().ok()) {
-            self.in_flight = self.in_flight.saturating_sub(1);
+        let mut outcomes = std::mem::take(&mut self.outcomes);
+        if !io.reports.take(&mut outcomes, wait) {
+            self.outcomes = outcomes;
+            return false;
+        }
+        let (mut produced, mut failed) = (0, 0);
+        for outcome in outcomes.drain(..) {
             match outcome.result {
                 Ok(()) => {
-                    if let Some(m) = &self.metrics {
-                        m.produced.inc();
-                    }
+                    produced += 1;
                     collector.ack(outcome.anchor);
                 }
                 Err(e) => {
-                    if let Some(m) = &self.metrics {
-                        m.failed.inc();
-                    }
+                    failed += 1;
                     self.failures += 1;
                     if self.failures.is_power_of_two() {
                         squall_plugin_api::warn!(
@@ -727,6 +803,17 @@ impl KafkaPublish {
                 }
             }
         }
+        self.in_flight = self.in_flight.saturating_sub(produced + failed);
+        if let Some(m) = &self.metrics {
+            if produced > 0 {
+                m.produced.add(produced as u64);
+            }
+            if failed > 0 {
+                m.failed.add(failed as u64);
+            }
+        }
+        // The emptied vector goes back to be swapped with the next reports.
+        self.outcomes = outcomes;
         true
     }
 

@@ -966,6 +966,37 @@ mod tests {
     }
 
     #[test]
+    fn reports_come_as_one_list_and_only_the_first_after_a_take_wakes() {
+        let outcome = |a: u64| Outcome { anchor: Anchor(a), result: Ok(()) };
+        let reports = Arc::new(Reports::default());
+        let mut list = Vec::new();
+        assert!(reports.take(&mut list, None) && list.is_empty(), "nothing in");
+        assert!(reports.push(outcome(1)), "the first report wakes the bolt");
+        assert!(!reports.push(outcome(2)), "the next ones find it already woken");
+        assert!(!reports.push(outcome(3)));
+        assert!(reports.take(&mut list, None));
+        let anchors: Vec<u64> = list.drain(..).map(|o| o.anchor.0).collect();
+        assert_eq!(anchors, [1, 2, 3], "every report, in order");
+        assert!(reports.take(&mut list, None) && list.is_empty(), "taken once");
+        assert!(reports.push(outcome(4)), "the first after a take wakes again");
+        assert!(reports.take(&mut list, None));
+        assert_eq!(list.drain(..).map(|o| o.anchor.0).collect::<Vec<_>>(), [4]);
+        // The wait at max_in_flight: a timeout, then a report from the
+        // poll thread ends the wait.
+        assert!(!reports.take(&mut list, Some(Duration::from_millis(20))), "timed out");
+        let poller = {
+            let reports = reports.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                reports.push(outcome(5));
+            })
+        };
+        assert!(reports.take(&mut list, Some(Duration::from_secs(30))));
+        assert_eq!(list.drain(..).map(|o| o.anchor.0).collect::<Vec<_>>(), [5]);
+        poller.join().unwrap();
+    }
+
+    #[test]
     fn exactly_once_declares_its_staged_records_bound_among_its_buffers() {
         let parse = |t: &str| PublishConfig::parse(&ComponentConfig::new(t));
         assert_eq!(parse("topic = \"t\"").unwrap().max_staged_bytes, 64 << 20, "the default");

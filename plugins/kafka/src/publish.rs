@@ -35,10 +35,13 @@
 //! this module runs then: `transact.rs` has the producer.
 
 use std::borrow::Cow;
+use std::ffi::{c_void, CString};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use rdkafka::bindings as rdsys;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
@@ -336,7 +339,99 @@ fn headers_of(fields: &[String], input: &Tuple<'_>) -> Result<Option<OwnedHeader
     Ok(Some(h))
 }
 
+/// librdkafka's handle of a literal topic. Given a topic's name,
+/// `rd_kafka_producev` (what `BaseProducer::send` calls) copies the name
+/// into a C string and looks the topic up under the client's write lock
+/// for every record; given this handle it takes a reference count.
+struct TopicHandle {
+    rkt: NonNull<rdsys::rd_kafka_topic_t>,
+    /// The client the handle belongs to, kept alive until the handle is
+    /// destroyed (`Drop` runs before the fields are dropped).
+    producer: Arc<BaseProducer<PublishContext>>,
+}
+
+// SAFETY: librdkafka's topic handles may be used from any thread (its
+// produce calls are thread-safe); the handle is only passed to them and
+// destroyed once, in `Drop`.
+unsafe impl Send for TopicHandle {}
+// SAFETY: as for `Send`: `&TopicHandle` only produces through librdkafka.
+unsafe impl Sync for TopicHandle {}
+
+impl TopicHandle {
+    fn open(producer: &Arc<BaseProducer<PublishContext>>, topic: &str) -> Result<Self> {
+        let name = CString::new(topic).map_err(|e| format!("topic {topic:?}: {e}"))?;
+        // SAFETY: the client pointer is live (the producer is borrowed, and
+        // kept in the handle); `name` is a NUL-terminated string that
+        // librdkafka copies; a null config takes the client's default topic
+        // config, as `producev` by name does.
+        let rkt = unsafe {
+            rdsys::rd_kafka_topic_new(
+                producer.client().native_ptr(),
+                name.as_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        let rkt = NonNull::new(rkt).ok_or_else(|| format!("librdkafka refused topic {topic:?}"))?;
+        Ok(Self { rkt, producer: producer.clone() })
+    }
+
+    /// Enqueues one record (librdkafka copies `value` and `key`), as
+    /// `BaseProducer::send` would with the topic's name.
+    fn produce(
+        &self,
+        value: &[u8],
+        key: Option<&[u8]>,
+        partition: Option<i32>,
+        opaque: usize,
+    ) -> std::result::Result<(), RDKafkaErrorCode> {
+        let (key_ptr, key_len) = key.map_or((std::ptr::null(), 0), |k| (k.as_ptr(), k.len()));
+        // SAFETY: the client and the topic handle are live (`self` holds
+        // both); every argument is passed with the C type its tag names:
+        // the handle, an int32 partition (-1: the partitioner's choice), int
+        // flags (COPY: librdkafka copies the value and key before it
+        // returns, so the borrowed slices need not outlive the call), a
+        // pointer and a size_t each for value and key, the opaque pointer
+        // value (the anchor, handed back in the delivery report, as
+        // `usize`'s `IntoOpaque` does), and the END tag.
+        let err = unsafe {
+            rdsys::rd_kafka_producev(
+                self.producer.client().native_ptr(),
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_RKT,
+                self.rkt.as_ptr(),
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_PARTITION,
+                partition.unwrap_or(-1),
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_MSGFLAGS,
+                rdsys::RD_KAFKA_MSG_F_COPY,
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_VALUE,
+                value.as_ptr() as *mut c_void,
+                value.len(),
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_KEY,
+                key_ptr as *mut c_void,
+                key_len,
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_OPAQUE,
+                opaque as *mut c_void,
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_END,
+            )
+        };
+        match RDKafkaErrorCode::from(err) {
+            RDKafkaErrorCode::NoError => Ok(()),
+            e => Err(e),
+        }
+    }
+}
+
+impl Drop for TopicHandle {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from `rd_kafka_topic_new` and is destroyed
+        // once; its client is still alive (`self.producer` is dropped after
+        // this); records in flight keep their own references.
+        unsafe { rdsys::rd_kafka_topic_destroy(self.rkt.as_ptr()) }
+    }
+}
+
 struct Io {
+    /// The literal topic's handle (None with a topic template).
+    topic: Option<TopicHandle>,
     producer: Arc<BaseProducer<PublishContext>>,
     reports: Arc<Reports>,
     stop: Arc<AtomicBool>,
@@ -470,7 +565,11 @@ impl Bolt for KafkaPublish {
                     }
                 })?
         };
-        self.io = Some(Io { producer, reports, stop, poller: Some(poller) });
+        let topic = match self.template.literal() {
+            Some(topic) => Some(TopicHandle::open(&producer, topic)?),
+            None => None,
+        };
+        self.io = Some(Io { topic, producer, reports, stop, poller: Some(poller) });
         Ok(())
     }
 
@@ -708,6 +807,12 @@ impl KafkaPublish {
         let partition = self.partition(input)?;
         let headers = headers_of(&self.config.header_fields, input)?;
         let io = self.io.as_ref().ok_or("the Kafka producer is not open")?;
+        if let (Some(handle), None) = (&io.topic, &headers) {
+            let key = keyed.then_some(self.key.as_bytes());
+            self.send_to(handle, &value, key, partition, to_opaque(input.anchor()))?;
+            self.in_flight += 1;
+            return Ok(());
+        }
         let mut record: BaseRecord<'_, [u8], [u8], usize> =
             BaseRecord::with_opaque_to(&self.topic, to_opaque(input.anchor())).payload(&*value);
         if keyed {
@@ -754,6 +859,36 @@ impl KafkaPublish {
                     if let Some(m) = &self.metrics {
                         m.failed.inc();
                     }
+                    return Err(format!("cannot produce to {:?}: {e}", self.topic).into());
+                }
+            }
+        }
+    }
+
+    /// [`send`](Self::send) through the literal topic's handle.
+    fn send_to(
+        &self,
+        handle: &TopicHandle,
+        value: &[u8],
+        key: Option<&[u8]>,
+        partition: Option<i32>,
+        opaque: usize,
+    ) -> Result<()> {
+        let mut waited = Duration::ZERO;
+        loop {
+            match handle.produce(value, key, partition, opaque) {
+                Ok(()) => return Ok(()),
+                Err(RDKafkaErrorCode::QueueFull) if waited < self.config.delivery_timeout => {
+                    // librdkafka's queue is full: wait for reports, then again.
+                    let wait = Duration::from_millis(50);
+                    waited += wait;
+                    std::thread::sleep(wait);
+                }
+                Err(e) => {
+                    if let Some(m) = &self.metrics {
+                        m.failed.inc();
+                    }
+                    let e = KafkaError::MessageProduction(e);
                     return Err(format!("cannot produce to {:?}: {e}", self.topic).into());
                 }
             }

@@ -7,10 +7,11 @@
 //! `execute` is not running. `execute` hands the record to librdkafka
 //! (`produce` enqueues it; librdkafka batches and sends), and returns: many
 //! records are in flight, no round trip per tuple. Each delivery report
-//! goes back to the bolt's thread over a channel with the input's anchor,
-//! and is acked or failed there: in `woken`, which the host calls once the
-//! report's callback called the bolt's wake handle (a 1.3 host), and at the
-//! start of every `execute`, tick tuples included (the bolt declares that
+//! is appended, with the input's anchor, to a list the bolt's thread takes
+//! whole, and is acked or failed there: in `woken`, which the host calls
+//! once a report found the list empty and called the bolt's wake handle (a
+//! 1.3 host), and before and after every run of inputs (`execute_batch`)
+//! or `execute`, tick tuples included (the bolt declares that
 //! it needs a tick at least every second, which is how a host without wake
 //! handles for bolts gets the last reports in). With `max_in_flight`
 //! records outstanding, `execute` waits for the oldest reports before it
@@ -34,11 +35,13 @@
 //! this module runs then: `transact.rs` has the producer.
 
 use std::borrow::Cow;
+use std::ffi::{c_void, CString};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use rdkafka::bindings as rdsys;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
@@ -167,11 +170,91 @@ struct Outcome {
     result: std::result::Result<(), KafkaError>,
 }
 
-/// The producer's context: delivery reports to the bolt's channel.
+/// The delivery reports not yet settled, shared by the poll thread (which
+/// appends one per record) and the bolt's thread (which takes them all at
+/// once): one uncontended lock per report and one per `collect`, instead
+/// of a channel operation on each side per report.
+#[derive(Debug, Default)]
+struct Reports {
+    /// Set when a report was appended to an empty list, cleared when the
+    /// bolt takes the list: a `collect` that finds it clear takes no lock
+    /// (a report it misses that way comes with a wake of its own).
+    any: AtomicBool,
+    state: Mutex<ReportState>,
+    /// Signalled when a report arrives while the bolt waits in `collect`.
+    arrived: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct ReportState {
+    outcomes: Vec<Outcome>,
+    /// The bolt waits on `arrived` (at `max_in_flight`).
+    waiting: bool,
+}
+
+impl Reports {
+    fn lock(&self) -> MutexGuard<'_, ReportState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Appends a report. True when there was none before it: the bolt has
+    /// taken every earlier one, so it must be woken for this one (a wake
+    /// for each later report, until the bolt takes them, would be wasted).
+    fn push(&self, outcome: Outcome) -> bool {
+        let mut state = self.lock();
+        let first = state.outcomes.is_empty();
+        state.outcomes.push(outcome);
+        if first {
+            self.any.store(true, Ordering::Release);
+        }
+        let waiting = state.waiting;
+        drop(state);
+        if waiting {
+            self.arrived.notify_one();
+        }
+        first
+    }
+
+    /// Moves every report in into `into` (empty), after waiting up to
+    /// `wait` for one when none is in. False when that wait timed out.
+    fn take(&self, into: &mut Vec<Outcome>, wait: Option<Duration>) -> bool {
+        if wait.is_none() && !self.any.load(Ordering::Acquire) {
+            return true;
+        }
+        let mut state = self.lock();
+        if let Some(wait) = wait {
+            let deadline = Instant::now() + wait;
+            while state.outcomes.is_empty() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return false;
+                }
+                state.waiting = true;
+                state = self
+                    .arrived
+                    .wait_timeout(state, left)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+                state.waiting = false;
+            }
+        }
+        std::mem::swap(&mut state.outcomes, into);
+        self.any.store(false, Ordering::Release);
+        true
+    }
+
+    /// How many reports wait to be taken.
+    fn len(&self) -> usize {
+        self.lock().outcomes.len()
+    }
+}
+
+/// The producer's context: delivery reports to the bolt.
 struct PublishContext {
     base: Context0,
-    outcomes: Sender<Outcome>,
-    /// The bolt's wake handle: each report wakes the bolt to settle it.
+    reports: Arc<Reports>,
+    /// The bolt's wake handle: a report that finds none before it wakes
+    /// the bolt to settle the reports.
     waker: Option<Waker>,
 }
 
@@ -209,8 +292,8 @@ impl ProducerContext for PublishContext {
             Ok(_) => Ok(()),
             Err((e, _)) => Err(e.clone()),
         };
-        let _ = self.outcomes.send(Outcome { anchor: from_opaque(anchor), result });
-        if let Some(waker) = &self.waker {
+        let first = self.reports.push(Outcome { anchor: from_opaque(anchor), result });
+        if let (true, Some(waker)) = (first, &self.waker) {
             waker.wake();
         }
     }
@@ -256,16 +339,108 @@ fn headers_of(fields: &[String], input: &Tuple<'_>) -> Result<Option<OwnedHeader
     Ok(Some(h))
 }
 
-struct Io {
+/// librdkafka's handle of a literal topic. Given a topic's name,
+/// `rd_kafka_producev` (what `BaseProducer::send` calls) copies the name
+/// into a C string and looks the topic up under the client's write lock
+/// for every record; given this handle it takes a reference count.
+struct TopicHandle {
+    rkt: NonNull<rdsys::rd_kafka_topic_t>,
+    /// The client the handle belongs to, kept alive until the handle is
+    /// destroyed (`Drop` runs before the fields are dropped).
     producer: Arc<BaseProducer<PublishContext>>,
-    outcomes: Receiver<Outcome>,
+}
+
+// SAFETY: librdkafka's topic handles may be used from any thread (its
+// produce calls are thread-safe); the handle is only passed to them and
+// destroyed once, in `Drop`.
+unsafe impl Send for TopicHandle {}
+// SAFETY: as for `Send`: `&TopicHandle` only produces through librdkafka.
+unsafe impl Sync for TopicHandle {}
+
+impl TopicHandle {
+    fn open(producer: &Arc<BaseProducer<PublishContext>>, topic: &str) -> Result<Self> {
+        let name = CString::new(topic).map_err(|e| format!("topic {topic:?}: {e}"))?;
+        // SAFETY: the client pointer is live (the producer is borrowed, and
+        // kept in the handle); `name` is a NUL-terminated string that
+        // librdkafka copies; a null config takes the client's default topic
+        // config, as `producev` by name does.
+        let rkt = unsafe {
+            rdsys::rd_kafka_topic_new(
+                producer.client().native_ptr(),
+                name.as_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        let rkt = NonNull::new(rkt).ok_or_else(|| format!("librdkafka refused topic {topic:?}"))?;
+        Ok(Self { rkt, producer: producer.clone() })
+    }
+
+    /// Enqueues one record (librdkafka copies `value` and `key`), as
+    /// `BaseProducer::send` would with the topic's name.
+    fn produce(
+        &self,
+        value: &[u8],
+        key: Option<&[u8]>,
+        partition: Option<i32>,
+        opaque: usize,
+    ) -> std::result::Result<(), RDKafkaErrorCode> {
+        let (key_ptr, key_len) = key.map_or((std::ptr::null(), 0), |k| (k.as_ptr(), k.len()));
+        // SAFETY: the client and the topic handle are live (`self` holds
+        // both); every argument is passed with the C type its tag names:
+        // the handle, an int32 partition (-1: the partitioner's choice), int
+        // flags (COPY: librdkafka copies the value and key before it
+        // returns, so the borrowed slices need not outlive the call), a
+        // pointer and a size_t each for value and key, the opaque pointer
+        // value (the anchor, handed back in the delivery report, as
+        // `usize`'s `IntoOpaque` does), and the END tag.
+        let err = unsafe {
+            rdsys::rd_kafka_producev(
+                self.producer.client().native_ptr(),
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_RKT,
+                self.rkt.as_ptr(),
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_PARTITION,
+                partition.unwrap_or(-1),
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_MSGFLAGS,
+                rdsys::RD_KAFKA_MSG_F_COPY,
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_VALUE,
+                value.as_ptr() as *mut c_void,
+                value.len(),
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_KEY,
+                key_ptr as *mut c_void,
+                key_len,
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_OPAQUE,
+                opaque as *mut c_void,
+                rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_END,
+            )
+        };
+        match RDKafkaErrorCode::from(err) {
+            RDKafkaErrorCode::NoError => Ok(()),
+            e => Err(e),
+        }
+    }
+}
+
+impl Drop for TopicHandle {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from `rd_kafka_topic_new` and is destroyed
+        // once; its client is still alive (`self.producer` is dropped after
+        // this); records in flight keep their own references.
+        unsafe { rdsys::rd_kafka_topic_destroy(self.rkt.as_ptr()) }
+    }
+}
+
+struct Io {
+    /// The literal topic's handle (None with a topic template).
+    topic: Option<TopicHandle>,
+    producer: Arc<BaseProducer<PublishContext>>,
+    reports: Arc<Reports>,
     stop: Arc<AtomicBool>,
     poller: Option<std::thread::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Io {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Io").field("outcomes", &self.outcomes.len()).finish()
+        f.debug_struct("Io").field("reports", &self.reports.len()).finish()
     }
 }
 
@@ -280,6 +455,8 @@ pub struct KafkaPublish {
     label: String,
     io: Option<Io>,
     in_flight: usize,
+    /// The reports being settled (kept for its capacity between calls).
+    outcomes: Vec<Outcome>,
     topic: String,
     key: String,
     metrics: Option<PublishMetrics>,
@@ -346,6 +523,7 @@ impl Bolt for KafkaPublish {
             label: String::new(),
             io: None,
             in_flight: 0,
+            outcomes: Vec::new(),
             topic: String::new(),
             key: String::new(),
             metrics: None,
@@ -358,12 +536,15 @@ impl Bolt for KafkaPublish {
     fn prepare(&mut self, context: &TaskContext) -> Result<()> {
         self.label = format!("{} task {}", context.component, context.task_id);
         self.metrics = Some(PublishMetrics::register());
+        if let Some(topic) = self.template.literal() {
+            self.topic = topic.to_owned();
+        }
         let client_config = self.config.client_config()?;
-        let (tx, rx) = crossbeam_channel::unbounded();
+        let reports = Arc::new(Reports::default());
         let producer: BaseProducer<PublishContext> = client_config
             .create_with_context(PublishContext {
                 base: Context0::new(&self.label, None),
-                outcomes: tx,
+                reports: reports.clone(),
                 waker: context.waker(),
             })
             .map_err(|e| format!("cannot create the producer: {e}"))?;
@@ -384,7 +565,11 @@ impl Bolt for KafkaPublish {
                     }
                 })?
         };
-        self.io = Some(Io { producer, outcomes: rx, stop, poller: Some(poller) });
+        let topic = match self.template.literal() {
+            Some(topic) => Some(TopicHandle::open(&producer, topic)?),
+            None => None,
+        };
+        self.io = Some(Io { topic, producer, reports, stop, poller: Some(poller) });
         Ok(())
     }
 
@@ -396,30 +581,30 @@ impl Bolt for KafkaPublish {
         if input.is_tick() {
             return Ok(());
         }
-        while self.in_flight >= self.config.max_in_flight {
-            if !self.collect(collector, Some(self.config.delivery_timeout * 2)) {
-                break;
+        self.produce(input, collector)?;
+        self.collect(collector, None);
+        Ok(())
+    }
+
+    /// A run of inputs (contract 1.3): the reports already in are settled
+    /// once before the run and once after it, not around every input.
+    fn execute_batch(
+        &mut self,
+        inputs: &mut Inputs<'_, '_>,
+        collector: &mut BoltCollector<'_>,
+    ) -> Result<()> {
+        if self.tx.is_some() {
+            for input in inputs {
+                self.execute_tx(input, collector)?;
+            }
+            return Ok(());
+        }
+        self.collect(collector, None);
+        for input in inputs {
+            if !input.is_tick() {
+                self.produce(input, collector)?;
             }
         }
-        self.template.render_into(input, &mut self.topic)?;
-        let value = self.value(input)?;
-        let keyed = self.render_key(input)?;
-        let partition = self.partition(input)?;
-        let headers = headers_of(&self.config.header_fields, input)?;
-        let io = self.io.as_ref().ok_or("the Kafka producer is not open")?;
-        let mut record: BaseRecord<'_, [u8], [u8], usize> =
-            BaseRecord::with_opaque_to(&self.topic, to_opaque(input.anchor())).payload(&*value);
-        if keyed {
-            record = record.key(self.key.as_bytes());
-        }
-        if let Some(p) = partition {
-            record = record.partition(p);
-        }
-        if let Some(h) = headers {
-            record = record.headers(h);
-        }
-        self.send(io, record)?;
-        self.in_flight += 1;
         self.collect(collector, None);
         Ok(())
     }
@@ -604,6 +789,46 @@ impl KafkaPublish {
         Ok(())
     }
 
+    /// Hands `input`'s record to librdkafka (at-least-once). With
+    /// `max_in_flight` records awaiting their reports, first waits for
+    /// reports (acking or failing their inputs).
+    fn produce(&mut self, input: &Tuple<'_>, collector: &mut BoltCollector<'_>) -> Result<()> {
+        while self.in_flight >= self.config.max_in_flight {
+            if !self.collect(collector, Some(self.config.delivery_timeout * 2)) {
+                break;
+            }
+        }
+        // A literal topic was rendered once, in `prepare`.
+        if self.template.literal().is_none() {
+            self.template.render_into(input, &mut self.topic)?;
+        }
+        let value = self.value(input)?;
+        let keyed = self.render_key(input)?;
+        let partition = self.partition(input)?;
+        let headers = headers_of(&self.config.header_fields, input)?;
+        let io = self.io.as_ref().ok_or("the Kafka producer is not open")?;
+        if let (Some(handle), None) = (&io.topic, &headers) {
+            let key = keyed.then_some(self.key.as_bytes());
+            self.send_to(handle, &value, key, partition, to_opaque(input.anchor()))?;
+            self.in_flight += 1;
+            return Ok(());
+        }
+        let mut record: BaseRecord<'_, [u8], [u8], usize> =
+            BaseRecord::with_opaque_to(&self.topic, to_opaque(input.anchor())).payload(&*value);
+        if keyed {
+            record = record.key(self.key.as_bytes());
+        }
+        if let Some(p) = partition {
+            record = record.partition(p);
+        }
+        if let Some(h) = headers {
+            record = record.headers(h);
+        }
+        self.send(io, record)?;
+        self.in_flight += 1;
+        Ok(())
+    }
+
     /// Renders the input's `key_field` into `self.key`. False: no
     /// `key_field`, the record has no key.
     fn render_key(&mut self, input: &Tuple<'_>) -> Result<bool> {
@@ -640,6 +865,36 @@ impl KafkaPublish {
         }
     }
 
+    /// [`send`](Self::send) through the literal topic's handle.
+    fn send_to(
+        &self,
+        handle: &TopicHandle,
+        value: &[u8],
+        key: Option<&[u8]>,
+        partition: Option<i32>,
+        opaque: usize,
+    ) -> Result<()> {
+        let mut waited = Duration::ZERO;
+        loop {
+            match handle.produce(value, key, partition, opaque) {
+                Ok(()) => return Ok(()),
+                Err(RDKafkaErrorCode::QueueFull) if waited < self.config.delivery_timeout => {
+                    // librdkafka's queue is full: wait for reports, then again.
+                    let wait = Duration::from_millis(50);
+                    waited += wait;
+                    std::thread::sleep(wait);
+                }
+                Err(e) => {
+                    if let Some(m) = &self.metrics {
+                        m.failed.inc();
+                    }
+                    let e = KafkaError::MessageProduction(e);
+                    return Err(format!("cannot produce to {:?}: {e}", self.topic).into());
+                }
+            }
+        }
+    }
+
     fn partition(&self, input: &Tuple<'_>) -> Result<Option<i32>> {
         let Some(f) = &self.config.partition_field else { return Ok(None) };
         let v = input
@@ -657,26 +912,20 @@ impl KafkaPublish {
     /// waits up to that long for one. False when the wait timed out.
     fn collect(&mut self, collector: &mut BoltCollector<'_>, wait: Option<Duration>) -> bool {
         let Some(io) = &self.io else { return false };
-        let mut first = match wait {
-            Some(w) => match io.outcomes.recv_timeout(w) {
-                Ok(o) => Some(o),
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return false,
-            },
-            None => None,
-        };
-        while let Some(outcome) = first.take().or_else(|| io.outcomes.try_recv().ok()) {
-            self.in_flight = self.in_flight.saturating_sub(1);
+        let mut outcomes = std::mem::take(&mut self.outcomes);
+        if !io.reports.take(&mut outcomes, wait) {
+            self.outcomes = outcomes;
+            return false;
+        }
+        let (mut produced, mut failed) = (0, 0);
+        for outcome in outcomes.drain(..) {
             match outcome.result {
                 Ok(()) => {
-                    if let Some(m) = &self.metrics {
-                        m.produced.inc();
-                    }
+                    produced += 1;
                     collector.ack(outcome.anchor);
                 }
                 Err(e) => {
-                    if let Some(m) = &self.metrics {
-                        m.failed.inc();
-                    }
+                    failed += 1;
                     self.failures += 1;
                     if self.failures.is_power_of_two() {
                         squall_plugin_api::warn!(
@@ -689,6 +938,17 @@ impl KafkaPublish {
                 }
             }
         }
+        self.in_flight = self.in_flight.saturating_sub(produced + failed);
+        if let Some(m) = &self.metrics {
+            if produced > 0 {
+                m.produced.add(produced as u64);
+            }
+            if failed > 0 {
+                m.failed.add(failed as u64);
+            }
+        }
+        // The emptied vector goes back to be swapped with the next reports.
+        self.outcomes = outcomes;
         true
     }
 
@@ -838,6 +1098,37 @@ mod tests {
             assert_eq!(rdkafka::util::IntoOpaque::into_ptr(opaque) as usize, opaque);
             assert_eq!(from_opaque(opaque), Anchor(anchor));
         }
+    }
+
+    #[test]
+    fn reports_come_as_one_list_and_only_the_first_after_a_take_wakes() {
+        let outcome = |a: u64| Outcome { anchor: Anchor(a), result: Ok(()) };
+        let reports = Arc::new(Reports::default());
+        let mut list = Vec::new();
+        assert!(reports.take(&mut list, None) && list.is_empty(), "nothing in");
+        assert!(reports.push(outcome(1)), "the first report wakes the bolt");
+        assert!(!reports.push(outcome(2)), "the next ones find it already woken");
+        assert!(!reports.push(outcome(3)));
+        assert!(reports.take(&mut list, None));
+        let anchors: Vec<u64> = list.drain(..).map(|o| o.anchor.0).collect();
+        assert_eq!(anchors, [1, 2, 3], "every report, in order");
+        assert!(reports.take(&mut list, None) && list.is_empty(), "taken once");
+        assert!(reports.push(outcome(4)), "the first after a take wakes again");
+        assert!(reports.take(&mut list, None));
+        assert_eq!(list.drain(..).map(|o| o.anchor.0).collect::<Vec<_>>(), [4]);
+        // The wait at max_in_flight: a timeout, then a report from the
+        // poll thread ends the wait.
+        assert!(!reports.take(&mut list, Some(Duration::from_millis(20))), "timed out");
+        let poller = {
+            let reports = reports.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                reports.push(outcome(5));
+            })
+        };
+        assert!(reports.take(&mut list, Some(Duration::from_secs(30))));
+        assert_eq!(list.drain(..).map(|o| o.anchor.0).collect::<Vec<_>>(), [5]);
+        poller.join().unwrap();
     }
 
     #[test]

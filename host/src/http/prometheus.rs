@@ -322,25 +322,19 @@ fn user_series(name: &str, labels: &str, m: &UserMetric) -> String {
         }
         _ => {
             // Cells: count, sum, then buckets by bit length.
+            // A value as exported: a duration's microseconds in seconds.
             let seconds = m.kind() == MetricKind::DURATION;
+            let value =
+                |v: u128| if seconds { (v as f64 / 1e6).to_string() } else { v.to_string() };
             let last = (0..65).rev().find(|&i| m.cell(2 + i) > 0).unwrap_or(0);
             let mut cumulative = 0;
             for i in 0..=last {
                 cumulative += m.cell(2 + i);
-                let le = if i == 0 { 0 } else { (1u128 << i) - 1 };
-                let _ = if seconds {
-                    let le = le as f64 / 1e6;
-                    writeln!(lines, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}")
-                } else {
-                    writeln!(lines, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}")
-                };
+                let le = value(if i == 0 { 0 } else { (1u128 << i) - 1 });
+                let _ = writeln!(lines, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
             }
             let _ = writeln!(lines, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", m.cell(0));
-            let _ = if seconds {
-                writeln!(lines, "{name}_sum{{{labels}}} {}", m.cell(1) as f64 / 1e6)
-            } else {
-                writeln!(lines, "{name}_sum{{{labels}}} {}", m.cell(1))
-            };
+            let _ = writeln!(lines, "{name}_sum{{{labels}}} {}", value(u128::from(m.cell(1))));
             let _ = writeln!(lines, "{name}_count{{{labels}}} {}", m.cell(0));
         }
     }

@@ -841,10 +841,40 @@ impl KafkaPublish {
 
     /// Hands `record` to librdkafka. While its queue is full (for up to
     /// delivery_timeout) it waits for reports and tries again.
-    fn send(&self, io: &Io, mut record: BaseRecord<'_, [u8], [u8], usize>) -> Result<()> {
+    // The record refused for a full queue comes back in the error, as
+    // rdkafka's `send` hands it back, to be tried again.
+    #[allow(clippy::result_large_err)]
+    fn send(&self, io: &Io, record: BaseRecord<'_, [u8], [u8], usize>) -> Result<()> {
+        self.until_queued(record, |r| io.producer.send(r))
+    }
+
+    /// [`send`](Self::send) through the literal topic's handle.
+    fn send_to(
+        &self,
+        handle: &TopicHandle,
+        value: &[u8],
+        key: Option<&[u8]>,
+        partition: Option<i32>,
+        opaque: usize,
+    ) -> Result<()> {
+        self.until_queued((), |()| {
+            let produced = handle.produce(value, key, partition, opaque);
+            produced.map_err(|e| (KafkaError::MessageProduction(e), ()))
+        })
+    }
+
+    /// Calls `attempt` with `record` until librdkafka takes it: while its
+    /// queue is full, waits for reports (50 ms at a time, up to
+    /// `delivery_timeout`) and tries again with the record it gave back;
+    /// any other error (or a queue still full) is counted and returned.
+    fn until_queued<R>(
+        &self,
+        mut record: R,
+        mut attempt: impl FnMut(R) -> std::result::Result<(), (KafkaError, R)>,
+    ) -> Result<()> {
         let mut waited = Duration::ZERO;
         loop {
-            match io.producer.send(record) {
+            match attempt(record) {
                 Ok(()) => return Ok(()),
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r))
                     if waited < self.config.delivery_timeout =>
@@ -859,36 +889,6 @@ impl KafkaPublish {
                     if let Some(m) = &self.metrics {
                         m.failed.inc();
                     }
-                    return Err(format!("cannot produce to {:?}: {e}", self.topic).into());
-                }
-            }
-        }
-    }
-
-    /// [`send`](Self::send) through the literal topic's handle.
-    fn send_to(
-        &self,
-        handle: &TopicHandle,
-        value: &[u8],
-        key: Option<&[u8]>,
-        partition: Option<i32>,
-        opaque: usize,
-    ) -> Result<()> {
-        let mut waited = Duration::ZERO;
-        loop {
-            match handle.produce(value, key, partition, opaque) {
-                Ok(()) => return Ok(()),
-                Err(RDKafkaErrorCode::QueueFull) if waited < self.config.delivery_timeout => {
-                    // librdkafka's queue is full: wait for reports, then again.
-                    let wait = Duration::from_millis(50);
-                    waited += wait;
-                    std::thread::sleep(wait);
-                }
-                Err(e) => {
-                    if let Some(m) = &self.metrics {
-                        m.failed.inc();
-                    }
-                    let e = KafkaError::MessageProduction(e);
                     return Err(format!("cannot produce to {:?}: {e}", self.topic).into());
                 }
             }

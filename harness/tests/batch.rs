@@ -99,7 +99,7 @@ impl Bolt for Runs {
             collector.emit(&[input.anchor()], input.values());
         }
         for input in run {
-            collector.ack(input);
+            collector.ack(&input);
         }
         Ok(())
     }

@@ -98,7 +98,7 @@ pub trait Bolt: Send + Sized + 'static {
         collector: &mut BoltCollector<'_>,
     ) -> Result<()> {
         for input in inputs {
-            self.execute(input, collector)?;
+            self.execute(&input, collector)?;
         }
         Ok(())
     }
@@ -274,7 +274,7 @@ pub trait BasicBolt: Send + Sized + 'static {
         collector: &mut BasicBatchCollector<'_>,
     ) -> Result<()> {
         for input in inputs {
-            self.execute(input, collector.for_input(input))?;
+            self.execute(&input, collector.for_input(&input))?;
         }
         Ok(())
     }

@@ -7,7 +7,7 @@
 use abi_stable::std_types::ROption;
 
 use crate::abi::{BoltOutputMut, OutputMut, SpoutOutputMut};
-use crate::{Anchor, MessageId, StreamId, Tuple, Value};
+use crate::{Anchor, MessageId, Run, StreamId, Tuple, Value};
 
 /// Handed to a spout's `next_tuple`.
 ///
@@ -472,53 +472,58 @@ impl<'a> BasicBatchCollector<'a> {
         &mut self.basic
     }
 
-    /// Emits one tuple per input on the default stream: `values` holds
-    /// them back to back, the same number of values for each (so
-    /// `values.len()` is `inputs.len()` times the stream's field count), and
-    /// tuple `i` is anchored to `inputs[i]`, as `for_input(&inputs[i])
-    /// .emit(..)` would anchor it. A row of untracked inputs (a topology
-    /// without ackers: every input) goes to the host in one `emit_many`
-    /// call; a tracked input's tuple in an `emit` of its own. A call whose
-    /// length does not split evenly emits nothing and is counted as an
-    /// error of the bolt, as `emit_many`'s is.
+    /// Emits one tuple per input of `inputs` on the default stream:
+    /// `values` holds them back to back, the same number of values for
+    /// each (so `values.len()` is `inputs.len()` times the stream's field
+    /// count), and tuple `i` is anchored to input `i`, as
+    /// `for_input(&input).emit(..)` would anchor it. A row of untracked
+    /// inputs (a topology without ackers: every input) goes to the host in
+    /// one `emit_many` call; a tracked input's tuple in an `emit` of its
+    /// own. A call whose length does not split evenly emits nothing and is
+    /// counted as an error of the bolt, as `emit_many`'s is.
+    ///
+    /// A bolt that re-emits its inputs unchanged passes
+    /// [`Run::values`](crate::Run::values): the values go from the host's
+    /// batch to the host's outgoing one with no copy in between.
     ///
     /// ```
     /// # use squall_plugin_api::prelude::*;
-    /// # use squall_plugin_api::testing::Recorder;
-    /// let values = [[Value::U64(1)], [Value::U64(2)]];
-    /// let inputs: Vec<Tuple<'_>> =
-    ///     values.iter().map(|v| Tuple::new(v, &[], "numbers", "default", 0, Anchor::NONE)).collect();
+    /// # use squall_plugin_api::testing::{Recorder, TestRun};
+    /// let mut run = TestRun::new("numbers");
+    /// run.push(&[Value::U64(1)], Anchor::NONE).push(&[Value::U64(2)], Anchor::NONE);
     /// let mut recorder = Recorder::default();
     /// let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
     /// // Every input once more, doubled: one call for the untracked run.
+    /// let inputs = run.run();
     /// let doubled: Vec<Value> =
     ///     inputs.iter().map(|t| Value::U64(2 * t.values()[0].as_u64().unwrap())).collect();
     /// collector.emit_each(&inputs, &doubled);
     /// # drop(collector);
     /// # assert_eq!(recorder.emit_many_calls, [2]);
     /// ```
-    pub fn emit_each(&mut self, inputs: &[Tuple<'_>], values: &[Value]) {
+    pub fn emit_each(&mut self, inputs: &Run<'_>, values: &[Value]) {
         self.emit_each_to(StreamId::DEFAULT, inputs, values);
     }
 
     /// Emits one tuple per input on a declared, non-direct stream, as
     /// [`emit_each`](Self::emit_each).
-    pub fn emit_each_to(&mut self, stream: StreamId, inputs: &[Tuple<'_>], values: &[Value]) {
-        let fits = if inputs.is_empty() {
-            values.is_empty()
-        } else {
-            values.len().is_multiple_of(inputs.len())
-        };
+    pub fn emit_each_to(&mut self, stream: StreamId, inputs: &Run<'_>, values: &[Value]) {
+        let count = inputs.len();
+        let fits = if count == 0 { values.is_empty() } else { values.len().is_multiple_of(count) };
         if !fits {
             // The host refuses it, and counts the error, as it does a
             // mis-shaped `emit_many`.
-            self.basic.output.emit_many(stream, inputs.len(), values, &[]);
+            self.basic.output.emit_many(stream, count, values, &[]);
             return;
         }
-        let Some(arity) = values.len().checked_div(inputs.len()) else { return };
+        let Some(arity) = values.len().checked_div(count) else { return };
+        if !inputs.tracks_any() {
+            self.basic.output.emit_many(stream, count, values, &[]);
+            return;
+        }
         let mut start = 0;
-        while start < inputs.len() {
-            let anchor = inputs[start].anchor();
+        while start < count {
+            let anchor = inputs.anchor(start);
             if anchor != Anchor::NONE {
                 let tuple = &values[start * arity..(start + 1) * arity];
                 self.basic.output.emit(stream, tuple, &[anchor]);
@@ -526,10 +531,7 @@ impl<'a> BasicBatchCollector<'a> {
                 continue;
             }
             // A row of untracked inputs: their tuples carry no anchor.
-            let end = inputs[start..]
-                .iter()
-                .position(|t| t.anchor() != Anchor::NONE)
-                .map_or(inputs.len(), |n| start + n);
+            let end = (start..count).find(|&i| inputs.anchor(i) != Anchor::NONE).unwrap_or(count);
             let run = &values[start * arity..end * arity];
             self.basic.output.emit_many(stream, end - start, run, &[]);
             start = end;
@@ -630,16 +632,13 @@ mod tests {
     }
 
     /// Two-value inputs, with these anchors (0: untracked).
-    fn run_of(anchors: &[u64], values: &[Value]) -> Vec<Tuple<'static>> {
-        let values: &'static [Value] = Vec::leak(values.to_vec());
-        anchors
-            .iter()
-            .enumerate()
-            .map(|(i, &a)| {
-                let anchor = if a == 0 { Anchor::NONE } else { Anchor(a) };
-                Tuple::new(&values[2 * i..2 * i + 2], &[], "up", "default", 0, anchor)
-            })
-            .collect()
+    fn run_of(anchors: &[u64], values: &[Value]) -> crate::testing::TestRun {
+        let mut run = crate::testing::TestRun::new("up");
+        for (i, &a) in anchors.iter().enumerate() {
+            let anchor = if a == 0 { Anchor::NONE } else { Anchor(a) };
+            run.push(&values[2 * i..2 * i + 2], anchor);
+        }
+        run
     }
 
     #[test]
@@ -648,7 +647,7 @@ mod tests {
         let inputs = run_of(&[0, 0, 5, 0, 7, 0], &values);
         let mut recorder = Recorder::default();
         let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
-        collector.emit_each(&inputs, &values);
+        collector.emit_each(&inputs.run(), &values);
         drop(collector);
         assert_eq!(recorder.emit_many_calls, [2, 1, 1], "one call per untracked row");
         let anchors: Vec<_> = recorder.emitted.iter().map(|e| e.anchors.clone()).collect();
@@ -666,7 +665,7 @@ mod tests {
         let inputs = run_of(&[0; 6], &values);
         let mut recorder = Recorder::default();
         let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
-        collector.emit_each(&inputs, &values);
+        collector.emit_each(&inputs.run(), &values);
         drop(collector);
         assert_eq!(recorder.emit_many_calls, [6]);
         assert!(recorder.emitted.iter().all(|e| e.anchors.is_empty()));
@@ -676,18 +675,19 @@ mod tests {
     fn emit_each_refuses_values_that_do_not_split_over_the_inputs() {
         let values = words(&["a", "1", "b", "2"]);
         let inputs = run_of(&[0, 3], &values);
+        let inputs = inputs.run();
         let mut recorder = Recorder::default();
         let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
         collector.emit_each(&inputs, &values[..3]);
-        collector.emit_each(&[], &values[..1]);
-        collector.emit_each(&[], &[]);
+        collector.emit_each(&inputs.range(0..0), &values[..1]);
+        collector.emit_each(&inputs.range(0..0), &[]);
         drop(collector);
         assert_eq!((recorder.refused, recorder.emitted.len()), (2, 0));
         // On a 1.0 output, one emit per tuple, anchored alike.
         let mut recorder = Recorder::default();
         let mut collector = BasicBatchCollector::new(recorder.output());
         collector.emit_each(&inputs, &values);
-        collector.for_input(&inputs[1]).emit(&values[..2]);
+        collector.for_input(&inputs.get(1).unwrap()).emit(&values[..2]);
         drop(collector);
         let anchors: Vec<_> = recorder.emitted.iter().map(|e| e.anchors.clone()).collect();
         assert_eq!(anchors, [vec![], vec![Anchor(3)], vec![Anchor(3)]]);

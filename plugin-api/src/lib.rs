@@ -154,7 +154,7 @@ mod waker;
 mod window;
 
 pub use abi::{InputDecl, State, StateEntry};
-pub use batch::Inputs;
+pub use batch::{InputHeader, InputStream, Inputs, Run, RunIter, RunView};
 pub use bolt::{BasicBolt, Bolt};
 pub use collector::{BasicBatchCollector, BasicCollector, BoltCollector, SpoutCollector};
 pub use config::ComponentConfig;
@@ -205,7 +205,7 @@ pub mod prelude {
     pub use crate::{
         Anchor, BasicBatchCollector, BasicBolt, BasicCollector, Bolt, BoltCollector,
         ComponentConfig, ConfigKey, Coordinator, Error, Grouping, InputDecl, Inputs, KeyKind,
-        KeyValueState, MessageId, OutputDeclarer, Result, Spout, SpoutCollector, State,
+        KeyValueState, MessageId, OutputDeclarer, Result, Run, Spout, SpoutCollector, State,
         StateBackend, StoreSpec, Stores, StreamId, TaskContext, Tuple, Value, ValueState,
         WaitSituation, WaitStrategy, Waker, Window, WindowSize, WindowSpec, WindowedBolt,
     };

@@ -54,6 +54,101 @@ pub struct Emitted {
     pub direct_task: Option<u32>,
 }
 
+/// An owned run of inputs for testing a bolt's `execute_batch`: it builds
+/// the [`RunView`](crate::RunView) a contract 1.3 host hands over, from
+/// one source component's task 1.
+///
+/// ```
+/// use squall_plugin_api::prelude::*;
+/// use squall_plugin_api::testing::{Recorder, TestRun};
+///
+/// let mut run = TestRun::new("sentences");
+/// run.push(&[Value::from("a b")], Anchor::NONE).push(&[Value::from("c")], Anchor(7));
+/// let mut taken = 0;
+/// let mut inputs = run.inputs(&mut taken);
+/// let words: Vec<usize> = inputs.by_ref().map(|t| t.values().len()).collect();
+/// assert_eq!((words, taken), (vec![1, 1], 2));
+/// assert_eq!(run.run().anchor(1), Anchor(7));
+/// ```
+#[derive(Debug, Clone)]
+pub struct TestRun {
+    component: String,
+    streams: Vec<crate::InputStream>,
+    values: Vec<Value>,
+    headers: Vec<crate::InputHeader>,
+    anchors: Vec<Anchor>,
+}
+
+impl TestRun {
+    /// An empty run from `component`.
+    pub fn new(component: &str) -> Self {
+        Self {
+            component: component.to_owned(),
+            streams: Vec::new(),
+            values: Vec::new(),
+            headers: Vec::new(),
+            anchors: Vec::new(),
+        }
+    }
+
+    /// Appends an input on the default stream (no field names).
+    pub fn push(&mut self, values: &[Value], anchor: Anchor) -> &mut Self {
+        self.push_on(crate::DEFAULT_STREAM, &[], values, anchor)
+    }
+
+    /// Appends an input on stream `stream`, whose fields are `fields` (the
+    /// first input of a stream names them).
+    pub fn push_on(
+        &mut self,
+        stream: &str,
+        fields: &[&str],
+        values: &[Value],
+        anchor: Anchor,
+    ) -> &mut Self {
+        let index = match self.streams.iter().position(|s| s.name.as_str() == stream) {
+            Some(i) => i,
+            None => {
+                self.streams.push(crate::InputStream::new(stream, fields));
+                self.streams.len() - 1
+            }
+        };
+        self.values.extend_from_slice(values);
+        self.headers.push(crate::InputHeader {
+            stream: index as u32,
+            values_end: self.values.len() as u32,
+            ids_end: 0,
+        });
+        self.anchors.push(anchor);
+        self
+    }
+
+    /// The view a host would hand over: no anchors when no input is
+    /// tracked, as a host sends a run of a topology without ackers.
+    pub fn view(&self) -> crate::RunView<'_> {
+        let tracked = self.anchors.iter().any(|&a| a != Anchor::NONE);
+        let anchors = if tracked { &self.anchors[..] } else { &[] };
+        crate::RunView::new(
+            &self.values,
+            0,
+            &self.headers,
+            anchors,
+            &self.streams,
+            &self.component,
+            1,
+        )
+    }
+
+    /// Every input, as a [`Run`](crate::Run).
+    pub fn run(&self) -> crate::Run<'_> {
+        crate::Run::new(self.view())
+    }
+
+    /// The cursor `execute_batch` takes, counting into `taken`.
+    pub fn inputs<'t>(&'t self, taken: &'t mut u32) -> crate::Inputs<'t, 't> {
+        crate::Inputs::new(self.view(), taken)
+    }
+}
+
 /// Records every call a component makes on its collector.
 ///
 /// Hand [`Recorder::output`] to a collector (`SpoutCollector::new`,

@@ -23,7 +23,9 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError};
 use squall_plugin_api::abi::{TaskContext, WakerBox};
-use squall_plugin_api::{Anchor, PluginError, State, Tuple, SYSTEM_COMPONENT, TICK_STREAM};
+use squall_plugin_api::{
+    Anchor, InputStream, PluginError, RunView, State, Tuple, SYSTEM_COMPONENT, TICK_STREAM,
+};
 
 use super::batch::{Batch, QueueBytes};
 use super::core::TaskCore;
@@ -94,9 +96,9 @@ pub struct BoltExecutor {
     released: std::collections::VecDeque<Batch>,
     /// Barriers of checkpoints up to this one are stale (done or abandoned).
     settled: u64,
-    /// The buffer a batch's input views are gathered in (contract 1.3
-    /// bolts), kept empty between runs.
-    run: Vec<Tuple<'static>>,
+    /// The buffer a run's anchors are gathered in (contract 1.3 bolts),
+    /// kept empty between runs.
+    anchors: Vec<Anchor>,
     /// The bolt's wake handle and its pending flag (see
     /// [`BoltExecutor::woken_by`]); none in the loop tests.
     waker: Option<(WakerBox, Arc<AtomicBool>)>,
@@ -177,7 +179,7 @@ impl BoltExecutor {
             align: None,
             released: std::collections::VecDeque::new(),
             settled: 0,
-            run: Vec::new(),
+            anchors: Vec::new(),
             waker: None,
         }
     }
@@ -565,9 +567,9 @@ impl BoltExecutor {
                 starts = next;
                 pos += 1;
                 if tapped && self.core.transfer.tap_due(crate::tap::TapSide::Inputs) {
-                    let (stream_name, fields) = &streams[stream as usize];
+                    let s = &streams[stream as usize];
                     let from = (component_name.as_str(), batch.source_task.0);
-                    let stream = (stream_name.as_str(), fields.as_slice());
+                    let stream = (s.name.as_str(), s.fields.as_slice());
                     tap_input(&mut self.core.transfer, from, stream, values, ids);
                 }
                 if !self.throttles.is_empty() {
@@ -577,13 +579,13 @@ impl BoltExecutor {
                     let from = (component as u32, stream, batch.source_task.0);
                     self.window_tuple(turn, name, from, values, ids);
                 } else {
-                    let (stream_name, fields) = &streams[stream as usize];
+                    let s = &streams[stream as usize];
                     let anchor = self.inputs.begin(ids);
                     let tuple = Tuple::new(
                         values,
-                        fields,
+                        &s.fields,
                         component_name,
-                        stream_name,
+                        &s.name,
                         batch.source_task.0,
                         anchor,
                     );
@@ -749,79 +751,75 @@ impl BoltExecutor {
         &mut self,
         turn: &mut Turn,
         name: &str,
-        (batch, range, mut starts): (&Batch, std::ops::Range<usize>, (usize, usize)),
-        (component, component_name, streams): (
-            usize,
-            &str,
-            &[(String, Vec<abi_stable::std_types::RString>)],
-        ),
+        (batch, range, starts): (&Batch, std::ops::Range<usize>, (usize, usize)),
+        (component, component_name, streams): (usize, &str, &[InputStream]),
         tapped: bool,
     ) -> (u64, (usize, usize)) {
-        let mut pos = range.start;
-        // The buffer's allocation is kept between runs (an empty vector
-        // collected in place into one of another lifetime).
-        let mut tuples: Vec<Tuple<'_>> = std::mem::take(&mut self.run)
-            .into_iter()
-            .map(|_| unreachable!("the buffer is empty"))
-            .collect();
+        // The anchors' buffer is kept between runs (empty between them).
+        let mut anchors = std::mem::take(&mut self.anchors);
         if self.auto_ack {
             self.inputs.begin_run();
         }
+        let source = batch.source_task.0;
         // Nothing tracked in the whole batch (a topology without ackers),
-        // no tap and no throttled edge: every input is a plain view, built
-        // in one tight loop without a call into the tracker.
+        // no tap and no throttled edge: the run goes over as it lies in the
+        // batch, with no anchors and no work per input.
         if batch.ids.is_empty() && !tapped && self.throttles.is_empty() {
             if !self.auto_ack {
                 // What `open_input` does for an untracked input.
                 self.inputs.open_input(&[]);
             }
-            let source = batch.source_task.0;
-            let mut v0 = starts.0;
-            tuples.extend(batch.tuples[range.clone()].iter().map(|h| {
-                let v1 = h.values_end as usize;
-                let (stream_name, fields) = &streams[h.stream as usize];
-                let values = &batch.values[v0..v1];
-                v0 = v1;
-                Tuple::new(values, fields, component_name, stream_name, source, Anchor::NONE)
-            }));
-            (pos, starts) = (range.end, (v0, starts.1));
-        }
-        while pos < range.end {
-            let ((stream, values, ids), next) = batch.tuple_at(pos, starts);
-            starts = next;
-            pos += 1;
-            let (stream_name, fields) = &streams[stream as usize];
-            if tapped && self.core.transfer.tap_due(crate::tap::TapSide::Inputs) {
-                let from = (component_name, batch.source_task.0);
-                let stream = (stream_name.as_str(), fields.as_slice());
-                tap_input(&mut self.core.transfer, from, stream, values, ids);
+        } else {
+            let mut at = starts;
+            for pos in range.clone() {
+                let ((stream, values, ids), next) = batch.tuple_at(pos, at);
+                at = next;
+                if tapped && self.core.transfer.tap_due(crate::tap::TapSide::Inputs) {
+                    let s = &streams[stream as usize];
+                    let from = (component_name, source);
+                    let stream = (s.name.as_str(), s.fields.as_slice());
+                    tap_input(&mut self.core.transfer, from, stream, values, ids);
+                }
+                if !self.throttles.is_empty() {
+                    self.throttle_edge(turn, component, stream, values);
+                }
+                anchors.push(if self.auto_ack {
+                    self.inputs.run_input(ids)
+                } else {
+                    self.inputs.open_input(ids)
+                });
             }
-            if !self.throttles.is_empty() {
-                self.throttle_edge(turn, component, stream, values);
-            }
-            let anchor = if self.auto_ack {
-                self.inputs.run_input(ids)
-            } else {
-                self.inputs.open_input(ids)
-            };
-            let source = batch.source_task.0;
-            tuples.push(Tuple::new(values, fields, component_name, stream_name, source, anchor));
         }
-        let mut start = 0;
-        while start < tuples.len() {
-            let rest = &tuples[start..];
+        let anchor_of =
+            |anchors: &[Anchor], i: usize| anchors.get(i).copied().unwrap_or(Anchor::NONE);
+        let ends = batch.starts(range.end);
+        let headers = &batch.tuples[range];
+        let count = headers.len();
+        // The run's inputs from `start` on go to the next call; their
+        // values start at `base` in the batch.
+        let (mut start, mut base) = (0, starts.0);
+        while start < count {
             if self.core.poisoned {
-                for tuple in rest {
-                    let stats = &mut turn.stats;
+                for i in start..count {
+                    let (transfer, stats) = (&mut self.core.transfer, &mut turn.stats);
                     self.inputs.fail(
-                        tuple.anchor(),
-                        &mut self.core.transfer,
+                        anchor_of(&anchors, i),
+                        transfer,
                         stats,
                         StatField::FailedPanic,
                     );
                 }
                 break;
             }
+            let view = RunView::new(
+                &batch.values[base..ends.0],
+                base as u32,
+                &headers[start..],
+                anchors.get(start..).unwrap_or_default(),
+                streams,
+                component_name,
+                source,
+            );
             let mut taken = 0u32;
             let result = {
                 let mut output = HostOutput {
@@ -830,26 +828,27 @@ impl BoltExecutor {
                     error: &mut turn.emit_error,
                     side: Side::Bolt { inputs: &mut self.inputs, auto_ack: false },
                 };
-                self.bolt.execute_batch(rest, &mut output, &mut taken).into_result()
+                self.bolt.execute_batch(view, &mut output, &mut taken).into_result()
             };
             if let Some(e) = turn.emit_error.take() {
                 count_emit_error(&mut turn.stats, &self.core, "execute_batch", &e);
             }
             // The input being executed when it failed (the first when none
             // was taken); every input before it succeeded.
+            let rest = count - start;
             let failed = match result {
-                Ok(()) => rest.len(),
-                Err(_) => (taken as usize).clamp(1, rest.len()) - 1,
+                Ok(()) => rest,
+                Err(_) => (taken as usize).clamp(1, rest) - 1,
             };
             // A basic bolt: what one call per tuple acked on `Ok` (nothing
             // when no input of the run is tracked).
             if self.auto_ack && self.inputs.run_tracks_any() {
-                for tuple in &rest[..failed] {
-                    self.inputs.ack(tuple.anchor(), &mut self.core.transfer, &mut turn.stats);
+                for &anchor in anchors.get(start..start + failed).unwrap_or_default() {
+                    self.inputs.ack(anchor, &mut self.core.transfer, &mut turn.stats);
                 }
             }
             let Err(e) = result else { break };
-            let anchor = rest[failed].anchor();
+            let anchor = anchor_of(&anchors, start + failed);
             let (transfer, stats) = (&mut self.core.transfer, &mut turn.stats);
             if e.is_panic() {
                 self.inputs.fail(anchor, transfer, stats, StatField::FailedPanic);
@@ -859,14 +858,14 @@ impl BoltExecutor {
                 count_error(&mut turn.stats, &self.core.shared, name, &format!("execute: {e}"));
             }
             start += failed + 1;
+            base = headers[start - 1].values_end as usize;
         }
         if self.auto_ack {
             self.inputs.end_run();
         }
-        let executed = tuples.len() as u64;
-        tuples.clear();
-        self.run = tuples.into_iter().map(|_| unreachable!("the buffer is empty")).collect();
-        (executed, starts)
+        anchors.clear();
+        self.anchors = anchors;
+        (count as u64, ends)
     }
 
     /// Executes one tuple and settles its ack.

@@ -20,7 +20,8 @@ use squall_plugin_api::abi::{
     WakerBox, WindowView,
 };
 use squall_plugin_api::{
-    Anchor, ErrorKind, MessageId, PluginError, StreamDecl, StreamId, Tuple, Value, WaitSituation,
+    Anchor, ErrorKind, InputStream, MessageId, PluginError, Run, RunView, StreamDecl, StreamId,
+    Tuple, Value, WaitSituation,
 };
 
 use crate::plugin::{BoltObj, Factory, SpoutObj};
@@ -447,8 +448,8 @@ fn basic_inputs(receive: Receiver<Batch>) -> BoltInputs {
     let sources = SourceTable {
         task_component: vec![0, 1, 2],
         components: vec![
-            ("src".into(), vec![("default".into(), vec![RString::from("v")])]),
-            ("me".into(), vec![("default".into(), vec![RString::from("v")])]),
+            ("src".into(), vec![InputStream::new("default", &["v"])]),
+            ("me".into(), vec![InputStream::new("default", &["v"])]),
         ],
     };
     BoltInputs {
@@ -864,8 +865,8 @@ fn aligned_bolt_run(
     let sources = SourceTable {
         task_component: vec![0, 1, 0],
         components: vec![
-            ("src".into(), vec![("default".into(), vec![RString::from("v")])]),
-            ("me".into(), vec![("default".into(), vec![RString::from("v")])]),
+            ("src".into(), vec![InputStream::new("default", &["v"])]),
+            ("me".into(), vec![InputStream::new("default", &["v"])]),
         ],
     };
     let recorder = Recorder::new(|_, _, _| {});
@@ -1208,7 +1209,7 @@ struct BatchBolt(usize);
 trait RunBolt: Send {
     fn execute_batch(
         &mut self,
-        inputs: RSlice<'_, Tuple<'_>>,
+        inputs: RunView<'_>,
         output: BoltOutputMut<'_>,
         taken: &mut u32,
     ) -> PResult<()>;
@@ -1254,7 +1255,7 @@ impl<B: RunBolt> squall_plugin_api::abi::DynBolt13 for Run13<B> {
     }
     fn execute_batch(
         &mut self,
-        inputs: RSlice<'_, Tuple<'_>>,
+        inputs: RunView<'_>,
         output: BoltOutputMut<'_>,
         taken: &mut u32,
     ) -> PResult<()> {
@@ -1278,11 +1279,11 @@ fn run13(bolt: impl RunBolt + 'static) -> PResult<ComponentBox13> {
 impl RunBolt for BatchBolt {
     fn execute_batch(
         &mut self,
-        inputs: RSlice<'_, Tuple<'_>>,
+        inputs: RunView<'_>,
         _: BoltOutputMut<'_>,
         taken: &mut u32,
     ) -> PResult<()> {
-        for input in inputs.iter() {
+        for input in Run::new(inputs).iter() {
             *taken += 1;
             let value = match input.values() {
                 [Value::I64(v)] => *v,
@@ -1385,11 +1386,11 @@ struct HoldingBolt {
 impl RunBolt for HoldingBolt {
     fn execute_batch(
         &mut self,
-        inputs: RSlice<'_, Tuple<'_>>,
+        inputs: RunView<'_>,
         _: BoltOutputMut<'_>,
         taken: &mut u32,
     ) -> PResult<()> {
-        for input in inputs.iter() {
+        for input in Run::new(inputs).iter() {
             *taken += 1;
             self.held.push(input.anchor());
         }
@@ -1510,7 +1511,7 @@ impl RunBolt for SlowBolt {
     }
     fn execute_batch(
         &mut self,
-        inputs: RSlice<'_, Tuple<'_>>,
+        inputs: RunView<'_>,
         _: BoltOutputMut<'_>,
         taken: &mut u32,
     ) -> PResult<()> {
@@ -1567,11 +1568,11 @@ struct EchoRun;
 impl RunBolt for EchoRun {
     fn execute_batch(
         &mut self,
-        inputs: RSlice<'_, Tuple<'_>>,
+        inputs: RunView<'_>,
         mut output: BoltOutputMut<'_>,
         taken: &mut u32,
     ) -> PResult<()> {
-        for input in inputs.iter() {
+        for input in Run::new(inputs).iter() {
             *taken += 1;
             output.emit(0, input.values().into(), RSlice::from_slice(&[]));
         }

@@ -12,7 +12,7 @@ use squall_plugin_api::abi::{
     Spout12Box, Spout13Box, SpoutBox, SpoutExtBox, SpoutOutput, SpoutOutput_TO, State, StoreDelta,
     TaskContext, TaskExt, WakerBox, WindowView,
 };
-use squall_plugin_api::{ErrorKind, MessageId, PluginError, Tuple};
+use squall_plugin_api::{ErrorKind, MessageId, PluginError, RunView, Tuple};
 
 /// A component constructor from a plugin's catalogue (the 1.0 descriptor).
 pub type Constructor = extern "C" fn(abi_stable::std_types::RStr<'_>) -> PResult<ComponentBox>;
@@ -356,13 +356,13 @@ impl BoltObj {
     #[inline]
     pub fn execute_batch<O: Output + BoltOutput>(
         &mut self,
-        inputs: &[Tuple<'_>],
+        inputs: RunView<'_>,
         output: &mut O,
         taken: &mut u32,
     ) -> PResult<()> {
         match self {
             BoltObj::V13(b) => {
-                b.execute_batch(inputs.into(), BoltOutput_TO::from_ptr(output, TD_Opaque), taken)
+                b.execute_batch(inputs, BoltOutput_TO::from_ptr(output, TD_Opaque), taken)
             }
             _ => RResult::RErr(PluginError::new(
                 ErrorKind::RUNTIME,

@@ -98,16 +98,11 @@ fn copy(value: &Value) -> Value {
 /// One tuple of a [`Batch`]: its stream, values and ack ids.
 pub type TupleRef<'a> = (u32, &'a [Value], &'a [(RootId, EdgeId)]);
 
-/// Where one tuple of a [`Batch`] lives.
-#[derive(Debug, Clone, Copy)]
-pub struct Header {
-    /// The stream, as an index into the producer's declared outputs.
-    pub stream: u32,
-    /// End of this tuple's values in [`Batch::values`].
-    pub values_end: u32,
-    /// End of this tuple's ids in [`Batch::ids`].
-    pub ids_end: u32,
-}
+/// Where one tuple of a [`Batch`] lives: its stream (an index into the
+/// producer's declared outputs), where its values and ack ids end. The
+/// plugin API's type, so that a run of a batch's headers goes to a
+/// contract 1.3 bolt as they are.
+pub use squall_plugin_api::InputHeader as Header;
 
 impl Batch {
     /// An empty batch from `source_task`, with room for `capacity` tuples.

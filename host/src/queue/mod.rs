@@ -6,7 +6,7 @@
 
 pub mod batch;
 
-use abi_stable::std_types::RString;
+use squall_plugin_api::InputStream;
 
 use crate::topology::grouping::Router;
 
@@ -23,8 +23,9 @@ pub struct StreamRoutes {
     pub routers: Vec<Router>,
 }
 
-/// A source component's name and, per output stream, the stream's name and fields.
-pub type SourceComponent = (String, Vec<(String, Vec<RString>)>);
+/// A source component's name and, per output stream, the stream's name and
+/// fields (as a contract 1.3 bolt's runs carry them).
+pub type SourceComponent = (String, Vec<InputStream>);
 
 /// Names and fields of every stream, for building tuple views without allocation.
 #[derive(Debug, Default)]
@@ -39,7 +40,7 @@ impl SourceTable {
     /// The indices of `component`'s stream `stream`, if the table has it.
     pub fn find(&self, component: &str, stream: &str) -> Option<(u32, u32)> {
         let c = self.components.iter().position(|(name, _)| name == component)?;
-        let s = self.components[c].1.iter().position(|(name, _)| name == stream)?;
+        let s = self.components[c].1.iter().position(|s| s.name == stream)?;
         Some((c as u32, s as u32))
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use squall_plugin_api::abi::{TaskContext, TaskExt};
-use squall_plugin_api::ComponentTasks;
+use squall_plugin_api::{ComponentTasks, InputStream};
 
 use super::instantiate::CustomInstance;
 use super::system::SystemTask;
@@ -579,8 +579,11 @@ pub fn source_table(topology: &Topology) -> SourceTable {
         for t in c.tasks.clone() {
             table.task_component[t as usize] = i as u32;
         }
-        let streams =
-            c.outputs.iter().map(|s| (s.decl.name.to_string(), s.decl.fields.to_vec())).collect();
+        let streams = c
+            .outputs
+            .iter()
+            .map(|s| InputStream { name: s.decl.name.clone(), fields: s.decl.fields.clone() })
+            .collect();
         table.components.push((c.name.clone(), streams));
     }
     table
@@ -687,7 +690,7 @@ mod tests {
         assert_eq!(table.task_component, [0, 1, 1, 2]);
         let names: Vec<&str> = table.components.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["s", "b", "c"]);
-        assert_eq!(table.components[1].1[0].0, "default");
+        assert_eq!(table.components[1].1[0].name, "default");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use abi_stable::{
     sabi_trait::TD_Opaque,
-    std_types::{ROption, RSlice, RStr, RString, RVec},
+    std_types::{ROption, RStr, RString, RVec},
 };
 
 use super::adapt_1_2::{Bolt12Adapter, Spout12Adapter};
@@ -20,8 +20,8 @@ use super::{guard, ComponentKind, PResult, TaskContext, TaskExt};
 use crate::collector::BoltOut;
 use crate::state::StoreSpec;
 use crate::{
-    BasicBolt, Bolt, ComponentConfig, Coordinator, Inputs, MessageId, Spout, SpoutCollector, Tuple,
-    Waker, WindowedBolt,
+    BasicBolt, Bolt, ComponentConfig, Coordinator, Inputs, MessageId, RunView, Spout,
+    SpoutCollector, Tuple, Waker, WindowedBolt,
 };
 
 /// A 1.3 spout: the 1.2 adapter's calls, then `next_batch`.
@@ -138,13 +138,13 @@ impl<B: AnyBolt> DynBolt13 for Bolt13Adapter<B> {
 
     fn execute_batch(
         &mut self,
-        inputs: RSlice<'_, Tuple<'_>>,
+        inputs: RunView<'_>,
         output: BoltOutputMut<'_>,
         taken: &mut u32,
     ) -> PResult<()> {
         let bolt = &mut self.0 .0 .0;
         guard(|| {
-            let mut inputs = Inputs::new(inputs.as_slice(), taken);
+            let mut inputs = Inputs::new(inputs, taken);
             bolt.execute_batch(&mut inputs, BoltOut::V12(output)).map_err(runtime)
         })
     }
@@ -411,8 +411,8 @@ mod tests {
             collector: &mut crate::BasicBatchCollector<'_>,
         ) -> crate::Result<()> {
             let run = inputs.take_all();
-            let values: Vec<_> = run.iter().flat_map(|t| t.values().iter().cloned()).collect();
-            collector.emit_each(run, &values);
+            let values: Vec<_> = run.iter().flat_map(|t| t.values().to_vec()).collect();
+            collector.emit_each(&run, &values);
             Ok(())
         }
     }
@@ -424,23 +424,17 @@ mod tests {
         words: &[&str],
         anchors: &[u64],
     ) -> (crate::testing::Recorder, u32, bool) {
-        let values: Vec<crate::Value> = words.iter().map(|w| crate::Value::from(*w)).collect();
-        let tuples: Vec<Tuple<'_>> = values
-            .iter()
-            .zip(anchors)
-            .map(|(v, &a)| {
-                let anchor = if a == 0 { crate::Anchor::NONE } else { crate::Anchor(a) };
-                Tuple::new(std::slice::from_ref(v), &[], "up", "default", 0, anchor)
-            })
-            .collect();
+        let mut run = crate::testing::TestRun::new("up");
+        for (w, &a) in words.iter().zip(anchors) {
+            let anchor = if a == 0 { crate::Anchor::NONE } else { crate::Anchor(a) };
+            run.push(&[crate::Value::from(*w)], anchor);
+        }
         let ComponentBox13::Bolt(mut bolt) = (basic_bolt_13::<B>().new)("".into()).unwrap() else {
             panic!("a bolt box");
         };
         let mut recorder = crate::testing::Recorder::default();
         let mut taken = 0;
-        let ok = bolt
-            .execute_batch(tuples.as_slice().into(), recorder.bolt_output(), &mut taken)
-            .is_ok();
+        let ok = bolt.execute_batch(run.view(), recorder.bolt_output(), &mut taken).is_ok();
         (recorder, taken, ok)
     }
 

@@ -26,14 +26,14 @@
 
 use abi_stable::{
     sabi_trait,
-    std_types::{RBox, ROption, RSlice, RStr, RString, RVec},
+    std_types::{RBox, ROption, RStr, RString, RVec},
     StableAbi,
 };
 
 use super::ext::{SpoutOutputMut, State, WakerBox, WindowView};
 use super::v1_2::{BoltOutputMut, StoreDelta};
 use super::{ComponentKind, PResult, TaskContext, TaskExt};
-use crate::{MessageId, Tuple};
+use crate::{MessageId, RunView, Tuple};
 
 /// A spout instance built through contract 1.3: the 1.2 methods, then
 /// `next_batch`.
@@ -99,6 +99,10 @@ pub trait DynBolt13: Send {
     fn restore_stores(&mut self, stores: RVec<StoreDelta>) -> PResult<()>;
     /// Processes a run of input tuples, in order, in one call.
     ///
+    /// The run comes as one [`RunView`] (values back to back, a header
+    /// and an anchor per input), not a tuple per input: the plugin builds
+    /// the tuples it reads.
+    ///
     /// Emits are anchored explicitly. A rich bolt acks or fails each input
     /// through `output`; a basic bolt's inputs are acked by the host, once
     /// the call returns, up to where the bolt got. `taken` counts the
@@ -110,7 +114,7 @@ pub trait DynBolt13: Send {
     #[sabi(last_prefix_field)]
     fn execute_batch(
         &mut self,
-        inputs: RSlice<'_, Tuple<'_>>,
+        inputs: RunView<'_>,
         output: BoltOutputMut<'_>,
         taken: &mut u32,
     ) -> PResult<()>;

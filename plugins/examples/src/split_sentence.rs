@@ -18,10 +18,10 @@ pub struct SplitSentence {
 
 impl SplitSentence {
     /// Emits the words buffered for untracked sentences, in one call.
-    fn flush(&mut self, untracked: Option<&Tuple<'_>>, collector: &mut BasicBatchCollector<'_>) {
+    fn flush(&mut self, untracked: Option<Tuple<'_>>, collector: &mut BasicBatchCollector<'_>) {
         if let Some(input) = untracked {
             if !self.words.is_empty() {
-                collector.for_input(input).emit_many(self.words.len(), &self.words);
+                collector.for_input(&input).emit_many(self.words.len(), &self.words);
             }
         }
         self.words.clear();
@@ -61,9 +61,9 @@ impl BasicBolt for SplitSentence {
     ) -> Result<()> {
         self.words.clear();
         // The last untracked sentence whose words are in `self.words`.
-        let mut untracked: Option<&Tuple<'_>> = None;
+        let mut untracked: Option<Tuple<'_>> = None;
         for input in inputs {
-            let sentence = match first_str(input, "a sentence") {
+            let sentence = match first_str(&input, "a sentence") {
                 Ok(sentence) => sentence,
                 Err(e) => {
                     self.flush(untracked, collector);
@@ -77,7 +77,7 @@ impl BasicBolt for SplitSentence {
             }
             self.flush(untracked.take(), collector);
             push_words(&mut self.words, sentence);
-            collector.for_input(input).emit_many(self.words.len(), &self.words);
+            collector.for_input(&input).emit_many(self.words.len(), &self.words);
             self.words.clear();
         }
         self.flush(untracked, collector);
@@ -97,7 +97,7 @@ fn push_words(words: &mut Vec<Value>, sentence: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use squall_plugin_api::testing::Recorder;
+    use squall_plugin_api::testing::{Recorder, TestRun};
 
     #[test]
     fn emits_one_tuple_per_word() {
@@ -136,17 +136,12 @@ mod tests {
         recorder: &mut Recorder,
         inputs: &[(Value, u64)],
     ) -> (Result<()>, u32) {
-        let values: Vec<[Value; 1]> = inputs.iter().map(|(v, _)| [v.clone()]).collect();
-        let tuples: Vec<Tuple<'_>> = values
-            .iter()
-            .zip(inputs)
-            .map(|(v, (_, a))| {
-                let anchor = if *a == 0 { Anchor::NONE } else { Anchor(*a) };
-                Tuple::new(v, &[], "sentences", "default", 1, anchor)
-            })
-            .collect();
+        let mut run = TestRun::new("sentences");
+        for (v, a) in inputs {
+            run.push(std::slice::from_ref(v), if *a == 0 { Anchor::NONE } else { Anchor(*a) });
+        }
         let mut taken = 0;
-        let mut run = Inputs::new(&tuples, &mut taken);
+        let mut run = run.inputs(&mut taken);
         let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
         let result = bolt.execute_batch(&mut run, &mut collector);
         drop(collector);

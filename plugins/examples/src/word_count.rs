@@ -47,12 +47,12 @@ impl WordCount {
 
     /// The cleanup report: `wordcount: <word> <count>` lines, sorted by word.
     /// Emits the tuples in `self.out`, one per input of `inputs`.
-    fn flush(&mut self, inputs: &[Tuple<'_>], collector: &mut BasicBatchCollector<'_>) {
+    fn flush(&mut self, inputs: Run<'_>, collector: &mut BasicBatchCollector<'_>) {
         if !inputs.is_empty() {
             if let Some((words, _)) = &self.metrics {
                 words.add(inputs.len() as u64);
             }
-            collector.emit_each(inputs, &self.out);
+            collector.emit_each(&inputs, &self.out);
         }
         self.out.clear();
     }
@@ -133,24 +133,18 @@ impl BasicBolt for WordCount {
     /// A run of words (contract 1.3): each is counted and its
     /// `(word, count)` emitted, anchored to it, as in `execute`; the run's
     /// tuples go to the host with one `emit_each` (one call for untracked
-    /// words). A tick emits nothing; an input that is not a string fails
-    /// alone, after the tuples of the words before it were emitted.
+    /// words). An input that is not a string fails alone, after the tuples
+    /// of the words before it were emitted. (A run holds one source's
+    /// tuples: ticks come to `execute`.)
     fn execute_batch(
         &mut self,
         inputs: &mut Inputs<'_, '_>,
         collector: &mut BasicBatchCollector<'_>,
     ) -> Result<()> {
         let run = inputs.remaining();
-        // `run[from..]` are the inputs whose tuples are in `self.out`.
-        let mut from = 0;
         let mut result = Ok(());
-        for (i, input) in inputs.by_ref().enumerate() {
-            if input.is_tick() {
-                self.flush(&run[from..i], collector);
-                from = i + 1;
-                continue;
-            }
-            match first_str(input, "a word") {
+        for input in inputs.by_ref() {
+            match first_str(&input, "a word") {
                 Ok(word) => {
                     let count = self.count(word);
                     // The input's own value, copied whole, and the count
@@ -162,15 +156,14 @@ impl BasicBolt for WordCount {
                     Value::push_u64(&mut self.out, count);
                 }
                 Err(e) => {
-                    self.flush(&run[from..i], collector);
                     result = Err(e);
                     break;
                 }
             }
         }
-        if result.is_ok() {
-            self.flush(&run[from..], collector);
-        }
+        // One tuple per input taken, but the one that failed.
+        let counted = inputs.taken() - usize::from(result.is_err());
+        self.flush(run.range(0..counted), collector);
         result
     }
 
@@ -220,7 +213,7 @@ mod tests {
     use squall_plugin_api::{SYSTEM_COMPONENT, TICK_STREAM};
 
     use super::*;
-    use squall_plugin_api::testing::Recorder;
+    use squall_plugin_api::testing::{Recorder, TestRun};
 
     fn execute(
         bolt: &mut WordCount,
@@ -233,31 +226,21 @@ mod tests {
         bolt.execute(&input, &mut BasicCollector::new(recorder.output())).unwrap();
     }
 
-    /// Runs one `execute_batch` over `(value, anchor)` inputs (anchor 0:
-    /// untracked; `None`: a tick); returns the result and the inputs taken.
+    /// Runs one `execute_batch` over `(value, anchor)` inputs from "split"
+    /// (anchor 0: untracked); returns the result and the inputs taken.
     fn run_batch(
         bolt: &mut WordCount,
         recorder: &mut Recorder,
-        inputs: &[(Option<Value>, u64)],
+        inputs: &[(Value, u64)],
     ) -> (Result<()>, u32) {
-        let values: Vec<Vec<Value>> =
-            inputs.iter().map(|(v, _)| v.iter().cloned().collect()).collect();
-        let tuples: Vec<Tuple<'_>> = values
-            .iter()
-            .zip(inputs)
-            .map(|(v, (word, a))| {
-                let anchor = if *a == 0 { Anchor::NONE } else { Anchor(*a) };
-                let (component, stream) = match word {
-                    Some(_) => ("split", "default"),
-                    None => (SYSTEM_COMPONENT, TICK_STREAM),
-                };
-                Tuple::new(v, &[], component, stream, 1, anchor)
-            })
-            .collect();
+        let mut run = TestRun::new("split");
+        for (word, a) in inputs {
+            run.push(std::slice::from_ref(word), if *a == 0 { Anchor::NONE } else { Anchor(*a) });
+        }
         let mut taken = 0;
-        let mut run = Inputs::new(&tuples, &mut taken);
+        let mut inputs = run.inputs(&mut taken);
         let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
-        let result = bolt.execute_batch(&mut run, &mut collector);
+        let result = bolt.execute_batch(&mut inputs, &mut collector);
         drop(collector);
         (result, taken)
     }
@@ -266,11 +249,11 @@ mod tests {
     fn a_run_is_counted_and_emitted_per_word_each_anchored_to_its_input() {
         let mut bolt = WordCount::default();
         let mut recorder = Recorder::default();
-        let word = |w: &str| Some(Value::from(w));
-        let run = [(word("a"), 0), (word("b"), 0), (None, 0), (word("a"), 9), (word("a"), 0)];
+        let word = Value::from;
+        let run = [(word("a"), 0), (word("b"), 0), (word("a"), 9), (word("a"), 0)];
         let (result, taken) = run_batch(&mut bolt, &mut recorder, &run);
         result.unwrap();
-        assert_eq!(taken, 5);
+        assert_eq!(taken, 4);
         let emitted: Vec<_> =
             recorder.emitted.iter().map(|e| (e.values.clone(), e.anchors.clone())).collect();
         let tuple = |w: &str, c: u64| vec![Value::from(w), Value::U64(c)];
@@ -281,8 +264,7 @@ mod tests {
                 (tuple("b", 1), vec![]),
                 (tuple("a", 2), vec![Anchor(9)]),
                 (tuple("a", 3), vec![]),
-            ],
-            "the tick emits nothing"
+            ]
         );
         assert_eq!(recorder.emit_many_calls, [2, 1], "untracked rows in one call each");
     }
@@ -291,8 +273,7 @@ mod tests {
     fn a_non_string_in_a_run_fails_alone_after_the_words_before_it() {
         let mut bolt = WordCount::default();
         let mut recorder = Recorder::default();
-        let run =
-            [(Some(Value::from("a")), 0), (Some(Value::I64(1)), 0), (Some(Value::from("a")), 0)];
+        let run = [(Value::from("a"), 0), (Value::I64(1), 0), (Value::from("a"), 0)];
         let (result, taken) = run_batch(&mut bolt, &mut recorder, &run);
         assert_eq!(result.unwrap_err().to_string(), "expected a word (a string), got I64(1)");
         assert_eq!(taken, 2, "the failing input is the one taken last");

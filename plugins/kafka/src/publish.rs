@@ -595,14 +595,14 @@ impl Bolt for KafkaPublish {
     ) -> Result<()> {
         if self.tx.is_some() {
             for input in inputs {
-                self.execute_tx(input, collector)?;
+                self.execute_tx(&input, collector)?;
             }
             return Ok(());
         }
         self.collect(collector, None);
         for input in inputs {
             if !input.is_tick() {
-                self.produce(input, collector)?;
+                self.produce(&input, collector)?;
             }
         }
         self.collect(collector, None);

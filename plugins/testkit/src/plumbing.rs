@@ -295,15 +295,13 @@ impl BasicBolt for NullBolt {
 /// Re-emits every input's values unchanged on `["value"]`.
 ///
 /// A contract 1.3 host hands it a run of inputs per call: when they all
-/// have as many values, it re-emits the run with one
+/// have as many values, it re-emits the run's values as they lie in the
+/// host's batch ([`Run::values`]) with one
 /// [`BasicBatchCollector::emit_each`] (one `emit_many` for a row of
 /// untracked inputs), each tuple anchored to its input as one `execute`
 /// per input would; else one emit per input.
 #[derive(Debug, Default)]
-pub struct IdBolt {
-    /// The values of a run, back to back (reused; empty between calls).
-    run: Vec<Value>,
-}
+pub struct IdBolt;
 
 impl BasicBolt for IdBolt {
     const NAME: &'static str = "IdBolt";
@@ -316,7 +314,7 @@ impl BasicBolt for IdBolt {
 
     fn new(config: &ComponentConfig<'_>) -> Result<Self> {
         parse_no_config(config)?;
-        Ok(IdBolt::default())
+        Ok(IdBolt)
     }
 
     fn execute(&mut self, input: &Tuple<'_>, collector: &mut BasicCollector<'_>) -> Result<()> {
@@ -330,19 +328,14 @@ impl BasicBolt for IdBolt {
         collector: &mut BasicBatchCollector<'_>,
     ) -> Result<()> {
         let run = inputs.take_all();
-        let arity = run.first().map_or(0, |t| t.values().len());
-        if run.iter().any(|t| t.values().len() != arity) {
+        if run.arity().is_some() {
+            collector.emit_each(&run, run.values());
+        } else {
             // Inputs of different shapes: each emit is checked on its own.
             for input in run {
-                collector.for_input(input).emit(input.values());
+                collector.for_input(&input).emit(input.values());
             }
-            return Ok(());
         }
-        for input in run {
-            self.run.extend_from_slice(input.values());
-        }
-        collector.emit_each(run, &self.run);
-        self.run.clear();
         Ok(())
     }
 }
@@ -446,7 +439,7 @@ mod tests {
         check_config_keys::<crate::NoConfig>(NullBolt::CONFIG_KEYS, "").unwrap();
         check_config_keys::<crate::NoConfig>(IdBolt::CONFIG_KEYS, "").unwrap();
     }
-    use squall_plugin_api::testing::Recorder;
+    use squall_plugin_api::testing::{Recorder, TestRun};
 
     fn const_spout(config: &str) -> ConstSpout {
         ConstSpout::new(&ComponentConfig::new(config)).unwrap()
@@ -538,25 +531,22 @@ mod tests {
 
     /// `tuples` as inputs: each a tuple of its values, anchored as given
     /// (0: untracked).
-    fn inputs_of<'a>(values: &'a [Vec<Value>], anchors: &[u64]) -> Vec<Tuple<'a>> {
-        values
-            .iter()
-            .zip(anchors)
-            .map(|(v, &a)| {
-                let anchor = if a == 0 { Anchor::NONE } else { Anchor(a) };
-                Tuple::new(v, &[], "spout", "default", 1, anchor)
-            })
-            .collect()
+    fn inputs_of(values: &[Vec<Value>], anchors: &[u64]) -> TestRun {
+        let mut run = TestRun::new("spout");
+        for (v, &a) in values.iter().zip(anchors) {
+            run.push(v, if a == 0 { Anchor::NONE } else { Anchor(a) });
+        }
+        run
     }
 
     #[test]
     fn id_bolt_re_emits_a_run_in_one_call_each_tuple_anchored_to_its_input() {
         let values: Vec<Vec<Value>> = (0..64_u64).map(|i| vec![Value::U64(i)]).collect();
-        let mut bolt = IdBolt::default();
+        let mut bolt = IdBolt;
         let mut taken = 0;
         let mut recorder = Recorder::default();
         let tuples = inputs_of(&values, &[0; 64]);
-        let mut inputs = Inputs::new(&tuples, &mut taken);
+        let mut inputs = tuples.inputs(&mut taken);
         let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
         bolt.execute_batch(&mut inputs, &mut collector).unwrap();
         drop(collector);
@@ -569,7 +559,7 @@ mod tests {
         // Tracked inputs: each tuple anchored to its own input.
         let mut recorder = Recorder::default();
         let tuples = inputs_of(&values[..3], &[11, 0, 13]);
-        let mut inputs = Inputs::new(&tuples, &mut taken);
+        let mut inputs = tuples.inputs(&mut taken);
         let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
         bolt.execute_batch(&mut inputs, &mut collector).unwrap();
         drop(collector);
@@ -583,7 +573,7 @@ mod tests {
         let mixed = vec![vec![Value::U64(1)], vec![Value::U64(2), Value::U64(3)]];
         let mut recorder = Recorder::default();
         let tuples = inputs_of(&mixed, &[21, 22]);
-        let mut inputs = Inputs::new(&tuples, &mut taken);
+        let mut inputs = tuples.inputs(&mut taken);
         let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
         bolt.execute_batch(&mut inputs, &mut collector).unwrap();
         drop(collector);
@@ -602,7 +592,7 @@ mod tests {
         let tuples = inputs_of(&values, &[1, 2, 3, 4, 5]);
         let mut taken = 0;
         let mut recorder = Recorder::default();
-        let mut inputs = Inputs::new(&tuples, &mut taken);
+        let mut inputs = tuples.inputs(&mut taken);
         let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
         NullBolt.execute_batch(&mut inputs, &mut collector).unwrap();
         drop(collector);
@@ -623,7 +613,7 @@ mod tests {
         let values = [Value::from("a"), Value::U64(2)];
         let input = Tuple::new(&values, &[], "spout", "default", 1, Anchor(9));
         let mut recorder = Recorder::default();
-        IdBolt::default().execute(&input, &mut BasicCollector::new(recorder.output())).unwrap();
+        IdBolt.execute(&input, &mut BasicCollector::new(recorder.output())).unwrap();
         let mut sleep = SleepBolt::new(&ComponentConfig::new("micros = 0")).unwrap();
         sleep.execute(&input, &mut BasicCollector::new(recorder.output())).unwrap();
         assert_eq!(recorder.emitted.len(), 2);

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use abi_stable::std_types::{ROption, RSlice, RVec};
 use squall_plugin_api::abi::{Output, StoreDelta, WindowView};
-use squall_plugin_api::{Anchor, PluginError, StateEntry, Tuple, Value};
+use squall_plugin_api::{Anchor, InputStream, PluginError, StateEntry, Tuple, Value};
 
 use super::super::output::{HostOutput, Side};
 use super::super::window::{Entry, Firing, Pushed, Trigger, Windower};
@@ -45,7 +45,7 @@ pub struct Held {
 impl Held {
     fn view<'a>(&'a self, sources: &'a SourceTable, anchor: Anchor) -> Tuple<'a> {
         let (component, streams) = &sources.components[self.component as usize];
-        let (stream, fields) = &streams[self.stream as usize];
+        let InputStream { name: stream, fields } = &streams[self.stream as usize];
         Tuple::new(&self.values, fields, component, stream, self.task, anchor)
     }
 }
@@ -144,7 +144,7 @@ impl WindowState {
                 .map(|(_, streams)| {
                     streams
                         .iter()
-                        .map(|(_, fields)| fields.iter().position(|f| f.as_str() == field))
+                        .map(|s| s.fields.iter().position(|f| f.as_str() == field))
                         .collect()
                 })
                 .collect()
@@ -261,7 +261,7 @@ impl WindowState {
         let all = self.windower.expired().iter().chain(self.windower.buffer().iter());
         for e in all.filter(|e| e.item.seq >= log.saved_upto) {
             let (component, streams) = &sources.components[e.item.component as usize];
-            let (stream, _) = &streams[e.item.stream as usize];
+            let stream = &streams[e.item.stream as usize].name;
             let key = [Value::U64(u64::from(log.index)), Value::U64(e.item.seq)];
             let bytes = crate::state::codec::encode_window_entry(
                 e.time,

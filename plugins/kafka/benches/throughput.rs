@@ -16,7 +16,12 @@
 //!   report, idempotent, `linger.ms` 5: its defaults), counted on
 //!   `kafka_produced`, against a bare idempotent `BaseProducer` loop with
 //!   `linger.ms` 5 sending `N` records of 100 bytes and polling its delivery
-//!   reports until all are in.
+//!   reports until all are in. Twice per round: with the topology
+//!   defaults (`producer_batch_size = 1`, Storm's), and with the settings
+//!   of the host's throughput bench (`topologies/perf/`, storm-perf's:
+//!   `producer_batch_size = 1000`, `receive_buffer_size = 50000`), under
+//!   which the spout is asked for up to a batch per call and the sink
+//!   takes runs of inputs.
 //!
 //! Rounds alternate squall and the baseline. `SQUALL_KAFKA_BENCH_N`
 //! (default 500000) and `SQUALL_KAFKA_BENCH_RUNS` (default 3) set the size
@@ -80,6 +85,7 @@ fn main() {
     );
     let (mut consume_s, mut consume_b, mut produce_s, mut produce_b) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut produce_perf = Vec::new();
     for round in 1..=runs {
         let (s, rss) = consume_squall(&release, &scratch, &input, partitions, n);
         let b = consume_bare(&input, partitions, n);
@@ -93,23 +99,30 @@ fn main() {
         consume_b.push(b);
         let out = unique("bench_out");
         create_topic(&out, 1);
-        let (s, rss) = produce_squall(&release, &scratch, &out, n);
+        let (s, rss) = produce_squall(&release, &scratch, &out, n, "");
+        let out = unique("bench_out");
+        create_topic(&out, 1);
+        let (p, prss) = produce_squall(&release, &scratch, &out, n, PERF_SETTINGS);
         let out = unique("bench_out");
         create_topic(&out, 1);
         let started = Instant::now();
         produce_bare(&out, n);
         let b = n as f64 / started.elapsed().as_secs_f64();
         println!(
-            "round {round} produce: squall {s:.0} rec/s (peak RSS {rss:.0} MiB), rdkafka {b:.0} \
-             rec/s, ratio {:.2} (load average {})",
+            "round {round} produce: squall {s:.0} rec/s (peak RSS {rss:.0} MiB), with the perf \
+             settings {p:.0} rec/s (peak RSS {prss:.0} MiB), rdkafka {b:.0} rec/s, ratios {:.2} \
+             and {:.2} (load average {})",
             s / b,
+            p / b,
             load_average()
         );
         produce_s.push(s);
+        produce_perf.push(p);
         produce_b.push(b);
     }
     let (cs, cb) = (median(&mut consume_s), median(&mut consume_b));
     let (ps, pb) = (median(&mut produce_s), median(&mut produce_b));
+    let pp = median(&mut produce_perf);
     println!(
         "kafka -> squall -> null (acked, committed), {n} records, median of {runs}: squall {cs:.0} \
          rec/s, bare BaseConsumer {cb:.0} rec/s, ratio {:.2}",
@@ -119,6 +132,11 @@ fn main() {
         "squall -> kafka (KafkaPublish), {n} records, median of {runs}: squall {ps:.0} rec/s, \
          bare BaseProducer {pb:.0} rec/s, ratio {:.2}",
         ps / pb
+    );
+    println!(
+        "squall -> kafka (KafkaPublish) with the perf settings, {n} records, median of {runs}: \
+         squall {pp:.0} rec/s, bare BaseProducer {pb:.0} rec/s, ratio {:.2}",
+        pp / pb
     );
     let _ = std::fs::remove_dir_all(&scratch);
 }
@@ -376,7 +394,17 @@ inputs = [{{ from = "in" }}]
     (rate, rss)
 }
 
-fn produce_squall(release: &Path, scratch: &Path, topic: &str, n: u64) -> (f64, f64) {
+/// The `[topology]` keys of the host's throughput bench (storm-perf's).
+const PERF_SETTINGS: &str = "producer_batch_size = 1000\nreceive_buffer_size = 50000";
+
+/// `settings`: more `[topology]` keys.
+fn produce_squall(
+    release: &Path,
+    scratch: &Path,
+    topic: &str,
+    n: u64,
+    settings: &str,
+) -> (f64, f64) {
     let path = scratch.join(format!("{topic}.toml"));
     std::fs::write(
         &path,
@@ -384,6 +412,7 @@ fn produce_squall(release: &Path, scratch: &Path, topic: &str, n: u64) -> (f64, 
             r#"
 [topology]
 max_spout_pending = 20000
+{settings}
 
 [plugins]
 kafka = "{release}/libsquall_kafka.so"

@@ -483,8 +483,9 @@ impl<'a> BasicBatchCollector<'a> {
     /// counted as an error of the bolt, as `emit_many`'s is.
     ///
     /// A bolt that re-emits its inputs unchanged passes
-    /// [`Run::values`](crate::Run::values): the values go from the host's
-    /// batch to the host's outgoing one with no copy in between.
+    /// [`Run::values`](crate::Run::values): the plugin makes no copy of its
+    /// own, and the host copies the values once, from its incoming batch
+    /// into its outgoing one.
     ///
     /// ```
     /// # use squall_plugin_api::prelude::*;

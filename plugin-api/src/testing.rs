@@ -66,8 +66,8 @@ pub struct Emitted {
 /// run.push(&[Value::from("a b")], Anchor::NONE).push(&[Value::from("c")], Anchor(7));
 /// let mut taken = 0;
 /// let mut inputs = run.inputs(&mut taken);
-/// let words: Vec<usize> = inputs.by_ref().map(|t| t.values().len()).collect();
-/// assert_eq!((words, taken), (vec![1, 1], 2));
+/// let arities: Vec<usize> = inputs.by_ref().map(|t| t.values().len()).collect();
+/// assert_eq!((arities, taken), (vec![1, 1], 2));
 /// assert_eq!(run.run().anchor(1), Anchor(7));
 /// ```
 #[derive(Debug, Clone)]

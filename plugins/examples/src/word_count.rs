@@ -45,7 +45,6 @@ impl WordCount {
         1
     }
 
-    /// The cleanup report: `wordcount: <word> <count>` lines, sorted by word.
     /// Emits the tuples in `self.out`, one per input of `inputs`.
     fn flush(&mut self, inputs: Run<'_>, collector: &mut BasicBatchCollector<'_>) {
         if !inputs.is_empty() {
@@ -57,6 +56,7 @@ impl WordCount {
         self.out.clear();
     }
 
+    /// The cleanup report: `wordcount: <word> <count>` lines, sorted by word.
     fn report(&self) -> String {
         let mut sorted: Vec<_> = self.counts.iter().collect();
         sorted.sort_unstable();

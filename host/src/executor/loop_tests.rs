@@ -1676,3 +1676,91 @@ fn a_batch_spout_is_asked_for_no_more_than_max_spout_pending_leaves_room_for() {
     thread.join().unwrap();
     assert_eq!(maxes()[..2], ["max 5", "max 3"]);
 }
+
+/// The lengths of the runs [`LenBolt`] got, in order (one test uses it).
+static FAST_RUNS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// The same for [`SlowInputBolt`].
+static SLOW_RUNS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// A contract 1.3 bolt that takes its runs and does nothing with them.
+struct LenBolt;
+
+impl RunBolt for LenBolt {
+    fn execute_batch(
+        &mut self,
+        inputs: RunView<'_>,
+        _: BoltOutputMut<'_>,
+        taken: &mut u32,
+    ) -> PResult<()> {
+        *taken = inputs.len() as u32;
+        FAST_RUNS.lock().unwrap().push(inputs.len());
+        ROk(())
+    }
+}
+
+extern "C" fn new_len_bolt(_: RStr<'_>) -> PResult<ComponentBox13> {
+    run13(LenBolt)
+}
+
+/// A contract 1.3 bolt that takes at least 200 µs per input.
+struct SlowInputBolt;
+
+impl RunBolt for SlowInputBolt {
+    fn execute_batch(
+        &mut self,
+        inputs: RunView<'_>,
+        _: BoltOutputMut<'_>,
+        taken: &mut u32,
+    ) -> PResult<()> {
+        std::thread::sleep(Duration::from_micros(200) * inputs.len() as u32);
+        *taken = inputs.len() as u32;
+        SLOW_RUNS.lock().unwrap().push(inputs.len());
+        ROk(())
+    }
+}
+
+extern "C" fn new_slow_input_bolt(_: RStr<'_>) -> PResult<ComponentBox13> {
+    run13(SlowInputBolt)
+}
+
+/// Sends `batches` queue batches of `size` untracked one-value inputs to
+/// the rig's bolt, runs it until it has executed them all, and stops it.
+fn run_backlog(rig: BatchRig, batches: usize, size: usize) {
+    for b in 0..batches {
+        let mut batch = Batch::with_capacity(TaskId(0), size);
+        for v in 0..size {
+            batch.push(0, &[Value::I64((b * size + v) as i64)], &[]);
+        }
+        rig.input.send(batch).unwrap();
+    }
+    let BatchRig { run, stats, executor, .. } = rig;
+    let thread = std::thread::spawn(move || executor.run());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while stats.get(StatField::Executed) < (batches * size) as u64 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    run.advance(RunState::Stopping);
+    thread.join().unwrap();
+    assert_eq!(stats.get(StatField::Executed), (batches * size) as u64);
+}
+
+#[test]
+fn a_fast_batch_bolt_gets_longer_runs_and_a_slow_one_shorter() {
+    // Runs start at 64 inputs. A bolt that takes its runs in no time gets
+    // longer ones (fewer calls and clock reads per input), up to the
+    // queue batch; one whose run of 64 takes 12.8 ms or more gets shorter
+    // ones, so that the loop sees its control queue sooner than after 64
+    // inputs. Seen failing with every run 64 long.
+    run_backlog(BatchRig::new(new_len_bolt), 8, 1000);
+    let fast = FAST_RUNS.lock().unwrap().clone();
+    assert_eq!(fast.first(), Some(&64), "{fast:?}");
+    assert_eq!(fast.iter().sum::<usize>(), 8000);
+    assert!(fast.iter().any(|&n| n > 64), "no run grew past 64: {fast:?}");
+    assert!(fast.iter().all(|&n| n <= 1000), "a run spanned two queue batches: {fast:?}");
+
+    run_backlog(BatchRig::new(new_slow_input_bolt), 2, 64);
+    let slow = SLOW_RUNS.lock().unwrap().clone();
+    assert_eq!(slow.first(), Some(&64), "{slow:?}");
+    assert_eq!(slow.iter().sum::<usize>(), 128);
+    assert!(slow.last().is_some_and(|&n| n < 64), "no run shrank: {slow:?}");
+}

@@ -159,9 +159,12 @@ impl Batch {
         values: &[Value],
     ) {
         debug_assert_eq!(values.len(), count * arity);
-        let base = self.values.len();
+        let base = self.values.len() as u32;
         self.values.reserve(values.len());
         let mut bytes = 0u64;
+        // A `push` per value: an `extend` of the copies built each on the
+        // stack and read it back in unaligned pieces (a median pair ratio
+        // of 0.86 on const -> id -> null).
         for v in values {
             if COUNT_BYTES {
                 bytes += v.encoded_len() as u64;
@@ -169,10 +172,12 @@ impl Batch {
             self.values.push(copy(v));
         }
         self.bytes += bytes;
-        let ids_end = self.ids.len() as u32;
-        self.tuples.extend((1..=count).map(|i| Header {
+        let (ids_end, arity) = (self.ids.len() as u32, arity as u32);
+        // By value: captured by reference, they were loaded again after
+        // each header's store.
+        self.tuples.extend((1..=count as u32).map(move |i| Header {
             stream,
-            values_end: (base + i * arity) as u32,
+            values_end: base + i * arity,
             ids_end,
         }));
     }

@@ -504,7 +504,13 @@ impl Transfer {
         values: &[Value],
         stats: &mut LocalStats,
     ) {
-        let Some(target) = self.streams[stream as usize].single_target() else {
+        let routes = &self.streams[stream as usize];
+        // A stream no one subscribes to: nothing to route (word count's
+        // `(word, count)` tuples).
+        if routes.routers.is_empty() {
+            return;
+        }
+        let Some(target) = routes.single_target() else {
             for i in 0..count {
                 let tuple = &values[i * arity..(i + 1) * arity];
                 for t in 0..self.route_checked(stream, tuple) {

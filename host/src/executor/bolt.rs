@@ -568,9 +568,9 @@ impl BoltExecutor {
             let mut starts = batch.starts(pos);
             // One relaxed load per batch while no tap is attached.
             let tapped = self.core.transfer.tap().attached();
-            // A contract 1.3 bolt gets runs of at most RUN tuples, and the
-            // loop looks at its clock and its pending emits after each run,
-            // as it does every 64 tuples below.
+            // A contract 1.3 bolt gets runs of at most `run_len` tuples,
+            // and the loop looks at its clock and its pending emits after
+            // each run, as it does every 64 tuples below.
             let batched = !WINDOWED && self.bolt.batches();
             while batched && pos < batch.len() {
                 let end = (pos + self.run_len).min(batch.len());

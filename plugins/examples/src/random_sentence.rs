@@ -103,6 +103,10 @@ pub struct RandomSentenceSpout {
     replay: VecDeque<u64>,
     /// Set by `restore_state`: `open` keeps the generator it restored.
     restored: bool,
+    /// The new sentences of one `next_batch` call, back to back, and their
+    /// message ids when reliable (kept to reuse their capacity).
+    batch: Vec<Value>,
+    ids: Vec<MessageId>,
 }
 
 /// The format of [`RandomSentenceSpout`]'s saved state: one entry whose
@@ -173,6 +177,8 @@ impl Spout for RandomSentenceSpout {
             pending: Pending::default(),
             replay: VecDeque::new(),
             restored: false,
+            batch: Vec::new(),
+            ids: Vec::new(),
         })
     }
 
@@ -265,6 +271,40 @@ impl Spout for RandomSentenceSpout {
             collector.emit_with_id(values, id);
         } else {
             collector.emit(values);
+        }
+        Ok(())
+    }
+
+    /// Replays first, one emit each, as `next_tuple` does; then up to the
+    /// rest of `max` new sentences in one `emit_many` (one call across the
+    /// plugin boundary instead of one per sentence).
+    fn next_batch(&mut self, max: usize, collector: &mut SpoutCollector<'_>) -> Result<()> {
+        let mut room = max;
+        while room > 0 && self.replay_one(collector) {
+            room -= 1;
+        }
+        if let Some(limit) = self.limit {
+            room = room.min(limit.saturating_sub(self.emitted) as usize);
+        }
+        if room == 0 {
+            return Ok(());
+        }
+        self.batch.clear();
+        self.ids.clear();
+        for _ in 0..room {
+            let index = self.pick();
+            let id = self.emitted;
+            self.emitted += 1;
+            self.batch.push(self.sentences[index].clone());
+            if self.reliable {
+                self.pending.insert(id, index);
+                self.ids.push(MessageId(id));
+            }
+        }
+        if self.reliable {
+            collector.emit_many_with_ids(&self.batch, &self.ids);
+        } else {
+            collector.emit_many(room, &self.batch);
         }
         Ok(())
     }
@@ -377,6 +417,39 @@ mod tests {
         assert_eq!(ids, [1, 3, 4], "the replay first, then new ids up to the limit");
         assert_eq!(recorder.first_strings(), ["b", "a", "b"], "the cycle goes on");
         assert!(new.restore_state(State::new("other/1")).is_err());
+    }
+
+    #[test]
+    fn a_batch_emits_what_as_many_next_tuple_calls_would_in_one_call() {
+        for reliable in [false, true] {
+            let config = format!("seed = 7\nlimit = 10\nreliable = {reliable}");
+            let (mut one, mut many) = (spout(&config), spout(&config));
+            let (mut singles, mut batches) = (Recorder::default(), Recorder::default());
+            for _ in 0..10 {
+                next(&mut one, &mut singles);
+            }
+            let mut collector = SpoutCollector::from_ext(batches.spout_output());
+            many.next_batch(4, &mut collector).unwrap();
+            many.next_batch(64, &mut collector).unwrap();
+            many.next_batch(64, &mut collector).unwrap(); // past the limit: nothing
+            drop(collector);
+            assert_eq!(batches.first_strings(), singles.first_strings(), "reliable: {reliable}");
+            let ids = |r: &Recorder| r.emitted.iter().map(|e| e.message_id).collect::<Vec<_>>();
+            assert_eq!(ids(&batches), ids(&singles), "reliable: {reliable}");
+            assert_eq!(batches.emit_many_calls, [4, 6], "one call per batch; reliable: {reliable}");
+            assert_eq!(many.pending.len(), if reliable { 10 } else { 0 });
+        }
+        // Replays come first, one emit each, and count toward `max`.
+        let mut spout = spout("order = \"cycle\"\nsentences = [\"a\", \"b\", \"c\"]");
+        let mut recorder = Recorder::default();
+        let mut collector = SpoutCollector::from_ext(recorder.spout_output());
+        spout.next_batch(3, &mut collector).unwrap();
+        spout.fail(MessageId(1));
+        spout.next_batch(3, &mut collector).unwrap();
+        drop(collector);
+        let ids: Vec<_> = recorder.emitted.iter().map(|e| e.message_id.unwrap().0).collect();
+        assert_eq!(ids, [0, 1, 2, 1, 3, 4]);
+        assert_eq!(recorder.first_strings(), ["a", "b", "c", "b", "a", "b"]);
     }
 
     #[test]

@@ -1528,8 +1528,8 @@ extern "C" fn new_slow_bolt(_: RStr<'_>) -> PResult<ComponentBox13> {
 
 #[test]
 fn a_tick_reaches_a_batch_bolt_between_runs_while_its_backlog_lasts() {
-    // Sixteen queue batches of 64 untracked inputs wait: sixteen runs of
-    // a millisecond each. A tick sent once the first run has begun is
+    // Sixteen queue batches of 64 untracked inputs wait: sixteen runs (or
+    // more, shorter ones) of a millisecond each. A tick sent once the first run has begun is
     // executed between two runs, after at most the loop's housekeeping
     // interval (5 ms), not after the backlog. Seen failing with the run
     // loop never leaving for housekeeping: the tick came after run 16.
@@ -1555,9 +1555,10 @@ fn a_tick_reaches_a_batch_bolt_between_runs_while_its_backlog_lasts() {
     run.advance(RunState::Stopping);
     thread.join().unwrap();
     let log = SLOW_LOG.lock().unwrap().clone();
-    assert_eq!(runs(), 16, "{log:?}");
+    // Sixteen runs or more: a run that took over 1.25 ms halves the next.
+    assert!(runs() >= 16, "{log:?}");
     let tick = log.iter().position(|e| *e == "tick").expect("the tick was executed");
-    assert!(tick < 16, "the tick waited for the whole backlog: {log:?}");
+    assert!(tick < log.len() - 1, "the tick waited for the whole backlog: {log:?}");
     assert_eq!(stats.get(StatField::Ticks), 1);
 }
 

@@ -12,7 +12,7 @@ use abi_stable::{
     StableAbi,
 };
 
-use crate::{Anchor, Tuple, Value};
+use crate::{Anchor, StreamId, Tuple, Value};
 
 /// Where one input of a run ends in the host's batch (contract 1.3).
 #[repr(C)]
@@ -59,7 +59,13 @@ pub struct RunView<'a> {
     streams: RSlice<'a, InputStream>,
     source_component: RStr<'a>,
     source_task: u32,
+    /// Bit `i` set: output stream `i` goes nowhere for this run (bit 63:
+    /// the default stream). See [`Run::wired`].
+    unwired: u64,
 }
+
+/// The bit of [`RunView`]'s unwired mask that stands for the default stream.
+const DEFAULT_BIT: u64 = 1 << 63;
 
 impl<'a> RunView<'a> {
     /// A run: `values` holds the inputs' values back to back, the first
@@ -85,7 +91,22 @@ impl<'a> RunView<'a> {
             streams: streams.into(),
             source_component: source_component.into(),
             source_task,
+            unwired: 0,
         }
+    }
+
+    /// The same run, telling the bolt which of its output streams go
+    /// nowhere for it (the host's part): the output streams whose index
+    /// is in `streams` (indexes up to 62), and the default stream when
+    /// `default` is true. A view built by [`new`](Self::new) has every
+    /// stream wired.
+    #[must_use]
+    pub fn with_unwired(mut self, streams: impl IntoIterator<Item = u32>, default: bool) -> Self {
+        self.unwired = streams
+            .into_iter()
+            .filter(|&i| i < 63)
+            .fold(if default { DEFAULT_BIT } else { 0 }, |mask, i| mask | 1 << i);
+        self
     }
 
     /// The number of inputs.
@@ -182,6 +203,22 @@ impl<'a> Run<'a> {
     /// to `emit_each` without a copy of its own.
     pub fn values(&self) -> &'a [Value] {
         &self.view.values.as_slice()[self.view.start(self.start)..self.view.start(self.end)]
+    }
+
+    /// False when a tuple emitted on `stream` now would go nowhere: no
+    /// component subscribes to the stream and no tap watches the task's
+    /// outputs. A bolt may then skip building what it would emit there
+    /// (what it does not emit is not counted as emitted); it is asked per
+    /// run, so a subscriber added by a live reload, or a tap attached, is
+    /// seen from the next run on. True for a stream the host does not
+    /// say, and for any stream of a view built without the host's word.
+    pub fn wired(&self, stream: StreamId) -> bool {
+        let bit = match stream {
+            StreamId::DEFAULT => DEFAULT_BIT,
+            StreamId(i) if i < 63 => 1 << i,
+            StreamId(_) => 0,
+        };
+        self.view.unwired & bit == 0
     }
 
     /// The number of values of each input, when every input has as many
@@ -349,7 +386,25 @@ impl ExactSizeIterator for Inputs<'_, '_> {}
 #[cfg(test)]
 mod tests {
     use crate::testing::TestRun;
-    use crate::{Anchor, Value};
+    use crate::{Anchor, StreamId, Value};
+
+    #[test]
+    fn a_run_says_which_output_streams_go_nowhere() {
+        let mut run = TestRun::new("c");
+        run.push(&[Value::U64(1)], Anchor::NONE);
+        let all = run.run();
+        assert!(all.wired(StreamId::DEFAULT) && all.wired(StreamId(0)), "wired unless told");
+        run.unwire(StreamId(2)).unwire(StreamId(70));
+        let some = run.run();
+        assert!(!some.wired(StreamId(2)));
+        assert!(some.wired(StreamId(1)) && some.wired(StreamId::DEFAULT));
+        assert!(some.wired(StreamId(70)), "streams past 62 are always wired");
+        run.unwire(StreamId::DEFAULT);
+        let run = run.run();
+        assert!(!run.wired(StreamId::DEFAULT) && !run.wired(StreamId(2)));
+        assert!(run.range(0..0).wired(StreamId(1)), "a part of a run keeps its view's word");
+        assert!(!run.range(0..0).wired(StreamId(2)));
+    }
 
     fn numbers(n: &[i64]) -> Vec<Value> {
         n.iter().map(|&n| Value::from(n)).collect()

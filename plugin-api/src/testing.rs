@@ -77,6 +77,8 @@ pub struct TestRun {
     values: Vec<Value>,
     headers: Vec<crate::InputHeader>,
     anchors: Vec<Anchor>,
+    /// The output streams said to go nowhere, and the default stream.
+    unwired: (Vec<u32>, bool),
 }
 
 impl TestRun {
@@ -88,7 +90,19 @@ impl TestRun {
             values: Vec::new(),
             headers: Vec::new(),
             anchors: Vec::new(),
+            unwired: (Vec::new(), false),
         }
+    }
+
+    /// Says that `stream` goes nowhere, as a host does when no component
+    /// subscribes to it and no tap watches ([`Run::wired`](crate::Run::wired)
+    /// is then false for it).
+    pub fn unwire(&mut self, stream: crate::StreamId) -> &mut Self {
+        match stream {
+            crate::StreamId::DEFAULT => self.unwired.1 = true,
+            crate::StreamId(i) => self.unwired.0.push(i),
+        }
+        self
     }
 
     /// Appends an input on the default stream (no field names).
@@ -136,6 +150,7 @@ impl TestRun {
             &self.component,
             1,
         )
+        .with_unwired(self.unwired.0.iter().copied(), self.unwired.1)
     }
 
     /// Every input, as a [`Run`](crate::Run).

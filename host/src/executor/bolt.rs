@@ -370,6 +370,12 @@ impl BoltExecutor {
         &self.core
     }
 
+    /// The task's core, to rewire it (the loop tests).
+    #[cfg(test)]
+    pub(super) fn core_mut(&mut self) -> &mut TaskCore {
+        &mut self.core
+    }
+
     /// The backpressure wait of a chain whose task this is.
     pub(super) fn backpressure_wait(&mut self, counter: u32) -> u32 {
         self.core.backpressure_idle(counter)
@@ -843,6 +849,11 @@ impl BoltExecutor {
                 }
                 break;
             }
+            // The streams that go nowhere, unless a tap watches the task.
+            let (unwired, default_unwired) = match self.core.transfer.tap().attached() {
+                false => self.core.transfer.unwired(),
+                true => (&[][..], false),
+            };
             let view = RunView::new(
                 &batch.values[base..ends.0],
                 base as u32,
@@ -851,7 +862,8 @@ impl BoltExecutor {
                 streams,
                 component_name,
                 source,
-            );
+            )
+            .with_unwired(unwired.iter().copied(), default_unwired);
             let mut taken = 0u32;
             let result = {
                 let mut output = HostOutput {

@@ -1338,6 +1338,20 @@ impl BatchRig {
         Self::build(factory, 16, false)
     }
 
+    /// The rig with no component subscribed to the bolt's default stream.
+    fn unsubscribed(factory: extern "C" fn(RStr<'_>) -> PResult<ComponentBox13>) -> Self {
+        let mut rig = Self::build(factory, 16, true);
+        let transfer = &mut rig.executor.core_mut().transfer;
+        let streams = vec![StreamRoutes {
+            name: "default".into(),
+            direct: false,
+            fields: 1,
+            routers: vec![],
+        }];
+        transfer.rewire(streams, vec![None; 3], Vec::new());
+        rig
+    }
+
     fn build(
         factory: extern "C" fn(RStr<'_>) -> PResult<ComponentBox13>,
         capacity: usize,
@@ -1764,4 +1778,40 @@ fn a_fast_batch_bolt_gets_longer_runs_and_a_slow_one_shorter() {
     assert_eq!(slow.first(), Some(&64), "{slow:?}");
     assert_eq!(slow.iter().sum::<usize>(), 128);
     assert!(slow.last().is_some_and(|&n| n < 64), "no run shrank: {slow:?}");
+}
+
+/// What [`WiredBolt`] saw per run: its default stream wired or not.
+static WIRED_RUNS: Mutex<Vec<bool>> = Mutex::new(Vec::new());
+
+/// A contract 1.3 bolt that records whether its default stream goes
+/// anywhere, run by run.
+struct WiredBolt;
+
+impl RunBolt for WiredBolt {
+    fn execute_batch(
+        &mut self,
+        inputs: RunView<'_>,
+        _: BoltOutputMut<'_>,
+        taken: &mut u32,
+    ) -> PResult<()> {
+        *taken = inputs.len() as u32;
+        WIRED_RUNS.lock().unwrap().push(Run::new(inputs).wired(StreamId::DEFAULT));
+        ROk(())
+    }
+}
+
+extern "C" fn new_wired_bolt(_: RStr<'_>) -> PResult<ComponentBox13> {
+    run13(WiredBolt)
+}
+
+#[test]
+fn a_run_says_whether_the_bolts_streams_go_anywhere() {
+    // A bolt whose default stream has a subscriber is told it is wired;
+    // with none, that it goes nowhere (so that it may skip building what
+    // it would emit there). Seen failing with the host never saying.
+    run_backlog(BatchRig::new(new_wired_bolt), 1, 10);
+    let subscribed = std::mem::take(&mut *WIRED_RUNS.lock().unwrap());
+    run_backlog(BatchRig::unsubscribed(new_wired_bolt), 1, 10);
+    let unsubscribed = std::mem::take(&mut *WIRED_RUNS.lock().unwrap());
+    assert_eq!((subscribed, unsubscribed), (vec![true], vec![false]));
 }

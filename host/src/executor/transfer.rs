@@ -210,6 +210,18 @@ pub struct Transfer {
     /// The task's tap port: one relaxed load per emit while no tap is
     /// attached (see [`crate::tap`]).
     tap: crate::tap::TapPort,
+    /// The output streams no component subscribes to, and whether the
+    /// default stream is one of them (see [`Self::unwired`]).
+    unwired: (Vec<u32>, bool),
+}
+
+/// The output streams of `streams` that no component subscribes to, and
+/// whether the default stream (`default`) is one of them.
+fn unwired_streams(streams: &[StreamRoutes], default: Option<u32>) -> (Vec<u32>, bool) {
+    let unwired: Vec<u32> =
+        (0..streams.len() as u32).filter(|&i| streams[i as usize].routers.is_empty()).collect();
+    let default_unwired = default.is_some_and(|d| unwired.contains(&d));
+    (unwired, default_unwired)
 }
 
 /// `v`'s elements in a buffer allocated by the calling thread (see
@@ -238,6 +250,7 @@ impl Transfer {
     /// A transfer for `task`, wired as `wiring` says.
     pub fn new(task: TaskId, wiring: TransferWiring) -> Self {
         let task_count = wiring.queues.len();
+        let unwired = unwired_streams(&wiring.streams, wiring.default_stream);
         Self {
             task,
             batch_size: wiring.batch_size.max(1),
@@ -260,7 +273,17 @@ impl Transfer {
             budgeted: wiring.queue_bytes.iter().any(Option::is_some),
             queue_bytes: wiring.queue_bytes,
             tap: crate::tap::TapPort::new(wiring.tap),
+            unwired,
         }
+    }
+
+    /// The output streams that go nowhere now: no component subscribes
+    /// to them (a tap is the caller's to check), and whether the default
+    /// stream is one of them. A contract 1.3 bolt is told per run, so it
+    /// may skip building tuples no one would get.
+    #[inline]
+    pub fn unwired(&self) -> (&[u32], bool) {
+        (&self.unwired.0, self.unwired.1)
     }
 
     /// Replaces the routes and the queues: a live reload added or replaced
@@ -274,6 +297,7 @@ impl Transfer {
         queues: Vec<Option<Sender<Batch>>>,
         queue_bytes: Vec<Option<std::sync::Arc<QueueBytes>>>,
     ) {
+        self.unwired = unwired_streams(&streams, self.default_stream);
         self.streams = streams;
         self.queues = queues;
         if self.outgoing.len() < self.queues.len() {

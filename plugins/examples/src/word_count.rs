@@ -49,13 +49,18 @@ impl WordCount {
     /// inputs (the common case): the words are read from the run's values
     /// back to back, with no `Tuple` built per input. The same outcome as
     /// the loop over `inputs`: every word before a non-string is counted
-    /// and emitted, and the non-string fails alone.
+    /// and emitted, and the non-string fails alone. When the run says that
+    /// the output stream goes nowhere ([`Run::wired`]), the words are
+    /// counted and nothing is built or emitted.
     fn count_words(
         &mut self,
         run: Run<'_>,
         inputs: &mut Inputs<'_, '_>,
         collector: &mut BasicBatchCollector<'_>,
     ) -> Result<()> {
+        // Where no one would get the `(word, count)` tuples (no
+        // subscriber, no tap), they are not built: the words are counted.
+        let emit = run.wired(StreamId::DEFAULT);
         let mut failed = None;
         for (i, value) in run.values().iter().enumerate() {
             let Some(word) = value.as_str() else {
@@ -63,20 +68,31 @@ impl WordCount {
                 break;
             };
             let count = self.count(word);
-            // The input's own value, copied whole, and the count built in
-            // place (see `execute_batch`).
-            self.out.push(value.clone());
-            Value::push_u64(&mut self.out, count);
+            if emit {
+                // The input's own value, copied whole, and the count built
+                // in place (see `execute_batch`).
+                self.out.push(value.clone());
+                Value::push_u64(&mut self.out, count);
+            }
         }
-        let Some(i) = failed else {
-            inputs.take_all();
-            self.flush(run, collector);
-            return Ok(());
+        let counted = failed.unwrap_or(run.len());
+        // The inputs up to a failed one are taken: the host fails that one.
+        let result = match failed {
+            None => {
+                inputs.take_all();
+                Ok(())
+            }
+            Some(i) => {
+                let input = inputs.nth(i).ok_or("a run shorter than its values")?;
+                first_str(&input, "a word").map(|_| ())
+            }
         };
-        // The inputs up to the failed one are taken: the host fails that one.
-        let input = inputs.nth(i).ok_or("a run shorter than its values")?;
-        self.flush(run.range(0..i), collector);
-        first_str(&input, "a word").map(|_| ())
+        if emit {
+            self.flush(run.range(0..counted), collector);
+        } else if let Some((words, _)) = &self.metrics {
+            words.add(counted as u64);
+        }
+        result
     }
 
     /// Emits the tuples in `self.out`, one per input of `inputs`.
@@ -352,6 +368,26 @@ mod tests {
             let tuple = |c: u64| vec![Value::from("a"), Value::U64(c)];
             assert_eq!(emitted, [(tuple(1), vec![]), (tuple(2), vec![Anchor(7)])], "wide: {wide}");
         }
+    }
+
+    #[test]
+    fn words_are_counted_without_emitting_when_no_one_would_get_the_counts() {
+        let mut bolt = WordCount::default();
+        let mut recorder = Recorder::default();
+        let mut run = TestRun::new("split");
+        for v in [Value::from("a"), Value::from("b"), Value::from("a"), Value::I64(1)] {
+            run.push(std::slice::from_ref(&v), Anchor::NONE);
+        }
+        run.unwire(StreamId::DEFAULT);
+        let mut taken = 0;
+        let mut inputs = run.inputs(&mut taken);
+        let mut collector = BasicBatchCollector::from_bolt_output(recorder.bolt_output());
+        let err = bolt.execute_batch(&mut inputs, &mut collector).unwrap_err();
+        drop(collector);
+        assert_eq!(err.to_string(), "expected a word (a string), got I64(1)");
+        assert_eq!(taken, 4, "the non-string fails alone");
+        assert!(recorder.emitted.is_empty() && recorder.emit_many_calls.is_empty());
+        assert_eq!(bolt.report(), "wordcount: a 2\nwordcount: b 1\n");
     }
 
     #[test]

@@ -87,6 +87,21 @@ fn a_tap_shows_component_task_stream_fields_and_roots_of_a_known_input() {
         assert!(row.contains(" roots="), "{row}");
     }
 
+    // No component subscribes to count's stream, so WordCount builds no
+    // (word, count) tuple while no tap watches it (`Run::wired`); a tap
+    // on its outputs sees them. Seen failing (the tap timed out with no
+    // sample) with the host saying the stream went nowhere while tapped.
+    let out = tap(&ws, addr, &["--outputs-of", "count", "--limit", "2"]);
+    out.assert_code(0);
+    let samples = lines(&out);
+    assert_eq!(samples.len(), 2, "{}", out.context());
+    for s in &samples {
+        assert_eq!(s["fields"], serde_json::json!(["word", "count"]), "{s}");
+        let word = s["values"][0].as_str().unwrap_or_default();
+        assert!(word == "the" || word == "cow", "{s}");
+        assert!(s["values"][1].as_u64().is_some_and(|n| n > 0), "a running count: {s}");
+    }
+
     let out = tap(&ws, addr, &["--outputs-of", "sentences", "--limit", "2"]);
     out.assert_code(0);
     let samples = lines(&out);

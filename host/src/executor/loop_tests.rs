@@ -1692,50 +1692,39 @@ fn a_batch_spout_is_asked_for_no_more_than_max_spout_pending_leaves_room_for() {
     assert_eq!(maxes()[..2], ["max 5", "max 3"]);
 }
 
-/// The lengths of the runs [`LenBolt`] got, in order (one test uses it).
+/// The lengths of the runs `new_len_bolt`'s bolt got, in order (one test uses it).
 static FAST_RUNS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-/// The same for [`SlowInputBolt`].
+/// The same for `new_slow_input_bolt`'s.
 static SLOW_RUNS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
-/// A contract 1.3 bolt that takes its runs and does nothing with them.
-struct LenBolt;
+/// A contract 1.3 bolt that takes each run whole and hands it to its probe
+/// first (which records what the test looks at).
+struct ProbeBolt(fn(&RunView<'_>));
 
-impl RunBolt for LenBolt {
+impl RunBolt for ProbeBolt {
     fn execute_batch(
         &mut self,
         inputs: RunView<'_>,
         _: BoltOutputMut<'_>,
         taken: &mut u32,
     ) -> PResult<()> {
+        (self.0)(&inputs);
         *taken = inputs.len() as u32;
-        FAST_RUNS.lock().unwrap().push(inputs.len());
         ROk(())
     }
 }
 
+/// Records each run's length.
 extern "C" fn new_len_bolt(_: RStr<'_>) -> PResult<ComponentBox13> {
-    run13(LenBolt)
+    run13(ProbeBolt(|run| FAST_RUNS.lock().unwrap().push(run.len())))
 }
 
-/// A contract 1.3 bolt that takes at least 200 µs per input.
-struct SlowInputBolt;
-
-impl RunBolt for SlowInputBolt {
-    fn execute_batch(
-        &mut self,
-        inputs: RunView<'_>,
-        _: BoltOutputMut<'_>,
-        taken: &mut u32,
-    ) -> PResult<()> {
-        std::thread::sleep(Duration::from_micros(200) * inputs.len() as u32);
-        *taken = inputs.len() as u32;
-        SLOW_RUNS.lock().unwrap().push(inputs.len());
-        ROk(())
-    }
-}
-
+/// Takes at least 200 µs per input, and records each run's length.
 extern "C" fn new_slow_input_bolt(_: RStr<'_>) -> PResult<ComponentBox13> {
-    run13(SlowInputBolt)
+    run13(ProbeBolt(|run| {
+        std::thread::sleep(Duration::from_micros(200) * run.len() as u32);
+        SLOW_RUNS.lock().unwrap().push(run.len());
+    }))
 }
 
 /// Sends `batches` queue batches of `size` untracked one-value inputs to
@@ -1780,28 +1769,12 @@ fn a_fast_batch_bolt_gets_longer_runs_and_a_slow_one_shorter() {
     assert!(slow.last().is_some_and(|&n| n < 64), "no run shrank: {slow:?}");
 }
 
-/// What [`WiredBolt`] saw per run: its default stream wired or not.
+/// What `new_wired_bolt`'s bolt saw per run: its default stream wired or not.
 static WIRED_RUNS: Mutex<Vec<bool>> = Mutex::new(Vec::new());
 
-/// A contract 1.3 bolt that records whether its default stream goes
-/// anywhere, run by run.
-struct WiredBolt;
-
-impl RunBolt for WiredBolt {
-    fn execute_batch(
-        &mut self,
-        inputs: RunView<'_>,
-        _: BoltOutputMut<'_>,
-        taken: &mut u32,
-    ) -> PResult<()> {
-        *taken = inputs.len() as u32;
-        WIRED_RUNS.lock().unwrap().push(Run::new(inputs).wired(StreamId::DEFAULT));
-        ROk(())
-    }
-}
-
+/// Records whether its default stream goes anywhere, run by run.
 extern "C" fn new_wired_bolt(_: RStr<'_>) -> PResult<ComponentBox13> {
-    run13(WiredBolt)
+    run13(ProbeBolt(|run| WIRED_RUNS.lock().unwrap().push(Run::new(*run).wired(StreamId::DEFAULT))))
 }
 
 #[test]

@@ -206,8 +206,8 @@ impl<'a> Run<'a> {
     }
 
     /// False when a tuple emitted on `stream` now would go nowhere: no
-    /// component subscribes to the stream and no tap watches the task's
-    /// outputs. A bolt may then skip building what it would emit there
+    /// component subscribes to the stream and no tap is attached to the
+    /// task (inputs or outputs: the host says nothing while one is). A bolt may then skip building what it would emit there
     /// (what it does not emit is not counted as emitted); it is asked per
     /// run, so a subscriber added by a live reload, or a tap attached, is
     /// seen from the next run on. True for a stream the host does not

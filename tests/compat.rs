@@ -9,7 +9,10 @@
 //! process. Without git history (a source tarball, a shallow clone) the
 //! test is skipped, or fails under `SQUALL_REQUIRE_TOOLS=1` (CI). The same
 //! is done for [`PRE_RELEASE_1_1`], a library whose 1.1 part no longer
-//! matches: it loads through its 1.0 descriptors, with a warning that says so.
+//! matches: it loads through its 1.0 descriptors, with a warning that says
+//! so; and for [`PRE_RELEASE_1_3`], which loads through its 1.2 ones. The
+//! other way round, a library of this contract refuses a host of an older
+//! one in one line: [`older_host`] loads it as their loaders did.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -36,6 +39,10 @@ const CONTRACT_1_2: &str = "6bb1b2dd213212624ca0a7a22b40f4cecbdd7a07";
 /// host's (plugin-api 1.1 was never published, so its types still moved).
 const PRE_RELEASE_1_1: &str = "0b892d984d482500a827f224deceebbca859c26c";
 
+/// Contract 1.3.0 as an earlier stop shipped it, before `DynHost13` said
+/// the host's contract: its 1.3 part no longer matches this host's.
+const PRE_RELEASE_1_3: &str = "ec189b9f6a966eb2d0849809439b099d41e351fd";
+
 type Built = OnceLock<Result<Option<PathBuf>, String>>;
 
 /// Builds `plugins/examples` as of [`CONTRACT_1_0`]; returns its library, or
@@ -61,6 +68,12 @@ fn examples_1_2() -> Option<PathBuf> {
 fn examples_pre_1_1() -> Option<PathBuf> {
     static BUILT: Built = OnceLock::new();
     examples_at(PRE_RELEASE_1_1, "compat-pre-1.1", 15, &BUILT)
+}
+
+/// Builds `plugins/examples` as of [`PRE_RELEASE_1_3`], as [`examples_1_0`].
+fn examples_pre_1_3() -> Option<PathBuf> {
+    static BUILT: Built = OnceLock::new();
+    examples_at(PRE_RELEASE_1_3, "compat-pre-1.3", 17, &BUILT)
 }
 
 /// Builds `plugins/examples` as of `commit` in `target/<dir>`, once per
@@ -191,6 +204,28 @@ fn a_library_whose_1_1_part_does_not_match_loads_through_1_0_and_says_why() {
         inspect.context()
     );
     // Through its 1.0 descriptors it still runs word count exactly.
+    let toml = word_count_topology(1).replace("{examples}", &old.display().to_string());
+    let topology = ws.write_topology("wc.toml", &toml);
+    let out = SquallCommand::run(&ws, &topology, "3s").output();
+    out.assert_code(0);
+    assert_eq!(printed_word_counts(&out), expected_word_counts(), "\n{}", out.context());
+    assert_eq!(out.stat("sentences", "acked"), SENTENCE_LIMIT, "\n{}", out.context());
+}
+
+#[test]
+fn a_library_whose_1_3_part_does_not_match_loads_through_1_2_and_says_why() {
+    let Some(old) = examples_pre_1_3() else { return };
+    let ws = Workspace::new("compat_pre_1_3");
+    let inspect = SquallCommand::inspect(&ws, &old).output();
+    inspect.assert_code(0);
+    assert!(inspect.stdout.contains("(contract 1.3.0)"), "\n{}", inspect.context());
+    assert!(
+        inspect.stderr.contains("was built against contract 1.3.0, but its contract 1.3.0 part does not match this host's (")
+            && inspect.stderr.contains("it loads through its 1.2 descriptors, without what later contracts added"),
+        "\n{}",
+        inspect.context()
+    );
+    // Through its 1.2 descriptors it still runs word count exactly.
     let toml = word_count_topology(1).replace("{examples}", &old.display().to_string());
     let topology = ws.write_topology("wc.toml", &toml);
     let out = SquallCommand::run(&ws, &topology, "3s").output();
@@ -397,4 +432,97 @@ fn a_plugin_built_with_panic_abort_is_refused_at_load() {
     // The same library built normally loads.
     let normal = SquallCommand::inspect(&ws, &crate::util::plugin_path("testkit")).output();
     normal.assert_code(0);
+}
+
+/// A host of an older contract, as far as loading goes: each 1.x host
+/// checks a library against its own root module shape, hands over its 1.1
+/// services (1.1 and 1.2; a 1.0 host has none), then asks for the catalogue
+/// and prints a failure as `plugin "<alias>": <path> failed to list its
+/// components: <error>` (`host/src/plugin/loader.rs` and `error.rs` at
+/// [`CONTRACT_1_0`], [`CONTRACT_1_1`] and [`CONTRACT_1_2`]).
+mod older_host {
+    use std::path::Path;
+
+    use abi_stable::library::LibHeader;
+    use abi_stable::sabi_trait::TD_Opaque;
+    use abi_stable::std_types::{RResult, RStr};
+    use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+    use squall_plugin_api::abi::{
+        v1_0, v1_2_root, DynHost, DynHost_TO, LogLevel, MetricCells, MetricKind, ROOT_SYMBOL,
+    };
+    use squall_plugin_api::{ErrorKind, PluginError};
+
+    /// The 1.1 services, as bare as they can be.
+    struct Services;
+
+    impl DynHost for Services {
+        fn log_enabled(&self, _: LogLevel) -> bool {
+            false
+        }
+
+        fn log(&self, _: LogLevel, _: RStr<'_>) {}
+
+        fn register_metric(
+            &self,
+            _: MetricKind,
+            _: RStr<'_>,
+            _: RStr<'_>,
+        ) -> RResult<MetricCells, PluginError> {
+            RResult::RErr(PluginError::new(ErrorKind::RUNTIME, "no metrics in this host"))
+        }
+    }
+
+    /// Loads `library` (from a private copy, so that its statics start
+    /// empty) as a host of contract 1.2 does, or 1.0 with `contract_1_0`;
+    /// the catalogue's plugin name, or the line the host prints.
+    pub fn load(library: &Path, copy: &Path, contract_1_0: bool) -> Result<String, String> {
+        std::fs::copy(library, copy).expect("copy the library");
+        // SAFETY: our own testkit library; loading it runs no code but its
+        // initialisers, as in the host.
+        let lib = unsafe { Library::open(Some(copy), RTLD_NOW | RTLD_LOCAL) }.expect("dlopen");
+        // SAFETY: `export_plugin!`'s static under this name is a `LibHeader`,
+        // whose first field is the `AbiHeader` abi_stable reads.
+        let header: &'static LibHeader = unsafe {
+            let symbol = lib
+                .get::<&'static LibHeader>(format!("{ROOT_SYMBOL}\0").as_bytes())
+                .expect("the root symbol");
+            *symbol
+        };
+        std::mem::forget(lib);
+        let catalogue = if contract_1_0 {
+            let root = header.init_root_module::<v1_0::PluginRoot_Ref>().expect("1.0 shape");
+            (root.catalogue())()
+        } else {
+            let root = header.init_root_module::<v1_2_root::PluginRoot_Ref>().expect("1.2 shape");
+            if let Some(attach) = root.attach_host() {
+                attach(DynHost_TO::from_value(Services, TD_Opaque));
+            }
+            (root.catalogue())()
+        };
+        catalogue.into_result().map(|c| c.plugin.to_string()).map_err(|e| {
+            format!("plugin \"t\": {} failed to list its components: {e}", library.display())
+        })
+    }
+}
+
+#[test]
+fn a_plugin_built_against_contract_1_3_is_refused_by_an_older_host_in_one_line() {
+    let library = crate::util::plugin_path("testkit");
+    let ws = Workspace::new("older_host");
+    for (contract_1_0, speaks) in [(false, "1.2"), (true, "1.0")] {
+        let copy = ws.path(format!("libolder_{speaks}.so"));
+        let line = older_host::load(&library, &copy, contract_1_0)
+            .expect_err("a host older than the library's contract lists its components");
+        assert!(!line.contains('\n'), "one line: {line}");
+        for part in [
+            "failed to list its components: built against plugin contract 1.3.0",
+            "this host (contract 1.2 or older) does not speak",
+            "run it on a squall host of contract 1.3 or later",
+        ] {
+            assert!(line.contains(part), "host {speaks}: {part:?} not in {line}");
+        }
+    }
+    // This host, which speaks 1.3, loads the same library.
+    let out = SquallCommand::inspect(&ws, &library).output();
+    out.assert_code(0);
 }

@@ -27,12 +27,16 @@ impl ErrorKind {
     pub const RUNTIME: Self = Self(1);
     /// Plugin code panicked; the panic was caught on the plugin side.
     pub const PANIC: Self = Self(2);
+    /// The library refuses a host whose contract is older than its own
+    /// (contract 1.3; an older host reads it as [`ErrorKind::RUNTIME`]).
+    pub const CONTRACT: Self = Self(3);
 
     /// A short lowercase name, for messages and metrics.
     pub fn name(self) -> &'static str {
         match self {
             Self::CONFIG => "config",
             Self::PANIC => "panic",
+            Self::CONTRACT => "contract",
             _ => "error",
         }
     }

@@ -26,8 +26,8 @@
 //! assert_eq!(words.get(), 1);
 //! ```
 //!
-//! Without a host that speaks 1.1 (a unit test, an older host) logging is
-//! silent and metrics count locally.
+//! Without a host (a unit test) logging is silent and metrics count
+//! locally.
 //!
 //! # Labelled metrics (contract 1.3)
 //! [`metrics::counter_with`], [`metrics::gauge_with`] and
@@ -66,8 +66,10 @@
 //!
 //! A 1.3 host hands the library its labelled metrics through
 //! [`PluginRoot::attach_host_1_3`](crate::abi::PluginRoot). A host older
-//! than that field does not know labelled metrics: their handles count
-//! locally (as without a host), and nothing is logged; so do durations.
+//! than that field does not know labelled metrics, and a 1.3 library
+//! refuses to list its components to it (see
+//! [`PluginRoot::catalogue`](crate::abi::PluginRoot)); without a host (a
+//! unit test) labelled handles and durations count locally.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -92,6 +94,39 @@ static HOST13: OnceLock<Host13Box> = OnceLock::new();
 /// metrics once.
 pub(crate) extern "C" fn attach13(host: Host13Box) {
     let _ = HOST13.set(host);
+}
+
+/// Why this library refuses the host that loaded it, if it does: its
+/// contract is older than the library's. Contract minors only add, so a
+/// library built against 1.N may rely on what a 1.(N-1) host lacks (a 1.2
+/// host would run a 1.3 library's bolts one call per tuple and drop its
+/// labelled metrics without a word). A 1.3 or later host says its
+/// contract through [`DynHost13::contract_version`]; a host that never
+/// attached that object is older than 1.3.
+pub(crate) fn older_host() -> Option<String> {
+    let host = HOST13.get().map(|h| h.contract_version());
+    refusal(host.as_ref().map(|v| v.as_str()), crate::abi::CONTRACT_VERSION)
+}
+
+/// [`older_host`] for a host that says `host` (`None`: it said nothing,
+/// so it is older than 1.3) and a library built against `library`.
+fn refusal(host: Option<&str>, library: &str) -> Option<String> {
+    let minor = |v: &str| -> Option<(u64, u64)> {
+        let mut parts = v.split('.');
+        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    };
+    let needed = minor(library)?;
+    let speaks = match host {
+        Some(v) if minor(v).is_some_and(|h| h >= needed) => return None,
+        Some(v) => format!("contract {v}"),
+        None => "contract 1.2 or older".to_owned(),
+    };
+    Some(format!(
+        "built against plugin contract {library}, which this host ({speaks}) does not \
+         speak: run it on a squall host of contract {}.{} or later, or build it against \
+         the squall-plugin-api of the host's contract",
+        needed.0, needed.1
+    ))
 }
 
 #[doc(hidden)]
@@ -432,6 +467,10 @@ mod tests {
     }
 
     impl DynHost13 for NewHost {
+        fn contract_version(&self) -> RStr<'static> {
+            RStr::from_str("1.3.0")
+        }
+
         fn register_labelled_metric(
             &self,
             kind: MetricKind,
@@ -449,6 +488,25 @@ mod tests {
             self.series.lock().unwrap().push((name.to_string(), labels, cells.clone()));
             RResult::ROk(MetricCells { cells })
         }
+    }
+
+    #[test]
+    fn a_library_refuses_a_host_of_an_older_contract_in_one_line() {
+        assert_eq!(refusal(Some("1.3.0"), "1.3.0"), None);
+        assert_eq!(refusal(Some("1.4.2"), "1.3.0"), None, "a newer host");
+        assert_eq!(refusal(Some("2.0.0"), "1.3.0"), None, "its own major is the host's check");
+        let older = refusal(None, "1.3.0").expect("a host that never attached 1.3 is older");
+        assert_eq!(
+            older,
+            "built against plugin contract 1.3.0, which this host (contract 1.2 or older) does \
+             not speak: run it on a squall host of contract 1.3 or later, or build it against \
+             the squall-plugin-api of the host's contract"
+        );
+        assert!(!older.contains('\n'));
+        let one_minor = refusal(Some("1.3.0"), "1.4.0").expect("1.3 host, 1.4 library");
+        assert!(one_minor.contains("this host (contract 1.3.0)"), "{one_minor}");
+        assert!(one_minor.contains("contract 1.4 or later"), "{one_minor}");
+        assert!(refusal(Some("garbage"), "1.3.0").is_some(), "a version it cannot read");
     }
 
     #[test]

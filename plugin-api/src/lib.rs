@@ -37,7 +37,9 @@
 //!   coordinators ([`Coordinator`]) are a new component kind. User metrics
 //!   may carry labels of their own ([`metrics::gauge_with`] and its
 //!   kin: one series per label set, exported while its handle lives).
-//!   Libraries built against 1.0, 1.1 and 1.2 keep loading and working.
+//!   Libraries built against 1.0, 1.1 and 1.2 keep loading and working;
+//!   a library built against 1.3 refuses a host older than 1.3 in one line
+//!   (its catalogue fails).
 //! - [`rng`] is SplitMix64, a small non-cryptographic random number
 //!   generator for plugins and tests (plain Rust, outside the ABI).
 //! - [`abi`] is the stable-ABI layer (abi_stable `#[sabi_trait]` objects and a

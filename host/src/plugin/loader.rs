@@ -16,6 +16,7 @@ use squall_plugin_api::abi::{
     ComponentKind, Host13Box, HostBox, PResult, PanicStrategy, PluginRoot_Ref, PluginSource,
     CONTRACT_VERSION,
 };
+use squall_plugin_api::ErrorKind;
 
 use super::copy::{self, CopyError};
 use super::descriptor::{normalise, Descriptor, Parts};
@@ -342,8 +343,13 @@ fn read_root(alias: &str, path: &Path, root: Root, digest: String) -> Result<Lib
         path: path.to_path_buf(),
         detail: e.to_string(),
     };
-    let catalogue = (root.catalogue)().into_result().map_err(catalogue_error)?;
-    if let Some(mismatch) = &root.mismatch_1_1 {
+    let catalogue = (root.catalogue)()
+        .into_result()
+        .map_err(|e| catalogue_failure(alias, path, root.mismatch_newest.as_deref(), e))?;
+    if let Some(mismatch) = root.mismatch_newest.as_deref().filter(|_| of_this_contract(&catalogue))
+    {
+        warn_newest_mismatch(alias, path, &root, &catalogue, mismatch);
+    } else if let Some(mismatch) = &root.mismatch_1_1 {
         warn_mismatch(alias, path, &catalogue, mismatch);
     }
     let extensions = call(root.extensions).map_err(catalogue_error)?;
@@ -388,6 +394,72 @@ fn check_panic_strategy(
         ),
     }
     Ok(())
+}
+
+/// What a failed catalogue is reported as: the library's own error, or,
+/// when the library was read through an older contract's shape
+/// (`mismatch_newest`, why this host's did not match) and refused this host
+/// as older than its contract, the mismatch: the library was built against
+/// this contract, but another layout of it.
+fn catalogue_failure(
+    alias: &str,
+    path: &Path,
+    mismatch_newest: Option<&str>,
+    e: squall_plugin_api::PluginError,
+) -> LoadError {
+    match mismatch_newest {
+        Some(mismatch) if e.kind == ErrorKind::CONTRACT => LoadError::Incompatible {
+            alias: alias.to_owned(),
+            path: path.to_path_buf(),
+            host_contract: CONTRACT_VERSION,
+            detail: mismatch.to_owned(),
+        },
+        _ => LoadError::Catalogue {
+            alias: alias.to_owned(),
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        },
+    }
+}
+
+/// Whether the library says it was built against this host's contract
+/// minor or a later one.
+fn of_this_contract(catalogue: &Catalogue) -> bool {
+    let minor = |v: &str| -> Option<(u64, u64)> {
+        let mut parts = v.split('.');
+        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    };
+    match (minor(catalogue.contract_version.as_str()), minor(CONTRACT_VERSION)) {
+        (Some(built), Some(host)) => built >= host,
+        _ => false,
+    }
+}
+
+/// A library built against this host's contract whose newest part does not
+/// match this host's (built against a pre-release whose types have since
+/// moved) loads through an older contract's descriptors, without what
+/// this contract added (a 1.3 library's bolts one call per tuple): says
+/// so, and why.
+fn warn_newest_mismatch(
+    alias: &str,
+    path: &Path,
+    root: &Root,
+    catalogue: &Catalogue,
+    mismatch: &str,
+) {
+    let through = match (&root.extensions_12, &root.extensions) {
+        (Some(_), _) => "1.2",
+        (None, Some(_)) => "1.1",
+        (None, None) => "1.0",
+    };
+    tracing::warn!(
+        alias,
+        "{} was built against contract {}, but its contract {CONTRACT_VERSION} part does not \
+         match this host's ({mismatch}); it loads through its {through} descriptors, without \
+         what later contracts added: rebuild it against this host's squall-plugin-api",
+        path.display(),
+        catalogue.contract_version
+    );
 }
 
 /// A 1.0 library loads through its 1.0 descriptors as expected; a later
@@ -567,6 +639,11 @@ pub(super) struct Root {
     /// Why the 1.1 root module did not match, when the library loads
     /// through its 1.0 descriptors.
     mismatch_1_1: Option<String>,
+    /// Why this host's root module did not match, when the library loads
+    /// through an older contract's shape: what to report if the library
+    /// then refuses this host as older than its own contract (a library
+    /// built against a 1.3 whose layout differs from this host's).
+    mismatch_newest: Option<String>,
 }
 
 /// Opens the private copy at `copy` with `RTLD_NOW` (so unresolved symbols
@@ -627,9 +704,15 @@ impl Root {
     /// shares. The same holds between the later minors: newest shape, then
     /// 1.2, then 1.1, then 1.0.
     fn init(header: &'static LibHeader) -> Result<Root, LibraryError> {
-        if let Ok(root) = header.init_root_module::<PluginRoot_Ref>() {
-            return Ok(Root::newest(root));
-        }
+        let newest = match header.init_root_module::<PluginRoot_Ref>() {
+            Ok(root) => return Ok(Root::newest(root)),
+            Err(e) => e,
+        };
+        Root::older(header).map(|root| Root { mismatch_newest: Some(condense(&newest)), ..root })
+    }
+
+    /// The root module in `header` in the newest older shape it checks out as.
+    fn older(header: &'static LibHeader) -> Result<Root, LibraryError> {
         if let Ok(root) = header.init_root_module::<v1_2_root::PluginRoot_Ref>() {
             return Ok(Root {
                 catalogue: root.catalogue(),
@@ -640,6 +723,7 @@ impl Root {
                 extensions_13: None,
                 attach_host_1_3: None,
                 mismatch_1_1: None,
+                mismatch_newest: None,
             });
         }
         match header.init_root_module::<v1_1::PluginRoot_Ref>() {
@@ -652,17 +736,21 @@ impl Root {
                 extensions_13: None,
                 attach_host_1_3: None,
                 mismatch_1_1: None,
+                mismatch_newest: None,
             }),
-            Err(newest) => header.init_root_module::<v1_0::PluginRoot_Ref>().map(|root| Root {
-                catalogue: root.catalogue(),
-                attach_host: None,
-                panic_strategy: None,
-                extensions: None,
-                extensions_12: None,
-                extensions_13: None,
-                attach_host_1_3: None,
-                mismatch_1_1: Some(condense(&newest)),
-            }),
+            Err(mismatch_1_1) => {
+                header.init_root_module::<v1_0::PluginRoot_Ref>().map(|root| Root {
+                    catalogue: root.catalogue(),
+                    attach_host: None,
+                    panic_strategy: None,
+                    extensions: None,
+                    extensions_12: None,
+                    extensions_13: None,
+                    attach_host_1_3: None,
+                    mismatch_1_1: Some(condense(&mismatch_1_1)),
+                    mismatch_newest: None,
+                })
+            }
         }
     }
 
@@ -677,6 +765,7 @@ impl Root {
             extensions_13: root.extensions_1_3(),
             attach_host_1_3: root.attach_host_1_3(),
             mismatch_1_1: None,
+            mismatch_newest: None,
         }
     }
 }
@@ -749,6 +838,8 @@ fn first_layout_mismatch(report: &str) -> Option<String> {
 mod tests {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::PermissionsExt;
+
+    use squall_plugin_api::PluginError;
 
     use super::*;
 
@@ -950,5 +1041,29 @@ mod tests {
             first_layout_mismatch(report).unwrap(),
             "catalogue.__returns: mismatched type (expected u64, found u32)"
         );
+    }
+    #[test]
+    fn a_library_that_refuses_this_host_after_a_layout_fallback_is_reported_incompatible() {
+        let path = Path::new("/plugins/libx.so");
+        let older = || PluginError::new(ErrorKind::CONTRACT, "this host is older");
+        let mismatch = "extensions_1_3: field missing";
+        // Read through an older shape, it refuses this host as older: what
+        // does not match is its newest part, and that is what is reported.
+        let e = catalogue_failure("x", path, Some(mismatch), older());
+        assert!(matches!(e, LoadError::Incompatible { .. }), "{e}");
+        assert!(
+            e.to_string().ends_with(&format!("(contract {CONTRACT_VERSION}): {mismatch}")),
+            "{e}"
+        );
+        // Read through this host's shape, its refusal is its own to make.
+        let e = catalogue_failure("x", path, None, older());
+        assert!(
+            e.to_string().ends_with("failed to list its components: this host is older"),
+            "{e}"
+        );
+        // Any other failure of the catalogue is the library's error.
+        let failed = PluginError::new(ErrorKind::RUNTIME, "no config");
+        let e = catalogue_failure("x", path, Some(mismatch), failed);
+        assert!(e.to_string().ends_with("failed to list its components: no config"), "{e}");
     }
 }

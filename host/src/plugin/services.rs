@@ -20,7 +20,7 @@ use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RArc, RResult, RSlice, RStr, RVec};
 use squall_plugin_api::abi::{
     AtomicCell, DynHost, DynHost13, DynHost13_TO, DynHost_TO, Host13Box, HostBox, LogLevel,
-    MetricCells, MetricKind, MetricLabel, MetricStorage,
+    MetricCells, MetricKind, MetricLabel, MetricStorage, CONTRACT_VERSION,
 };
 use squall_plugin_api::{ErrorKind, PluginError};
 
@@ -418,6 +418,10 @@ impl DynHost for HostServices {
 }
 
 impl DynHost13 for HostServices {
+    fn contract_version(&self) -> RStr<'static> {
+        RStr::from_str(CONTRACT_VERSION)
+    }
+
     fn register_labelled_metric(
         &self,
         kind: MetricKind,

@@ -138,6 +138,10 @@ pub type HostBox = DynHost_TO<'static, RBox<()>>;
 /// [`PluginRoot::attach_host_1_3`](super::PluginRoot)).
 #[sabi_trait]
 pub trait DynHost13: Send + Sync {
+    /// The contract version the host speaks (`"1.3.0"` for a 1.3 host). A
+    /// library refuses to list its components to a host whose contract is
+    /// older than its own (see [`PluginRoot::catalogue`](super::PluginRoot)).
+    fn contract_version(&self) -> RStr<'static>;
     /// Registers one series of a metric family, told apart from the
     /// family's other series by `labels` (besides the calling task's own
     /// labels). Same rules as [`DynHost::register_metric`], and: the series

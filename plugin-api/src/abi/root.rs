@@ -10,6 +10,8 @@ use abi_stable::{
 
 use abi_stable::std_types::RVec;
 
+use crate::{ErrorKind, PluginError};
+
 use super::{
     guard, Catalogue, ComponentExt, ComponentExt12, ComponentExt13, Host13Box, HostBox, PResult,
 };
@@ -37,6 +39,11 @@ pub struct PluginRoot {
     /// Lists the library's components.
     // Evolution rule: this is the last field of contract 1.0's prefix. Never
     // move it; fields added later go after it and are read as `Option`s.
+    ///
+    /// A library refuses to list its components (an error naming both
+    /// contracts) to a host whose contract is older than its own: a 1.3
+    /// library to a host that never called `attach_host_1_3`, which every
+    /// 1.3 host calls before this.
     #[sabi(last_prefix_field)]
     pub catalogue: extern "C" fn() -> PResult<Catalogue>,
     /// Contract 1.1: the host hands the library its [`HostBox`] (logging,
@@ -276,7 +283,10 @@ extern "C" fn extensions_of<P: PluginSource>() -> PResult<RVec<ComponentExt>> {
 }
 
 extern "C" fn catalogue_of<P: PluginSource>() -> PResult<Catalogue> {
-    guard(|| Ok(P::catalogue()))
+    guard(|| match crate::host::older_host() {
+        Some(why) => Err(PluginError::new(ErrorKind::CONTRACT, why)),
+        None => Ok(P::catalogue()),
+    })
 }
 
 fn root_of<P: PluginSource>() -> PluginRoot_Ref {

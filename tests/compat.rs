@@ -191,41 +191,50 @@ fn examples_at(
 #[test]
 fn a_library_whose_1_1_part_does_not_match_loads_through_1_0_and_says_why() {
     let Some(old) = examples_pre_1_1() else { return };
-    let ws = Workspace::new("compat_pre_1_1");
-    let inspect = SquallCommand::inspect(&ws, &old).output();
-    inspect.assert_code(0);
-    assert!(inspect.stdout.contains("(contract 1.1.0)"), "\n{}", inspect.context());
     // The warning names the contract it was built against and the first
     // mismatch, instead of calling it a 1.0 library.
-    assert!(
-        inspect.stderr.contains("was built against contract 1.1.0, but its contract 1.1 part does not match this host's (")
-            && inspect.stderr.contains("it loads through its 1.0 descriptors, without its 1.1 features"),
-        "\n{}",
-        inspect.context()
+    loads_with_a_warning_and_counts_words(
+        &old,
+        "compat_pre_1_1",
+        "1.1.0",
+        [
+            "was built against contract 1.1.0, but its contract 1.1 part does not match this host's (",
+            "it loads through its 1.0 descriptors, without its 1.1 features",
+        ],
     );
-    // Through its 1.0 descriptors it still runs word count exactly.
-    let toml = word_count_topology(1).replace("{examples}", &old.display().to_string());
-    let topology = ws.write_topology("wc.toml", &toml);
-    let out = SquallCommand::run(&ws, &topology, "3s").output();
-    out.assert_code(0);
-    assert_eq!(printed_word_counts(&out), expected_word_counts(), "\n{}", out.context());
-    assert_eq!(out.stat("sentences", "acked"), SENTENCE_LIMIT, "\n{}", out.context());
 }
 
 #[test]
 fn a_library_whose_1_3_part_does_not_match_loads_through_1_2_and_says_why() {
     let Some(old) = examples_pre_1_3() else { return };
-    let ws = Workspace::new("compat_pre_1_3");
-    let inspect = SquallCommand::inspect(&ws, &old).output();
-    inspect.assert_code(0);
-    assert!(inspect.stdout.contains("(contract 1.3.0)"), "\n{}", inspect.context());
-    assert!(
-        inspect.stderr.contains("was built against contract 1.3.0, but its contract 1.3.0 part does not match this host's (")
-            && inspect.stderr.contains("it loads through its 1.2 descriptors, without what later contracts added"),
-        "\n{}",
-        inspect.context()
+    loads_with_a_warning_and_counts_words(
+        &old,
+        "compat_pre_1_3",
+        "1.3.0",
+        [
+            "was built against contract 1.3.0, but its contract 1.3.0 part does not match this host's (",
+            "it loads through its 1.2 descriptors, without what later contracts added",
+        ],
     );
-    // Through its 1.2 descriptors it still runs word count exactly.
+}
+
+/// `inspect` lists the pre-release library `old` as of contract `built`
+/// and warns with both parts of `warning`; through its older descriptors
+/// it still runs word count exactly.
+fn loads_with_a_warning_and_counts_words(
+    old: &std::path::Path,
+    name: &str,
+    built: &str,
+    warning: [&str; 2],
+) {
+    let ws = Workspace::new(name);
+    let inspect = SquallCommand::inspect(&ws, old).output();
+    inspect.assert_code(0);
+    let contract = format!("(contract {built})");
+    assert!(inspect.stdout.contains(&contract), "\n{}", inspect.context());
+    for part in warning {
+        assert!(inspect.stderr.contains(part), "{part:?}\n{}", inspect.context());
+    }
     let toml = word_count_topology(1).replace("{examples}", &old.display().to_string());
     let topology = ws.write_topology("wc.toml", &toml);
     let out = SquallCommand::run(&ws, &topology, "3s").output();

@@ -152,6 +152,10 @@ impl std::fmt::Debug for SpoutExecutor {
     }
 }
 
+/// The shortest throttle wait spent waiting on the control queue as well
+/// (see `SpoutExecutor::serve_control_for`).
+const SERVE_WAIT_MIN: Duration = Duration::from_millis(1);
+
 /// A throttle wait that serves the spout's control queue (see
 /// `SpoutExecutor::pay_throttle`); it may return early, and the throttler
 /// then reads its clock and waits again for what is left.
@@ -518,8 +522,19 @@ impl SpoutExecutor {
     /// Flushes the partial batches (nothing sits in a buffer while the
     /// thread waits), then waits up to `wait` for the control queue (or the
     /// run's cancel), and handles what it holds.
+    ///
+    /// A short wait (under [`SERVE_WAIT_MIN`]: a spout throttled to one
+    /// tuple per call, as every throttled spout is now) sleeps without
+    /// waiting on the control queue and then handles what it holds: a
+    /// reply waking the thread in the middle of every such wait cost the
+    /// throttled const-null-ack about 10 µs of complete latency at 100 k/s.
     fn serve_control_for(&mut self, turn: &mut Turn, name: &str, wait: Duration) {
         self.core.transfer.flush_all(&mut turn.stats);
+        if wait < SERVE_WAIT_MIN {
+            self.core.run.canceler.wait_timeout(wait);
+            self.drain_control(turn, name);
+            return;
+        }
         let mut select = Select::new();
         select.recv(&self.core.control);
         select.recv(self.core.run.canceler.closed());

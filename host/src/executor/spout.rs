@@ -523,9 +523,10 @@ impl SpoutExecutor {
     /// thread waits), then waits up to `wait` for the control queue (or the
     /// run's cancel), and handles what it holds.
     ///
-    /// A short wait (under [`SERVE_WAIT_MIN`]: a spout throttled to one
-    /// tuple per call, as every throttled spout is now) sleeps without
-    /// waiting on the control queue and then handles what it holds: a
+    /// A short wait (under [`SERVE_WAIT_MIN`]: one tuple's time at a rate
+    /// above 1,000 tuples/s, or what is left of a wait after an early
+    /// return) sleeps without waiting on the control queue and then
+    /// handles what it holds: a
     /// reply waking the thread in the middle of every such wait cost the
     /// throttled const-null-ack about 10 µs of complete latency at 100 k/s.
     fn serve_control_for(&mut self, turn: &mut Turn, name: &str, wait: Duration) {

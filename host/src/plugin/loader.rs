@@ -338,11 +338,7 @@ fn read_root(alias: &str, path: &Path, root: Root, digest: String) -> Result<Lib
     if let Some(attach) = root.attach_host_1_3 {
         attach(super::services::HostServices::boxed_1_3());
     }
-    let catalogue_error = |e: squall_plugin_api::PluginError| LoadError::Catalogue {
-        alias: alias.to_owned(),
-        path: path.to_path_buf(),
-        detail: e.to_string(),
-    };
+    let catalogue_error = |e| catalogue_failure(alias, path, None, e);
     let catalogue = (root.catalogue)()
         .into_result()
         .map_err(|e| catalogue_failure(alias, path, root.mismatch_newest.as_deref(), e))?;
